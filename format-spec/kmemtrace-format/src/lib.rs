@@ -1,0 +1,46 @@
+//! # kmemtrace-format
+//!
+//! The kmemtrace log format, as specified in `format-spec/FORMAT.md`, and the
+//! decoders for what the log carries: the kernel's ftrace ring-buffer
+//! sub-buffers and its kmem trace events.
+//!
+//! Data flows one way through the modules:
+//!
+//! - the **container**: [`block`] (framing, CRC, compression), [`tlv`],
+//!   [`records`] (typed block payloads: [`arch`] tag, metadata, CPU data,
+//!   statistics, end), [`writer`] and [`reader`];
+//! - the **kernel's formats**, decoded with the recorded kernel's byte order
+//!   and sizes, never the host's ([`endian`]): [`header_page`],
+//!   [`subbuf`] (ring-buffer sub-buffers), [`event_format`] (tracefs
+//!   `format` files), [`print_flags`] (`__print_flags` tables such as GFP
+//!   flags), [`kmem`] (typed kmem events), [`kallsyms`], [`cmdlines`] and
+//!   [`stats`] (per-CPU ring-buffer statistics);
+//! - [`log`]: a whole log opened for analysis, tying the two together.
+//!
+//! Parsers of log data never panic on hostile input: they return errors that
+//! name the offset.
+#![forbid(unsafe_code)]
+
+pub mod endian;
+
+// Container (format-spec/FORMAT.md).
+pub mod arch;
+pub mod block;
+pub mod reader;
+pub mod records;
+pub mod tlv;
+pub mod writer;
+
+// Kernel formats.
+pub mod cmdlines;
+pub mod event_format;
+pub mod header_page;
+pub mod kallsyms;
+pub mod kmem;
+pub mod print_flags;
+pub mod stats;
+pub mod subbuf;
+
+pub mod log;
+
+pub use endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
