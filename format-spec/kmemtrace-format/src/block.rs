@@ -1,1 +1,387 @@
-//! (being written)
+//! Block framing (FORMAT.md §4, §5): file header, block header, CRC-32 and
+//! zstd compression. Knows nothing of what payloads mean.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// First 8 bytes of every log.
+pub const MAGIC: [u8; 8] = *b"\x8aKMT\r\n\x1a\n";
+/// Size of the file header.
+pub const FILE_HEADER_LEN: usize = 16;
+/// The format version this library writes.
+pub const VERSION_MAJOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 0;
+
+/// Sync word at the start of every block header.
+pub const SYNC: [u8; 4] = *b"KMTB";
+/// Size of a block header.
+pub const BLOCK_HEADER_LEN: usize = 20;
+/// Upper bound of `stored_len` and `raw_len`.
+pub const MAX_BLOCK_LEN: u32 = 64 << 20;
+
+/// Block header flag: the payload is one zstd frame.
+pub const FLAG_ZSTD: u16 = 1;
+/// Flags this version knows.
+pub const KNOWN_FLAGS: u16 = FLAG_ZSTD;
+
+/// Block types (FORMAT.md §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BlockType {
+    Arch,
+    Meta,
+    CpuData,
+    Stats,
+    End,
+    Note,
+    Unknown(u16),
+}
+
+impl BlockType {
+    pub fn from_u16(v: u16) -> Self {
+        match v {
+            1 => Self::Arch,
+            2 => Self::Meta,
+            3 => Self::CpuData,
+            4 => Self::Stats,
+            5 => Self::End,
+            6 => Self::Note,
+            x => Self::Unknown(x),
+        }
+    }
+    pub fn to_u16(self) -> u16 {
+        match self {
+            Self::Arch => 1,
+            Self::Meta => 2,
+            Self::CpuData => 3,
+            Self::Stats => 4,
+            Self::End => 5,
+            Self::Note => 6,
+            Self::Unknown(x) => x,
+        }
+    }
+    pub fn name(self) -> Cow<'static, str> {
+        match self {
+            Self::Arch => "ARCH".into(),
+            Self::Meta => "META".into(),
+            Self::CpuData => "CPU_DATA".into(),
+            Self::Stats => "STATS".into(),
+            Self::End => "END".into(),
+            Self::Note => "NOTE".into(),
+            Self::Unknown(x) => format!("type {x}").into(),
+        }
+    }
+}
+
+/// Whether and how hard to compress payloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    /// zstd at this level (1..=22; negative levels are zstd's fast modes).
+    Zstd(i32),
+}
+
+/// The file header (FORMAT.md §4).
+pub fn encode_file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION_MAJOR.to_le_bytes());
+    h[10..12].copy_from_slice(&VERSION_MINOR.to_le_bytes());
+    let crc = crc32fast::hash(&h[..12]);
+    h[12..16].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Why a file header is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileHeaderError {
+    /// Fewer than 16 bytes.
+    Short { len: usize },
+    /// Not a kmemtrace log at all.
+    BadMagic { found: [u8; 8] },
+    /// A kmemtrace log whose header is damaged.
+    BadCrc { stored: u32, computed: u32 },
+    /// A major version this reader does not know.
+    UnsupportedMajor { major: u16, minor: u16 },
+}
+
+impl fmt::Display for FileHeaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Short { len } => write!(
+                f,
+                "offset 0: file is {len} bytes, shorter than the 16-byte kmemtrace file header"
+            ),
+            Self::BadMagic { found } => write!(
+                f,
+                "offset 0: not a kmemtrace log (magic {})",
+                found.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            ),
+            Self::BadCrc { stored, computed } => write!(
+                f,
+                "offset 12: file header CRC mismatch (stored {stored:08x}, computed {computed:08x})"
+            ),
+            Self::UnsupportedMajor { major, minor } => write!(
+                f,
+                "offset 8: log format version {major}.{minor} is not supported by this reader (format {VERSION_MAJOR}.x)"
+            ),
+        }
+    }
+}
+impl std::error::Error for FileHeaderError {}
+
+/// Checks a file header, returning (major, minor).
+pub fn parse_file_header(h: &[u8]) -> Result<(u16, u16), FileHeaderError> {
+    if h.len() < FILE_HEADER_LEN {
+        if h.len() >= 8 && h[..8] != MAGIC {
+            let mut found = [0; 8];
+            found.copy_from_slice(&h[..8]);
+            return Err(FileHeaderError::BadMagic { found });
+        }
+        return Err(FileHeaderError::Short { len: h.len() });
+    }
+    if h[..8] != MAGIC {
+        let mut found = [0; 8];
+        found.copy_from_slice(&h[..8]);
+        return Err(FileHeaderError::BadMagic { found });
+    }
+    let major = u16::from_le_bytes([h[8], h[9]]);
+    let minor = u16::from_le_bytes([h[10], h[11]]);
+    let stored = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+    let computed = crc32fast::hash(&h[..12]);
+    if stored != computed {
+        return Err(FileHeaderError::BadCrc { stored, computed });
+    }
+    if major != VERSION_MAJOR {
+        return Err(FileHeaderError::UnsupportedMajor { major, minor });
+    }
+    Ok((major, minor))
+}
+
+/// A parsed block header (its CRC not yet checked against the payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    pub block_type: BlockType,
+    pub flags: u16,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub crc: u32,
+}
+
+/// Why a block header cannot start a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderProblem {
+    BadSync([u8; 4]),
+    TooLong { stored_len: u32, raw_len: u32 },
+    InconsistentLengths { stored_len: u32, raw_len: u32 },
+}
+
+impl fmt::Display for HeaderProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadSync(s) => write!(
+                f,
+                "no block sync word (found {:02x} {:02x} {:02x} {:02x})",
+                s[0], s[1], s[2], s[3]
+            ),
+            Self::TooLong {
+                stored_len,
+                raw_len,
+            } => write!(
+                f,
+                "block length beyond the 64 MiB limit (stored {stored_len}, raw {raw_len})"
+            ),
+            Self::InconsistentLengths {
+                stored_len,
+                raw_len,
+            } => write!(
+                f,
+                "uncompressed block with stored length {stored_len} != raw length {raw_len}"
+            ),
+        }
+    }
+}
+
+impl BlockHeader {
+    /// Parses the 20 header bytes. Checks what can be checked without the
+    /// payload: sync word and length bounds.
+    pub fn parse(h: &[u8; BLOCK_HEADER_LEN]) -> Result<Self, HeaderProblem> {
+        let sync = [h[0], h[1], h[2], h[3]];
+        if sync != SYNC {
+            return Err(HeaderProblem::BadSync(sync));
+        }
+        let le32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let hdr = BlockHeader {
+            block_type: BlockType::from_u16(u16::from_le_bytes([h[4], h[5]])),
+            flags: u16::from_le_bytes([h[6], h[7]]),
+            stored_len: le32(8),
+            raw_len: le32(12),
+            crc: le32(16),
+        };
+        if hdr.stored_len > MAX_BLOCK_LEN || hdr.raw_len > MAX_BLOCK_LEN {
+            return Err(HeaderProblem::TooLong {
+                stored_len: hdr.stored_len,
+                raw_len: hdr.raw_len,
+            });
+        }
+        if hdr.flags & FLAG_ZSTD == 0 && hdr.stored_len != hdr.raw_len {
+            return Err(HeaderProblem::InconsistentLengths {
+                stored_len: hdr.stored_len,
+                raw_len: hdr.raw_len,
+            });
+        }
+        Ok(hdr)
+    }
+
+    /// The CRC the header and `stored` payload should carry.
+    pub fn compute_crc(h: &[u8; BLOCK_HEADER_LEN], stored: &[u8]) -> u32 {
+        let mut c = crc32fast::Hasher::new();
+        c.update(&h[..16]);
+        c.update(stored);
+        c.finalize()
+    }
+}
+
+/// Encodes one block (header + possibly compressed payload) onto `out`.
+///
+/// Falls back to storing the payload uncompressed when compression does not
+/// make it smaller. Returns an error only when `payload` exceeds the limit.
+pub fn encode_block(
+    block_type: BlockType,
+    payload: &[u8],
+    compression: Compression,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    if payload.len() > MAX_BLOCK_LEN as usize {
+        return Err(EncodeError::TooLarge(payload.len()));
+    }
+    let start = out.len();
+    out.extend_from_slice(&[0u8; BLOCK_HEADER_LEN]);
+    let mut flags = 0u16;
+    let compressed = match compression {
+        Compression::Zstd(level) if !payload.is_empty() => zstd::bulk::compress(payload, level)
+            .ok()
+            .filter(|c| c.len() < payload.len()),
+        _ => None,
+    };
+    let stored: &[u8] = match &compressed {
+        Some(c) => {
+            flags |= FLAG_ZSTD;
+            c
+        }
+        None => payload,
+    };
+    out.extend_from_slice(stored);
+    let mut h = [0u8; BLOCK_HEADER_LEN];
+    h[..4].copy_from_slice(&SYNC);
+    h[4..6].copy_from_slice(&block_type.to_u16().to_le_bytes());
+    h[6..8].copy_from_slice(&flags.to_le_bytes());
+    h[8..12].copy_from_slice(&(stored.len() as u32).to_le_bytes());
+    h[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = BlockHeader::compute_crc(&h, stored);
+    h[16..20].copy_from_slice(&crc.to_le_bytes());
+    out[start..start + BLOCK_HEADER_LEN].copy_from_slice(&h);
+    Ok(())
+}
+
+/// A block payload that cannot be encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodeError {
+    TooLarge(usize),
+}
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooLarge(n) => write!(f, "block payload of {n} bytes exceeds the 64 MiB limit"),
+        }
+    }
+}
+impl std::error::Error for EncodeError {}
+
+/// Decompresses (if needed) a stored payload whose CRC was checked.
+pub fn decode_payload<'a>(hdr: &BlockHeader, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+    if hdr.flags & !KNOWN_FLAGS != 0 {
+        return Err(format!(
+            "unknown block flags {:#06x} (written by a newer version?)",
+            hdr.flags & !KNOWN_FLAGS
+        ));
+    }
+    if hdr.flags & FLAG_ZSTD == 0 {
+        return Ok(Cow::Borrowed(stored));
+    }
+    let raw_len = hdr.raw_len as usize;
+    // `decompress` never writes more than the capacity given.
+    let mut out = Vec::with_capacity(raw_len);
+    let mut d = zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?;
+    let n = d
+        .decompress_to_buffer(stored, &mut out)
+        .map_err(|e| format!("zstd payload does not decompress to {raw_len} bytes: {e}"))?;
+    if n != raw_len {
+        return Err(format!(
+            "zstd payload decompressed to {n} bytes, header says {raw_len}"
+        ));
+    }
+    Ok(Cow::Owned(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_header_round_trip() {
+        let h = encode_file_header();
+        assert_eq!(parse_file_header(&h), Ok((1, 0)));
+        let mut bad = h;
+        bad[13] ^= 1;
+        assert!(matches!(
+            parse_file_header(&bad),
+            Err(FileHeaderError::BadCrc { .. })
+        ));
+        let mut v2 = h;
+        v2[8] = 2;
+        let crc = crc32fast::hash(&v2[..12]);
+        v2[12..16].copy_from_slice(&crc.to_le_bytes());
+        let e = parse_file_header(&v2).unwrap_err();
+        assert!(e.to_string().contains("2.0 is not supported"), "{e}");
+        assert!(matches!(
+            parse_file_header(b"PK\x03\x04 not a log"),
+            Err(FileHeaderError::BadMagic { .. })
+        ));
+    }
+
+    #[test]
+    fn block_round_trip_compressed_and_not() {
+        let payload: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 7).to_le_bytes()).collect();
+        for c in [Compression::None, Compression::Zstd(3)] {
+            let mut out = Vec::new();
+            encode_block(BlockType::CpuData, &payload, c, &mut out).unwrap();
+            let h: [u8; BLOCK_HEADER_LEN] = out[..BLOCK_HEADER_LEN].try_into().unwrap();
+            let hdr = BlockHeader::parse(&h).unwrap();
+            let stored = &out[BLOCK_HEADER_LEN..];
+            assert_eq!(hdr.stored_len as usize, stored.len());
+            assert_eq!(BlockHeader::compute_crc(&h, stored), hdr.crc);
+            assert_eq!(decode_payload(&hdr, stored).unwrap().as_ref(), &payload[..]);
+            assert_eq!(c == Compression::None, hdr.flags == 0);
+        }
+    }
+
+    #[test]
+    fn incompressible_payload_is_stored_plain() {
+        let payload = [1u8, 2, 3];
+        let mut out = Vec::new();
+        encode_block(BlockType::Note, &payload, Compression::Zstd(19), &mut out).unwrap();
+        assert_eq!(out[6], 0, "flags");
+        assert_eq!(&out[BLOCK_HEADER_LEN..], &payload);
+    }
+
+    #[test]
+    fn lying_raw_len_is_caught() {
+        let payload = vec![0u8; 4096];
+        let mut out = Vec::new();
+        encode_block(BlockType::CpuData, &payload, Compression::Zstd(1), &mut out).unwrap();
+        let mut h: [u8; BLOCK_HEADER_LEN] = out[..BLOCK_HEADER_LEN].try_into().unwrap();
+        h[12..16].copy_from_slice(&100u32.to_le_bytes());
+        let hdr = BlockHeader::parse(&h).unwrap();
+        assert!(decode_payload(&hdr, &out[BLOCK_HEADER_LEN..]).is_err());
+    }
+}

@@ -146,11 +146,17 @@ mod tests {
         let b = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08];
         assert_eq!(LittleEndian.read_u32(&b, 0), Some(0x0403_0201));
         assert_eq!(BigEndian.read_u32(&b, 0), Some(0x0102_0304));
-        assert_eq!(RunTimeEndian::Big.read_u64(&b, 0), Some(0x0102_0304_0506_0708));
+        assert_eq!(
+            RunTimeEndian::Big.read_u64(&b, 0),
+            Some(0x0102_0304_0506_0708)
+        );
         assert_eq!(LittleEndian.read_u32(&b, 5), None);
         assert_eq!(LittleEndian.read_u32(&b, usize::MAX), None);
         assert_eq!(LittleEndian.read_int(&[0xff, 0xff], 0, 2), Some(-1));
-        assert_eq!(BigEndian.read_int(&[0x80, 0, 0, 0], 0, 4), Some(i32::MIN as i64));
+        assert_eq!(
+            BigEndian.read_int(&[0x80, 0, 0, 0], 0, 4),
+            Some(i32::MIN as i64)
+        );
         assert_eq!(LittleEndian.read_uint(&b, 0, 3), None);
         let mut out = Vec::new();
         BigEndian.write_uint(&mut out, 0x0102, 4);

@@ -1,1 +1,375 @@
-//! (being written)
+//! Reading logs block by block (FORMAT.md §5.2), from any `Read` (a file,
+//! stdin, a pipe), without seeking.
+//!
+//! The reader yields every intact block, reports damage with its offset and
+//! resynchronises at the next intact block, and reports truncation at the
+//! end. Memory is bounded by the largest block (64 MiB) plus one read chunk,
+//! whatever the input.
+
+use crate::block::{
+    decode_payload, parse_file_header, BlockHeader, FileHeaderError, BLOCK_HEADER_LEN,
+    FILE_HEADER_LEN, SYNC,
+};
+use std::borrow::Cow;
+use std::fmt;
+use std::io::{self, Read};
+
+const READ_CHUNK: usize = 1 << 20;
+
+/// An intact block (its CRC matched).
+#[derive(Debug, Clone)]
+pub struct RawBlock {
+    /// File offset of the block header.
+    pub offset: u64,
+    pub header: BlockHeader,
+    /// The payload as stored (possibly compressed).
+    pub stored: Vec<u8>,
+}
+
+impl RawBlock {
+    /// The payload, decompressed if needed. Errors if the flags are unknown
+    /// or the payload does not decompress to `raw_len` bytes.
+    pub fn payload(&self) -> Result<Cow<'_, [u8]>, String> {
+        decode_payload(&self.header, &self.stored).map_err(|e| {
+            format!(
+                "offset {}: {} block: {e}",
+                self.offset,
+                self.header.block_type.name()
+            )
+        })
+    }
+    /// Bytes the block occupies in the file.
+    pub fn len_on_disk(&self) -> u64 {
+        (BLOCK_HEADER_LEN + self.stored.len()) as u64
+    }
+}
+
+/// Bytes that are not intact blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// Where the damage starts (the offset a block was expected at).
+    pub offset: u64,
+    pub reason: String,
+    /// Bytes skipped.
+    pub skipped: u64,
+    /// Offset of the next intact block, or `None` if damage runs to the end.
+    pub resumed_at: Option<u64>,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "offset {}: {}; ", self.offset, self.reason)?;
+        match self.resumed_at {
+            Some(r) => write!(f, "skipped {} bytes, resumed at offset {r}", self.skipped),
+            None => write!(f, "no intact block in the remaining {} bytes", self.skipped),
+        }
+    }
+}
+
+/// The input ends inside a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// Offset of the incomplete block.
+    pub offset: u64,
+    /// Bytes the block needs (header, or header and payload).
+    pub needed: u64,
+    /// Bytes present.
+    pub available: u64,
+}
+
+impl fmt::Display for Truncation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "offset {}: input ends inside a block ({} of its {} bytes present)",
+            self.offset, self.available, self.needed
+        )
+    }
+}
+
+/// What the reader found next.
+#[derive(Debug, Clone)]
+pub enum Item {
+    Block(RawBlock),
+    Damage(Damage),
+    /// Always the last item.
+    Truncated(Truncation),
+}
+
+/// Why a log cannot be opened at all.
+#[derive(Debug)]
+pub enum OpenError {
+    Io(io::Error),
+    Header(FileHeaderError),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Io(e) => write!(f, "reading the file header: {e}"),
+            OpenError::Header(e) => e.fmt(f),
+        }
+    }
+}
+impl std::error::Error for OpenError {}
+
+/// Reads a log from the start.
+pub struct LogReader<R: Read> {
+    src: R,
+    buf: Vec<u8>,
+    /// Index in `buf` of the next unread byte.
+    pos: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    finished: bool,
+    version: (u16, u16),
+}
+
+impl<R: Read> LogReader<R> {
+    /// Reads and checks the file header.
+    pub fn new(src: R) -> Result<Self, OpenError> {
+        let mut r = LogReader {
+            src,
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            eof: false,
+            finished: false,
+            version: (0, 0),
+        };
+        r.ensure_abs(FILE_HEADER_LEN as u64)
+            .map_err(OpenError::Io)?;
+        let have = r.buf.len().min(FILE_HEADER_LEN);
+        r.version = parse_file_header(&r.buf[..have]).map_err(OpenError::Header)?;
+        r.pos = FILE_HEADER_LEN;
+        Ok(r)
+    }
+
+    /// The log's format version (major, minor).
+    pub fn version(&self) -> (u16, u16) {
+        self.version
+    }
+
+    /// File offset of the next unread byte.
+    pub fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    fn end_abs(&self) -> u64 {
+        self.base + self.buf.len() as u64
+    }
+
+    /// Makes `buf` reach file offset `end` (exclusive) if the input has it.
+    /// May drop bytes before `pos`. Returns false at end of input.
+    fn ensure_abs(&mut self, end: u64) -> io::Result<bool> {
+        while self.end_abs() < end {
+            if self.eof {
+                return Ok(false);
+            }
+            if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+                self.buf.drain(..self.pos);
+                self.base += self.pos as u64;
+                self.pos = 0;
+            }
+            let want = ((end - self.end_abs()) as usize).max(READ_CHUNK);
+            let old = self.buf.len();
+            self.buf.resize(old + want, 0);
+            let n = loop {
+                match self.src.read(&mut self.buf[old..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        self.buf.truncate(old);
+                        return Err(e);
+                    }
+                }
+            };
+            self.buf.truncate(old + n);
+            if n == 0 {
+                self.eof = true;
+            }
+        }
+        Ok(true)
+    }
+
+    fn idx(&self, off: u64) -> usize {
+        (off - self.base) as usize
+    }
+
+    fn header_at(&self, off: u64) -> [u8; BLOCK_HEADER_LEN] {
+        let i = self.idx(off);
+        self.buf[i..i + BLOCK_HEADER_LEN].try_into().unwrap()
+    }
+
+    /// Checks whether an intact block starts at `off`; on success returns
+    /// its header. Needs `ensure_abs` to succeed for the whole block.
+    fn intact_block_at(&mut self, off: u64) -> io::Result<Option<BlockHeader>> {
+        if !self.ensure_abs(off + BLOCK_HEADER_LEN as u64)? {
+            return Ok(None);
+        }
+        let h = self.header_at(off);
+        let Ok(hdr) = BlockHeader::parse(&h) else {
+            return Ok(None);
+        };
+        let end = off + (BLOCK_HEADER_LEN as u64) + u64::from(hdr.stored_len);
+        if !self.ensure_abs(end)? {
+            return Ok(None);
+        }
+        let i = self.idx(off) + BLOCK_HEADER_LEN;
+        let stored = &self.buf[i..i + hdr.stored_len as usize];
+        Ok((BlockHeader::compute_crc(&h, stored) == hdr.crc).then_some(hdr))
+    }
+
+    /// Scans from `from` for the next intact block. Leaves `pos` at it (or
+    /// at the end of input) and returns its offset.
+    fn resync(&mut self, from: u64) -> io::Result<Option<u64>> {
+        let mut scan = from;
+        loop {
+            // Bytes before `scan` are skipped for good: let them be dropped.
+            self.pos = self.idx(scan);
+            let found = self.buf[self.pos..]
+                .windows(SYNC.len())
+                .position(|w| w == SYNC)
+                .map(|k| scan + k as u64);
+            match found {
+                Some(cand) => {
+                    self.pos = self.idx(cand);
+                    if self.intact_block_at(cand)?.is_some() {
+                        self.pos = self.idx(cand);
+                        return Ok(Some(cand));
+                    }
+                    scan = cand + 1;
+                }
+                None => {
+                    // Keep the last 3 bytes: a sync word may straddle reads.
+                    let keep_from = self
+                        .end_abs()
+                        .saturating_sub(SYNC.len() as u64 - 1)
+                        .max(scan);
+                    let end = self.end_abs();
+                    if !self.ensure_abs(end + 1)? {
+                        self.pos = self.buf.len();
+                        return Ok(None);
+                    }
+                    scan = keep_from;
+                }
+            }
+        }
+    }
+
+    fn damage(&mut self, offset: u64, reason: String) -> io::Result<Item> {
+        let resumed_at = self.resync(offset + 1)?;
+        let stop = resumed_at.unwrap_or_else(|| self.end_abs());
+        if resumed_at.is_none() {
+            self.finished = true;
+        }
+        Ok(Item::Damage(Damage {
+            offset,
+            reason,
+            skipped: stop - offset,
+            resumed_at,
+        }))
+    }
+
+    /// The next item, or `None` at a clean end of input.
+    pub fn next_item(&mut self) -> io::Result<Option<Item>> {
+        if self.finished {
+            return Ok(None);
+        }
+        let off = self.offset();
+        if !self.ensure_abs(off + 1)? {
+            self.finished = true;
+            return Ok(None);
+        }
+        if !self.ensure_abs(off + BLOCK_HEADER_LEN as u64)? {
+            let available = self.end_abs() - off;
+            // Bytes that cannot start a block are damage, not a cut block.
+            let n = available as usize;
+            let i = self.idx(off);
+            if self.buf[i..i + n.min(4)] != SYNC[..n.min(4)] {
+                self.finished = true;
+                self.pos = self.buf.len();
+                return Ok(Some(Item::Damage(Damage {
+                    offset: off,
+                    reason: format!("{available} trailing bytes that are not a block"),
+                    skipped: available,
+                    resumed_at: None,
+                })));
+            }
+            self.finished = true;
+            self.pos = self.buf.len();
+            return Ok(Some(Item::Truncated(Truncation {
+                offset: off,
+                needed: BLOCK_HEADER_LEN as u64,
+                available,
+            })));
+        }
+        let h = self.header_at(off);
+        let hdr = match BlockHeader::parse(&h) {
+            Ok(hdr) => hdr,
+            Err(p) => return self.damage(off, p.to_string()).map(Some),
+        };
+        let total = BLOCK_HEADER_LEN as u64 + u64::from(hdr.stored_len);
+        if !self.ensure_abs(off + total)? {
+            // Either the file was cut inside this block, or its length field
+            // is damaged. An intact block further on tells them apart.
+            let available = self.end_abs() - off;
+            if let Some(at) = self.resync(off + 1)? {
+                return Ok(Some(Item::Damage(Damage {
+                    offset: off,
+                    reason: format!(
+                        "{} block claims {} payload bytes, past the next intact block",
+                        hdr.block_type.name(),
+                        hdr.stored_len
+                    ),
+                    skipped: at - off,
+                    resumed_at: Some(at),
+                })));
+            }
+            self.finished = true;
+            self.pos = self.buf.len();
+            return Ok(Some(Item::Truncated(Truncation {
+                offset: off,
+                needed: total,
+                available,
+            })));
+        }
+        let i = self.idx(off) + BLOCK_HEADER_LEN;
+        let stored = &self.buf[i..i + hdr.stored_len as usize];
+        let crc = BlockHeader::compute_crc(&h, stored);
+        if crc != hdr.crc {
+            return self
+                .damage(
+                    off,
+                    format!(
+                        "{} block CRC mismatch (stored {:08x}, computed {crc:08x})",
+                        hdr.block_type.name(),
+                        hdr.crc
+                    ),
+                )
+                .map(Some);
+        }
+        let block = RawBlock {
+            offset: off,
+            header: hdr,
+            stored: stored.to_vec(),
+        };
+        self.pos += total as usize;
+        Ok(Some(Item::Block(block)))
+    }
+}
+
+impl<R: Read> Iterator for LogReader<R> {
+    type Item = io::Result<Item>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_item() {
+            Ok(Some(i)) => Some(Ok(i)),
+            Ok(None) => None,
+            Err(e) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

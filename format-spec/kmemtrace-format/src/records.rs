@@ -1,1 +1,470 @@
-//! (being written)
+//! Typed block payloads (FORMAT.md §7–§11), encoded and decoded.
+
+use crate::arch::ArchTag;
+use crate::block::BlockType;
+use crate::tlv::{self, TlvError, TlvWriter};
+use std::fmt;
+
+/// What a META block holds (FORMAT.md §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MetaKind {
+    HeaderPage,
+    HeaderEvent,
+    EventFormat,
+    Kallsyms,
+    SavedCmdlines,
+    SavedTgids,
+    CpuNodeMap,
+    PrintkFormats,
+    Modules,
+    Other,
+    Unknown(u16),
+}
+
+impl MetaKind {
+    pub fn from_u16(v: u16) -> Self {
+        match v {
+            1 => Self::HeaderPage,
+            2 => Self::HeaderEvent,
+            3 => Self::EventFormat,
+            4 => Self::Kallsyms,
+            5 => Self::SavedCmdlines,
+            6 => Self::SavedTgids,
+            7 => Self::CpuNodeMap,
+            8 => Self::PrintkFormats,
+            9 => Self::Modules,
+            0xffff => Self::Other,
+            x => Self::Unknown(x),
+        }
+    }
+    pub fn to_u16(self) -> u16 {
+        match self {
+            Self::HeaderPage => 1,
+            Self::HeaderEvent => 2,
+            Self::EventFormat => 3,
+            Self::Kallsyms => 4,
+            Self::SavedCmdlines => 5,
+            Self::SavedTgids => 6,
+            Self::CpuNodeMap => 7,
+            Self::PrintkFormats => 8,
+            Self::Modules => 9,
+            Self::Other => 0xffff,
+            Self::Unknown(x) => x,
+        }
+    }
+    pub fn name(self) -> String {
+        match self {
+            Self::HeaderPage => "header_page".into(),
+            Self::HeaderEvent => "header_event".into(),
+            Self::EventFormat => "event_format".into(),
+            Self::Kallsyms => "kallsyms".into(),
+            Self::SavedCmdlines => "saved_cmdlines".into(),
+            Self::SavedTgids => "saved_tgids".into(),
+            Self::CpuNodeMap => "cpu_node_map".into(),
+            Self::PrintkFormats => "printk_formats".into(),
+            Self::Modules => "modules".into(),
+            Self::Other => "other".into(),
+            Self::Unknown(x) => format!("kind {x}"),
+        }
+    }
+}
+
+/// A metadata file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: MetaKind,
+    /// `system/event` for formats; a tracefs-relative path for `Other`.
+    pub name: String,
+    /// Event id, for formats.
+    pub id: Option<u32>,
+    pub content: Vec<u8>,
+}
+
+impl Meta {
+    pub fn new(kind: MetaKind, content: impl Into<Vec<u8>>) -> Self {
+        Meta {
+            kind,
+            name: String::new(),
+            id: None,
+            content: content.into(),
+        }
+    }
+    pub fn event_format(system: &str, event: &str, id: u32, content: impl Into<Vec<u8>>) -> Self {
+        Meta {
+            kind: MetaKind::EventFormat,
+            name: format!("{system}/{event}"),
+            id: Some(id),
+            content: content.into(),
+        }
+    }
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = TlvWriter::new();
+        w.u16(1, self.kind.to_u16());
+        if !self.name.is_empty() {
+            w.str(2, &self.name);
+        }
+        w.opt_u32(3, self.id).bytes(4, &self.content);
+        w.finish()
+    }
+    pub fn decode(payload: &[u8]) -> Result<Self, TlvError> {
+        let mut kind = None;
+        let mut m = Meta::new(MetaKind::Other, Vec::new());
+        for f in tlv::fields(payload) {
+            let f = f?;
+            match f.tag {
+                1 => kind = Some(MetaKind::from_u16(f.as_u16()?)),
+                2 => m.name = f.as_string(),
+                3 => m.id = Some(f.as_u32()?),
+                4 => m.content = f.value.to_vec(),
+                _ => {}
+            }
+        }
+        m.kind = kind.ok_or(TlvError {
+            offset: 0,
+            what: "META block lacks its kind".into(),
+        })?;
+        Ok(m)
+    }
+}
+
+/// Size of the fixed CPU_DATA header (FORMAT.md §8).
+pub const CPU_DATA_HEADER_LEN: usize = 24;
+
+/// A CPU_DATA payload: whole sub-buffers of one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuData<'a> {
+    pub cpu: u32,
+    pub count: u32,
+    pub block_seq: u64,
+    pub first_subbuf: u64,
+    /// `count` sub-buffers of the arch tag's `subbuf_size`, back to back.
+    pub data: &'a [u8],
+}
+
+/// Writes the CPU_DATA fixed header.
+pub fn encode_cpu_data_header(cpu: u32, count: u32, block_seq: u64, first_subbuf: u64) -> [u8; 24] {
+    let mut h = [0u8; CPU_DATA_HEADER_LEN];
+    h[0..4].copy_from_slice(&cpu.to_le_bytes());
+    h[4..8].copy_from_slice(&count.to_le_bytes());
+    h[8..16].copy_from_slice(&block_seq.to_le_bytes());
+    h[16..24].copy_from_slice(&first_subbuf.to_le_bytes());
+    h
+}
+
+impl<'a> CpuData<'a> {
+    /// Parses a CPU_DATA payload; `subbuf_size` comes from the arch tag.
+    pub fn decode(payload: &'a [u8], subbuf_size: u32) -> Result<Self, TlvError> {
+        if payload.len() < CPU_DATA_HEADER_LEN {
+            return Err(TlvError {
+                offset: 0,
+                what: format!(
+                    "CPU_DATA payload of {} bytes is shorter than its 24-byte header",
+                    payload.len()
+                ),
+            });
+        }
+        let le32 = |o: usize| u32::from_le_bytes(payload[o..o + 4].try_into().unwrap());
+        let le64 = |o: usize| u64::from_le_bytes(payload[o..o + 8].try_into().unwrap());
+        let d = CpuData {
+            cpu: le32(0),
+            count: le32(4),
+            block_seq: le64(8),
+            first_subbuf: le64(16),
+            data: &payload[CPU_DATA_HEADER_LEN..],
+        };
+        let want = u64::from(d.count) * u64::from(subbuf_size);
+        if want != d.data.len() as u64 {
+            return Err(TlvError {
+                offset: 4,
+                what: format!(
+                    "CPU_DATA says {} sub-buffers of {} bytes but carries {} bytes",
+                    d.count,
+                    subbuf_size,
+                    d.data.len()
+                ),
+            });
+        }
+        Ok(d)
+    }
+
+    /// The sub-buffers, each `subbuf_size` bytes.
+    pub fn subbufs(&self, subbuf_size: u32) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.data.chunks_exact(subbuf_size.max(1) as usize)
+    }
+}
+
+/// When a statistics snapshot was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StatsPhase {
+    Start,
+    Periodic,
+    End,
+    Unknown(u8),
+}
+
+impl StatsPhase {
+    fn to_u8(self) -> u8 {
+        match self {
+            Self::Start => 0,
+            Self::Periodic => 1,
+            Self::End => 2,
+            Self::Unknown(x) => x,
+        }
+    }
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => Self::Start,
+            1 => Self::Periodic,
+            2 => Self::End,
+            x => Self::Unknown(x),
+        }
+    }
+}
+
+/// A snapshot of `per_cpu/cpuN/stats` (FORMAT.md §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsRecord {
+    pub cpu: u32,
+    pub phase: StatsPhase,
+    pub wall_ns: Option<u64>,
+    pub text: Vec<u8>,
+}
+
+impl StatsRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = TlvWriter::new();
+        w.u32(1, self.cpu)
+            .u8(2, self.phase.to_u8())
+            .opt_u64(3, self.wall_ns)
+            .bytes(4, &self.text);
+        w.finish()
+    }
+    pub fn decode(payload: &[u8]) -> Result<Self, TlvError> {
+        let mut cpu = None;
+        let mut r = StatsRecord {
+            cpu: 0,
+            phase: StatsPhase::Periodic,
+            wall_ns: None,
+            text: Vec::new(),
+        };
+        for f in tlv::fields(payload) {
+            let f = f?;
+            match f.tag {
+                1 => cpu = Some(f.as_u32()?),
+                2 => r.phase = StatsPhase::from_u8(f.as_u8()?),
+                3 => r.wall_ns = Some(f.as_u64()?),
+                4 => r.text = f.value.to_vec(),
+                _ => {}
+            }
+        }
+        r.cpu = cpu.ok_or(TlvError {
+            offset: 0,
+            what: "STATS block lacks its cpu".into(),
+        })?;
+        Ok(r)
+    }
+}
+
+/// Per-CPU totals in the END block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTotal {
+    pub cpu: u32,
+    pub blocks: u64,
+    pub subbufs: u64,
+    pub bytes: u64,
+}
+
+/// The END block (FORMAT.md §10).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EndRecord {
+    pub wall_ns: Option<u64>,
+    pub reason: String,
+    /// Blocks before END, ARCH included.
+    pub blocks: u64,
+    pub cpus: Vec<CpuTotal>,
+    pub exit_status: Option<i32>,
+}
+
+impl EndRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = TlvWriter::new();
+        w.opt_u64(1, self.wall_ns)
+            .str(2, &self.reason)
+            .u64(3, self.blocks);
+        for c in &self.cpus {
+            let mut v = Vec::with_capacity(28);
+            v.extend_from_slice(&c.cpu.to_le_bytes());
+            v.extend_from_slice(&c.blocks.to_le_bytes());
+            v.extend_from_slice(&c.subbufs.to_le_bytes());
+            v.extend_from_slice(&c.bytes.to_le_bytes());
+            w.bytes(4, &v);
+        }
+        if let Some(s) = self.exit_status {
+            w.i32(5, s);
+        }
+        w.finish()
+    }
+    pub fn decode(payload: &[u8]) -> Result<Self, TlvError> {
+        let mut e = EndRecord::default();
+        for f in tlv::fields(payload) {
+            let f = f?;
+            match f.tag {
+                1 => e.wall_ns = Some(f.as_u64()?),
+                2 => e.reason = f.as_string(),
+                3 => e.blocks = f.as_u64()?,
+                4 => {
+                    let v = f.value;
+                    if v.len() != 28 {
+                        return Err(TlvError {
+                            offset: f.offset,
+                            what: format!("cpu_total must be 28 bytes, has {}", v.len()),
+                        });
+                    }
+                    let le64 = |o: usize| u64::from_le_bytes(v[o..o + 8].try_into().unwrap());
+                    // Bounded: each entry consumed 34 bytes of the payload.
+                    e.cpus.push(CpuTotal {
+                        cpu: u32::from_le_bytes(v[0..4].try_into().unwrap()),
+                        blocks: le64(4),
+                        subbufs: le64(12),
+                        bytes: le64(20),
+                    });
+                }
+                5 => e.exit_status = Some(f.as_i32()?),
+                _ => {}
+            }
+        }
+        Ok(e)
+    }
+}
+
+/// A NOTE block (FORMAT.md §11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteRecord {
+    pub warning: bool,
+    pub text: String,
+}
+
+impl NoteRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = TlvWriter::new();
+        w.u8(1, u8::from(self.warning)).str(2, &self.text);
+        w.finish()
+    }
+    pub fn decode(payload: &[u8]) -> Result<Self, TlvError> {
+        let mut n = NoteRecord {
+            warning: false,
+            text: String::new(),
+        };
+        for f in tlv::fields(payload) {
+            let f = f?;
+            match f.tag {
+                1 => n.warning = f.as_u8()? != 0,
+                2 => n.text = f.as_string(),
+                _ => {}
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// A decoded block payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    Arch(ArchTag),
+    Meta(Meta),
+    CpuData(CpuData<'a>),
+    Stats(StatsRecord),
+    End(EndRecord),
+    Note(NoteRecord),
+    /// A block type this version does not know: skipped.
+    Unknown(u16),
+}
+
+/// A payload that does not decode as its block type says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub block_type: BlockType,
+    pub inner: TlvError,
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} block: {}", self.block_type.name(), self.inner)
+    }
+}
+impl std::error::Error for RecordError {}
+
+impl<'a> Record<'a> {
+    /// Decodes a payload. CPU_DATA needs the arch tag's sub-buffer size;
+    /// pass `None` before the arch tag is known (CPU_DATA then errors).
+    pub fn decode(
+        block_type: BlockType,
+        payload: &'a [u8],
+        subbuf_size: Option<u32>,
+    ) -> Result<Self, RecordError> {
+        let wrap = |inner| RecordError { block_type, inner };
+        Ok(match block_type {
+            BlockType::Arch => Record::Arch(ArchTag::decode(payload).map_err(wrap)?),
+            BlockType::Meta => Record::Meta(Meta::decode(payload).map_err(wrap)?),
+            BlockType::CpuData => {
+                let sb = subbuf_size.ok_or_else(|| {
+                    wrap(TlvError {
+                        offset: 0,
+                        what: "CPU_DATA before the ARCH block: sub-buffer size unknown".into(),
+                    })
+                })?;
+                Record::CpuData(CpuData::decode(payload, sb).map_err(wrap)?)
+            }
+            BlockType::Stats => Record::Stats(StatsRecord::decode(payload).map_err(wrap)?),
+            BlockType::End => Record::End(EndRecord::decode(payload).map_err(wrap)?),
+            BlockType::Note => Record::Note(NoteRecord::decode(payload).map_err(wrap)?),
+            BlockType::Unknown(x) => Record::Unknown(x),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let m = Meta::event_format("kmem", "kmalloc", 658, b"name: kmalloc\n".to_vec());
+        assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        let s = StatsRecord {
+            cpu: 3,
+            phase: StatsPhase::End,
+            wall_ns: Some(5),
+            text: b"entries: 1\n".to_vec(),
+        };
+        assert_eq!(StatsRecord::decode(&s.encode()).unwrap(), s);
+        let e = EndRecord {
+            wall_ns: Some(9),
+            reason: "signal SIGINT".into(),
+            blocks: 12,
+            cpus: vec![CpuTotal {
+                cpu: 1,
+                blocks: 2,
+                subbufs: 3,
+                bytes: 4,
+            }],
+            exit_status: Some(-1),
+        };
+        assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
+        let n = NoteRecord {
+            warning: true,
+            text: "x".into(),
+        };
+        assert_eq!(NoteRecord::decode(&n.encode()).unwrap(), n);
+    }
+
+    #[test]
+    fn cpu_data_checks_its_length() {
+        let mut p = encode_cpu_data_header(1, 2, 0, 0).to_vec();
+        p.extend_from_slice(&[0u8; 512]);
+        let d = CpuData::decode(&p, 256).unwrap();
+        assert_eq!(d.subbufs(256).count(), 2);
+        assert!(CpuData::decode(&p, 4096).is_err());
+        assert!(CpuData::decode(&p[..10], 256).is_err());
+    }
+}

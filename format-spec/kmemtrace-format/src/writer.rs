@@ -1,1 +1,227 @@
-//! (being written)
+//! Writing logs (FORMAT.md §3): file header, ARCH first, END last.
+//!
+//! Every block is handed to the output with a single `write_all`, so an
+//! unbuffered file (or a pipe) holds only whole blocks plus at most one
+//! partial one if the process dies: the reader keeps every complete block.
+//! CPU data can be encoded (compressed, checksummed) on other threads with a
+//! [`CpuBlockEncoder`] per CPU and handed in with [`LogWriter::write_encoded`].
+
+use crate::arch::ArchTag;
+use crate::block::{encode_block, encode_file_header, BlockType, Compression, EncodeError};
+use crate::records::{encode_cpu_data_header, CpuTotal, EndRecord, Meta, NoteRecord, StatsRecord};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// Encodes one CPU's data blocks, numbering them (FORMAT.md §8). Owned by
+/// the thread that reads that CPU, so compression runs in parallel.
+#[derive(Debug, Clone)]
+pub struct CpuBlockEncoder {
+    cpu: u32,
+    subbuf_size: u32,
+    compression: Compression,
+    next_seq: u64,
+    next_subbuf: u64,
+    payload: Vec<u8>,
+}
+
+/// A CPU_DATA block ready to be written.
+#[derive(Debug, Clone, Default)]
+pub struct EncodedBlock {
+    pub cpu: u32,
+    pub subbufs: u64,
+    /// Uncompressed sub-buffer bytes.
+    pub data_bytes: u64,
+    /// The whole block: header and stored payload.
+    pub bytes: Vec<u8>,
+}
+
+impl CpuBlockEncoder {
+    pub fn new(cpu: u32, subbuf_size: u32, compression: Compression) -> Self {
+        CpuBlockEncoder {
+            cpu,
+            subbuf_size,
+            compression,
+            next_seq: 0,
+            next_subbuf: 0,
+            payload: Vec::new(),
+        }
+    }
+
+    /// Encodes whole sub-buffers (a multiple of the sub-buffer size) as the
+    /// next block of this CPU. `out` is cleared and reused.
+    pub fn encode_into(
+        &mut self,
+        subbufs: &[u8],
+        out: &mut EncodedBlock,
+    ) -> Result<(), EncodeError> {
+        let sb = self.subbuf_size.max(1) as usize;
+        debug_assert_eq!(subbufs.len() % sb, 0, "whole sub-buffers only");
+        let count = (subbufs.len() / sb) as u32;
+        self.payload.clear();
+        self.payload.extend_from_slice(&encode_cpu_data_header(
+            self.cpu,
+            count,
+            self.next_seq,
+            self.next_subbuf,
+        ));
+        self.payload
+            .extend_from_slice(&subbufs[..count as usize * sb]);
+        out.bytes.clear();
+        encode_block(
+            BlockType::CpuData,
+            &self.payload,
+            self.compression,
+            &mut out.bytes,
+        )?;
+        out.cpu = self.cpu;
+        out.subbufs = u64::from(count);
+        out.data_bytes = count as u64 * sb as u64;
+        self.next_seq += 1;
+        self.next_subbuf += u64::from(count);
+        Ok(())
+    }
+
+    pub fn encode(&mut self, subbufs: &[u8]) -> Result<EncodedBlock, EncodeError> {
+        let mut b = EncodedBlock::default();
+        self.encode_into(subbufs, &mut b)?;
+        Ok(b)
+    }
+}
+
+/// Writes a log to any `Write`.
+pub struct LogWriter<W: Write> {
+    out: W,
+    arch: ArchTag,
+    compression: Compression,
+    blocks: u64,
+    bytes: u64,
+    cpus: BTreeMap<u32, CpuTotal>,
+    encoders: BTreeMap<u32, CpuBlockEncoder>,
+    scratch: Vec<u8>,
+}
+
+fn enc_err(e: EncodeError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e)
+}
+
+impl<W: Write> LogWriter<W> {
+    /// Writes the file header and the ARCH block. `compression` applies to
+    /// the blocks this writer encodes itself (META, CPU data via
+    /// [`write_cpu_data`](Self::write_cpu_data)).
+    pub fn new(mut out: W, arch: &ArchTag, compression: Compression) -> io::Result<Self> {
+        arch.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("arch tag: {e}")))?;
+        let header = encode_file_header();
+        out.write_all(&header)?;
+        let mut w = LogWriter {
+            out,
+            arch: arch.clone(),
+            compression,
+            blocks: 0,
+            bytes: header.len() as u64,
+            cpus: BTreeMap::new(),
+            encoders: BTreeMap::new(),
+            scratch: Vec::new(),
+        };
+        w.write_block(BlockType::Arch, &arch.encode(), Compression::None)?;
+        Ok(w)
+    }
+
+    pub fn arch(&self) -> &ArchTag {
+        &self.arch
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Blocks written so far (ARCH included).
+    pub fn blocks_written(&self) -> u64 {
+        self.blocks
+    }
+
+    fn write_block(&mut self, t: BlockType, payload: &[u8], c: Compression) -> io::Result<()> {
+        self.scratch.clear();
+        encode_block(t, payload, c, &mut self.scratch).map_err(enc_err)?;
+        self.out.write_all(&self.scratch)?;
+        self.blocks += 1;
+        self.bytes += self.scratch.len() as u64;
+        Ok(())
+    }
+
+    pub fn write_meta(&mut self, m: &Meta) -> io::Result<()> {
+        let c = self.compression;
+        self.write_block(BlockType::Meta, &m.encode(), c)
+    }
+
+    pub fn write_stats(&mut self, s: &StatsRecord) -> io::Result<()> {
+        self.write_block(BlockType::Stats, &s.encode(), Compression::None)
+    }
+
+    pub fn write_note(&mut self, n: &NoteRecord) -> io::Result<()> {
+        self.write_block(BlockType::Note, &n.encode(), Compression::None)
+    }
+
+    /// Encodes and writes sub-buffers of `cpu` (a multiple of the
+    /// sub-buffer size; at most 64 MiB).
+    pub fn write_cpu_data(&mut self, cpu: u32, subbufs: &[u8]) -> io::Result<()> {
+        let (sb, c) = (self.arch.subbuf_size, self.compression);
+        let enc = self
+            .encoders
+            .entry(cpu)
+            .or_insert_with(|| CpuBlockEncoder::new(cpu, sb, c));
+        let b = enc.encode(subbufs).map_err(enc_err)?;
+        self.write_encoded(&b)
+    }
+
+    /// Writes a block encoded by a [`CpuBlockEncoder`].
+    pub fn write_encoded(&mut self, b: &EncodedBlock) -> io::Result<()> {
+        self.out.write_all(&b.bytes)?;
+        self.blocks += 1;
+        self.bytes += b.bytes.len() as u64;
+        let t = self.cpus.entry(b.cpu).or_insert(CpuTotal {
+            cpu: b.cpu,
+            ..Default::default()
+        });
+        t.blocks += 1;
+        t.subbufs += b.subbufs;
+        t.bytes += b.data_bytes;
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// Per-CPU totals so far.
+    pub fn cpu_totals(&self) -> impl Iterator<Item = &CpuTotal> {
+        self.cpus.values()
+    }
+
+    /// Writes the END block (filling in block counts and per-CPU totals),
+    /// flushes, and returns the output.
+    pub fn finish(
+        mut self,
+        wall_ns: Option<u64>,
+        reason: &str,
+        exit_status: Option<i32>,
+    ) -> io::Result<W> {
+        let end = EndRecord {
+            wall_ns,
+            reason: reason.to_string(),
+            blocks: self.blocks,
+            cpus: self.cpus.values().copied().collect(),
+            exit_status,
+        };
+        self.write_block(BlockType::End, &end.encode(), Compression::None)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// Gives the output back without an END block (a truncated log, for
+    /// tests).
+    pub fn into_inner_unfinished(self) -> W {
+        self.out
+    }
+}

@@ -1,0 +1,319 @@
+//! The container's promises (FORMAT.md §5.2): every complete block before a
+//! cut reads; every flipped byte is detected inside its block; the reader
+//! resynchronises after damage; hostile bytes never panic.
+
+use kmemtrace_format::arch::ArchTag;
+use kmemtrace_format::block::{
+    encode_block, encode_file_header, BlockType, Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN,
+};
+use kmemtrace_format::reader::{Item, LogReader, OpenError};
+use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord};
+use kmemtrace_format::writer::LogWriter;
+use kmemtrace_format::RunTimeEndian;
+use proptest::prelude::*;
+
+fn arch() -> ArchTag {
+    let mut a = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+    a.machine = Some("x86_64".into());
+    a
+}
+
+/// A small log: ARCH, META, STATS, 3 CPU_DATA, NOTE, END. Returns the bytes
+/// and the offset of each block.
+fn sample_log(c: Compression) -> (Vec<u8>, Vec<u64>) {
+    let mut w = LogWriter::new(Vec::new(), &arch(), c).unwrap();
+    let mut offsets = vec![FILE_HEADER_LEN as u64, w.bytes_written()];
+    w.write_meta(&Meta::new(
+        MetaKind::HeaderPage,
+        b"field: u64 timestamp;".to_vec(),
+    ))
+    .unwrap();
+    offsets.push(w.bytes_written());
+    w.write_stats(&StatsRecord {
+        cpu: 0,
+        phase: StatsPhase::Start,
+        wall_ns: Some(1),
+        text: b"entries: 0\n".to_vec(),
+    })
+    .unwrap();
+    for i in 0..3u8 {
+        offsets.push(w.bytes_written());
+        let page: Vec<u8> = (0..4096u32)
+            .map(|x| (x as u8).wrapping_mul(i + 1))
+            .collect();
+        w.write_cpu_data(u32::from(i % 2), &page).unwrap();
+    }
+    offsets.push(w.bytes_written());
+    w.write_note(&NoteRecord {
+        warning: false,
+        text: "hello".into(),
+    })
+    .unwrap();
+    offsets.push(w.bytes_written());
+    let out = w.finish(Some(2), "test", None).unwrap();
+    (out, offsets)
+}
+
+fn read_all(bytes: &[u8]) -> Result<Vec<Item>, OpenError> {
+    let r = LogReader::new(bytes)?;
+    Ok(r.map(|i| i.unwrap()).collect())
+}
+
+fn blocks(items: &[Item]) -> Vec<(u64, BlockType)> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Block(b) => Some((b.offset, b.header.block_type)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn block_end(bytes: &[u8], off: u64) -> u64 {
+    let o = off as usize;
+    let stored = u32::from_le_bytes(bytes[o + 8..o + 12].try_into().unwrap());
+    off + BLOCK_HEADER_LEN as u64 + u64::from(stored)
+}
+
+#[test]
+fn round_trip_plain_and_compressed() {
+    for c in [Compression::None, Compression::Zstd(3)] {
+        let (bytes, offsets) = sample_log(c);
+        let items = read_all(&bytes).unwrap();
+        let got = blocks(&items);
+        use BlockType::*;
+        let types: Vec<_> = got.iter().map(|b| b.1).collect();
+        assert_eq!(
+            types,
+            [Arch, Meta, Stats, CpuData, CpuData, CpuData, Note, End]
+        );
+        let offs: Vec<_> = got.iter().map(|b| b.0).collect();
+        assert_eq!(offs, offsets);
+        let mut seqs = Vec::new();
+        let mut arch_seen = None;
+        for i in &items {
+            let Item::Block(b) = i else {
+                panic!("unexpected {i:?}")
+            };
+            let p = b.payload().unwrap();
+            match Record::decode(b.header.block_type, &p, Some(4096)).unwrap() {
+                Record::Arch(a) => arch_seen = Some(a),
+                Record::CpuData(d) => seqs.push((d.cpu, d.block_seq, d.first_subbuf, d.count)),
+                Record::End(e) => {
+                    assert_eq!(e.blocks, 7);
+                    assert_eq!(e.cpus.len(), 2);
+                    assert_eq!(e.cpus[0].subbufs, 2);
+                    assert_eq!(e.reason, "test");
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(arch_seen.unwrap(), arch());
+        assert_eq!(seqs, [(0, 0, 0, 1), (1, 0, 0, 1), (0, 1, 1, 1)]);
+    }
+}
+
+#[test]
+fn cut_at_every_byte_keeps_every_complete_block() {
+    let (bytes, _) = sample_log(Compression::Zstd(1));
+    let full = blocks(&read_all(&bytes).unwrap());
+    for cut in 0..bytes.len() {
+        let prefix = &bytes[..cut];
+        match read_all(prefix) {
+            Err(OpenError::Header(_)) => assert!(cut < FILE_HEADER_LEN, "cut {cut}"),
+            Err(e) => panic!("cut {cut}: {e}"),
+            Ok(items) => {
+                let got = blocks(&items);
+                let complete: Vec<_> = full
+                    .iter()
+                    .copied()
+                    .filter(|(off, _)| block_end(&bytes, *off) <= cut as u64)
+                    .collect();
+                assert_eq!(got, complete, "cut at {cut}");
+                let last = items.last();
+                let at_boundary = cut == FILE_HEADER_LEN
+                    || full
+                        .iter()
+                        .any(|(off, _)| block_end(&bytes, *off) == cut as u64);
+                if at_boundary {
+                    assert!(
+                        !matches!(last, Some(Item::Truncated(_)) | Some(Item::Damage(_))),
+                        "cut {cut}"
+                    );
+                } else {
+                    let Some(Item::Truncated(t)) = last else {
+                        panic!("cut {cut}: expected truncation, got {last:?}")
+                    };
+                    assert_eq!(t.offset + t.available, cut as u64);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_single_byte_flip_is_detected_in_its_block_and_the_rest_survives() {
+    let (bytes, _) = sample_log(Compression::Zstd(1));
+    let full = blocks(&read_all(&bytes).unwrap());
+    for pos in FILE_HEADER_LEN..bytes.len() {
+        for mask in [0x01u8, 0x80] {
+            let mut b = bytes.clone();
+            b[pos] ^= mask;
+            let items = read_all(&b).unwrap();
+            let (damaged_off, _) = *full
+                .iter()
+                .rev()
+                .find(|(off, _)| *off <= pos as u64)
+                .unwrap();
+            let first_problem = items.iter().find_map(|i| match i {
+                Item::Damage(d) => Some(d.offset),
+                Item::Truncated(t) => Some(t.offset),
+                Item::Block(_) => None,
+            });
+            assert_eq!(first_problem, Some(damaged_off), "flip at {pos}");
+            // Every other block is still read.
+            let got = blocks(&items);
+            let expect: Vec<_> = full
+                .iter()
+                .copied()
+                .filter(|b| b.0 != damaged_off)
+                .collect();
+            assert_eq!(got, expect, "flip at {pos} mask {mask:#x}");
+        }
+    }
+}
+
+#[test]
+fn garbage_between_blocks_is_skipped_and_reported() {
+    let (bytes, offsets) = sample_log(Compression::None);
+    let at = offsets[3] as usize; // the first CPU_DATA block
+    let junk = b"KMTB garbage that looks like a sync word KMTBKMTB";
+    let mut b = bytes[..at].to_vec();
+    b.extend_from_slice(junk);
+    b.extend_from_slice(&bytes[at..]);
+    let items = read_all(&b).unwrap();
+    let d: Vec<_> = items
+        .iter()
+        .filter_map(|i| {
+            if let Item::Damage(d) = i {
+                Some(d)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].offset, at as u64);
+    assert_eq!(d[0].skipped, junk.len() as u64);
+    assert_eq!(d[0].resumed_at, Some((at + junk.len()) as u64));
+    assert_eq!(blocks(&items).len(), 8);
+}
+
+#[test]
+fn trailing_junk_is_damage_not_truncation() {
+    let (mut bytes, _) = sample_log(Compression::None);
+    bytes.extend_from_slice(b"xyz");
+    let items = read_all(&bytes).unwrap();
+    assert!(matches!(items.last(), Some(Item::Damage(d)) if d.skipped == 3));
+}
+
+#[test]
+fn not_a_log_and_future_major_are_clear_errors() {
+    let e = read_all(b"not a log at all, just text").err().unwrap();
+    assert!(e.to_string().contains("not a kmemtrace log"), "{e}");
+    let (mut bytes, _) = sample_log(Compression::None);
+    bytes[8] = 9;
+    let crc = crc32fast::hash(&bytes[..12]);
+    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+    let e = read_all(&bytes).err().unwrap();
+    assert!(e.to_string().contains("9.0 is not supported"), "{e}");
+}
+
+#[test]
+fn unknown_block_types_are_skipped() {
+    let (bytes, offsets) = sample_log(Compression::None);
+    let at = offsets[2] as usize;
+    let mut extra = Vec::new();
+    encode_block(
+        BlockType::Unknown(4242),
+        b"future",
+        Compression::None,
+        &mut extra,
+    )
+    .unwrap();
+    let mut b = bytes[..at].to_vec();
+    b.extend_from_slice(&extra);
+    b.extend_from_slice(&bytes[at..]);
+    let items = read_all(&b).unwrap();
+    let mut unknown = 0;
+    for i in &items {
+        if let Item::Block(bl) = i {
+            let p = bl.payload().unwrap();
+            if let Ok(Record::Unknown(4242)) = Record::decode(bl.header.block_type, &p, Some(4096))
+            {
+                unknown += 1;
+            }
+        }
+    }
+    assert_eq!(unknown, 1);
+    assert_eq!(blocks(&items).len(), 9);
+}
+
+/// Reads byte by byte, as a slow pipe would deliver them.
+struct Trickle<'a>(&'a [u8]);
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.0.is_empty() || buf.is_empty() {
+            return Ok(0);
+        }
+        buf[0] = self.0[0];
+        self.0 = &self.0[1..];
+        Ok(1)
+    }
+}
+
+#[test]
+fn short_reads_from_a_pipe_give_the_same_blocks() {
+    let (bytes, _) = sample_log(Compression::Zstd(1));
+    let a = blocks(&read_all(&bytes).unwrap());
+    let b: Vec<_> = LogReader::new(Trickle(&bytes))
+        .unwrap()
+        .map(|i| i.unwrap())
+        .collect();
+    assert_eq!(a, blocks(&b));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn arbitrary_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let mut b = encode_file_header().to_vec();
+        b.extend_from_slice(&tail);
+        let r = LogReader::new(&b[..]).unwrap();
+        for item in r {
+            if let Item::Block(bl) = item.unwrap() {
+                if let Ok(p) = bl.payload() {
+                    let _ = Record::decode(bl.header.block_type, &p, Some(4096));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mutated_logs_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let (mut b, _) = sample_log(Compression::Zstd(1));
+        for (i, v) in flips {
+            let n = b.len();
+            b[i % n] = v;
+        }
+        if let Ok(r) = LogReader::new(&b[..]) {
+            for item in r {
+                if let Ok(Item::Block(bl)) = item {
+                    if let Ok(p) = bl.payload() {
+                        let _ = Record::decode(bl.header.block_type, &p, Some(4096));
+                    }
+                }
+            }
+        }
+    }
+}
