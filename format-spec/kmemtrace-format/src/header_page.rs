@@ -150,7 +150,7 @@ impl HeaderPage {
                 ),
             ));
         }
-        let total = d.offset.checked_add(d.size).unwrap_or(usize::MAX);
+        let total = d.offset.saturating_add(d.size);
         if d.size == 0
             || !total.is_power_of_two()
             || !(MIN_SUBBUF_SIZE..=MAX_SUBBUF_SIZE).contains(&total)
