@@ -1,1 +1,694 @@
-//! (being written)
+//! The tracefs `events/<system>/<event>/format` files.
+//!
+//! Each recorded event's format file says where its fields sit in the
+//! record, with the recorded kernel's sizes (4 or 8 bytes for `long` and
+//! pointers), so a log decodes on any machine:
+//!
+//! ```text
+//! name: kmalloc
+//! ID: 509
+//! format:
+//!     field:unsigned short common_type;    offset:0;    size:2;    signed:0;
+//!     ...
+//!     field:int common_pid;    offset:4;    size:4;    signed:1;
+//!
+//!     field:unsigned long call_site;    offset:8;    size:4;    signed:0;
+//!     field:__data_loc char[] name;    offset:16;    size:4;    signed:0;
+//!
+//! print fmt: "call_site=%pS ...", (void *)REC->call_site, ...
+//! ```
+//!
+//! The system (`kmem`) is not inside the file: the caller passes it (a log
+//! stores it next to the content). Offsets are from the start of the record,
+//! that is the event payload beginning with `common_type`.
+//!
+//! The parser takes untrusted text: it never panics, copies at most what the
+//! input holds, and its errors name the line.
+
+use core::fmt;
+
+use crate::endian::Endian;
+
+/// Longest `format` text accepted. Real ones are a few KiB; the biggest
+/// print fmts (long symbolic tables) stay well under 1 MiB.
+pub const MAX_FORMAT_LEN: usize = 4 << 20;
+/// Most fields accepted in one format (common fields included).
+pub const MAX_FIELDS: usize = 4096;
+
+/// One event's format, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventFormat {
+    /// The event's system (`kmem`), from the caller; empty if unknown.
+    pub system: String,
+    /// The `name:` line.
+    pub name: String,
+    /// The `ID:` line: the record's `common_type`.
+    pub id: u32,
+    /// Fields before the blank line (`common_type`, `common_pid`, ...).
+    pub common_fields: Vec<Field>,
+    /// The event's own fields.
+    pub fields: Vec<Field>,
+    /// The text after `print fmt: ` (the format string and its arguments).
+    pub print_fmt: String,
+}
+
+/// One `field:` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// The C name (`call_site`), without any `[N]`.
+    pub name: String,
+    /// The declaration without the name: `unsigned long`, `const void *`,
+    /// `__data_loc char[]`, `char[16]`.
+    pub type_decl: String,
+    /// Offset from the start of the record.
+    pub offset: usize,
+    /// Size in the record, in bytes (for `__data_loc`/`__rel_loc`, the size
+    /// of the locator word: 4).
+    pub size: usize,
+    /// The `signed:` value (`false` if the line has none).
+    pub signed: bool,
+    /// How the bytes at `offset` are to be read.
+    pub kind: FieldKind,
+}
+
+/// How a field's bytes are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A plain integer (or pointer) of `size` bytes.
+    Scalar,
+    /// `__data_loc`: a `u32` holding `len << 16 | offset`, the offset from
+    /// the start of the record.
+    DataLoc,
+    /// `__rel_loc`: a `u32` holding `len << 16 | offset`, the offset from the
+    /// end of this field.
+    RelLoc,
+    /// A fixed array (`char comm[16]`). `len` is the element count written
+    /// between the brackets; when that is not a plain number
+    /// (`[sizeof(...)]`) it is the field's `size`, and for `[]` it is 0.
+    Array { len: usize },
+}
+
+/// A malformed `format` text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormatError {
+    /// 1-based line of the problem; 0 when it concerns the whole text.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "event format: {}", self.message)
+        } else {
+            write!(f, "event format line {}: {}", self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+fn err(line: usize, message: impl Into<String>) -> FormatError {
+    FormatError {
+        line,
+        message: message.into(),
+    }
+}
+
+/// At most this many characters of hostile text are quoted in an error.
+const QUOTE_MAX: usize = 60;
+
+fn quote(s: &str) -> String {
+    let mut out: String = s.chars().take(QUOTE_MAX).collect();
+    if s.chars().nth(QUOTE_MAX).is_some() {
+        out.push_str("...");
+    }
+    format!("{out:?}")
+}
+
+impl EventFormat {
+    /// Parses a `format` file's text. `system_hint` is the event's system
+    /// (the file does not contain it).
+    pub fn parse(text: &str, system_hint: Option<&str>) -> Result<Self, FormatError> {
+        if text.len() > MAX_FORMAT_LEN {
+            return Err(err(
+                0,
+                format!(
+                    "{} bytes, more than the {MAX_FORMAT_LEN} accepted",
+                    text.len()
+                ),
+            ));
+        }
+        let mut name: Option<String> = None;
+        let mut id: Option<u32> = None;
+        let mut in_format = false;
+        let mut saw_format = false;
+        // Field groups, separated by blank lines inside `format:`.
+        let mut groups: Vec<Vec<Field>> = Vec::new();
+        let mut group_open = false;
+        let mut nfields = 0usize;
+        let mut print_fmt: Option<String> = None;
+
+        for (i, raw_line) in text.lines().enumerate() {
+            let lineno = i + 1;
+            let line = raw_line.trim();
+            if line.is_empty() {
+                group_open = false;
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("print fmt:") {
+                if print_fmt.is_some() {
+                    return Err(err(lineno, "a second `print fmt:` line"));
+                }
+                print_fmt = Some(rest.trim().to_string());
+                in_format = false;
+                continue;
+            }
+            if print_fmt.is_some() {
+                // The kernel writes nothing after the print fmt.
+                return Err(err(
+                    lineno,
+                    format!("unexpected text after `print fmt:`: {}", quote(line)),
+                ));
+            }
+            if let Some(rest) = line.strip_prefix("name:") {
+                if name.is_some() {
+                    return Err(err(lineno, "a second `name:` line"));
+                }
+                let n = rest.trim();
+                if n.is_empty() {
+                    return Err(err(lineno, "empty event name"));
+                }
+                name = Some(n.to_string());
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("ID:") {
+                if id.is_some() {
+                    return Err(err(lineno, "a second `ID:` line"));
+                }
+                let v = rest.trim();
+                id = Some(v.parse::<u32>().map_err(|_| {
+                    err(
+                        lineno,
+                        format!("event ID {} is not a 32-bit number", quote(v)),
+                    )
+                })?);
+                continue;
+            }
+            if line == "format:" {
+                if saw_format {
+                    return Err(err(lineno, "a second `format:` line"));
+                }
+                in_format = true;
+                saw_format = true;
+                continue;
+            }
+            if line.starts_with("field:") || line.starts_with("field ") {
+                if !in_format {
+                    return Err(err(lineno, "`field:` line outside the `format:` section"));
+                }
+                nfields += 1;
+                if nfields > MAX_FIELDS {
+                    return Err(err(lineno, format!("more than {MAX_FIELDS} fields")));
+                }
+                let f = parse_field_line(line).map_err(|m| err(lineno, m))?;
+                if !group_open {
+                    groups.push(Vec::new());
+                    group_open = true;
+                }
+                if let Some(g) = groups.last_mut() {
+                    g.push(f);
+                }
+                continue;
+            }
+            return Err(err(lineno, format!("unrecognised line {}", quote(line))));
+        }
+
+        let name = name.ok_or_else(|| err(0, "no `name:` line"))?;
+        let id = id.ok_or_else(|| err(0, "no `ID:` line"))?;
+        if !saw_format {
+            return Err(err(0, "no `format:` line"));
+        }
+        let print_fmt =
+            print_fmt.ok_or_else(|| err(0, "no `print fmt:` line (truncated text?)"))?;
+
+        // The kernel separates the common fields from the event's own with a
+        // blank line. Without one, fall back on the `common_` prefix.
+        let (common_fields, fields) = match groups.len() {
+            0 => (Vec::new(), Vec::new()),
+            1 => {
+                let all = groups.pop().unwrap_or_default();
+                all.into_iter().partition(|f| f.name.starts_with("common_"))
+            }
+            _ => {
+                let mut it = groups.into_iter();
+                let common = it.next().unwrap_or_default();
+                (common, it.flatten().collect())
+            }
+        };
+
+        Ok(EventFormat {
+            system: system_hint.unwrap_or("").to_string(),
+            name,
+            id,
+            common_fields,
+            fields,
+            print_fmt,
+        })
+    }
+
+    /// The event's field `name`, or else the common field `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields
+            .iter()
+            .chain(self.common_fields.iter())
+            .find(|f| f.name == name)
+    }
+
+    /// All fields, common ones first.
+    pub fn all_fields(&self) -> impl Iterator<Item = &Field> {
+        self.common_fields.iter().chain(self.fields.iter())
+    }
+
+    /// `system/name`, as written in the log.
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.system, self.name)
+    }
+}
+
+/// Parses `field:<decl>;\toffset:N;\tsize:N;\tsigned:N;` (also the old
+/// `field special:<decl>;` form).
+fn parse_field_line(line: &str) -> Result<Field, String> {
+    let rest = line
+        .strip_prefix("field:")
+        .or_else(|| {
+            // `field special:char comm[16];` (kernels before 2.6.33).
+            line.strip_prefix("field ")
+                .and_then(|r| r.split_once(':').map(|(_, d)| d))
+        })
+        .ok_or_else(|| format!("bad field line {}", quote(line)))?;
+    let mut parts = rest.split(';');
+    let decl = parts.next().unwrap_or("").trim();
+    let mut offset: Option<usize> = None;
+    let mut size: Option<usize> = None;
+    let mut signed = false;
+    for p in parts {
+        let p = p.trim();
+        if p.is_empty() {
+            continue;
+        }
+        let Some((k, v)) = p.split_once(':') else {
+            return Err(format!("bad attribute {} in field line", quote(p)));
+        };
+        let v = v.trim();
+        let num = || -> Result<usize, String> {
+            v.parse::<usize>()
+                .map_err(|_| format!("field {}: {k} {} is not a number", quote(decl), quote(v)))
+        };
+        match k.trim() {
+            "offset" => offset = Some(num()?),
+            "size" => size = Some(num()?),
+            "signed" => signed = num()? != 0,
+            _ => {} // Unknown attributes are ignored.
+        }
+    }
+    let offset = offset.ok_or_else(|| format!("field {} has no offset", quote(decl)))?;
+    let size = size.ok_or_else(|| format!("field {} has no size", quote(decl)))?;
+    if offset.checked_add(size).is_none() {
+        return Err(format!("field {} offset + size overflows", quote(decl)));
+    }
+    let (name, type_decl, array) = split_decl(decl)?;
+    let kind = if type_decl.starts_with("__data_loc") {
+        FieldKind::DataLoc
+    } else if type_decl.starts_with("__rel_loc") {
+        FieldKind::RelLoc
+    } else if let Some(inner) = array {
+        let inner = inner.trim();
+        let len = if inner.is_empty() {
+            0
+        } else {
+            inner.parse::<usize>().unwrap_or(size)
+        };
+        FieldKind::Array { len }
+    } else {
+        FieldKind::Scalar
+    };
+    Ok(Field {
+        name,
+        type_decl,
+        offset,
+        size,
+        signed,
+        kind,
+    })
+}
+
+/// Splits `unsigned long caller[8]` into (`caller`, `unsigned long[8]`,
+/// Some("8")) and `__data_loc char[] name` into (`name`, `__data_loc char[]`,
+/// None): brackets belong to the name only when they follow it.
+fn split_decl(decl: &str) -> Result<(String, String, Option<&str>), String> {
+    let mut base = decl.trim_end();
+    let mut array: Option<&str> = None;
+    let mut suffix_start = base.len();
+    // Strip trailing `[...]` groups (the first one is the outermost size).
+    while base.ends_with(']') {
+        let Some(open) = base.rfind('[') else {
+            return Err(format!("unbalanced `]` in field {}", quote(decl)));
+        };
+        array = Some(&base[open + 1..base.len() - 1]);
+        suffix_start = open;
+        base = base[..open].trim_end();
+    }
+    let suffix = &decl.trim_end()[suffix_start..];
+    let name_start = base
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let name = &base[name_start..];
+    if name.is_empty() || name.as_bytes()[0].is_ascii_digit() {
+        return Err(format!("field {} has no name", quote(decl)));
+    }
+    let mut ty = base[..name_start].trim().to_string();
+    if ty.is_empty() {
+        return Err(format!("field {} has no type", quote(decl)));
+    }
+    ty.push_str(suffix.trim());
+    Ok((name.to_string(), ty, array))
+}
+
+impl Field {
+    /// The integer at the field's place, zero-extended. `None` for arrays,
+    /// sizes other than 1, 2, 4, 8, or a payload too short. For
+    /// `__data_loc`/`__rel_loc` this is the raw locator word.
+    pub fn read_u64<E: Endian>(&self, e: E, payload: &[u8]) -> Option<u64> {
+        match self.kind {
+            FieldKind::Array { .. } => None,
+            _ => e.read_uint(payload, self.offset, self.size),
+        }
+    }
+
+    /// The integer at the field's place, sign-extended if the field is
+    /// `signed`, else zero-extended.
+    pub fn read_i64<E: Endian>(&self, e: E, payload: &[u8]) -> Option<i64> {
+        match self.kind {
+            FieldKind::Array { .. } => None,
+            _ if self.signed => e.read_int(payload, self.offset, self.size),
+            _ => e
+                .read_uint(payload, self.offset, self.size)
+                .map(|v| v as i64),
+        }
+    }
+
+    /// True if `v` (as read by [`Field::read_u64`]) has every bit of the
+    /// field set: `-1UL` in the recorded kernel's `long` (e.g. "no pfn").
+    pub fn is_all_ones(&self, v: u64) -> bool {
+        match self.size {
+            1..=7 => v == (1u64 << (self.size * 8)) - 1,
+            8 => v == u64::MAX,
+            _ => false,
+        }
+    }
+
+    /// The bytes of a `__data_loc`/`__rel_loc` field or of a fixed array,
+    /// as stored (including any NUL). `None` for scalars, or when the
+    /// location falls outside the payload.
+    pub fn read_raw_bytes<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<&'a [u8]> {
+        match self.kind {
+            FieldKind::Scalar => None,
+            FieldKind::Array { .. } => {
+                payload.get(self.offset..self.offset.checked_add(self.size)?)
+            }
+            FieldKind::DataLoc | FieldKind::RelLoc => {
+                if self.size != 4 {
+                    return None;
+                }
+                let w = e.read_u32(payload, self.offset)?;
+                let len = (w >> 16) as usize;
+                let mut off = (w & 0xffff) as usize;
+                if self.kind == FieldKind::RelLoc {
+                    off = off.checked_add(self.offset + self.size)?;
+                }
+                payload.get(off..off.checked_add(len)?)
+            }
+        }
+    }
+
+    /// Like [`Field::read_raw_bytes`], cut at the first NUL (what the
+    /// kernel's `%s` prints).
+    pub fn read_bytes<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<&'a [u8]> {
+        let b = self.read_raw_bytes(e, payload)?;
+        Some(match b.iter().position(|&c| c == 0) {
+            Some(n) => &b[..n],
+            None => b,
+        })
+    }
+
+    /// [`Field::read_bytes`] as text; `None` if it is not UTF-8.
+    pub fn read_str<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<&'a str> {
+        core::str::from_utf8(self.read_bytes(e, payload)?).ok()
+    }
+
+    /// True for `__data_loc`, `__rel_loc` and arrays: fields read with
+    /// [`Field::read_bytes`].
+    pub fn is_bytes(&self) -> bool {
+        !matches!(self.kind, FieldKind::Scalar)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endian::{BigEndian, LittleEndian};
+
+    const KMEM_CACHE_FREE_ARMHF: &str = "name: kmem_cache_free
+ID: 507
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long call_site;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:const void * ptr;\toffset:12;\tsize:4;\tsigned:0;
+\tfield:__data_loc char[] name;\toffset:16;\tsize:4;\tsigned:0;
+
+print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, __get_str(name)
+";
+
+    #[test]
+    fn parses_kmem_cache_free() {
+        let f = EventFormat::parse(KMEM_CACHE_FREE_ARMHF, Some("kmem")).unwrap();
+        assert_eq!(f.system, "kmem");
+        assert_eq!(f.name, "kmem_cache_free");
+        assert_eq!(f.id, 507);
+        assert_eq!(f.common_fields.len(), 4);
+        assert_eq!(f.fields.len(), 3);
+        assert_eq!(
+            f.print_fmt,
+            "\"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, __get_str(name)"
+        );
+        let ptr = f.field("ptr").unwrap();
+        assert_eq!(ptr.type_decl, "const void *");
+        assert_eq!((ptr.offset, ptr.size, ptr.signed), (12, 4, false));
+        assert_eq!(ptr.kind, FieldKind::Scalar);
+        let name = f.field("name").unwrap();
+        assert_eq!(name.kind, FieldKind::DataLoc);
+        assert_eq!(name.type_decl, "__data_loc char[]");
+        let pid = f.field("common_pid").unwrap();
+        assert!(pid.signed);
+        assert_eq!(f.full_name(), "kmem/kmem_cache_free");
+        assert_eq!(f.all_fields().count(), 7);
+    }
+
+    #[test]
+    fn reads_fields_in_both_orders() {
+        let f = EventFormat::parse(KMEM_CACHE_FREE_ARMHF, Some("kmem")).unwrap();
+        // Little-endian armhf record: type 507, pid 113, call_site, ptr,
+        // name at offset 20, 6 bytes "kmem\0\0" (NUL-padded).
+        let mut le = Vec::new();
+        LittleEndian.write_uint(&mut le, 507, 2);
+        le.extend_from_slice(&[0, 0]);
+        LittleEndian.write_uint(&mut le, 113, 4);
+        LittleEndian.write_uint(&mut le, 0xc040_1234, 4);
+        LittleEndian.write_uint(&mut le, 0xc22c_c1f0, 4);
+        LittleEndian.write_uint(&mut le, (6 << 16) | 20, 4);
+        le.extend_from_slice(b"kmem\0\0");
+        let call_site = f.field("call_site").unwrap();
+        assert_eq!(call_site.read_u64(LittleEndian, &le), Some(0xc040_1234));
+        assert_eq!(
+            f.field("common_pid").unwrap().read_i64(LittleEndian, &le),
+            Some(113)
+        );
+        let name = f.field("name").unwrap();
+        assert_eq!(name.read_str(LittleEndian, &le), Some("kmem"));
+        assert_eq!(
+            name.read_raw_bytes(LittleEndian, &le),
+            Some(&b"kmem\0\0"[..])
+        );
+
+        let mut be = Vec::new();
+        BigEndian.write_uint(&mut be, 507, 2);
+        be.extend_from_slice(&[0, 0]);
+        BigEndian.write_uint(&mut be, (-1i64) as u64, 4);
+        BigEndian.write_uint(&mut be, 0x0010_1234, 4);
+        BigEndian.write_uint(&mut be, 0, 4);
+        BigEndian.write_uint(&mut be, (3 << 16) | 20, 4);
+        be.extend_from_slice(b"abc");
+        assert_eq!(call_site.read_u64(BigEndian, &be), Some(0x0010_1234));
+        assert_eq!(
+            f.field("common_pid").unwrap().read_i64(BigEndian, &be),
+            Some(-1)
+        );
+        assert_eq!(name.read_str(BigEndian, &be), Some("abc"));
+
+        // Out of bounds locator, truncated payload.
+        let mut bad = be.clone();
+        bad[16..20].copy_from_slice(&((200u32 << 16) | 20).to_be_bytes());
+        assert_eq!(name.read_str(BigEndian, &bad), None);
+        assert_eq!(call_site.read_u64(BigEndian, &be[..10]), None);
+        assert_eq!(name.read_str(BigEndian, &be[..18]), None);
+    }
+
+    #[test]
+    fn rel_loc_and_arrays() {
+        let text = "name: ev\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+                    \tfield:char comm[16];\toffset:4;\tsize:16;\tsigned:0;\n\
+                    \tfield:__rel_loc char[] msg;\toffset:20;\tsize:4;\tsigned:0;\n\
+                    \tfield:unsigned long caller[8];\toffset:24;\tsize:32;\tsigned:0;\n\
+                    \tfield:__u8 saddr[sizeof(struct sockaddr_in6)];\toffset:56;\tsize:28;\tsigned:0;\n\
+                    \tfield:u32 buf[];\toffset:84;\tsize:0;\tsigned:0;\n\n\
+                    print fmt: \"%s\", __get_rel_str(msg)\n";
+        let f = EventFormat::parse(text, None).unwrap();
+        assert_eq!(f.system, "");
+        let comm = f.field("comm").unwrap();
+        assert_eq!(comm.kind, FieldKind::Array { len: 16 });
+        assert_eq!(comm.type_decl, "char[16]");
+        assert_eq!(f.field("caller").unwrap().kind, FieldKind::Array { len: 8 });
+        assert_eq!(f.field("saddr").unwrap().kind, FieldKind::Array { len: 28 });
+        assert_eq!(f.field("buf").unwrap().kind, FieldKind::Array { len: 0 });
+        let msg = f.field("msg").unwrap();
+        assert_eq!(msg.kind, FieldKind::RelLoc);
+
+        let mut p = vec![0u8; 84];
+        p[4..9].copy_from_slice(b"bash\0");
+        // msg: 3 bytes starting 64 bytes after the end of the field (24).
+        p[20..24].copy_from_slice(&((3u32 << 16) | 60).to_le_bytes());
+        p.extend_from_slice(b"xyz");
+        assert_eq!(comm.read_str(LittleEndian, &p), Some("bash"));
+        assert_eq!(msg.read_str(LittleEndian, &p), Some("xyz"));
+        assert_eq!(comm.read_u64(LittleEndian, &p), None);
+    }
+
+    #[test]
+    fn header_page_like_spaces_and_old_field_special() {
+        let text =
+            "name: old\nID: 3\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\n\
+                    \tfield special:char comm[16];\toffset:2;\tsize:16;\n\
+                    \tfield: u64 timestamp;\toffset:24;\tsize:8;\tsigned:0;\n\nprint fmt: \"\"\n";
+        let f = EventFormat::parse(text, Some("x")).unwrap();
+        // No blank line between common and own fields: split by prefix.
+        assert_eq!(f.common_fields.len(), 1);
+        assert_eq!(f.fields.len(), 2);
+        assert_eq!(f.field("timestamp").unwrap().type_decl, "u64");
+        assert!(!f.field("common_type").unwrap().signed);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("name: a\nID: x\n", 2, "not a 32-bit number"),
+            (
+                "name: a\nID: 1\nformat:\n\tfield:int a;\toffset:z;\tsize:4;\n",
+                4,
+                "not a number",
+            ),
+            (
+                "name: a\nID: 1\nformat:\n\tfield:int a;\tsize:4;\n",
+                4,
+                "no offset",
+            ),
+            (
+                "name: a\nID: 1\nformat:\n\tfield:int;\toffset:0;\tsize:4;\n",
+                4,
+                "no type",
+            ),
+            (
+                "name: a\nID: 1\nformat:\n\tfield:int *;\toffset:0;\tsize:4;\n",
+                4,
+                "no name",
+            ),
+            ("name: a\nID: 1\nprint fmt: \"\"\n", 0, "format:"),
+            ("name: a\nID: 1\nformat:\nbogus\n", 4, "unrecognised"),
+            ("name: a\nID: 1\nformat:\n", 0, "print fmt"),
+            ("ID: 1\nformat:\nprint fmt: \"\"\n", 0, "name"),
+            ("name: a\nformat:\nprint fmt: \"\"\n", 0, "ID"),
+            (
+                "name: a\nID: 1\n\tfield:int a;\toffset:0;\tsize:4;\n",
+                3,
+                "outside",
+            ),
+            (
+                "name: a\nID: 1\nformat:\n\tfield:int a;\toffset:18446744073709551615;\tsize:4;\n",
+                4,
+                "overflows",
+            ),
+        ];
+        for (text, line, what) in cases {
+            let e = EventFormat::parse(text, None).unwrap_err();
+            assert_eq!(e.line, *line, "{text:?}: {e}");
+            assert!(e.message.contains(what), "{text:?}: {e}");
+            assert!(e.to_string().contains(what));
+        }
+    }
+
+    #[test]
+    fn is_all_ones_per_size() {
+        let mut f = Field {
+            name: "pfn".into(),
+            type_decl: "unsigned long".into(),
+            offset: 8,
+            size: 4,
+            signed: false,
+            kind: FieldKind::Scalar,
+        };
+        assert!(f.is_all_ones(0xffff_ffff));
+        assert!(!f.is_all_ones(0x7fff_ffff));
+        f.size = 8;
+        assert!(f.is_all_ones(u64::MAX));
+        assert!(!f.is_all_ones(0xffff_ffff));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC*") {
+            let _ = EventFormat::parse(&s, Some("kmem"));
+        }
+
+        #[test]
+        fn format_like_text_never_panics(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("name: x".to_string()),
+                    proptest::strategy::Just("ID: 12".to_string()),
+                    proptest::strategy::Just("format:".to_string()),
+                    proptest::strategy::Just(String::new()),
+                    "\tfield:[a-z _\\[\\]0-9*]{0,20};\toffset:[0-9]{1,3};\tsize:[0-9]{1,2};\tsigned:[01];",
+                    "print fmt: .{0,20}",
+                ],
+                0..12,
+            ),
+            payload in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let text = lines.join("\n");
+            if let Ok(f) = EventFormat::parse(&text, None) {
+                for fld in f.all_fields() {
+                    let _ = fld.read_u64(LittleEndian, &payload);
+                    let _ = fld.read_i64(BigEndian, &payload);
+                    let _ = fld.read_str(LittleEndian, &payload);
+                    let _ = fld.read_bytes(BigEndian, &payload);
+                }
+            }
+        }
+    }
+}
