@@ -1,1 +1,1733 @@
-//! (being written)
+//! `__print_flags` / `__print_symbolic` tables inside a print fmt, and the
+//! small C constant-expression evaluator they need.
+//!
+//! A kmem event's print fmt names its GFP bits:
+//!
+//! ```text
+//! (REC->gfp_flags) ? __print_flags(REC->gfp_flags, "|",
+//!     {( unsigned long)(( gfp_t)0x400u), "__GFP_DIRECT_RECLAIM"}, ...) : "none"
+//! ```
+//!
+//! Linux 6.1 spells the values as hex literals; 6.18 as expressions such as
+//! `( unsigned long)(( gfp_t)((((1UL))) << (22)))`. [`CExpr`] evaluates
+//! those (u64 arithmetic, wrapping, C precedence), rejecting anything that
+//! is not a constant (a symbol name, `sizeof`, a string).
+//!
+//! [`FlagTable::decode`] prints a value exactly like the kernel's
+//! `trace_print_flags_seq()` (and `trace_print_symbols_seq()` for
+//! symbolic tables):
+//!
+//! - entries are walked in order while bits remain; an entry whose every bit
+//!   is set in the value prints its name and clears those bits. As in the
+//!   kernel, a zero mask "matches" any non-zero value (libtraceevent skips
+//!   such entries instead; real tables have none);
+//! - bits left over print as `0x..` after the names;
+//! - a zero value prints what the print fmt's ternary says
+//!   (`(REC->gfp_flags) ? __print_flags(...) : "none"` prints `none`), or
+//!   nothing when there is no such ternary.
+//!
+//! Inputs are untrusted: lengths, nesting and table sizes are bounded, and
+//! errors give the byte offset in the text.
+
+use core::fmt;
+
+/// Longest expression [`CExpr::parse`] accepts, in bytes.
+pub const MAX_EXPR_LEN: usize = 64 * 1024;
+/// Deepest nesting of parentheses / unary operators accepted while parsing.
+pub const MAX_NESTING: usize = 128;
+/// Tallest expression tree accepted (bounds evaluation recursion: a chain
+/// `1|1|1|...` is as tall as it is long).
+pub const MAX_TREE_HEIGHT: usize = 256;
+/// Longest print fmt searched for tables, in bytes.
+pub const MAX_PRINT_FMT_LEN: usize = 4 << 20;
+/// Most entries kept in one table.
+pub const MAX_ENTRIES: usize = 4096;
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/// A C expression that cannot be evaluated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExprError {
+    /// Byte offset in the expression text.
+    pub offset: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ExprError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "C expression, offset {}: {}", self.offset, self.message)
+    }
+}
+
+impl std::error::Error for ExprError {}
+
+/// A print fmt whose flag/symbol table cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagsError {
+    /// Byte offset in the print fmt.
+    pub offset: usize,
+    /// The field the table decodes (`gfp_flags`), when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for FlagsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(fl) => write!(
+                f,
+                "print fmt offset {} (table of {fl}): {}",
+                self.offset, self.message
+            ),
+            None => write!(f, "print fmt offset {}: {}", self.offset, self.message),
+        }
+    }
+}
+
+impl std::error::Error for FlagsError {}
+
+fn quote(s: &str) -> String {
+    const MAX: usize = 40;
+    let mut out: String = s.chars().take(MAX).collect();
+    if s.chars().nth(MAX).is_some() {
+        out.push_str("...");
+    }
+    format!("{out:?}")
+}
+
+// ---------------------------------------------------------------------------
+// Tokens
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tok<'a> {
+    Num(u64),
+    Ident(&'a str),
+    /// `REC->name`
+    Field(&'a str),
+    Op(&'static str),
+    LParen,
+    RParen,
+}
+
+const OPS: &[&str] = &[
+    "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "<", ">", "&", "|", "^", "+", "-", "*", "/",
+    "%", "~", "!", "?", ":",
+];
+
+fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+fn is_ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+fn lex_number(b: &[u8], start: usize) -> Result<(u64, usize), ExprError> {
+    let bad = |m: &str| ExprError {
+        offset: start,
+        message: m.to_string(),
+    };
+    let (radix, mut i) = if b.len() > start + 1 && b[start] == b'0' {
+        match b[start + 1] {
+            b'x' | b'X' => (16, start + 2),
+            b'b' | b'B' => (2, start + 2),
+            _ => (8, start + 1),
+        }
+    } else {
+        (10, start)
+    };
+    let digits_start = i;
+    let mut v: u64 = 0;
+    while i < b.len() {
+        let d = match b[i] {
+            c @ b'0'..=b'9' => u32::from(c - b'0'),
+            c @ b'a'..=b'f' if radix == 16 => u32::from(c - b'a' + 10),
+            c @ b'A'..=b'F' if radix == 16 => u32::from(c - b'A' + 10),
+            _ => break,
+        };
+        if d >= radix {
+            return Err(bad("digit out of range in integer literal"));
+        }
+        v = v
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(d)))
+            .ok_or_else(|| bad("integer literal does not fit in 64 bits"))?;
+        i += 1;
+    }
+    if i == digits_start && radix != 8 {
+        return Err(bad("integer literal without digits"));
+    }
+    // Suffixes: u, l, ul, lu, ll, ull, llu (any case).
+    let mut n = 0;
+    while i < b.len() && matches!(b[i], b'u' | b'U' | b'l' | b'L') && n < 3 {
+        i += 1;
+        n += 1;
+    }
+    if i < b.len() && (is_ident_char(b[i]) || b[i] == b'.') {
+        return Err(bad("malformed integer literal"));
+    }
+    Ok((v, i))
+}
+
+fn tokenize(text: &str) -> Result<Vec<(usize, Tok<'_>)>, ExprError> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if c.is_ascii_digit() {
+            let (v, end) = lex_number(b, i)?;
+            out.push((start, Tok::Num(v)));
+            i = end;
+            continue;
+        }
+        if is_ident_start(c) {
+            while i < b.len() && is_ident_char(b[i]) {
+                i += 1;
+            }
+            let id = &text[start..i];
+            if id == "REC" {
+                // `REC->field`
+                let mut j = i;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if b.get(j..j + 2) == Some(b"->") {
+                    j += 2;
+                    while j < b.len() && b[j].is_ascii_whitespace() {
+                        j += 1;
+                    }
+                    let fs = j;
+                    if j < b.len() && is_ident_start(b[j]) {
+                        while j < b.len() && is_ident_char(b[j]) {
+                            j += 1;
+                        }
+                        out.push((start, Tok::Field(&text[fs..j])));
+                        i = j;
+                        continue;
+                    }
+                    return Err(ExprError {
+                        offset: start,
+                        message: "`REC->` without a field name".into(),
+                    });
+                }
+            }
+            out.push((start, Tok::Ident(id)));
+            continue;
+        }
+        match c {
+            b'(' => {
+                out.push((start, Tok::LParen));
+                i += 1;
+                continue;
+            }
+            b')' => {
+                out.push((start, Tok::RParen));
+                i += 1;
+                continue;
+            }
+            b'"' | b'\'' => {
+                return Err(ExprError {
+                    offset: start,
+                    message: "string or character literal in a constant expression".into(),
+                })
+            }
+            _ => {}
+        }
+        let rest = &b[i..];
+        match OPS.iter().find(|op| rest.starts_with(op.as_bytes())) {
+            Some(op) => {
+                out.push((start, Tok::Op(op)));
+                i += op.len();
+            }
+            None => {
+                let ch = text[i..].chars().next().unwrap_or('?');
+                return Err(ExprError {
+                    offset: start,
+                    message: format!("unexpected character {ch:?}"),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Expression tree
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnOp {
+    Neg,
+    Not,
+    BitNot,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BinOp {
+    Mul,
+    Div,
+    Rem,
+    Add,
+    Sub,
+    Shl,
+    Shr,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    Eq,
+    Ne,
+    BitAnd,
+    BitXor,
+    BitOr,
+    LogAnd,
+    LogOr,
+}
+
+fn binop(op: &str) -> Option<(BinOp, u8)> {
+    Some(match op {
+        "*" => (BinOp::Mul, 10),
+        "/" => (BinOp::Div, 10),
+        "%" => (BinOp::Rem, 10),
+        "+" => (BinOp::Add, 9),
+        "-" => (BinOp::Sub, 9),
+        "<<" => (BinOp::Shl, 8),
+        ">>" => (BinOp::Shr, 8),
+        "<" => (BinOp::Lt, 7),
+        ">" => (BinOp::Gt, 7),
+        "<=" => (BinOp::Le, 7),
+        ">=" => (BinOp::Ge, 7),
+        "==" => (BinOp::Eq, 6),
+        "!=" => (BinOp::Ne, 6),
+        "&" => (BinOp::BitAnd, 5),
+        "^" => (BinOp::BitXor, 4),
+        "|" => (BinOp::BitOr, 3),
+        "&&" => (BinOp::LogAnd, 2),
+        "||" => (BinOp::LogOr, 1),
+        _ => return None,
+    })
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Node {
+    Num(u64),
+    /// Index into `CExpr::fields`.
+    Field(usize),
+    /// Truncate to `bits` (1 = to bool), sign-extending if `signed`.
+    Cast {
+        bits: u8,
+        signed: bool,
+        inner: usize,
+    },
+    Unary(UnOp, usize),
+    Binary(BinOp, usize, usize),
+    Cond(usize, usize, usize),
+}
+
+/// A parsed C integer expression: constants, `REC->field` references,
+/// casts, unary `~ - ! +`, binary `* / % + - << >> < > <= >= == != & ^ | &&
+/// ||` and `?:`, with C precedence.
+///
+/// Arithmetic is on `u64`, wrapping; comparisons are unsigned. Casts to
+/// explicitly narrow types (`char`, `short`, `int`, `u8`..`u32`, `gfp_t`,
+/// `bool`) truncate (and sign-extend for signed ones); casts to `long`,
+/// pointers and unknown typedefs are dropped, since the recorded kernel's
+/// `long` width is not the evaluator's business.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CExpr {
+    nodes: Vec<(usize, Node)>,
+    root: usize,
+    fields: Vec<String>,
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    toks: Vec<(usize, Tok<'a>)>,
+    pos: usize,
+    depth: usize,
+    nodes: Vec<(usize, Node)>,
+    heights: Vec<usize>,
+    fields: Vec<String>,
+}
+
+/// What a type name cast does: `None` to drop it.
+fn cast_effect(words: &[&str], pointer: bool) -> Option<(u8, bool)> {
+    if pointer {
+        return None;
+    }
+    let has = |w: &str| words.contains(&w);
+    let unsigned = has("unsigned");
+    if has("long") {
+        return None;
+    }
+    if has("bool") || has("_Bool") {
+        return Some((1, false));
+    }
+    if has("char") {
+        return Some((8, has("signed")));
+    }
+    if has("short") {
+        return Some((16, !unsigned));
+    }
+    if has("int") || has("signed") || unsigned {
+        return Some((32, !unsigned));
+    }
+    if words.len() != 1 {
+        return None;
+    }
+    match words[0] {
+        "u8" | "__u8" | "uint8_t" => Some((8, false)),
+        "s8" | "__s8" | "int8_t" => Some((8, true)),
+        "u16" | "__u16" | "uint16_t" => Some((16, false)),
+        "s16" | "__s16" | "int16_t" => Some((16, true)),
+        // The kernel's gfp_t is an unsigned int.
+        "u32" | "__u32" | "uint32_t" | "gfp_t" => Some((32, false)),
+        "s32" | "__s32" | "int32_t" => Some((32, true)),
+        _ => None,
+    }
+}
+
+/// Words that certainly name a type, so `(word)` is a cast even before `-`.
+fn is_type_keyword(w: &str) -> bool {
+    matches!(
+        w,
+        "unsigned"
+            | "signed"
+            | "int"
+            | "long"
+            | "short"
+            | "char"
+            | "void"
+            | "bool"
+            | "_Bool"
+            | "const"
+            | "volatile"
+            | "struct"
+            | "union"
+            | "enum"
+            | "u8"
+            | "u16"
+            | "u32"
+            | "u64"
+            | "s8"
+            | "s16"
+            | "s32"
+            | "s64"
+            | "__u8"
+            | "__u16"
+            | "__u32"
+            | "__u64"
+            | "__s8"
+            | "__s16"
+            | "__s32"
+            | "__s64"
+            | "size_t"
+            | "gfp_t"
+    )
+}
+
+impl<'a> Parser<'a> {
+    fn err<T>(&self, offset: usize, m: impl Into<String>) -> Result<T, ExprError> {
+        Err(ExprError {
+            offset,
+            message: m.into(),
+        })
+    }
+
+    fn peek(&self) -> Option<Tok<'a>> {
+        self.toks.get(self.pos).map(|t| t.1)
+    }
+    fn peek_at(&self, k: usize) -> Option<Tok<'a>> {
+        self.toks.get(self.pos + k).map(|t| t.1)
+    }
+    fn offset(&self) -> usize {
+        self.toks.get(self.pos).map_or(self.text.len(), |t| t.0)
+    }
+
+    fn push(&mut self, offset: usize, node: Node) -> Result<usize, ExprError> {
+        let h = 1 + match &node {
+            Node::Num(_) | Node::Field(_) => 0,
+            Node::Cast { inner, .. } | Node::Unary(_, inner) => self.heights[*inner],
+            Node::Binary(_, a, b) => self.heights[*a].max(self.heights[*b]),
+            Node::Cond(a, b, c) => self.heights[*a].max(self.heights[*b]).max(self.heights[*c]),
+        };
+        if h > MAX_TREE_HEIGHT {
+            return self.err(
+                offset,
+                format!("expression nested deeper than {MAX_TREE_HEIGHT}"),
+            );
+        }
+        self.nodes.push((offset, node));
+        self.heights.push(h);
+        Ok(self.nodes.len() - 1)
+    }
+
+    fn enter(&mut self) -> Result<(), ExprError> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return self.err(
+                self.offset(),
+                format!("expression nested deeper than {MAX_NESTING}"),
+            );
+        }
+        Ok(())
+    }
+
+    fn expect_op(&mut self, op: &str) -> Result<(), ExprError> {
+        if self.peek() == Some(Tok::Op(op_static(op))) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            self.err(self.offset(), format!("expected `{op}`"))
+        }
+    }
+
+    fn cond(&mut self) -> Result<usize, ExprError> {
+        self.enter()?;
+        let start = self.offset();
+        let c = self.binary(0)?;
+        let r = if self.peek() == Some(Tok::Op("?")) {
+            self.pos += 1;
+            let t = self.cond()?;
+            self.expect_op(":")?;
+            let e = self.cond()?;
+            self.push(start, Node::Cond(c, t, e))?
+        } else {
+            c
+        };
+        self.depth -= 1;
+        Ok(r)
+    }
+
+    fn binary(&mut self, min_prec: u8) -> Result<usize, ExprError> {
+        let mut lhs = self.unary()?;
+        while let Some(Tok::Op(op)) = self.peek() {
+            let Some((bop, prec)) = binop(op) else {
+                break;
+            };
+            if prec < min_prec {
+                break;
+            }
+            let at = self.offset();
+            self.pos += 1;
+            let rhs = self.binary(prec + 1)?;
+            lhs = self.push(at, Node::Binary(bop, lhs, rhs))?;
+        }
+        Ok(lhs)
+    }
+
+    /// If a `(` at the cursor opens a cast, its words and whether it has a
+    /// `*`, and the token count up to and including the `)`.
+    fn cast_at_cursor(&self) -> Option<(Vec<&'a str>, bool, usize)> {
+        if self.peek() != Some(Tok::LParen) {
+            return None;
+        }
+        let mut words = Vec::new();
+        let mut pointer = false;
+        let mut k = 1;
+        loop {
+            match self.peek_at(k)? {
+                Tok::Ident(w) => words.push(w),
+                Tok::Op("*") if !words.is_empty() => pointer = true,
+                Tok::RParen => break,
+                _ => return None,
+            }
+            k += 1;
+        }
+        if words.is_empty() {
+            return None;
+        }
+        // `(word)` alone followed by something that can only be a binary
+        // operator is a parenthesised symbol, not a cast.
+        let certain = words.len() > 1 || pointer || is_type_keyword(words[0]);
+        let next = self.peek_at(k + 1);
+        let operand_follows = matches!(
+            next,
+            Some(Tok::Num(_) | Tok::Ident(_) | Tok::Field(_) | Tok::LParen | Tok::Op("~" | "!"))
+        ) || (certain && matches!(next, Some(Tok::Op("-" | "+"))));
+        if operand_follows {
+            Some((words, pointer, k + 1))
+        } else {
+            None
+        }
+    }
+
+    fn unary(&mut self) -> Result<usize, ExprError> {
+        self.enter()?;
+        let at = self.offset();
+        let r = match self.peek() {
+            Some(Tok::Op(op @ ("~" | "-" | "!" | "+"))) => {
+                self.pos += 1;
+                let inner = self.unary()?;
+                match op {
+                    "~" => self.push(at, Node::Unary(UnOp::BitNot, inner))?,
+                    "-" => self.push(at, Node::Unary(UnOp::Neg, inner))?,
+                    "!" => self.push(at, Node::Unary(UnOp::Not, inner))?,
+                    _ => inner,
+                }
+            }
+            Some(Tok::LParen) => {
+                if let Some((words, pointer, ntok)) = self.cast_at_cursor() {
+                    if let Some(w) = words.iter().find(|w| **w == "sizeof") {
+                        return self.err(at, format!("`{w}` is not supported"));
+                    }
+                    self.pos += ntok;
+                    let inner = self.unary()?;
+                    match cast_effect(&words, pointer) {
+                        Some((bits, signed)) => self.push(
+                            at,
+                            Node::Cast {
+                                bits,
+                                signed,
+                                inner,
+                            },
+                        )?,
+                        None => inner,
+                    }
+                } else {
+                    self.pos += 1;
+                    let e = self.cond()?;
+                    if self.peek() != Some(Tok::RParen) {
+                        return self.err(self.offset(), "expected `)`");
+                    }
+                    self.pos += 1;
+                    e
+                }
+            }
+            Some(Tok::Num(v)) => {
+                self.pos += 1;
+                self.push(at, Node::Num(v))?
+            }
+            Some(Tok::Field(name)) => {
+                self.pos += 1;
+                let idx = match self.fields.iter().position(|f| f == name) {
+                    Some(i) => i,
+                    None => {
+                        self.fields.push(name.to_string());
+                        self.fields.len() - 1
+                    }
+                };
+                self.push(at, Node::Field(idx))?
+            }
+            Some(Tok::Ident(id)) => {
+                return self.err(
+                    at,
+                    format!("symbol `{id}` is not a constant this evaluator knows"),
+                )
+            }
+            Some(Tok::RParen) => return self.err(at, "unexpected `)`"),
+            Some(Tok::Op(op)) => return self.err(at, format!("unexpected `{op}`")),
+            None => return self.err(at, "expression ends early"),
+        };
+        self.depth -= 1;
+        Ok(r)
+    }
+}
+
+fn op_static(op: &str) -> &'static str {
+    OPS.iter().copied().find(|o| *o == op).unwrap_or("")
+}
+
+fn truncate(v: u64, bits: u8, signed: bool) -> u64 {
+    match bits {
+        1 => u64::from(v != 0),
+        8 | 16 | 32 => {
+            let shift = 64 - u32::from(bits);
+            if signed {
+                (((v << shift) as i64) >> shift) as u64
+            } else {
+                (v << shift) >> shift
+            }
+        }
+        _ => v,
+    }
+}
+
+impl CExpr {
+    /// Parses `text` (at most [`MAX_EXPR_LEN`] bytes).
+    pub fn parse(text: &str) -> Result<Self, ExprError> {
+        if text.len() > MAX_EXPR_LEN {
+            return Err(ExprError {
+                offset: 0,
+                message: format!(
+                    "{} bytes, more than the {MAX_EXPR_LEN} accepted",
+                    text.len()
+                ),
+            });
+        }
+        let toks = tokenize(text)?;
+        let mut p = Parser {
+            text,
+            toks,
+            pos: 0,
+            depth: 0,
+            nodes: Vec::new(),
+            heights: Vec::new(),
+            fields: Vec::new(),
+        };
+        let root = p.cond()?;
+        if p.pos != p.toks.len() {
+            let at = p.offset();
+            return Err(ExprError {
+                offset: at,
+                message: format!(
+                    "unexpected text after the expression: {}",
+                    quote(&text[at..])
+                ),
+            });
+        }
+        Ok(CExpr {
+            nodes: p.nodes,
+            root,
+            fields: p.fields,
+        })
+    }
+
+    /// The `REC->` fields the expression reads.
+    pub fn fields(&self) -> &[String] {
+        &self.fields
+    }
+
+    /// True if the expression reads no field.
+    pub fn is_const(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// If the expression is just `REC->name` (possibly in parentheses or
+    /// under casts that do not change it), that name.
+    pub fn as_plain_field(&self) -> Option<&str> {
+        match self.nodes.get(self.root)?.1 {
+            Node::Field(i) => self.fields.get(i).map(String::as_str),
+            _ => None,
+        }
+    }
+
+    /// Evaluates, reading fields through `field` (which returns `None` for
+    /// a field it does not have).
+    pub fn eval(&self, field: &dyn Fn(&str) -> Option<u64>) -> Result<u64, ExprError> {
+        self.eval_node(self.root, field)
+    }
+
+    /// Evaluates an expression without fields.
+    pub fn eval_const(&self) -> Result<u64, ExprError> {
+        self.eval(&|_| None)
+    }
+
+    fn eval_node(&self, i: usize, field: &dyn Fn(&str) -> Option<u64>) -> Result<u64, ExprError> {
+        let (offset, node) = match self.nodes.get(i) {
+            Some(n) => n,
+            None => {
+                return Err(ExprError {
+                    offset: 0,
+                    message: "internal: bad node".into(),
+                })
+            }
+        };
+        let err = |m: String| ExprError {
+            offset: *offset,
+            message: m,
+        };
+        Ok(match *node {
+            Node::Num(v) => v,
+            Node::Field(f) => {
+                let name = self.fields.get(f).map_or("", String::as_str);
+                field(name).ok_or_else(|| err(format!("no value for `REC->{name}`")))?
+            }
+            Node::Cast {
+                bits,
+                signed,
+                inner,
+            } => truncate(self.eval_node(inner, field)?, bits, signed),
+            Node::Unary(op, a) => {
+                let v = self.eval_node(a, field)?;
+                match op {
+                    UnOp::Neg => v.wrapping_neg(),
+                    UnOp::Not => u64::from(v == 0),
+                    UnOp::BitNot => !v,
+                }
+            }
+            Node::Cond(c, t, e) => {
+                if self.eval_node(c, field)? != 0 {
+                    self.eval_node(t, field)?
+                } else {
+                    self.eval_node(e, field)?
+                }
+            }
+            Node::Binary(BinOp::LogAnd, a, b) => {
+                u64::from(self.eval_node(a, field)? != 0 && self.eval_node(b, field)? != 0)
+            }
+            Node::Binary(BinOp::LogOr, a, b) => {
+                u64::from(self.eval_node(a, field)? != 0 || self.eval_node(b, field)? != 0)
+            }
+            Node::Binary(op, a, b) => {
+                let x = self.eval_node(a, field)?;
+                let y = self.eval_node(b, field)?;
+                match op {
+                    BinOp::Mul => x.wrapping_mul(y),
+                    BinOp::Div => x
+                        .checked_div(y)
+                        .ok_or_else(|| err("division by zero".into()))?,
+                    BinOp::Rem => x
+                        .checked_rem(y)
+                        .ok_or_else(|| err("division by zero".into()))?,
+                    BinOp::Add => x.wrapping_add(y),
+                    BinOp::Sub => x.wrapping_sub(y),
+                    BinOp::Shl | BinOp::Shr => {
+                        if y >= 64 {
+                            return Err(err(format!("shift by {y}")));
+                        }
+                        if op == BinOp::Shl {
+                            x << y
+                        } else {
+                            x >> y
+                        }
+                    }
+                    BinOp::Lt => u64::from(x < y),
+                    BinOp::Gt => u64::from(x > y),
+                    BinOp::Le => u64::from(x <= y),
+                    BinOp::Ge => u64::from(x >= y),
+                    BinOp::Eq => u64::from(x == y),
+                    BinOp::Ne => u64::from(x != y),
+                    BinOp::BitAnd => x & y,
+                    BinOp::BitXor => x ^ y,
+                    BinOp::BitOr => x | y,
+                    BinOp::LogAnd | BinOp::LogOr => 0, // handled above
+                }
+            }
+        })
+    }
+}
+
+/// Evaluates a C constant expression such as
+/// `( unsigned long)(( gfp_t)((((1UL))) << (22)))`.
+pub fn eval_const(text: &str) -> Result<u64, ExprError> {
+    CExpr::parse(text)?.eval_const()
+}
+
+// ---------------------------------------------------------------------------
+// Print fmt scanning
+
+/// Skips a string or character literal starting at `i` (on its quote);
+/// returns the index after the closing quote.
+fn skip_literal(b: &[u8], i: usize) -> Option<usize> {
+    let q = b[i];
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            c if c == q => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// Index of the bracket closing the one at `open`, skipping literals.
+fn find_close(s: &str, open: usize, base: usize) -> Result<usize, FlagsError> {
+    let b = s.as_bytes();
+    let mut stack: Vec<u8> = Vec::new();
+    let mut i = open;
+    while i < b.len() {
+        match b[i] {
+            c @ (b'(' | b'[' | b'{') => {
+                if stack.len() >= MAX_NESTING {
+                    return Err(ferr(base + i, None, "brackets nested too deep"));
+                }
+                stack.push(match c {
+                    b'(' => b')',
+                    b'[' => b']',
+                    _ => b'}',
+                });
+            }
+            c @ (b')' | b']' | b'}') => {
+                if stack.pop() != Some(c) {
+                    return Err(ferr(base + i, None, format!("unbalanced `{}`", c as char)));
+                }
+                if stack.is_empty() {
+                    return Ok(i);
+                }
+            }
+            b'"' | b'\'' => {
+                i = skip_literal(b, i)
+                    .ok_or_else(|| ferr(base + i, None, "unterminated string literal"))?;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Err(ferr(base + open, None, "bracket never closed"))
+}
+
+fn ferr(offset: usize, field: Option<&str>, m: impl Into<String>) -> FlagsError {
+    FlagsError {
+        offset,
+        field: field.map(str::to_string),
+        message: m.into(),
+    }
+}
+
+/// Splits `s` at commas outside brackets and literals; each piece with its
+/// byte offset in `s`, untrimmed.
+fn split_top_level(s: &str) -> Result<Vec<(usize, &str)>, FlagsError> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| ferr(i, None, format!("unbalanced `{}`", b[i] as char)))?;
+            }
+            b'"' | b'\'' => {
+                i = skip_literal(b, i)
+                    .ok_or_else(|| ferr(i, None, "unterminated string literal"))?;
+                continue;
+            }
+            b',' if depth == 0 => {
+                out.push((start, &s[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push((start, &s[start..]));
+    Ok(out)
+}
+
+/// Trimmed text with its offset adjusted.
+fn trim_off(off: usize, s: &str) -> (usize, &str) {
+    let t = s.trim_start();
+    (off + (s.len() - t.len()), t.trim_end())
+}
+
+/// The value of C string literal(s) (adjacent literals are concatenated),
+/// or `None` if `s` is not only string literals. Invalid UTF-8 produced by
+/// escapes is replaced.
+pub fn parse_string_literal(s: &str) -> Option<String> {
+    let b = s.trim().as_bytes();
+    if b.is_empty() {
+        return None;
+    }
+    let mut out: Vec<u8> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if b[i] != b'"' {
+            return None;
+        }
+        i += 1;
+        loop {
+            let c = *b.get(i)?;
+            i += 1;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    let e = *b.get(i)?;
+                    i += 1;
+                    match e {
+                        b'n' => out.push(b'\n'),
+                        b't' => out.push(b'\t'),
+                        b'r' => out.push(b'\r'),
+                        b'a' => out.push(7),
+                        b'b' => out.push(8),
+                        b'f' => out.push(12),
+                        b'v' => out.push(11),
+                        b'0'..=b'7' => {
+                            let mut v = u32::from(e - b'0');
+                            let mut n = 1;
+                            while n < 3 && matches!(b.get(i), Some(b'0'..=b'7')) {
+                                v = v * 8 + u32::from(b[i] - b'0');
+                                i += 1;
+                                n += 1;
+                            }
+                            out.push(v as u8);
+                        }
+                        b'x' => {
+                            let mut v: u32 = 0;
+                            let mut n = 0;
+                            while n < 2 {
+                                match b.get(i).and_then(|c| (*c as char).to_digit(16)) {
+                                    Some(d) => {
+                                        v = v * 16 + d;
+                                        i += 1;
+                                        n += 1;
+                                    }
+                                    None => break,
+                                }
+                            }
+                            out.push(v as u8);
+                        }
+                        other => out.push(other),
+                    }
+                }
+                other => out.push(other),
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Splits `cond ? a : b` at its top-level `?` and matching `:`.
+pub fn split_ternary(s: &str) -> Option<(&str, &str, &str)> {
+    let b = s.as_bytes();
+    let mut depth = 0usize;
+    let mut q: Option<usize> = None;
+    let mut nested = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.checked_sub(1)?,
+            b'"' | b'\'' => {
+                i = skip_literal(b, i)?;
+                continue;
+            }
+            b'?' if depth == 0 => {
+                if q.is_none() {
+                    q = Some(i);
+                } else {
+                    nested += 1;
+                }
+            }
+            b':' if depth == 0 && q.is_some() => {
+                if nested == 0 {
+                    let qi = q?;
+                    return Some((s[..qi].trim(), s[qi + 1..i].trim(), s[i + 1..].trim()));
+                }
+                nested -= 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// A print fmt split into its format string and arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrintFmtParts<'a> {
+    /// The format string, unescaped.
+    pub format: String,
+    /// The arguments, trimmed, each with its byte offset in the print fmt.
+    pub args: Vec<(usize, &'a str)>,
+}
+
+/// Splits a print fmt into its format string and arguments.
+pub fn split_print_fmt(print_fmt: &str) -> Result<PrintFmtParts<'_>, FlagsError> {
+    if print_fmt.len() > MAX_PRINT_FMT_LEN {
+        return Err(ferr(0, None, "print fmt too long"));
+    }
+    let parts = split_top_level(print_fmt)?;
+    let mut it = parts.into_iter();
+    let (_, first) = it.next().unwrap_or((0, ""));
+    let format = parse_string_literal(first)
+        .ok_or_else(|| ferr(0, None, "print fmt does not start with a string"))?;
+    let args = it.map(|(o, a)| trim_off(o, a)).collect();
+    Ok(PrintFmtParts { format, args })
+}
+
+/// Counts the `%` conversions of a printf format and returns, for each, the
+/// argument index it consumes and the literal text just before it.
+fn conversions(format: &str) -> Vec<(usize, usize)> {
+    // (byte offset of the '%', argument index)
+    let b = format.as_bytes();
+    let mut out = Vec::new();
+    let mut arg = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        let pct = i;
+        i += 1;
+        if b.get(i) == Some(&b'%') {
+            i += 1;
+            continue;
+        }
+        // flags, width, precision, length
+        while i < b.len() && matches!(b[i], b'-' | b'+' | b' ' | b'#' | b'0') {
+            i += 1;
+        }
+        let mut star = |i: &mut usize| {
+            if b.get(*i) == Some(&b'*') {
+                arg += 1;
+                *i += 1;
+            }
+            while *i < b.len() && b[*i].is_ascii_digit() {
+                *i += 1;
+            }
+        };
+        star(&mut i);
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            star(&mut i);
+        }
+        while i < b.len() && matches!(b[i], b'h' | b'l' | b'L' | b'q' | b'j' | b'z' | b't') {
+            i += 1;
+        }
+        let conv = b.get(i).copied();
+        i += 1;
+        if conv == Some(b'p') {
+            // The kernel's %pS, %pK, ...: extension letters belong to it.
+            while i < b.len() && b[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+        }
+        out.push((pct, arg));
+        arg += 1;
+    }
+    out
+}
+
+/// The argument printed right after the literal text `label` in the print
+/// fmt (for `"... accounted=%s"`, `label = "accounted="`), trimmed.
+pub fn arg_after_label<'a>(print_fmt: &'a str, label: &str) -> Option<&'a str> {
+    let PrintFmtParts { format, args } = split_print_fmt(print_fmt).ok()?;
+    let (_, idx) = conversions(&format)
+        .into_iter()
+        .find(|(pct, _)| format[..*pct].ends_with(label))?;
+    args.get(idx).map(|a| a.1)
+}
+
+// ---------------------------------------------------------------------------
+// Tables
+
+/// `__print_flags` or `__print_symbolic`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    /// Bit masks, printed joined by a delimiter.
+    Flags,
+    /// Exact values, one name printed.
+    Symbolic,
+}
+
+/// One `{ value, "NAME" }` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagEntry {
+    /// The mask (flags) or value (symbolic).
+    pub value: u64,
+    /// The name as the kernel prints it.
+    pub name: String,
+    short: usize,
+}
+
+impl FlagEntry {
+    /// The name without the table's common prefix (`__GFP_ZERO` and
+    /// `GFP_KERNEL` become `ZERO` and `KERNEL`).
+    pub fn short_name(&self) -> &str {
+        self.name.get(self.short..).unwrap_or(&self.name)
+    }
+}
+
+/// A `__print_flags` / `__print_symbolic` table from a print fmt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagTable {
+    pub kind: TableKind,
+    /// The field the table decodes, when its first argument is just
+    /// `REC->field`.
+    pub field: Option<String>,
+    /// The first argument as written.
+    pub arg: String,
+    /// The delimiter between names (flags only; `""` for symbolic).
+    pub delim: String,
+    /// Entries in the kernel's order, up to the NULL-name terminator.
+    pub entries: Vec<FlagEntry>,
+    /// What a zero value prints, from `(REC->f) ? __print_flags(...) : "none"`.
+    pub if_zero: Option<String>,
+    /// Byte offset of the table in the print fmt.
+    pub offset: usize,
+}
+
+const TABLE_FUNCS: &[(&str, TableKind)] = &[
+    ("__print_flags", TableKind::Flags),
+    ("__print_flags_u64", TableKind::Flags),
+    ("__print_symbolic", TableKind::Symbolic),
+    ("__print_symbolic_u64", TableKind::Symbolic),
+];
+
+/// Strips whitespace and outer parentheses that enclose everything.
+fn strip_parens(mut s: &str) -> &str {
+    loop {
+        s = s.trim();
+        if s.starts_with('(') && s.ends_with(')') {
+            if let Ok(close) = find_close(s, 0, 0) {
+                if close == s.len() - 1 {
+                    s = &s[1..s.len() - 1];
+                    continue;
+                }
+            }
+        }
+        return s;
+    }
+}
+
+impl FlagTable {
+    /// Every table in `print_fmt`, in order (each may have failed).
+    pub fn find_all(print_fmt: &str) -> Vec<Result<FlagTable, FlagsError>> {
+        let mut out = Vec::new();
+        if print_fmt.len() > MAX_PRINT_FMT_LEN {
+            out.push(Err(ferr(0, None, "print fmt too long")));
+            return out;
+        }
+        let b = print_fmt.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if c == b'"' || c == b'\'' {
+                match skip_literal(b, i) {
+                    Some(j) => i = j,
+                    None => break,
+                }
+                continue;
+            }
+            if !is_ident_start(c) || (i > 0 && is_ident_char(b[i - 1])) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && is_ident_char(b[i]) {
+                i += 1;
+            }
+            let id = &print_fmt[start..i];
+            let Some(&(_, kind)) = TABLE_FUNCS.iter().find(|(n, _)| *n == id) else {
+                continue;
+            };
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if b.get(j) != Some(&b'(') {
+                continue;
+            }
+            match Self::parse_call(print_fmt, start, j, kind) {
+                Ok((t, end)) => {
+                    out.push(Ok(t));
+                    i = end;
+                }
+                Err(e) => {
+                    out.push(Err(e));
+                    // Keep scanning after the name.
+                }
+            }
+        }
+        out
+    }
+
+    /// The first table decoding `REC->field`: `Ok(None)` if there is none,
+    /// `Err` if the one for that field cannot be read.
+    pub fn for_field(print_fmt: &str, field: &str) -> Result<Option<FlagTable>, FlagsError> {
+        for t in Self::find_all(print_fmt) {
+            match t {
+                Ok(t) if t.field.as_deref() == Some(field) => return Ok(Some(t)),
+                Err(e) if e.field.as_deref() == Some(field) => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Parses the call whose name starts at `start` and `(` is at `open`;
+    /// returns the table and the index after the `)`.
+    fn parse_call(
+        pf: &str,
+        start: usize,
+        open: usize,
+        kind: TableKind,
+    ) -> Result<(FlagTable, usize), FlagsError> {
+        let close = find_close(pf, open, 0).map_err(|mut e| {
+            // Name the field if the first argument is readable.
+            let first = pf[open + 1..].split(',').next().unwrap_or("");
+            e.field = CExpr::parse(first)
+                .ok()
+                .and_then(|x| x.as_plain_field().map(str::to_string));
+            e
+        })?;
+        let inner = &pf[open + 1..close];
+        let base = open + 1;
+        let args = split_top_level(inner).map_err(|mut e| {
+            e.offset += base;
+            e
+        })?;
+        let (_, arg) = trim_off(base + args[0].0, args[0].1);
+        let field = CExpr::parse(arg)
+            .ok()
+            .and_then(|e| e.as_plain_field().map(str::to_string));
+        let fref = field.as_deref();
+        let mut rest = args.iter().skip(1);
+        let delim = if kind == TableKind::Flags {
+            let Some((o, d)) = rest.next() else {
+                return Err(ferr(close, fref, "__print_flags without a delimiter"));
+            };
+            parse_string_literal(d)
+                .ok_or_else(|| ferr(base + o, fref, "the delimiter is not a string literal"))?
+        } else {
+            String::new()
+        };
+        let mut entries = Vec::new();
+        for (o, e) in rest {
+            let (eo, e) = trim_off(base + o, e);
+            if e.is_empty() {
+                continue; // a trailing comma
+            }
+            if !(e.starts_with('{') && e.ends_with('}')) {
+                return Err(ferr(
+                    eo,
+                    fref,
+                    format!("entry {} is not `{{ value, \"NAME\" }}`", quote(e)),
+                ));
+            }
+            let body = &e[1..e.len() - 1];
+            let parts = split_top_level(body).map_err(|mut x| {
+                x.offset += eo + 1;
+                x.field = field.clone();
+                x
+            })?;
+            if parts.len() != 2 {
+                return Err(ferr(
+                    eo,
+                    fref,
+                    format!("entry {} does not have two parts", quote(e)),
+                ));
+            }
+            let (vo, vtext) = trim_off(eo + 1 + parts[0].0, parts[0].1);
+            let Some(name) = parse_string_literal(parts[1].1) else {
+                // `{ 0, NULL }` / `{ 0, ((void *)0) }`: the kernel stops here.
+                break;
+            };
+            let value = eval_const(vtext).map_err(|x| {
+                ferr(
+                    vo + x.offset,
+                    fref,
+                    format!("value of {}: {}", quote(&name), x.message),
+                )
+            })?;
+            if entries.len() >= MAX_ENTRIES {
+                return Err(ferr(eo, fref, format!("more than {MAX_ENTRIES} entries")));
+            }
+            entries.push(FlagEntry {
+                value,
+                name,
+                short: 0,
+            });
+        }
+        set_short_names(&mut entries);
+
+        // `(arg) ? __print_flags(arg, ...) : "zero text"`
+        let mut if_zero = None;
+        let before = pf[..start].trim_end();
+        if let Some(cond_end) = before.strip_suffix('?') {
+            let cond_end = cond_end.trim_end();
+            let a = strip_parens(arg);
+            if cond_end.ends_with(a) || cond_end.ends_with(&format!("({a})")) {
+                let after = pf[close + 1..].trim_start();
+                if let Some(a) = after.strip_prefix(':') {
+                    let a = a.trim_start();
+                    if a.starts_with('"') {
+                        if let Some(end) = skip_literal(a.as_bytes(), 0) {
+                            if_zero = parse_string_literal(&a[..end]);
+                        }
+                    }
+                }
+            }
+        }
+        Ok((
+            FlagTable {
+                kind,
+                field,
+                arg: arg.to_string(),
+                delim,
+                entries,
+                if_zero,
+                offset: start,
+            },
+            close + 1,
+        ))
+    }
+
+    /// The first entry named `name`.
+    pub fn value_of(&self, name: &str) -> Option<u64> {
+        self.entries
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.value)
+    }
+
+    /// `value` as the kernel prints it. Allocation-free: use with `{}` or
+    /// `.to_string()`.
+    pub fn decode(&self, value: u64) -> Decoded<'_> {
+        Decoded {
+            table: self,
+            value,
+            compact: false,
+        }
+    }
+
+    /// Like [`FlagTable::decode`] with short names (`KERNEL|ZERO`).
+    pub fn decode_compact(&self, value: u64) -> Decoded<'_> {
+        Decoded {
+            table: self,
+            value,
+            compact: true,
+        }
+    }
+
+    /// Writes the decoded `value` to `out`.
+    pub fn write_decoded<W: fmt::Write>(
+        &self,
+        value: u64,
+        compact: bool,
+        out: &mut W,
+    ) -> fmt::Result {
+        match self.kind {
+            TableKind::Symbolic => match self.entries.iter().find(|e| e.value == value) {
+                Some(e) => out.write_str(if compact { e.short_name() } else { &e.name }),
+                None => write!(out, "0x{value:x}"),
+            },
+            TableKind::Flags => {
+                if value == 0 {
+                    return match &self.if_zero {
+                        Some(z) => out.write_str(z),
+                        None => Ok(()),
+                    };
+                }
+                let mut v = value;
+                let mut first = true;
+                for e in &self.entries {
+                    if v == 0 {
+                        break;
+                    }
+                    if v & e.value != e.value {
+                        continue;
+                    }
+                    v &= !e.value;
+                    if !first {
+                        out.write_str(&self.delim)?;
+                    }
+                    first = false;
+                    out.write_str(if compact { e.short_name() } else { &e.name })?;
+                }
+                if v != 0 {
+                    if !first {
+                        out.write_str(&self.delim)?;
+                    }
+                    write!(out, "0x{v:x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Computes each entry's short-name start: the prefix common to all names
+/// (after leading underscores), cut after its last `_`.
+fn set_short_names(entries: &mut [FlagEntry]) {
+    let stripped = |n: &str| -> usize { n.len() - n.trim_start_matches('_').len() };
+    let mut common: Option<&str> = None;
+    for e in entries.iter() {
+        let s = &e.name[stripped(&e.name)..];
+        common = Some(match common {
+            None => s,
+            Some(c) => {
+                let n = c.bytes().zip(s.bytes()).take_while(|(a, b)| a == b).count();
+                &c[..n]
+            }
+        });
+    }
+    let plen = match common.and_then(|c| c.rfind('_')) {
+        Some(i) => i + 1,
+        None => 0,
+    };
+    for e in entries.iter_mut() {
+        let s = stripped(&e.name);
+        e.short = if e.name.len() > s + plen { s + plen } else { 0 };
+    }
+}
+
+/// A value decoded through a [`FlagTable`] (see [`FlagTable::decode`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Decoded<'a> {
+    table: &'a FlagTable,
+    value: u64,
+    compact: bool,
+}
+
+impl fmt::Display for Decoded<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.table.write_decoded(self.value, self.compact, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_and_precedence() {
+        let cases: &[(&str, u64)] = &[
+            ("0", 0),
+            ("42", 42),
+            ("0x400u", 0x400),
+            ("0X1fUL", 0x1f),
+            ("010", 8),
+            ("0b101", 5),
+            ("1ULL << 63", 1 << 63),
+            ("1 + 2 * 3", 7),
+            ("(1 + 2) * 3", 9),
+            ("1 << 2 + 1", 8),
+            ("6 & 3 | 8", 10),
+            ("1 | 2 ^ 3", 1),
+            ("~0", u64::MAX),
+            ("-1", u64::MAX),
+            ("!0 + !5", 1),
+            ("+7 - -3", 10),
+            ("10 / 3 % 2", 1),
+            ("3 < 4 ? 10 : 20", 10),
+            ("1 ? 2 : 0 ? 3 : 4", 2),
+            ("0 ? 1 : 0 ? 3 : 4", 4),
+            ("1 && 0 || 1", 1),
+            ("2 == 2 != 0", 1),
+            ("5 >= 6", 0),
+            ("0 && 1 / 0", 0),
+            ("1 || 1 / 0", 1),
+            ("( unsigned long)((( gfp_t)(0x400u|0x800u)) | (( gfp_t)0x40u) | (( gfp_t)0x80u))", 0xcc0),
+            ("( unsigned long)(( gfp_t)((((1UL))) << (22)))", 0x40_0000),
+            ("(((unsigned int)((21 - 12))) < ((unsigned int)(10)) ? ((unsigned int)((21 - 12))) : ((unsigned int)(10)))", 9),
+            ("(unsigned int)0x1ffffffff", 0xffff_ffff),
+            ("(int)0xffffffff", u64::MAX),
+            ("(unsigned char)0x1ff", 0xff),
+            ("(u16)0x12345", 0x2345),
+            ("(bool)5", 1),
+            ("(void *)0", 0),
+            ("(struct page *)16", 16),
+            ("(unsigned long)-1", u64::MAX),
+            ("(long)-1 + 1", 0),
+            ("(int)-1", u64::MAX),
+            ("(gfp_t)~0", 0xffff_ffff),
+            ("( gfp_t)(~0) & ~(( gfp_t)1)", 0xffff_fffe),
+        ];
+        for (text, want) in cases {
+            assert_eq!(eval_const(text), Ok(*want), "{text}");
+        }
+    }
+
+    #[test]
+    fn rejects_non_constants() {
+        let cases: &[(&str, &str, usize)] = &[
+            ("FOO", "symbol `FOO`", 0),
+            ("1 | FOO", "symbol `FOO`", 4),
+            ("(FOO) - 1", "symbol `FOO`", 1),
+            ("sizeof(int)", "symbol `sizeof`", 0),
+            ("\"x\"", "string", 0),
+            ("1 +", "ends early", 3),
+            ("(1", "expected `)`", 2),
+            ("1)", "unexpected text", 1),
+            ("1 / 0", "division by zero", 2),
+            ("1 % 0", "division by zero", 2),
+            ("1 << 64", "shift by 64", 2),
+            ("99999999999999999999", "does not fit", 0),
+            ("0x", "without digits", 0),
+            ("09", "out of range", 0),
+            ("12abc", "malformed", 0),
+            ("1.5", "malformed", 0),
+            ("1 @ 2", "unexpected character", 2),
+            ("1 ? 2", "expected `:`", 5),
+            ("REC->", "without a field name", 0),
+            ("1, 2", "unexpected character", 1),
+        ];
+        for (text, what, off) in cases {
+            let e = eval_const(text).unwrap_err();
+            assert!(e.message.contains(what), "{text}: {e}");
+            assert_eq!(e.offset, *off, "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn bounds_nesting_and_length() {
+        let deep = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
+        assert!(eval_const(&deep).unwrap_err().message.contains("nested"));
+        let unary = format!("{}1", "~".repeat(1000));
+        assert!(eval_const(&unary).unwrap_err().message.contains("nested"));
+        let chain = vec!["1"; 1000].join("|");
+        assert!(eval_const(&chain).unwrap_err().message.contains("nested"));
+        let ok_chain = vec!["1"; 100].join("|");
+        assert_eq!(eval_const(&ok_chain), Ok(1));
+        let long = "1".repeat(MAX_EXPR_LEN + 1);
+        assert!(eval_const(&long).unwrap_err().message.contains("accepted"));
+    }
+
+    #[test]
+    fn fields_in_expressions() {
+        let e =
+            CExpr::parse("(1 && (REC->gfp_flags & ( unsigned long)(( gfp_t)0x400000u)))").unwrap();
+        assert_eq!(e.fields(), ["gfp_flags"]);
+        assert!(!e.is_const());
+        let with = |v: u64| move |n: &str| (n == "gfp_flags").then_some(v);
+        assert_eq!(e.eval(&with(0x400cc0)), Ok(1));
+        assert_eq!(e.eval(&with(0xcc0)), Ok(0));
+        assert!(e
+            .eval_const()
+            .unwrap_err()
+            .message
+            .contains("REC->gfp_flags"));
+        assert_eq!(
+            CExpr::parse("(REC -> x)").unwrap().as_plain_field(),
+            Some("x")
+        );
+        assert_eq!(
+            CExpr::parse("( unsigned long)REC->x")
+                .unwrap()
+                .as_plain_field(),
+            Some("x")
+        );
+        assert_eq!(CExpr::parse("REC->x + 1").unwrap().as_plain_field(), None);
+    }
+
+    const GFP_61: &str = r#""gfp_flags=%s node=%d accounted=%s", (REC->gfp_flags) ? __print_flags(REC->gfp_flags, "|", {( unsigned long)((( gfp_t)(0x400u|0x800u)) | (( gfp_t)0x40u) | (( gfp_t)0x80u)), "GFP_KERNEL"}, {( unsigned long)((( gfp_t)(0x400u|0x800u)) | (( gfp_t)0x40u)), "GFP_NOFS"}, {( unsigned long)(( gfp_t)0x100u), "__GFP_ZERO"}, {( unsigned long)(( gfp_t)0x400000u), "__GFP_ACCOUNT"}, {( unsigned long)(( gfp_t)(0x400u|0x800u)), "__GFP_RECLAIM"}, {( unsigned long)(( gfp_t)0x400u), "__GFP_DIRECT_RECLAIM"}, {( unsigned long)(( gfp_t)0x800u), "__GFP_KSWAPD_RECLAIM"} ) : "none", REC->node, (1 && (REC->gfp_flags & ( unsigned long)(( gfp_t)0x400000u))) ? "true" : "false""#;
+
+    #[test]
+    fn gfp_table_decodes_like_the_kernel() {
+        let t = FlagTable::for_field(GFP_61, "gfp_flags").unwrap().unwrap();
+        assert_eq!(t.kind, TableKind::Flags);
+        assert_eq!(t.delim, "|");
+        assert_eq!(t.entries.len(), 7);
+        assert_eq!(t.if_zero.as_deref(), Some("none"));
+        assert_eq!(t.value_of("__GFP_ACCOUNT"), Some(0x40_0000));
+        assert_eq!(t.decode(0xcc0).to_string(), "GFP_KERNEL");
+        assert_eq!(t.decode(0xdc0).to_string(), "GFP_KERNEL|__GFP_ZERO");
+        assert_eq!(t.decode(0).to_string(), "none");
+        assert_eq!(t.decode(0x400).to_string(), "__GFP_DIRECT_RECLAIM");
+        assert_eq!(t.decode(0xc00).to_string(), "__GFP_RECLAIM");
+        assert_eq!(
+            t.decode(0x1_0000_0cc0).to_string(),
+            "GFP_KERNEL|0x100000000"
+        );
+        assert_eq!(t.decode(0x3).to_string(), "0x3");
+        assert_eq!(t.decode_compact(0xdc0).to_string(), "KERNEL|ZERO");
+        assert_eq!(t.entries[2].short_name(), "ZERO");
+        assert!(FlagTable::for_field(GFP_61, "nope").unwrap().is_none());
+
+        let acc = arg_after_label(GFP_61, "accounted=").unwrap();
+        let (cond, yes, no) = split_ternary(acc).unwrap();
+        assert_eq!((yes, no), ("\"true\"", "\"false\""));
+        let e = CExpr::parse(cond).unwrap();
+        assert_eq!(e.eval(&|_| Some(0x400cc0)), Ok(1));
+        assert_eq!(arg_after_label(GFP_61, "node="), Some("REC->node"));
+        assert_eq!(arg_after_label(GFP_61, "nope="), None);
+    }
+
+    #[test]
+    fn null_terminator_zero_mask_and_symbolic() {
+        let pf = r#""%s %s", __print_flags(REC->f, " | ", { 1, "A" }, { 0, "ZERO" }, { 2, "B" }, { 0, ((void *)0) }, { 4, "NEVER" }), __print_symbolic(REC->member, { 0, "MM_FILEPAGES" }, { 1, "MM_ANONPAGES" }, { 2, "MM_SWAPENTS" })"#;
+        let all = FlagTable::find_all(pf);
+        assert_eq!(all.len(), 2);
+        let f = all[0].as_ref().unwrap();
+        assert_eq!(f.entries.len(), 3); // stops at the NULL name
+        assert_eq!(f.if_zero, None);
+        // The kernel prints a zero-mask entry while bits remain.
+        assert_eq!(f.decode(3).to_string(), "A | ZERO | B");
+        assert_eq!(f.decode(4).to_string(), "ZERO | 0x4");
+        assert_eq!(f.decode(0).to_string(), "");
+        let s = all[1].as_ref().unwrap();
+        assert_eq!(s.kind, TableKind::Symbolic);
+        assert_eq!(s.field.as_deref(), Some("member"));
+        assert_eq!(s.decode(1).to_string(), "MM_ANONPAGES");
+        assert_eq!(s.decode_compact(1).to_string(), "ANONPAGES");
+        assert_eq!(s.decode(7).to_string(), "0x7");
+    }
+
+    #[test]
+    fn table_errors_name_offset_and_field() {
+        let pf = r#""%s", __print_flags(REC->f, "|", { 1, "A" }, { FOO, "B" })"#;
+        let e = FlagTable::for_field(pf, "f").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("f"));
+        assert!(e.message.contains("FOO"), "{e}");
+        assert_eq!(&pf[e.offset..e.offset + 3], "FOO");
+        // Another field's broken table does not matter.
+        let pf2 = format!("{pf}, __print_flags(REC->g, \"|\", {{ 2, \"X\" }})");
+        assert!(FlagTable::for_field(&pf2, "g").unwrap().is_some());
+        for bad in [
+            r#"__print_flags(REC->f, "|", { 1, "A" }"#,
+            r#"__print_flags(REC->f)"#,
+            r#"__print_flags(REC->f, x, { 1, "A" })"#,
+            r#"__print_flags(REC->f, "|", 1)"#,
+            r#"__print_flags(REC->f, "|", { 1, "A", 2 })"#,
+            r#"__print_flags(REC->f, "|", { 1, "A })"#,
+        ] {
+            assert!(FlagTable::for_field(bad, "f").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn string_literals() {
+        assert_eq!(
+            parse_string_literal(r#""a\"b\\c\n""#).as_deref(),
+            Some("a\"b\\c\n")
+        );
+        assert_eq!(
+            parse_string_literal(r#""ab" "cd""#).as_deref(),
+            Some("abcd")
+        );
+        assert_eq!(parse_string_literal(r#""\x41\101""#).as_deref(), Some("AA"));
+        assert_eq!(parse_string_literal("x"), None);
+        assert_eq!(parse_string_literal("\"abc"), None);
+        assert_eq!(parse_string_literal(""), None);
+        let parts =
+            split_print_fmt(r#""a=%d b=%*d c=%%s %pS", REC->a, 4, REC->b, REC->c"#).unwrap();
+        assert_eq!(parts.format, "a=%d b=%*d c=%%s %pS");
+        assert_eq!(parts.args.len(), 4);
+        assert_eq!(parts.args[3], (43, "REC->c"));
+        assert_eq!(
+            arg_after_label(
+                r#""a=%d b=%*d c=%%s d=%pS", REC->a, 4, REC->b, REC->c"#,
+                "d="
+            ),
+            Some("REC->c")
+        );
+        assert_eq!(
+            arg_after_label(r#""a=%d b=%*d", REC->a, 4, REC->b"#, "b="),
+            Some("REC->b")
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        #[test]
+        fn arbitrary_expressions_never_panic(s in "\\PC{0,80}") {
+            let _ = eval_const(&s);
+            let _ = FlagTable::find_all(&s);
+            let _ = split_ternary(&s);
+            let _ = arg_after_label(&s, "x=");
+            let _ = parse_string_literal(&s);
+        }
+
+        #[test]
+        fn expression_like_text_never_panics(
+            s in "([0-9]|0x[0-9a-f]|[uUlL]|[()~!+*/%<>=&|^?:-]| |REC->f|gfp_t|unsigned){0,60}"
+        ) {
+            if let Ok(e) = CExpr::parse(&s) {
+                let _ = e.eval(&|_| Some(3));
+            }
+            let pf = format!("\"%s\", __print_flags(REC->f, \"|\", {{ {s}, \"A\" }}) : \"none\"");
+            for t in FlagTable::find_all(&pf).into_iter().flatten() {
+                let _ = t.decode(0x1234).to_string();
+            }
+        }
+    }
+}
