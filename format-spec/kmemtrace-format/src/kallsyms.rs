@@ -1,1 +1,440 @@
-//! (being written)
+//! `/proc/kallsyms` and `System.map`: resolving call sites to
+//! `function+0xoff/0xsize [module]`, as the kernel's `%pS` prints them.
+//!
+//! Lines are `address type name` with, in kallsyms, an optional
+//! `\t[module]`. Addresses are as wide as the recorded kernel's (8 hex digits
+//! on armhf, 16 on 64-bit; s390x kernels sit low, around `0x100000`).
+//!
+//! All symbols with a non-zero address are kept as boundaries (a data symbol
+//! ends the function before it), but only text symbols (`t T w W`) resolve a
+//! call site. ARM mapping symbols (`$a`, `$d`, `$t`, `$x`...) are skipped, as
+//! the kernel's own lookup does. Among aliases (several names at one
+//! address) the first text one in file order wins, like the kernel's
+//! `get_symbol_pos()`. A kallsyms read without privilege has every address
+//! zero: the table is then empty and [`Kallsyms::is_restricted`] says why.
+//!
+//! Names live in one string arena; lookups are a binary search.
+
+use core::fmt;
+
+/// Longest symbol name accepted (the kernel's `KSYM_NAME_LEN` is 512).
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// A malformed kallsyms / System.map line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KallsymsError {
+    /// 1-based line; 0 for the whole text.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for KallsymsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kallsyms line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for KallsymsError {}
+
+#[derive(Clone, Copy, Debug)]
+struct Sym {
+    addr: u64,
+    name_off: u32,
+    name_len: u16,
+    /// 0: the kernel; i + 1: `modules[i]`.
+    module: u16,
+    ty: u8,
+}
+
+impl Sym {
+    fn is_text(&self) -> bool {
+        matches!(self.ty, b't' | b'T' | b'w' | b'W')
+    }
+}
+
+/// A parsed symbol table.
+#[derive(Clone, Debug, Default)]
+pub struct Kallsyms {
+    names: String,
+    modules: Vec<String>,
+    /// Sorted by address, file order among equal addresses.
+    syms: Vec<Sym>,
+    zero_addresses: usize,
+}
+
+/// A resolved address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Symbol<'a> {
+    pub name: &'a str,
+    /// The symbol's address.
+    pub addr: u64,
+    /// From the symbol's address to the resolved one.
+    pub offset: u64,
+    /// Up to the next symbol of the same kernel or module; `None` for the
+    /// last one.
+    pub size: Option<u64>,
+    /// The module, `None` for the kernel itself.
+    pub module: Option<&'a str>,
+    /// The type letter (`t`, `T`, `w`, `W`).
+    pub kind: char,
+}
+
+impl fmt::Display for Symbol<'_> {
+    /// `name+0xoff/0xsize [module]`, the kernel's `%pS` (without the size
+    /// when it is unknown).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}+0x{:x}", self.name, self.offset)?;
+        if let Some(s) = self.size {
+            write!(f, "/0x{s:x}")?;
+        }
+        if let Some(m) = self.module {
+            write!(f, " [{m}]")?;
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Symbol<'a> {
+    /// `name+0xoff [module]` (no size).
+    pub fn short(&self) -> ShortSymbol<'a> {
+        ShortSymbol(*self)
+    }
+}
+
+/// See [`Symbol::short`].
+#[derive(Clone, Copy, Debug)]
+pub struct ShortSymbol<'a>(Symbol<'a>);
+
+impl fmt::Display for ShortSymbol<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}+0x{:x}", self.0.name, self.0.offset)?;
+        if let Some(m) = self.0.module {
+            write!(f, " [{m}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// An address printed like `%pS`: the symbol, or `0x...` when unresolved.
+#[derive(Clone, Copy, Debug)]
+pub struct SymbolOrAddr<'a> {
+    pub addr: u64,
+    pub symbol: Option<Symbol<'a>>,
+}
+
+impl fmt::Display for SymbolOrAddr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.symbol {
+            Some(s) => s.fmt(f),
+            None => write!(f, "0x{:x}", self.addr),
+        }
+    }
+}
+
+/// Resolving stops this far past the last symbol of a region whose end is
+/// unknown (the table does not say where the last function ends).
+pub const MAX_OFFSET_PAST_LAST: u64 = 1 << 20;
+
+fn is_mapping_symbol(name: &str) -> bool {
+    name.starts_with('$')
+}
+
+impl Kallsyms {
+    /// Parses `/proc/kallsyms` or `System.map` text.
+    pub fn parse(text: &str) -> Result<Self, KallsymsError> {
+        if text.len() > u32::MAX as usize {
+            return Err(KallsymsError {
+                line: 0,
+                message: "more than 4 GiB of text".into(),
+            });
+        }
+        let mut k = Kallsyms::default();
+        for (i, line) in text.lines().enumerate() {
+            let lineno = i + 1;
+            let err = |m: String| KallsymsError {
+                line: lineno,
+                message: m,
+            };
+            let line = line.trim_end();
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut it = line.split_ascii_whitespace();
+            let (Some(a), Some(t), Some(name)) = (it.next(), it.next(), it.next()) else {
+                return Err(err(format!("expected `address type name`, got {line:?}")));
+            };
+            let module = match it.next() {
+                None => None,
+                Some(m) if m.len() > 2 && m.starts_with('[') && m.ends_with(']') => {
+                    Some(&m[1..m.len() - 1])
+                }
+                Some(m) => return Err(err(format!("unexpected {m:?} after the name"))),
+            };
+            if it.next().is_some() {
+                return Err(err("text after the module".into()));
+            }
+            if a.is_empty() || a.len() > 16 {
+                return Err(err(format!("address {a:?} is not 1 to 16 hex digits")));
+            }
+            let addr = u64::from_str_radix(a, 16)
+                .map_err(|_| err(format!("address {a:?} is not hexadecimal")))?;
+            let ty = match t.as_bytes() {
+                [c] if c.is_ascii_alphabetic() || *c == b'?' => *c,
+                _ => return Err(err(format!("type {t:?} is not one letter"))),
+            };
+            if name.len() > MAX_NAME_LEN {
+                return Err(err(format!("name longer than {MAX_NAME_LEN} bytes")));
+            }
+            if addr == 0 {
+                k.zero_addresses += 1;
+                continue;
+            }
+            if is_mapping_symbol(name) {
+                continue;
+            }
+            let module = match module {
+                None => 0,
+                Some(m) => {
+                    // Module lines come grouped: check the last one first.
+                    let idx = match k.modules.iter().rposition(|x| x == m) {
+                        Some(i) => i,
+                        None => {
+                            if k.modules.len() >= usize::from(u16::MAX) - 1 {
+                                return Err(err("too many modules".into()));
+                            }
+                            k.modules.push(m.to_string());
+                            k.modules.len() - 1
+                        }
+                    };
+                    idx as u16 + 1
+                }
+            };
+            let name_off = k.names.len() as u32;
+            k.names.push_str(name);
+            k.syms.push(Sym {
+                addr,
+                name_off,
+                name_len: name.len() as u16,
+                module,
+                ty,
+            });
+        }
+        k.syms.sort_by_key(|s| s.addr);
+        k.names.shrink_to_fit();
+        k.syms.shrink_to_fit();
+        Ok(k)
+    }
+
+    /// Symbols kept (non-zero addresses, no mapping symbols).
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    /// True when nothing can be resolved.
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    /// True if the text listed symbols but all with address zero (read
+    /// without privilege, `kptr_restrict`).
+    pub fn is_restricted(&self) -> bool {
+        self.syms.is_empty() && self.zero_addresses > 0
+    }
+
+    fn name(&self, s: &Sym) -> &str {
+        let start = s.name_off as usize;
+        self.names
+            .get(start..start + usize::from(s.name_len))
+            .unwrap_or("")
+    }
+
+    fn module(&self, s: &Sym) -> Option<&str> {
+        match s.module {
+            0 => None,
+            m => self.modules.get(usize::from(m) - 1).map(String::as_str),
+        }
+    }
+
+    /// The text symbol containing `addr`, if any.
+    pub fn resolve(&self, addr: u64) -> Option<Symbol<'_>> {
+        let end = self.syms.partition_point(|s| s.addr <= addr);
+        if end == 0 {
+            return None;
+        }
+        let at = self.syms[end - 1].addr;
+        let start = self.syms[..end].partition_point(|s| s.addr < at);
+        let s = self.syms[start..end].iter().find(|s| s.is_text())?;
+        let size = self
+            .syms
+            .get(end)
+            .filter(|n| n.module == s.module)
+            .map(|n| n.addr - at);
+        let offset = addr - at;
+        if size.is_none() && offset >= MAX_OFFSET_PAST_LAST {
+            return None;
+        }
+        Some(Symbol {
+            name: self.name(s),
+            addr: at,
+            offset,
+            size,
+            module: self.module(s),
+            kind: char::from(s.ty),
+        })
+    }
+
+    /// `addr` as `%pS` prints it: resolved, or `0x...`.
+    pub fn format(&self, addr: u64) -> SymbolOrAddr<'_> {
+        SymbolOrAddr {
+            addr,
+            symbol: self.resolve(addr),
+        }
+    }
+
+    /// The address of the first symbol called `name` (linear search).
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        self.syms
+            .iter()
+            .filter(|s| self.name(s) == name)
+            .map(|s| s.addr)
+            .min()
+    }
+
+    /// Module names, in order of first appearance.
+    pub fn modules(&self) -> &[String] {
+        &self.modules
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARMHF: &str = "c0400000 T _stext
+c0400000 T __turn_mmu_on
+c0400000 T __idmap_text_start
+c0400020 t __turn_mmu_on_end
+c0501000 T __fput
+c0501278 T fput
+c0600000 D some_data
+c0600100 T after_data
+bf00a000 t $a\t[virtio_blk]
+bf00a000 t virtblk_done\t[virtio_blk]
+bf00a100 t $d\t[virtio_blk]
+bf00a200 t virtblk_probe\t[virtio_blk]
+bf00c000 t loop_init\t[loop]
+";
+
+    #[test]
+    fn resolves_like_percent_ps() {
+        let k = Kallsyms::parse(ARMHF).unwrap();
+        assert_eq!(k.len(), 11);
+        assert!(!k.is_restricted());
+        let s = k.resolve(0xc050_10f8).unwrap();
+        assert_eq!(s.to_string(), "__fput+0xf8/0x278");
+        assert_eq!(s.short().to_string(), "__fput+0xf8");
+        assert_eq!(
+            (s.name, s.addr, s.kind, s.module),
+            ("__fput", 0xc050_1000, 'T', None)
+        );
+        // Aliases: the first in file order.
+        assert_eq!(
+            k.resolve(0xc040_0010).unwrap().to_string(),
+            "_stext+0x10/0x20"
+        );
+        // Inside a data symbol: nothing.
+        assert_eq!(k.resolve(0xc060_0010), None);
+        // Below every symbol.
+        assert_eq!(k.resolve(0x1000), None);
+        assert_eq!(k.format(0x1000).to_string(), "0x1000");
+        // Modules, skipping mapping symbols.
+        assert_eq!(
+            k.resolve(0xbf00_a010).unwrap().to_string(),
+            "virtblk_done+0x10/0x200 [virtio_blk]"
+        );
+        // The last symbol of a module: size unknown.
+        assert_eq!(
+            k.resolve(0xbf00_a300).unwrap().to_string(),
+            "virtblk_probe+0x100 [virtio_blk]"
+        );
+        assert_eq!(k.format(0xbf00_c004).to_string(), "loop_init+0x4 [loop]");
+        assert_eq!(k.modules(), ["virtio_blk", "loop"]);
+        assert_eq!(k.address_of("fput"), Some(0xc050_1278));
+        // Past the last symbol by far.
+        assert_eq!(k.resolve(0xc060_0100 + MAX_OFFSET_PAST_LAST), None);
+        assert!(k.resolve(0xc060_0100 + 5).is_some());
+    }
+
+    #[test]
+    fn system_map_s390x_and_restricted() {
+        let map = "0000000000100000 T startup_continue\n0000000000100000 T _stext\n\
+                   0000000000100050 T __traceiter_initcall_level\n00000000001000b0 T __traceiter_initcall_start\n";
+        let k = Kallsyms::parse(map).unwrap();
+        assert_eq!(
+            k.resolve(0x100060).unwrap().to_string(),
+            "__traceiter_initcall_level+0x10/0x60"
+        );
+        assert_eq!(k.resolve(0x100000).unwrap().name, "startup_continue");
+
+        let restricted = "0000000000000000 T _stext\n0000000000000000 t foo\t[mod]\n";
+        let k = Kallsyms::parse(restricted).unwrap();
+        assert!(k.is_empty() && k.is_restricted());
+        assert_eq!(k.resolve(0x1234), None);
+        assert!(!Kallsyms::parse("").unwrap().is_restricted());
+    }
+
+    #[test]
+    fn duplicates_and_weak() {
+        let k = Kallsyms::parse("1000 W weak_fn\n1000 W weak_fn\n1000 T strong\n2000 t next\n")
+            .unwrap();
+        let s = k.resolve(0x1004).unwrap();
+        assert_eq!((s.name, s.kind, s.size), ("weak_fn", 'W', Some(0x1000)));
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        for (text, line, what) in [
+            ("1000 T a\nzzzz T b\n", 2, "hexadecimal"),
+            ("1000 T\n", 1, "address type name"),
+            ("1000 TT a\n", 1, "one letter"),
+            ("1000 T a b\n", 1, "after the name"),
+            ("1000 T a [m] x\n", 1, "after the module"),
+            ("11112222333344445 T a\n", 1, "16 hex digits"),
+        ] {
+            let e = Kallsyms::parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}");
+            assert!(e.message.contains(what), "{text:?}: {e}");
+        }
+        let long = format!("1000 T {}\n", "x".repeat(MAX_NAME_LEN + 1));
+        assert!(Kallsyms::parse(&long).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC*", addr in proptest::num::u64::ANY) {
+            if let Ok(k) = Kallsyms::parse(&s) {
+                let _ = k.format(addr).to_string();
+            }
+        }
+
+        #[test]
+        fn resolution_matches_a_linear_scan(
+            syms in proptest::collection::vec((0u64..0x400, 0u8..4), 1..40),
+            addr in 0u64..0x500,
+        ) {
+            let text: String = syms
+                .iter()
+                .enumerate()
+                .map(|(i, (a, t))| format!("{:x} {} s{i}\n", a + 1, ['t', 'T', 'd', 'W'][*t as usize]))
+                .collect();
+            let k = Kallsyms::parse(&text).unwrap();
+            // Linear model: the highest address <= addr; the first text
+            // symbol at it in file order.
+            let best = syms.iter().map(|(a, _)| a + 1).filter(|a| *a <= addr).max();
+            let want = best.and_then(|b| {
+                syms.iter().enumerate().find(|(_, (a, t))| a + 1 == b && *t != 2).map(|(i, _)| format!("s{i}"))
+            });
+            proptest::prop_assert_eq!(k.resolve(addr).map(|s| s.name.to_string()), want);
+        }
+    }
+}
