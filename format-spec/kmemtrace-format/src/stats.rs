@@ -1,1 +1,224 @@
-//! (being written)
+//! `per_cpu/cpuN/stats`: the ring buffer's per-CPU counters.
+//!
+//! ```text
+//! entries: 626
+//! overrun: 8577
+//! commit overrun: 0
+//! bytes: 18664
+//! oldest event ts:    15.347583
+//! now ts:    15.398959
+//! dropped events: 0
+//! read events: 0
+//! ```
+//!
+//! Times are `seconds.micros` for nanosecond trace clocks and a bare count
+//! for counter clocks (`counter`, `x86-tsc`), as `tracing_stats_read()`
+//! prints them. Unknown lines are ignored, missing ones are `None`.
+
+use core::fmt;
+
+/// A time from the stats file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatTime {
+    /// A nanosecond clock's time (printed with microsecond precision).
+    Nanos(u64),
+    /// A counter clock's raw value.
+    Counter(u64),
+}
+
+impl StatTime {
+    /// Nanoseconds, for nanosecond clocks.
+    pub fn ns(self) -> Option<u64> {
+        match self {
+            StatTime::Nanos(n) => Some(n),
+            StatTime::Counter(_) => None,
+        }
+    }
+}
+
+/// One CPU's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Events in the buffer.
+    pub entries: Option<u64>,
+    /// Events lost by overwriting (overwrite mode).
+    pub overrun: Option<u64>,
+    /// Events lost while the writer wrapped inside a commit.
+    pub commit_overrun: Option<u64>,
+    /// Bytes of events in the buffer.
+    pub bytes: Option<u64>,
+    pub oldest_event_ts: Option<StatTime>,
+    pub now_ts: Option<StatTime>,
+    /// Events dropped because the buffer was full (non-overwrite mode).
+    pub dropped_events: Option<u64>,
+    /// Events consumed by readers.
+    pub read_events: Option<u64>,
+}
+
+/// A counter line whose value cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsError {
+    /// 1-based line.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for StatsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "per-CPU stats line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for StatsError {}
+
+/// `12.345678` → ns, `12345` → counter.
+fn parse_time(v: &str) -> Option<StatTime> {
+    match v.split_once('.') {
+        None => v.parse::<u64>().ok().map(StatTime::Counter),
+        Some((s, frac)) => {
+            if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            let secs = s.parse::<u64>().ok()?;
+            let f = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
+            secs.checked_mul(1_000_000_000)?
+                .checked_add(f)
+                .map(StatTime::Nanos)
+        }
+    }
+}
+
+impl CpuStats {
+    /// Parses a `stats` file's text.
+    pub fn parse(text: &str) -> Result<Self, StatsError> {
+        let mut s = CpuStats::default();
+        for (i, line) in text.lines().enumerate() {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            let err = |what: &str| StatsError {
+                line: i + 1,
+                message: format!(
+                    "{what} {v:?} is not {}",
+                    if what.ends_with(" ts") {
+                        "a time"
+                    } else {
+                        "a number"
+                    }
+                ),
+            };
+            let key = k.trim();
+            let num = |slot: &mut Option<u64>| -> Result<(), StatsError> {
+                *slot = Some(v.parse::<u64>().map_err(|_| err(key))?);
+                Ok(())
+            };
+            match key {
+                "entries" => num(&mut s.entries)?,
+                "overrun" => num(&mut s.overrun)?,
+                "commit overrun" => num(&mut s.commit_overrun)?,
+                "bytes" => num(&mut s.bytes)?,
+                "dropped events" => num(&mut s.dropped_events)?,
+                "read events" => num(&mut s.read_events)?,
+                "oldest event ts" => {
+                    s.oldest_event_ts = Some(parse_time(v).ok_or_else(|| err(key))?)
+                }
+                "now ts" => s.now_ts = Some(parse_time(v).ok_or_else(|| err(key))?),
+                _ => {}
+            }
+        }
+        Ok(s)
+    }
+
+    /// Events the kernel lost so far: `overrun + commit overrun + dropped
+    /// events` (missing counters count as 0).
+    pub fn lost_events(&self) -> u64 {
+        [self.overrun, self.commit_overrun, self.dropped_events]
+            .iter()
+            .map(|v| v.unwrap_or(0))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Events lost between `start` and `self` (format-spec/FORMAT.md §9),
+    /// 0 if the counters went backwards (buffer reset).
+    pub fn lost_since(&self, start: &CpuStats) -> u64 {
+        let d = |a: Option<u64>, b: Option<u64>| a.unwrap_or(0).saturating_sub(b.unwrap_or(0));
+        d(self.overrun, start.overrun)
+            .saturating_add(d(self.commit_overrun, start.commit_overrun))
+            .saturating_add(d(self.dropped_events, start.dropped_events))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OVERFLOW: &str = "entries: 626\noverrun: 8577\ncommit overrun: 0\nbytes: 18664\n\
+        oldest event ts:    15.347583\nnow ts:    15.398959\ndropped events: 0\nread events: 0\n";
+
+    #[test]
+    fn parses_a_real_file() {
+        let s = CpuStats::parse(OVERFLOW).unwrap();
+        assert_eq!(s.entries, Some(626));
+        assert_eq!(s.overrun, Some(8577));
+        assert_eq!(s.commit_overrun, Some(0));
+        assert_eq!(s.bytes, Some(18664));
+        assert_eq!(s.oldest_event_ts, Some(StatTime::Nanos(15_347_583_000)));
+        assert_eq!(s.now_ts.and_then(StatTime::ns), Some(15_398_959_000));
+        assert_eq!(s.dropped_events, Some(0));
+        assert_eq!(s.read_events, Some(0));
+        assert_eq!(s.lost_events(), 8577);
+        let start = CpuStats {
+            overrun: Some(77),
+            dropped_events: Some(5),
+            ..CpuStats::default()
+        };
+        assert_eq!(s.lost_since(&start), 8500);
+        assert_eq!(start.lost_since(&s), 5);
+    }
+
+    #[test]
+    fn counter_clocks_missing_and_unknown_lines() {
+        let s = CpuStats::parse(
+            "entries: 3\noldest event ts: 123456789\nsomething new: x\nnow ts: 0.5\n",
+        )
+        .unwrap();
+        assert_eq!(s.entries, Some(3));
+        assert_eq!(s.oldest_event_ts, Some(StatTime::Counter(123_456_789)));
+        assert_eq!(s.oldest_event_ts.unwrap().ns(), None);
+        assert_eq!(s.now_ts, Some(StatTime::Nanos(500_000_000)));
+        assert_eq!(s.overrun, None);
+        assert_eq!(s.lost_events(), 0);
+        assert_eq!(CpuStats::parse("").unwrap(), CpuStats::default());
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = CpuStats::parse("entries: 1\noverrun: -3\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.to_string().contains("overrun \"-3\" is not a number"),
+            "{e}"
+        );
+        for bad in [
+            "now ts: 1.",
+            "now ts: .5",
+            "now ts: 1.1234567890",
+            "now ts: 99999999999999999999.1",
+            "now ts: 1.x",
+        ] {
+            let e = CpuStats::parse(bad).unwrap_err();
+            assert!(e.message.contains("is not a time"), "{bad}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC*") {
+            let _ = CpuStats::parse(&s);
+        }
+    }
+}
