@@ -283,9 +283,11 @@ impl HeaderEvent {
                     "time_stamp" => &mut time_stamp,
                     // Kernels before 2.6.31 printed `type : 2 bits` and
                     // `len : 3 bits`: a different, unsupported header.
-                    "type" | "len" => return Err(err(format!(
+                    "type" | "len" => {
+                        return Err(err(format!(
                         "`{name}` belongs to the pre-2.6.31 event header, which is not supported"
-                    ))),
+                    )))
+                    }
                     _ => return Err(err(format!("unknown item `{name}`"))),
                 };
                 (slot, value)
