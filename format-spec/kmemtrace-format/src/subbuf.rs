@@ -36,14 +36,21 @@
 //! event adds its `time_delta`; a time extend adds its delta (the data event
 //! after it has `time_delta` 0); padding does not change it
 //! (`rb_update_read_stamp()`); an absolute time stamp replaces it, taking the
-//! five bits above the 59 stored ones from the current time and carrying one
-//! into them if the result would go backwards (`rb_fix_abs_ts()`).
+//! five bits above the 59 stored ones from the running time and carrying one
+//! into them if the result would go backwards (`rb_fix_abs_ts(abs,
+//! read_stamp)`, as `rb_update_read_stamp()` does; the running time has the
+//! page time stamp's top bits unless the clock crossed a 2^59 ns boundary
+//! within the page).
 //!
 //! Real pages also show the kernel's end-of-page filler (`rb_reset_tail()`):
 //! when an event does not fit, the rest of the page becomes a padding record
-//! with `time_delta` 1 and a length (it looks like a discarded event); if
+//! with `time_delta` 1 and a length, so it looks like a discarded event; if
 //! fewer than 8 bytes remain, a `time_delta` 0 padding header is written but
-//! left outside `commit`.
+//! left outside `commit`. Whether `commit` counts a filler depends on how
+//! the page left the kernel: `ring_buffer_read_page()` cuts a page it swaps
+//! out whole to `real_end` (the filler's start) when that is set, while
+//! pages copied out event by event keep it. Real armhf pages carry fillers
+//! inside `commit`; the x86_64 6.18 pages tested showed none.
 //!
 //! Decoding never panics, never allocates, and every step advances by at
 //! least 4 bytes; errors carry the byte offset within the sub-buffer.
