@@ -150,27 +150,23 @@ impl EventFormat {
         let mut nfields = 0usize;
         let mut print_fmt: Option<String> = None;
 
-        for (i, raw_line) in text.lines().enumerate() {
+        let mut line_start = 0usize;
+        for (i, raw_line) in text.split_inclusive('\n').enumerate() {
             let lineno = i + 1;
+            let this_start = line_start;
+            line_start += raw_line.len();
             let line = raw_line.trim();
             if line.is_empty() {
                 group_open = false;
                 continue;
             }
-            if let Some(rest) = line.strip_prefix("print fmt:") {
-                if print_fmt.is_some() {
-                    return Err(err(lineno, "a second `print fmt:` line"));
-                }
+            if line.starts_with("print fmt:") {
+                // The print fmt runs to the end of the text: its format
+                // string may hold newlines (ext4's fc_stats has one).
+                let at = this_start + (raw_line.len() - raw_line.trim_start().len());
+                let rest = &text[at + "print fmt:".len()..];
                 print_fmt = Some(rest.trim().to_string());
-                in_format = false;
-                continue;
-            }
-            if print_fmt.is_some() {
-                // The kernel writes nothing after the print fmt.
-                return Err(err(
-                    lineno,
-                    format!("unexpected text after `print fmt:`: {}", quote(line)),
-                ));
+                break;
             }
             if let Some(rest) = line.strip_prefix("name:") {
                 if name.is_some() {
@@ -639,6 +635,16 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
             assert!(e.message.contains(what), "{text:?}: {e}");
             assert!(e.to_string().contains(what));
         }
+    }
+
+    #[test]
+    fn print_fmt_with_a_newline_runs_to_the_end() {
+        // Like ext4/ext4_fc_stats on 6.18: a newline inside the format.
+        let text =
+            "name: s\nID: 4\nformat:\n\tfield:int common_pid;\toffset:0;\tsize:4;\tsigned:1;\n\n\
+                    print fmt: \"a:\nb=%d\", REC->common_pid\n";
+        let f = EventFormat::parse(text, None).unwrap();
+        assert_eq!(f.print_fmt, "\"a:\nb=%d\", REC->common_pid");
     }
 
     #[test]
