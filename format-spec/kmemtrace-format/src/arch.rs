@@ -102,9 +102,9 @@ impl ArchTag {
                 self.data_offset, self.long_size
             ));
         }
-        if !(256..=(16 << 20)).contains(&self.subbuf_size) || !self.subbuf_size.is_power_of_two() {
+        if !(4096..=(32 << 20)).contains(&self.subbuf_size) || !self.subbuf_size.is_power_of_two() {
             return Err(format!(
-                "sub-buffer size {} is not a power of two between 256 B and 16 MiB",
+                "sub-buffer size {} is not a power of two between 4 KiB and 32 MiB",
                 self.subbuf_size
             ));
         }

@@ -1,1 +1,670 @@
-//! (being written)
+//! A whole log opened for analysis: its metadata decoded, its CPU data
+//! blocks indexed, and each CPU's sub-buffers visited in order.
+//!
+//! [`Log::open`] reads the log once from front to back (a file, or stdin
+//! spooled to an unlinked temporary file), checks every block's CRC, keeps
+//! the metadata and an index of the CPU data blocks, and records every
+//! problem with its offset instead of stopping. Analyses then read each
+//! CPU's blocks back by offset, from several threads at once if they like
+//! (`Log` is `Sync`): memory grows with the metadata and the index, not with
+//! the log's length.
+
+use crate::arch::ArchTag;
+use crate::block::{decode_payload, BlockHeader, BlockType, BLOCK_HEADER_LEN};
+use crate::cmdlines::PidMap;
+use crate::event_format::EventFormat;
+use crate::header_page::{HeaderEvent, HeaderPage};
+use crate::kallsyms::Kallsyms;
+use crate::kmem::KmemDecoder;
+use crate::reader::{Item, LogReader, OpenError, Truncation};
+use crate::records::{
+    CpuData, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
+    CPU_DATA_HEADER_LEN,
+};
+use crate::stats::CpuStats;
+use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
+use crate::RunTimeEndian;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Something wrong in a log, found while opening it. Opening goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// File offset (of the block, or of the damage).
+    pub offset: u64,
+    pub what: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "offset {}: {}", self.offset, self.what)
+    }
+}
+
+/// Why a log cannot be analysed at all.
+#[derive(Debug)]
+pub enum LogError {
+    Io(io::Error),
+    /// Not a log, or a format version this library does not read.
+    Header(OpenError),
+    /// No intact ARCH block: nothing in the log can be decoded.
+    NoArch(String),
+}
+
+impl fmt::Display for LogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogError::Io(e) => write!(f, "{e}"),
+            LogError::Header(e) => write!(f, "{e}"),
+            LogError::NoArch(s) => write!(f, "{s}"),
+        }
+    }
+}
+impl std::error::Error for LogError {}
+
+impl From<io::Error> for LogError {
+    fn from(e: io::Error) -> Self {
+        LogError::Io(e)
+    }
+}
+
+/// Where a CPU_DATA block is, and what its header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuBlockRef {
+    /// File offset of the block header.
+    pub offset: u64,
+    pub header: BlockHeader,
+    pub cpu: u32,
+    pub block_seq: u64,
+    pub first_subbuf: u64,
+    pub count: u32,
+}
+
+/// A statistics snapshot, parsed where its text parses.
+#[derive(Debug, Clone)]
+pub struct StatsSnapshot {
+    pub offset: u64,
+    pub record: StatsRecord,
+    pub parsed: Option<CpuStats>,
+}
+
+/// One sub-buffer handed to [`Log::visit_cpu`].
+#[derive(Debug)]
+pub struct SubBufVisit<'a> {
+    pub block: &'a CpuBlockRef,
+    /// Index in this CPU's stream (`first_subbuf` + position in the block).
+    pub index: u64,
+    /// The decoded header, or why it does not decode.
+    pub subbuf: Result<SubBuffer<'a>, SubBufError>,
+    /// The raw bytes.
+    pub raw: &'a [u8],
+}
+
+/// Where the log's bytes are read back from.
+enum Backing {
+    File(File),
+}
+
+/// A log opened for analysis.
+pub struct Log {
+    /// A label for messages: the path, or `<stdin>`.
+    pub name: String,
+    pub version: (u16, u16),
+    pub arch: ArchTag,
+    pub endian: RunTimeEndian,
+    pub layout: SubBufLayout,
+    pub header_page: Option<HeaderPage>,
+    pub header_event: Option<HeaderEvent>,
+    /// Every META block, latest per (kind, name), in first-seen order.
+    pub metas: Vec<Meta>,
+    /// Parsed event formats (those that parse).
+    pub formats: Vec<EventFormat>,
+    pub kallsyms: Option<Kallsyms>,
+    pub pids: PidMap,
+    /// CPU -> NUMA node.
+    pub cpu_nodes: BTreeMap<u32, u32>,
+    pub stats: Vec<StatsSnapshot>,
+    pub notes: Vec<NoteRecord>,
+    pub end: Option<EndRecord>,
+    /// Offset of the END block, if any.
+    pub end_offset: Option<u64>,
+    /// Damage, undecodable blocks and metadata that does not parse.
+    pub problems: Vec<Problem>,
+    /// Where the input was cut, if it was.
+    pub truncated: Option<Truncation>,
+    /// CPU_DATA blocks in file order.
+    pub blocks: Vec<CpuBlockRef>,
+    /// Bytes in the log.
+    pub len: u64,
+    /// Blocks of types this version does not know, skipped.
+    pub unknown_blocks: u64,
+    backing: Backing,
+}
+
+/// Copies everything read into a spool file, so a pipe can be read back.
+struct Tee<R, W> {
+    src: R,
+    spool: W,
+}
+impl<R: Read, W: Write> Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.src.read(buf)?;
+        self.spool.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// An unlinked temporary file (gone when closed, whatever happens).
+fn anonymous_temp_file() -> io::Result<File> {
+    let dir = std::env::var_os("TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/tmp".into());
+    for n in 0..100u32 {
+        let p = dir.join(format!(
+            ".kmemtrace-spool-{}-{}-{n}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)
+        {
+            Ok(f) => {
+                std::fs::remove_file(&p)?;
+                return Ok(f);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("cannot create a temporary spool file"))
+}
+
+/// Parses `cpu node` lines.
+fn parse_cpu_nodes(text: &str) -> BTreeMap<u32, u32> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+impl Log {
+    /// Opens a log file, or standard input for `-`.
+    pub fn open(path: &Path) -> Result<Log, LogError> {
+        if path.as_os_str() == "-" {
+            let spool = anonymous_temp_file()?;
+            let tee = Tee {
+                src: io::stdin().lock(),
+                spool: io::BufWriter::with_capacity(1 << 20, spool.try_clone()?),
+            };
+            Self::build("<stdin>".into(), tee, spool)
+        } else {
+            let f = File::open(path)?;
+            let reader = f.try_clone()?;
+            Self::build(
+                path.display().to_string(),
+                io::BufReader::with_capacity(1 << 20, reader),
+                f,
+            )
+        }
+    }
+
+    /// Opens a log held in memory (tests, fuzzing); it is spooled to a
+    /// temporary file.
+    pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Log, LogError> {
+        let mut spool = anonymous_temp_file()?;
+        spool.write_all(bytes)?;
+        Self::build(name.into(), bytes, spool)
+    }
+
+    fn build<R: Read>(name: String, src: R, file: File) -> Result<Log, LogError> {
+        let mut reader = LogReader::new(src).map_err(|e| match e {
+            OpenError::Io(e) => LogError::Io(e),
+            e => LogError::Header(e),
+        })?;
+        let version = reader.version();
+        let mut arch: Option<ArchTag> = None;
+        let mut metas: Vec<Meta> = Vec::new();
+        let mut problems = Vec::new();
+        let mut stats = Vec::new();
+        let mut notes = Vec::new();
+        let mut end = None;
+        let mut end_offset = None;
+        let mut truncated = None;
+        let mut blocks = Vec::new();
+        let mut unknown_blocks = 0;
+        let mut pids = PidMap::new();
+        let mut first_block = true;
+        while let Some(item) = reader.next_item()? {
+            let b = match item {
+                Item::Block(b) => b,
+                Item::Damage(d) => {
+                    problems.push(Problem {
+                        offset: d.offset,
+                        what: d.to_string(),
+                    });
+                    continue;
+                }
+                Item::Truncated(t) => {
+                    truncated = Some(t);
+                    continue;
+                }
+            };
+            let was_first = std::mem::replace(&mut first_block, false);
+            let bt = b.header.block_type;
+            if end_offset.is_some() {
+                problems.push(Problem {
+                    offset: b.offset,
+                    what: format!("{} block after the END block", bt.name()),
+                });
+            }
+            if bt == BlockType::CpuData {
+                // Only the fixed header is needed for the index; reading a
+                // compressed payload needs decompression all the same.
+                let Some(a) = &arch else {
+                    problems.push(Problem {
+                        offset: b.offset,
+                        what: "CPU_DATA block before the ARCH block".into(),
+                    });
+                    continue;
+                };
+                match b.payload() {
+                    Ok(p) => match CpuData::decode(&p, a.subbuf_size) {
+                        Ok(d) => blocks.push(CpuBlockRef {
+                            offset: b.offset,
+                            header: b.header,
+                            cpu: d.cpu,
+                            block_seq: d.block_seq,
+                            first_subbuf: d.first_subbuf,
+                            count: d.count,
+                        }),
+                        Err(e) => problems.push(Problem {
+                            offset: b.offset,
+                            what: format!("CPU_DATA block: {e}"),
+                        }),
+                    },
+                    Err(e) => problems.push(Problem {
+                        offset: b.offset,
+                        what: e,
+                    }),
+                }
+                continue;
+            }
+            let payload = match b.payload() {
+                Ok(p) => p,
+                Err(e) => {
+                    problems.push(Problem {
+                        offset: b.offset,
+                        what: e,
+                    });
+                    continue;
+                }
+            };
+            let rec = match Record::decode(bt, &payload, arch.as_ref().map(|a| a.subbuf_size)) {
+                Ok(r) => r,
+                Err(e) => {
+                    problems.push(Problem {
+                        offset: b.offset,
+                        what: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            match rec {
+                Record::Arch(a) => {
+                    if !was_first {
+                        problems.push(Problem {
+                            offset: b.offset,
+                            what: "ARCH block is not the first block".into(),
+                        });
+                    }
+                    if let Err(e) = a.validate() {
+                        problems.push(Problem {
+                            offset: b.offset,
+                            what: format!("implausible arch tag: {e}"),
+                        });
+                    }
+                    if arch.is_some() {
+                        problems.push(Problem {
+                            offset: b.offset,
+                            what: "second ARCH block ignored".into(),
+                        });
+                    } else {
+                        arch = Some(*a);
+                    }
+                }
+                Record::Meta(m) => {
+                    let text = String::from_utf8_lossy(&m.content);
+                    let merged = match m.kind {
+                        MetaKind::SavedCmdlines => Some(pids.merge_cmdlines(&text)),
+                        MetaKind::SavedTgids => Some(pids.merge_tgids(&text)),
+                        _ => None,
+                    };
+                    if let Some(Err(e)) = merged {
+                        problems.push(Problem {
+                            offset: b.offset,
+                            what: format!("META {}: {e}", m.kind.name()),
+                        });
+                    }
+                    match metas
+                        .iter_mut()
+                        .find(|x| x.kind == m.kind && x.name == m.name)
+                    {
+                        Some(old) => *old = m,
+                        None => metas.push(m),
+                    }
+                }
+                Record::CpuData(_) => unreachable!("handled above"),
+                Record::Stats(s) => {
+                    let parsed =
+                        match crate::stats::CpuStats::parse(&String::from_utf8_lossy(&s.text)) {
+                            Ok(p) => Some(p),
+                            Err(e) => {
+                                problems.push(Problem {
+                                    offset: b.offset,
+                                    what: format!("STATS of CPU {}: {e}", s.cpu),
+                                });
+                                None
+                            }
+                        };
+                    stats.push(StatsSnapshot {
+                        offset: b.offset,
+                        record: s,
+                        parsed,
+                    });
+                }
+                Record::End(e) => {
+                    if end.is_some() {
+                        problems.push(Problem {
+                            offset: b.offset,
+                            what: "second END block".into(),
+                        });
+                    }
+                    end = Some(e);
+                    end_offset = Some(b.offset);
+                }
+                Record::Note(n) => notes.push(n),
+                Record::Unknown(_) => unknown_blocks += 1,
+            }
+        }
+        let len = reader.offset();
+        drop(reader);
+        let arch = arch.ok_or_else(|| {
+            LogError::NoArch(format!(
+                "{name}: no intact ARCH block: the log cannot be decoded{}",
+                problems
+                    .first()
+                    .map(|p| format!(" ({p})"))
+                    .unwrap_or_default()
+            ))
+        })?;
+        let endian = arch.byte_order;
+        let layout = SubBufLayout {
+            long_size: usize::from(arch.long_size),
+            data_offset: arch.data_offset as usize,
+            subbuf_size: arch.subbuf_size as usize,
+        };
+
+        let mut log = Log {
+            name,
+            version,
+            arch,
+            endian,
+            layout,
+            header_page: None,
+            header_event: None,
+            metas: Vec::new(),
+            formats: Vec::new(),
+            kallsyms: None,
+            pids,
+            cpu_nodes: BTreeMap::new(),
+            stats,
+            notes,
+            end,
+            end_offset,
+            problems,
+            truncated,
+            blocks,
+            len,
+            unknown_blocks,
+            backing: Backing::File(file),
+        };
+        log.decode_metas(metas);
+        Ok(log)
+    }
+
+    fn decode_metas(&mut self, metas: Vec<Meta>) {
+        for m in &metas {
+            let text = String::from_utf8_lossy(&m.content);
+            let mut problem = |what: String| {
+                self.problems.push(Problem {
+                    offset: 0,
+                    what: format!("META {} {}: {what}", m.kind.name(), m.name),
+                })
+            };
+            match m.kind {
+                MetaKind::HeaderPage => match HeaderPage::parse(&text) {
+                    Ok(h) => {
+                        let from_page = SubBufLayout::from_header_page(&h);
+                        if from_page.long_size != self.layout.long_size
+                            || from_page.data_offset != self.layout.data_offset
+                        {
+                            problem(format!(
+                                "header_page says long size {} and data offset {}, the arch tag {} and {}",
+                                from_page.long_size,
+                                from_page.data_offset,
+                                self.layout.long_size,
+                                self.layout.data_offset
+                            ));
+                        }
+                        self.header_page = Some(h);
+                    }
+                    Err(e) => problem(e.to_string()),
+                },
+                MetaKind::HeaderEvent => match HeaderEvent::parse(&text) {
+                    Ok(h) => self.header_event = Some(h),
+                    Err(e) => problem(e.to_string()),
+                },
+                MetaKind::EventFormat => {
+                    let system = m.name.split('/').next().filter(|s| !s.is_empty());
+                    match EventFormat::parse(&text, system) {
+                        Ok(f) => {
+                            if let Some(id) = m.id {
+                                if id != f.id {
+                                    problem(format!(
+                                        "block says id {id}, format text says {}",
+                                        f.id
+                                    ));
+                                }
+                            }
+                            self.formats.push(f)
+                        }
+                        Err(e) => problem(e.to_string()),
+                    }
+                }
+                MetaKind::Kallsyms => match Kallsyms::parse(&text) {
+                    Ok(k) => self.kallsyms = Some(k),
+                    Err(e) => problem(e.to_string()),
+                },
+                MetaKind::CpuNodeMap => self.cpu_nodes = parse_cpu_nodes(&text),
+                _ => {}
+            }
+        }
+        self.metas = metas;
+    }
+
+    /// The META block of a kind (and name, for formats and `other`).
+    pub fn meta(&self, kind: MetaKind, name: &str) -> Option<&Meta> {
+        self.metas
+            .iter()
+            .find(|m| m.kind == kind && (name.is_empty() || m.name == name))
+    }
+
+    /// A kmem event decoder for this log's formats.
+    pub fn kmem_decoder(&self) -> KmemDecoder {
+        KmemDecoder::new(&self.formats)
+    }
+
+    /// The event format with this id.
+    pub fn format_by_id(&self, id: u32) -> Option<&EventFormat> {
+        self.formats.iter().find(|f| f.id == id)
+    }
+
+    /// CPUs that have data blocks, ascending.
+    pub fn cpus(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.blocks.iter().map(|b| b.cpu).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// A CPU's data blocks in sequence order.
+    pub fn cpu_blocks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+        let mut v: Vec<&CpuBlockRef> = self.blocks.iter().filter(|b| b.cpu == cpu).collect();
+        v.sort_by_key(|b| (b.block_seq, b.offset));
+        v
+    }
+
+    /// Statistics snapshots of a CPU in a phase, in file order.
+    pub fn cpu_stats(&self, cpu: u32, phase: StatsPhase) -> impl Iterator<Item = &StatsSnapshot> {
+        self.stats
+            .iter()
+            .filter(move |s| s.record.cpu == cpu && s.record.phase == phase)
+    }
+
+    /// Reads a CPU_DATA block back and returns its sub-buffer bytes (the
+    /// payload after the 24-byte CPU_DATA header) in `out`.
+    pub fn read_cpu_block(
+        &self,
+        r: &CpuBlockRef,
+        stored: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Problem> {
+        let Backing::File(f) = &self.backing;
+        let err = |what: String| Problem {
+            offset: r.offset,
+            what,
+        };
+        stored.clear();
+        stored.resize(BLOCK_HEADER_LEN + r.header.stored_len as usize, 0);
+        f.read_exact_at(stored, r.offset)
+            .map_err(|e| err(format!("reading the block back: {e}")))?;
+        let h: [u8; BLOCK_HEADER_LEN] = stored[..BLOCK_HEADER_LEN].try_into().unwrap();
+        if BlockHeader::parse(&h).ok() != Some(r.header)
+            || BlockHeader::compute_crc(&h, &stored[BLOCK_HEADER_LEN..]) != r.header.crc
+        {
+            return Err(err("block changed since it was indexed".into()));
+        }
+        let payload = decode_payload(&r.header, &stored[BLOCK_HEADER_LEN..]).map_err(err)?;
+        let data = payload.get(CPU_DATA_HEADER_LEN..).unwrap_or_default();
+        out.clear();
+        out.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Calls `f` for every sub-buffer of `cpu`, in stream order. Blocks that
+    /// cannot be read back are passed to `on_error` and skipped.
+    pub fn visit_cpu(
+        &self,
+        cpu: u32,
+        mut f: impl FnMut(SubBufVisit<'_>),
+        mut on_error: impl FnMut(Problem),
+    ) {
+        let mut stored = Vec::new();
+        let mut data = Vec::new();
+        let sb = self.layout.subbuf_size.max(1);
+        for r in self.cpu_blocks(cpu) {
+            if let Err(p) = self.read_cpu_block(r, &mut stored, &mut data) {
+                on_error(p);
+                continue;
+            }
+            for (i, raw) in data.chunks_exact(sb).enumerate() {
+                let subbuf = parse_subbuf(self.endian, &self.layout, raw);
+                f(SubBufVisit {
+                    block: r,
+                    index: r.first_subbuf + i as u64,
+                    subbuf,
+                    raw,
+                });
+            }
+        }
+    }
+
+    /// File offset of sub-buffer `i` of a block, where the block is stored
+    /// uncompressed (`None` if compressed: offsets then name the block).
+    pub fn subbuf_file_offset(&self, r: &CpuBlockRef, i: u64) -> Option<u64> {
+        (r.header.stored_len == r.header.raw_len).then(|| {
+            r.offset
+                + (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64
+                + (i - r.first_subbuf) * self.layout.subbuf_size as u64
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::Compression;
+    use crate::records::StatsRecord;
+    use crate::writer::LogWriter;
+
+    #[test]
+    fn opens_indexes_and_reads_back() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
+        w.write_meta(&Meta::new(MetaKind::CpuNodeMap, "0 0\n1 1\n"))
+            .unwrap();
+        w.write_meta(&Meta::new(MetaKind::SavedCmdlines, "7 sh\n"))
+            .unwrap();
+        w.write_stats(&StatsRecord {
+            cpu: 1,
+            phase: StatsPhase::Start,
+            wall_ns: None,
+            text: b"entries: 0\noverrun: 0\n".to_vec(),
+        })
+        .unwrap();
+        let mut pages = vec![0u8; 8192];
+        pages[4096] = 0xaa;
+        w.write_cpu_data(1, &pages).unwrap();
+        w.write_cpu_data(0, &pages[..4096]).unwrap();
+        w.write_meta(&Meta::new(MetaKind::SavedCmdlines, "8 cat\n"))
+            .unwrap();
+        let bytes = w.finish(None, "test", None).unwrap();
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        assert_eq!(log.cpus(), [0, 1]);
+        assert_eq!(log.cpu_nodes.get(&1), Some(&1));
+        assert_eq!(log.pids.comm(7), Some("sh"));
+        assert_eq!(log.pids.comm(8), Some("cat"));
+        assert!(log.end.is_some());
+        assert_eq!(log.cpu_stats(1, StatsPhase::Start).count(), 1);
+        let mut seen = Vec::new();
+        log.visit_cpu(1, |v| seen.push((v.index, v.raw[0])), |p| panic!("{p}"));
+        assert_eq!(seen, [(0, 0), (1, 0xaa)]);
+        // Truncated: every complete block still indexed, truncation noted.
+        let cut = Log::from_bytes("t", &bytes[..bytes.len() - 5]).unwrap();
+        assert!(cut.truncated.is_some());
+        assert!(cut.end.is_none());
+        assert_eq!(cut.blocks.len(), 2);
+    }
+
+    #[test]
+    fn a_log_without_arch_is_unusable() {
+        let bytes = crate::block::encode_file_header();
+        let e = Log::from_bytes("t", &bytes).err().unwrap();
+        assert!(matches!(e, LogError::NoArch(_)), "{e}");
+    }
+}

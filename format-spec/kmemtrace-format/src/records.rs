@@ -370,7 +370,7 @@ impl NoteRecord {
 /// A decoded block payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
-    Arch(ArchTag),
+    Arch(Box<ArchTag>),
     Meta(Meta),
     CpuData(CpuData<'a>),
     Stats(StatsRecord),
@@ -404,7 +404,7 @@ impl<'a> Record<'a> {
     ) -> Result<Self, RecordError> {
         let wrap = |inner| RecordError { block_type, inner };
         Ok(match block_type {
-            BlockType::Arch => Record::Arch(ArchTag::decode(payload).map_err(wrap)?),
+            BlockType::Arch => Record::Arch(Box::new(ArchTag::decode(payload).map_err(wrap)?)),
             BlockType::Meta => Record::Meta(Meta::decode(payload).map_err(wrap)?),
             BlockType::CpuData => {
                 let sb = subbuf_size.ok_or_else(|| {

@@ -97,7 +97,7 @@ fn round_trip_plain_and_compressed() {
             };
             let p = b.payload().unwrap();
             match Record::decode(b.header.block_type, &p, Some(4096)).unwrap() {
-                Record::Arch(a) => arch_seen = Some(a),
+                Record::Arch(a) => arch_seen = Some(*a),
                 Record::CpuData(d) => seqs.push((d.cpu, d.block_seq, d.first_subbuf, d.count)),
                 Record::End(e) => {
                     assert_eq!(e.blocks, 7);
