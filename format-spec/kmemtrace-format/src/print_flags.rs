@@ -42,6 +42,9 @@ pub const MAX_TREE_HEIGHT: usize = 256;
 pub const MAX_PRINT_FMT_LEN: usize = 4 << 20;
 /// Most entries kept in one table.
 pub const MAX_ENTRIES: usize = 4096;
+/// Most tables looked at in one print fmt (real ones have a handful); bounds
+/// the work hostile text can cause.
+pub const MAX_TABLES: usize = 64;
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -1209,6 +1212,14 @@ impl FlagTable {
             let Some(&(_, kind)) = TABLE_FUNCS.iter().find(|(n, _)| *n == id) else {
                 continue;
             };
+            if out.len() >= MAX_TABLES {
+                out.push(Err(ferr(
+                    start,
+                    None,
+                    format!("more than {MAX_TABLES} tables"),
+                )));
+                break;
+            }
             let mut j = i;
             while j < b.len() && b[j].is_ascii_whitespace() {
                 j += 1;
@@ -1630,6 +1641,50 @@ mod tests {
         assert_eq!(e.eval(&|_| Some(0x400cc0)), Ok(1));
         assert_eq!(arg_after_label(GFP_61, "node="), Some("REC->node"));
         assert_eq!(arg_after_label(GFP_61, "nope="), None);
+    }
+
+    /// Linux 6.18's spelling: `(1UL) << n` expressions, a NULL terminator.
+    const GFP_618: &str = r#""gfp_flags=%s", (REC->gfp_flags) ? __print_flags(REC->gfp_flags, "|", {( unsigned long)(((((((( gfp_t)(((((1UL))) << (10))|((((1UL))) << (11)))) | (( gfp_t)((((1UL))) << (6))) | (( gfp_t)((((1UL))) << (7))) | (( gfp_t)((((1UL))) << (20)))) | (( gfp_t)((((1UL))) << (1)))) | (( gfp_t)((((1UL))) << (3))) | (( gfp_t)0)) | (( gfp_t)((((1UL))) << (18))) | (( gfp_t)((((1UL))) << (19))) | (( gfp_t)((((1UL))) << (13)))) & ~(( gfp_t)(((((1UL))) << (10))|((((1UL))) << (11))))) | (( gfp_t)((((1UL))) << (10)))), "GFP_TRANSHUGE"}, {( unsigned long)((( gfp_t)(((((1UL))) << (10))|((((1UL))) << (11)))) | (( gfp_t)((((1UL))) << (6))) | (( gfp_t)((((1UL))) << (7)))), "GFP_KERNEL"}, {( unsigned long)(( gfp_t)((((1UL))) << (8))), "__GFP_ZERO"}, {( unsigned long)(( gfp_t)((((1UL))) << (24))), "__GFP_NO_OBJ_EXT"}, { 0, ((void *)0) } ) : "none""#;
+
+    #[test]
+    fn gfp_table_618_expressions() {
+        let t = FlagTable::for_field(GFP_618, "gfp_flags").unwrap().unwrap();
+        let got: Vec<(u64, &str)> = t
+            .entries
+            .iter()
+            .map(|e| (e.value, e.name.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1c_24ca, "GFP_TRANSHUGE"),
+                (0xcc0, "GFP_KERNEL"),
+                (0x100, "__GFP_ZERO"),
+                (0x100_0000, "__GFP_NO_OBJ_EXT"),
+            ]
+        );
+        assert_eq!(t.if_zero.as_deref(), Some("none"));
+        assert_eq!(
+            t.decode(0x1_1c_25ca).to_string(),
+            "GFP_TRANSHUGE|__GFP_ZERO|__GFP_NO_OBJ_EXT"
+        );
+        assert_eq!(t.decode_compact(0xdc0).to_string(), "KERNEL|ZERO");
+        assert_eq!(t.decode(0x2000_0000).to_string(), "0x20000000");
+    }
+
+    #[test]
+    fn table_count_is_bounded() {
+        let pf = "__print_flags(REC->f, \"|\", { 1, \"A\" }) ".repeat(MAX_TABLES + 5);
+        let all = FlagTable::find_all(&pf);
+        assert_eq!(all.len(), MAX_TABLES + 1);
+        assert!(all[MAX_TABLES]
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("tables"));
+        // Hostile: many unclosed calls stay cheap.
+        let pf = "__print_flags(".repeat(100_000);
+        assert!(FlagTable::find_all(&pf).len() <= MAX_TABLES + 1);
     }
 
     #[test]
