@@ -1657,15 +1657,15 @@ mod tests {
         assert_eq!(
             got,
             [
-                (0x1c_24ca, "GFP_TRANSHUGE"),
+                (0x001c_24ca, "GFP_TRANSHUGE"),
                 (0xcc0, "GFP_KERNEL"),
                 (0x100, "__GFP_ZERO"),
-                (0x100_0000, "__GFP_NO_OBJ_EXT"),
+                (0x0100_0000, "__GFP_NO_OBJ_EXT"),
             ]
         );
         assert_eq!(t.if_zero.as_deref(), Some("none"));
         assert_eq!(
-            t.decode(0x1_1c_25ca).to_string(),
+            t.decode(0x011c_25ca).to_string(),
             "GFP_TRANSHUGE|__GFP_ZERO|__GFP_NO_OBJ_EXT"
         );
         assert_eq!(t.decode_compact(0xdc0).to_string(), "KERNEL|ZERO");
