@@ -42,5 +42,6 @@ pub mod stats;
 pub mod subbuf;
 
 pub mod log;
+pub mod synth;
 
 pub use endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
