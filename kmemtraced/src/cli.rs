@@ -1,0 +1,188 @@
+//! The command line (clap derive) and the checks that turn it into settings.
+
+use clap::Parser;
+use kmemtrace_format::block::Compression;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  kmemtraced -o boot.kmt -d 10s                record 10 seconds, system-wide
+  kmemtraced -o make.kmt -- make -j2           trace the whole system while `make -j2` runs
+  kmemtraced -o make.kmt -F -- make -j2        trace only `make` and its children
+  kmemtraced -o db.kmt -p 1234 -p 1240         trace two processes (and what they fork)
+  kmemtraced -o - | ssh host 'cat > x.kmt'     stream the log to another machine
+  kmemtraced -o slab.kmt -e kmalloc,kfree -b 8192 --compress 1
+  kmemtraced -o boot.kmt --boot                drain what `trace_event=kmem:...` recorded at boot
+  kmemtraced --cleanup                         remove instances left by killed recorders
+
+Without -F or -p the whole system is traced, the recorder's own reader and
+writer threads excepted (--trace-self keeps them). Recording stops on SIGINT,
+SIGTERM or SIGHUP, when -d runs out, or when COMMAND exits; the command's own
+exit status is stored in the log and does not change kmemtraced's.
+
+The output is created (or truncated) with mode 0600: kallsyms and raw kernel
+pointers reveal the kernel's layout. A symlink is refused.
+
+Each run traces in its own tracefs instance, instances/kmemtraced-<pid>-<start>,
+removed on exit; instances of dead recorders are removed by the next run.
+
+Exit status:
+  0  recording finished (whatever the traced command returned)
+  1  runtime failure (writing the log, reading the ring buffer, starting COMMAND)
+  2  usage error (bad option, unknown event, refused output)
+  3  tracefs unavailable or not permitted (not root, no tracefs, kernel without tracing)";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kmemtraced",
+    version,
+    about = "Record the kernel's kmem trace events (slab and page allocations) into a kmemtrace log",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Log file to write; `-` writes to standard output (which must not be a terminal).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Stop after this long: `10s`, `500ms`, `2m`, `1h`, or plain seconds.
+    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Events to record, comma-separated: `kmalloc`, `kmem:kfree`, `kmem:*`,
+    /// `sched:sched_process_exec`. Default: every kmem allocation event this
+    /// kernel has.
+    #[arg(
+        short = 'e',
+        long = "events",
+        value_name = "EVENTS",
+        value_delimiter = ','
+    )]
+    pub events: Vec<String>,
+
+    /// Per-CPU ring-buffer size in KiB (default: the kernel's, usually 1408).
+    #[arg(short = 'b', long = "buffer-kb", value_name = "KB", value_parser = clap::value_parser!(u32).range(4..))]
+    pub buffer_kb: Option<u32>,
+
+    /// Sub-buffer size in KiB, on kernels with `buffer_subbuf_size_kb` (6.8+).
+    /// Larger sub-buffers mean fewer reads. Default: the kernel's (one page).
+    #[arg(long = "subbuf-kb", value_name = "KB", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub subbuf_kb: Option<u32>,
+
+    /// Trace clock (`local`, `global`, `mono`, `boot`, ...; see `trace_clock`).
+    /// Default: the kernel's (`local`).
+    #[arg(long = "clock", value_name = "CLOCK")]
+    pub clock: Option<String>,
+
+    /// zstd level for data blocks (1-19), or `none`.
+    #[arg(short = 'c', long = "compress", value_name = "none|LEVEL", default_value = "1", value_parser = parse_compression)]
+    pub compress: Compression,
+
+    /// Trace only this process (all its threads) and what it forks; repeatable.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+
+    /// With COMMAND: trace only the command and its descendants.
+    #[arg(short = 'F', long = "follow-command")]
+    pub follow_command: bool,
+
+    /// Also record the events the recorder's own reader and writer threads cause.
+    #[arg(long = "trace-self")]
+    pub trace_self: bool,
+
+    /// Boot mode: drain what boot-time tracing (`trace_event=kmem:...` on the
+    /// kernel command line) left in the top-level buffer, without resetting it
+    /// or changing its events; no instance is created.
+    #[arg(long = "boot", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command"])]
+    pub boot: bool,
+
+    /// Remove tracefs instances left by recorders that were killed, and exit.
+    #[arg(long = "cleanup", conflicts_with_all = ["output", "boot", "command"])]
+    pub cleanup: bool,
+
+    /// Wake a reader when its CPU's buffer is this full (percent, 0 = any data;
+    /// written to the instance's `buffer_percent`).
+    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub buffer_percent: u32,
+
+    /// Write what a CPU has at least this often, even if its buffer is not
+    /// yet full (bounds what a crash loses and the latency of `-o -`).
+    #[arg(long = "flush-interval", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub flush_interval: Duration,
+
+    /// Tracefs mount point (default: /sys/kernel/tracing, then /sys/kernel/debug/tracing).
+    #[arg(long = "tracefs", value_name = "DIR")]
+    pub tracefs: Option<PathBuf>,
+
+    /// No status line and no summary on stderr.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+
+    /// Command to run while tracing (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `10s`, `250ms`, `2m`, `1h`, `1.5s`, `3` (seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m, 1h)"))?;
+    let mult = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => return Err(format!("unknown unit `{u}` in `{s}` (use ms, s, m or h)")),
+    };
+    let secs = v * mult;
+    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+        return Err(format!("duration `{s}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn parse_compression(s: &str) -> Result<Compression, String> {
+    if s.eq_ignore_ascii_case("none") || s == "0" {
+        return Ok(Compression::None);
+    }
+    match s.parse::<i32>() {
+        Ok(l) if (1..=19).contains(&l) => Ok(Compression::Zstd(l)),
+        _ => Err(format!("`{s}` is neither `none` nor a zstd level 1-19")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn compression() {
+        assert_eq!(parse_compression("none").unwrap(), Compression::None);
+        assert_eq!(parse_compression("3").unwrap(), Compression::Zstd(3));
+        assert!(parse_compression("99").is_err());
+    }
+}

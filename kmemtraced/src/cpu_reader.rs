@@ -1,0 +1,338 @@
+//! One reader thread per CPU: waits in poll() on `per_cpu/cpuN/trace_pipe_raw`
+//! until the kernel says the buffer is `buffer_percent` full (or the flush
+//! interval passes), reads whole sub-buffers, batches them into blocks of up
+//! to 1 MiB, compresses and checksums each block itself (so compression runs
+//! on every CPU in parallel) and hands it to the writer over a bounded queue.
+//!
+//! How the kernel behaves (kernel/trace/trace.c `tracing_buffers_read`,
+//! `tracing_buffers_poll`; kernel/trace/ring_buffer.c `ring_buffer_read_page`,
+//! `ring_buffer_poll_wait`, `full_hit`):
+//!
+//! - A read of at least one sub-buffer returns exactly one sub-buffer. When
+//!   the writer has moved on, the page is swapped out whole (no copy). When
+//!   the writer is still on it, the events committed so far are *copied*
+//!   into a zero-filled page and consumed: a read never blocks on, nor loses,
+//!   a partly filled page.
+//! - With O_NONBLOCK a read of an empty buffer fails with EAGAIN (without it,
+//!   it sleeps until *any* event arrives, which would wake us per event).
+//! - poll() on a per-CPU file with `buffer_percent` > 0 reports readable only
+//!   once that share of the buffer's sub-buffers is filled (`full_hit`), and
+//!   the writer wakes the poller (via irq_work) when it crosses that mark.
+//!   So the reader sleeps while the buffer fills, then reads the filled
+//!   sub-buffers, not the one being written, and polls again.
+//! - At stop the main thread disables the events and `tracing_on`; each
+//!   reader then reads without blocking until EAGAIN, which takes the last,
+//!   partly filled page too (as trace-cmd's `tracecmd_flush_recording`).
+
+use crate::sink::{Msg, Sender};
+use crate::status::CpuCounters;
+use crate::sys;
+use kmemtrace_format::block::Compression;
+use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
+use kmemtrace_format::writer::{CpuBlockEncoder, EncodedBlock};
+use kmemtrace_format::RunTimeEndian;
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::mpsc::TrySendError;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Largest raw CPU_DATA payload the readers build (FORMAT.md §5).
+pub const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// A one-shot, level-triggered wake-up that any thread can poll on.
+pub struct Flag {
+    set: AtomicBool,
+    r: OwnedFd,
+    w: OwnedFd,
+}
+
+impl Flag {
+    pub fn new() -> std::io::Result<Flag> {
+        let (r, w) = sys::pipe()?;
+        Ok(Flag {
+            set: AtomicBool::new(false),
+            r,
+            w,
+        })
+    }
+    /// Raises the flag (once; later calls do nothing).
+    pub fn raise(&self) {
+        if !self.set.swap(true, Ordering::SeqCst) {
+            sys::poke(self.w.as_fd());
+        }
+    }
+    pub fn is_raised(&self) -> bool {
+        self.set.load(Ordering::SeqCst)
+    }
+    /// Readable once raised (the byte is never consumed).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.r.as_fd()
+    }
+}
+
+/// How one CPU is read.
+pub struct ReaderConfig {
+    pub cpu: u32,
+    /// `per_cpu/cpuN/trace_pipe_raw`, opened O_RDONLY | O_NONBLOCK.
+    pub file: File,
+    pub subbuf_size: usize,
+    /// The sub-buffer layout, for counting events.
+    pub layout: SubBufLayout,
+    /// Sub-buffers to read after a buffer-full wake-up before polling again
+    /// (`usize::MAX`: until empty).
+    pub pages_per_wake: usize,
+    /// Read everything, partial page included, at least this often.
+    pub flush_interval: Duration,
+    pub compression: Compression,
+    /// Stop draining after this many sub-buffers (boot mode, where events
+    /// may still be arriving); `None`: until empty.
+    pub drain_limit: Option<u64>,
+}
+
+/// Shared between the readers and the main thread.
+pub struct Shared {
+    /// Raised by the main thread: read what is left, then exit.
+    pub drain: Arc<Flag>,
+    /// Raised by a reader that failed, to wake the main thread.
+    pub alarm: Arc<Flag>,
+    pub tids: Arc<Mutex<Vec<i32>>>,
+}
+
+struct Reader<'a> {
+    cfg: ReaderConfig,
+    tx: Sender,
+    counters: &'a CpuCounters,
+    encoder: CpuBlockEncoder,
+    batch: Vec<u8>,
+    filled: usize,
+    total_subbufs: u64,
+}
+
+/// Starts the reader of one CPU. The thread returns an error message if
+/// reading or handing over data failed (after raising `shared.alarm`).
+pub fn spawn(
+    cfg: ReaderConfig,
+    tx: Sender,
+    shared: &Shared,
+    counters: Arc<crate::status::Counters>,
+) -> std::io::Result<JoinHandle<Result<(), String>>> {
+    let drain = shared.drain.clone();
+    let alarm = shared.alarm.clone();
+    let tids = shared.tids.clone();
+    std::thread::Builder::new()
+        .name(format!("kmt-cpu{}", cfg.cpu))
+        .spawn(move || {
+            if let Ok(mut t) = tids.lock() {
+                t.push(sys::gettid());
+            }
+            let cpu = cfg.cpu;
+            let Some(c) = counters.cpu(cpu) else {
+                return Err(format!("no counters for CPU {cpu}"));
+            };
+            let sb = cfg.subbuf_size.max(1);
+            let batch_len = (MAX_BATCH_BYTES / sb).max(1) * sb;
+            let mut r = Reader {
+                encoder: CpuBlockEncoder::new(cpu, sb as u32, cfg.compression),
+                cfg,
+                tx,
+                counters: c,
+                batch: vec![0u8; batch_len],
+                filled: 0,
+                total_subbufs: 0,
+            };
+            let res = r.run(&drain);
+            if let Err(e) = &res {
+                alarm.raise();
+                return Err(format!("CPU {cpu}: {e}"));
+            }
+            Ok(())
+        })
+}
+
+impl Reader<'_> {
+    fn run(&mut self, drain: &Flag) -> Result<(), String> {
+        let mut last_flush = Instant::now();
+        let mut idle_wakeups = 0u32;
+        loop {
+            if drain.is_raised() {
+                self.read_pages(usize::MAX)?;
+                return self.flush();
+            }
+            let since = last_flush.elapsed();
+            if since >= self.cfg.flush_interval {
+                self.read_pages(usize::MAX)?;
+                self.flush()?;
+                last_flush = Instant::now();
+                continue;
+            }
+            let ready = sys::wait_readable(
+                &[self.cfg.file.as_fd(), drain.fd()],
+                self.cfg.flush_interval - since,
+            )
+            .map_err(|e| format!("poll: {e}"))?;
+            if ready[1] {
+                continue;
+            }
+            if ready[0] {
+                if self.read_pages(self.cfg.pages_per_wake)? == 0 {
+                    // Readable but nothing to read: do not spin.
+                    idle_wakeups += 1;
+                    if idle_wakeups > 2 {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                } else {
+                    idle_wakeups = 0;
+                }
+            }
+        }
+    }
+
+    /// Reads up to `limit` sub-buffers (stopping when the buffer is empty),
+    /// sending full batches on the way. Returns how many were read.
+    fn read_pages(&mut self, limit: usize) -> Result<usize, String> {
+        let sb = self.cfg.subbuf_size;
+        let mut n = 0;
+        while n < limit {
+            if let Some(max) = self.cfg.drain_limit {
+                if self.total_subbufs >= max {
+                    break;
+                }
+            }
+            if self.filled + sb > self.batch.len() {
+                self.flush()?;
+            }
+            if !self.read_one()? {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Reads one whole sub-buffer into the batch; `false` if none is there.
+    fn read_one(&mut self) -> Result<bool, String> {
+        let sb = self.cfg.subbuf_size;
+        let start = self.filled;
+        let mut got = 0;
+        while got < sb {
+            match self.cfg.file.read(&mut self.batch[start + got..start + sb]) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if got == 0 {
+                        break;
+                    }
+                    // The rest of a page being read is always there at once.
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(format!("reading trace_pipe_raw: {e}")),
+            }
+        }
+        if got == 0 {
+            return Ok(false);
+        }
+        if got < sb {
+            self.batch[start + got..start + sb].fill(0);
+        }
+        let (events, missed) = scan_subbuf(&self.cfg.layout, &self.batch[start..start + sb]);
+        self.counters.events.fetch_add(events, Relaxed);
+        self.counters.missed.fetch_add(missed, Relaxed);
+        self.counters.subbufs.fetch_add(1, Relaxed);
+        self.counters.data_bytes.fetch_add(sb as u64, Relaxed);
+        self.filled += sb;
+        self.total_subbufs += 1;
+        Ok(true)
+    }
+
+    /// Encodes the batch as the CPU's next block and queues it.
+    fn flush(&mut self) -> Result<(), String> {
+        if self.filled == 0 {
+            return Ok(());
+        }
+        let mut out = EncodedBlock::default();
+        self.encoder
+            .encode_into(&self.batch[..self.filled], &mut out)
+            .map_err(|e| format!("encoding a block: {e}"))?;
+        self.filled = 0;
+        match self.tx.try_send(Msg::Cpu(out)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(m)) => {
+                self.counters.backpressure.fetch_add(1, Relaxed);
+                self.tx
+                    .send(m)
+                    .map_err(|_| "the writer stopped".to_string())
+            }
+            Err(TrySendError::Disconnected(_)) => Err("the writer stopped".into()),
+        }
+    }
+}
+
+/// The byte order of this host, which is the recorded kernel's.
+const HOST: RunTimeEndian = if cfg!(target_endian = "big") {
+    RunTimeEndian::Big
+} else {
+    RunTimeEndian::Little
+};
+
+/// Counts the data events in a sub-buffer (up to the first malformed
+/// record), and the events the kernel says it lost before it.
+pub fn scan_subbuf(layout: &SubBufLayout, page: &[u8]) -> (u64, u64) {
+    let Ok(sb) = parse_subbuf(HOST, layout, page) else {
+        return (0, 0);
+    };
+    let missed = if sb.missed_events {
+        sb.lost_events.unwrap_or(1)
+    } else {
+        0
+    };
+    let events = sb
+        .events(HOST)
+        .map_while(|r| r.ok())
+        .filter(|r| matches!(r.kind, RbRecordKind::Data { .. }))
+        .count();
+    (events as u64, missed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: SubBufLayout = SubBufLayout {
+        long_size: 8,
+        data_offset: 16,
+        subbuf_size: 4096,
+    };
+
+    fn page(commit: u64, data: &[u32]) -> Vec<u8> {
+        let mut p = vec![0u8; 4096];
+        p[8..16].copy_from_slice(&commit.to_ne_bytes());
+        for (k, w) in data.iter().enumerate() {
+            p[16 + 4 * k..20 + 4 * k].copy_from_slice(&w.to_ne_bytes());
+        }
+        p
+    }
+
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn counts_events_and_losses() {
+        // Event of 2 data words (type_len 2), time extend, event with a
+        // length word (type_len 0, array[0] = 12: the word and 8 data
+        // bytes), discarded padding of 8 bytes.
+        let words = [2, 0, 0, 30, 0, 0, 12, 0, 0, (1 << 5) | 29, 4];
+        let len = (words.len() * 4) as u64;
+        assert_eq!(scan_subbuf(&LAYOUT, &page(len, &words)), (2, 0));
+        // Missed events, count stored after the data.
+        let mut p = page(len | (1 << 31) | (1 << 30), &words);
+        p[16 + len as usize..24 + len as usize].copy_from_slice(&77u64.to_ne_bytes());
+        assert_eq!(scan_subbuf(&LAYOUT, &p), (2, 77));
+        // Garbage never panics.
+        assert_eq!(scan_subbuf(&LAYOUT, &[1, 2, 3]), (0, 0));
+        let junk = page(u64::MAX, &[0, u32::MAX, 5]);
+        let _ = scan_subbuf(&LAYOUT, &junk);
+    }
+}

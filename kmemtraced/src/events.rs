@@ -1,0 +1,185 @@
+//! Choosing the events to record: the default kmem allocation events this
+//! kernel has, or the user's `-e` list, checked against `events/`.
+
+use crate::failure::{Failure, Result};
+use crate::tracefs::TraceDir;
+use std::fs;
+
+/// Every kmem allocation event kmemtraced knows, in the order recorded.
+/// The `_node` variants exist on kernels before 6.1 only.
+pub const DEFAULT_EVENTS: [&str; 12] = [
+    "kmalloc",
+    "kmalloc_node",
+    "kfree",
+    "kmem_cache_alloc",
+    "kmem_cache_alloc_node",
+    "kmem_cache_free",
+    "mm_page_alloc",
+    "mm_page_free",
+    "mm_page_free_batched",
+    "mm_page_alloc_zone_locked",
+    "mm_page_pcpu_drain",
+    "mm_page_alloc_extfrag",
+];
+
+/// One trace event.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Event {
+    pub system: String,
+    pub name: String,
+}
+
+impl Event {
+    /// `system/name`, the path under `events/` and the META name.
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.system, self.name)
+    }
+    /// `system:name`, as `set_event` and the arch tag write it.
+    pub fn colon(&self) -> String {
+        format!("{}:{}", self.system, self.name)
+    }
+}
+
+fn exists(dir: &TraceDir, system: &str, name: &str) -> bool {
+    dir.file(&format!("events/{system}/{name}/format"))
+        .is_file()
+}
+
+/// The events to record in `dir` (whose `events/` lists what the kernel
+/// has). `specs` empty means the defaults.
+pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {
+    let mut out: Vec<Event> = Vec::new();
+    let mut push = |e: Event| {
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    };
+    if specs.is_empty() {
+        for n in DEFAULT_EVENTS {
+            if exists(dir, "kmem", n) {
+                push(Event {
+                    system: "kmem".into(),
+                    name: n.into(),
+                });
+            }
+        }
+        if out.is_empty() {
+            return Err(Failure::tracefs(format!(
+                "this kernel has none of the kmem events ({}/events/kmem is missing or empty)",
+                dir.path.display()
+            )));
+        }
+        return Ok(out);
+    }
+    for raw in specs {
+        let spec = raw.trim();
+        if spec.is_empty() {
+            continue;
+        }
+        let (system, name) = match spec.split_once([':', '/']) {
+            Some((s, n)) => (s, n),
+            None => ("kmem", spec),
+        };
+        let valid = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        };
+        if !valid(system) || !(valid(name) || name == "*") {
+            return Err(Failure::usage(format!(
+                "`{spec}` is not an event name (expected `event`, `system:event` or `system:*`)"
+            )));
+        }
+        if name == "*" {
+            let sysdir = dir.file(&format!("events/{system}"));
+            let mut names: Vec<String> = fs::read_dir(&sysdir)
+                .map_err(|_| {
+                    Failure::usage(format!(
+                        "unknown event system `{system}` (no {})",
+                        sysdir.display()
+                    ))
+                })?
+                .flatten()
+                .filter(|e| e.path().join("format").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            for n in names {
+                push(Event {
+                    system: system.into(),
+                    name: n,
+                });
+            }
+            continue;
+        }
+        if !exists(dir, system, name) {
+            return Err(Failure::usage(format!(
+                "unknown event `{spec}`: this kernel has no {}/events/{system}/{name} (see available_events)",
+                dir.path.display()
+            )));
+        }
+        push(Event {
+            system: system.into(),
+            name: name.into(),
+        });
+    }
+    if out.is_empty() {
+        return Err(Failure::usage("no events given to -e"));
+    }
+    Ok(out)
+}
+
+/// The events enabled in `set_event` (boot mode), as `system:name` lines.
+pub fn enabled_in(dir: &TraceDir) -> Vec<Event> {
+    dir.read_string("set_event")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (s, n) = l.trim().split_once(':')?;
+            Some(Event {
+                system: s.into(),
+                name: n.into(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake() -> (tempfile::TempDir, TraceDir) {
+        let t = tempfile::tempdir().unwrap();
+        for e in ["kmem/kmalloc", "kmem/kfree", "sched/sched_switch"] {
+            let d = t.path().join("events").join(e);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("format"), "name: x\n").unwrap();
+        }
+        let dir = TraceDir {
+            path: t.path().into(),
+        };
+        (t, dir)
+    }
+
+    #[test]
+    fn defaults_are_what_the_kernel_has() {
+        let (_t, d) = fake();
+        let ev = resolve(&d, &[]).unwrap();
+        let names: Vec<_> = ev.iter().map(|e| e.colon()).collect();
+        assert_eq!(names, ["kmem:kmalloc", "kmem:kfree"]);
+    }
+
+    #[test]
+    fn specs() {
+        let (_t, d) = fake();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let ev = resolve(&d, &s(&["kfree", "sched:*", "kmem:kfree"])).unwrap();
+        let names: Vec<_> = ev.iter().map(|e| e.colon()).collect();
+        assert_eq!(names, ["kmem:kfree", "sched:sched_switch"]);
+        let e = resolve(&d, &s(&["kmem:nope"])).unwrap_err();
+        assert_eq!(e.code, crate::failure::EXIT_USAGE);
+        assert!(e.msg.contains("unknown event"), "{}", e.msg);
+        assert!(resolve(&d, &s(&["../x"])).is_err());
+        assert!(resolve(&d, &s(&["nosys:*"])).is_err());
+    }
+}

@@ -1,0 +1,417 @@
+//! What a log carries besides the ring-buffer pages: the arch tag, the META
+//! files (header_page, header_event, formats, kallsyms, pid→comm, CPU→node
+//! map, printk formats, modules) and the per-CPU statistics.
+//!
+//! pid→comm: the kernel's `saved_cmdlines` is a small ring that forgets
+//! (and knows only tasks that were switched while tracing), so the recorder
+//! also walks /proc at the start and at the end and writes every live
+//! thread as `tid comm` lines (and `tid tgid` lines) in META blocks of the
+//! same kinds, which readers merge (FORMAT.md §7.2). The kernel's table is
+//! written after the /proc walk each time, so for a pid both know, the
+//! comm the kernel saw while tracing wins over the one it has now.
+
+use crate::events::Event;
+use crate::failure::{Failure, Result};
+use crate::sys;
+use crate::tracefs::TraceDir;
+use kmemtrace_format::arch::ArchTag;
+use kmemtrace_format::header_page::HeaderPage;
+use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
+use kmemtrace_format::RunTimeEndian;
+use std::fs;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// CLOCK_REALTIME in ns since the epoch.
+pub fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The sub-buffer layout, from `events/header_page` of the buffer read.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub header_page: Vec<u8>,
+    pub long_size: u8,
+    pub data_offset: u32,
+    pub subbuf_size: u32,
+}
+
+pub fn layout(dir: &TraceDir) -> Result<Layout> {
+    let header_page = dir.read_bytes("events/header_page").map_err(|e| {
+        Failure::tracefs(format!(
+            "reading {}: {e}",
+            dir.file("events/header_page").display()
+        ))
+    })?;
+    let hp = HeaderPage::parse(&String::from_utf8_lossy(&header_page)).map_err(|e| {
+        Failure::runtime(format!(
+            "this kernel's events/header_page is not understood: {e}"
+        ))
+    })?;
+    Ok(Layout {
+        long_size: hp.long_size() as u8,
+        data_offset: hp.data_offset() as u32,
+        subbuf_size: hp.subbuf_size() as u32,
+        header_page,
+    })
+}
+
+/// CPUs that have a `per_cpu/cpuN` directory (possible CPUs), sorted.
+pub fn per_cpu_dirs(dir: &TraceDir) -> Vec<u32> {
+    let mut v: Vec<u32> = fs::read_dir(dir.file("per_cpu"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// Parses the kernel's CPU list syntax (`0-3,6`).
+pub fn parse_cpu_list(s: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                    if b >= a && b - a < 1 << 16 {
+                        out.extend(a..=b);
+                    }
+                }
+            }
+            None => {
+                if let Ok(a) = part.trim().parse() {
+                    out.push(a);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn online_cpus_text() -> Option<String> {
+    fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// `cpu node` lines from /sys/devices/system/node/node*/cpulist.
+pub fn cpu_node_map() -> Vec<u8> {
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    if let Ok(rd) = fs::read_dir("/sys/devices/system/node") {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(node) = name
+                .strip_prefix("node")
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(list) = fs::read_to_string(e.path().join("cpulist")) {
+                pairs.extend(parse_cpu_list(&list).into_iter().map(|c| (c, node)));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+        .iter()
+        .map(|(c, n)| format!("{c} {n}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The figures of a `per_cpu/cpuN/stats` text that the status line needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    pub entries: u64,
+    pub overrun: u64,
+    pub commit_overrun: u64,
+    pub dropped: u64,
+    pub read_events: u64,
+    pub now_ns: Option<u64>,
+}
+
+impl CpuStats {
+    /// Events the kernel could not keep: overwritten, or dropped.
+    pub fn lost(&self) -> u64 {
+        self.overrun + self.commit_overrun + self.dropped
+    }
+
+    pub fn parse(text: &str) -> CpuStats {
+        let mut s = CpuStats::default();
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            let n = || v.parse::<u64>().unwrap_or(0);
+            match k.trim() {
+                "entries" => s.entries = n(),
+                "overrun" => s.overrun = n(),
+                "commit overrun" => s.commit_overrun = n(),
+                "dropped events" => s.dropped = n(),
+                "read events" => s.read_events = n(),
+                "now ts" => s.now_ns = parse_seconds_ns(v),
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// `877.885123` (seconds with up to 9 decimals) → ns.
+fn parse_seconds_ns(v: &str) -> Option<u64> {
+    let (s, frac) = v.split_once('.').unwrap_or((v, ""));
+    let secs: u64 = s.trim().parse().ok()?;
+    let frac = frac.trim();
+    if frac.len() > 9 || !frac.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+/// Reads `per_cpu/cpuN/stats` as a STATS record.
+pub fn stats_record(dir: &TraceDir, cpu: u32, phase: StatsPhase) -> Option<StatsRecord> {
+    let text = dir.read_bytes(&format!("per_cpu/cpu{cpu}/stats")).ok()?;
+    Some(StatsRecord {
+        cpu,
+        phase,
+        wall_ns: Some(wall_ns()),
+        text,
+    })
+}
+
+/// Everything the arch tag needs that the caller does not know.
+pub struct ArchInput<'a> {
+    pub dir: &'a TraceDir,
+    pub layout: &'a Layout,
+    pub instance: &'a str,
+    pub events: &'a [Event],
+    pub buffer_size_kb: Option<u32>,
+    pub command_line: String,
+}
+
+pub fn arch_tag(a: &ArchInput<'_>) -> ArchTag {
+    let order = if cfg!(target_endian = "big") {
+        RunTimeEndian::Big
+    } else {
+        RunTimeEndian::Little
+    };
+    let mut t = ArchTag::new(
+        order,
+        a.layout.long_size,
+        a.layout.subbuf_size,
+        a.layout.data_offset,
+    );
+    t.byte_order_source = Some("recording host".into());
+    t.page_size = sys::page_size();
+    let cpus = per_cpu_dirs(a.dir);
+    t.nr_cpus = cpus.last().map(|c| c + 1);
+    if let Some([sysname, node, release, version, machine]) = sys::uname() {
+        t.sysname = Some(sysname);
+        t.hostname = Some(node);
+        t.release = Some(release);
+        t.version = Some(version);
+        t.machine = Some(machine);
+    }
+    t.trace_clock = a.dir.selected("trace_clock");
+    t.start_wall_ns = Some(wall_ns());
+    t.start_trace_ns = cpus.first().and_then(|c| {
+        let text = a.dir.read_string(&format!("per_cpu/cpu{c}/stats")).ok()?;
+        CpuStats::parse(&text).now_ns
+    });
+    t.recorder = Some(format!("kmemtraced {}", env!("CARGO_PKG_VERSION")));
+    t.command_line = Some(a.command_line.clone());
+    t.instance = Some(a.instance.to_string());
+    t.buffer_size_kb = a.buffer_size_kb;
+    t.events = Some(
+        a.events
+            .iter()
+            .map(|e| e.colon())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    t.online_cpus = online_cpus_text();
+    t
+}
+
+/// Shell-quotes a command line for the arch tag.
+pub fn shell_quote(args: impl IntoIterator<Item = String>) -> String {
+    args.into_iter()
+        .map(|a| {
+            let safe = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            if safe {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The META blocks written once at the start, before any CPU data: the
+/// layout files, each event's format, printk formats, the CPU→node map,
+/// modules and kallsyms. Files the kernel does not offer are skipped, and
+/// named in the returned notes.
+pub fn static_metas(
+    dir: &TraceDir,
+    top: &TraceDir,
+    layout: &Layout,
+    events: &[Event],
+) -> (Vec<Meta>, Vec<String>) {
+    let mut metas = Vec::new();
+    let mut notes = Vec::new();
+    metas.push(Meta::new(MetaKind::HeaderPage, layout.header_page.clone()));
+    match dir.read_bytes("events/header_event") {
+        Ok(b) => metas.push(Meta::new(MetaKind::HeaderEvent, b)),
+        Err(e) => notes.push(format!("events/header_event unreadable: {e}")),
+    }
+    for ev in events {
+        let base = format!("events/{}", ev.path());
+        match dir.read_bytes(&format!("{base}/format")) {
+            Ok(content) => {
+                let id = dir
+                    .read_string(&format!("{base}/id"))
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .or_else(|| format_id(&content));
+                let mut m = Meta::new(MetaKind::EventFormat, content);
+                m.name = ev.path();
+                m.id = id;
+                metas.push(m);
+            }
+            Err(e) => notes.push(format!("{base}/format unreadable: {e}")),
+        }
+    }
+    match top.read_bytes("printk_formats") {
+        Ok(b) => metas.push(Meta::new(MetaKind::PrintkFormats, b)),
+        Err(e) => notes.push(format!("printk_formats unreadable: {e}")),
+    }
+    metas.push(Meta::new(MetaKind::CpuNodeMap, cpu_node_map()));
+    if let Ok(b) = fs::read("/proc/modules") {
+        metas.push(Meta::new(MetaKind::Modules, b));
+    }
+    match fs::read("/proc/kallsyms") {
+        Ok(b) => {
+            if looks_hidden(&b) {
+                notes.push(
+                    "kallsyms addresses are hidden (kptr_restrict): call sites will not resolve"
+                        .into(),
+                );
+            }
+            metas.push(Meta::new(MetaKind::Kallsyms, b));
+        }
+        Err(e) => notes.push(format!("/proc/kallsyms unreadable: {e}")),
+    }
+    (metas, notes)
+}
+
+/// Whether every address in a kallsyms text is zero.
+fn looks_hidden(k: &[u8]) -> bool {
+    k.split(|&b| b == b'\n')
+        .take(100)
+        .filter(|l| !l.is_empty())
+        .all(|l| l.iter().take_while(|&&b| b != b' ').all(|&b| b == b'0'))
+}
+
+fn format_id(content: &[u8]) -> Option<u32> {
+    String::from_utf8_lossy(content)
+        .lines()
+        .find_map(|l| l.strip_prefix("ID:").and_then(|v| v.trim().parse().ok()))
+}
+
+/// The kernel's `saved_cmdlines` and `saved_tgids`.
+pub fn kernel_cmdlines(top: &TraceDir) -> Vec<Meta> {
+    let mut v = Vec::new();
+    if let Ok(b) = top.read_bytes("saved_cmdlines") {
+        v.push(Meta::new(MetaKind::SavedCmdlines, b));
+    }
+    if let Ok(b) = top.read_bytes("saved_tgids") {
+        if !b.is_empty() {
+            v.push(Meta::new(MetaKind::SavedTgids, b));
+        }
+    }
+    v
+}
+
+/// Every live thread from /proc, as `saved_cmdlines` (`tid comm`) and
+/// `saved_tgids` (`tid tgid`) texts.
+pub fn proc_cmdlines() -> Vec<Meta> {
+    let mut cmd = String::new();
+    let mut tgids = String::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for p in rd.flatten() {
+        let Some(tgid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(tasks) = fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(comm) = fs::read_to_string(t.path().join("comm")) {
+                cmd.push_str(&format!("{tid} {}\n", comm.trim_end_matches('\n')));
+                tgids.push_str(&format!("{tid} {tgid}\n"));
+            }
+        }
+    }
+    vec![
+        Meta::new(MetaKind::SavedCmdlines, cmd.into_bytes()),
+        Meta::new(MetaKind::SavedTgids, tgids.into_bytes()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6\n"), vec![0, 1, 2, 3, 6]);
+        assert_eq!(parse_cpu_list(""), Vec::<u32>::new());
+        assert_eq!(parse_cpu_list("5"), vec![5]);
+        assert_eq!(parse_cpu_list("3-1"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn stats_text() {
+        let t = "entries: 5\noverrun: 2\ncommit overrun: 1\nbytes: 0\n\
+                 oldest event ts:     0.000000\nnow ts:   877.885123\n\
+                 dropped events: 3\nread events: 7\n";
+        let s = CpuStats::parse(t);
+        assert_eq!(s.entries, 5);
+        assert_eq!(s.lost(), 6);
+        assert_eq!(s.read_events, 7);
+        assert_eq!(s.now_ns, Some(877_885_123_000));
+        assert_eq!(parse_seconds_ns("1.5"), Some(1_500_000_000));
+        assert_eq!(parse_seconds_ns("x"), None);
+    }
+
+    #[test]
+    fn quoting() {
+        let q = shell_quote(["kmemtraced", "-o", "a b", "it's"].map(String::from));
+        assert_eq!(q, r"kmemtraced -o 'a b' 'it'\''s'");
+    }
+
+    #[test]
+    fn hidden_kallsyms() {
+        assert!(looks_hidden(b"0000000000000000 T _text\n"));
+        assert!(!looks_hidden(b"ffffffff81000000 T _text\n"));
+    }
+}

@@ -1,0 +1,365 @@
+//! A recording session, from the first block to the END block, whatever
+//! buffer it reads (the recorder's instance, or the top-level buffer in boot
+//! mode): writes the arch tag and metadata, starts the writer and the
+//! per-CPU readers, and at the end drains them and finishes the log.
+//!
+//! Threads: one reader per CPU (read, batch, compress, checksum), one writer
+//! (the only one touching the output), and the main thread (signals, the
+//! status line, periodic statistics and pid→comm snapshots). Data flows one
+//! way: readers → bounded queue → writer → file.
+
+use crate::cpu_reader::{self, Flag, ReaderConfig, Shared};
+use crate::events::Event;
+use crate::failure::{Failure, Result};
+use crate::metadata::{self, CpuStats, Layout};
+use crate::sink::{self, Msg};
+use crate::status::Counters;
+use crate::tracefs::TraceDir;
+use kmemtrace_format::block::Compression;
+use kmemtrace_format::records::{Meta, NoteRecord, StatsPhase};
+use kmemtrace_format::subbuf::SubBufLayout;
+use kmemtrace_format::writer::LogWriter;
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Compression of META blocks (kallsyms is large): always on, whatever
+/// `--compress` says about CPU data.
+const META_COMPRESSION: Compression = Compression::Zstd(3);
+
+/// What a session reads and how.
+pub struct Plan {
+    /// The buffer's directory: an instance, or the top level (boot mode).
+    pub dir: TraceDir,
+    /// The top level (for printk_formats and saved_cmdlines).
+    pub top: TraceDir,
+    /// Instance name for the arch tag (empty: top-level buffer).
+    pub instance: String,
+    pub events: Vec<Event>,
+    pub layout: Layout,
+    pub compression: Compression,
+    pub flush_interval: Duration,
+    /// `buffer_percent` the instance was given (0..=100).
+    pub buffer_percent: u32,
+    /// Boot mode: drain at once, at most this many sub-buffers per CPU.
+    pub drain_only: Option<u64>,
+    pub command_line: String,
+}
+
+/// A running session.
+pub struct Session {
+    pub plan: Plan,
+    pub cpus: Vec<u32>,
+    pub counters: Arc<Counters>,
+    pub tx: Option<sink::Sender>,
+    pub shared: Shared,
+    readers: Vec<JoinHandle<std::result::Result<(), String>>>,
+    writer: Option<JoinHandle<std::io::Result<LogWriter<File>>>>,
+    start_stats: BTreeMap<u32, CpuStats>,
+    last_cmdlines: Vec<Meta>,
+    pub started: Instant,
+    notes: Vec<String>,
+}
+
+/// How a session ended.
+pub struct Report {
+    pub lost: Vec<(u32, u64)>,
+    pub elapsed: Duration,
+    /// Problems that make the exit status non-zero (the log is finished).
+    pub errors: Vec<String>,
+}
+
+/// `1408` or `7 (expanded: 1408)` → 1408.
+pub fn parse_buffer_kb(s: &str) -> Option<u32> {
+    if let Some(i) = s.find("expanded:") {
+        return s[i + 9..].trim().trim_end_matches(')').trim().parse().ok();
+    }
+    s.split_whitespace().next()?.parse().ok()
+}
+
+impl Session {
+    /// Opens the per-CPU files, writes the arch tag, metadata and start
+    /// statistics, and starts the writer and the readers. Nothing is
+    /// enabled here: the caller enables events afterwards.
+    pub fn start(plan: Plan, out: File) -> Result<Session> {
+        let online = metadata::online_cpus_text()
+            .map(|t| metadata::parse_cpu_list(&t))
+            .unwrap_or_default();
+        let mut notes = Vec::new();
+        let mut files = Vec::new();
+        for cpu in metadata::per_cpu_dirs(&plan.dir) {
+            if !online.is_empty() && !online.contains(&cpu) {
+                continue;
+            }
+            let p = plan.dir.file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            match OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .open(&p)
+            {
+                Ok(f) => files.push((cpu, f)),
+                Err(e) => notes.push(format!("CPU {cpu} not recorded: {}: {e}", p.display())),
+            }
+        }
+        if files.is_empty() {
+            return Err(Failure::tracefs(format!(
+                "no per-CPU trace_pipe_raw could be opened under {}",
+                plan.dir.file("per_cpu").display()
+            )));
+        }
+        let cpus: Vec<u32> = files.iter().map(|(c, _)| *c).collect();
+        let buffer_size_kb = plan
+            .dir
+            .read_string("buffer_size_kb")
+            .ok()
+            .and_then(|s| parse_buffer_kb(&s));
+
+        let arch = metadata::arch_tag(&metadata::ArchInput {
+            dir: &plan.dir,
+            layout: &plan.layout,
+            instance: &plan.instance,
+            events: &plan.events,
+            buffer_size_kb,
+            command_line: plan.command_line.clone(),
+        });
+        let werr = |e: std::io::Error| Failure::runtime(format!("writing the log: {e}"));
+        let mut w = LogWriter::new(out, &arch, META_COMPRESSION).map_err(werr)?;
+        let (metas, more_notes) =
+            metadata::static_metas(&plan.dir, &plan.top, &plan.layout, &plan.events);
+        notes.extend(more_notes);
+        for m in &metas {
+            w.write_meta(m).map_err(werr)?;
+        }
+        drop(metas);
+        for text in &notes {
+            w.write_note(&NoteRecord {
+                warning: true,
+                text: text.clone(),
+            })
+            .map_err(werr)?;
+        }
+        let mut last_cmdlines = metadata::proc_cmdlines();
+        last_cmdlines.extend(metadata::kernel_cmdlines(&plan.top));
+        for m in &last_cmdlines {
+            w.write_meta(m).map_err(werr)?;
+        }
+        let mut start_stats = BTreeMap::new();
+        for &cpu in &cpus {
+            if let Some(s) = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start) {
+                start_stats.insert(cpu, CpuStats::parse(&String::from_utf8_lossy(&s.text)));
+                w.write_stats(&s).map_err(werr)?;
+            }
+        }
+
+        let counters = Arc::new(Counters::new(&cpus));
+        counters.written.store(w.bytes_written(), Relaxed);
+        let shared = Shared {
+            drain: Arc::new(Flag::new().map_err(|e| Failure::runtime(format!("pipe: {e}")))?),
+            alarm: Arc::new(Flag::new().map_err(|e| Failure::runtime(format!("pipe: {e}")))?),
+            tids: Arc::new(Mutex::new(Vec::new())),
+        };
+        if plan.drain_only.is_some() {
+            shared.drain.raise();
+        }
+        let (tx, rx) = sync_channel(sink::QUEUE_BLOCKS_PER_CPU * cpus.len());
+        let alarm = shared.alarm.clone();
+        let writer = sink::spawn(w, rx, counters.clone(), shared.tids.clone(), move || {
+            alarm.raise()
+        })
+        .map_err(|e| Failure::runtime(format!("starting the writer thread: {e}")))?;
+
+        let sb = plan.layout.subbuf_size as usize;
+        let nr_pages = buffer_size_kb.map_or(0, |kb| kb as usize * 1024 / sb.max(1));
+        let pages_per_wake = if plan.buffer_percent == 0 || nr_pages == 0 {
+            usize::MAX
+        } else {
+            (nr_pages * plan.buffer_percent as usize / 100)
+                .saturating_sub(1)
+                .max(1)
+        };
+        let mut readers = Vec::new();
+        for (cpu, file) in files {
+            let cfg = ReaderConfig {
+                cpu,
+                file,
+                subbuf_size: sb,
+                layout: SubBufLayout {
+                    long_size: plan.layout.long_size as usize,
+                    data_offset: plan.layout.data_offset as usize,
+                    subbuf_size: sb,
+                },
+                pages_per_wake,
+                flush_interval: plan.flush_interval,
+                compression: plan.compression,
+                drain_limit: plan.drain_only,
+            };
+            let h = cpu_reader::spawn(cfg, tx.clone(), &shared, counters.clone())
+                .map_err(|e| Failure::runtime(format!("starting a reader thread: {e}")))?;
+            readers.push(h);
+        }
+        Ok(Session {
+            plan,
+            cpus,
+            counters,
+            tx: Some(tx),
+            shared,
+            readers,
+            writer: Some(writer),
+            start_stats,
+            last_cmdlines,
+            started: Instant::now(),
+            notes: Vec::new(),
+        })
+    }
+
+    /// Task ids of the reader and writer threads, once they all started.
+    pub fn thread_ids(&self) -> Vec<i32> {
+        let want = self.readers.len() + 1;
+        let until = Instant::now() + Duration::from_secs(2);
+        loop {
+            let t = self
+                .shared
+                .tids
+                .lock()
+                .map(|t| t.clone())
+                .unwrap_or_default();
+            if t.len() >= want || Instant::now() > until {
+                return t;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Marks the start of tracing (after the events were enabled).
+    pub fn mark_started(&mut self) {
+        self.started = Instant::now();
+    }
+
+    /// Remembers a remark for a NOTE block at the end.
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.notes.push(text.into());
+    }
+
+    fn send(&self, m: Msg) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(m);
+        }
+    }
+
+    /// Events lost per CPU since the start, from the kernel's statistics.
+    pub fn lost_so_far(&self) -> Vec<(u32, u64)> {
+        self.cpus
+            .iter()
+            .map(|&c| {
+                let now = self
+                    .plan
+                    .dir
+                    .read_string(&format!("per_cpu/cpu{c}/stats"))
+                    .map(|t| CpuStats::parse(&t))
+                    .unwrap_or_default();
+                let start = self.start_stats.get(&c).copied().unwrap_or_default();
+                (c, now.lost().saturating_sub(start.lost()))
+            })
+            .collect()
+    }
+
+    /// Periodic statistics, and the kernel's pid→comm tables when changed.
+    pub fn periodic(&mut self) {
+        for &cpu in &self.cpus {
+            if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::Periodic) {
+                self.send(Msg::Stats(s));
+            }
+        }
+        for m in metadata::kernel_cmdlines(&self.plan.top) {
+            if !self.last_cmdlines.contains(&m) {
+                self.last_cmdlines.retain(|o| o.kind != m.kind);
+                self.last_cmdlines.push(m.clone());
+                self.send(Msg::Meta(m));
+            }
+        }
+    }
+
+    /// Whether a reader or the writer failed.
+    pub fn failed(&self) -> bool {
+        self.shared.alarm.is_raised()
+    }
+
+    /// Drains the readers (the caller has disabled the events), writes the
+    /// end statistics, pid→comm tables and the END block.
+    pub fn finish(mut self, reason: &str, exit_status: Option<i32>) -> Result<Report> {
+        self.shared.drain.raise();
+        let mut errors = Vec::new();
+        for h in self.readers.drain(..) {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => errors.push(e),
+                Err(_) => errors.push("a reader thread panicked".into()),
+            }
+        }
+        let elapsed = self.started.elapsed();
+        let mut lost = Vec::new();
+        for &cpu in &self.cpus {
+            if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::End) {
+                let end = CpuStats::parse(&String::from_utf8_lossy(&s.text));
+                let start = self.start_stats.get(&cpu).copied().unwrap_or_default();
+                lost.push((cpu, end.lost().saturating_sub(start.lost())));
+                self.send(Msg::Stats(s));
+            }
+        }
+        for m in metadata::proc_cmdlines() {
+            self.send(Msg::Meta(m));
+        }
+        for m in metadata::kernel_cmdlines(&self.plan.top) {
+            self.send(Msg::Meta(m));
+        }
+        let waits = self.counters.backpressure();
+        if waits > 0 {
+            self.notes.push(format!(
+                "readers waited {waits} times for the writer (output slower than the trace)"
+            ));
+        }
+        for e in &errors {
+            self.notes.push(format!("recording error: {e}"));
+        }
+        for n in std::mem::take(&mut self.notes) {
+            self.send(Msg::Note(NoteRecord {
+                warning: true,
+                text: n,
+            }));
+        }
+        drop(self.tx.take());
+        let w = match self.writer.take().map(|h| h.join()) {
+            Some(Ok(Ok(w))) => w,
+            Some(Ok(Err(e))) => {
+                return Err(Failure::runtime(format!("writing the log: {e}")));
+            }
+            _ => return Err(Failure::runtime("the writer thread panicked")),
+        };
+        let w = w
+            .finish(Some(metadata::wall_ns()), reason, exit_status)
+            .map_err(|e| Failure::runtime(format!("writing the log: {e}")))?;
+        drop(w);
+        Ok(Report {
+            lost,
+            elapsed,
+            errors,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_sizes() {
+        assert_eq!(parse_buffer_kb("1408\n"), Some(1408));
+        assert_eq!(parse_buffer_kb("7 (expanded: 1408)\n"), Some(1408));
+        assert_eq!(parse_buffer_kb("X\n"), None);
+    }
+}

@@ -1,0 +1,220 @@
+//! Counters shared by the reader and writer threads, the status line shown
+//! on a terminal while recording, and the summary at the end.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// What one CPU's reader has done so far.
+#[derive(Debug, Default)]
+pub struct CpuCounters {
+    pub events: AtomicU64,
+    pub subbufs: AtomicU64,
+    pub data_bytes: AtomicU64,
+    /// Events the kernel flagged as missed in the sub-buffers read.
+    pub missed: AtomicU64,
+    /// Times the reader found the writer's queue full and had to wait.
+    pub backpressure: AtomicU64,
+}
+
+/// All counters.
+#[derive(Debug)]
+pub struct Counters {
+    pub cpus: Vec<(u32, CpuCounters)>,
+    /// Bytes written to the log.
+    pub written: AtomicU64,
+}
+
+impl Counters {
+    pub fn new(cpus: &[u32]) -> Counters {
+        Counters {
+            cpus: cpus.iter().map(|&c| (c, CpuCounters::default())).collect(),
+            written: AtomicU64::new(0),
+        }
+    }
+    pub fn cpu(&self, cpu: u32) -> Option<&CpuCounters> {
+        self.cpus.iter().find(|(c, _)| *c == cpu).map(|(_, k)| k)
+    }
+    pub fn events(&self) -> u64 {
+        self.cpus.iter().map(|(_, k)| k.events.load(Relaxed)).sum()
+    }
+    pub fn backpressure(&self) -> u64 {
+        self.cpus
+            .iter()
+            .map(|(_, k)| k.backpressure.load(Relaxed))
+            .sum()
+    }
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `1536` → `1.5 KiB`.
+pub fn bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} {}", UNITS[0])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Whether to color: a terminal, and NO_COLOR unset or empty.
+pub fn use_color(tty: bool) -> bool {
+    tty && !matches!(std::env::var_os("NO_COLOR"), Some(v) if !v.is_empty())
+}
+
+fn paint(color: bool, code: &str, s: &str) -> String {
+    if color {
+        format!("\x1b[{code}m{s}\x1b[0m")
+    } else {
+        s.to_string()
+    }
+}
+
+/// `cpu0 0, cpu1 12`, highlighting non-zero losses.
+fn lost_list(lost: &[(u32, u64)], color: bool) -> String {
+    lost.iter()
+        .map(|(c, n)| {
+            let s = format!("cpu{c} {}", thousands(*n));
+            if *n > 0 {
+                paint(color, "31", &s)
+            } else {
+                s
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The live status line (stderr on a terminal only).
+pub struct StatusLine {
+    color: bool,
+    start: Instant,
+    last: Instant,
+    last_events: u64,
+    last_written: u64,
+    shown: bool,
+}
+
+impl StatusLine {
+    pub fn new(color: bool) -> StatusLine {
+        let now = Instant::now();
+        StatusLine {
+            color,
+            start: now,
+            last: now,
+            last_events: 0,
+            last_written: 0,
+            shown: false,
+        }
+    }
+
+    /// Redraws the line: rates since the last call, losses so far.
+    pub fn update(&mut self, c: &Counters, lost: &[(u32, u64)]) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last).as_secs_f64().max(1e-3);
+        let ev = c.events();
+        let wr = c.written.load(Relaxed);
+        let line = format!(
+            "{:>7.1}s  {} events/s  {}/s written  lost: {}",
+            now.duration_since(self.start).as_secs_f64(),
+            thousands(((ev - self.last_events.min(ev)) as f64 / dt) as u64),
+            bytes((wr - self.last_written.min(wr)) as f64 / dt),
+            lost_list(lost, self.color),
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[K{line}");
+        let _ = err.flush();
+        self.shown = true;
+        self.last = now;
+        self.last_events = ev;
+        self.last_written = wr;
+    }
+
+    /// Erases the line before other output.
+    pub fn clear(&mut self) {
+        if self.shown {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+            self.shown = false;
+        }
+    }
+}
+
+/// The figures of the summary printed at the end.
+pub struct Summary {
+    pub elapsed: Duration,
+    pub events: u64,
+    pub cpus: usize,
+    pub written: u64,
+    pub lost: Vec<(u32, u64)>,
+    pub backpressure: u64,
+    pub cpu_time: Duration,
+    pub peak_rss_kib: u64,
+    pub reason: String,
+    pub output: String,
+}
+
+impl Summary {
+    pub fn render(&self, color: bool) -> String {
+        let secs = self.elapsed.as_secs_f64().max(1e-3);
+        let per_event = if self.events > 0 {
+            format!("{:.1} B/event", self.written as f64 / self.events as f64)
+        } else {
+            "no events".into()
+        };
+        let mut s = format!(
+            "kmemtraced: {} events in {:.1} s on {} CPUs ({} events/s); {} written to {} ({}); lost: {}; recorder CPU {:.2} s, peak RSS {} KiB; stopped: {}",
+            thousands(self.events),
+            secs,
+            self.cpus,
+            thousands((self.events as f64 / secs) as u64),
+            bytes(self.written as f64),
+            self.output,
+            per_event,
+            lost_list(&self.lost, color),
+            self.cpu_time.as_secs_f64(),
+            thousands(self.peak_rss_kib),
+            self.reason,
+        );
+        if self.backpressure > 0 {
+            s.push_str(&format!(
+                "; readers waited {} times for the writer",
+                thousands(self.backpressure)
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(lost_list(&[(0, 0), (1, 1200)], false), "cpu0 0, cpu1 1,200");
+    }
+}

@@ -1,0 +1,204 @@
+//! Every system call the recorder makes that std does not wrap: signals,
+//! poll, pipes, thread ids, resource usage, mounting, and starting the traced
+//! command with its pid already in the event filter. The only module allowed
+//! `unsafe` (for `CommandExt::pre_exec`).
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+/// Signals that stop a recording, plus SIGCHLD for the traced command.
+const HANDLED: [Signal; 5] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGCHLD,
+];
+
+/// Blocks the stop signals in the calling thread (threads spawned later
+/// inherit the mask) and returns a descriptor that reads them.
+pub fn block_signals() -> io::Result<SignalFd> {
+    let mut set = SigSet::empty();
+    for s in HANDLED {
+        set.add(s);
+    }
+    set.thread_block().map_err(io::Error::from)?;
+    SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(io::Error::from)
+}
+
+/// Reads the pending signals from a signal descriptor (non-blocking).
+pub fn pending_signals(sfd: &SignalFd) -> Vec<Signal> {
+    let mut out = Vec::new();
+    while let Ok(Some(info)) = sfd.read_signal() {
+        if let Ok(s) = Signal::try_from(info.ssi_signo as i32) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes; returns which
+/// are readable (POLLIN, or an error/hangup condition, which a read will
+/// report). Interrupted waits count as a timeout.
+pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    let t = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    match nix::poll::poll(&mut pfds, t) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(vec![false; fds.len()]),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(pfds
+        .iter()
+        .map(|p| {
+            p.revents().is_some_and(|r| {
+                r.intersects(
+                    PollFlags::POLLIN
+                        | PollFlags::POLLERR
+                        | PollFlags::POLLHUP
+                        | PollFlags::POLLNVAL,
+                )
+            })
+        })
+        .collect())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+/// Writes one byte to a pipe (used to wake pollers).
+pub fn poke(fd: BorrowedFd<'_>) {
+    let _ = nix::unistd::write(fd, b"x");
+}
+
+/// The calling thread's kernel task id.
+pub fn gettid() -> i32 {
+    nix::unistd::gettid().as_raw()
+}
+
+/// Whether we run as root (effective uid 0).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// `uname`: (sysname, nodename, release, version, machine).
+pub fn uname() -> Option<[String; 5]> {
+    let u = nix::sys::utsname::uname().ok()?;
+    let s = |x: &std::ffi::OsStr| x.to_string_lossy().into_owned();
+    Some([
+        s(u.sysname()),
+        s(u.nodename()),
+        s(u.release()),
+        s(u.version()),
+        s(u.machine()),
+    ])
+}
+
+/// The page size.
+pub fn page_size() -> Option<u32> {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|v| u32::try_from(v).ok())
+}
+
+/// This process's CPU time (user + system, all threads) and peak RSS in KiB.
+pub fn self_usage() -> (Duration, u64) {
+    use nix::sys::resource::{getrusage, UsageWho};
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let tv = |t: nix::sys::time::TimeVal| {
+                Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
+            };
+            (
+                tv(u.user_time()) + tv(u.system_time()),
+                u.max_rss().max(0) as u64,
+            )
+        }
+        Err(_) => (Duration::ZERO, 0),
+    }
+}
+
+/// Mounts tracefs at `dir`.
+pub fn mount_tracefs(dir: &Path) -> io::Result<()> {
+    nix::mount::mount(
+        Some("nodev"),
+        dir,
+        Some("tracefs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Sends `sig` to `pid`.
+pub fn kill(pid: u32, sig: Signal) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), sig);
+    }
+}
+
+/// Starts `cmd`. With `pid_filter` (an open, non-truncating handle on the
+/// instance's `set_event_pid`), the child writes its own pid there between
+/// fork and exec, so the filter holds before the command's first
+/// instruction (trace-cmd's `-F` does the same).
+pub fn spawn_command(cmd: &mut Command, pid_filter: Option<File>) -> io::Result<Child> {
+    if let Some(mut f) = pid_filter {
+        // SAFETY: the closure runs in the child between fork and exec; it
+        // only calls getpid and write(2) on a stack buffer, both
+        // async-signal-safe, and allocates nothing.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut buf = [0u8; 24];
+                let n = format_decimal(std::process::id(), &mut buf);
+                f.write_all(&buf[buf.len() - n..])
+            });
+        }
+    }
+    cmd.spawn()
+}
+
+/// Writes `v` in decimal with a trailing newline at the end of `buf`;
+/// returns the number of bytes used (no allocation).
+fn format_decimal(mut v: u32, buf: &mut [u8; 24]) -> usize {
+    let mut i = buf.len() - 1;
+    buf[i] = b'\n';
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.len() - i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal() {
+        let mut b = [0u8; 24];
+        let n = format_decimal(4_294_967_295, &mut b);
+        assert_eq!(&b[24 - n..], b"4294967295\n");
+        let n = format_decimal(0, &mut b);
+        assert_eq!(&b[24 - n..], b"0\n");
+    }
+}

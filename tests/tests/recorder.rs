@@ -1,0 +1,630 @@
+//! kmemtraced against the real kernel: real workloads recorded, decoded
+//! with the library, and checked. Each test traces in the recorder's own
+//! instance (named after its pid), so tests run in parallel with each other
+//! and with everyone else's.
+
+mod common;
+
+use kmemtrace_format::kmem::KmemKind;
+use kmemtrace_format::log::Log;
+use kmemtrace_format::reader::{Item, LogReader};
+use kmemtrace_format::records::{MetaKind, Record};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// One decoded kmem event.
+#[derive(Debug, Clone)]
+#[allow(dead_code)]
+struct Ev {
+    cpu: u32,
+    ts: u64,
+    kind: KmemKind,
+    pid: i32,
+    cache: Option<String>,
+    order: u32,
+}
+
+/// Decodes every kmem event of a log (panicking on any problem).
+fn decode(path: &Path) -> (Log, Vec<Ev>) {
+    let log = Log::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        log.problems.is_empty(),
+        "{}: problems {:?}",
+        path.display(),
+        log.problems
+    );
+    let dec = log.kmem_decoder();
+    let mut evs = Vec::new();
+    for cpu in log.cpus() {
+        log.visit_cpu(
+            cpu,
+            |v| {
+                let sb = v.subbuf.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
+                for r in sb.data_events(log.endian) {
+                    let (_, ts, payload) = r.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
+                    if let Some(k) = dec.decode(log.endian, payload).expect("kmem record") {
+                        evs.push(Ev {
+                            cpu,
+                            ts,
+                            kind: k.kind,
+                            pid: k.pid,
+                            cache: k.cache_name.map(str::to_string),
+                            order: k.order,
+                        });
+                    }
+                }
+            },
+            |p| panic!("{p}"),
+        );
+    }
+    (log, evs)
+}
+
+fn kmemtraced() -> Command {
+    Command::new(common::bin("kmemtraced"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run kmemtraced");
+    eprintln!("stderr: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn read_pid(p: &Path) -> i32 {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn instance_prefix(pid: u32) -> String {
+    format!("kmemtraced-{pid}-")
+}
+
+/// Waits until `f` holds or `secs` pass.
+fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A shell workload that writes its pid to `pidfile`, then opens
+/// /dev/null `n` times (each open allocates a `struct file` from `filp`).
+fn opener(pidfile: &Path, n: u32) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "echo $$ > {}; i=0; while [ $i -lt {n} ]; do exec 3</dev/null; i=$((i+1)); done",
+            pidfile.display()
+        ),
+    ]
+}
+
+#[test]
+fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
+    if common::tracefs_or_skip("file_opens_show_as_kmem_cache_alloc_with_the_pid").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("opens.kmt");
+    let pidfile = d.path().join("pid");
+    let n = 500;
+    let out = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .arg("--")
+        .args(opener(&pidfile, n)));
+    assert_eq!(out.status.code(), Some(0));
+    let pid = read_pid(&pidfile);
+    let (l, evs) = decode(&log);
+    let end = l.end.as_ref().expect("END block");
+    assert_eq!(end.reason, "command exited 0");
+    assert_eq!(end.exit_status, Some(0));
+    let mine: Vec<&Ev> = evs
+        .iter()
+        .filter(|e| e.pid == pid && e.kind == KmemKind::KmemCacheAlloc)
+        .collect();
+    assert!(
+        mine.len() >= n as usize,
+        "{} kmem_cache_alloc events with pid {pid}, expected at least {n}",
+        mine.len()
+    );
+    let filp = mine
+        .iter()
+        .filter(|e| e.cache.as_deref() == Some("filp"))
+        .count();
+    if mine.iter().any(|e| e.cache.is_some()) {
+        assert!(filp >= n as usize, "{filp} filp allocations, expected {n}");
+    }
+    // Metadata a reader needs is there.
+    assert_eq!(
+        l.arch
+            .instance
+            .as_deref()
+            .map(|s| s.starts_with("kmemtraced-")),
+        Some(true)
+    );
+    assert!(l.meta(MetaKind::Kallsyms, "").is_some());
+    assert!(l.meta(MetaKind::HeaderEvent, "").is_some());
+    assert!(l
+        .meta(MetaKind::EventFormat, "kmem/kmem_cache_alloc")
+        .is_some());
+    assert!(
+        l.pids.comm(pid).is_some(),
+        "pid {pid} has no comm in the log"
+    );
+    for cpu in l.cpus() {
+        assert!(
+            l.cpu_stats(cpu, kmemtrace_format::records::StatsPhase::Start)
+                .count()
+                == 1
+        );
+        assert!(
+            l.cpu_stats(cpu, kmemtrace_format::records::StatsPhase::End)
+                .count()
+                == 1
+        );
+    }
+    // Instance removed.
+    assert!(common::instances_with_prefix(l.arch.instance.as_deref().unwrap()).is_empty());
+}
+
+#[test]
+fn touching_mapped_memory_shows_page_allocations() {
+    if common::tracefs_or_skip("touching_mapped_memory_shows_page_allocations").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("pages.kmt");
+    let pidfile = d.path().join("pid");
+    // dd mallocs (mmaps) an 8 MiB buffer and fills it from /dev/zero:
+    // every page of it is faulted in.
+    let script = format!(
+        "echo $$ > {}; exec dd if=/dev/zero of=/dev/null bs=8M count=3 status=none",
+        pidfile.display()
+    );
+    let out = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .arg("-F")
+        .args(["--", "sh", "-c", &script]));
+    assert_eq!(out.status.code(), Some(0));
+    let pid = read_pid(&pidfile);
+    let (l, evs) = decode(&log);
+    assert!(l.end.is_some());
+    let pages: u64 = evs
+        .iter()
+        .filter(|e| e.pid == pid && e.kind == KmemKind::MmPageAlloc)
+        .map(|e| 1u64 << e.order.min(20))
+        .sum();
+    assert!(
+        pages >= 2048,
+        "dd touched 8 MiB but only {pages} pages were allocated for pid {pid}"
+    );
+    // -F: nothing but the command (and what it forks) is recorded.
+    let others = evs.iter().filter(|e| e.pid != pid && e.pid != 0).count();
+    assert!(
+        others * 20 < evs.len(),
+        "{others} of {} events are from other processes despite -F",
+        evs.len()
+    );
+    assert!(evs
+        .iter()
+        .any(|e| e.pid == pid
+            && matches!(e.kind, KmemKind::MmPageFree | KmemKind::MmPageFreeBatched)));
+}
+
+#[test]
+fn streaming_to_stdout_gives_the_same_log_as_a_file_and_two_recorders_run_at_once() {
+    if common::tracefs_or_skip("streaming_to_stdout").is_none() {
+        return;
+    }
+    let d = tmp();
+    let file_log = d.path().join("file.kmt");
+    let pipe_log = d.path().join("pipe.kmt");
+    let (pa, pb) = (d.path().join("a.pid"), d.path().join("b.pid"));
+    let n = 300;
+    // Two recorders at once, each following its own command: one to a
+    // file, one to a pipe the test drains.
+    let mut a = kmemtraced()
+        .arg("-o")
+        .arg(&file_log)
+        .arg("-F")
+        .arg("--")
+        .args(opener(&pa, n))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut b = kmemtraced()
+        .args(["-o", "-", "-F", "--"])
+        .args(opener(&pb, n))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut streamed = Vec::new();
+    std::io::Read::read_to_end(b.stdout.as_mut().unwrap(), &mut streamed).unwrap();
+    let (sa, sb) = (a.wait().unwrap(), b.wait().unwrap());
+    assert!(sa.success() && sb.success(), "{sa} {sb}");
+    std::fs::write(&pipe_log, &streamed).unwrap();
+
+    let (la, ea) = decode(&file_log);
+    let (lb, eb) = decode(&pipe_log);
+    assert_ne!(la.arch.instance, lb.arch.instance, "instances must differ");
+    for (l, evs, pidfile) in [(&la, &ea, &pa), (&lb, &eb, &pb)] {
+        let pid = read_pid(pidfile);
+        let end = l.end.as_ref().expect("END");
+        assert_eq!(end.reason, "command exited 0");
+        let filp = evs
+            .iter()
+            .filter(|e| e.pid == pid && e.kind == KmemKind::KmemCacheAlloc)
+            .count();
+        assert!(filp >= n as usize, "{filp} < {n} for {}", l.name);
+    }
+    // Same content: the same kinds of blocks and the same metadata.
+    assert_eq!(la.arch.subbuf_size, lb.arch.subbuf_size);
+    assert_eq!(la.arch.events, lb.arch.events);
+    let kinds = |l: &Log| {
+        let mut v: Vec<(MetaKind, String)> =
+            l.metas.iter().map(|m| (m.kind, m.name.clone())).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(kinds(&la), kinds(&lb));
+    for kind in [
+        MetaKind::HeaderPage,
+        MetaKind::HeaderEvent,
+        MetaKind::PrintkFormats,
+    ] {
+        assert_eq!(
+            la.meta(kind, "").map(|m| &m.content),
+            lb.meta(kind, "").map(|m| &m.content),
+            "{kind:?}"
+        );
+    }
+    for f in &la.formats {
+        let g = lb
+            .formats
+            .iter()
+            .find(|g| g.id == f.id)
+            .expect("same formats");
+        assert_eq!(f, g);
+    }
+    let mode = std::fs::metadata(&file_log).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn sigkill_leaves_a_readable_prefix_and_cleanup_removes_the_instance() {
+    if common::tracefs_or_skip("sigkill_leaves_a_readable_prefix").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("killed.kmt");
+    let mut rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["--flush-interval", "100ms", "-q"])
+        .spawn()
+        .unwrap();
+    let prefix = instance_prefix(rec.id());
+    // Wait for some CPU data on disk, making allocations meanwhile.
+    let has_data = |p: &PathBuf| {
+        let Ok(f) = std::fs::File::open(p) else {
+            return false;
+        };
+        let Ok(r) = LogReader::new(f) else {
+            return false;
+        };
+        r.filter_map(|i| i.ok())
+            .any(|i| matches!(i, Item::Block(b) if b.header.block_type == kmemtrace_format::block::BlockType::CpuData))
+    };
+    let ok = wait_until(15, || {
+        let _ = std::fs::read_dir("/proc").map(|d| d.count());
+        has_data(&log)
+    });
+    assert!(ok, "no CPU data written within 15 s");
+    assert_eq!(common::instances_with_prefix(&prefix).len(), 1);
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+
+    // Every complete block is intact; no END.
+    let f = std::fs::File::open(&log).unwrap();
+    let mut blocks = 0;
+    let mut cpu_blocks = 0;
+    let mut ended = false;
+    for item in LogReader::new(f).unwrap() {
+        match item.unwrap() {
+            Item::Block(b) => {
+                let payload = b.payload().unwrap();
+                let rec = Record::decode(b.header.block_type, &payload, Some(4096)).unwrap();
+                blocks += 1;
+                match rec {
+                    Record::CpuData(_) => cpu_blocks += 1,
+                    Record::End(_) => ended = true,
+                    _ => {}
+                }
+            }
+            Item::Damage(dmg) => panic!("damage in a killed log: {dmg}"),
+            Item::Truncated(_) => {} // a block cut mid-write is allowed
+        }
+    }
+    assert!(
+        blocks > 3 && cpu_blocks > 0,
+        "{blocks} blocks, {cpu_blocks} CPU data"
+    );
+    assert!(!ended);
+    let (l, evs) = decode(&log);
+    assert!(l.end.is_none());
+    assert!(!evs.is_empty());
+
+    // The killed recorder's instance is left (unless a recorder started
+    // meanwhile by another test removed it): --cleanup removes it.
+    let out = run(kmemtraced().arg("--cleanup"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(common::instances_with_prefix(&prefix).is_empty());
+}
+
+#[test]
+fn sigint_stops_cleanly_and_the_instance_is_gone() {
+    if common::tracefs_or_skip("sigint_stops_cleanly").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("int.kmt");
+    // An existing world-readable file is tightened to 0600.
+    std::fs::write(&log, b"old").unwrap();
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["-e", "kmalloc,kfree"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = instance_prefix(rec.id());
+    assert!(wait_until(10, || common::instances_with_prefix(&prefix)
+        .len()
+        == 1));
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&rec, "INT");
+    let out = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped: signal SIGINT"), "{err}");
+    assert!(err.contains("events in"), "summary: {err}");
+    assert!(common::instances_with_prefix(&prefix).is_empty());
+    let (l, evs) = decode(&log);
+    assert_eq!(l.end.as_ref().unwrap().reason, "signal SIGINT");
+    assert_eq!(l.arch.events.as_deref(), Some("kmem:kmalloc,kmem:kfree"));
+    assert!(evs
+        .iter()
+        .all(|e| matches!(e.kind, KmemKind::Kmalloc | KmemKind::Kfree)));
+    let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn duration_and_command_status() {
+    if common::tracefs_or_skip("duration_and_command_status").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("dur.kmt");
+    let t = Instant::now();
+    let out = run(kmemtraced().arg("-o").arg(&log).args(["-d", "700ms", "-q"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(t.elapsed() >= Duration::from_millis(700));
+    assert!(out.stderr.is_empty(), "-q prints nothing");
+    let (l, _) = decode(&log);
+    assert_eq!(l.end.as_ref().unwrap().reason, "duration");
+
+    // The command's failure is recorded, not propagated.
+    let log2 = d.path().join("fail.kmt");
+    let out = run(kmemtraced()
+        .arg("-o")
+        .arg(&log2)
+        .args(["-q", "--", "sh", "-c", "exit 3"]));
+    assert_eq!(out.status.code(), Some(0));
+    let (l, _) = decode(&log2);
+    let end = l.end.unwrap();
+    assert_eq!(end.reason, "command exited 3");
+    assert_eq!(end.exit_status, Some(3));
+}
+
+#[test]
+fn bad_input_gets_one_line_and_a_documented_code() {
+    let d = tmp();
+    let log = d.path().join("x.kmt");
+    let one_line = |o: &Output| {
+        let s = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(s.trim_end().lines().count(), 1, "one line: {s}");
+        assert!(!s.contains("panicked"), "{s}");
+    };
+    // Usage errors: exit 2.
+    let o = run(kmemtraced().arg("-o").arg(&log).args(["-d", "ten"]));
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(kmemtraced().arg("-o").arg(&log).args(["--compress", "99"]));
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(kmemtraced().args(["-F"]).arg("-o").arg(&log));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    let o = run(kmemtraced().arg("-d").arg("1s"));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    let help = run(kmemtraced().arg("--help"));
+    assert_eq!(help.status.code(), Some(0));
+    let h = String::from_utf8_lossy(&help.stdout);
+    assert!(h.contains("Exit status") && h.contains("Examples"), "{h}");
+
+    if common::tracefs_or_skip("bad_input (tracefs part)").is_none() {
+        return;
+    }
+    let o = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["-e", "kmem:no_such_event"]));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    assert!(!log.exists(), "no output for a refused run");
+    let o = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["--clock", "sundial"]));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    let o = run(kmemtraced().arg("-o").arg(&log).args(["-p", "999999999"]));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    let link = d.path().join("link.kmt");
+    std::os::unix::fs::symlink(d.path().join("target"), &link).unwrap();
+    let o = run(kmemtraced().arg("-o").arg(&link).args(["-d", "1s"]));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    let o = run(kmemtraced().arg("-o").arg(d.path().join("c.kmt")).args([
+        "-q",
+        "--",
+        "/nonexistent/command",
+    ]));
+    assert_eq!(o.status.code(), Some(1));
+    one_line(&o);
+}
+
+#[test]
+fn pid_filter_follows_forks() {
+    if common::tracefs_or_skip("pid_filter_follows_forks").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("pid.kmt");
+    let go = d.path().join("go");
+    let kidfile = d.path().join("kid");
+    // A shell that waits for `go`, then forks a child that opens files.
+    let script = format!(
+        "while [ ! -e {go} ]; do sleep 0.05; done; sh -c 'echo $$ > {kid}; i=0; while [ $i -lt 200 ]; do exec 3</dev/null; i=$((i+1)); done'",
+        go = go.display(),
+        kid = kidfile.display()
+    );
+    let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["-p", &target.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = instance_prefix(rec.id());
+    // Tracing starts once the events are enabled: wait for set_event_pid.
+    let tfs = common::tracefs().unwrap();
+    assert!(wait_until(10, || {
+        common::instances_with_prefix(&prefix)
+            .first()
+            .is_some_and(|i| {
+                std::fs::read_to_string(
+                    tfs.join("instances")
+                        .join(i)
+                        .join("events/kmem/kmalloc/enable"),
+                )
+                .is_ok_and(|s| s.trim() == "1")
+            })
+    }));
+    std::fs::write(&go, b"").unwrap();
+    target.wait().unwrap();
+    signal(&rec, "TERM");
+    let out = rec.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kid = read_pid(&kidfile);
+    let (l, evs) = decode(&log);
+    assert_eq!(l.end.as_ref().unwrap().reason, "signal SIGTERM");
+    let kid_allocs = evs
+        .iter()
+        .filter(|e| e.pid == kid && e.kind == KmemKind::KmemCacheAlloc)
+        .count();
+    assert!(kid_allocs >= 200, "forked child: {kid_allocs} allocations");
+    // Everything else comes from the target's other descendants (its
+    // `sleep`s), or from interrupts (pid 0).
+    let allowed = [kid, target.id() as i32, 0];
+    for e in evs.iter().filter(|e| !allowed.contains(&e.pid)) {
+        let comm = l.pids.comm(e.pid).unwrap_or("?");
+        assert!(
+            comm == "sleep" || comm == "sh",
+            "event of pid {} ({comm}) outside the traced process tree",
+            e.pid
+        );
+    }
+}
+
+#[test]
+fn boot_mode_drains_the_top_level_buffer_without_changing_it() {
+    let Some(tfs) = common::tracefs_or_skip("boot_mode") else {
+        return;
+    };
+    let read = |f: &str| std::fs::read_to_string(tfs.join(f)).unwrap_or_default();
+    let before = (
+        read("set_event"),
+        read("tracing_on"),
+        read("buffer_size_kb"),
+    );
+    let d = tmp();
+    let log = d.path().join("boot.kmt");
+    let rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["--boot", "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = instance_prefix(rec.id());
+    let mut rec = rec;
+    let mut saw_instance = false;
+    while rec.try_wait().unwrap().is_none() {
+        saw_instance |= !common::instances_with_prefix(&prefix).is_empty();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = rec.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!saw_instance, "boot mode must not create an instance");
+    assert_eq!(
+        before,
+        (
+            read("set_event"),
+            read("tracing_on"),
+            read("buffer_size_kb")
+        )
+    );
+    let (l, _) = decode(&log);
+    assert_eq!(l.arch.instance.as_deref(), Some(""));
+    assert_eq!(l.end.as_ref().unwrap().reason, "boot drain");
+    assert!(l.header_page.is_some());
+}
