@@ -248,27 +248,31 @@ impl LogBuilder {
             end: EndPadding::Filler,
             ..PageSpec::default()
         };
-        let flush =
-            |spec: &mut PageSpec, pages: &mut Vec<Vec<u8>>| -> Result<(), EncodeError> {
-                if spec.records.is_empty() && spec.missed == Missed::None {
-                    return Ok(());
-                }
-                let p = match self.arch.byte_order {
-                    RunTimeEndian::Little => encode_subbuf(crate::LittleEndian, &layout, spec)?,
-                    RunTimeEndian::Big => encode_subbuf(crate::BigEndian, &layout, spec)?,
-                };
-                pages.push(p.bytes);
-                *spec = PageSpec {
-                    end: EndPadding::Filler,
-                    ..PageSpec::default()
-                };
-                Ok(())
+        let flush = |spec: &mut PageSpec, pages: &mut Vec<Vec<u8>>| -> Result<(), EncodeError> {
+            if spec.records.is_empty() && spec.missed == Missed::None {
+                return Ok(());
+            }
+            let p = match self.arch.byte_order {
+                RunTimeEndian::Little => encode_subbuf(crate::LittleEndian, &layout, spec)?,
+                RunTimeEndian::Big => encode_subbuf(crate::BigEndian, &layout, spec)?,
             };
+            pages.push(p.bytes);
+            *spec = PageSpec {
+                end: EndPadding::Filler,
+                ..PageSpec::default()
+            };
+            Ok(())
+        };
         for r in recs {
             let rec = match r {
                 SynthRecord::Lost(m) => {
                     flush(&mut spec, &mut pages)?;
                     spec.missed = *m;
+                    if matches!(m, Missed::Count(_)) {
+                        // An end-of-page filler would leave no room for the
+                        // count (the kernel then sets only the flag).
+                        spec.end = EndPadding::None;
+                    }
                     continue;
                 }
                 SynthRecord::Event { ts, payload } => EncRecord::Event {
@@ -300,11 +304,20 @@ impl LogBuilder {
         Ok(pages)
     }
 
+    /// Whether `spec` encodes into one sub-buffer, keeping room for a
+    /// stored lost-event count where one is asked for (the kernel drops the
+    /// count when the page is full; a builder asked for one must keep it).
     fn fits(&self, layout: &SubBufLayout, spec: &PageSpec) -> Result<(), EncodeError> {
-        match self.arch.byte_order {
-            RunTimeEndian::Little => encode_subbuf(crate::LittleEndian, layout, spec).map(|_| ()),
-            RunTimeEndian::Big => encode_subbuf(crate::BigEndian, layout, spec).map(|_| ()),
+        let page = match self.arch.byte_order {
+            RunTimeEndian::Little => encode_subbuf(crate::LittleEndian, layout, spec)?,
+            RunTimeEndian::Big => encode_subbuf(crate::BigEndian, layout, spec)?,
+        };
+        if matches!(spec.missed, Missed::Count(_)) && page.lost_events.is_none() {
+            return Err(EncodeError::PageFull {
+                index: spec.records.len().saturating_sub(1),
+            });
         }
+        Ok(())
     }
 
     /// Writes the log. CPU data blocks of different CPUs are interleaved
