@@ -317,3 +317,108 @@ proptest! {
         }
     }
 }
+
+/// One block to write in the round-trip property.
+#[derive(Debug, Clone)]
+enum Op {
+    Meta(u16, String, Vec<u8>),
+    Stats(u32, u8, Vec<u8>),
+    Cpu(u32, u8),
+    Note(bool, String),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (
+            1u16..10,
+            "[a-z/_]{0,20}",
+            proptest::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|(k, n, c)| Op::Meta(k, n, c)),
+        (
+            0u32..4,
+            0u8..3,
+            proptest::collection::vec(any::<u8>(), 0..200)
+        )
+            .prop_map(|(c, p, t)| Op::Stats(c, p, t)),
+        (0u32..4, 1u8..4).prop_map(|(c, n)| Op::Cpu(c, n)),
+        (any::<bool>(), "\\PC{0,40}").prop_map(|(w, t)| Op::Note(w, t)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Whatever is written is read back, block for block, in order, with
+    /// per-CPU sequence numbers and END totals that add up.
+    #[test]
+    fn write_read_round_trip(ops in proptest::collection::vec(op(), 0..24), level in prop_oneof![Just(None), (1i32..6).prop_map(Some)]) {
+        let c = level.map_or(Compression::None, Compression::Zstd);
+        let a = ArchTag::new(RunTimeEndian::Big, 4, 4096, 12);
+        let mut w = LogWriter::new(Vec::new(), &a, c).unwrap();
+        let mut seq = std::collections::BTreeMap::<u32, (u64, u64)>::new();
+        for o in &ops {
+            match o {
+                Op::Meta(k, n, content) => w.write_meta(&Meta {
+                    kind: MetaKind::from_u16(*k),
+                    name: n.clone(),
+                    id: None,
+                    content: content.clone(),
+                }).unwrap(),
+                Op::Stats(cpu, p, t) => w.write_stats(&StatsRecord {
+                    cpu: *cpu,
+                    phase: match p { 0 => StatsPhase::Start, 1 => StatsPhase::Periodic, _ => StatsPhase::End },
+                    wall_ns: Some(u64::from(*cpu)),
+                    text: t.clone(),
+                }).unwrap(),
+                Op::Cpu(cpu, n) => {
+                    let data: Vec<u8> = (0..usize::from(*n) * 4096).map(|i| (i as u8) ^ (*cpu as u8)).collect();
+                    w.write_cpu_data(*cpu, &data).unwrap();
+                }
+                Op::Note(warn, t) => w.write_note(&NoteRecord { warning: *warn, text: t.clone() }).unwrap(),
+            }
+        }
+        let bytes = w.finish(Some(7), "prop", Some(3)).unwrap();
+        let items = read_all(&bytes).unwrap();
+        prop_assert_eq!(items.len(), ops.len() + 2);
+        let mut it = items.iter();
+        let Some(Item::Block(first)) = it.next() else { panic!() };
+        let p = first.payload().unwrap();
+        prop_assert_eq!(Record::decode(first.header.block_type, &p, None).unwrap(), Record::Arch(Box::new(a.clone())));
+        for (o, item) in ops.iter().zip(&mut it) {
+            let Item::Block(b) = item else { panic!("{item:?}") };
+            let p = b.payload().unwrap();
+            let r = Record::decode(b.header.block_type, &p, Some(4096)).unwrap();
+            match (o, r) {
+                (Op::Meta(k, n, content), Record::Meta(m)) => {
+                    prop_assert_eq!(m.kind.to_u16(), *k);
+                    prop_assert_eq!(&m.name, n);
+                    prop_assert_eq!(&m.content, content);
+                }
+                (Op::Stats(cpu, _, t), Record::Stats(s)) => {
+                    prop_assert_eq!(s.cpu, *cpu);
+                    prop_assert_eq!(&s.text, t);
+                }
+                (Op::Cpu(cpu, n), Record::CpuData(d)) => {
+                    let e = seq.entry(*cpu).or_default();
+                    prop_assert_eq!((d.cpu, d.count, d.block_seq, d.first_subbuf), (*cpu, u32::from(*n), e.0, e.1));
+                    prop_assert!(d.data.iter().enumerate().all(|(i, &x)| x == (i as u8) ^ (*cpu as u8)));
+                    e.0 += 1;
+                    e.1 += u64::from(*n);
+                }
+                (Op::Note(warn, t), Record::Note(n)) => {
+                    prop_assert_eq!(n.warning, *warn);
+                    prop_assert_eq!(&n.text, t);
+                }
+                (o, r) => panic!("wrote {o:?}, read {r:?}"),
+            }
+        }
+        let Some(Item::Block(end)) = it.next() else { panic!() };
+        let p = end.payload().unwrap();
+        let Record::End(e) = Record::decode(end.header.block_type, &p, None).unwrap() else { panic!() };
+        prop_assert_eq!(e.blocks, ops.len() as u64 + 1);
+        prop_assert_eq!(e.exit_status, Some(3));
+        for t in &e.cpus {
+            prop_assert_eq!((t.blocks, t.subbufs), seq[&t.cpu]);
+        }
+    }
+}
