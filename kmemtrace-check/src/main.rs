@@ -1,1 +1,99 @@
-fn main() {}
+//! `kmemtrace-check FILE...`: see `kmemtrace-check --help`.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use kmemtrace_check::cli::Cli;
+use kmemtrace_check::findings::thousands;
+use kmemtrace_check::human::{self, Style};
+use kmemtrace_check::{check_path, json, Options, Report};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Checks one file, showing progress on stderr if it is a terminal.
+fn check_one(path: &std::path::Path, opts: &Options, show_progress: bool) -> Report {
+    let progress = AtomicU64::new(0);
+    if !show_progress {
+        return check_path(path, opts, &progress);
+    }
+    let done = AtomicBool::new(false);
+    let name = path.display().to_string();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut shown = false;
+            let mut waited = 0u32;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                waited += 1;
+                // Only long checks get a progress line.
+                if waited >= 5 && waited % 2 == 1 {
+                    let mb = progress.load(Ordering::Relaxed) >> 20;
+                    eprint!(
+                        "\r\x1b[Kchecking {name}: {} MiB of sub-buffers",
+                        thousands(mb)
+                    );
+                    shown = true;
+                }
+            }
+            if shown {
+                eprint!("\r\x1b[K");
+            }
+        });
+        let r = check_path(path, opts, &progress);
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 3 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    if cli.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        eprintln!("kmemtrace-check: standard input (-) can be checked only once");
+        return ExitCode::from(3);
+    }
+    let opts = Options {
+        threads: cli.threads,
+    };
+    let stdout = std::io::stdout();
+    let color = stdout.is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
+    let progress = std::io::stderr().is_terminal();
+    let style = Style {
+        quiet: cli.quiet,
+        color,
+        max_listed: cli.max_problems,
+    };
+    let mut reports = Vec::new();
+    let mut worst = 0u8;
+    let mut out = stdout.lock();
+    for f in &cli.files {
+        let r = check_one(f, &opts, progress);
+        worst = worst.max(r.exit_code);
+        if let (Some(e), true) = (&r.error, !cli.json) {
+            // Unusable input: one clear line on stderr too.
+            eprintln!("kmemtrace-check: {}: {e}", r.file);
+        }
+        if !cli.json {
+            if out.write_all(human::render(&r, &style).as_bytes()).is_err() {
+                return ExitCode::from(3);
+            }
+            let _ = out.flush();
+        }
+        reports.push(r);
+    }
+    if cli.json
+        && out
+            .write_all(json::document(&reports, worst).as_bytes())
+            .is_err()
+    {
+        return ExitCode::from(3);
+    }
+    ExitCode::from(worst)
+}

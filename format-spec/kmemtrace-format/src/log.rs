@@ -142,6 +142,9 @@ pub struct Log {
     pub len: u64,
     /// Blocks of types this version does not know, skipped.
     pub unknown_blocks: u64,
+    /// Intact blocks read before the END block (all of them if there is
+    /// none), ARCH included: what END's `blocks` total counts.
+    pub blocks_before_end: u64,
     backing: Backing,
 }
 
@@ -248,6 +251,7 @@ impl Log {
         let mut unknown_blocks = 0;
         let mut pids = PidMap::new();
         let mut first_block = true;
+        let mut blocks_before_end = 0u64;
         while let Some(item) = reader.next_item()? {
             let b = match item {
                 Item::Block(b) => b,
@@ -265,6 +269,9 @@ impl Log {
             };
             let was_first = std::mem::replace(&mut first_block, false);
             let bt = b.header.block_type;
+            if end_offset.is_none() && bt != BlockType::End {
+                blocks_before_end += 1;
+            }
             if end_offset.is_some() {
                 problems.push(Problem {
                     offset: b.offset,
@@ -440,6 +447,7 @@ impl Log {
             blocks,
             len,
             unknown_blocks,
+            blocks_before_end,
             backing: Backing::File(file),
         };
         log.decode_metas(metas);
@@ -650,6 +658,7 @@ mod tests {
         assert_eq!(log.pids.comm(7), Some("sh"));
         assert_eq!(log.pids.comm(8), Some("cat"));
         assert!(log.end.is_some());
+        assert_eq!(log.blocks_before_end, log.end.as_ref().unwrap().blocks);
         assert_eq!(log.cpu_stats(1, StatsPhase::Start).count(), 1);
         let mut seen = Vec::new();
         log.visit_cpu(1, |v| seen.push((v.index, v.raw[0])), |p| panic!("{p}"));

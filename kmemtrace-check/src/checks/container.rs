@@ -1,0 +1,397 @@
+//! The container (FORMAT.md §3–§10): version, arch tag, what the block
+//! reader met (damage, truncation), block placement, per-CPU sequence
+//! numbers and the END block's totals.
+
+use super::Sink;
+use crate::findings::{thousands, Finding, Kind, Location};
+use kmemtrace_format::block::VERSION_MINOR;
+use kmemtrace_format::log::{CpuBlockRef, Log};
+use kmemtrace_format::RunTimeEndian;
+use std::collections::BTreeMap;
+
+/// What later checks need from this one.
+#[derive(Debug, Default)]
+pub struct Container {
+    /// Damaged regions: (offset, bytes skipped).
+    pub damaged: Vec<(u64, u64)>,
+    /// Per CPU: (blocks, sub-buffers) missing from the numbering.
+    pub missing: BTreeMap<u32, (u64, u64)>,
+}
+
+/// Splits `offset N: rest` into `rest` (the library's messages repeat the
+/// offset the problem already carries).
+fn strip_offset(s: &str) -> &str {
+    if let Some(rest) = s.strip_prefix("offset ") {
+        if let Some((num, tail)) = rest.split_once(": ") {
+            if num.bytes().all(|c| c.is_ascii_digit()) {
+                return tail;
+            }
+        }
+    }
+    s
+}
+
+/// The number before `word` in `s` (`skipped 123 bytes` -> 123).
+fn number_before(s: &str, word: &str) -> Option<u64> {
+    let i = s.find(word)?;
+    s[..i].split_whitespace().last()?.parse().ok()
+}
+
+/// The number after `word` in `s` (`skipped 123 bytes` -> 123).
+fn number_after(s: &str, word: &str) -> Option<u64> {
+    let i = s.find(word)? + word.len();
+    s[i..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Kind of a problem the library's `Log::open` recorded, from its text.
+fn classify(what: &str) -> Kind {
+    let has = |s: &str| what.contains(s);
+    if has("skipped ") || has("no intact block") || has("trailing bytes") {
+        Kind::Damage
+    } else if has("after the END block")
+        || has("second END")
+        || has("not the first block")
+        || has("second ARCH")
+        || has("before the ARCH block")
+    {
+        Kind::Structure
+    } else if has("implausible arch tag") || has("header_page says") {
+        Kind::Arch
+    } else if what.starts_with("META ") || what.starts_with("STATS ") {
+        Kind::Metadata
+    } else {
+        Kind::Damage
+    }
+}
+
+/// Known byte order and `long` size of `uname -m` names.
+fn machine_facts(m: &str) -> Option<(RunTimeEndian, u8)> {
+    use RunTimeEndian::{Big, Little};
+    Some(match m {
+        "x86_64" | "aarch64" | "ppc64le" | "riscv64" | "loongarch64" | "mips64el" | "alpha"
+        | "ia64" => (Little, 8),
+        "i386" | "i486" | "i586" | "i686" | "riscv32" | "mipsel" | "sh4" => (Little, 4),
+        m if m.starts_with("armv") && !m.ends_with('b') => (Little, 4),
+        "s390x" | "ppc64" | "sparc64" | "mips64" | "parisc64" | "aarch64_be" => (Big, 8),
+        "s390" | "ppc" | "sparc" | "mips" | "m68k" | "parisc" | "armeb" => (Big, 4),
+        _ => return None,
+    })
+}
+
+pub fn check(log: &Log, sink: &mut Sink) -> Container {
+    let mut out = Container::default();
+
+    // Version.
+    if log.version.1 > VERSION_MINOR {
+        sink.push(Finding::warning(
+            Kind::Note,
+            Location::at(10),
+            format!(
+                "format version {}.{} is newer than this checker's {}.{}: parts it does not know are skipped",
+                log.version.0, log.version.1, log.version.0, VERSION_MINOR
+            ),
+        ));
+    }
+    if log.unknown_blocks > 0 {
+        sink.push(Finding::warning(
+            Kind::Note,
+            Location::at(0),
+            format!(
+                "{} of unknown types skipped (written by a newer recorder?)",
+                if log.unknown_blocks == 1 {
+                    "1 block".to_string()
+                } else {
+                    format!("{} blocks", thousands(log.unknown_blocks))
+                }
+            ),
+        ));
+    }
+
+    // What Log::open met.
+    for p in &log.problems {
+        let what = strip_offset(&p.what);
+        let kind = classify(what);
+        if kind == Kind::Damage {
+            let skipped = number_after(what, "skipped ")
+                .or_else(|| number_after(what, "remaining "))
+                .or_else(|| number_before(what, " trailing bytes"))
+                .unwrap_or(0);
+            if what.contains("skipped")
+                || what.contains("no intact block")
+                || what.contains("trailing")
+            {
+                out.damaged.push((p.offset, skipped));
+            }
+        }
+        let loc = if p.offset == 0 && kind == Kind::Metadata {
+            Location {
+                exact: false,
+                ..Location::at(0)
+            }
+        } else {
+            Location::block(p.offset)
+        };
+        sink.push(Finding::error(kind, loc, what.to_string()));
+    }
+    for n in &log.notes {
+        if n.warning {
+            sink.push(Finding::warning(
+                Kind::Note,
+                Location {
+                    exact: false,
+                    ..Location::at(0)
+                },
+                format!("recorder's note: {}", n.text),
+            ));
+        }
+    }
+
+    // Truncation.
+    if let Some(t) = &log.truncated {
+        sink.push(Finding::error(
+            Kind::Truncation,
+            Location::block(t.offset),
+            format!(
+                "truncated: the log ends inside a block ({} of its {} bytes present); the blocks before it are complete",
+                thousands(t.available),
+                thousands(t.needed)
+            ),
+        ));
+    } else if log.end.is_none() {
+        sink.push(Finding::error(
+            Kind::Truncation,
+            Location::at(log.len),
+            "truncated: no END block (the recording did not finish, or the log was cut at a block boundary)",
+        ));
+    }
+
+    check_arch(log, sink);
+    check_sequences(log, sink, &mut out);
+    check_end(log, sink);
+    out
+}
+
+fn check_arch(log: &Log, sink: &mut Sink) {
+    let a = &log.arch;
+    // The ARCH block is the first block, right after the 16-byte header.
+    let at = Location::block(16);
+    if let Some(m) = a.machine.as_deref() {
+        if let Some((order, long)) = machine_facts(m) {
+            if order != a.byte_order {
+                sink.push(Finding::error(
+                    Kind::Arch,
+                    at.clone(),
+                    format!(
+                        "arch tag says {}-endian, but machine {m} is {}-endian",
+                        a.byte_order.name(),
+                        order.name()
+                    ),
+                ));
+            }
+            if long != a.long_size {
+                sink.push(Finding::error(
+                    Kind::Arch,
+                    at.clone(),
+                    format!(
+                        "arch tag says long size {}, but machine {m} has {long}-byte longs",
+                        a.long_size
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(ps) = a.page_size {
+        if ps == 0 || !ps.is_power_of_two() || a.subbuf_size % ps != 0 {
+            sink.push(Finding::error(
+                Kind::Arch,
+                at.clone(),
+                format!(
+                    "sub-buffer size {} is not a multiple of the page size {ps}",
+                    a.subbuf_size
+                ),
+            ));
+        }
+    }
+    if let Some(n) = a.nr_cpus {
+        for cpu in log.cpus() {
+            if cpu >= n {
+                sink.push(Finding::error(
+                    Kind::Arch,
+                    at.clone(),
+                    format!("data for CPU {cpu}, but the arch tag says the machine has {n} CPUs"),
+                ));
+            }
+        }
+    }
+}
+
+fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
+    let sb = u64::from(log.arch.subbuf_size);
+    let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
+    for b in &log.blocks {
+        by_cpu.entry(b.cpu).or_default().push(b);
+    }
+    for (cpu, blocks) in by_cpu {
+        let (mut seq, mut sub) = (0u64, 0u64);
+        let mut prev: Option<u64> = None;
+        let (mut miss_b, mut miss_s) = (0u64, 0u64);
+        for b in blocks {
+            let loc = Location {
+                cpu: Some(cpu),
+                ..Location::block(b.offset)
+            };
+            let since = prev.unwrap_or(0);
+            let damage: Vec<String> = out
+                .damaged
+                .iter()
+                .filter(|d| d.0 > since && d.0 < b.offset)
+                .map(|d| format!("offset {}", d.0))
+                .collect();
+            let cause = if damage.is_empty() {
+                String::new()
+            } else {
+                format!("; damaged region at {}", damage.join(", "))
+            };
+            if b.block_seq > seq || (b.block_seq == seq && b.first_subbuf > sub) {
+                let nb = b.block_seq - seq;
+                let ns = b.first_subbuf.saturating_sub(sub);
+                miss_b += nb;
+                miss_s += ns;
+                let what = match prev {
+                    Some(p) => format!("between the block at offset {p} and this one"),
+                    None => "before this, its first block".to_string(),
+                };
+                sink.push(Finding::error(
+                    Kind::Sequence,
+                    loc,
+                    format!(
+                        "CPU {cpu}: {} ({}, {} bytes) missing {what}: block_seq jumps from {} to {}{cause}",
+                        if nb == 1 { "1 block".to_string() } else { format!("{} blocks", thousands(nb)) },
+                        if ns == 1 { "1 sub-buffer".to_string() } else { format!("{} sub-buffers", thousands(ns)) },
+                        thousands(ns * sb),
+                        seq,
+                        b.block_seq
+                    ),
+                ));
+            } else if b.block_seq < seq {
+                sink.push(Finding::error(
+                    Kind::Sequence,
+                    loc,
+                    format!(
+                        "CPU {cpu}: block_seq {} repeats or goes backwards (expected {seq})",
+                        b.block_seq
+                    ),
+                ));
+            } else if b.first_subbuf < sub {
+                sink.push(Finding::error(
+                    Kind::Sequence,
+                    loc,
+                    format!(
+                        "CPU {cpu}: first_subbuf {} overlaps the previous block's sub-buffers (expected {sub})",
+                        b.first_subbuf
+                    ),
+                ));
+            }
+            seq = seq.max(b.block_seq.saturating_add(1));
+            sub = sub.max(b.first_subbuf.saturating_add(u64::from(b.count)));
+            prev = Some(b.offset);
+        }
+        out.missing.insert(cpu, (miss_b, miss_s));
+    }
+}
+
+fn check_end(log: &Log, sink: &mut Sink) {
+    let (Some(end), Some(end_off)) = (&log.end, log.end_offset) else {
+        return;
+    };
+    let at = Location::block(end_off);
+    if end.blocks != log.blocks_before_end {
+        sink.push(Finding::error(
+            Kind::EndTotals,
+            at.clone(),
+            format!(
+                "END counts {} blocks before it; the log holds {} intact ones",
+                thousands(end.blocks),
+                thousands(log.blocks_before_end)
+            ),
+        ));
+    }
+    let mut seen: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
+    for b in &log.blocks {
+        if b.offset > end_off {
+            continue;
+        }
+        let e = seen.entry(b.cpu).or_default();
+        e.0 += 1;
+        e.1 += u64::from(b.count);
+        e.2 += u64::from(b.count) * u64::from(log.arch.subbuf_size);
+    }
+    for t in &end.cpus {
+        let s = seen.remove(&t.cpu).unwrap_or_default();
+        if (t.blocks, t.subbufs, t.bytes) != s {
+            sink.push(Finding::error(
+                Kind::EndTotals,
+                at.clone(),
+                format!(
+                    "END says CPU {} wrote {} blocks, {} sub-buffers, {} bytes; the log holds {}, {}, {}",
+                    t.cpu,
+                    thousands(t.blocks),
+                    thousands(t.subbufs),
+                    thousands(t.bytes),
+                    thousands(s.0),
+                    thousands(s.1),
+                    thousands(s.2)
+                ),
+            ));
+        }
+    }
+    for (cpu, s) in seen {
+        sink.push(Finding::error(
+            Kind::EndTotals,
+            at.clone(),
+            format!(
+                "the log holds {} blocks of CPU {cpu}, which END does not list",
+                thousands(s.0)
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers() {
+        assert_eq!(strip_offset("offset 12: bad"), "bad");
+        assert_eq!(strip_offset("offset x: bad"), "offset x: bad");
+        assert_eq!(
+            number_after(
+                "CRC mismatch; skipped 123 bytes, resumed at offset 5",
+                "skipped "
+            ),
+            Some(123)
+        );
+        assert_eq!(
+            number_before("7 trailing bytes that are not a block", " trailing bytes"),
+            Some(7)
+        );
+        assert_eq!(
+            classify("CPU_DATA block after the END block"),
+            Kind::Structure
+        );
+        assert_eq!(classify("META kallsyms : x"), Kind::Metadata);
+        assert_eq!(
+            classify("META block CRC mismatch (stored 0, computed 1); skipped 3 bytes, resumed at offset 9"),
+            Kind::Damage
+        );
+        assert_eq!(classify("CPU_DATA block CRC mismatch"), Kind::Damage);
+        assert_eq!(machine_facts("armv7l"), Some((RunTimeEndian::Little, 4)));
+        assert_eq!(machine_facts("s390x"), Some((RunTimeEndian::Big, 8)));
+        assert_eq!(machine_facts("weird"), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! Lost events, from both sources, per CPU and in total.
+//!
+//! - **Sub-buffers.** `RB_MISSED_EVENTS` on a sub-buffer says events were
+//!   lost before it; `RB_MISSED_STORED` that their number follows the data.
+//!   The kernel stores `cpu_buffer->lost_events`, which
+//!   `rb_get_reader_page()` sets to the growth of the `overrun` counter since
+//!   the previous reader page: overwritten events only. The count is only
+//!   stored when a `long` fits after the data, so a full sub-buffer carries
+//!   the flag alone and its count is unknown.
+//! - **Kernel statistics** (`per_cpu/cpuN/stats`, FORMAT.md §9), end minus
+//!   start: `overrun` (`ring_buffer_overrun_cpu`: events overwritten when
+//!   the buffer wrapped, overwrite mode), `commit overrun`
+//!   (`ring_buffer_commit_overrun_cpu`: events that could not be written
+//!   because the writer wrapped into uncommitted data, e.g. an interrupt
+//!   storm) and `dropped events` (`ring_buffer_dropped_events_cpu`: events
+//!   refused because the buffer was full, non-overwrite mode). Only the
+//!   first of these ever shows in the sub-buffers.
+//!
+//! The figure reported is the statistics' total where the log has both
+//! snapshots (at least the stored counts), else the stored counts, a lower
+//! bound when some flagged sub-buffers lack a count. Where both sources
+//! exist they are compared, and disagreements are warnings.
+
+use super::container::Container;
+use super::subbufs::CpuScan;
+use super::Sink;
+use crate::findings::{
+    thousands, CpuReport, Finding, Kind, Location, LossWindow, Lost, StatsDelta, MAX_KEPT,
+};
+use kmemtrace_format::log::{Log, StatsSnapshot};
+use kmemtrace_format::records::StatsPhase;
+use kmemtrace_format::stats::CpuStats;
+use std::collections::BTreeSet;
+
+/// The statistics delta of one CPU, if the log has a start snapshot and an
+/// end (or, cut short, a periodic) one.
+fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
+    let parsed = |s: &&StatsSnapshot| s.parsed.is_some();
+    let start = log.cpu_stats(cpu, StatsPhase::Start).find(parsed)?;
+    let (end, phase) = match log.cpu_stats(cpu, StatsPhase::End).filter(parsed).last() {
+        Some(e) => (e, "end"),
+        None => (
+            log.cpu_stats(cpu, StatsPhase::Periodic)
+                .filter(parsed)
+                .last()?,
+            "periodic",
+        ),
+    };
+    let (a, b): (&CpuStats, &CpuStats) = (start.parsed.as_ref()?, end.parsed.as_ref()?);
+    let d = |x: Option<u64>, y: Option<u64>| x.unwrap_or(0).saturating_sub(y.unwrap_or(0));
+    Some(StatsDelta {
+        overrun: d(b.overrun, a.overrun),
+        commit_overrun: d(b.commit_overrun, a.commit_overrun),
+        dropped_events: d(b.dropped_events, a.dropped_events),
+        total: b.lost_since(a),
+        start_offset: start.offset,
+        end_offset: end.offset,
+        end_phase: phase,
+    })
+}
+
+fn fraction(lost: u64, recorded: u64) -> f64 {
+    let all = lost.saturating_add(recorded);
+    if all == 0 {
+        0.0
+    } else {
+        lost as f64 / all as f64
+    }
+}
+
+/// Per-CPU reports (with their losses) and the loss windows of all CPUs.
+pub fn assess(
+    log: &Log,
+    scans: Vec<CpuScan>,
+    container: &Container,
+    sink: &mut Sink,
+) -> (Vec<CpuReport>, Vec<LossWindow>) {
+    let mut cpus = Vec::new();
+    let mut windows = Vec::new();
+    let scanned: BTreeSet<u32> = scans.iter().map(|s| s.cpu).collect();
+    // CPUs without data whose statistics show losses get a row too.
+    let mut scans = scans;
+    let stat_cpus: BTreeSet<u32> = log.stats.iter().map(|s| s.record.cpu).collect();
+    for cpu in stat_cpus.difference(&scanned) {
+        if stats_delta(log, *cpu).is_some_and(|d| d.total > 0) {
+            scans.push(CpuScan {
+                cpu: *cpu,
+                ..Default::default()
+            });
+        }
+    }
+    for s in scans {
+        let cpu = s.cpu;
+        let stats = stats_delta(log, cpu);
+        let at = |off: u64| Location {
+            cpu: Some(cpu),
+            ..Location::block(off)
+        };
+        match &stats {
+            None if s.blocks > 0 => sink.push(Finding::warning(
+                Kind::Losses,
+                Location {
+                    exact: false,
+                    cpu: Some(cpu),
+                    ..Location::at(0)
+                },
+                format!(
+                    "no start and end statistics for CPU {cpu}: its losses come from the sub-buffers alone{}",
+                    if s.flag_only > 0 { ", and some have no count" } else { "" }
+                ),
+            )),
+            None => {}
+            Some(d) => {
+                if s.stored_lost > d.overrun {
+                    sink.push(Finding::warning(
+                        Kind::Losses,
+                        at(d.end_offset),
+                        format!(
+                            "CPU {cpu}: sub-buffers count {} lost events, more than the kernel's overrun counter grew ({})",
+                            thousands(s.stored_lost),
+                            thousands(d.overrun)
+                        ),
+                    ));
+                }
+                if s.flagged > 0 && d.overrun == 0 {
+                    sink.push(Finding::warning(
+                        Kind::Losses,
+                        at(d.end_offset),
+                        format!(
+                            "CPU {cpu}: {} sub-buffers carry the missed-events flag, but the kernel's overrun counter did not grow",
+                            thousands(s.flagged)
+                        ),
+                    ));
+                }
+                if s.flagged == 0 && d.overrun > 0 && s.blocks > 0 {
+                    sink.push(Finding::warning(
+                        Kind::Losses,
+                        at(d.end_offset),
+                        format!(
+                            "CPU {cpu}: the kernel overwrote {} events, but no sub-buffer carries the missed-events flag",
+                            thousands(d.overrun)
+                        ),
+                    ));
+                }
+            }
+        }
+        let events = match &stats {
+            Some(d) => d.total.max(s.stored_lost),
+            None => s.stored_lost,
+        };
+        let lost = Lost {
+            events,
+            lower_bound: stats.is_none() && s.flag_only > 0,
+            fraction: fraction(events, s.events),
+            source: if stats.is_some() {
+                "stats"
+            } else if s.flagged > 0 {
+                "subbufs"
+            } else {
+                "none"
+            },
+            subbuf_stored: s.stored_lost,
+            subbuf_flagged: s.flagged,
+            subbuf_flag_only: s.flag_only,
+            stats,
+        };
+        let (missing_blocks, missing_subbufs) =
+            container.missing.get(&cpu).copied().unwrap_or_default();
+        sink.problems.extend(s.problems);
+        sink.warnings.extend(s.warnings);
+        for w in s.windows {
+            if windows.len() < MAX_KEPT {
+                windows.push(w);
+            }
+        }
+        cpus.push(CpuReport {
+            cpu,
+            blocks: s.blocks,
+            subbufs: s.subbufs,
+            data_bytes: s.data_bytes,
+            events: s.events,
+            first_ts: s.first_ts,
+            last_ts: s.last_ts,
+            span_ns: match (s.first_ts, s.last_ts) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => 0,
+            },
+            lost,
+            missing_blocks,
+            missing_subbufs,
+            bad_subbufs: s.bad_subbufs,
+            bad_event_streams: s.bad_event_streams,
+            ordering_violations: s.ordering_violations,
+            unknown_events: s.unknown_events,
+        });
+    }
+    (cpus, windows)
+}
+
+/// All CPUs together.
+pub fn total(cpus: &[CpuReport]) -> Lost {
+    let mut t = Lost {
+        source: "none",
+        ..Default::default()
+    };
+    let mut recorded = 0u64;
+    let mut sources = BTreeSet::new();
+    for c in cpus {
+        recorded += c.events;
+        t.events = t.events.saturating_add(c.lost.events);
+        t.lower_bound |= c.lost.lower_bound;
+        t.subbuf_stored = t.subbuf_stored.saturating_add(c.lost.subbuf_stored);
+        t.subbuf_flagged += c.lost.subbuf_flagged;
+        t.subbuf_flag_only += c.lost.subbuf_flag_only;
+        if let Some(d) = &c.lost.stats {
+            let s = t.stats.get_or_insert_with(|| StatsDelta {
+                end_phase: "end",
+                ..Default::default()
+            });
+            s.overrun += d.overrun;
+            s.commit_overrun += d.commit_overrun;
+            s.dropped_events += d.dropped_events;
+            s.total += d.total;
+            if d.end_phase != "end" {
+                s.end_phase = d.end_phase;
+            }
+        }
+        if c.lost.source != "none" {
+            sources.insert(c.lost.source);
+        }
+    }
+    // Offsets make no sense for a sum.
+    if let Some(s) = &mut t.stats {
+        s.start_offset = 0;
+        s.end_offset = 0;
+    }
+    t.source = match sources.len() {
+        0 => "none",
+        1 => sources.into_iter().next().unwrap_or("none"),
+        _ => "mixed",
+    };
+    t.fraction = fraction(t.events, recorded);
+    t
+}

@@ -1,0 +1,342 @@
+//! Every sub-buffer of every CPU, decoded to the end of its commit: the
+//! header (commit within the data area, flags), each record's length, no
+//! null padding hiding committed bytes, each event's id described by a
+//! format, time stamps in order ([`Ordering`]), and the missed-events flags
+//! with their stored counts (the loss windows).
+//!
+//! One pass per CPU, CPUs on several threads; the decoder is monomorphised
+//! for the log's byte order (the order is matched once per CPU).
+
+use super::ordering::Ordering;
+use super::Options;
+use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
+use kmemtrace_format::log::{CpuBlockRef, Log};
+use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
+use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+
+/// Smallest event the kernel writes (`RB_EVNT_MIN_SIZE`): a null padding
+/// this long or longer inside the commit hides bytes that were committed.
+const RB_EVNT_MIN_SIZE: usize = 8;
+
+/// What one CPU's pass found.
+#[derive(Debug, Default)]
+pub struct CpuScan {
+    pub cpu: u32,
+    pub blocks: u64,
+    pub subbufs: u64,
+    pub data_bytes: u64,
+    pub events: u64,
+    pub first_ts: Option<u64>,
+    pub last_ts: Option<u64>,
+    pub bad_subbufs: u64,
+    pub bad_event_streams: u64,
+    pub ordering_violations: u64,
+    pub unknown_events: u64,
+    /// Sum of the stored lost counts, sub-buffers flagged, flagged without
+    /// a count.
+    pub stored_lost: u64,
+    pub flagged: u64,
+    pub flag_only: u64,
+    /// Loss windows (at most [`MAX_KEPT`]).
+    pub windows: Vec<LossWindow>,
+    pub problems: Findings,
+    pub warnings: Findings,
+}
+
+/// Event ids the log's formats describe (`common_type` is 16 bits).
+pub struct KnownIds([u64; 1024]);
+
+impl KnownIds {
+    pub fn new(log: &Log) -> Self {
+        let mut k = KnownIds([0; 1024]);
+        for f in &log.formats {
+            if f.id < 65536 {
+                k.0[(f.id >> 6) as usize] |= 1 << (f.id & 63);
+            }
+        }
+        k
+    }
+    #[inline(always)]
+    fn has(&self, id: u16) -> bool {
+        self.0[usize::from(id >> 6)] >> (id & 63) & 1 != 0
+    }
+}
+
+/// Scans every CPU, in parallel.
+pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
+    let cpus = log.cpus();
+    let known = KnownIds::new(log);
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(cpus.len())
+    .max(1);
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut out = Vec::new();
+        loop {
+            let i = next.fetch_add(1, AtomicOrdering::Relaxed);
+            let Some(&cpu) = cpus.get(i) else { break };
+            out.push(match log.endian {
+                RunTimeEndian::Little => scan_cpu(log, LittleEndian, cpu, &known, progress),
+                RunTimeEndian::Big => scan_cpu(log, BigEndian, cpu, &known, progress),
+            });
+        }
+        out
+    };
+    let mut all: Vec<CpuScan> = if threads == 1 {
+        work()
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a checker thread panicked"))
+                .collect()
+        })
+    };
+    all.sort_by_key(|c| c.cpu);
+    all
+}
+
+/// Where a place inside a sub-buffer is.
+fn locate(log: &Log, r: &CpuBlockRef, in_block: usize, subbuf_offset: Option<usize>) -> Location {
+    let index = r.first_subbuf.saturating_add(in_block as u64);
+    let exact = log.subbuf_file_offset(r, index);
+    Location {
+        offset: exact
+            .map(|o| o + subbuf_offset.unwrap_or(0) as u64)
+            .unwrap_or(r.offset),
+        exact: exact.is_some(),
+        block: Some(r.offset),
+        cpu: Some(r.cpu),
+        subbuf: Some(index),
+        subbuf_in_block: Some(in_block as u32),
+        subbuf_offset: subbuf_offset.map(|o| o as u64),
+    }
+}
+
+/// Whether a sub-buffer decodes fully with byte order `e`.
+fn decodes_with<E: Endian>(e: E, layout: &SubBufLayout, raw: &[u8]) -> bool {
+    parse_subbuf(e, layout, raw)
+        .map(|sb| sb.events(e).all(|r| r.is_ok()))
+        .unwrap_or(false)
+}
+
+fn scan_cpu<E: Endian>(
+    log: &Log,
+    e: E,
+    cpu: u32,
+    known: &KnownIds,
+    progress: &AtomicU64,
+) -> CpuScan {
+    let mut s = CpuScan {
+        cpu,
+        ..Default::default()
+    };
+    let layout = log.layout;
+    let sb_size = layout.subbuf_size.max(1);
+    let mut order = Ordering::default();
+    let mut unknown: BTreeMap<u16, (u64, Location)> = BTreeMap::new();
+    let mut endian_checked = false;
+    let (mut stored, mut data) = (Vec::new(), Vec::new());
+
+    for r in log.cpu_blocks(cpu) {
+        if let Err(p) = log.read_cpu_block(r, &mut stored, &mut data) {
+            s.problems.push(Finding::error(
+                Kind::Damage,
+                Location {
+                    cpu: Some(cpu),
+                    ..Location::block(p.offset)
+                },
+                p.what,
+            ));
+            continue;
+        }
+        s.blocks += 1;
+        progress.fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
+        for (i, raw) in data.chunks_exact(sb_size).enumerate() {
+            s.subbufs += 1;
+            s.data_bytes += raw.len() as u64;
+            let sb = match parse_subbuf(e, &layout, raw) {
+                Ok(sb) => sb,
+                Err(err) => {
+                    s.bad_subbufs += 1;
+                    s.problems.push(Finding::error(
+                        Kind::SubBuffer,
+                        locate(log, r, i, Some(err.offset)),
+                        format!("sub-buffer header does not decode: {err}"),
+                    ));
+                    if !endian_checked {
+                        endian_checked = true;
+                        check_other_endian(log, e, raw, r, i, &mut s);
+                    }
+                    continue;
+                }
+            };
+            let window_at = if sb.missed_events {
+                s.flagged += 1;
+                match sb.lost_events {
+                    Some(n) => s.stored_lost = s.stored_lost.saturating_add(n),
+                    None => s.flag_only += 1,
+                }
+                Some(order.last())
+            } else {
+                None
+            };
+            let mut first_in_subbuf: Option<u64> = None;
+            let mut n_events = 0u64;
+            for rec in sb.events(e) {
+                match rec {
+                    Ok(rec) => match rec.kind {
+                        RbRecordKind::Data { payload } => {
+                            n_events += 1;
+                            if first_in_subbuf.is_none() {
+                                first_in_subbuf = Some(rec.ts);
+                            }
+                            if let Some(prev) = order.next(rec.ts) {
+                                ordering_violation(log, r, i, rec.offset, prev, rec.ts, &mut s);
+                            }
+                            match e.read_u16(payload, 0) {
+                                Some(id) if known.has(id) => {}
+                                id => {
+                                    let id = id.unwrap_or(0);
+                                    let u = unknown.entry(id).or_insert_with(|| {
+                                        (0, locate(log, r, i, Some(rec.offset)))
+                                    });
+                                    u.0 += 1;
+                                }
+                            }
+                        }
+                        RbRecordKind::Padding {
+                            len,
+                            discarded: false,
+                        } if len >= RB_EVNT_MIN_SIZE => {
+                            s.bad_event_streams += 1;
+                            s.problems.push(Finding::error(
+                                Kind::SubBuffer,
+                                locate(log, r, i, Some(rec.offset)),
+                                format!(
+                                    "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
+                                    thousands(len as u64 - 4)
+                                ),
+                            ));
+                        }
+                        _ => {}
+                    },
+                    Err(err) => {
+                        s.bad_event_streams += 1;
+                        s.problems.push(Finding::error(
+                            Kind::SubBuffer,
+                            locate(log, r, i, Some(err.offset)),
+                            format!(
+                                "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
+                                sb.commit,
+                                thousands(n_events)
+                            ),
+                        ));
+                        if !endian_checked {
+                            endian_checked = true;
+                            check_other_endian(log, e, raw, r, i, &mut s);
+                        }
+                    }
+                }
+            }
+            s.events += n_events;
+            if s.first_ts.is_none() {
+                s.first_ts = first_in_subbuf;
+            }
+            if let Some(after_ts) = window_at {
+                if s.windows.len() < MAX_KEPT {
+                    s.windows.push(LossWindow {
+                        location: locate(log, r, i, None),
+                        count: sb.lost_events,
+                        after_ts,
+                        before_ts: first_in_subbuf.unwrap_or(sb.timestamp),
+                    });
+                }
+            }
+        }
+    }
+    s.last_ts = order.last();
+    s.ordering_violations = order.violations;
+    for (id, (n, loc)) in unknown {
+        s.unknown_events += n;
+        s.problems.push(Finding::error(
+            Kind::UnknownEvent,
+            loc,
+            format!(
+                "missing metadata: no format for event id {id} ({} on CPU {cpu}; first here)",
+                if n == 1 {
+                    "1 event".to_string()
+                } else {
+                    format!("{} events", thousands(n))
+                }
+            ),
+        ));
+    }
+    s
+}
+
+#[cold]
+#[inline(never)]
+fn ordering_violation(
+    log: &Log,
+    r: &CpuBlockRef,
+    i: usize,
+    offset: usize,
+    prev: u64,
+    ts: u64,
+    s: &mut CpuScan,
+) {
+    let mut f = Finding::error(
+        Kind::Ordering,
+        locate(log, r, i, Some(offset)),
+        format!(
+            "time goes backwards on CPU {}: {} after {} ({} ns earlier)",
+            r.cpu,
+            secs(ts),
+            secs(prev),
+            thousands(prev - ts)
+        ),
+    );
+    f.previous_ts = Some(prev);
+    f.ts = Some(ts);
+    s.problems.push(f);
+}
+
+/// After the first sub-buffer of a CPU that does not decode: if it decodes
+/// with the other byte order, the arch tag's byte order is likely wrong.
+#[cold]
+fn check_other_endian<E: Endian>(
+    log: &Log,
+    e: E,
+    raw: &[u8],
+    r: &CpuBlockRef,
+    i: usize,
+    s: &mut CpuScan,
+) {
+    let layout = log.layout;
+    let other_ok = if e.is_big_endian() {
+        decodes_with(LittleEndian, &layout, raw)
+    } else {
+        decodes_with(BigEndian, &layout, raw)
+    };
+    if other_ok {
+        let (said, other) = if e.is_big_endian() {
+            ("big", "little")
+        } else {
+            ("little", "big")
+        };
+        s.problems.push(Finding::error(
+            Kind::Arch,
+            locate(log, r, i, None),
+            format!(
+                "this sub-buffer does not decode as {said}-endian, as the arch tag says, but does as {other}-endian: the byte order is probably wrong"
+            ),
+        ));
+    }
+}

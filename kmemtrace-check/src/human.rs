@@ -1,0 +1,298 @@
+//! The human-readable report: a per-CPU table, losses, problems with their
+//! offsets, and the one-line verdict.
+
+use crate::findings::{duration, percent, secs, thousands, Lost, Report, Verdict};
+use std::fmt::Write;
+
+/// How to print.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Style {
+    /// Only the verdict line.
+    pub quiet: bool,
+    /// Colour the verdict word (ANSI).
+    pub color: bool,
+    /// Problems (and loss windows) listed at most; 0: all that were kept.
+    pub max_listed: usize,
+}
+
+/// The verdict line: `FILE: OK (...)`.
+pub fn verdict_line(r: &Report, color: bool) -> String {
+    let word = r.verdict.word();
+    let rest = r.summary.strip_prefix(word).unwrap_or(&r.summary);
+    let word = if color {
+        let code = match r.verdict {
+            Verdict::Ok => "32",
+            Verdict::Lost => "33",
+            Verdict::Damaged | Verdict::Unusable => "31",
+        };
+        format!("\x1b[1;{code}m{word}\x1b[0m")
+    } else {
+        word.to_string()
+    };
+    format!("{}: {word}{rest}", r.file)
+}
+
+fn lost_cell(l: &Lost) -> (String, String) {
+    if l.events == 0 && !l.lower_bound {
+        return ("0".into(), "-".into());
+    }
+    let n = if l.lower_bound {
+        format!(">={}", thousands(l.events))
+    } else {
+        thousands(l.events)
+    };
+    (n, percent(l.fraction))
+}
+
+fn table(rows: &[Vec<String>], right: &[bool]) -> String {
+    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::from(" ");
+        for (c, cell) in r.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            line.push(' ');
+            if right.get(c).copied().unwrap_or(true) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+            line.push(' ');
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn opt_ts(t: Option<u64>) -> String {
+    t.map(secs).unwrap_or_else(|| "-".into())
+}
+
+/// The full report of one file (ending with its verdict line).
+pub fn render(r: &Report, style: &Style) -> String {
+    let mut o = String::new();
+    if style.quiet || r.verdict == Verdict::Unusable {
+        o.push_str(&verdict_line(r, style.color));
+        o.push('\n');
+        return o;
+    }
+    let limit = |n: usize| {
+        if style.max_listed == 0 {
+            n
+        } else {
+            n.min(style.max_listed)
+        }
+    };
+
+    // Header.
+    let _ = write!(o, "{}: kmemtrace log", r.file);
+    if let Some(v) = &r.format_version {
+        let _ = write!(o, " {v}");
+    }
+    if let Some(a) = &r.arch {
+        let who: Vec<&str> = [a.machine.as_deref(), a.release.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !who.is_empty() {
+            let _ = write!(o, " from {}", who.join(" "));
+        }
+        let _ = write!(
+            o,
+            " ({}-endian, long {}, sub-buffer {})",
+            a.byte_order, a.long_size, a.subbuf_size
+        );
+    }
+    let _ = writeln!(
+        o,
+        ", {} bytes, {} blocks",
+        thousands(r.bytes),
+        thousands(r.blocks.before_end)
+    );
+    let mut info = Vec::new();
+    if let Some(a) = &r.arch {
+        if let Some(rec) = &a.recorder {
+            info.push(format!("recorded by {rec}"));
+        }
+        if let Some(c) = &a.trace_clock {
+            info.push(format!("clock {c}"));
+        }
+    }
+    if let Some(e) = &r.end {
+        info.push(format!("ended: {}", e.reason));
+    }
+    if !info.is_empty() {
+        let _ = writeln!(o, "  {}", info.join("; "));
+    }
+
+    // Per-CPU table.
+    if !r.cpus.is_empty() {
+        let mut rows = vec![[
+            "CPU",
+            "blocks",
+            "sub-buffers",
+            "events",
+            "first ts",
+            "last ts",
+            "span",
+            "lost",
+            "lost %",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()];
+        for c in &r.cpus {
+            let (lost, pct) = lost_cell(&c.lost);
+            rows.push(vec![
+                c.cpu.to_string(),
+                thousands(c.blocks),
+                thousands(c.subbufs),
+                thousands(c.events),
+                opt_ts(c.first_ts),
+                opt_ts(c.last_ts),
+                duration(c.span_ns),
+                lost,
+                pct,
+            ]);
+        }
+        let t = &r.total;
+        let (lost, pct) = lost_cell(&t.lost);
+        rows.push(vec![
+            "all".into(),
+            thousands(t.blocks),
+            thousands(t.subbufs),
+            thousands(t.events),
+            opt_ts(t.first_ts),
+            opt_ts(t.last_ts),
+            duration(t.span_ns),
+            lost,
+            pct,
+        ]);
+        o.push_str(&table(&rows, &[true; 9]));
+    }
+
+    // Losses.
+    let stats: Vec<String> = r
+        .cpus
+        .iter()
+        .filter_map(|c| {
+            c.lost.stats.as_ref().filter(|d| d.total > 0).map(|d| {
+                format!(
+                    "CPU {}: overrun {}, commit overrun {}, dropped {}{}",
+                    c.cpu,
+                    thousands(d.overrun),
+                    thousands(d.commit_overrun),
+                    thousands(d.dropped_events),
+                    if d.end_phase == "end" {
+                        ""
+                    } else {
+                        " (to the last periodic snapshot)"
+                    }
+                )
+            })
+        })
+        .collect();
+    if !stats.is_empty() {
+        let _ = writeln!(
+            o,
+            "  kernel statistics, end minus start: {}",
+            stats.join("; ")
+        );
+    }
+    if !r.loss_windows.is_empty() {
+        let _ = writeln!(o, "  losses flagged in sub-buffers:");
+        let n = limit(r.loss_windows.len());
+        for w in &r.loss_windows[..n] {
+            let count = match w.count {
+                Some(c) => format!("{} events lost", thousands(c)),
+                None => "events lost (count not stored)".into(),
+            };
+            let when = match w.after_ts {
+                Some(a) => format!("between {} and {}", secs(a), secs(w.before_ts)),
+                None => format!("before {}", secs(w.before_ts)),
+            };
+            let _ = writeln!(o, "    {}: {count} {when}", w.location);
+        }
+        if n < r.loss_windows.len() {
+            let _ = writeln!(
+                o,
+                "    ... and {} more",
+                thousands((r.loss_windows.len() - n) as u64)
+            );
+        }
+    }
+
+    // Warnings and problems.
+    for (title, list, total) in [
+        ("warnings", &r.warnings, r.warnings_total),
+        ("problems", &r.problems, r.problems_total),
+    ] {
+        if total == 0 {
+            continue;
+        }
+        let _ = writeln!(o, "  {title} ({}):", thousands(total));
+        let n = limit(list.len());
+        for f in &list[..n] {
+            let _ = writeln!(o, "    {f}");
+        }
+        if (n as u64) < total {
+            let _ = writeln!(
+                o,
+                "    ... and {} more{}",
+                thousands(total - n as u64),
+                if n < list.len() {
+                    " (--max-problems 0 lists all)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    o.push_str(&verdict_line(r, style.color));
+    o.push('\n');
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align() {
+        let t = table(
+            &[
+                vec!["CPU".into(), "events".into()],
+                vec!["0".into(), "1,234".into()],
+            ],
+            &[true, true],
+        );
+        assert_eq!(t, "  CPU  events\n    0   1,234\n");
+    }
+
+    #[test]
+    fn verdict_lines() {
+        let r = Report {
+            file: "x.kmt".into(),
+            verdict: Verdict::Ok,
+            summary: "OK (3 events on 1 CPU, nothing lost)".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            verdict_line(&r, false),
+            "x.kmt: OK (3 events on 1 CPU, nothing lost)"
+        );
+        assert!(verdict_line(&r, true).contains("\x1b[1;32mOK\x1b[0m"));
+    }
+}

@@ -1,0 +1,70 @@
+//! # kmemtrace-check
+//!
+//! Proves that a kmemtrace log can be trusted, or says exactly why not:
+//! every block's CRC, the per-CPU sequence numbers, every sub-buffer decoded
+//! to the end, time stamps in order, events lost by the kernel (from the
+//! sub-buffers' flags and from the kernel's statistics), truncation and
+//! missing metadata, each problem with its file offset.
+//!
+//! Data flows one way: a [`Log`] opened by the format library ->
+//! [`checks`] -> the report model in [`findings`] -> the printers
+//! [`human`] and [`json`].
+#![forbid(unsafe_code)]
+
+pub mod checks;
+pub mod cli;
+pub mod findings;
+pub mod human;
+pub mod json;
+
+pub use checks::Options;
+pub use findings::{Report, Verdict};
+
+use kmemtrace_format::log::{Log, LogError};
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+
+/// A report for a log that cannot be checked at all.
+pub fn unusable(name: &str, error: String) -> Report {
+    Report {
+        file: name.to_string(),
+        verdict: Verdict::Unusable,
+        exit_code: Verdict::Unusable.exit_code(),
+        summary: format!("UNUSABLE: {error}"),
+        error: Some(error),
+        ..Default::default()
+    }
+}
+
+fn open_error(e: LogError) -> String {
+    match e {
+        LogError::Io(e) => format!("cannot read: {e}"),
+        e => e.to_string(),
+    }
+}
+
+/// Checks an opened log.
+pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
+    checks::check_log(log, opts, progress)
+}
+
+/// Checks a log file, or standard input for `-`.
+pub fn check_path(path: &Path, opts: &Options, progress: &AtomicU64) -> Report {
+    let name = if path.as_os_str() == "-" {
+        "<stdin>".to_string()
+    } else {
+        path.display().to_string()
+    };
+    match Log::open(path) {
+        Ok(log) => check_log(&log, opts, progress),
+        Err(e) => unusable(&name, open_error(e)),
+    }
+}
+
+/// Checks a log held in memory (tests, fuzzing).
+pub fn check_bytes(name: &str, bytes: &[u8]) -> Report {
+    match Log::from_bytes(name, bytes) {
+        Ok(log) => check_log(&log, &Options { threads: 1 }, &AtomicU64::new(0)),
+        Err(e) => unusable(name, open_error(e)),
+    }
+}

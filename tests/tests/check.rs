@@ -1,0 +1,804 @@
+//! kmemtrace-check end to end: logs built from the real foreign-kernel
+//! captures (see `check/capture.rs`), damaged on purpose in every way the
+//! checker claims to find, and logs recorded from this machine's kernel.
+
+mod common;
+mod check {
+    pub mod capture;
+    pub mod live;
+}
+
+use check::capture::{self, block_containing, block_offsets, Build};
+use kmemtrace_format::block::Compression;
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Exit code, stdout, stderr.
+pub fn run(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
+    let mut c = Command::new(common::bin("kmemtrace-check"));
+    c.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("NO_COLOR");
+    let mut child = c.spawn().expect("run kmemtrace-check");
+    if let Some(data) = stdin {
+        let mut si = child.stdin.take().unwrap();
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = si.write_all(&data);
+        });
+    }
+    let o = child.wait_with_output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+pub fn tmp(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+    f
+}
+
+/// `--json` on one file: (exit code, the file's report).
+pub fn check_json(path: &Path) -> (i32, Value) {
+    let (code, out, err) = run(&["--json", path.to_str().unwrap()], None);
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    assert_eq!(doc["schema"], "kmemtrace-check/1");
+    assert_eq!(doc["exit_code"], code);
+    (code, doc["files"][0].clone())
+}
+
+fn check_bytes_json(bytes: &[u8]) -> (i32, Value) {
+    let f = tmp(bytes);
+    check_json(f.path())
+}
+
+/// A small deterministic generator.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn problems(r: &Value) -> Vec<Value> {
+    r["problems"].as_array().unwrap().clone()
+}
+
+fn kinds(r: &Value) -> Vec<String> {
+    problems(r)
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Per-CPU expectations from the captures' README files.
+struct Expect {
+    arch: &'static str,
+    which: &'static str,
+    events: [u64; 2],
+    first_ts: [u64; 2],
+    last_ts: [u64; 2],
+    overrun: [u64; 2],
+    stored: [u64; 2],
+    flagged: [u64; 2],
+    flag_only: [u64; 2],
+}
+
+const EXPECT: [Expect; 4] = [
+    Expect {
+        arch: "armhf",
+        which: "raw",
+        events: [17794, 17533],
+        first_ts: [4449503360, 4453509360],
+        last_ts: [5045739680, 5045152000],
+        overrun: [0, 0],
+        stored: [0, 0],
+        flagged: [0, 0],
+        flag_only: [0, 0],
+    },
+    Expect {
+        arch: "s390x",
+        which: "raw",
+        events: [17173, 16833],
+        first_ts: [4317723752, 4320250552],
+        last_ts: [5003935062, 5003068509],
+        overrun: [0, 0],
+        stored: [0, 0],
+        flagged: [0, 0],
+        flag_only: [0, 0],
+    },
+    Expect {
+        arch: "armhf",
+        which: "raw_overflow",
+        events: [626, 613],
+        first_ts: [15347582576, 15277592896],
+        last_ts: [15382507712, 15380814848],
+        overrun: [8577, 8702],
+        stored: [8577, 0],
+        flagged: [1, 1],
+        flag_only: [0, 1],
+    },
+    Expect {
+        arch: "s390x",
+        which: "raw_overflow",
+        events: [411, 375],
+        first_ts: [15355453685, 15295792776],
+        last_ts: [15383348708, 15387512476],
+        overrun: [8481, 8532],
+        stored: [0, 8532],
+        flagged: [1, 1],
+        flag_only: [1, 0],
+    },
+];
+
+#[test]
+fn foreign_captures_check_clean_with_exact_figures() {
+    let Some(data) = common::shared_data_or_skip("foreign_captures_check_clean_with_exact_figures")
+    else {
+        return;
+    };
+    for e in &EXPECT {
+        for compression in [Compression::None, Compression::Zstd(3)] {
+            let dir = capture::capture_dir(&data, e.arch, e.which);
+            let bytes = capture::build(
+                &dir,
+                &Build {
+                    compression,
+                    subbufs_per_block: 7,
+                    ..Default::default()
+                },
+            );
+            let what = format!("{} {} {compression:?}", e.arch, e.which);
+            let (code, r) = check_bytes_json(&bytes);
+            assert!(problems(&r).is_empty(), "{what}: {:#?}", r["problems"]);
+            assert!(
+                r["warnings"].as_array().unwrap().is_empty(),
+                "{what}: {:#?}",
+                r["warnings"]
+            );
+            let lost_total: u64 = e.overrun.iter().sum();
+            assert_eq!(code, if lost_total > 0 { 1 } else { 0 }, "{what}");
+            for cpu in 0..2 {
+                let c = &r["cpus"][cpu];
+                assert_eq!(c["cpu"], cpu as u64);
+                assert_eq!(c["events"], e.events[cpu], "{what} cpu {cpu}");
+                assert_eq!(c["first_ts"], e.first_ts[cpu], "{what} cpu {cpu}");
+                assert_eq!(c["last_ts"], e.last_ts[cpu], "{what} cpu {cpu}");
+                assert_eq!(c["ordering_violations"], 0);
+                let l = &c["lost"];
+                assert_eq!(l["events"], e.overrun[cpu], "{what} cpu {cpu}");
+                assert_eq!(l["subbuf_stored"], e.stored[cpu], "{what} cpu {cpu}");
+                assert_eq!(l["subbuf_flagged"], e.flagged[cpu], "{what} cpu {cpu}");
+                assert_eq!(l["subbuf_flag_only"], e.flag_only[cpu], "{what} cpu {cpu}");
+                assert_eq!(l["stats"]["overrun"], e.overrun[cpu]);
+                assert_eq!(l["source"], "stats");
+                assert_eq!(l["lower_bound"], false);
+            }
+            let events: u64 = e.events.iter().sum();
+            assert_eq!(r["total"]["events"], events);
+            assert_eq!(r["total"]["lost"]["events"], lost_total);
+            // The loss windows: sub-buffer 0 of each CPU, with the stored
+            // count where there is one.
+            let w = r["loss_windows"].as_array().unwrap();
+            assert_eq!(w.len() as u64, e.flagged.iter().sum::<u64>(), "{what}");
+            for win in w {
+                let cpu = win["cpu"].as_u64().unwrap() as usize;
+                assert_eq!(win["subbuf"], 0);
+                assert_eq!(win["before_ts"], e.first_ts[cpu]);
+                assert!(win["after_ts"].is_null());
+                let want = if e.stored[cpu] > 0 {
+                    Value::from(e.stored[cpu])
+                } else {
+                    Value::Null
+                };
+                assert_eq!(win["count"], want, "{what}");
+                assert_eq!(win["exact"], compression == Compression::None);
+            }
+        }
+    }
+}
+
+#[test]
+fn human_report_table_and_verdicts() {
+    let Some(data) = common::shared_data_or_skip("human_report_table_and_verdicts") else {
+        return;
+    };
+    let ovf = tmp(&capture::build(
+        &capture::capture_dir(&data, "armhf", "raw_overflow"),
+        &Build::default(),
+    ));
+    let clean = tmp(&capture::build(
+        &capture::capture_dir(&data, "armhf", "raw"),
+        &Build::default(),
+    ));
+    let (code, out, err) = run(&[clean.path().to_str().unwrap()], None);
+    assert_eq!(code, 0, "{out}{err}");
+    let last = out.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!(
+            "{}: OK (35,327 events on 2 CPUs, nothing lost)",
+            clean.path().display()
+        )
+    );
+    assert!(out.contains("CPU"), "{out}");
+    assert!(out.contains("17,794"), "{out}");
+    assert!(err.is_empty(), "{err}");
+
+    let (code, out, _) = run(&[ovf.path().to_str().unwrap()], None);
+    assert_eq!(code, 1, "{out}");
+    let last = out.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!(
+            "{}: LOST 17,279 of 18,518 events (93.3%) on 2 CPUs",
+            ovf.path().display()
+        )
+    );
+    // Table: header, 2 CPUs, total, right-aligned columns.
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .starts_with(|c: char| c.is_ascii_digit() || c == 'a' || c == 'C')
+        })
+        .collect();
+    assert!(rows.iter().any(|l| l.contains("lost %")), "{out}");
+    assert!(out.contains("8,577"), "{out}");
+    assert!(out.contains("8,702"), "{out}");
+    assert!(out.contains("count not stored"), "{out}");
+    assert!(out.contains("kernel statistics, end minus start"), "{out}");
+    let header = out.lines().find(|l| l.contains("sub-buffers")).unwrap();
+    let all = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("all "))
+        .unwrap();
+    assert_eq!(header.len(), all.len(), "aligned:\n{out}");
+
+    // -q: verdicts only; several files: the worst exit code.
+    let (code, out, _) = run(
+        &[
+            "-q",
+            clean.path().to_str().unwrap(),
+            ovf.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with("OK (35,327 events on 2 CPUs, nothing lost)"));
+    // Not a terminal: no colour, no progress.
+    assert!(!out.contains('\x1b'));
+
+    // Standard input.
+    let bytes = std::fs::read(ovf.path()).unwrap();
+    let (code, out, _) = run(&["-q", "-"], Some(&bytes));
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "<stdin>: LOST 17,279 of 18,518 events (93.3%) on 2 CPUs\n"
+    );
+}
+
+#[test]
+fn unusable_input_and_usage_errors_exit_3() {
+    let junk = tmp(b"this is not a kmemtrace log at all\n");
+    let empty = tmp(b"");
+    for (args, want) in [
+        (vec![junk.path().to_str().unwrap()], "not a kmemtrace log"),
+        (vec![empty.path().to_str().unwrap()], "shorter than"),
+        (vec!["/nonexistent/x.kmt"], "cannot read"),
+    ] {
+        let (code, out, err) = run(&args, None);
+        assert_eq!(code, 3, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(out.contains("UNUSABLE"), "{out}");
+    }
+    let (code, _, err) = run(&[], None);
+    assert_eq!(code, 3, "{err}");
+    let (code, _, _) = run(&["--bogus", "x"], None);
+    assert_eq!(code, 3);
+    let (code, out, _) = run(&["--help"], None);
+    assert_eq!(code, 0);
+    for s in [
+        "Exit status",
+        "0  intact",
+        "1  intact, but",
+        "2  damaged",
+        "3  unusable",
+        "Examples",
+    ] {
+        assert!(out.contains(s), "--help lacks {s:?}");
+    }
+    // A log whose ARCH block is missing is unusable too.
+    let (code, r) = check_bytes_json(&kmemtrace_format::block::encode_file_header());
+    assert_eq!(code, 3);
+    assert_eq!(r["verdict"], "unusable");
+}
+
+/// A small log with many blocks, for cutting and flipping.
+fn small_log(data: &Path, compression: Compression) -> Vec<u8> {
+    capture::build(
+        &capture::capture_dir(data, "s390x", "raw_overflow"),
+        &Build {
+            compression,
+            subbufs_per_block: 1,
+            kallsyms: false,
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn truncated_logs_report_truncation_and_keep_every_complete_block() {
+    let Some(data) = common::shared_data_or_skip("truncated_logs_report_truncation") else {
+        return;
+    };
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    for compression in [Compression::None, Compression::Zstd(1)] {
+        let bytes = small_log(&data, compression);
+        let blocks = block_offsets(&bytes);
+        let arch_end = blocks[0].1;
+        let mut cuts: Vec<u64> = (0..40).map(|_| rng.below(bytes.len() as u64)).collect();
+        cuts.extend([0, 15, 16, arch_end - 1, arch_end, bytes.len() as u64 - 1]);
+        for cut in cuts {
+            let (code, r) = check_bytes_json(&bytes[..cut as usize]);
+            if cut < arch_end {
+                assert_eq!(code, 3, "cut {cut}");
+                continue;
+            }
+            assert_eq!(code, 2, "cut {cut}");
+            let t: Vec<Value> = problems(&r)
+                .into_iter()
+                .filter(|p| p["kind"] == "truncation")
+                .collect();
+            assert_eq!(t.len(), 1, "cut {cut}: {:#?}", r["problems"]);
+            // Cut inside a block: named by its offset; at a boundary: no END.
+            let inside = blocks.iter().find(|(s, e)| *s < cut && cut < *e);
+            match inside {
+                Some((s, _)) => assert_eq!(t[0]["offset"], *s, "cut {cut}"),
+                None => assert_eq!(t[0]["offset"], cut, "cut {cut}"),
+            }
+            // Every complete CPU_DATA block is checked: with one sub-buffer
+            // per block, sub-buffers = complete CPU blocks before the cut.
+            let log = kmemtrace_format::log::Log::from_bytes("t", &bytes[..cut as usize]).unwrap();
+            assert_eq!(r["total"]["blocks"], log.blocks.len() as u64, "cut {cut}");
+            assert_eq!(r["total"]["subbufs"], log.blocks.len() as u64, "cut {cut}");
+            let complete_cpu_blocks = blocks
+                .iter()
+                .filter(|(s, e)| *e <= cut && bytes[*s as usize + 4] == 3)
+                .count();
+            assert_eq!(log.blocks.len(), complete_cpu_blocks, "cut {cut}");
+            // Nothing else is wrong (the log has no kallsyms).
+            assert!(
+                kinds(&r)
+                    .iter()
+                    .all(|k| k == "truncation" || k == "metadata"),
+                "cut {cut}: {:#?}",
+                r["problems"]
+            );
+        }
+    }
+}
+
+#[test]
+fn every_single_byte_flip_is_detected_in_its_block() {
+    let Some(data) = common::shared_data_or_skip("every_single_byte_flip_is_detected") else {
+        return;
+    };
+    let mut rng = Rng(0x0dd_f11b_5eed);
+    for compression in [Compression::None, Compression::Zstd(1)] {
+        let bytes = small_log(&data, compression);
+        let arch_end = block_offsets(&bytes)[0].1;
+        for _ in 0..60 {
+            let pos = rng.below(bytes.len() as u64);
+            let mut b = bytes.clone();
+            b[pos as usize] ^= 1 << rng.below(8);
+            let (code, r) = check_bytes_json(&b);
+            if pos < arch_end {
+                // The file header or the ARCH block: nothing decodes.
+                assert_eq!(code, 3, "flip at {pos}");
+                continue;
+            }
+            assert_eq!(code, 2, "flip at {pos}: {r:#}");
+            let (start, _) = block_containing(&bytes, pos).unwrap();
+            let first = &problems(&r)[0];
+            assert_eq!(
+                first["kind"], "damage",
+                "flip at {pos}: {:#?}",
+                r["problems"]
+            );
+            assert_eq!(
+                first["offset"], start,
+                "flip at {pos}: {:#?}",
+                r["problems"]
+            );
+        }
+    }
+}
+
+#[test]
+fn sequence_gaps_say_how_much_was_lost() {
+    let Some(data) = common::shared_data_or_skip("sequence_gaps") else {
+        return;
+    };
+    let bytes = capture::build(
+        &capture::capture_dir(&data, "armhf", "raw"),
+        &Build {
+            subbufs_per_block: 10,
+            skip_blocks: vec![(1, 3), (1, 4), (0, 0)],
+            ..Default::default()
+        },
+    );
+    let (code, r) = check_bytes_json(&bytes);
+    assert_eq!(code, 2);
+    let seq: Vec<Value> = problems(&r)
+        .into_iter()
+        .filter(|p| p["kind"] == "sequence")
+        .collect();
+    assert_eq!(seq.len(), 2, "{:#?}", r["problems"]);
+    let m: Vec<&str> = seq.iter().map(|p| p["message"].as_str().unwrap()).collect();
+    assert!(
+        m.iter().any(|m| m.contains(
+            "CPU 0: 1 block (10 sub-buffers, 40,960 bytes) missing before this, its first block"
+        )),
+        "{m:?}"
+    );
+    assert!(
+        m.iter()
+            .any(|m| m.contains("CPU 1: 2 blocks (20 sub-buffers, 81,920 bytes) missing between")),
+        "{m:?}"
+    );
+    assert_eq!(r["cpus"][1]["missing_blocks"], 2);
+    assert_eq!(r["cpus"][1]["missing_subbufs"], 20);
+}
+
+#[test]
+fn time_going_backwards_is_located() {
+    let Some(data) = common::shared_data_or_skip("time_going_backwards") else {
+        return;
+    };
+    // Swap sub-buffers 10 and 11 of CPU 1: time steps back where 10's
+    // events follow 11's.
+    fn swap(cpu: u32, raw: &mut [u8]) {
+        if cpu == 1 {
+            let (a, b) = raw.split_at_mut(11 * 4096);
+            a[10 * 4096..].swap_with_slice(&mut b[..4096]);
+        }
+    }
+    for compression in [Compression::None, Compression::Zstd(1)] {
+        let bytes = capture::build(
+            &capture::capture_dir(&data, "s390x", "raw"),
+            &Build {
+                compression,
+                subbufs_per_block: 4,
+                edit: Some(swap),
+                ..Default::default()
+            },
+        );
+        let (code, r) = check_bytes_json(&bytes);
+        assert_eq!(code, 2);
+        let ord: Vec<Value> = problems(&r)
+            .into_iter()
+            .filter(|p| p["kind"] == "ordering")
+            .collect();
+        assert_eq!(ord.len(), 1, "{:#?}", r["problems"]);
+        assert_eq!(r["cpus"][1]["ordering_violations"], 1);
+        let p = &ord[0];
+        assert_eq!(p["cpu"], 1);
+        assert_eq!(p["subbuf"], 11);
+        assert!(p["previous_ts"].as_u64().unwrap() > p["ts"].as_u64().unwrap());
+        assert_eq!(p["subbuf_offset"], 16);
+        // Block of sub-buffers 8..12, sub-buffer 3 in it.
+        assert_eq!(p["subbuf_in_block"], 3);
+        let block = p["block"].as_u64().unwrap();
+        if compression == Compression::None {
+            assert_eq!(p["exact"], true);
+            assert_eq!(p["offset"], block + 20 + 24 + 3 * 4096 + 16);
+        } else {
+            assert_eq!(p["exact"], false);
+            assert_eq!(p["offset"], block);
+        }
+        let msg = p["message"].as_str().unwrap();
+        assert!(msg.contains("time goes backwards on CPU 1"), "{msg}");
+    }
+    // The human form names the block and sub-buffer of compressed data.
+    let bytes = capture::build(
+        &capture::capture_dir(&data, "s390x", "raw"),
+        &Build {
+            subbufs_per_block: 4,
+            edit: Some(swap),
+            ..Default::default()
+        },
+    );
+    let f = tmp(&bytes);
+    let (code, out, _) = run(&[f.path().to_str().unwrap()], None);
+    assert_eq!(code, 2);
+    assert!(
+        out.contains(", sub-buffer 3 +16 (CPU 1, sub-buffer 11 of the CPU): time goes backwards"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .contains(": DAMAGED: 1 problem (first in block at offset"),
+        "{out}"
+    );
+}
+
+/// Offset of the fourth record of an armhf sub-buffer.
+fn third_event_offset(page: &[u8]) -> usize {
+    use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
+    use kmemtrace_format::LittleEndian;
+    let l = SubBufLayout {
+        long_size: 4,
+        data_offset: 12,
+        subbuf_size: 4096,
+    };
+    let sb = parse_subbuf(LittleEndian, &l, page).unwrap();
+    let r = sb.events(LittleEndian).nth(3).unwrap().unwrap();
+    r.offset
+}
+
+#[test]
+fn undecodable_sub_buffers_are_located() {
+    let Some(data) = common::shared_data_or_skip("undecodable_sub_buffers") else {
+        return;
+    };
+    // CPU 0, sub-buffer 5: commit beyond the data area. Sub-buffer 6: an
+    // event length that runs past the commit. Sub-buffer 7: the rest of
+    // its commit zeroed from its fourth record on (zeros read as a
+    // zero-length event).
+    fn damage(cpu: u32, raw: &mut [u8]) {
+        if cpu == 0 {
+            let p = 5 * 4096;
+            raw[p + 8..p + 12].copy_from_slice(&5000u32.to_le_bytes());
+            let p = 6 * 4096;
+            // First event header: type_len 28 (116 bytes), delta 0.
+            raw[p + 12..p + 16].copy_from_slice(&28u32.to_le_bytes());
+            raw[p + 8..p + 12].copy_from_slice(&100u32.to_le_bytes());
+            let p = 7 * 4096;
+            let commit = u32::from_le_bytes(raw[p + 8..p + 12].try_into().unwrap()) as usize;
+            let at = third_event_offset(&raw[p..p + 4096]);
+            raw[p + at..p + 12 + commit].fill(0);
+            // Sub-buffer 8: a null padding (type_len 29, delta 0) at 12.
+            let p = 8 * 4096;
+            raw[p + 12..p + 16].copy_from_slice(&29u32.to_le_bytes());
+        }
+    }
+    let bytes = capture::build(
+        &capture::capture_dir(&data, "armhf", "raw"),
+        &Build {
+            compression: Compression::None,
+            subbufs_per_block: 4,
+            edit: Some(damage),
+            ..Default::default()
+        },
+    );
+    let (code, r) = check_bytes_json(&bytes);
+    assert_eq!(code, 2);
+    let sub: Vec<Value> = problems(&r)
+        .into_iter()
+        .filter(|p| p["kind"] == "sub_buffer")
+        .collect();
+    let at: Vec<(u64, u64)> = sub
+        .iter()
+        .map(|p| {
+            (
+                p["subbuf"].as_u64().unwrap(),
+                p["subbuf_offset"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let raw7 = capture::raw_cpu(&capture::capture_dir(&data, "armhf", "raw"), 0);
+    let third = third_event_offset(&raw7[7 * 4096..8 * 4096]) as u64;
+    assert_eq!(at, [(5, 8), (6, 12), (7, third), (8, 12)], "{sub:#?}");
+    assert!(sub[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("beyond the data area"));
+    assert!(sub[1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("past the end of the commit"));
+    assert!(sub[3]["message"].as_str().unwrap().contains("null padding"));
+    // Exact file offsets: uncompressed blocks.
+    for p in &sub {
+        let b = p["block"].as_u64().unwrap();
+        let i = p["subbuf_in_block"].as_u64().unwrap();
+        assert_eq!(
+            p["offset"],
+            b + 44 + i * 4096 + p["subbuf_offset"].as_u64().unwrap()
+        );
+    }
+    assert_eq!(r["cpus"][0]["bad_subbufs"], 1);
+    assert_eq!(r["cpus"][0]["bad_event_streams"], 3);
+}
+
+#[test]
+fn missing_metadata_is_reported() {
+    let Some(data) = common::shared_data_or_skip("missing_metadata") else {
+        return;
+    };
+    let bytes = capture::build(
+        &capture::capture_dir(&data, "armhf", "raw_overflow"),
+        &Build {
+            kallsyms: false,
+            drop_formats: vec!["kfree".into()],
+            ..Default::default()
+        },
+    );
+    let (code, r) = check_bytes_json(&bytes);
+    assert_eq!(code, 2);
+    let msgs: Vec<String> = problems(&r)
+        .iter()
+        .map(|p| p["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(msgs.iter().any(|m| m.contains("no kallsyms")), "{msgs:?}");
+    // kfree: 55 on CPU 0, 44 on CPU 1 (README).
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("no format for event id") && m.contains("55 events on CPU 0")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("no format for event id") && m.contains("44 events on CPU 1")),
+        "{msgs:?}"
+    );
+    assert_eq!(r["cpus"][0]["unknown_events"], 55);
+}
+
+#[test]
+fn end_block_totals_and_blocks_after_end() {
+    let Some(data) = common::shared_data_or_skip("end_block_totals") else {
+        return;
+    };
+    let dir = capture::capture_dir(&data, "s390x", "raw_overflow");
+    let bytes = capture::build(
+        &dir,
+        &Build {
+            subbufs_per_block: 1,
+            ..Default::default()
+        },
+    );
+    // A block after END: a copy of the first STATS block appended.
+    let blocks = block_offsets(&bytes);
+    let stats = blocks
+        .iter()
+        .find(|(s, _)| bytes[*s as usize + 4] == 4)
+        .unwrap();
+    let mut b = bytes.clone();
+    b.extend_from_slice(&bytes[stats.0 as usize..stats.1 as usize]);
+    let (code, r) = check_bytes_json(&b);
+    assert_eq!(code, 2);
+    let p = problems(&r);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_eq!(p[0]["kind"], "structure");
+    assert_eq!(p[0]["offset"], bytes.len() as u64);
+    assert!(p[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("after the END block"));
+
+    // END that lists more than the log holds: a CPU_DATA block dropped
+    // from the file after writing (the writer counted it).
+    let cpu_block = blocks
+        .iter()
+        .filter(|(s, _)| bytes[*s as usize + 4] == 3)
+        .nth(2)
+        .unwrap();
+    let mut b = bytes[..cpu_block.0 as usize].to_vec();
+    b.extend_from_slice(&bytes[cpu_block.1 as usize..]);
+    let (code, r) = check_bytes_json(&b);
+    assert_eq!(code, 2);
+    let k = kinds(&r);
+    assert!(k.contains(&"end_totals".to_string()), "{k:?}");
+    let msgs: Vec<String> = problems(&r)
+        .iter()
+        .map(|p| p["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(msgs.iter().any(|m| m.contains("END counts")), "{msgs:?}");
+    assert!(msgs.iter().any(|m| m.contains("END says CPU 0 wrote 5 blocks, 5 sub-buffers, 20,480 bytes; the log holds 4, 4, 16,384")), "{msgs:?}");
+}
+
+#[test]
+fn json_fields_are_documented() {
+    let Some(data) = common::shared_data_or_skip("json_fields_are_documented") else {
+        return;
+    };
+    let doc = std::fs::read_to_string(common::workspace().join("kmemtrace-check/JSON.md")).unwrap();
+    // A report with every optional part: losses, stats, windows, problems,
+    // warnings (no stats for one variant).
+    let mut b = capture::build(
+        &capture::capture_dir(&data, "s390x", "raw_overflow"),
+        &Build {
+            compression: Compression::None,
+            ..Default::default()
+        },
+    );
+    let n = b.len();
+    b[n - 30] ^= 0x40; // damage the END block
+    let (_, r) = check_bytes_json(&b);
+    let (_, r2) = check_bytes_json(&capture::build(
+        &capture::capture_dir(&data, "s390x", "raw_overflow"),
+        &Build {
+            stats: false,
+            ..Default::default()
+        },
+    ));
+    fn keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    out.insert(k.clone());
+                    keys(v, out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = std::collections::BTreeSet::new();
+    keys(&r, &mut all);
+    keys(&r2, &mut all);
+    for k in [
+        "schema",
+        "exit_code",
+        "files",
+        "warnings",
+        "loss_windows",
+        "previous_ts",
+        "stats",
+    ] {
+        assert!(doc.contains(&format!("`{k}`")), "JSON.md lacks `{k}`");
+    }
+    for k in &all {
+        assert!(
+            doc.contains(&format!("`{k}`")),
+            "JSON.md does not document `{k}`"
+        );
+    }
+}
+
+/// Writes sample logs for manual inspection when KMT_SAMPLES names a dir.
+#[test]
+fn write_samples_when_asked() {
+    let (Some(dir), Some(data)) = (std::env::var_os("KMT_SAMPLES"), common::shared_data()) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    for (arch, which) in [
+        ("armhf", "raw"),
+        ("armhf", "raw_overflow"),
+        ("s390x", "raw"),
+        ("s390x", "raw_overflow"),
+    ] {
+        let b = capture::build(&capture::capture_dir(&data, arch, which), &Build::default());
+        std::fs::write(dir.join(format!("{arch}-{which}.kmt")), b).unwrap();
+    }
+}

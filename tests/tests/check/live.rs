@@ -1,0 +1,1 @@
+//! kmemtrace-check on logs recorded from this machine's kernel.
