@@ -1,1 +1,196 @@
-fn main() {}
+//! kmemtrace-report: per-callsite slab fragmentation, cross-CPU frees,
+//! leaks and allocator misuse from a kmemtrace log, on any machine.
+//!
+//! Pipeline, one way: the log (`kmemtrace_format::log::Log`) -> per-CPU
+//! decoder threads ([`decode`]) -> k-way merge by time stamp ([`merge`]) ->
+//! analyses ([`analysis`]) -> the report model ([`model`], built by
+//! [`report`]) -> printers ([`text`], JSON via serde).
+#![forbid(unsafe_code)]
+
+mod analysis;
+mod cli;
+mod decode;
+mod event;
+mod filter;
+mod merge;
+mod model;
+mod report;
+mod text;
+
+use clap::Parser;
+use cli::Cli;
+use kmemtrace_format::kallsyms::Kallsyms;
+use kmemtrace_format::log::Log;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+const EXIT_FINDINGS: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_INPUT: u8 = 3;
+const EXIT_OUTPUT: u8 = 4;
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("kmemtrace-report: {msg}");
+    ExitCode::from(code)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let sort = match cli::parse_sort(&cli.sort) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let mut filter = filter::Filter {
+        callsite: cli.callsite.clone(),
+        ..Default::default()
+    };
+    if let Some(c) = &cli.cpu {
+        match filter::parse_cpu_list(c) {
+            Ok(s) => filter.cpus = Some(s),
+            Err(e) => return fail(EXIT_USAGE, e),
+        }
+    }
+    let window = match cli.time.as_deref().map(filter::parse_time_window) {
+        None => None,
+        Some(Ok(w)) => Some(w),
+        Some(Err(e)) => return fail(EXIT_USAGE, e),
+    };
+    let override_syms = match &cli.kallsyms {
+        None => None,
+        Some(p) => match std::fs::read(p) {
+            Ok(b) => match Kallsyms::parse(&String::from_utf8_lossy(&b)) {
+                Ok(k) => Some((k, p.display().to_string())),
+                Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", p.display())),
+            },
+            Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", p.display())),
+        },
+    };
+
+    let log = match Log::open(&cli.file) {
+        Ok(l) => l,
+        Err(e) => {
+            let name = if cli.file.as_os_str() == "-" {
+                "<stdin>".to_string()
+            } else {
+                cli.file.display().to_string()
+            };
+            return fail(EXIT_INPUT, format!("{name}: {e}"));
+        }
+    };
+    let kmem = log.kmem_decoder();
+    if kmem.ids().next().is_none() {
+        return fail(
+            EXIT_INPUT,
+            format!(
+                "{}: the log has no readable kmem event formats: nothing to analyse",
+                log.name
+            ),
+        );
+    }
+    drop(kmem);
+
+    if !cli.pid.is_empty() {
+        filter.pids = Some(cli.pid.iter().copied().collect());
+    }
+    if let Some(c) = &cli.comm {
+        filter.comm = Some((c.clone(), log.pids.clone()));
+    }
+    if let Some((a, b)) = window {
+        let first = decode::first_event_ts(&log).unwrap_or(0);
+        let start = a.map_or(0, |t| t.resolve(first));
+        let end = b.map_or(u64::MAX, |t| t.resolve(first));
+        if end < start {
+            return fail(EXIT_USAGE, "the time window ends before it starts");
+        }
+        filter.time = Some((start, end));
+    }
+
+    let syms = match override_syms {
+        Some((k, name)) => report::Symbols {
+            table: Some(k),
+            raw: cli.raw_ip,
+            source: name,
+        },
+        None => {
+            let t = log.kallsyms.clone().filter(|k| !k.is_empty());
+            let source = match (&t, &log.kallsyms) {
+                (Some(_), _) => "the log's kallsyms".to_string(),
+                (None, Some(k)) if k.is_restricted() => {
+                    "none (the log's kallsyms has no addresses: recorded without privilege)".into()
+                }
+                _ => "none (the log has no kallsyms)".into(),
+            };
+            report::Symbols {
+                table: t,
+                raw: cli.raw_ip,
+                source,
+            }
+        }
+    };
+    let syms = if cli.raw_ip {
+        report::Symbols {
+            source: "raw addresses (--raw-ip)".into(),
+            ..syms
+        }
+    } else {
+        syms
+    };
+
+    let any_section =
+        cli.caller || cli.caches || cli.matrix || cli.alloc || cli.leaks || cli.misuse;
+    let opts = report::Options {
+        filter,
+        comm: cli.comm.clone(),
+        per_pointer: cli.alloc,
+        min_age: cli.min_age,
+        sort,
+        lines: if cli.json { cli.lines } else { None },
+        progress: report::progress_wanted(cli.quiet),
+    };
+    let out = report::run(&log, &syms, opts);
+
+    let text = if cli.json {
+        match serde_json::to_string_pretty(&out.report) {
+            Ok(mut s) => {
+                s.push('\n');
+                s
+            }
+            Err(e) => return fail(EXIT_OUTPUT, format!("JSON: {e}")),
+        }
+    } else {
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let sections = text::Sections {
+            callsites: !any_section || cli.caller,
+            caches: cli.caches,
+            matrix: cli.matrix,
+            alloc: cli.alloc,
+            leaks: !any_section || cli.leaks,
+            misuse: !any_section || cli.misuse,
+            color,
+            lines: cli.lines.unwrap_or(20),
+        };
+        text::render(&out.report, &sections)
+    };
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return fail(EXIT_OUTPUT, format!("writing the report: {e}"));
+        }
+    }
+    if let (Some(level), Some(worst)) = (cli.fail_on, out.worst) {
+        if worst >= level {
+            if !cli.quiet {
+                eprintln!(
+                    "kmemtrace-report: certain findings of severity {} or worse (--fail-on {})",
+                    worst.name(),
+                    level.name()
+                );
+            }
+            return ExitCode::from(EXIT_FINDINGS);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -15,6 +15,7 @@ Examples:
   kmemtraced -o slab.kmt -e kmalloc,kfree -b 8192 --compress 1
   kmemtraced -o boot.kmt --boot                drain what `trace_event=kmem:...` recorded at boot
   kmemtraced --cleanup                         remove instances left by killed recorders
+  kmemtraced --import dump.tar.gz -o board.kmt  log from a kmemtrace-capture.sh dump
 
 Without -F or -p the whole system is traced, the recorder's own reader and
 writer threads excepted (--trace-self keeps them). Recording stops on SIGINT,
@@ -31,7 +32,8 @@ Exit status:
   0  recording finished (whatever the traced command returned)
   1  runtime failure (writing the log, reading the ring buffer, starting COMMAND)
   2  usage error (bad option, unknown event, refused output)
-  3  tracefs unavailable or not permitted (not root, no tracefs, kernel without tracing)";
+  3  tracefs unavailable or not permitted (not root, no tracefs, kernel without tracing)
+  4  --import: the dump is not usable (no or malformed header_page, bad sizes, damaged tar)";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -117,6 +119,12 @@ pub struct Cli {
     /// No status line and no summary on stderr.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
+
+    /// Turn a tracefs dump (a directory, or a tar, gzip'd or not, as
+    /// kmemtrace-capture.sh writes on machines that cannot run kmemtraced)
+    /// into a log, with the dump's own byte order and sizes.
+    #[arg(long = "import", value_name = "DIR|TAR", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self"])]
+    pub import: Option<PathBuf>,
 
     /// Command to run while tracing (after `--`).
     #[arg(last = true, value_name = "COMMAND")]

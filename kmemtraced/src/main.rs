@@ -15,6 +15,7 @@ mod cli;
 mod cpu_reader;
 mod events;
 mod failure;
+mod import;
 mod metadata;
 mod record;
 mod session;
@@ -32,7 +33,9 @@ fn main() -> ExitCode {
         .collect();
     // clap prints usage errors and exits 2, --help/--version exit 0.
     let cli = cli::Cli::parse();
-    let res = if cli.cleanup {
+    let res = if let Some(dump) = &cli.import {
+        import::run(&cli, dump, argv)
+    } else if cli.cleanup {
         record::cleanup(&cli)
     } else if cli.boot {
         record::boot(&cli, argv)

@@ -1,0 +1,194 @@
+//! The command line.
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  kmemtrace-report boot.kmt                       summary, top call sites, misuse, leaks
+  kmemtraced -o - -d 10s | kmemtrace-report -     analyse while recording
+  kmemtrace-report x.kmt -s waste,hit -l 40       the 40 most wasteful call sites
+  kmemtrace-report x.kmt --caches --matrix        per-cache and size-class tables, CPU x CPU frees
+  kmemtrace-report x.kmt --leaks --min-age 2s     objects still live after 2 s, by call site
+  kmemtrace-report x.kmt --callsite 'ext4_*' --cpu 0-3 --time 1.5..3
+  kmemtrace-report x.kmt --comm nginx --pid 4242,4243
+  kmemtrace-report x.kmt --kallsyms System.map-6.1.0   symbols from another file
+  kmemtrace-report x.kmt --json > report.json     everything, schema kmemtrace-report/1
+  kmemtrace-report x.kmt --fail-on error          exit 1 on certain error findings (CI gates)
+
+Sort keys (-s, comma-separated, first key first): callsite, bytes (allocated),
+req, hit, frag, waste, pingpong (cross-CPU frees), live (live bytes at the
+end), peak (peak live bytes). Default: frag,hit,bytes, as perf kmem.
+
+Filters: --time cuts the capture to a window (seconds after the first event,
+or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,
+--pid, --comm and --callsite select allocations by the allocating event; an
+object is followed to its free on any CPU, by any task.
+
+Findings that fall where the log lost events are counted as uncertain and
+never reported as kernel bugs.
+
+Exit status:
+  0  report printed
+  1  --fail-on given and a certain finding of that severity or worse exists
+  2  usage error
+  3  unusable input (not a kmemtrace log, no ARCH block, unreadable, no kmem formats)
+  4  output error (other than a closed pipe)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kmemtrace-report",
+    version,
+    about = "Slab fragmentation, cross-CPU frees, leaks and allocator misuse per call site, from a kmemtrace log",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// The log (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Print everything as one JSON document (see JSON.md).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Sort keys for call sites (and caches, pointers).
+    #[arg(
+        short = 's',
+        long = "sort",
+        value_name = "KEYS",
+        default_value = "frag,hit,bytes"
+    )]
+    pub sort: String,
+
+    /// Rows per table (default 20 in tables; all rows in JSON).
+    #[arg(short = 'l', long = "lines", value_name = "N")]
+    pub lines: Option<usize>,
+
+    /// Show the per-call-site table.
+    #[arg(long)]
+    pub caller: bool,
+    /// Show per-cache and per-kmalloc-size-class tables.
+    #[arg(long)]
+    pub caches: bool,
+    /// Show the allocating CPU x freeing CPU matrix.
+    #[arg(long)]
+    pub matrix: bool,
+    /// Show the per-object (per pointer) table.
+    #[arg(long)]
+    pub alloc: bool,
+    /// Show the leak table.
+    #[arg(long)]
+    pub leaks: bool,
+    /// Show the misuse findings.
+    #[arg(long)]
+    pub misuse: bool,
+
+    /// Leaks: only objects at least this old at the end (`500ms`, `2s`).
+    #[arg(long = "min-age", value_name = "DURATION", value_parser = crate::filter::parse_duration_ns, default_value = "0")]
+    pub min_age: u64,
+
+    /// Only allocations on these CPUs (`0-3,6`).
+    #[arg(long, value_name = "LIST")]
+    pub cpu: Option<String>,
+    /// Only allocations by these pids (comma-separated).
+    #[arg(long, value_name = "PID,...", value_delimiter = ',')]
+    pub pid: Vec<i32>,
+    /// Only allocations by tasks of this name (from the log's saved_cmdlines).
+    #[arg(long, value_name = "NAME")]
+    pub comm: Option<String>,
+    /// Only events in this window: `START..END` seconds after the first
+    /// event, or `@START..@END` trace-clock seconds; either side optional.
+    #[arg(long, value_name = "START..END", allow_hyphen_values = true)]
+    pub time: Option<String>,
+    /// Only call sites whose symbol matches (glob with * and ?, else substring).
+    #[arg(long, value_name = "PATTERN")]
+    pub callsite: Option<String>,
+
+    /// Symbols from this kallsyms or System.map instead of the log's.
+    #[arg(long, value_name = "FILE")]
+    pub kallsyms: Option<PathBuf>,
+    /// Show call sites as raw addresses.
+    #[arg(long = "raw-ip")]
+    pub raw_ip: bool,
+
+    /// Exit 1 if a certain finding of this severity or worse exists.
+    #[arg(long = "fail-on", value_name = "SEVERITY")]
+    pub fail_on: Option<Severity>,
+
+    /// No progress indicator and no warnings on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// A sort key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    Callsite,
+    Bytes,
+    Req,
+    Hit,
+    Frag,
+    Waste,
+    Pingpong,
+    Live,
+    Peak,
+}
+
+impl SortKey {
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Callsite => "callsite",
+            SortKey::Bytes => "bytes",
+            SortKey::Req => "req",
+            SortKey::Hit => "hit",
+            SortKey::Frag => "frag",
+            SortKey::Waste => "waste",
+            SortKey::Pingpong => "pingpong",
+            SortKey::Live => "live",
+            SortKey::Peak => "peak",
+        }
+    }
+}
+
+pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
+    let mut v = Vec::new();
+    for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        v.push(match k {
+            "callsite" | "ptr" => SortKey::Callsite,
+            "bytes" | "alloc" => SortKey::Bytes,
+            "req" => SortKey::Req,
+            "hit" | "hits" => SortKey::Hit,
+            "frag" => SortKey::Frag,
+            "waste" => SortKey::Waste,
+            "pingpong" => SortKey::Pingpong,
+            "live" => SortKey::Live,
+            "peak" => SortKey::Peak,
+            _ => {
+                return Err(format!(
+                    "unknown sort key {k:?}: use callsite, bytes, req, hit, frag, waste, pingpong, live, peak"
+                ))
+            }
+        });
+    }
+    if v.is_empty() {
+        return Err("empty sort key list".into());
+    }
+    Ok(v)
+}

@@ -1,0 +1,186 @@
+//! The compact, owned slab event that travels from the per-CPU decoders to
+//! the analyses, and the small helpers they share (a fast hasher, the cache
+//! name interner).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Mutex;
+
+/// What a slab event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    /// `kmalloc`, `kmalloc_node`.
+    Kmalloc,
+    /// `kmem_cache_alloc`, `kmem_cache_alloc_node`.
+    CacheAlloc,
+    Kfree,
+    CacheFree,
+}
+
+impl Kind {
+    pub fn is_alloc(self) -> bool {
+        matches!(self, Kind::Kmalloc | Kind::CacheAlloc)
+    }
+}
+
+/// No NUMA node in the event (the format has no `node` field).
+pub const NO_NODE: i32 = i32::MIN;
+/// No cache name (the format has no `name` field).
+pub const NO_CACHE: u32 = 0;
+
+/// One slab event, decoded and owned: 64 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ev {
+    /// Trace clock, ns.
+    pub ts: u64,
+    pub ptr: u64,
+    pub call_site: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    pub gfp: u64,
+    pub pid: i32,
+    /// Interned cache name, [`NO_CACHE`] if none.
+    pub cache: u32,
+    /// Requested node (-1 any), [`NO_NODE`] if the format has none.
+    pub node: i32,
+    pub cpu: u16,
+    pub kind: Kind,
+    /// Events of this CPU were lost right before this one (missed-events
+    /// flag, a gap in the block sequence, or an undecodable sub-buffer).
+    pub lost_before: bool,
+}
+
+/// A 64-bit mixer for pointer and address keys. Slab pointers are aligned,
+/// so their low bits are zero: the hash must move high bits down (a plain
+/// multiplicative hash would leave the bucket bits empty).
+#[derive(Default, Clone, Copy)]
+pub struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 32;
+        x = x.wrapping_mul(0xd6e8_feb8_6659_fd93);
+        x ^= x >> 32;
+        x
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i))
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64)
+    }
+}
+
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
+
+pub fn fast_map<K, V>() -> FastMap<K, V> {
+    HashMap::with_hasher(BuildHasherDefault::default())
+}
+
+/// Cache names, interned to small ids shared by all decoder threads. Id 0
+/// is [`NO_CACHE`].
+#[derive(Default)]
+pub struct Interner {
+    inner: Mutex<(HashMap<String, u32>, Vec<String>)>,
+}
+
+impl Interner {
+    pub fn new() -> Self {
+        let i = Interner::default();
+        i.inner.lock().unwrap().1.push(String::new());
+        i
+    }
+
+    pub fn intern(&self, name: &str) -> u32 {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = g.0.get(name) {
+            return id;
+        }
+        let id = g.1.len() as u32;
+        g.1.push(name.to_string());
+        g.0.insert(name.to_string(), id);
+        id
+    }
+
+    /// All names by id (index 0 is empty).
+    pub fn names(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+}
+
+/// A thread's own cache in front of the shared [`Interner`].
+pub struct LocalInterner<'a> {
+    shared: &'a Interner,
+    local: HashMap<Box<str>, u32>,
+}
+
+impl<'a> LocalInterner<'a> {
+    pub fn new(shared: &'a Interner) -> Self {
+        LocalInterner {
+            shared,
+            local: HashMap::new(),
+        }
+    }
+
+    #[inline]
+    pub fn get(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.local.get(name) {
+            return id;
+        }
+        let id = self.shared.intern(name);
+        self.local.insert(name.into(), id);
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ev_is_compact() {
+        assert!(std::mem::size_of::<Ev>() <= 64);
+    }
+
+    #[test]
+    fn interner_shares_ids() {
+        let i = Interner::new();
+        let mut a = LocalInterner::new(&i);
+        let mut b = LocalInterner::new(&i);
+        let x = a.get("dentry");
+        assert_eq!(b.get("dentry"), x);
+        assert_ne!(a.get("filp"), x);
+        assert_ne!(x, NO_CACHE);
+        assert_eq!(i.names()[x as usize], "dentry");
+    }
+
+    #[test]
+    fn aligned_pointers_spread() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<MixHasher>::default();
+        let mut low = std::collections::HashSet::new();
+        for i in 0..1024u64 {
+            low.insert(b.hash_one(0xffff_8880_0000_0000u64 + i * 64) & 1023);
+        }
+        assert!(low.len() > 600, "{}", low.len());
+    }
+}

@@ -1,0 +1,219 @@
+//! What the user asked to look at: CPUs, pids, comms, a time window, a
+//! call-site pattern.
+//!
+//! The time window cuts the event stream itself (the capture is read as if
+//! it were that window). The other filters select *allocations* by the
+//! allocating event's CPU, pid, comm and call site: an object is still
+//! followed through its whole life whatever CPU or task frees it, and frees
+//! of objects never seen allocated are selected by the free event's own
+//! CPU, pid, comm and call site.
+
+use kmemtrace_format::cmdlines::PidMap;
+use std::collections::HashSet;
+
+/// Parsed filters.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Selected CPUs (`None`: all).
+    pub cpus: Option<HashSet<u32>>,
+    /// Selected pids, from `--pid` and `--comm` (`None`: all).
+    pub pids: Option<HashSet<i32>>,
+    /// Absolute time window, ns, inclusive (`None`: everything).
+    pub time: Option<(u64, u64)>,
+    /// Call-site pattern on the symbolised name (glob with `*`/`?`, else a
+    /// substring).
+    pub callsite: Option<String>,
+    /// Task name, looked up in the log's pid -> comm map.
+    pub comm: Option<(String, PidMap)>,
+}
+
+impl Filter {
+    #[inline]
+    pub fn in_time(&self, ts: u64) -> bool {
+        match self.time {
+            None => true,
+            Some((a, b)) => ts >= a && ts <= b,
+        }
+    }
+
+    #[inline]
+    pub fn cpu_pid(&self, cpu: u32, pid: i32) -> bool {
+        self.cpus.as_ref().map_or(true, |s| s.contains(&cpu))
+            && self.pids.as_ref().map_or(true, |s| s.contains(&pid))
+            && self
+                .comm
+                .as_ref()
+                .map_or(true, |(c, m)| m.comm(pid) == Some(c.as_str()))
+    }
+
+    pub fn callsite_matches(&self, name: &str) -> bool {
+        match &self.callsite {
+            None => true,
+            Some(p) if p.contains(['*', '?']) => glob(p.as_bytes(), name.as_bytes()),
+            Some(p) => name.contains(p.as_str()),
+        }
+    }
+}
+
+/// `*` matches any run, `?` one byte; the whole name must match.
+pub fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Parses a CPU list in the kernel's syntax: `0-3,6`.
+pub fn parse_cpu_list(s: &str) -> Result<HashSet<u32>, String> {
+    let mut out = HashSet::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("bad CPU list {s:?}: expected numbers and ranges like 0-3,6");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: u32 = a.trim().parse().map_err(|_| bad())?;
+                let b: u32 = b.trim().parse().map_err(|_| bad())?;
+                if b < a || b - a > 1 << 16 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => {
+                out.insert(part.parse().map_err(|_| bad())?);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("empty CPU list {s:?}"));
+    }
+    Ok(out)
+}
+
+/// One end of a `--time` window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TimePoint {
+    /// Seconds after the first event.
+    Relative(f64),
+    /// Trace-clock seconds, as the kernel's `trace` prints them (`@4.4495`).
+    Absolute(f64),
+}
+
+impl TimePoint {
+    /// Nanoseconds on the trace clock, given the first event's time.
+    pub fn resolve(self, first_ts: u64) -> u64 {
+        match self {
+            TimePoint::Relative(s) => first_ts.saturating_add((s * 1e9).round() as u64),
+            TimePoint::Absolute(s) => (s * 1e9).round() as u64,
+        }
+    }
+}
+
+/// Parses `START..END`, either side optional; `@` marks absolute times.
+pub fn parse_time_window(s: &str) -> Result<(Option<TimePoint>, Option<TimePoint>), String> {
+    let Some((a, b)) = s.split_once("..") else {
+        return Err(format!(
+            "bad time window {s:?}: expected START..END in seconds (relative to the first event, or @ABSOLUTE)"
+        ));
+    };
+    let point = |x: &str| -> Result<Option<TimePoint>, String> {
+        let x = x.trim();
+        if x.is_empty() {
+            return Ok(None);
+        }
+        let (abs, num) = match x.strip_prefix('@') {
+            Some(n) => (true, n),
+            None => (false, x),
+        };
+        let v: f64 = num
+            .trim_end_matches('s')
+            .parse()
+            .map_err(|_| format!("bad time {x:?} in window {s:?}: expected seconds"))?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!("bad time {x:?} in window {s:?}: must be >= 0"));
+        }
+        Ok(Some(if abs {
+            TimePoint::Absolute(v)
+        } else {
+            TimePoint::Relative(v)
+        }))
+    };
+    Ok((point(a)?, point(b)?))
+}
+
+/// Parses a duration: `500ms`, `2s`, `1.5m`, `1h`, `100us`, `10ns`, or
+/// plain seconds. Returns nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?}: expected e.g. 500ms, 2s, 1m"))?;
+    let mul = match unit.trim() {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        u => return Err(format!("bad duration {s:?}: unknown unit {u:?}")),
+    };
+    Ok((v * mul).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob(b"kmalloc*", b"kmalloc_trace+0x1"));
+        assert!(glob(b"*alloc*", b"__d_alloc+0x2c"));
+        assert!(!glob(b"*alloc", b"__d_alloc+0x2c"));
+        assert!(glob(b"a?c", b"abc"));
+        let f = Filter {
+            callsite: Some("d_alloc".into()),
+            ..Default::default()
+        };
+        assert!(f.callsite_matches("__d_alloc+0x2c"));
+    }
+
+    #[test]
+    fn cpu_lists_and_times() {
+        let s = parse_cpu_list("0-2,5").unwrap();
+        assert_eq!(s.len(), 4);
+        assert!(s.contains(&5));
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        let (a, b) = parse_time_window("1.5..").unwrap();
+        assert_eq!(a, Some(TimePoint::Relative(1.5)));
+        assert_eq!(b, None);
+        let (a, _) = parse_time_window("@4.4..@5").unwrap();
+        assert_eq!(a.unwrap().resolve(0), 4_400_000_000);
+        assert_eq!(TimePoint::Relative(1.0).resolve(10), 1_000_000_010);
+        assert!(parse_time_window("1-2").is_err());
+        assert_eq!(parse_duration_ns("500ms").unwrap(), 500_000_000);
+        assert_eq!(parse_duration_ns("2").unwrap(), 2_000_000_000);
+        assert_eq!(parse_duration_ns("1m").unwrap(), 60_000_000_000);
+        assert!(parse_duration_ns("1y").is_err());
+    }
+}

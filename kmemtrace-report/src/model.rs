@@ -1,0 +1,313 @@
+//! The report as plain data: what both printers (human tables, JSON) show.
+//! Field meanings are documented in `JSON.md`; every number is exact.
+
+use serde::Serialize;
+
+/// The JSON document's schema tag.
+pub const SCHEMA: &str = "kmemtrace-report/1";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub generator: String,
+    pub input: Input,
+    pub kernel: Kernel,
+    pub filters: Filters,
+    pub capture: Capture,
+    pub summary: Summary,
+    pub sort: Vec<String>,
+    pub callsites: Vec<CallsiteRow>,
+    pub caches: Vec<CacheRow>,
+    pub size_classes: Vec<CacheRow>,
+    pub cross_cpu: CrossCpu,
+    pub misuse: Vec<Finding>,
+    pub leaks: Leaks,
+    /// Per pointer (`--alloc` only), else null.
+    pub allocs: Option<Vec<AllocRow>>,
+    pub page_allocator: crate::decode::PageStats,
+    pub problems: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Input {
+    pub name: String,
+    pub bytes: u64,
+    pub format_version: String,
+    /// The log ends with an END block.
+    pub complete: bool,
+    pub end_reason: Option<String>,
+    /// Where the input was cut, if it was.
+    pub truncated: Option<String>,
+    pub recorder: Option<String>,
+    pub kallsyms: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Kernel {
+    pub sysname: Option<String>,
+    pub release: Option<String>,
+    pub version: Option<String>,
+    pub machine: Option<String>,
+    pub hostname: Option<String>,
+    pub byte_order: &'static str,
+    pub long_size: u8,
+    pub page_size: Option<u32>,
+    pub nr_cpus: Option<u32>,
+    pub trace_clock: Option<String>,
+    /// The GFP flag names come from the recorded kernel's format files.
+    pub gfp_table: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Filters {
+    pub cpus: Option<Vec<u32>>,
+    pub pids: Option<Vec<i32>>,
+    pub comm: Option<String>,
+    pub time_start_ns: Option<u64>,
+    pub time_end_ns: Option<u64>,
+    pub callsite: Option<String>,
+    pub min_age_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuRow {
+    pub cpu: u32,
+    pub node: Option<u32>,
+    pub subbufs: u64,
+    pub events: u64,
+    pub kmem_events: u64,
+    pub slab_events: u64,
+    pub missed_subbufs: u64,
+    pub lost_stored: u64,
+    /// Lost events by the kernel's own statistics (end minus start).
+    pub lost_stats: Option<u64>,
+    pub missing_subbufs: u64,
+    pub bad_subbufs: u64,
+    pub decode_errors: u64,
+    pub backwards: u64,
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LostWindow {
+    pub cpu: u32,
+    /// 0: before the CPU's first event.
+    pub start_ns: u64,
+    /// null: after the CPU's last event.
+    pub end_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Capture {
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: Option<u64>,
+    pub duration_ns: u64,
+    pub events: u64,
+    pub kmem_events: u64,
+    pub slab_events: u64,
+    pub cpus: Vec<CpuRow>,
+    pub lost_windows_total: usize,
+    /// The first 1000.
+    pub lost_windows: Vec<LostWindow>,
+    /// Pointers tracked at the end (live objects and freed pointers
+    /// remembered for double-free detection).
+    pub tracked_pointers: usize,
+}
+
+/// Totals as `perf kmem stat` prints them, and what it cannot.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub alloc_events: u64,
+    pub failed_allocs: u64,
+    pub free_events: u64,
+    pub null_frees: u64,
+    pub bytes_requested: u64,
+    pub bytes_allocated: u64,
+    /// `bytes_alloc` of the objects whose free the capture shows.
+    pub bytes_freed: u64,
+    pub net_bytes_allocated: i64,
+    pub bytes_wasted: u64,
+    pub fragmentation_pct: f64,
+    /// Frees matched to an allocation in the capture.
+    pub matched_frees: u64,
+    /// Of those, made on another CPU than the allocation (perf's
+    /// "Ping-pong").
+    pub cross_cpu_frees: u64,
+    /// Allocations that asked for a node other than the allocating CPU's
+    /// (what perf mislabels "Cross CPU allocations"); null if the log has
+    /// no CPU->node map.
+    pub cross_node_allocs: Option<u64>,
+    /// Allocations naming a node (not -1).
+    pub node_requests: u64,
+    /// Allocations whose format records a node at all.
+    pub allocs_with_node_field: u64,
+    /// The count `perf kmem stat` would print as "Cross CPU allocations".
+    pub perf_cross_cpu_allocations: u64,
+    pub live_objects: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Gfp {
+    pub value: String,
+    pub flags: String,
+    pub compact: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CallsiteRow {
+    pub callsite: String,
+    pub addr: String,
+    /// Which events came from here: kmalloc, kmem_cache_alloc, kfree,
+    /// kmem_cache_free.
+    pub kinds: Vec<&'static str>,
+    pub hits: u64,
+    pub failed: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    pub req_per_hit: u64,
+    pub alloc_per_hit: u64,
+    pub bytes_wasted: u64,
+    pub fragmentation_pct: f64,
+    pub frees: u64,
+    pub cross_cpu_frees: u64,
+    pub free_calls: u64,
+    pub missed_frees: u64,
+    pub live_objects: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+    pub cache: Option<String>,
+    pub gfp: Vec<Gfp>,
+    /// Allocations with GFP values beyond the 8 listed.
+    pub gfp_other: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheRow {
+    pub name: String,
+    /// The object size (size classes only).
+    pub object_size: Option<u64>,
+    pub hits: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    pub bytes_wasted: u64,
+    pub fragmentation_pct: f64,
+    pub frees: u64,
+    pub cross_cpu_frees: u64,
+    pub live_objects: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CrossCpu {
+    /// Row and column labels.
+    pub cpus: Vec<u32>,
+    /// `matrix[i][j]`: objects allocated on `cpus[i]` and freed on `cpus[j]`.
+    pub matrix: Vec<Vec<u64>>,
+    pub same_cpu_frees: u64,
+    pub cross_cpu_frees: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SiteCount {
+    pub callsite: String,
+    pub addr: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OccurrenceRow {
+    pub ts_ns: u64,
+    /// Seconds from the first event.
+    pub rel_s: f64,
+    pub cpu: u32,
+    pub pid: i32,
+    pub comm: Option<String>,
+    pub ptr: String,
+    pub alloc_callsite: Option<String>,
+    pub free_callsite: Option<String>,
+    pub earlier_ts_ns: Option<u64>,
+    pub earlier_cpu: Option<u32>,
+    pub alloc_cache: Option<String>,
+    pub free_cache: Option<String>,
+    pub bytes_req: Option<u64>,
+    pub bytes_alloc: Option<u64>,
+    pub uncertain: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub kind: &'static str,
+    pub title: &'static str,
+    /// `error`, `warning` or `info`.
+    pub severity: &'static str,
+    pub count: u64,
+    pub uncertain: u64,
+    pub certain: u64,
+    /// Why this severity (for kfree of kmem_cache objects: the kernel
+    /// release rule).
+    pub judgement: String,
+    pub first: Option<OccurrenceRow>,
+    pub first_certain: Option<OccurrenceRow>,
+    pub top_alloc_callsites: Vec<SiteCount>,
+    pub top_free_callsites: Vec<SiteCount>,
+    /// Cache mismatches: "alloc-cache -> free-cache" with counts.
+    pub cache_pairs: Vec<(String, String, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LeakExample {
+    pub ptr: String,
+    pub age_ns: u64,
+    pub cpu: u32,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LeakRow {
+    pub callsite: String,
+    pub addr: String,
+    pub objects: u64,
+    pub bytes: u64,
+    pub oldest_age_ns: u64,
+    pub newest_age_ns: u64,
+    pub uncertain: u64,
+    pub examples: Vec<LeakExample>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Leaks {
+    pub min_age_ns: u64,
+    pub end_ts_ns: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub uncertain: u64,
+    pub groups_total: usize,
+    pub groups: Vec<LeakRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AllocRow {
+    pub ptr: String,
+    pub callsite: String,
+    pub hits: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    pub fragmentation_pct: f64,
+    pub cross_cpu_frees: u64,
+    pub live: bool,
+}
+
+/// perf's `fragmentation()`: `100 - 100 * req / alloc`, 0 with nothing
+/// allocated.
+pub fn fragmentation(req: u64, alloc: u64) -> f64 {
+    if alloc == 0 {
+        0.0
+    } else {
+        100.0 - 100.0 * req as f64 / alloc as f64
+    }
+}

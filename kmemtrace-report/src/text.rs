@@ -1,0 +1,607 @@
+//! The human report: tables with thousands separators, in the spirit of
+//! `perf kmem stat`.
+
+use crate::model::*;
+use std::fmt::Write as _;
+
+/// `1234567` -> `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn signed(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", thousands(n.unsigned_abs()))
+    } else {
+        thousands(n as u64)
+    }
+}
+
+/// Seconds with microseconds, as the kernel prints time stamps.
+pub fn secs(ns: u64) -> String {
+    format!(
+        "{}.{:06}",
+        ns / 1_000_000_000,
+        (ns % 1_000_000_000 + 500) / 1000 % 1_000_000
+    )
+}
+
+/// A short duration: `1.234 s`, `12.3 ms`.
+fn age(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.3} us", ns as f64 / 1e3)
+    }
+}
+
+/// Left-aligned first column, the others right-aligned.
+struct Table {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+    left: usize,
+    /// The last column is text (left-aligned).
+    left_last: bool,
+}
+
+impl Table {
+    fn new(head: &[&str]) -> Self {
+        Table {
+            head: head.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+            left: 1,
+            left_last: false,
+        }
+    }
+    fn row(&mut self, r: Vec<String>) {
+        self.rows.push(r);
+    }
+    fn render(&self, out: &mut String) {
+        let n = self.head.len();
+        let mut w: Vec<usize> = self.head.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |out: &mut String, cells: &[String]| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate().take(n) {
+                if i > 0 {
+                    s.push_str(" | ");
+                }
+                let pad = w[i].saturating_sub(c.chars().count());
+                if i < self.left || (i == n - 1 && self.left_last) {
+                    s.push_str(c);
+                    if i + 1 < n {
+                        s.push_str(&" ".repeat(pad));
+                    }
+                } else {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                }
+            }
+            out.push(' ');
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        let total: usize = w.iter().sum::<usize>() + 3 * n.saturating_sub(1) + 1;
+        let rule = "-".repeat(total.min(200));
+        out.push_str(&rule);
+        out.push('\n');
+        line(out, &self.head);
+        out.push_str(&rule);
+        out.push('\n');
+        for r in &self.rows {
+            line(out, r);
+        }
+        out.push_str(&rule);
+        out.push('\n');
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{x:.3}%")
+}
+
+/// Which sections to print.
+#[derive(Clone, Copy, Debug)]
+pub struct Sections {
+    pub callsites: bool,
+    pub caches: bool,
+    pub matrix: bool,
+    pub alloc: bool,
+    pub leaks: bool,
+    pub misuse: bool,
+    pub color: bool,
+    /// Rows per table.
+    pub lines: usize,
+}
+
+fn tag(sev: &str, color: bool) -> String {
+    if !color {
+        return format!("[{sev}]");
+    }
+    let c = match sev {
+        "error" => "31",
+        "warning" => "33",
+        _ => "36",
+    };
+    format!("\x1b[1;{c}m[{sev}]\x1b[0m")
+}
+
+pub fn render(r: &Report, s: &Sections) -> String {
+    let mut o = String::new();
+    let k = &r.kernel;
+    let _ = writeln!(o, "kmemtrace-report: {}", r.input.name);
+    let _ = writeln!(
+        o,
+        "kernel: {} {} {} ({}-endian, {}-byte long, page {}), {} CPUs, trace clock {}",
+        k.sysname.as_deref().unwrap_or("Linux"),
+        k.release.as_deref().unwrap_or("(release unknown)"),
+        k.machine.as_deref().unwrap_or(""),
+        k.byte_order,
+        k.long_size,
+        k.page_size.map_or("?".into(), |p| p.to_string()),
+        k.nr_cpus
+            .map_or(r.capture.cpus.len().to_string(), |n| n.to_string()),
+        k.trace_clock.as_deref().unwrap_or("?"),
+    );
+    let c = &r.capture;
+    let _ = writeln!(
+        o,
+        "capture: {} events ({} kmem, {} slab analysed) over {} s on {} CPUs; {}; symbols: {}",
+        thousands(c.events),
+        thousands(c.kmem_events),
+        thousands(c.slab_events),
+        secs(c.duration_ns),
+        c.cpus.len(),
+        match (&r.input.end_reason, &r.input.truncated) {
+            (Some(e), _) => format!("complete ({e})"),
+            (None, Some(_)) => "cut short (no END block)".to_string(),
+            (None, None) => "no END block".to_string(),
+        },
+        r.input.kallsyms
+    );
+    let mut lost = Vec::new();
+    for cpu in &c.cpus {
+        let mut parts = Vec::new();
+        if let Some(n) = cpu.lost_stats.filter(|&n| n > 0) {
+            parts.push(format!("{} by the kernel's stats", thousands(n)));
+        }
+        if cpu.missed_subbufs > 0 {
+            parts.push(format!("{} sub-buffers flagged", cpu.missed_subbufs));
+        }
+        if cpu.missing_subbufs > 0 {
+            parts.push(format!("{} sub-buffers missing", cpu.missing_subbufs));
+        }
+        if cpu.bad_subbufs > 0 {
+            parts.push(format!("{} undecodable", cpu.bad_subbufs));
+        }
+        if !parts.is_empty() {
+            lost.push(format!("CPU {}: {}", cpu.cpu, parts.join(", ")));
+        }
+    }
+    if lost.is_empty() && c.lost_windows_total == 0 {
+        let _ = writeln!(o, "lost events: none");
+    } else {
+        let _ = writeln!(
+            o,
+            "lost events: {}; {} lost-event windows (findings there are marked uncertain)",
+            if lost.is_empty() {
+                "see windows".to_string()
+            } else {
+                lost.join("; ")
+            },
+            c.lost_windows_total
+        );
+    }
+    if !r.problems.is_empty() {
+        let _ = writeln!(
+            o,
+            "problems: {} (see --json); first: {}",
+            r.problems.len(),
+            r.problems[0]
+        );
+    }
+    let f = &r.filters;
+    let mut fl = Vec::new();
+    if let Some(c) = &f.cpus {
+        fl.push(format!(
+            "cpu {}",
+            c.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    if let Some(p) = &f.pids {
+        fl.push(format!("{} pids", p.len()));
+    }
+    if let Some(c) = &f.comm {
+        fl.push(format!("comm {c}"));
+    }
+    if let (Some(a), Some(b)) = (f.time_start_ns, f.time_end_ns) {
+        fl.push(format!("time {}..{}", secs(a), secs(b)));
+    }
+    if let Some(c) = &f.callsite {
+        fl.push(format!("callsite {c}"));
+    }
+    if !fl.is_empty() {
+        let _ = writeln!(o, "filters: {}", fl.join(", "));
+    }
+
+    if s.callsites {
+        let alloc_rows: Vec<&CallsiteRow> = r.callsites.iter().filter(|c| c.hits > 0).collect();
+        let _ = writeln!(
+            o,
+            "\nSLAB CALL SITES (sorted by {}; {} of {})",
+            r.sort.join(","),
+            alloc_rows.len().min(s.lines),
+            alloc_rows.len()
+        );
+        let mut t = Table::new(&[
+            "Callsite",
+            "Hits",
+            "Total_alloc/Per",
+            "Total_req/Per",
+            "Wasted",
+            "Frag",
+            "Frees",
+            "X-CPU",
+            "Live",
+            "Live bytes",
+            "Peak live",
+            "GFP",
+        ]);
+        for c in alloc_rows.iter().take(s.lines) {
+            let gfp = match c.gfp.first() {
+                Some(g) if c.gfp.len() > 1 || c.gfp_other > 0 => {
+                    format!(
+                        "{} +{}",
+                        g.compact,
+                        c.gfp.len() - 1 + usize::from(c.gfp_other > 0)
+                    )
+                }
+                Some(g) => g.compact.clone(),
+                None => String::new(),
+            };
+            t.row(vec![
+                c.callsite.clone(),
+                thousands(c.hits),
+                format!(
+                    "{}/{}",
+                    thousands(c.bytes_alloc),
+                    thousands(c.alloc_per_hit)
+                ),
+                format!("{}/{}", thousands(c.bytes_req), thousands(c.req_per_hit)),
+                thousands(c.bytes_wasted),
+                pct(c.fragmentation_pct),
+                thousands(c.frees),
+                thousands(c.cross_cpu_frees),
+                thousands(c.live_objects),
+                thousands(c.live_bytes),
+                thousands(c.peak_live_bytes),
+                gfp,
+            ]);
+        }
+        t.left_last = true;
+        t.render(&mut o);
+    }
+
+    if s.caches {
+        for (title, rows) in [
+            (
+                "SLAB CACHES (kmem_cache_alloc, by the cache name the kernel recorded)",
+                &r.caches,
+            ),
+            ("KMALLOC SIZE CLASSES (by bytes_alloc)", &r.size_classes),
+        ] {
+            let _ = writeln!(o, "\n{title}");
+            let mut t = Table::new(&[
+                "Cache",
+                "Hits",
+                "Alloc bytes",
+                "Req bytes",
+                "Wasted",
+                "Frag",
+                "Frees",
+                "X-CPU",
+                "Live",
+                "Live bytes",
+                "Peak live",
+            ]);
+            for c in rows.iter().take(s.lines) {
+                t.row(vec![
+                    c.name.clone(),
+                    thousands(c.hits),
+                    thousands(c.bytes_alloc),
+                    thousands(c.bytes_req),
+                    thousands(c.bytes_wasted),
+                    pct(c.fragmentation_pct),
+                    thousands(c.frees),
+                    thousands(c.cross_cpu_frees),
+                    thousands(c.live_objects),
+                    thousands(c.live_bytes),
+                    thousands(c.peak_live_bytes),
+                ]);
+            }
+            t.render(&mut o);
+        }
+    }
+
+    if s.matrix {
+        let m = &r.cross_cpu;
+        let _ = writeln!(
+            o,
+            "\nCROSS-CPU FREES (rows: allocating CPU, columns: freeing CPU): {} same-CPU, {} cross-CPU",
+            thousands(m.same_cpu_frees),
+            thousands(m.cross_cpu_frees)
+        );
+        let heads: Vec<String> = std::iter::once("alloc\\free".to_string())
+            .chain(m.cpus.iter().map(|c| format!("CPU {c}")))
+            .collect();
+        let hr: Vec<&str> = heads.iter().map(String::as_str).collect();
+        let mut t = Table::new(&hr);
+        for (i, row) in m.matrix.iter().enumerate() {
+            let mut cells = vec![format!("CPU {}", m.cpus[i])];
+            cells.extend(row.iter().map(|&n| thousands(n)));
+            t.row(cells);
+        }
+        t.render(&mut o);
+    }
+
+    if s.alloc {
+        if let Some(a) = &r.allocs {
+            let _ = writeln!(o, "\nOBJECTS (per pointer; {} rows)", a.len().min(s.lines));
+            let mut t = Table::new(&[
+                "Alloc Ptr",
+                "Callsite",
+                "Hits",
+                "Alloc bytes",
+                "Req bytes",
+                "Frag",
+                "X-CPU",
+                "Live",
+            ]);
+            for p in a.iter().take(s.lines) {
+                t.row(vec![
+                    p.ptr.clone(),
+                    p.callsite.clone(),
+                    thousands(p.hits),
+                    thousands(p.bytes_alloc),
+                    thousands(p.bytes_req),
+                    pct(p.fragmentation_pct),
+                    thousands(p.cross_cpu_frees),
+                    if p.live { "yes" } else { "" }.into(),
+                ]);
+            }
+            t.left = 2;
+            t.render(&mut o);
+        }
+    }
+
+    // Summary, as perf kmem stat prints it, plus what it cannot.
+    let m = &r.summary;
+    let _ = writeln!(o, "\nSUMMARY (SLAB allocator)\n========================");
+    let _ = writeln!(o, "Total bytes requested: {}", thousands(m.bytes_requested));
+    let _ = writeln!(o, "Total bytes allocated: {}", thousands(m.bytes_allocated));
+    let _ = writeln!(o, "Total bytes freed:     {}", thousands(m.bytes_freed));
+    let _ = writeln!(
+        o,
+        "Net total bytes allocated: {}",
+        signed(m.net_bytes_allocated)
+    );
+    let _ = writeln!(
+        o,
+        "Total bytes wasted on internal fragmentation: {}",
+        thousands(m.bytes_wasted)
+    );
+    let _ = writeln!(o, "Internal fragmentation: {:.6}%", m.fragmentation_pct);
+    let _ = writeln!(
+        o,
+        "Cross-CPU frees: {}/{} (freed on another CPU than the allocating one; perf's Ping-pong)",
+        thousands(m.cross_cpu_frees),
+        thousands(m.matched_frees)
+    );
+    let _ = writeln!(
+        o,
+        "Cross-NUMA-node allocations: {} (requested node other than the allocating CPU's; perf kmem stat prints \"Cross CPU allocations: {}/{}\" for these)",
+        match m.cross_node_allocs {
+            Some(n) => format!("{}/{}", thousands(n), thousands(m.alloc_events)),
+            None => format!(
+                "unknown, the log has no CPU->node map ({} allocations named a node)",
+                thousands(m.node_requests)
+            ),
+        },
+        thousands(m.perf_cross_cpu_allocations),
+        thousands(m.alloc_events)
+    );
+    let _ = writeln!(
+        o,
+        "Allocations: {} ({} failed); frees: {} ({} matched, {} of NULL)",
+        thousands(m.alloc_events),
+        thousands(m.failed_allocs),
+        thousands(m.free_events),
+        thousands(m.matched_frees),
+        thousands(m.null_frees)
+    );
+    let _ = writeln!(
+        o,
+        "Live at the end: {} objects, {} bytes; peak live: {} bytes",
+        thousands(m.live_objects),
+        thousands(m.live_bytes),
+        thousands(m.peak_live_bytes)
+    );
+    let p = &r.page_allocator;
+    if p.allocs + p.frees + p.batched_frees > 0 {
+        let _ = writeln!(
+            o,
+            "Page allocator: {} allocations ({} bytes, {} failed), {} frees + {} batched ({} bytes)",
+            thousands(p.allocs),
+            thousands(p.alloc_bytes),
+            thousands(p.failed),
+            thousands(p.frees),
+            thousands(p.batched_frees),
+            thousands(p.free_bytes)
+        );
+    }
+
+    if s.misuse {
+        let _ = writeln!(o, "\nALLOCATOR MISUSE");
+        let mut none = Vec::new();
+        for f in &r.misuse {
+            if f.count == 0 {
+                none.push(f.kind);
+                continue;
+            }
+            let _ = write!(
+                o,
+                "{} {}: {}",
+                tag(f.severity, s.color),
+                f.title,
+                thousands(f.count)
+            );
+            if f.uncertain > 0 {
+                let _ = write!(
+                    o,
+                    " ({} uncertain: in lost-event windows, not reported as kernel bugs)",
+                    thousands(f.uncertain)
+                );
+            }
+            o.push('\n');
+            if !f.judgement.is_empty() {
+                let _ = writeln!(o, "    {}", f.judgement);
+            }
+            if let Some(x) = f.first_certain.as_ref().or(f.first.as_ref()) {
+                let _ = write!(
+                    o,
+                    "    first{}: {} s (+{:.6}) CPU {} pid {}{} ptr {}",
+                    if x.uncertain { " (uncertain)" } else { "" },
+                    secs(x.ts_ns),
+                    x.rel_s,
+                    x.cpu,
+                    x.pid,
+                    x.comm
+                        .as_deref()
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default(),
+                    x.ptr
+                );
+                if let Some(a) = &x.alloc_callsite {
+                    let _ = write!(o, ", allocated at {a}");
+                }
+                if let Some(fr) = &x.free_callsite {
+                    let _ = write!(o, ", freed at {fr}");
+                }
+                if let (Some(q), Some(b)) = (x.bytes_req, x.bytes_alloc) {
+                    if f.kind == "bytes_alloc_below_bytes_req" {
+                        let _ = write!(o, ", bytes_req {q} bytes_alloc {b}");
+                    }
+                }
+                o.push('\n');
+            }
+            for (label, sites) in [
+                ("alloc sites", &f.top_alloc_callsites),
+                ("free sites", &f.top_free_callsites),
+            ] {
+                if !sites.is_empty() {
+                    let v: Vec<String> = sites
+                        .iter()
+                        .map(|x| format!("{} ({})", x.callsite, thousands(x.count)))
+                        .collect();
+                    let _ = writeln!(o, "    top {label}: {}", v.join(", "));
+                }
+            }
+            if !f.cache_pairs.is_empty() {
+                let v: Vec<String> = f
+                    .cache_pairs
+                    .iter()
+                    .map(|(a, b, n)| format!("{a} -> {b} ({})", thousands(*n)))
+                    .collect();
+                let _ = writeln!(o, "    caches (alloc -> free): {}", v.join(", "));
+            }
+        }
+        if !none.is_empty() {
+            let _ = writeln!(o, "none of: {}", none.join(", "));
+        }
+    }
+
+    if s.leaks {
+        let l = &r.leaks;
+        let _ = writeln!(
+            o,
+            "\nLEAKS (objects still live at the end{}): {} objects, {} bytes in {} call sites{}",
+            if l.min_age_ns > 0 {
+                format!(", {} old or more", age(l.min_age_ns))
+            } else {
+                String::new()
+            },
+            thousands(l.objects),
+            thousands(l.bytes),
+            thousands(l.groups_total as u64),
+            if l.uncertain > 0 {
+                format!(
+                    "; {} uncertain (events were lost after their allocation)",
+                    thousands(l.uncertain)
+                )
+            } else {
+                String::new()
+            }
+        );
+        if !l.groups.is_empty() {
+            let mut t = Table::new(&[
+                "Callsite",
+                "Objects",
+                "Bytes",
+                "Oldest age",
+                "Newest age",
+                "Uncertain",
+                "Oldest object",
+            ]);
+            t.left_last = true;
+            for g in l.groups.iter().take(s.lines) {
+                t.row(vec![
+                    g.callsite.clone(),
+                    thousands(g.objects),
+                    thousands(g.bytes),
+                    age(g.oldest_age_ns),
+                    age(g.newest_age_ns),
+                    thousands(g.uncertain),
+                    g.examples
+                        .first()
+                        .map(|e| format!("{} (CPU {})", e.ptr, e.cpu))
+                        .unwrap_or_default(),
+                ]);
+            }
+            t.render(&mut o);
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(signed(-1234), "-1,234");
+        assert_eq!(secs(4_449_503_360), "4.449503");
+        assert_eq!(secs(4_449_503_500), "4.449504");
+    }
+}

@@ -1,0 +1,472 @@
+//! A small streaming reader of tar archives (POSIX ustar, GNU and pax
+//! headers), enough to read the dumps `kmemtrace-capture.sh` writes with
+//! busybox `tar` and whatever GNU tar makes of a copied tracefs directory.
+//!
+//! Members are visited in order from any `Read` (a gzip decoder included),
+//! never seeking. Every length comes from the archive and is checked: a
+//! damaged header (bad checksum, a size that is not a number) or an archive
+//! that ends inside a member is an error naming the offset, never a panic
+//! or an unbounded allocation.
+
+use std::fmt;
+use std::io::{self, Read};
+
+const BLOCK: usize = 512;
+/// Longest GNU long name / pax header accepted.
+const MAX_EXT_HEADER: u64 = 1 << 20;
+
+/// What a member is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    /// Symlinks, hard links, devices, FIFOs: never followed or read.
+    Other(u8),
+}
+
+/// One member's header.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The member's path as stored (long names resolved).
+    pub path: String,
+    pub kind: Kind,
+    pub size: u64,
+    /// Archive offset of the member's header.
+    pub offset: u64,
+}
+
+/// Why an archive cannot be read.
+#[derive(Debug)]
+pub enum TarError {
+    Io(io::Error),
+    Bad { offset: u64, what: String },
+}
+
+impl fmt::Display for TarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TarError::Io(e) => write!(f, "reading the archive: {e}"),
+            TarError::Bad { offset, what } => write!(f, "tar offset {offset}: {what}"),
+        }
+    }
+}
+
+impl From<io::Error> for TarError {
+    fn from(e: io::Error) -> Self {
+        TarError::Io(e)
+    }
+}
+
+/// True if `block` (the first 512 bytes of a file) is a tar header with a
+/// valid checksum.
+pub fn looks_like_tar(block: &[u8]) -> bool {
+    block.len() >= BLOCK && header_checksum_ok(&block[..BLOCK]).unwrap_or(false)
+}
+
+fn header_checksum_ok(h: &[u8]) -> Option<bool> {
+    let stored = parse_octal(&h[148..156])?;
+    let mut unsigned: u64 = 0;
+    let mut signed: i64 = 0;
+    for (i, &b) in h.iter().enumerate() {
+        let b = if (148..156).contains(&i) { b' ' } else { b };
+        unsigned += u64::from(b);
+        signed += i64::from(b as i8);
+    }
+    Some(stored == unsigned || stored as i64 == signed)
+}
+
+/// An octal number field (NUL/space padded), or a GNU base-256 number.
+fn parse_octal(f: &[u8]) -> Option<u64> {
+    if let Some(&first) = f.first() {
+        if first & 0x80 != 0 {
+            // GNU base-256: big-endian, first byte's top bit is the marker.
+            let mut v: u64 = u64::from(first & 0x7f);
+            for &b in &f[1..] {
+                v = v.checked_mul(256)?.checked_add(u64::from(b))?;
+            }
+            return Some(v);
+        }
+    }
+    let s: Vec<u8> = f
+        .iter()
+        .copied()
+        .skip_while(|&b| b == b' ')
+        .take_while(|&b| b != 0 && b != b' ')
+        .collect();
+    if s.is_empty() {
+        return Some(0);
+    }
+    let mut v: u64 = 0;
+    for b in s {
+        if !(b'0'..=b'7').contains(&b) {
+            return None;
+        }
+        v = v.checked_mul(8)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+fn cstr(f: &[u8]) -> String {
+    let end = f.iter().position(|&b| b == 0).unwrap_or(f.len());
+    String::from_utf8_lossy(&f[..end]).into_owned()
+}
+
+/// Reads members one after another.
+pub struct Archive<R: Read> {
+    src: R,
+    /// Offset of the next unread byte.
+    pos: u64,
+    /// Bytes of the current member's data (plus padding) not yet consumed.
+    pending: u64,
+    done: bool,
+}
+
+impl<R: Read> Archive<R> {
+    pub fn new(src: R) -> Self {
+        Archive {
+            src,
+            pos: 0,
+            pending: 0,
+            done: false,
+        }
+    }
+
+    fn read_exact_at(&mut self, buf: &mut [u8], what: &str) -> Result<bool, TarError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.src.read(&mut buf[got..]) {
+                Ok(0) => {
+                    if got == 0 {
+                        return Ok(false);
+                    }
+                    return Err(TarError::Bad {
+                        offset: self.pos + got as u64,
+                        what: format!("archive ends inside {what}"),
+                    });
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.pos += buf.len() as u64;
+        Ok(true)
+    }
+
+    fn skip(&mut self, mut n: u64, what: &str) -> Result<(), TarError> {
+        let mut buf = [0u8; 8192];
+        while n > 0 {
+            let k = n.min(buf.len() as u64) as usize;
+            if !self.read_exact_at(&mut buf[..k], what)? {
+                return Err(TarError::Bad {
+                    offset: self.pos,
+                    what: format!("archive ends inside {what}"),
+                });
+            }
+            n -= k as u64;
+        }
+        Ok(())
+    }
+
+    fn padded(size: u64) -> u64 {
+        size.div_ceil(BLOCK as u64) * BLOCK as u64
+    }
+
+    /// Reads a whole (small) extension member's data.
+    fn read_ext(&mut self, size: u64, what: &str) -> Result<Vec<u8>, TarError> {
+        if size > MAX_EXT_HEADER {
+            return Err(TarError::Bad {
+                offset: self.pos,
+                what: format!("{what} of {size} bytes is implausibly large"),
+            });
+        }
+        let mut v = vec![0u8; size as usize];
+        if !self.read_exact_at(&mut v, what)? && size > 0 {
+            return Err(TarError::Bad {
+                offset: self.pos,
+                what: format!("archive ends inside {what}"),
+            });
+        }
+        self.skip(Self::padded(size) - size, what)?;
+        Ok(v)
+    }
+
+    /// The next member, skipping whatever of the previous one's data was
+    /// not read. `None` at the end of the archive.
+    pub fn next_entry(&mut self) -> Result<Option<Entry>, TarError> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.pending > 0 {
+            let p = self.pending;
+            self.pending = 0;
+            self.skip(p, "a member's data")?;
+        }
+        let mut long_name: Option<String> = None;
+        loop {
+            let offset = self.pos;
+            let mut h = [0u8; BLOCK];
+            if !self.read_exact_at(&mut h, "a header")? {
+                // No end-of-archive blocks: accept (some writers omit them).
+                self.done = true;
+                return Ok(None);
+            }
+            if h.iter().all(|&b| b == 0) {
+                self.done = true;
+                return Ok(None);
+            }
+            match header_checksum_ok(&h) {
+                Some(true) => {}
+                _ => return Err(TarError::Bad {
+                    offset,
+                    what:
+                        "damaged header (checksum mismatch): not a tar archive, or a corrupted one"
+                            .into(),
+                }),
+            }
+            let size = parse_octal(&h[124..136]).ok_or_else(|| TarError::Bad {
+                offset,
+                what: "member size is not a number".into(),
+            })?;
+            let typeflag = h[156];
+            match typeflag {
+                b'L' => {
+                    let v = self.read_ext(size, "a GNU long name")?;
+                    long_name = Some(cstr(&v));
+                    continue;
+                }
+                b'x' => {
+                    let v = self.read_ext(size, "a pax header")?;
+                    if let Some(p) = pax_path(&v) {
+                        long_name = Some(p);
+                    }
+                    continue;
+                }
+                b'g' | b'K' => {
+                    self.read_ext(size, "an extended header")?;
+                    continue;
+                }
+                _ => {}
+            }
+            let path = match long_name.take() {
+                Some(p) => p,
+                None => {
+                    let name = cstr(&h[0..100]);
+                    let ustar = &h[257..262] == b"ustar";
+                    let prefix = if ustar {
+                        cstr(&h[345..500])
+                    } else {
+                        String::new()
+                    };
+                    if prefix.is_empty() {
+                        name
+                    } else {
+                        format!("{prefix}/{name}")
+                    }
+                }
+            };
+            let kind = match typeflag {
+                b'0' | 0 | b'7' => {
+                    if path.ends_with('/') {
+                        Kind::Dir
+                    } else {
+                        Kind::File
+                    }
+                }
+                b'5' => Kind::Dir,
+                x => Kind::Other(x),
+            };
+            // Links, devices and directories carry no data in practice,
+            // but honour a stated size.
+            self.pending = Self::padded(size);
+            return Ok(Some(Entry {
+                path,
+                kind,
+                size,
+                offset,
+            }));
+        }
+    }
+
+    /// Reads the current member's data into `out` (appending), at most
+    /// `limit` bytes; the rest, if any, is skipped by the next
+    /// [`next_entry`](Self::next_entry).
+    pub fn read_data(&mut self, e: &Entry, limit: u64, out: &mut Vec<u8>) -> Result<(), TarError> {
+        let n = e.size.min(limit);
+        self.read_data_with(e, n, |chunk| {
+            out.extend_from_slice(chunk);
+            Ok(())
+        })
+    }
+
+    /// Feeds the first `n` bytes (at most the member's size) of the current
+    /// member's data to `f` in chunks.
+    pub fn read_data_with(
+        &mut self,
+        e: &Entry,
+        n: u64,
+        mut f: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<(), TarError> {
+        let n = n.min(e.size);
+        let mut left = n;
+        let mut buf = vec![0u8; 1 << 16];
+        while left > 0 {
+            let k = left.min(buf.len() as u64) as usize;
+            if !self.read_exact_at(&mut buf[..k], &format!("member {}", e.path))? {
+                return Err(TarError::Bad {
+                    offset: self.pos,
+                    what: format!("archive ends inside member {}", e.path),
+                });
+            }
+            f(&buf[..k])?;
+            left -= k as u64;
+        }
+        self.pending = self.pending.saturating_sub(n);
+        Ok(())
+    }
+}
+
+/// The `path` record of a pax extended header (`<len> path=<value>\n`).
+fn pax_path(v: &[u8]) -> Option<String> {
+    let mut rest = v;
+    while !rest.is_empty() {
+        let sp = rest.iter().position(|&b| b == b' ')?;
+        let len: usize = std::str::from_utf8(&rest[..sp]).ok()?.parse().ok()?;
+        if len <= sp || len > rest.len() {
+            return None;
+        }
+        let rec = &rest[sp + 1..len];
+        let rec = rec.strip_suffix(b"\n").unwrap_or(rec);
+        if let Some(p) = rec.strip_prefix(b"path=") {
+            return Some(String::from_utf8_lossy(p).into_owned());
+        }
+        rest = &rest[len..];
+    }
+    None
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// Builds a ustar header (test helper, also used by the dump tests).
+    pub fn header(name: &str, size: u64, typeflag: u8) -> [u8; BLOCK] {
+        let mut h = [0u8; BLOCK];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        h[100..107].copy_from_slice(b"0000644");
+        h[108..115].copy_from_slice(b"0000000");
+        h[116..123].copy_from_slice(b"0000000");
+        let s = format!("{size:011o}");
+        h[124..135].copy_from_slice(s.as_bytes());
+        h[136..147].copy_from_slice(b"00000000000");
+        h[156] = typeflag;
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+        let c = format!("{sum:06o}\0 ");
+        h[148..156].copy_from_slice(c.as_bytes());
+        h
+    }
+
+    /// A tar archive of `(name, data)` files (test helper).
+    pub fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for (name, data) in files {
+            if name.len() >= 100 {
+                let long = format!("{name}\0");
+                v.extend_from_slice(&header("././@LongLink", long.len() as u64, b'L'));
+                v.extend_from_slice(long.as_bytes());
+                v.resize(v.len().div_ceil(BLOCK) * BLOCK, 0);
+                v.extend_from_slice(&header(&name[..99], data.len() as u64, b'0'));
+            } else {
+                v.extend_from_slice(&header(name, data.len() as u64, b'0'));
+            }
+            v.extend_from_slice(data);
+            v.resize(v.len().div_ceil(BLOCK) * BLOCK, 0);
+        }
+        v.extend_from_slice(&[0u8; 2 * BLOCK]);
+        v
+    }
+
+    fn all(a: &[u8]) -> Result<Vec<(String, Vec<u8>)>, TarError> {
+        let mut ar = Archive::new(a);
+        let mut out = Vec::new();
+        while let Some(e) = ar.next_entry()? {
+            let mut d = Vec::new();
+            if e.kind == Kind::File {
+                ar.read_data(&e, u64::MAX, &mut d)?;
+            }
+            out.push((e.path, d));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn reads_members_and_long_names() {
+        let long = format!("{}/trace_pipe_raw", "d".repeat(120));
+        let big = vec![7u8; 1000];
+        let a = tar(&[("./a", b"hello"), (&long, &big), ("b", b"")]);
+        assert!(looks_like_tar(&a));
+        let m = all(&a).unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0], ("./a".to_string(), b"hello".to_vec()));
+        assert_eq!(m[1].0, long);
+        assert_eq!(m[1].1, big);
+        assert_eq!(m[2].1, b"");
+    }
+
+    #[test]
+    fn partial_reads_skip_the_rest() {
+        let a = tar(&[("a", &[1u8; 3000]), ("b", b"xyz")]);
+        let mut ar = Archive::new(&a[..]);
+        let e = ar.next_entry().unwrap().unwrap();
+        let mut d = Vec::new();
+        ar.read_data(&e, 10, &mut d).unwrap();
+        assert_eq!(d.len(), 10);
+        let e = ar.next_entry().unwrap().unwrap();
+        assert_eq!(e.path, "b");
+        let mut d = Vec::new();
+        ar.read_data(&e, u64::MAX, &mut d).unwrap();
+        assert_eq!(d, b"xyz");
+        assert!(ar.next_entry().unwrap().is_none());
+    }
+
+    #[test]
+    fn damage_is_an_error_not_a_panic() {
+        let a = tar(&[("a", &[1u8; 3000])]);
+        // Cut inside the data.
+        let e = all(&a[..1200]).unwrap_err();
+        assert!(e.to_string().contains("ends inside member a"), "{e}");
+        // Flipped byte in the header.
+        let mut b = a.clone();
+        b[10] ^= 1;
+        let e = all(&b).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        // Not a tar at all.
+        assert!(!looks_like_tar(&[0x42; 600]));
+        assert!(all(&[0x42; 600]).is_err());
+        // Every cut and every flipped byte of a small archive: no panic.
+        for i in 0..a.len().min(2048) {
+            let _ = all(&a[..i]);
+            let mut c = a.clone();
+            c[i] ^= 0xff;
+            let _ = all(&c);
+        }
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_octal(b"0000644\0"), Some(0o644));
+        assert_eq!(parse_octal(b"  12 \0"), Some(0o12));
+        assert_eq!(parse_octal(b"\0\0\0"), Some(0));
+        assert_eq!(parse_octal(b"0009"), None);
+        assert_eq!(parse_octal(&[0x80, 0, 0, 0, 0, 0, 0, 1, 0]), Some(256));
+        assert_eq!(parse_octal(&[0xff; 12]), None);
+        assert_eq!(
+            pax_path(b"29 path=a/b/c/trace_pipe_raw\n"),
+            Some("a/b/c/trace_pipe_raw".into())
+        );
+        assert_eq!(pax_path(b"99 path=x\n"), None);
+    }
+}

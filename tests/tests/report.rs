@@ -1,0 +1,69 @@
+//! kmemtrace-report end to end: synthetic logs with every misuse kind
+//! planted a known number of times, foreign-kernel captures (armhf 32-bit,
+//! s390x big-endian) against the kernel's own text, a real capture of this
+//! kernel against its text, and the command line's behaviour.
+
+mod common;
+
+#[path = "report/raw.rs"]
+mod raw;
+#[path = "report/synthetic.rs"]
+mod synthetic;
+
+#[path = "report/cli.rs"]
+mod cli;
+#[path = "report/foreign.rs"]
+mod foreign;
+#[path = "report/live.rs"]
+mod live;
+#[path = "report/misuse.rs"]
+mod misuse;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs kmemtrace-report with `args`.
+pub fn report(args: &[&str]) -> Output {
+    Command::new(common::bin("kmemtrace-report"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kmemtrace-report")
+}
+
+/// Runs kmemtrace-report --json on a log file, asserting success.
+pub fn report_json(path: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![path.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = report(&args);
+    assert!(
+        out.status.success(),
+        "kmemtrace-report {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+/// Writes bytes to a temporary file that lives as long as the returned
+/// guard.
+pub fn temp_log(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new()
+        .prefix("kmt-report-")
+        .suffix(".kmt")
+        .tempfile()
+        .unwrap();
+    std::io::Write::write_all(&mut f, bytes).unwrap();
+    f
+}
+
+/// The finding of `kind` in a report.
+pub fn finding<'a>(r: &'a Value, kind: &str) -> &'a Value {
+    r["misuse"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+        .unwrap_or_else(|| panic!("no finding {kind}"))
+}
