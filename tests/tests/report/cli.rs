@@ -1,1 +1,141 @@
-//! placeholder
+//! The command line: text sections, stdin, symbols, exit codes.
+
+use crate::synthetic::{planted, site, Synth, PLANTED};
+use crate::{common, report, report_json, temp_log};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn text_report_has_summary_callsites_misuse_and_leaks() {
+    let log = temp_log(&planted("6.18.44").build());
+    let o = report(&[log.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = stdout(&o);
+    for want in [
+        "SLAB CALL SITES",
+        "SUMMARY (SLAB allocator)",
+        "Total bytes requested:",
+        "Internal fragmentation:",
+        "Cross-CPU frees: 10/",
+        "Cross-NUMA-node allocations: 3/",
+        "ALLOCATOR MISUSE",
+        "[error] kmalloc()ed object freed by kmem_cache_free(): 4",
+        "[info] kmem_cache_alloc()ed object freed by kfree(): 5",
+        "legal since 6.4",
+        "LEAKS",
+        "leaky_alloc+0x10",
+        "12,928/128", // alloc_a: 101 hits x 128 bytes
+    ] {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    assert!(
+        !t.contains('\x1b'),
+        "NO_COLOR and not a terminal: no escapes"
+    );
+    // Sections on demand.
+    let o = report(&[
+        log.path().to_str().unwrap(),
+        "--caches",
+        "--matrix",
+        "--alloc",
+        "-l",
+        "10",
+    ]);
+    let t = stdout(&o);
+    for want in [
+        "SLAB CACHES",
+        "KMALLOC SIZE CLASSES",
+        "kmalloc-128",
+        "CROSS-CPU FREES",
+        "OBJECTS (per pointer",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    assert!(!t.contains("LEAKS"), "only the sections asked for");
+}
+
+#[test]
+fn reads_standard_input() {
+    let bytes = planted("6.18.44").build();
+    let mut c = Command::new(common::bin("kmemtrace-report"))
+        .args(["-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["input"]["name"], "<stdin>");
+    assert_eq!(r["leaks"]["objects"], PLANTED.leaks);
+}
+
+#[test]
+fn symbols_raw_or_from_another_file() {
+    let log = temp_log(&planted("6.18.44").build());
+    let r = report_json(log.path(), &["--raw-ip"]);
+    let want = format!("0x{:x}", site("leaky_alloc"));
+    assert!(r["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["callsite"] == want.as_str()));
+    // A System.map naming the same addresses differently.
+    let mut map = tempfile::NamedTempFile::new().unwrap();
+    writeln!(map, "{:016x} T renamed_leaky", site("leaky_alloc") - 0x10).unwrap();
+    writeln!(map, "{:016x} T after_it", site("leaky_alloc") + 0xf0).unwrap();
+    let r = report_json(log.path(), &["--kallsyms", map.path().to_str().unwrap()]);
+    assert_eq!(r["leaks"]["groups"][0]["callsite"], "renamed_leaky+0x10");
+}
+
+#[test]
+fn exit_codes() {
+    // 3: not there, not a log.
+    let o = report(&["/nonexistent/x.kmt"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.lines().count(), 1, "one clear line: {e}");
+    let junk = temp_log(b"this is not a kmemtrace log at all");
+    assert_eq!(
+        report(&[junk.path().to_str().unwrap()]).status.code(),
+        Some(3)
+    );
+    // 2: usage.
+    let log = temp_log(&planted("6.18.44").build());
+    let p = log.path().to_str().unwrap();
+    assert_eq!(report(&[p, "-s", "nonsense"]).status.code(), Some(2));
+    assert_eq!(report(&[p, "--cpu", "x"]).status.code(), Some(2));
+    assert_eq!(report(&[p, "--time", "5"]).status.code(), Some(2));
+    assert_eq!(report(&[p, "--min-age", "1y"]).status.code(), Some(2));
+    assert_eq!(report(&["--bogus"]).status.code(), Some(2));
+    // 1: --fail-on with certain findings of that severity.
+    assert_eq!(report(&[p, "--fail-on", "error"]).status.code(), Some(1));
+    assert_eq!(report(&[p]).status.code(), Some(0));
+    // A clean log passes the gate; its info findings do not fail "warning".
+    let mut s = Synth::new("6.18.0");
+    s.kmalloc(0, 10, 1, "alloc_a", 0xffff_8880_0000_1000, 8, 8);
+    s.kfree(1, 20, 1, "free_a", 0xffff_8880_0000_1000);
+    s.kfree(1, 30, 1, "free_a", 0xffff_8880_0000_2000); // unseen: info
+    let clean = temp_log(&s.build());
+    let c = clean.path().to_str().unwrap();
+    assert_eq!(report(&[c, "--fail-on", "warning"]).status.code(), Some(0));
+    assert_eq!(report(&[c, "--fail-on", "info"]).status.code(), Some(1));
+    // A truncated log still reports.
+    let bytes = planted("6.18.44").build();
+    let cut = temp_log(&bytes[..bytes.len() * 2 / 3]);
+    let r = report_json(cut.path(), &[]);
+    assert_eq!(r["input"]["complete"], false);
+}
+
+#[test]
+fn help_has_examples() {
+    let o = report(&["--help"]);
+    assert!(o.status.success());
+    let t = stdout(&o);
+    assert!(t.contains("Examples:") && t.contains("Exit status:"), "{t}");
+}
