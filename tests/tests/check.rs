@@ -352,55 +352,94 @@ fn small_log(data: &Path, compression: Compression) -> Vec<u8> {
     )
 }
 
+/// Cuts `bytes` at `n` random offsets (and the edge cases): a cut before
+/// the end of the ARCH block is unusable (3); any other is damaged (2) with
+/// exactly one truncation finding, at the cut block's offset (or, at a
+/// block boundary, at the cut), and every complete CPU_DATA block checked.
+pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    let blocks = block_offsets(bytes);
+    let arch_end = blocks[0].1;
+    let mut cuts: Vec<u64> = (0..n).map(|_| rng.below(bytes.len() as u64)).collect();
+    cuts.extend([0, 15, 16, arch_end - 1, arch_end, bytes.len() as u64 - 1]);
+    for cut in cuts {
+        let (code, r) = check_bytes_json(&bytes[..cut as usize]);
+        if cut < arch_end {
+            assert_eq!(code, 3, "cut {cut}");
+            continue;
+        }
+        assert_eq!(code, 2, "cut {cut}");
+        let t: Vec<Value> = problems(&r)
+            .into_iter()
+            .filter(|p| p["kind"] == "truncation")
+            .collect();
+        assert_eq!(t.len(), 1, "cut {cut}: {:#?}", r["problems"]);
+        // Cut inside a block: named by its offset; at a boundary: no END.
+        let inside = blocks.iter().find(|(s, e)| *s < cut && cut < *e);
+        match inside {
+            Some((s, _)) => assert_eq!(t[0]["offset"], *s, "cut {cut}"),
+            None => assert_eq!(t[0]["offset"], cut, "cut {cut}"),
+        }
+        // Every complete CPU_DATA block is read and checked.
+        let complete: Vec<(u64, u64)> = blocks
+            .iter()
+            .copied()
+            .filter(|(s, e)| *e <= cut && bytes[*s as usize + 4] == 3)
+            .collect();
+        let log = kmemtrace_format::log::Log::from_bytes("t", &bytes[..cut as usize]).unwrap();
+        assert_eq!(log.blocks.len(), complete.len(), "cut {cut}");
+        let subbufs: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
+        assert_eq!(r["total"]["blocks"], complete.len() as u64, "cut {cut}");
+        assert_eq!(r["total"]["subbufs"], subbufs, "cut {cut}");
+        // Nothing else is wrong (metadata: logs without kallsyms).
+        assert!(
+            kinds(&r)
+                .iter()
+                .all(|k| k == "truncation" || k == "metadata"),
+            "cut {cut}: {:#?}",
+            r["problems"]
+        );
+    }
+}
+
+/// Flips one random bit in each of `n` copies of `bytes`: a flip in the
+/// file header or ARCH block makes the log unusable (3); any other is
+/// detected (2), the first problem being damage at the flipped block.
+pub fn assert_flips(bytes: &[u8], n: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    let arch_end = block_offsets(bytes)[0].1;
+    for _ in 0..n {
+        let pos = rng.below(bytes.len() as u64);
+        let mut b = bytes.to_vec();
+        b[pos as usize] ^= 1 << rng.below(8);
+        let (code, r) = check_bytes_json(&b);
+        if pos < arch_end {
+            assert_eq!(code, 3, "flip at {pos}");
+            continue;
+        }
+        assert_eq!(code, 2, "flip at {pos}: {r:#}");
+        let (start, _) = block_containing(bytes, pos).unwrap();
+        let first = &problems(&r)[0];
+        assert_eq!(
+            first["kind"], "damage",
+            "flip at {pos}: {:#?}",
+            r["problems"]
+        );
+        assert_eq!(
+            first["offset"], start,
+            "flip at {pos}: {:#?}",
+            r["problems"]
+        );
+    }
+}
+
 #[test]
 fn truncated_logs_report_truncation_and_keep_every_complete_block() {
     let Some(data) = common::shared_data_or_skip("truncated_logs_report_truncation") else {
         return;
     };
-    let mut rng = Rng(0x5eed_1234_abcd_0001);
     for compression in [Compression::None, Compression::Zstd(1)] {
-        let bytes = small_log(&data, compression);
-        let blocks = block_offsets(&bytes);
-        let arch_end = blocks[0].1;
-        let mut cuts: Vec<u64> = (0..40).map(|_| rng.below(bytes.len() as u64)).collect();
-        cuts.extend([0, 15, 16, arch_end - 1, arch_end, bytes.len() as u64 - 1]);
-        for cut in cuts {
-            let (code, r) = check_bytes_json(&bytes[..cut as usize]);
-            if cut < arch_end {
-                assert_eq!(code, 3, "cut {cut}");
-                continue;
-            }
-            assert_eq!(code, 2, "cut {cut}");
-            let t: Vec<Value> = problems(&r)
-                .into_iter()
-                .filter(|p| p["kind"] == "truncation")
-                .collect();
-            assert_eq!(t.len(), 1, "cut {cut}: {:#?}", r["problems"]);
-            // Cut inside a block: named by its offset; at a boundary: no END.
-            let inside = blocks.iter().find(|(s, e)| *s < cut && cut < *e);
-            match inside {
-                Some((s, _)) => assert_eq!(t[0]["offset"], *s, "cut {cut}"),
-                None => assert_eq!(t[0]["offset"], cut, "cut {cut}"),
-            }
-            // Every complete CPU_DATA block is checked: with one sub-buffer
-            // per block, sub-buffers = complete CPU blocks before the cut.
-            let log = kmemtrace_format::log::Log::from_bytes("t", &bytes[..cut as usize]).unwrap();
-            assert_eq!(r["total"]["blocks"], log.blocks.len() as u64, "cut {cut}");
-            assert_eq!(r["total"]["subbufs"], log.blocks.len() as u64, "cut {cut}");
-            let complete_cpu_blocks = blocks
-                .iter()
-                .filter(|(s, e)| *e <= cut && bytes[*s as usize + 4] == 3)
-                .count();
-            assert_eq!(log.blocks.len(), complete_cpu_blocks, "cut {cut}");
-            // Nothing else is wrong (the log has no kallsyms).
-            assert!(
-                kinds(&r)
-                    .iter()
-                    .all(|k| k == "truncation" || k == "metadata"),
-                "cut {cut}: {:#?}",
-                r["problems"]
-            );
-        }
+        assert_truncations(&small_log(&data, compression), 40, 0x5eed_1234_abcd_0001);
     }
 }
 
@@ -409,34 +448,8 @@ fn every_single_byte_flip_is_detected_in_its_block() {
     let Some(data) = common::shared_data_or_skip("every_single_byte_flip_is_detected") else {
         return;
     };
-    let mut rng = Rng(0x0dd_f11b_5eed);
     for compression in [Compression::None, Compression::Zstd(1)] {
-        let bytes = small_log(&data, compression);
-        let arch_end = block_offsets(&bytes)[0].1;
-        for _ in 0..60 {
-            let pos = rng.below(bytes.len() as u64);
-            let mut b = bytes.clone();
-            b[pos as usize] ^= 1 << rng.below(8);
-            let (code, r) = check_bytes_json(&b);
-            if pos < arch_end {
-                // The file header or the ARCH block: nothing decodes.
-                assert_eq!(code, 3, "flip at {pos}");
-                continue;
-            }
-            assert_eq!(code, 2, "flip at {pos}: {r:#}");
-            let (start, _) = block_containing(&bytes, pos).unwrap();
-            let first = &problems(&r)[0];
-            assert_eq!(
-                first["kind"], "damage",
-                "flip at {pos}: {:#?}",
-                r["problems"]
-            );
-            assert_eq!(
-                first["offset"], start,
-                "flip at {pos}: {:#?}",
-                r["problems"]
-            );
-        }
+        assert_flips(&small_log(&data, compression), 60, 0x0dd_f11b_5eed);
     }
 }
 
