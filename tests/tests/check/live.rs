@@ -35,7 +35,7 @@ fn recorder_lost(stderr: &str, cpu: u32) -> Option<u64> {
     let tail = stderr.rsplit("lost: ").next()?;
     let key = format!("cpu{cpu} ");
     let at = tail.find(&key)? + key.len();
-    let b = tail[at..].as_bytes();
+    let b = &tail.as_bytes()[at..];
     let mut n = String::new();
     for (i, &c) in b.iter().enumerate() {
         if c.is_ascii_digit() {
