@@ -453,6 +453,7 @@ pub fn import<W: Write>(
             machine: machine.clone(),
         },
         &plaus,
+        &layout,
     )
     .map_err(bad)?;
     warnings.extend(bo.warnings.iter().cloned());

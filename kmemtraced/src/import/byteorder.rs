@@ -63,6 +63,10 @@ pub struct Plausibility {
     pub sampled: usize,
     pub little: usize,
     pub big: usize,
+    /// Sub-buffers with nothing committed in either reading. The kernel
+    /// never hands out such a sub-buffer: many of them mean the layout
+    /// (`header_page`) does not fit the data.
+    pub empty: usize,
 }
 
 impl Plausibility {
@@ -74,10 +78,11 @@ impl Plausibility {
     }
 }
 
-/// Whether `page` decodes completely in `order` and holds data.
+/// Whether `page` decodes completely in `order` (`Some(true)`), is empty
+/// (`Some(false)`: nothing committed, no flags), or does not decode.
 fn decodes(order: RunTimeEndian, layout: &SubBufLayout, page: &[u8]) -> Option<bool> {
     let sb = parse_subbuf(order, layout, page).ok()?;
-    if sb.commit == 0 {
+    if sb.raw_commit == 0 {
         return Some(false);
     }
     sb.count_data_events(order).ok()?;
@@ -100,6 +105,7 @@ pub fn plausibility<'a>(
             let empty_le = le == Some(false);
             let empty_be = be == Some(false);
             if empty_le && empty_be {
+                p.empty += 1;
                 continue;
             }
             p.sampled += 1;
@@ -152,7 +158,7 @@ fn other(o: RunTimeEndian) -> RunTimeEndian {
 
 /// Decides the byte order. Errors (one line) when the data contradicts the
 /// metadata or nothing decides.
-pub fn infer(ev: &Evidence, p: &Plausibility) -> Result<ByteOrder, String> {
+pub fn infer(ev: &Evidence, p: &Plausibility, layout: &SubBufLayout) -> Result<ByteOrder, String> {
     let mut warnings = Vec::new();
     let from_file = match ev.endianness_file.as_deref() {
         Some(s) => match parse_endianness(s) {
@@ -185,6 +191,12 @@ pub fn infer(ev: &Evidence, p: &Plausibility) -> Result<ByteOrder, String> {
             o.name()
         )
     };
+    if p.sampled == 0 && p.empty > 0 {
+        return Err(format!(
+            "all {} sampled sub-buffers are empty under header_page's layout (long {}, data at {}, {}-byte sub-buffers), which the kernel never hands out: header_page does not describe this data",
+            p.empty, layout.long_size, layout.data_offset, layout.subbuf_size
+        ));
+    }
     let (order, source, why) = if let Some(o) = from_file {
         let mut why = format!(
             "from the dump's endianness file ({:?})",
@@ -326,7 +338,11 @@ mod tests {
             le.extend(vec![0u8; 4096]); // an empty page: ignored
             let be = page(BigEndian, long, 7);
             let p = plausibility([&le[..]], &l);
-            assert_eq!((p.sampled, p.little, p.big), (1, 1, 0), "long {long}");
+            assert_eq!(
+                (p.sampled, p.little, p.big, p.empty),
+                (1, 1, 0, 1),
+                "long {long}"
+            );
             let p = plausibility([&be[..], &be[..]], &l);
             assert_eq!((p.sampled, p.little, p.big), (2, 0, 2), "long {long}");
         }
@@ -342,7 +358,7 @@ mod tests {
             endianness_file: Some("big\n".into()),
             machine: Some("s390x".into()),
         };
-        let b = infer(&ev, &p).unwrap();
+        let b = infer(&ev, &p, &l).unwrap();
         assert_eq!((b.order, b.source), (RunTimeEndian::Big, SOURCE_FILE));
         assert!(b.note.contains("uname machine s390x agrees"), "{}", b.note);
         assert!(b.warnings.is_empty());
@@ -351,14 +367,14 @@ mod tests {
             endianness_file: None,
             machine: Some("s390x".into()),
         };
-        let b = infer(&ev, &p).unwrap();
+        let b = infer(&ev, &p, &l).unwrap();
         assert_eq!((b.order, b.source), (RunTimeEndian::Big, SOURCE_UNAME));
         // Then the data.
         let ev = Evidence {
             endianness_file: None,
             machine: Some("mips64".into()),
         };
-        let b = infer(&ev, &p).unwrap();
+        let b = infer(&ev, &p, &l).unwrap();
         assert_eq!(
             (b.order, b.source),
             (RunTimeEndian::Big, SOURCE_PLAUSIBILITY)
@@ -374,24 +390,29 @@ mod tests {
             endianness_file: Some("little".into()),
             machine: None,
         };
-        let e = infer(&ev, &p).unwrap_err();
+        let e = infer(&ev, &p, &l).unwrap_err();
         assert!(e.contains("conflict"), "{e}");
         // Nothing at all.
-        let b = infer(&Evidence::default(), &Plausibility::default()).unwrap();
+        let b = infer(&Evidence::default(), &Plausibility::default(), &l).unwrap();
         assert_eq!(b.source, SOURCE_ASSUMED);
         assert_eq!(b.warnings.len(), 1);
+        // Only empty sub-buffers: the layout is wrong.
+        let zero = vec![0u8; 8192];
+        let p = plausibility([&zero[..]], &l);
+        let e = infer(&Evidence::default(), &p, &l).unwrap_err();
+        assert!(e.contains("empty"), "{e}");
         // Garbage that decodes neither way.
         let junk = vec![0xa5u8; 4096];
         let p = plausibility([&junk[..]], &l);
         assert_eq!((p.sampled, p.little, p.big), (1, 0, 0));
-        assert!(infer(&Evidence::default(), &p).is_err());
+        assert!(infer(&Evidence::default(), &p, &l).is_err());
         // A nonsense endianness file is ignored with a warning.
         let p = plausibility([&be[..]], &l);
         let ev = Evidence {
             endianness_file: Some("middle".into()),
             machine: None,
         };
-        let b = infer(&ev, &p).unwrap();
+        let b = infer(&ev, &p, &l).unwrap();
         assert_eq!(b.source, SOURCE_PLAUSIBILITY);
         assert_eq!(b.warnings.len(), 1);
     }
