@@ -204,20 +204,40 @@ pub fn render(r: &Report, style: &Style) -> String {
             })
         })
         .collect();
-    if !stats.is_empty() {
-        let _ = writeln!(
-            o,
-            "  kernel statistics, end minus start: {}",
-            stats.join("; ")
-        );
+    for line in &stats {
+        let _ = writeln!(o, "  kernel statistics, end minus start: {line}");
     }
     if !r.loss_windows.is_empty() {
-        let _ = writeln!(o, "  losses flagged in sub-buffers:");
-        let n = limit(r.loss_windows.len());
+        let per_cpu: Vec<String> = r
+            .cpus
+            .iter()
+            .filter(|c| c.lost.subbuf_flagged > 0)
+            .map(|c| {
+                let l = &c.lost;
+                format!(
+                    "CPU {}: {} flagged, {} events counted{}",
+                    c.cpu,
+                    thousands(l.subbuf_flagged),
+                    thousands(l.subbuf_stored),
+                    if l.subbuf_flag_only > 0 {
+                        format!(", {} without a count", thousands(l.subbuf_flag_only))
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect();
+        let _ = writeln!(o, "  losses flagged in sub-buffers ({}):", per_cpu.join("; "));
+        // A few windows by default: they can number thousands.
+        let n = if style.max_listed == 0 {
+            r.loss_windows.len()
+        } else {
+            r.loss_windows.len().min(style.max_listed.min(10))
+        };
         for w in &r.loss_windows[..n] {
             let count = match w.count {
                 Some(c) => format!("{} events lost", thousands(c)),
-                None => "events lost (count not stored)".into(),
+                None => "events lost, count not stored (see the statistics)".into(),
             };
             let when = match w.after_ts {
                 Some(a) => format!("between {} and {}", secs(a), secs(w.before_ts)),
@@ -228,7 +248,7 @@ pub fn render(r: &Report, style: &Style) -> String {
         if n < r.loss_windows.len() {
             let _ = writeln!(
                 o,
-                "    ... and {} more",
+                "    ... and {} more (--max-problems 0 or --json lists all)",
                 thousands((r.loss_windows.len() - n) as u64)
             );
         }
