@@ -438,9 +438,11 @@ if [ $# -gt 0 ]; then
     CMD_STATUS=$?
     [ -n "$STOP_REASON" ] || STOP_REASON="command exited $CMD_STATUS"
 elif [ -n "$DURATION" ]; then
+    # Whole-second sleeps (a signal is acted on when the current one ends),
+    # and few processes started: they would be traced too.
     end=$((START_WALL + DURATION))
     while [ -z "$STOP_REASON" ] && [ "$(date +%s)" -lt "$end" ]; do
-        sleep "$NAP"
+        sleep 1
     done
     [ -n "$STOP_REASON" ] || STOP_REASON=duration
 else
