@@ -88,30 +88,44 @@ pub struct Site {
     pub cache: u32,
 }
 
-/// How an object was allocated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-enum State {
-    Live,
-    Freed,
-}
-
-/// One tracked pointer.
+/// One tracked pointer: 32 bytes.
 #[derive(Clone, Copy, Debug)]
 struct Obj {
-    alloc_ts: u64,
-    /// Time of the free, once freed.
-    free_ts: u64,
-    bytes_alloc: u64,
-    bytes_req: u64,
+    /// The allocation's time while live; the free's time once freed.
+    ts: u64,
+    /// Sizes, saturated to `u32::MAX` (no slab object comes near).
+    bytes_alloc: u32,
+    bytes_req: u32,
+    /// Allocation call site ([`NO_SITE`] if the allocation was not seen).
     site: u32,
-    free_site: u32,
     cache: u32,
     alloc_cpu: u16,
     kind: Kind,
     state: State,
-    /// The allocation passed the filters.
-    selected: bool,
+}
+
+/// `state` values: live or freed, and whether the allocation passed the
+/// filters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct State(u8);
+
+impl State {
+    const LIVE: u8 = 1;
+    const SELECTED: u8 = 2;
+    fn new(live: bool, selected: bool) -> Self {
+        State((u8::from(live) * Self::LIVE) | (u8::from(selected) * Self::SELECTED))
+    }
+    fn live(self) -> bool {
+        self.0 & Self::LIVE != 0
+    }
+    fn selected(self) -> bool {
+        self.0 & Self::SELECTED != 0
+    }
+}
+
+#[inline]
+fn sat32(v: u64) -> u32 {
+    v.min(u64::from(u32::MAX)) as u32
 }
 
 /// The misuse kinds, in report order.
@@ -488,19 +502,18 @@ impl<'a> Analysis<'a> {
         if ev.ptr <= ZERO_SIZE_PTR {
             return;
         }
+        let b = sat32(ev.bytes_alloc);
         let new = Obj {
-            alloc_ts: ev.ts,
-            free_ts: 0,
-            bytes_alloc: ev.bytes_alloc,
-            bytes_req: ev.bytes_req,
+            ts: ev.ts,
+            bytes_alloc: b,
+            bytes_req: sat32(ev.bytes_req),
             site,
-            free_site: NO_SITE,
             cache: ev.cache,
             alloc_cpu: ev.cpu,
             kind: ev.kind,
-            state: State::Live,
-            selected: sel,
+            state: State::new(true, sel),
         };
+        let b = u64::from(b);
         let old = match self.objs.entry(ev.ptr) {
             Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), new)),
             Entry::Vacant(v) => {
@@ -509,39 +522,39 @@ impl<'a> Analysis<'a> {
             }
         };
         if let Some(old) = old {
-            if old.state == State::Live {
+            if old.state.live() {
                 // The trace never showed this object's free.
-                if old.selected || sel {
-                    let unc = windows.touches(old.alloc_ts, ev.ts);
+                if old.state.selected() || sel {
+                    let unc = windows.touches(old.ts, ev.ts);
                     self.find(
                         Misuse::LivePointerReturned,
                         ev,
                         old.site,
                         NO_SITE,
-                        Some((old.alloc_ts, u32::from(old.alloc_cpu))),
+                        Some((old.ts, u32::from(old.alloc_cpu))),
                         old.cache,
                         unc,
                     );
                 }
-                if old.selected {
+                if old.state.selected() {
                     self.drop_live(&old);
                     self.sites[old.site as usize].missed_frees += 1;
                 }
             }
         }
         if sel {
-            self.totals.agg.live_add(ev.bytes_alloc);
-            self.sites[site as usize].agg.live_add(ev.bytes_alloc);
+            self.totals.agg.live_add(b);
+            self.sites[site as usize].agg.live_add(b);
             match ev.kind {
                 Kind::Kmalloc => {
-                    let c = self.classes.entry(ev.bytes_alloc).or_default();
+                    let c = self.classes.entry(b).or_default();
                     c.alloc(ev.bytes_req, ev.bytes_alloc);
-                    c.live_add(ev.bytes_alloc);
+                    c.live_add(b);
                 }
                 _ if ev.cache != NO_CACHE => {
                     let c = self.cache(ev.cache);
                     c.alloc(ev.bytes_req, ev.bytes_alloc);
-                    c.live_add(ev.bytes_alloc);
+                    c.live_add(b);
                 }
                 // A kmem_cache_alloc without a name (kernels before 6.2):
                 // the cache is learned from its kmem_cache_free.
@@ -553,15 +566,16 @@ impl<'a> Analysis<'a> {
     /// Takes a selected live object out of the live counts (without
     /// counting a free).
     fn drop_live(&mut self, o: &Obj) {
-        self.totals.agg.live_sub(o.bytes_alloc);
-        self.sites[o.site as usize].agg.live_sub(o.bytes_alloc);
+        let b = u64::from(o.bytes_alloc);
+        self.totals.agg.live_sub(b);
+        self.sites[o.site as usize].agg.live_sub(b);
         match o.kind {
             Kind::Kmalloc => {
-                if let Some(c) = self.classes.get_mut(&o.bytes_alloc) {
-                    c.live_sub(o.bytes_alloc);
+                if let Some(c) = self.classes.get_mut(&b) {
+                    c.live_sub(b);
                 }
             }
-            _ if o.cache != NO_CACHE => self.cache(o.cache).live_sub(o.bytes_alloc),
+            _ if o.cache != NO_CACHE => self.cache(o.cache).live_sub(b),
             _ => {}
         }
     }
@@ -597,12 +611,10 @@ impl<'a> Analysis<'a> {
             self.objs.insert(
                 ev.ptr,
                 Obj {
-                    alloc_ts: 0,
-                    free_ts: ev.ts,
+                    ts: ev.ts,
                     bytes_alloc: 0,
                     bytes_req: 0,
                     site: NO_SITE,
-                    free_site: fsite,
                     cache: ev.cache,
                     alloc_cpu: ev.cpu,
                     kind: if ev.kind == Kind::Kfree {
@@ -610,36 +622,34 @@ impl<'a> Analysis<'a> {
                     } else {
                         Kind::CacheAlloc
                     },
-                    state: State::Freed,
-                    selected: fsel,
+                    state: State::new(false, fsel),
                 },
             );
             return;
         };
         let o0 = *o;
-        o.state = State::Freed;
-        o.free_ts = ev.ts;
-        o.free_site = fsite;
-        if o0.state == State::Freed {
-            if o0.selected || fsel {
-                let unc = windows.touches(o0.free_ts, ev.ts);
+        o.state = State::new(false, o0.state.selected());
+        o.ts = ev.ts;
+        if !o0.state.live() {
+            if o0.state.selected() || fsel {
+                let unc = windows.touches(o0.ts, ev.ts);
                 self.find(
                     Misuse::DoubleFree,
                     ev,
                     o0.site,
                     fsite,
-                    Some((o0.free_ts, u32::from(o0.alloc_cpu))),
+                    Some((o0.ts, u32::from(o0.alloc_cpu))),
                     o0.cache,
                     unc,
                 );
             }
             return;
         }
-        let report = o0.selected || fsel;
-        let earlier = Some((o0.alloc_ts, u32::from(o0.alloc_cpu)));
+        let report = o0.state.selected() || fsel;
+        let earlier = Some((o0.ts, u32::from(o0.alloc_cpu)));
         match (o0.kind, ev.kind) {
             (Kind::Kmalloc, Kind::CacheFree) if report => {
-                let unc = windows.touches(o0.alloc_ts, ev.ts);
+                let unc = windows.touches(o0.ts, ev.ts);
                 self.find(
                     Misuse::KmallocFreedByCacheFree,
                     ev,
@@ -651,7 +661,7 @@ impl<'a> Analysis<'a> {
                 );
             }
             (Kind::CacheAlloc, Kind::Kfree) if report => {
-                let unc = windows.touches(o0.alloc_ts, ev.ts);
+                let unc = windows.touches(o0.ts, ev.ts);
                 self.find(
                     Misuse::CacheAllocFreedByKfree,
                     ev,
@@ -668,7 +678,7 @@ impl<'a> Analysis<'a> {
                     && ev.cache != NO_CACHE
                     && o0.cache != ev.cache =>
             {
-                let unc = windows.touches(o0.alloc_ts, ev.ts);
+                let unc = windows.touches(o0.ts, ev.ts);
                 self.find(
                     Misuse::CacheMismatch,
                     ev,
@@ -681,11 +691,11 @@ impl<'a> Analysis<'a> {
             }
             _ => {}
         }
-        if !o0.selected {
+        if !o0.state.selected() {
             return;
         }
         let cross = ev.cpu != o0.alloc_cpu;
-        let b = o0.bytes_alloc;
+        let b = u64::from(o0.bytes_alloc);
         let t = &mut self.totals;
         t.matched_frees += 1;
         t.agg.free(b, cross);
@@ -722,7 +732,7 @@ impl<'a> Analysis<'a> {
                     NO_CACHE
                 };
                 let c = self.cache(id);
-                c.alloc(o0.bytes_req, b);
+                c.alloc(u64::from(o0.bytes_req), b);
                 c.free(b, cross);
             }
         }
@@ -736,14 +746,15 @@ impl<'a> Analysis<'a> {
         let mut groups: FastMap<u32, LeakGroup> = fast_map();
         let mut unknown = Agg::default();
         for (&ptr, o) in &self.objs {
-            if o.state != State::Live || !o.selected {
+            if !o.state.live() || !o.state.selected() {
                 continue;
             }
+            let (b, req) = (u64::from(o.bytes_alloc), u64::from(o.bytes_req));
             if o.kind == Kind::CacheAlloc && o.cache == NO_CACHE {
-                unknown.alloc(o.bytes_req, o.bytes_alloc);
-                unknown.live_add(o.bytes_alloc);
+                unknown.alloc(req, b);
+                unknown.live_add(b);
             }
-            let age = end.saturating_sub(o.alloc_ts);
+            let age = end.saturating_sub(o.ts);
             if age < min_age {
                 continue;
             }
@@ -753,11 +764,11 @@ impl<'a> Analysis<'a> {
                 ..Default::default()
             });
             g.objects += 1;
-            g.bytes = g.bytes.saturating_add(o.bytes_alloc);
-            g.oldest_ts = g.oldest_ts.min(o.alloc_ts);
-            g.newest_ts = g.newest_ts.max(o.alloc_ts);
-            g.uncertain += u64::from(windows.after(o.alloc_ts));
-            let ex = (ptr, o.alloc_ts, u32::from(o.alloc_cpu), o.bytes_alloc);
+            g.bytes = g.bytes.saturating_add(b);
+            g.oldest_ts = g.oldest_ts.min(o.ts);
+            g.newest_ts = g.newest_ts.max(o.ts);
+            g.uncertain += u64::from(windows.after(o.ts));
+            let ex = (ptr, o.ts, u32::from(o.alloc_cpu), b);
             if g.examples.len() < 5 {
                 g.examples.push(ex);
                 g.examples.sort_by_key(|e| (e.1, e.0));

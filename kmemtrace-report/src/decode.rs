@@ -12,11 +12,13 @@
 use crate::event::{Ev, Interner, Kind, LocalInterner, NO_CACHE, NO_NODE};
 use crate::filter::Filter;
 use kmemtrace_format::kmem::{KmemDecoder, KmemKind};
-use kmemtrace_format::log::{Log, Problem};
+use kmemtrace_format::log::{CpuBlockRef, Log, Problem};
+use kmemtrace_format::subbuf::parse_subbuf;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Mutex;
 
 /// Problems kept per CPU (the rest are counted).
 const MAX_PROBLEMS: usize = 20;
@@ -96,7 +98,7 @@ pub struct CpuSummary {
 }
 
 impl CpuSummary {
-    fn problem(&mut self, offset: u64, what: String) {
+    pub fn problem(&mut self, offset: u64, what: String) {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(Problem { offset, what });
         } else {
@@ -105,35 +107,67 @@ impl CpuSummary {
     }
 }
 
-/// A message from a CPU's decoder.
-pub enum Msg {
-    Batch(Vec<Ev>),
-    End(Box<CpuSummary>),
+/// One decoded CPU data block.
+pub struct BlockOut {
+    /// Slab events, time-ordered as the CPU wrote them.
+    pub events: Vec<Ev>,
+    /// Counts over this block (`cpu` set; `pending_loss`: events were lost
+    /// after the block's last slab event).
+    pub sum: CpuSummary,
 }
 
-/// Everything a decoder thread needs.
+/// A decoding job: a block, and where its result goes.
+pub struct Job {
+    pub block: CpuBlockRef,
+    pub reply: SyncSender<BlockOut>,
+}
+
+/// Everything a decoder worker needs.
 pub struct Decoder<'a> {
     pub log: &'a Log,
     pub kmem: &'a KmemDecoder,
     pub interner: &'a Interner,
     pub filter: &'a Filter,
-    pub batch: usize,
     /// Sub-buffers decoded so far, all CPUs (progress).
     pub progress: &'a AtomicU64,
     pub page_size: u64,
+    /// Emptied event vectors, for reuse.
+    pub pool: &'a Mutex<Vec<Vec<Ev>>>,
 }
 
 impl Decoder<'_> {
-    /// Decodes `cpu`, sending batches to `tx` and taking empty vectors back
-    /// from `recycle`.
-    pub fn run(&self, cpu: u32, tx: SyncSender<Msg>, recycle: Receiver<Vec<Ev>>) {
-        match self.log.endian {
-            RunTimeEndian::Little => self.run_e(LittleEndian, cpu, tx, recycle),
-            RunTimeEndian::Big => self.run_e(BigEndian, cpu, tx, recycle),
+    /// Serves jobs until the queue closes.
+    pub fn work(&self, jobs: &Mutex<Receiver<Job>>) {
+        let mut names = LocalInterner::new(self.interner);
+        let mut stored = Vec::new();
+        let mut data = Vec::new();
+        loop {
+            let job = match jobs.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => return,
+            };
+            let Ok(job) = job else { return };
+            let out = match self.log.endian {
+                RunTimeEndian::Little => {
+                    self.block(LittleEndian, &job.block, &mut names, &mut stored, &mut data)
+                }
+                RunTimeEndian::Big => {
+                    self.block(BigEndian, &job.block, &mut names, &mut stored, &mut data)
+                }
+            };
+            let _ = job.reply.send(out);
         }
     }
 
-    fn run_e<E: Endian>(&self, e: E, cpu: u32, tx: SyncSender<Msg>, recycle: Receiver<Vec<Ev>>) {
+    fn block<E: Endian>(
+        &self,
+        e: E,
+        r: &CpuBlockRef,
+        names: &mut LocalInterner<'_>,
+        stored: &mut Vec<u8>,
+        data: &mut Vec<u8>,
+    ) -> BlockOut {
+        let cpu = r.cpu;
         let mut sum = CpuSummary {
             cpu,
             page: PageStats {
@@ -142,178 +176,171 @@ impl Decoder<'_> {
             },
             ..Default::default()
         };
-        let mut names = LocalInterner::new(self.interner);
-        let mut batch: Vec<Ev> = Vec::with_capacity(self.batch);
-        let pending = std::cell::Cell::new(false);
-        let mut expected: Option<u64> = None;
+        let mut events = self
+            .pool
+            .lock()
+            .ok()
+            .and_then(|mut p| p.pop())
+            .unwrap_or_default();
+        events.clear();
+        if let Err(p) = self.log.read_cpu_block(r, stored, data) {
+            sum.problem(p.offset, p.what);
+            sum.pending_loss = true;
+            sum.missing_subbufs += u64::from(r.count);
+            return BlockOut { events, sum };
+        }
+        let mut pending = false;
         let mut last_ts: Option<u64> = None;
-        let mut dead = false; // the receiver hung up
         let cpu16 = cpu.min(u32::from(u16::MAX)) as u16;
         let filter = self.filter;
-        let page_sel = |cpu: u32, pid: i32| filter.cpu_pid(cpu, pid);
-        let mut errors: Vec<Problem> = Vec::new();
-
-        self.log.visit_cpu(
-            cpu,
-            |v| {
-                if dead {
-                    return;
+        let sb = self.log.layout.subbuf_size.max(1);
+        for (i, raw) in data.chunks_exact(sb).enumerate() {
+            let index = r.first_subbuf + i as u64;
+            sum.subbufs += 1;
+            let off = || self.log.subbuf_file_offset(r, index).unwrap_or(r.offset);
+            let sbuf = match parse_subbuf(e, &self.log.layout, raw) {
+                Ok(x) => x,
+                Err(err) => {
+                    sum.bad_subbufs += 1;
+                    pending = true;
+                    sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
+                    continue;
                 }
-                sum.subbufs += 1;
-                self.progress.fetch_add(1, Ordering::Relaxed);
-                if let Some(x) = expected {
-                    if v.index > x {
-                        sum.missing_subbufs += v.index - x;
-                        pending.set(true);
-                    }
-                }
-                expected = Some(v.index + 1);
-                let sb = match v.subbuf {
-                    Ok(sb) => sb,
+            };
+            if sbuf.missed_events {
+                sum.missed_subbufs += 1;
+                sum.lost_stored += sbuf.lost_events.unwrap_or(0);
+                pending = true;
+            }
+            for rec in sbuf.data_events(e) {
+                let (_, ts, payload) = match rec {
+                    Ok(x) => x,
                     Err(err) => {
                         sum.bad_subbufs += 1;
-                        pending.set(true);
-                        let off = self.log.subbuf_file_offset(v.block, v.index);
-                        sum.problem(
-                            off.unwrap_or(v.block.offset),
-                            format!("CPU {cpu} sub-buffer {}: {err}", v.index),
-                        );
-                        return;
+                        pending = true;
+                        sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
+                        break;
                     }
                 };
-                if sb.missed_events {
-                    sum.missed_subbufs += 1;
-                    sum.lost_stored += sb.lost_events.unwrap_or(0);
-                    pending.set(true);
+                sum.events += 1;
+                if let Some(l) = last_ts {
+                    if ts < l {
+                        sum.backwards += 1;
+                    }
                 }
-                for r in sb.data_events(e) {
-                    let (_, ts, payload) = match r {
-                        Ok(x) => x,
-                        Err(err) => {
-                            sum.bad_subbufs += 1;
-                            pending.set(true);
-                            let off = self.log.subbuf_file_offset(v.block, v.index);
-                            sum.problem(
-                                off.unwrap_or(v.block.offset),
-                                format!("CPU {cpu} sub-buffer {}: {err}", v.index),
-                            );
-                            break;
+                last_ts = Some(ts);
+                if sum.first_ts.is_none() {
+                    sum.first_ts = Some(ts);
+                }
+                sum.last_ts = Some(ts);
+                let ev = match self.kmem.decode(e, payload) {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => continue,
+                    Err(err) => {
+                        sum.decode_errors += 1;
+                        pending = true;
+                        if sum.decode_errors <= 3 {
+                            sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
                         }
-                    };
-                    sum.events += 1;
-                    if let Some(l) = last_ts {
-                        if ts < l {
-                            sum.backwards += 1;
-                        }
-                    }
-                    last_ts = Some(ts);
-                    if sum.first_ts.is_none() {
-                        sum.first_ts = Some(ts);
-                    }
-                    sum.last_ts = Some(ts);
-                    let ev = match self.kmem.decode(e, payload) {
-                        Ok(Some(ev)) => ev,
-                        Ok(None) => continue,
-                        Err(err) => {
-                            sum.decode_errors += 1;
-                            pending.set(true);
-                            if sum.decode_errors <= 3 {
-                                sum.problem(
-                                    v.block.offset,
-                                    format!("CPU {cpu} sub-buffer {}: {err}", v.index),
-                                );
-                            }
-                            continue;
-                        }
-                    };
-                    sum.kmem_events += 1;
-                    if !filter.in_time(ts) {
                         continue;
                     }
-                    let kind = match ev.kind {
-                        KmemKind::Kmalloc | KmemKind::KmallocNode => Kind::Kmalloc,
-                        KmemKind::KmemCacheAlloc | KmemKind::KmemCacheAllocNode => Kind::CacheAlloc,
-                        KmemKind::Kfree => Kind::Kfree,
-                        KmemKind::KmemCacheFree => Kind::CacheFree,
-                        k => {
-                            if page_sel(cpu, ev.pid) {
-                                let p = &mut sum.page;
-                                match k {
-                                    KmemKind::MmPageAlloc => {
-                                        p.allocs += 1;
-                                        if ev.pfn.is_some() {
-                                            let o = ev.order.min(63);
-                                            p.alloc_bytes = p
-                                                .alloc_bytes
-                                                .saturating_add(self.page_size << o.min(40));
-                                            p.allocs_by_order[(o as usize).min(10)] += 1;
-                                        } else {
-                                            p.failed += 1;
-                                        }
-                                    }
-                                    KmemKind::MmPageFree => {
-                                        p.frees += 1;
-                                        p.free_bytes = p
-                                            .free_bytes
-                                            .saturating_add(self.page_size << ev.order.min(40));
-                                    }
-                                    KmemKind::MmPageFreeBatched => {
-                                        p.batched_frees += 1;
-                                        p.free_bytes = p.free_bytes.saturating_add(self.page_size);
-                                    }
-                                    KmemKind::MmPageAllocZoneLocked => p.zone_locked += 1,
-                                    KmemKind::MmPagePcpuDrain => p.pcpu_drains += 1,
-                                    KmemKind::MmPageAllocExtfrag => p.extfrag += 1,
-                                    _ => {}
-                                }
-                            }
-                            continue;
-                        }
-                    };
-                    let cache = match ev.cache_name {
-                        Some(n) => names.get(n),
-                        None => NO_CACHE,
-                    };
-                    batch.push(Ev {
-                        ts,
-                        ptr: ev.ptr,
-                        call_site: ev.call_site,
-                        bytes_req: ev.bytes_req,
-                        bytes_alloc: ev.bytes_alloc,
-                        gfp: ev.gfp_flags,
-                        pid: ev.pid,
-                        cache,
-                        node: ev.node.unwrap_or(NO_NODE),
-                        cpu: cpu16,
-                        kind,
-                        lost_before: pending.take(),
-                    });
-                    sum.slab_events += 1;
-                    if batch.len() >= self.batch {
-                        let fresh = recycle
-                            .try_recv()
-                            .unwrap_or_else(|_| Vec::with_capacity(self.batch));
-                        let full = std::mem::replace(&mut batch, fresh);
-                        if tx.send(Msg::Batch(full)).is_err() {
-                            dead = true;
-                            return;
-                        }
-                    }
+                };
+                sum.kmem_events += 1;
+                if !filter.in_time(ts) {
+                    continue;
                 }
-            },
-            |p| {
-                pending.set(true);
-                errors.push(p);
-            },
-        );
-        for p in errors {
-            sum.problem(p.offset, p.what);
+                let kind = match ev.kind {
+                    KmemKind::Kmalloc | KmemKind::KmallocNode => Kind::Kmalloc,
+                    KmemKind::KmemCacheAlloc | KmemKind::KmemCacheAllocNode => Kind::CacheAlloc,
+                    KmemKind::Kfree => Kind::Kfree,
+                    KmemKind::KmemCacheFree => Kind::CacheFree,
+                    k => {
+                        if filter.cpu_pid(cpu, ev.pid) {
+                            self.page_event(&mut sum.page, k, ev.pfn.is_some(), ev.order);
+                        }
+                        continue;
+                    }
+                };
+                let cache = match ev.cache_name {
+                    Some(n) => names.get(n),
+                    None => NO_CACHE,
+                };
+                events.push(Ev {
+                    ts,
+                    ptr: ev.ptr,
+                    call_site: ev.call_site,
+                    bytes_req: ev.bytes_req,
+                    bytes_alloc: ev.bytes_alloc,
+                    gfp: ev.gfp_flags,
+                    pid: ev.pid,
+                    cache,
+                    node: ev.node.unwrap_or(NO_NODE),
+                    cpu: cpu16,
+                    kind,
+                    lost_before: std::mem::take(&mut pending),
+                });
+            }
         }
-        sum.pending_loss = pending.get();
-        if !batch.is_empty() && !dead {
-            let _ = tx.send(Msg::Batch(batch));
+        self.progress
+            .fetch_add(u64::from(r.count), Ordering::Relaxed);
+        sum.slab_events = events.len() as u64;
+        sum.pending_loss = pending;
+        BlockOut { events, sum }
+    }
+
+    fn page_event(&self, p: &mut PageStats, k: KmemKind, has_page: bool, order: u32) {
+        let bytes = self.page_size << order.min(40);
+        match k {
+            KmemKind::MmPageAlloc => {
+                p.allocs += 1;
+                if has_page {
+                    p.alloc_bytes = p.alloc_bytes.saturating_add(bytes);
+                    p.allocs_by_order[(order as usize).min(10)] += 1;
+                } else {
+                    p.failed += 1;
+                }
+            }
+            KmemKind::MmPageFree => {
+                p.frees += 1;
+                p.free_bytes = p.free_bytes.saturating_add(bytes);
+            }
+            KmemKind::MmPageFreeBatched => {
+                p.batched_frees += 1;
+                p.free_bytes = p.free_bytes.saturating_add(self.page_size);
+            }
+            KmemKind::MmPageAllocZoneLocked => p.zone_locked += 1,
+            KmemKind::MmPagePcpuDrain => p.pcpu_drains += 1,
+            KmemKind::MmPageAllocExtfrag => p.extfrag += 1,
+            _ => {}
         }
-        let _ = tx.send(Msg::End(Box::new(sum)));
+    }
+}
+
+impl CpuSummary {
+    /// Adds a later block's counts.
+    pub fn absorb(&mut self, o: &CpuSummary) {
+        self.subbufs += o.subbufs;
+        self.missed_subbufs += o.missed_subbufs;
+        self.lost_stored += o.lost_stored;
+        self.missing_subbufs += o.missing_subbufs;
+        self.bad_subbufs += o.bad_subbufs;
+        self.events += o.events;
+        self.kmem_events += o.kmem_events;
+        self.slab_events += o.slab_events;
+        self.decode_errors += o.decode_errors;
+        self.backwards += o.backwards;
+        if let (Some(a), Some(b)) = (self.last_ts, o.first_ts) {
+            if b < a {
+                self.backwards += 1;
+            }
+        }
+        self.first_ts = self.first_ts.or(o.first_ts);
+        self.last_ts = o.last_ts.or(self.last_ts);
+        self.page.merge(&o.page);
+        for p in &o.problems {
+            self.problem(p.offset, p.what.clone());
+        }
+        self.problems_dropped += o.problems_dropped;
     }
 }
 
@@ -331,7 +358,7 @@ pub fn first_event_ts(log: &Log) -> Option<u64> {
                     continue;
                 }
                 for raw in data.chunks_exact(sb) {
-                    let Ok(s) = kmemtrace_format::subbuf::parse_subbuf(e, &log.layout, raw) else {
+                    let Ok(s) = parse_subbuf(e, &log.layout, raw) else {
                         continue;
                     };
                     if let Some(Ok((_, ts, _))) = s.data_events(e).next() {

@@ -68,9 +68,15 @@ impl Hasher for MixHasher {
     }
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        let mut it = bytes.chunks_exact(8);
+        for c in &mut it {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.write_u64(w);
         }
+        let mut last = [0u8; 8];
+        let r = it.remainder();
+        last[..r.len()].copy_from_slice(r);
+        self.write_u64(u64::from_le_bytes(last) ^ ((r.len() as u64) << 56));
     }
     #[inline]
     fn write_u64(&mut self, i: u64) {
@@ -130,14 +136,14 @@ impl Interner {
 /// A thread's own cache in front of the shared [`Interner`].
 pub struct LocalInterner<'a> {
     shared: &'a Interner,
-    local: HashMap<Box<str>, u32>,
+    local: FastMap<Box<str>, u32>,
 }
 
 impl<'a> LocalInterner<'a> {
     pub fn new(shared: &'a Interner) -> Self {
         LocalInterner {
             shared,
-            local: HashMap::new(),
+            local: fast_map(),
         }
     }
 

@@ -6,11 +6,12 @@
 //! the event at time `t` is analysed, every window that starts before `t`
 //! is known, on every CPU: findings can be judged uncertain on the spot.
 
-use crate::decode::{CpuSummary, Msg};
+use crate::decode::{BlockOut, CpuSummary};
 use crate::event::Ev;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::mpsc::{Receiver, Sender};
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::mpsc::Receiver;
+use std::sync::Mutex;
 
 /// A stretch of time on one CPU in which events were lost: after the
 /// event at `start` (0: before the CPU's first event) and before the one at
@@ -62,47 +63,84 @@ impl Windows {
 
 struct Stream {
     cpu: u32,
-    rx: Receiver<Msg>,
-    recycle: Sender<Vec<Ev>>,
+    /// (first sub-buffer index, sub-buffers) of each block, in order.
+    blocks: Vec<(u64, u32)>,
+    /// Blocks handed to the decoders so far.
+    submitted: usize,
+    inflight: VecDeque<Receiver<BlockOut>>,
     batch: Vec<Ev>,
     pos: usize,
     /// Time of the last event taken from this stream (0: none yet).
     last_ts: u64,
+    /// Sub-buffer index the next block should start at.
+    expected: Option<u64>,
+    /// Events were lost after the last event handed out.
+    carry: bool,
+    sum: CpuSummary,
     done: bool,
 }
 
-/// Merges per-CPU streams.
-pub struct Merger {
+/// Hands a block (stream index, block index) to a decoder; its result
+/// arrives on the receiver.
+pub type Submit<'a> = Box<dyn Fn(usize, usize) -> Receiver<BlockOut> + 'a>;
+
+/// Merges per-CPU streams of decoded blocks.
+pub struct Merger<'a> {
     streams: Vec<Stream>,
     /// Heads of streams other than `cur`: (ts, stream index).
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// The stream whose head is not in the heap (the one last taken from).
     cur: Option<usize>,
+    submit: Submit<'a>,
+    /// Blocks decoded ahead per stream.
+    ahead: usize,
+    /// Where emptied event vectors go back for reuse.
+    pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
     pub windows: Windows,
     pub summaries: Vec<CpuSummary>,
 }
 
-impl Merger {
-    /// `inputs`: (cpu, events, where to send drained batches), ascending CPU.
-    pub fn new(inputs: Vec<(u32, Receiver<Msg>, Sender<Vec<Ev>>)>) -> Self {
+impl<'a> Merger<'a> {
+    /// `inputs`: (cpu, its blocks' (first sub-buffer, count)), ascending
+    /// CPU.
+    pub fn new(
+        inputs: Vec<(u32, Vec<(u64, u32)>)>,
+        submit: Submit<'a>,
+        ahead: usize,
+        pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
+    ) -> Self {
         let mut m = Merger {
             streams: inputs
                 .into_iter()
-                .map(|(cpu, rx, recycle)| Stream {
+                .map(|(cpu, blocks)| Stream {
                     cpu,
-                    rx,
-                    recycle,
+                    blocks,
+                    submitted: 0,
+                    inflight: VecDeque::new(),
                     batch: Vec::new(),
                     pos: 0,
                     last_ts: 0,
+                    expected: None,
+                    carry: false,
+                    sum: CpuSummary {
+                        cpu,
+                        ..Default::default()
+                    },
                     done: false,
                 })
                 .collect(),
             heap: BinaryHeap::new(),
             cur: None,
+            submit,
+            ahead: ahead.max(1),
+            pool,
             windows: Windows::default(),
             summaries: Vec::new(),
         };
+        // Start every stream's decoding before waiting for any.
+        for i in 0..m.streams.len() {
+            m.fill(i);
+        }
         for i in 0..m.streams.len() {
             if m.load(i) {
                 let ts = m.streams[i].batch[m.streams[i].pos].ts;
@@ -110,6 +148,15 @@ impl Merger {
             }
         }
         m
+    }
+
+    /// Keeps `ahead` blocks of stream `i` in the decoders' hands.
+    fn fill(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        while s.inflight.len() < self.ahead && s.submitted < s.blocks.len() {
+            s.inflight.push_back((self.submit)(i, s.submitted));
+            s.submitted += 1;
+        }
     }
 
     /// Makes sure stream `i` has a head event; false when it has ended.
@@ -135,26 +182,52 @@ impl Merger {
             let old = std::mem::take(&mut s.batch);
             s.pos = 0;
             if old.capacity() > 0 {
-                let mut old = old;
-                old.clear();
-                let _ = s.recycle.send(old);
-            }
-            match s.rx.recv() {
-                Ok(Msg::Batch(b)) => s.batch = b,
-                Ok(Msg::End(sum)) => {
-                    s.done = true;
-                    if sum.pending_loss {
-                        let w = Window {
-                            cpu: s.cpu,
-                            start: s.last_ts,
-                            end: u64::MAX,
-                        };
-                        self.windows.add(w);
+                if let Some(p) = self.pool {
+                    if let Ok(mut p) = p.lock() {
+                        if p.len() < 64 {
+                            p.push(old);
+                        }
                     }
-                    self.summaries.push(*sum);
                 }
-                Err(_) => s.done = true,
             }
+            let Some(rx) = s.inflight.pop_front() else {
+                // The stream is over.
+                s.done = true;
+                s.sum.pending_loss = s.carry;
+                if s.carry {
+                    let w = Window {
+                        cpu: s.cpu,
+                        start: s.last_ts,
+                        end: u64::MAX,
+                    };
+                    self.windows.add(w);
+                }
+                self.summaries.push(std::mem::take(&mut s.sum));
+                return false;
+            };
+            let k = s.submitted - s.inflight.len() - 1;
+            let out = rx.recv();
+            self.fill(i);
+            let s = &mut self.streams[i];
+            let (first, count) = s.blocks[k];
+            if let Some(x) = s.expected {
+                if first > x {
+                    s.sum.missing_subbufs += first - x;
+                    s.carry = true;
+                }
+            }
+            s.expected = Some(first + u64::from(count));
+            let Ok(mut out) = out else {
+                // The decoder died: treat the block as lost.
+                s.carry = true;
+                continue;
+            };
+            if let Some(f) = out.events.first_mut() {
+                f.lost_before |= std::mem::take(&mut s.carry);
+            }
+            s.carry |= out.sum.pending_loss;
+            s.sum.absorb(&out.sum);
+            s.batch = out.events;
         }
     }
 
@@ -194,9 +267,8 @@ impl Merger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::Msg;
     use crate::event::{Kind, NO_CACHE, NO_NODE};
-    use std::sync::mpsc::{channel, sync_channel};
+    use std::sync::mpsc::sync_channel;
 
     fn ev(cpu: u16, ts: u64, lost: bool) -> Ev {
         Ev {
@@ -217,45 +289,77 @@ mod tests {
 
     #[test]
     fn merges_by_time_then_cpu_and_learns_windows() {
-        let mut inputs = Vec::new();
-        let data: [Vec<Vec<Ev>>; 3] = [
-            vec![vec![ev(0, 1, false), ev(0, 5, false)], vec![ev(0, 9, true)]],
-            vec![vec![ev(1, 5, false), ev(1, 6, false)]],
+        // Per CPU: blocks of (events, pending loss at the end), and the
+        // blocks' (first sub-buffer, count).
+        let data: Vec<Vec<(Vec<Ev>, bool)>> = vec![
+            vec![
+                (vec![ev(0, 1, false), ev(0, 5, false)], false),
+                (vec![ev(0, 9, true)], false),
+            ],
+            vec![(vec![ev(1, 5, false), ev(1, 6, false)], true)],
             vec![],
+            // A gap in the sub-buffer sequence before the second block.
+            vec![
+                (vec![ev(3, 2, false)], false),
+                (vec![ev(3, 7, false)], false),
+            ],
         ];
-        for (cpu, batches) in data.into_iter().enumerate() {
-            let (tx, rx) = sync_channel(8);
-            let (rtx, _rrx) = channel();
-            for b in batches {
-                tx.send(Msg::Batch(b)).unwrap();
-            }
+        let positions: Vec<Vec<(u64, u32)>> = vec![
+            vec![(0, 1), (1, 1)],
+            vec![(0, 1)],
+            vec![],
+            vec![(0, 1), (5, 1)],
+        ];
+        let inputs = positions
+            .iter()
+            .enumerate()
+            .map(|(c, p)| (c as u32, p.clone()))
+            .collect();
+        let data2 = data.clone();
+        let submit: Submit<'_> = Box::new(move |i, k| {
+            let (tx, rx) = sync_channel(1);
+            let (events, pending_loss) = data2[i][k].clone();
             let sum = CpuSummary {
-                cpu: cpu as u32,
-                pending_loss: cpu == 1,
+                cpu: i as u32,
+                pending_loss,
                 ..Default::default()
             };
-            tx.send(Msg::End(Box::new(sum))).unwrap();
-            inputs.push((cpu as u32, rx, rtx));
-        }
-        let mut m = Merger::new(inputs);
+            tx.send(BlockOut { events, sum }).unwrap();
+            rx
+        });
+        let mut m = Merger::new(inputs, submit, 1, None);
         let mut got = Vec::new();
         while let Some(e) = m.next() {
             got.push((e.ts, e.cpu));
         }
-        assert_eq!(got, [(1, 0), (5, 0), (5, 1), (6, 1), (9, 0)]);
-        assert_eq!(m.summaries.len(), 3);
+        assert_eq!(
+            got,
+            [(1, 0), (2, 3), (5, 0), (5, 1), (6, 1), (7, 3), (9, 0)]
+        );
+        assert_eq!(m.summaries.len(), 4);
         let w = m.windows.list();
-        assert_eq!(w.len(), 2);
-        assert!(w.contains(&Window {
-            cpu: 0,
-            start: 5,
-            end: 9
-        }));
-        assert!(w.contains(&Window {
-            cpu: 1,
-            start: 6,
-            end: u64::MAX
-        }));
+        assert_eq!(w.len(), 3, "{w:?}");
+        for want in [
+            Window {
+                cpu: 0,
+                start: 5,
+                end: 9,
+            },
+            Window {
+                cpu: 1,
+                start: 6,
+                end: u64::MAX,
+            },
+            Window {
+                cpu: 3,
+                start: 2,
+                end: 7,
+            },
+        ] {
+            assert!(w.contains(&want), "{want:?} in {w:?}");
+        }
+        let s3 = m.summaries.iter().find(|s| s.cpu == 3).unwrap();
+        assert_eq!(s3.missing_subbufs, 4);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::analysis::{Analysis, FindingAgg, LeakGroup, Misuse, Occurrence, NO_SITE};
 use crate::cli::{Severity, SortKey};
-use crate::decode::{CpuSummary, Decoder, PageStats};
+use crate::decode::{CpuSummary, Decoder, Job, PageStats};
 use crate::event::{Interner, NO_CACHE};
 use crate::filter::Filter;
 use crate::merge::{Merger, Windows};
@@ -208,34 +208,56 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
     let progress = AtomicU64::new(0);
     let total_subbufs: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
     let cpus = log.cpus();
-    let batch = (262_144 / cpus.len().max(1)).clamp(256, 4096);
     let page_size = u64::from(log.arch.page_size.unwrap_or(4096));
     let filter = opts.filter.clone();
     let namer = |addr: u64| syms.name(addr);
     let mut an = Analysis::new(&filter, &log.cpu_nodes, opts.per_pointer, Box::new(namer));
     let start = Instant::now();
 
+    let pool = std::sync::Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 16);
+    // Blocks decoded ahead per CPU (~1.3 MB of events each): enough to
+    // keep the decoders busy while the merge analyses, bounded in all.
+    let ahead = (4 * workers / cpus.len().max(1)).clamp(1, 3);
+    let (job_tx, job_rx) = mpsc::channel::<Job>();
+    let job_rx = std::sync::Mutex::new(job_rx);
+    let dec = Decoder {
+        log,
+        kmem: &kmem,
+        interner: &interner,
+        filter: &filter,
+        progress: &progress,
+        page_size,
+        pool: &pool,
+    };
     let (windows, summaries) = std::thread::scope(|scope| {
-        let mut inputs = Vec::new();
-        for &cpu in &cpus {
-            let (tx, rx) = mpsc::sync_channel(2);
-            let (rtx, rrx) = mpsc::channel();
-            let dec = Decoder {
-                log,
-                kmem: &kmem,
-                interner: &interner,
-                filter: &filter,
-                batch,
-                progress: &progress,
-                page_size,
-            };
+        for w in 0..workers {
+            let (dec, job_rx) = (&dec, &job_rx);
             std::thread::Builder::new()
-                .name(format!("decode-cpu{cpu}"))
-                .spawn_scoped(scope, move || dec.run(cpu, tx, rrx))
+                .name(format!("decode-{w}"))
+                .spawn_scoped(scope, move || dec.work(job_rx))
                 .expect("spawn a decoder thread");
-            inputs.push((cpu, rx, rtx));
         }
-        let mut m = Merger::new(inputs);
+        let blocks: Vec<Vec<kmemtrace_format::log::CpuBlockRef>> = cpus
+            .iter()
+            .map(|&c| log.cpu_blocks(c).into_iter().copied().collect())
+            .collect();
+        let inputs = cpus
+            .iter()
+            .zip(&blocks)
+            .map(|(&c, b)| (c, b.iter().map(|r| (r.first_subbuf, r.count)).collect()))
+            .collect();
+        let submit: crate::merge::Submit<'_> = Box::new(move |i, k| {
+            let (tx, rx) = mpsc::sync_channel(1);
+            let _ = job_tx.send(Job {
+                block: blocks[i][k],
+                reply: tx,
+            });
+            rx
+        });
+        let mut m = Merger::new(inputs, submit, ahead, Some(&pool));
         let mut n: u64 = 0;
         let mut last_print = Instant::now();
         let mut printed = false;
@@ -259,7 +281,12 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
         if printed {
             eprint!("\r{:70}\r", "");
         }
-        (m.windows, m.summaries)
+        let out = (
+            std::mem::take(&mut m.windows),
+            std::mem::take(&mut m.summaries),
+        );
+        drop(m); // closes the job queue: the workers end
+        out
     });
     let leaks = an.finish(&windows, opts.min_age);
     build(
