@@ -578,6 +578,79 @@ fn third_event_offset(page: &[u8]) -> usize {
 }
 
 #[test]
+fn segment_seams_keep_ordering_and_loss_windows() {
+    let Some(data) = common::shared_data_or_skip("segment_seams") else {
+        return;
+    };
+    // With 4 sub-buffers per block the checker's segments (8 blocks) start
+    // at sub-buffers 0, 32, 64, ... of a CPU. Swap 31 and 32 of CPU 1 (time
+    // steps back right at a seam) and flag sub-buffer 64 of CPU 0 as
+    // having lost events, without a count.
+    fn edit(cpu: u32, raw: &mut [u8]) {
+        if cpu == 1 {
+            let (a, b) = raw.split_at_mut(32 * 4096);
+            a[31 * 4096..].swap_with_slice(&mut b[..4096]);
+        } else {
+            raw[64 * 4096 + 12] |= 0x80; // big-endian commit: bit 31
+        }
+    }
+    let dir = capture::capture_dir(&data, "s390x", "raw");
+    let bytes = capture::build(
+        &dir,
+        &Build {
+            subbufs_per_block: 4,
+            edit: Some(edit),
+            ..Default::default()
+        },
+    );
+    let (code, r) = check_bytes_json(&bytes);
+    assert_eq!(code, 2);
+    let ord: Vec<Value> = problems(&r)
+        .into_iter()
+        .filter(|p| p["kind"] == "ordering")
+        .collect();
+    assert_eq!(ord.len(), 1, "{:#?}", r["problems"]);
+    assert_eq!(
+        (ord[0]["cpu"].clone(), ord[0]["subbuf"].clone()),
+        (Value::from(1), Value::from(32))
+    );
+    assert_eq!(r["cpus"][1]["ordering_violations"], 1);
+    // The window's previous event is the last of sub-buffer 63.
+    use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
+    let l = SubBufLayout {
+        long_size: 8,
+        data_offset: 16,
+        subbuf_size: 4096,
+    };
+    let raw = capture::raw_cpu(&dir, 0);
+    let e = kmemtrace_format::BigEndian;
+    let sb63 = parse_subbuf(e, &l, &raw[63 * 4096..64 * 4096]).unwrap();
+    let last63 = sb63.events(e).map(|r| r.unwrap().ts).last().unwrap();
+    let sb64 = parse_subbuf(e, &l, &raw[64 * 4096..65 * 4096]).unwrap();
+    let first64 = sb64.data_events(e).next().unwrap().unwrap().1;
+    let w = r["loss_windows"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0]["subbuf"], 64);
+    assert_eq!(w[0]["after_ts"], last63);
+    assert_eq!(w[0]["before_ts"], first64);
+    assert!(w[0]["count"].is_null());
+    // The statistics say nothing was overwritten: a lower bound, and a
+    // warning that the two sources disagree.
+    assert_eq!(r["cpus"][0]["lost"]["lower_bound"], true);
+    let warn: Vec<String> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        warn.iter()
+            .any(|m| m.contains("overrun counter did not grow")),
+        "{warn:?}"
+    );
+}
+
+#[test]
 fn undecodable_sub_buffers_are_located() {
     let Some(data) = common::shared_data_or_skip("undecodable_sub_buffers") else {
         return;

@@ -204,6 +204,49 @@ fn parse_cpu_nodes(text: &str) -> BTreeMap<u32, u32> {
         .collect()
 }
 
+/// Indexes a CPU_DATA block from its fixed header. A compressed payload
+/// is decompressed only as far as the header (the first zstd block), not
+/// whole: the rest is decompressed, and checked against `raw_len`, when
+/// the block is read back ([`Log::read_cpu_block`]).
+fn cpu_block_ref(b: &crate::reader::RawBlock, subbuf_size: u32) -> Result<CpuBlockRef, String> {
+    use crate::block::{FLAG_ZSTD, KNOWN_FLAGS};
+    let h = &b.header;
+    let d = if h.flags & FLAG_ZSTD == 0 || h.flags & !KNOWN_FLAGS != 0 {
+        let p = b.payload()?;
+        let d = CpuData::decode(&p, subbuf_size).map_err(|e| format!("CPU_DATA block: {e}"))?;
+        (d.cpu, d.count, d.block_seq, d.first_subbuf)
+    } else {
+        let mut head = [0u8; CPU_DATA_HEADER_LEN];
+        if (h.raw_len as usize) < CPU_DATA_HEADER_LEN {
+            return Err(format!(
+                "CPU_DATA block: CPU_DATA payload of {} bytes is shorter than its 24-byte header",
+                h.raw_len
+            ));
+        }
+        zstd::stream::read::Decoder::with_buffer(&b.stored[..])
+            .and_then(|mut z| z.read_exact(&mut head))
+            .map_err(|e| format!("CPU_DATA block: zstd payload does not decompress: {e}"))?;
+        let le32 = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
+        let le64 = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
+        let (cpu, count) = (le32(0), le32(4));
+        let carries = u64::from(h.raw_len) - CPU_DATA_HEADER_LEN as u64;
+        if u64::from(count) * u64::from(subbuf_size) != carries {
+            return Err(format!(
+                "CPU_DATA block: CPU_DATA says {count} sub-buffers of {subbuf_size} bytes but carries {carries} bytes"
+            ));
+        }
+        (cpu, count, le64(8), le64(16))
+    };
+    Ok(CpuBlockRef {
+        offset: b.offset,
+        header: b.header,
+        cpu: d.0,
+        block_seq: d.2,
+        first_subbuf: d.3,
+        count: d.1,
+    })
+}
+
 impl Log {
     /// Opens a log file, or standard input for `-`.
     pub fn open(path: &Path) -> Result<Log, LogError> {
@@ -279,8 +322,7 @@ impl Log {
                 });
             }
             if bt == BlockType::CpuData {
-                // Only the fixed header is needed for the index; reading a
-                // compressed payload needs decompression all the same.
+                // Only the fixed header is needed for the index.
                 let Some(a) = &arch else {
                     problems.push(Problem {
                         offset: b.offset,
@@ -288,24 +330,11 @@ impl Log {
                     });
                     continue;
                 };
-                match b.payload() {
-                    Ok(p) => match CpuData::decode(&p, a.subbuf_size) {
-                        Ok(d) => blocks.push(CpuBlockRef {
-                            offset: b.offset,
-                            header: b.header,
-                            cpu: d.cpu,
-                            block_seq: d.block_seq,
-                            first_subbuf: d.first_subbuf,
-                            count: d.count,
-                        }),
-                        Err(e) => problems.push(Problem {
-                            offset: b.offset,
-                            what: format!("CPU_DATA block: {e}"),
-                        }),
-                    },
-                    Err(e) => problems.push(Problem {
+                match cpu_block_ref(&b, a.subbuf_size) {
+                    Ok(r) => blocks.push(r),
+                    Err(what) => problems.push(Problem {
                         offset: b.offset,
-                        what: e,
+                        what,
                     }),
                 }
                 continue;
@@ -668,6 +697,53 @@ mod tests {
         assert!(cut.truncated.is_some());
         assert!(cut.end.is_none());
         assert_eq!(cut.blocks.len(), 2);
+    }
+
+    #[test]
+    fn compressed_blocks_are_indexed_from_their_header_and_checked_when_read() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
+        // 40 pages of varied bytes: several zstd blocks.
+        let pages: Vec<u8> = (0..40 * 4096u32).map(|i| (i * 7 % 251) as u8).collect();
+        w.write_cpu_data(3, &pages).unwrap();
+        let mut bytes = w.finish(None, "test", None).unwrap();
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        let r = log.blocks[0];
+        assert_eq!((r.cpu, r.count, r.block_seq, r.first_subbuf), (3, 40, 0, 0));
+        assert_ne!(r.header.stored_len, r.header.raw_len);
+        let (mut st, mut out) = (Vec::new(), Vec::new());
+        log.read_cpu_block(&r, &mut st, &mut out).unwrap();
+        assert_eq!(out, pages);
+        // Damage the end of the zstd frame and fix the CRC: the header
+        // still indexes, reading the block back fails with its offset.
+        let off = r.offset as usize;
+        let end = off + BLOCK_HEADER_LEN + r.header.stored_len as usize;
+        bytes[end - 6] ^= 0x55;
+        bytes[end - 30] ^= 0x55;
+        let h: [u8; BLOCK_HEADER_LEN] = bytes[off..off + BLOCK_HEADER_LEN].try_into().unwrap();
+        let crc = BlockHeader::compute_crc(&h, &bytes[off + BLOCK_HEADER_LEN..end]);
+        bytes[off + 16..off + 20].copy_from_slice(&crc.to_le_bytes());
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        assert_eq!(log.blocks.len(), 1);
+        let mut errors = Vec::new();
+        log.visit_cpu(3, |_| {}, |p| errors.push(p));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].offset, r.offset);
+        // A damaged frame header: not even the header decompresses.
+        bytes[off + BLOCK_HEADER_LEN] ^= 0xff;
+        let h: [u8; BLOCK_HEADER_LEN] = bytes[off..off + BLOCK_HEADER_LEN].try_into().unwrap();
+        let crc = BlockHeader::compute_crc(&h, &bytes[off + BLOCK_HEADER_LEN..end]);
+        bytes[off + 16..off + 20].copy_from_slice(&crc.to_le_bytes());
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        assert_eq!(log.blocks.len(), 0);
+        assert_eq!(log.problems.len(), 1);
+        assert!(
+            log.problems[0].what.contains("does not decompress"),
+            "{:?}",
+            log.problems
+        );
     }
 
     #[test]

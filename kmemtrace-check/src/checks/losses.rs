@@ -150,7 +150,8 @@ pub fn assess(
         };
         let lost = Lost {
             events,
-            lower_bound: stats.is_none() && s.flag_only > 0,
+            // Flags without a count, and no statistics that count them.
+            lower_bound: s.flag_only > 0 && stats.as_ref().map_or(true, |d| d.overrun == 0),
             fraction: fraction(events, s.events),
             source: if stats.is_some() {
                 "stats"

@@ -64,42 +64,170 @@ impl KnownIds {
     }
 }
 
-/// Scans every CPU, in parallel.
+/// CPU_DATA blocks per unit of work: CPUs are cut into segments so that
+/// all cores help even when one CPU holds most of the data.
+const BLOCKS_PER_SEGMENT: usize = 8;
+
+/// What one segment (consecutive blocks of one CPU) found, with what the
+/// merge needs to join it to the segment before it.
+#[derive(Debug, Default)]
+struct Segment {
+    scan: CpuScan,
+    /// The first data event's time stamp and place.
+    first: Option<(u64, Location)>,
+    /// Loss windows (indexes into `scan.windows`) before the segment's
+    /// first event: their `after_ts` is the previous segment's last.
+    windows_before_first: usize,
+    /// The first "decodes with the other byte order" finding.
+    endian_hint: Option<Finding>,
+    unknown: BTreeMap<u16, (u64, Location)>,
+}
+
+/// Scans every CPU, segments in parallel, and joins each CPU's segments.
 pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
-    let cpus = log.cpus();
     let known = KnownIds::new(log);
+    let mut work: Vec<(u32, Vec<&CpuBlockRef>)> = Vec::new();
+    for cpu in log.cpus() {
+        let blocks = log.cpu_blocks(cpu);
+        for seg in blocks.chunks(BLOCKS_PER_SEGMENT) {
+            work.push((cpu, seg.to_vec()));
+        }
+    }
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }
-    .min(cpus.len())
+    .min(work.len())
     .max(1);
     let next = AtomicUsize::new(0);
-    let work = || {
+    let run = || {
         let mut out = Vec::new();
         loop {
             let i = next.fetch_add(1, AtomicOrdering::Relaxed);
-            let Some(&cpu) = cpus.get(i) else { break };
-            out.push(match log.endian {
-                RunTimeEndian::Little => scan_cpu(log, LittleEndian, cpu, &known, progress),
-                RunTimeEndian::Big => scan_cpu(log, BigEndian, cpu, &known, progress),
-            });
+            let Some((cpu, blocks)) = work.get(i) else {
+                break;
+            };
+            let seg = match log.endian {
+                RunTimeEndian::Little => {
+                    scan_segment(log, LittleEndian, *cpu, blocks, &known, progress)
+                }
+                RunTimeEndian::Big => scan_segment(log, BigEndian, *cpu, blocks, &known, progress),
+            };
+            out.push((i, seg));
         }
         out
     };
-    let mut all: Vec<CpuScan> = if threads == 1 {
-        work()
+    let mut segs: Vec<(usize, Segment)> = if threads == 1 {
+        run()
     } else {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(run)).collect();
             handles
                 .into_iter()
                 .flat_map(|h| h.join().expect("a checker thread panicked"))
                 .collect()
         })
     };
-    all.sort_by_key(|c| c.cpu);
-    all
+    segs.sort_by_key(|(i, _)| *i);
+    let mut cpus: Vec<CpuScan> = Vec::new();
+    let mut pending: Option<(CpuScan, Joint)> = None;
+    for (i, seg) in segs {
+        let cpu = work[i].0;
+        match &mut pending {
+            Some((acc, joint)) if acc.cpu == cpu => joint.join(acc, seg),
+            _ => {
+                if let Some((acc, joint)) = pending.take() {
+                    cpus.push(joint.finish(acc));
+                }
+                let mut acc = CpuScan {
+                    cpu,
+                    ..Default::default()
+                };
+                let mut joint = Joint::default();
+                joint.join(&mut acc, seg);
+                pending = Some((acc, joint));
+            }
+        }
+    }
+    if let Some((acc, joint)) = pending {
+        cpus.push(joint.finish(acc));
+    }
+    cpus
+}
+
+/// State carried from one segment of a CPU to the next.
+#[derive(Default)]
+struct Joint {
+    last_ts: Option<u64>,
+    endian_hint: bool,
+    unknown: BTreeMap<u16, (u64, Location)>,
+}
+
+impl Joint {
+    fn join(&mut self, acc: &mut CpuScan, mut seg: Segment) {
+        let s = &mut seg.scan;
+        // Time across the seam.
+        if let (Some(prev), Some((first, loc))) = (self.last_ts, &seg.first) {
+            if *first < prev {
+                acc.ordering_violations += 1;
+                acc.problems
+                    .push(ordering_finding(acc.cpu, loc.clone(), prev, *first));
+            }
+        }
+        for w in s.windows.iter_mut().take(seg.windows_before_first) {
+            w.after_ts = self.last_ts;
+        }
+        if s.last_ts.is_some() {
+            self.last_ts = s.last_ts;
+        }
+        if let Some(h) = seg.endian_hint.take() {
+            if !std::mem::replace(&mut self.endian_hint, true) {
+                acc.problems.push(h);
+            }
+        }
+        for (id, (n, loc)) in std::mem::take(&mut seg.unknown) {
+            self.unknown.entry(id).or_insert((0, loc)).0 += n;
+        }
+        acc.blocks += s.blocks;
+        acc.subbufs += s.subbufs;
+        acc.data_bytes += s.data_bytes;
+        acc.events += s.events;
+        acc.first_ts = acc.first_ts.or(s.first_ts);
+        acc.last_ts = self.last_ts;
+        acc.bad_subbufs += s.bad_subbufs;
+        acc.bad_event_streams += s.bad_event_streams;
+        acc.ordering_violations += s.ordering_violations;
+        acc.stored_lost = acc.stored_lost.saturating_add(s.stored_lost);
+        acc.flagged += s.flagged;
+        acc.flag_only += s.flag_only;
+        for w in s.windows.drain(..) {
+            if acc.windows.len() < MAX_KEPT {
+                acc.windows.push(w);
+            }
+        }
+        acc.problems.extend(std::mem::take(&mut s.problems));
+        acc.warnings.extend(std::mem::take(&mut s.warnings));
+    }
+
+    fn finish(self, mut acc: CpuScan) -> CpuScan {
+        let cpu = acc.cpu;
+        for (id, (n, loc)) in self.unknown {
+            acc.unknown_events += n;
+            acc.problems.push(Finding::error(
+                Kind::UnknownEvent,
+                loc,
+                format!(
+                    "missing metadata: no format for event id {id} ({} on CPU {cpu}; first here)",
+                    if n == 1 {
+                        "1 event".to_string()
+                    } else {
+                        format!("{} events", thousands(n))
+                    }
+                ),
+            ));
+        }
+        acc
+    }
 }
 
 /// Where a place inside a sub-buffer is.
@@ -126,13 +254,15 @@ fn decodes_with<E: Endian>(e: E, layout: &SubBufLayout, raw: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
-fn scan_cpu<E: Endian>(
+fn scan_segment<E: Endian>(
     log: &Log,
     e: E,
     cpu: u32,
+    blocks: &[&CpuBlockRef],
     known: &KnownIds,
     progress: &AtomicU64,
-) -> CpuScan {
+) -> Segment {
+    let mut seg = Segment::default();
     let mut s = CpuScan {
         cpu,
         ..Default::default()
@@ -140,11 +270,10 @@ fn scan_cpu<E: Endian>(
     let layout = log.layout;
     let sb_size = layout.subbuf_size.max(1);
     let mut order = Ordering::default();
-    let mut unknown: BTreeMap<u16, (u64, Location)> = BTreeMap::new();
     let mut endian_checked = false;
     let (mut stored, mut data) = (Vec::new(), Vec::new());
 
-    for r in log.cpu_blocks(cpu) {
+    for &r in blocks {
         if let Err(p) = log.read_cpu_block(r, &mut stored, &mut data) {
             s.problems.push(Finding::error(
                 Kind::Damage,
@@ -172,7 +301,7 @@ fn scan_cpu<E: Endian>(
                     ));
                     if !endian_checked {
                         endian_checked = true;
-                        check_other_endian(log, e, raw, r, i, &mut s);
+                        seg.endian_hint = check_other_endian(log, e, raw, r, i);
                     }
                     continue;
                 }
@@ -196,6 +325,11 @@ fn scan_cpu<E: Endian>(
                             n_events += 1;
                             if first_in_subbuf.is_none() {
                                 first_in_subbuf = Some(rec.ts);
+                                if seg.first.is_none() {
+                                    seg.first = Some((rec.ts, locate(log, r, i, Some(rec.offset))));
+                                    seg.windows_before_first =
+                                        s.windows.len() + usize::from(window_at.is_some());
+                                }
                             }
                             if let Some(prev) = order.next(rec.ts) {
                                 ordering_violation(log, r, i, rec.offset, prev, rec.ts, &mut s);
@@ -204,7 +338,7 @@ fn scan_cpu<E: Endian>(
                                 Some(id) if known.has(id) => {}
                                 id => {
                                     let id = id.unwrap_or(0);
-                                    let u = unknown.entry(id).or_insert_with(|| {
+                                    let u = seg.unknown.entry(id).or_insert_with(|| {
                                         (0, locate(log, r, i, Some(rec.offset)))
                                     });
                                     u.0 += 1;
@@ -240,7 +374,7 @@ fn scan_cpu<E: Endian>(
                         ));
                         if !endian_checked {
                             endian_checked = true;
-                            check_other_endian(log, e, raw, r, i, &mut s);
+                            seg.endian_hint = check_other_endian(log, e, raw, r, i);
                         }
                     }
                 }
@@ -263,22 +397,27 @@ fn scan_cpu<E: Endian>(
     }
     s.last_ts = order.last();
     s.ordering_violations = order.violations;
-    for (id, (n, loc)) in unknown {
-        s.unknown_events += n;
-        s.problems.push(Finding::error(
-            Kind::UnknownEvent,
-            loc,
-            format!(
-                "missing metadata: no format for event id {id} ({} on CPU {cpu}; first here)",
-                if n == 1 {
-                    "1 event".to_string()
-                } else {
-                    format!("{} events", thousands(n))
-                }
-            ),
-        ));
+    if seg.first.is_none() {
+        seg.windows_before_first = s.windows.len();
     }
-    s
+    seg.scan = s;
+    seg
+}
+
+fn ordering_finding(cpu: u32, loc: Location, prev: u64, ts: u64) -> Finding {
+    let mut f = Finding::error(
+        Kind::Ordering,
+        loc,
+        format!(
+            "time goes backwards on CPU {cpu}: {} after {} ({} ns earlier)",
+            secs(ts),
+            secs(prev),
+            thousands(prev - ts)
+        ),
+    );
+    f.previous_ts = Some(prev);
+    f.ts = Some(ts);
+    f
 }
 
 #[cold]
@@ -292,20 +431,12 @@ fn ordering_violation(
     ts: u64,
     s: &mut CpuScan,
 ) {
-    let mut f = Finding::error(
-        Kind::Ordering,
+    s.problems.push(ordering_finding(
+        r.cpu,
         locate(log, r, i, Some(offset)),
-        format!(
-            "time goes backwards on CPU {}: {} after {} ({} ns earlier)",
-            r.cpu,
-            secs(ts),
-            secs(prev),
-            thousands(prev - ts)
-        ),
-    );
-    f.previous_ts = Some(prev);
-    f.ts = Some(ts);
-    s.problems.push(f);
+        prev,
+        ts,
+    ));
 }
 
 /// After the first sub-buffer of a CPU that does not decode: if it decodes
@@ -317,8 +448,7 @@ fn check_other_endian<E: Endian>(
     raw: &[u8],
     r: &CpuBlockRef,
     i: usize,
-    s: &mut CpuScan,
-) {
+) -> Option<Finding> {
     let layout = log.layout;
     let other_ok = if e.is_big_endian() {
         decodes_with(LittleEndian, &layout, raw)
@@ -331,7 +461,7 @@ fn check_other_endian<E: Endian>(
         } else {
             ("little", "big")
         };
-        s.problems.push(Finding::error(
+        return Some(Finding::error(
             Kind::Arch,
             locate(log, r, i, None),
             format!(
@@ -339,4 +469,5 @@ fn check_other_endian<E: Endian>(
             ),
         ));
     }
+    None
 }
