@@ -128,6 +128,46 @@ fn sat32(v: u64) -> u32 {
     v.min(u64::from(u32::MAX)) as u32
 }
 
+/// The most recently freed pointers, in two generations of at most `cap`
+/// each: memory stays bounded whatever the length of the log, and a double
+/// free is recognised while its first free is among the last `cap` to
+/// `2 * cap` frees.
+struct Recent {
+    young: FastMap<u64, Obj>,
+    old: FastMap<u64, Obj>,
+    cap: usize,
+}
+
+impl Recent {
+    fn new(cap: usize) -> Self {
+        Recent {
+            young: fast_map(),
+            old: fast_map(),
+            cap: cap.max(1),
+        }
+    }
+    fn len(&self) -> usize {
+        self.young.len() + self.old.len()
+    }
+    #[inline]
+    fn get_mut(&mut self, k: u64) -> Option<&mut Obj> {
+        if self.young.contains_key(&k) {
+            self.young.get_mut(&k)
+        } else {
+            self.old.get_mut(&k)
+        }
+    }
+    #[inline]
+    fn insert(&mut self, k: u64, v: Obj) {
+        if self.young.len() >= self.cap && !self.young.contains_key(&k) {
+            let young = std::mem::replace(&mut self.young, fast_map());
+            self.young.reserve(self.cap);
+            self.old = young;
+        }
+        self.young.insert(k, v);
+    }
+}
+
 /// The misuse kinds, in report order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Misuse {
@@ -244,7 +284,10 @@ pub struct Analysis<'a> {
     cpu_node: Option<Vec<i32>>,
     /// Names a call site for the `--callsite` filter.
     namer: Box<dyn Fn(u64) -> String + 'a>,
-    objs: FastMap<u64, Obj>,
+    /// Live objects by pointer.
+    live: FastMap<u64, Obj>,
+    /// Recently freed pointers, for double-free detection.
+    freed: Recent,
     site_ix: FastMap<u64, u32>,
     pub sites: Vec<Site>,
     /// By cache id (0: unknown cache).
@@ -279,6 +322,7 @@ impl<'a> Analysis<'a> {
         filter: &'a Filter,
         cpu_nodes: &std::collections::BTreeMap<u32, u32>,
         per_pointer: bool,
+        remember_frees: usize,
         namer: Box<dyn Fn(u64) -> String + 'a>,
     ) -> Self {
         let cpu_node = if cpu_nodes.is_empty() {
@@ -297,7 +341,8 @@ impl<'a> Analysis<'a> {
             filter,
             cpu_node,
             namer,
-            objs: fast_map(),
+            live: fast_map(),
+            freed: Recent::new(remember_frees),
             site_ix: fast_map(),
             sites: Vec::new(),
             caches: Vec::new(),
@@ -313,7 +358,7 @@ impl<'a> Analysis<'a> {
 
     /// Tracked pointers (live and remembered freed ones).
     pub fn tracked(&self) -> usize {
-        self.objs.len()
+        self.live.len() + self.freed.len()
     }
 
     #[inline]
@@ -514,7 +559,7 @@ impl<'a> Analysis<'a> {
             state: State::new(true, sel),
         };
         let b = u64::from(b);
-        let old = match self.objs.entry(ev.ptr) {
+        let old = match self.live.entry(ev.ptr) {
             Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), new)),
             Entry::Vacant(v) => {
                 v.insert(new);
@@ -596,55 +641,67 @@ impl<'a> Analysis<'a> {
             }
             return;
         }
-        let Some(o) = self.objs.get_mut(&ev.ptr) else {
-            if fsel {
-                self.find(
-                    Misuse::FreeOfUnseen,
-                    ev,
-                    NO_SITE,
-                    fsite,
-                    None,
-                    NO_CACHE,
-                    false,
-                );
-            }
-            self.objs.insert(
-                ev.ptr,
-                Obj {
-                    ts: ev.ts,
-                    bytes_alloc: 0,
-                    bytes_req: 0,
-                    site: NO_SITE,
-                    cache: ev.cache,
-                    alloc_cpu: ev.cpu,
-                    kind: if ev.kind == Kind::Kfree {
-                        Kind::Kmalloc
-                    } else {
-                        Kind::CacheAlloc
+        let o0 = match self.live.remove(&ev.ptr) {
+            Some(o) => o,
+            None => {
+                if let Some(f) = self.freed.get_mut(ev.ptr) {
+                    let f0 = *f;
+                    f.ts = ev.ts;
+                    if f0.state.selected() || fsel {
+                        let unc = windows.touches(f0.ts, ev.ts);
+                        self.find(
+                            Misuse::DoubleFree,
+                            ev,
+                            f0.site,
+                            fsite,
+                            Some((f0.ts, u32::from(f0.alloc_cpu))),
+                            f0.cache,
+                            unc,
+                        );
+                    }
+                    return;
+                }
+                if fsel {
+                    self.find(
+                        Misuse::FreeOfUnseen,
+                        ev,
+                        NO_SITE,
+                        fsite,
+                        None,
+                        NO_CACHE,
+                        false,
+                    );
+                }
+                self.freed.insert(
+                    ev.ptr,
+                    Obj {
+                        ts: ev.ts,
+                        bytes_alloc: 0,
+                        bytes_req: 0,
+                        site: NO_SITE,
+                        cache: ev.cache,
+                        alloc_cpu: ev.cpu,
+                        kind: if ev.kind == Kind::Kfree {
+                            Kind::Kmalloc
+                        } else {
+                            Kind::CacheAlloc
+                        },
+                        state: State::new(false, fsel),
                     },
-                    state: State::new(false, fsel),
-                },
-            );
-            return;
-        };
-        let o0 = *o;
-        o.state = State::new(false, o0.state.selected());
-        o.ts = ev.ts;
-        if !o0.state.live() {
-            if o0.state.selected() || fsel {
-                let unc = windows.touches(o0.ts, ev.ts);
-                self.find(
-                    Misuse::DoubleFree,
-                    ev,
-                    o0.site,
-                    fsite,
-                    Some((o0.ts, u32::from(o0.alloc_cpu))),
-                    o0.cache,
-                    unc,
                 );
+                return;
             }
-            return;
-        }
+        };
+        // Remembered as freed (by the freeing CPU, for a later double free).
+        self.freed.insert(
+            ev.ptr,
+            Obj {
+                ts: ev.ts,
+                alloc_cpu: ev.cpu,
+                state: State::new(false, o0.state.selected()),
+                ..o0
+            },
+        );
         let report = o0.state.selected() || fsel;
         let earlier = Some((o0.ts, u32::from(o0.alloc_cpu)));
         match (o0.kind, ev.kind) {
@@ -745,8 +802,8 @@ impl<'a> Analysis<'a> {
         let end = self.last_ts;
         let mut groups: FastMap<u32, LeakGroup> = fast_map();
         let mut unknown = Agg::default();
-        for (&ptr, o) in &self.objs {
-            if !o.state.live() || !o.state.selected() {
+        for (&ptr, o) in &self.live {
+            if !o.state.selected() {
                 continue;
             }
             let (b, req) = (u64::from(o.bytes_alloc), u64::from(o.bytes_req));
@@ -789,5 +846,48 @@ impl<'a> Analysis<'a> {
         let mut v: Vec<LeakGroup> = groups.into_values().collect();
         v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(ts: u64) -> Obj {
+        Obj {
+            ts,
+            bytes_alloc: 0,
+            bytes_req: 0,
+            site: NO_SITE,
+            cache: NO_CACHE,
+            alloc_cpu: 0,
+            kind: Kind::Kmalloc,
+            state: State::new(false, true),
+        }
+    }
+
+    #[test]
+    fn recent_frees_keep_two_generations() {
+        let mut r = Recent::new(2);
+        r.insert(1, obj(1));
+        r.insert(2, obj(2));
+        r.insert(2, obj(3)); // an update does not age the generation
+        assert_eq!(r.len(), 2);
+        r.insert(3, obj(4)); // young {1,2} becomes old
+        assert_eq!(r.get_mut(1).map(|o| o.ts), Some(1));
+        assert_eq!(r.get_mut(2).map(|o| o.ts), Some(3));
+        r.insert(4, obj(5));
+        r.insert(5, obj(6)); // old {1,2} forgotten
+        assert!(r.get_mut(1).is_none());
+        assert_eq!(r.get_mut(3).map(|o| o.ts), Some(4));
+        assert!(r.len() <= 4);
+    }
+
+    #[test]
+    fn state_bits() {
+        let s = State::new(true, false);
+        assert!(s.live() && !s.selected());
+        let s = State::new(false, true);
+        assert!(!s.live() && s.selected());
     }
 }

@@ -104,6 +104,11 @@ pub struct Cli {
     #[arg(long = "min-age", value_name = "DURATION", value_parser = crate::filter::parse_duration_ns, default_value = "0")]
     pub min_age: u64,
 
+    /// Double frees are recognised while the first free is among the last
+    /// N to 2N frees (memory: about 80 bytes x 2N).
+    #[arg(long = "remember-frees", value_name = "N", default_value = "32768")]
+    pub remember_frees: usize,
+
     /// Only allocations on these CPUs (`0-3,6`).
     #[arg(long, value_name = "LIST")]
     pub cpu: Option<String>,

@@ -66,7 +66,7 @@ fn main() -> ExitCode {
         },
     };
 
-    let log = match Log::open(&cli.file) {
+    let mut log = match Log::open(&cli.file) {
         Ok(l) => l,
         Err(e) => {
             let name = if cli.file.as_os_str() == "-" {
@@ -77,6 +77,12 @@ fn main() -> ExitCode {
             return fail(EXIT_INPUT, format!("{name}: {e}"));
         }
     };
+    // The symbol table is parsed: its text need not stay in memory.
+    for m in &mut log.metas {
+        if m.kind == kmemtrace_format::records::MetaKind::Kallsyms {
+            m.content = Vec::new();
+        }
+    }
     let kmem = log.kmem_decoder();
     if kmem.ids().next().is_none() {
         return fail(
@@ -112,10 +118,12 @@ fn main() -> ExitCode {
             source: name,
         },
         None => {
-            let t = log.kallsyms.clone().filter(|k| !k.is_empty());
-            let source = match (&t, &log.kallsyms) {
+            let t = log.kallsyms.take();
+            let restricted = t.as_ref().is_some_and(|k| k.is_restricted());
+            let t = t.filter(|k| !k.is_empty());
+            let source = match (&t, restricted) {
                 (Some(_), _) => "the log's kallsyms".to_string(),
-                (None, Some(k)) if k.is_restricted() => {
+                (None, true) => {
                     "none (the log's kallsyms has no addresses: recorded without privilege)".into()
                 }
                 _ => "none (the log has no kallsyms)".into(),
@@ -142,6 +150,7 @@ fn main() -> ExitCode {
         filter,
         comm: cli.comm.clone(),
         per_pointer: cli.alloc,
+        remember_frees: cli.remember_frees,
         min_age: cli.min_age,
         sort,
         lines: if cli.json { cli.lines } else { None },

@@ -42,6 +42,8 @@ pub struct Options {
     pub filter: Filter,
     pub comm: Option<String>,
     pub per_pointer: bool,
+    /// Freed pointers remembered per generation (double-free horizon).
+    pub remember_frees: usize,
     pub min_age: u64,
     pub sort: Vec<SortKey>,
     pub lines: Option<usize>,
@@ -211,7 +213,13 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
     let page_size = u64::from(log.arch.page_size.unwrap_or(4096));
     let filter = opts.filter.clone();
     let namer = |addr: u64| syms.name(addr);
-    let mut an = Analysis::new(&filter, &log.cpu_nodes, opts.per_pointer, Box::new(namer));
+    let mut an = Analysis::new(
+        &filter,
+        &log.cpu_nodes,
+        opts.per_pointer,
+        opts.remember_frees,
+        Box::new(namer),
+    );
     let start = Instant::now();
 
     let pool = std::sync::Mutex::new(Vec::new());
@@ -220,7 +228,7 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
         .clamp(1, 16);
     // Blocks decoded ahead per CPU (~1.3 MB of events each): enough to
     // keep the decoders busy while the merge analyses, bounded in all.
-    let ahead = (4 * workers / cpus.len().max(1)).clamp(1, 3);
+    let ahead = (4 * workers / cpus.len().max(1)).clamp(1, 2);
     let (job_tx, job_rx) = mpsc::channel::<Job>();
     let job_rx = std::sync::Mutex::new(job_rx);
     let dec = Decoder {
