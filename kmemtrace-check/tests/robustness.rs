@@ -83,15 +83,13 @@ fn valid_log(events: &[(u64, usize)], missed: Option<u64>, compress: bool) -> Ve
         "name: kfree\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\nprint fmt: \"x\"\n",
     ))
     .unwrap();
-    for phase in [StatsPhase::Start] {
-        w.write_stats(&StatsRecord {
-            cpu: 0,
-            phase,
-            wall_ns: None,
-            text: b"overrun: 0\n".to_vec(),
-        })
-        .unwrap();
-    }
+    w.write_stats(&StatsRecord {
+        cpu: 0,
+        phase: StatsPhase::Start,
+        wall_ns: None,
+        text: b"overrun: 0\n".to_vec(),
+    })
+    .unwrap();
     let mut ts = 1000u64;
     let mut pages = Vec::new();
     for chunk in events.chunks(20) {
