@@ -792,14 +792,15 @@ fn build(
 }
 
 fn page_size_of(log: &Log) -> u64 {
-    u64::from(log.arch.page_size.unwrap_or(4096))
+    u64::from(log.arch.page_size.unwrap_or(4096).max(1))
 }
 
 /// The kmalloc cache a `bytes_alloc` comes from: `kmalloc-96`,
 /// `kmalloc-2k`, or page-backed above `2 * PAGE_SIZE` (SLUB's
 /// KMALLOC_MAX_CACHE_SIZE).
 pub fn size_class_name(size: u64, page_size: u64) -> String {
-    if size > 2 * page_size {
+    let page_size = page_size.max(1);
+    if size > page_size.saturating_mul(2) {
         let order = (size.div_ceil(page_size))
             .next_power_of_two()
             .trailing_zeros();

@@ -139,3 +139,30 @@ fn help_has_examples() {
     let t = stdout(&o);
     assert!(t.contains("Examples:") && t.contains("Exit status:"), "{t}");
 }
+
+#[test]
+fn damaged_logs_never_crash() {
+    let bytes = planted("6.1.0").build();
+    let mut n = 0;
+    for (i, step) in [(0usize, 97usize), (13, 251), (40, 1009)] {
+        for k in 0..12 {
+            let mut b = bytes.clone();
+            let at = (i + k * step * 7) % b.len();
+            for j in 0..8 {
+                if let Some(x) = b.get_mut(at + j * step) {
+                    *x ^= 0x5a;
+                }
+            }
+            let f = temp_log(&b);
+            let o = report(&[f.path().to_str().unwrap(), "--json", "--alloc"]);
+            assert!(
+                matches!(o.status.code(), Some(0) | Some(3)),
+                "flip at {at}: {:?}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            );
+            n += 1;
+        }
+    }
+    assert_eq!(n, 36);
+}

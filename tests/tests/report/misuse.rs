@@ -255,3 +255,50 @@ fn filters_select_allocations() {
     let allocs = r["allocs"].as_array().unwrap();
     assert!(allocs.len() as u64 >= p.normal_pairs + p.leaks);
 }
+
+#[test]
+fn memory_follows_live_objects_not_log_length() {
+    // 30,000 objects allocated and freed at distinct addresses, 7 live.
+    let mut s = Synth::new("6.18.0");
+    let mut ts = 1000;
+    for i in 0..30_000u64 {
+        let p = 0xffff_8880_4000_0000 + i * 64;
+        s.kmalloc((i % 2) as u32, ts, 1, "alloc_a", p, 60, 64);
+        s.kfree((i % 2) as u32, ts + 10, 1, "free_a", p);
+        ts += 100;
+    }
+    for i in 0..7u64 {
+        s.kmalloc(
+            0,
+            ts + i,
+            1,
+            "leaky_alloc",
+            0xffff_8880_9000_0000 + i * 64,
+            8,
+            8,
+        );
+    }
+    let log = temp_log(&s.build());
+    let r = report_json(log.path(), &["--remember-frees", "1000"]);
+    let tracked = r["capture"]["tracked_pointers"].as_u64().unwrap();
+    assert!(tracked <= 2000 + 7, "{tracked} pointers tracked");
+    assert_eq!(r["leaks"]["objects"], 7);
+    assert_eq!(r["summary"]["matched_frees"], 30_000);
+    // A double free within the horizon is still seen.
+    let mut s = Synth::new("6.18.0");
+    s.kmalloc(0, 10, 1, "alloc_b", 0xffff_8880_0000_1000, 8, 8);
+    s.kfree(0, 20, 1, "free_b", 0xffff_8880_0000_1000);
+    for i in 0..500u64 {
+        let p = 0xffff_8880_5000_0000 + i * 64;
+        s.kmalloc(0, 30 + i * 10, 1, "alloc_a", p, 8, 8);
+        s.kfree(0, 35 + i * 10, 1, "free_a", p);
+    }
+    s.kfree(1, 100_000, 1, "free_b", 0xffff_8880_0000_1000);
+    let log = temp_log(&s.build());
+    let r = report_json(log.path(), &["--remember-frees", "1000"]);
+    assert_eq!(count(&r, "double_free"), (1, 0));
+    // Beyond it, the second free looks like one of an unseen object.
+    let r = report_json(log.path(), &["--remember-frees", "100"]);
+    assert_eq!(count(&r, "double_free"), (0, 0));
+    assert_eq!(count(&r, "free_of_object_allocated_before_capture"), (1, 0));
+}
