@@ -813,6 +813,54 @@ fn end_block_totals_and_blocks_after_end() {
 }
 
 #[test]
+fn a_cpu_data_block_that_does_not_decompress_is_damage() {
+    let Some(data) = common::shared_data_or_skip("cpu_data_does_not_decompress") else {
+        return;
+    };
+    let mut bytes = capture::build(
+        &capture::capture_dir(&data, "armhf", "raw"),
+        &Build {
+            subbufs_per_block: 16,
+            ..Default::default()
+        },
+    );
+    // The third CPU_DATA block: damage the end of its zstd frame, then fix
+    // the CRC, as a bug in a writer would leave it.
+    let (start, end) = block_offsets(&bytes)
+        .into_iter()
+        .filter(|(s, _)| bytes[*s as usize + 4] == 3)
+        .nth(2)
+        .unwrap();
+    let (s, e) = (start as usize, end as usize);
+    for k in [6, 40, 90] {
+        bytes[e - k] ^= 0x5a;
+    }
+    let crc = crc32fast_hash(&bytes[s..s + 16], &bytes[s + 20..e]);
+    bytes[s + 16..s + 20].copy_from_slice(&crc.to_le_bytes());
+    let (code, r) = check_bytes_json(&bytes);
+    assert_eq!(code, 2);
+    let p = problems(&r);
+    assert_eq!(p[0]["kind"], "damage", "{p:#?}");
+    assert_eq!(p[0]["offset"], start);
+    assert!(
+        p[0]["message"].as_str().unwrap().contains("decompress"),
+        "{p:#?}"
+    );
+    // Its 16 sub-buffers are not counted; the others are.
+    assert_eq!(r["total"]["subbufs"], 287 - 16);
+}
+
+/// CRC-32 of a block header's first 16 bytes and its payload.
+fn crc32fast_hash(head: &[u8], payload: &[u8]) -> u32 {
+    let h: [u8; 20] = {
+        let mut h = [0u8; 20];
+        h[..16].copy_from_slice(head);
+        h
+    };
+    kmemtrace_format::block::BlockHeader::compute_crc(&h, payload)
+}
+
+#[test]
 fn json_fields_are_documented() {
     let Some(data) = common::shared_data_or_skip("json_fields_are_documented") else {
         return;
