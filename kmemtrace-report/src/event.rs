@@ -133,10 +133,23 @@ impl Interner {
     }
 }
 
-/// A thread's own cache in front of the shared [`Interner`].
+/// A thread's own cache in front of the shared [`Interner`], keyed by a
+/// cheap fingerprint of the name (its length and first and last eight
+/// bytes) and checked by comparing the bytes.
 pub struct LocalInterner<'a> {
     shared: &'a Interner,
-    local: FastMap<Box<str>, u32>,
+    local: FastMap<u64, Vec<(Box<str>, u32)>>,
+}
+
+#[inline]
+fn fingerprint(name: &[u8]) -> u64 {
+    let n = name.len();
+    let mut head = [0u8; 8];
+    let mut tail = [0u8; 8];
+    let k = n.min(8);
+    head[..k].copy_from_slice(&name[..k]);
+    tail[..k].copy_from_slice(&name[n - k..]);
+    u64::from_le_bytes(head) ^ u64::from_le_bytes(tail).rotate_left(29) ^ ((n as u64) << 56)
 }
 
 impl<'a> LocalInterner<'a> {
@@ -149,11 +162,12 @@ impl<'a> LocalInterner<'a> {
 
     #[inline]
     pub fn get(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.local.get(name) {
+        let slot = self.local.entry(fingerprint(name.as_bytes())).or_default();
+        if let Some(&(_, id)) = slot.iter().find(|(n, _)| &**n == name) {
             return id;
         }
         let id = self.shared.intern(name);
-        self.local.insert(name.into(), id);
+        slot.push((name.into(), id));
         id
     }
 }
@@ -176,6 +190,11 @@ mod tests {
         assert_eq!(b.get("dentry"), x);
         assert_ne!(a.get("filp"), x);
         assert_ne!(x, NO_CACHE);
+        // Same fingerprint (length, first and last 8 bytes), other names.
+        let y = a.get("kmalloc-x-96");
+        let z = a.get("kmalloc-y-96");
+        assert_ne!(y, z);
+        assert_eq!(a.get("kmalloc-x-96"), y);
         assert_eq!(i.names()[x as usize], "dentry");
     }
 
