@@ -7,7 +7,7 @@
 //! pointers remembered for double-free detection until they are reused),
 //! with call sites and caches, never with the length of the log.
 
-use crate::event::{fast_map, Ev, FastMap, Kind, NO_CACHE, NO_NODE};
+use crate::event::{fast_map, Ev, FastMap, Kind, SiteTable, NO_CACHE, NO_NODE};
 use crate::filter::Filter;
 use crate::merge::Windows;
 use std::collections::hash_map::Entry;
@@ -102,6 +102,8 @@ struct Obj {
     alloc_cpu: u16,
     kind: Kind,
     state: State,
+    /// Freed objects: the generation of frees the free belongs to.
+    gen: u32,
 }
 
 /// `state` values: live or freed, and whether the allocation passed the
@@ -126,46 +128,6 @@ impl State {
 #[inline]
 fn sat32(v: u64) -> u32 {
     v.min(u64::from(u32::MAX)) as u32
-}
-
-/// The most recently freed pointers, in two generations of at most `cap`
-/// each: memory stays bounded whatever the length of the log, and a double
-/// free is recognised while its first free is among the last `cap` to
-/// `2 * cap` frees.
-struct Recent {
-    young: FastMap<u64, Obj>,
-    old: FastMap<u64, Obj>,
-    cap: usize,
-}
-
-impl Recent {
-    fn new(cap: usize) -> Self {
-        Recent {
-            young: fast_map(),
-            old: fast_map(),
-            cap: cap.max(1),
-        }
-    }
-    fn len(&self) -> usize {
-        self.young.len() + self.old.len()
-    }
-    #[inline]
-    fn get_mut(&mut self, k: u64) -> Option<&mut Obj> {
-        if self.young.contains_key(&k) {
-            self.young.get_mut(&k)
-        } else {
-            self.old.get_mut(&k)
-        }
-    }
-    #[inline]
-    fn insert(&mut self, k: u64, v: Obj) {
-        if self.young.len() >= self.cap && !self.young.contains_key(&k) {
-            let young = std::mem::replace(&mut self.young, fast_map());
-            self.young.reserve(self.cap);
-            self.old = young;
-        }
-        self.young.insert(k, v);
-    }
 }
 
 /// The misuse kinds, in report order.
@@ -284,11 +246,15 @@ pub struct Analysis<'a> {
     cpu_node: Option<Vec<i32>>,
     /// Names a call site for the `--callsite` filter.
     namer: Box<dyn Fn(u64) -> String + 'a>,
-    /// Live objects by pointer.
-    live: FastMap<u64, Obj>,
-    /// Recently freed pointers, for double-free detection.
-    freed: Recent,
-    site_ix: FastMap<u64, u32>,
+    /// Live objects, and recently freed pointers (for double-free
+    /// detection), by pointer. Freed ones are forgotten a generation of
+    /// `remember` frees after their free: at most `2 * remember` are kept.
+    objs: FastMap<u64, Obj>,
+    gen: u32,
+    frees_in_gen: usize,
+    remember: usize,
+    site_table: &'a SiteTable,
+    /// By site id ([`SiteTable`]).
     pub sites: Vec<Site>,
     /// By cache id (0: unknown cache).
     pub caches: Vec<Agg>,
@@ -323,6 +289,7 @@ impl<'a> Analysis<'a> {
         cpu_nodes: &std::collections::BTreeMap<u32, u32>,
         per_pointer: bool,
         remember_frees: usize,
+        site_table: &'a SiteTable,
         namer: Box<dyn Fn(u64) -> String + 'a>,
     ) -> Self {
         let cpu_node = if cpu_nodes.is_empty() {
@@ -341,9 +308,11 @@ impl<'a> Analysis<'a> {
             filter,
             cpu_node,
             namer,
-            live: fast_map(),
-            freed: Recent::new(remember_frees),
-            site_ix: fast_map(),
+            objs: fast_map(),
+            gen: 0,
+            frees_in_gen: 0,
+            remember: remember_frees.max(1),
+            site_table,
             sites: Vec::new(),
             caches: Vec::new(),
             classes: fast_map(),
@@ -358,32 +327,37 @@ impl<'a> Analysis<'a> {
 
     /// Tracked pointers (live and remembered freed ones).
     pub fn tracked(&self) -> usize {
-        self.live.len() + self.freed.len()
+        self.objs.len()
     }
 
     #[inline]
-    fn site(&mut self, addr: u64) -> u32 {
-        if let Some(&i) = self.site_ix.get(&addr) {
-            return i;
+    fn site(&mut self, id: u32) -> u32 {
+        if id as usize >= self.sites.len() {
+            self.grow_sites();
         }
-        let selected = self.filter.callsite.is_none() || {
-            let n = (self.namer)(addr);
-            self.filter.callsite_matches(&n)
-        };
-        let i = self.sites.len() as u32;
-        self.sites.push(Site {
-            addr,
-            selected,
-            agg: Agg::default(),
-            free_calls: 0,
-            missed_frees: 0,
-            kinds: 0,
-            gfp: Vec::new(),
-            gfp_other: 0,
-            cache: NO_CACHE,
-        });
-        self.site_ix.insert(addr, i);
-        i
+        id
+    }
+
+    /// Adds the sites the decoders have named since the last time.
+    #[cold]
+    fn grow_sites(&mut self) {
+        for addr in self.site_table.addrs_from(self.sites.len()) {
+            let selected = self.filter.callsite.is_none() || {
+                let n = (self.namer)(addr);
+                self.filter.callsite_matches(&n)
+            };
+            self.sites.push(Site {
+                addr,
+                selected,
+                agg: Agg::default(),
+                free_calls: 0,
+                missed_frees: 0,
+                kinds: 0,
+                gfp: Vec::new(),
+                gfp_other: 0,
+                cache: NO_CACHE,
+            });
+        }
     }
 
     #[inline]
@@ -464,7 +438,7 @@ impl<'a> Analysis<'a> {
 
     fn alloc(&mut self, ev: &Ev, windows: &Windows) {
         let cpu = u32::from(ev.cpu);
-        let site = self.site(ev.call_site);
+        let site = self.site(ev.site);
         let sel = self.filter.cpu_pid(cpu, ev.pid) && self.sites[site as usize].selected;
         let failed = ev.ptr == 0;
         if sel {
@@ -557,9 +531,10 @@ impl<'a> Analysis<'a> {
             alloc_cpu: ev.cpu,
             kind: ev.kind,
             state: State::new(true, sel),
+            gen: 0,
         };
         let b = u64::from(b);
-        let old = match self.live.entry(ev.ptr) {
+        let old = match self.objs.entry(ev.ptr) {
             Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), new)),
             Entry::Vacant(v) => {
                 v.insert(new);
@@ -627,7 +602,7 @@ impl<'a> Analysis<'a> {
 
     fn free(&mut self, ev: &Ev, windows: &Windows) {
         let cpu = u32::from(ev.cpu);
-        let fsite = self.site(ev.call_site);
+        let fsite = self.site(ev.site);
         let fsel = self.filter.cpu_pid(cpu, ev.pid) && self.sites[fsite as usize].selected;
         if fsel {
             self.totals.free_events += 1;
@@ -641,26 +616,40 @@ impl<'a> Analysis<'a> {
             }
             return;
         }
-        let o0 = match self.live.remove(&ev.ptr) {
-            Some(o) => o,
-            None => {
-                if let Some(f) = self.freed.get_mut(ev.ptr) {
-                    let f0 = *f;
-                    f.ts = ev.ts;
-                    if f0.state.selected() || fsel {
-                        let unc = windows.touches(f0.ts, ev.ts);
-                        self.find(
-                            Misuse::DoubleFree,
-                            ev,
-                            f0.site,
-                            fsite,
-                            Some((f0.ts, u32::from(f0.alloc_cpu))),
-                            f0.cache,
-                            unc,
-                        );
-                    }
-                    return;
+        let gen = self.gen;
+        let prior = match self.objs.get_mut(&ev.ptr) {
+            Some(o) => {
+                let p = *o;
+                o.ts = ev.ts;
+                o.gen = gen;
+                if p.state.live() {
+                    // Remembered as freed, by the freeing CPU.
+                    o.alloc_cpu = ev.cpu;
+                    o.state = State::new(false, p.state.selected());
                 }
+                Some(p)
+            }
+            None => None,
+        };
+        self.note_free();
+        let o0 = match prior {
+            Some(o) if o.state.live() => o,
+            Some(f0) => {
+                if f0.state.selected() || fsel {
+                    let unc = windows.touches(f0.ts, ev.ts);
+                    self.find(
+                        Misuse::DoubleFree,
+                        ev,
+                        f0.site,
+                        fsite,
+                        Some((f0.ts, u32::from(f0.alloc_cpu))),
+                        f0.cache,
+                        unc,
+                    );
+                }
+                return;
+            }
+            None => {
                 if fsel {
                     self.find(
                         Misuse::FreeOfUnseen,
@@ -672,7 +661,7 @@ impl<'a> Analysis<'a> {
                         false,
                     );
                 }
-                self.freed.insert(
+                self.objs.insert(
                     ev.ptr,
                     Obj {
                         ts: ev.ts,
@@ -687,21 +676,12 @@ impl<'a> Analysis<'a> {
                             Kind::CacheAlloc
                         },
                         state: State::new(false, fsel),
+                        gen,
                     },
                 );
                 return;
             }
         };
-        // Remembered as freed (by the freeing CPU, for a later double free).
-        self.freed.insert(
-            ev.ptr,
-            Obj {
-                ts: ev.ts,
-                alloc_cpu: ev.cpu,
-                state: State::new(false, o0.state.selected()),
-                ..o0
-            },
-        );
         let report = o0.state.selected() || fsel;
         let earlier = Some((o0.ts, u32::from(o0.alloc_cpu)));
         match (o0.kind, ev.kind) {
@@ -795,6 +775,19 @@ impl<'a> Analysis<'a> {
         }
     }
 
+    /// Counts a free; at the end of a generation, forgets the pointers
+    /// freed in the generation before it.
+    #[inline]
+    fn note_free(&mut self) {
+        self.frees_in_gen += 1;
+        if self.frees_in_gen >= self.remember {
+            let keep = self.gen;
+            self.objs.retain(|_, o| o.state.live() || o.gen == keep);
+            self.gen = self.gen.wrapping_add(1);
+            self.frees_in_gen = 0;
+        }
+    }
+
     /// Finishes: objects of unnamed caches still live go to the unknown
     /// cache; returns the leak groups (live objects by call site, at least
     /// `min_age` ns old at the end of the capture).
@@ -802,7 +795,10 @@ impl<'a> Analysis<'a> {
         let end = self.last_ts;
         let mut groups: FastMap<u32, LeakGroup> = fast_map();
         let mut unknown = Agg::default();
-        for (&ptr, o) in &self.live {
+        for (&ptr, o) in &self.objs {
+            if !o.state.live() {
+                continue;
+            }
             if !o.state.selected() {
                 continue;
             }
@@ -852,36 +848,6 @@ impl<'a> Analysis<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn obj(ts: u64) -> Obj {
-        Obj {
-            ts,
-            bytes_alloc: 0,
-            bytes_req: 0,
-            site: NO_SITE,
-            cache: NO_CACHE,
-            alloc_cpu: 0,
-            kind: Kind::Kmalloc,
-            state: State::new(false, true),
-        }
-    }
-
-    #[test]
-    fn recent_frees_keep_two_generations() {
-        let mut r = Recent::new(2);
-        r.insert(1, obj(1));
-        r.insert(2, obj(2));
-        r.insert(2, obj(3)); // an update does not age the generation
-        assert_eq!(r.len(), 2);
-        r.insert(3, obj(4)); // young {1,2} becomes old
-        assert_eq!(r.get_mut(1).map(|o| o.ts), Some(1));
-        assert_eq!(r.get_mut(2).map(|o| o.ts), Some(3));
-        r.insert(4, obj(5));
-        r.insert(5, obj(6)); // old {1,2} forgotten
-        assert!(r.get_mut(1).is_none());
-        assert_eq!(r.get_mut(3).map(|o| o.ts), Some(4));
-        assert!(r.len() <= 4);
-    }
 
     #[test]
     fn state_bits() {

@@ -9,7 +9,7 @@
 //! sub-buffer sequence (blocks lost between recorder and file), a block
 //! that cannot be read back, and a sub-buffer that stops decoding midway.
 
-use crate::event::{Ev, Interner, Kind, LocalInterner, NO_CACHE, NO_NODE};
+use crate::event::{Ev, Interner, Kind, LocalInterner, LocalSites, SiteTable, NO_CACHE, NO_NODE};
 use crate::filter::Filter;
 use kmemtrace_format::kmem::{KmemDecoder, KmemKind};
 use kmemtrace_format::log::{CpuBlockRef, Log, Problem};
@@ -127,6 +127,7 @@ pub struct Decoder<'a> {
     pub log: &'a Log,
     pub kmem: &'a KmemDecoder,
     pub interner: &'a Interner,
+    pub sites: &'a SiteTable,
     pub filter: &'a Filter,
     /// Sub-buffers decoded so far, all CPUs (progress).
     pub progress: &'a AtomicU64,
@@ -139,6 +140,7 @@ impl Decoder<'_> {
     /// Serves jobs until the queue closes.
     pub fn work(&self, jobs: &Mutex<Receiver<Job>>) {
         let mut names = LocalInterner::new(self.interner);
+        let mut sites = LocalSites::new(self.sites);
         let mut stored = Vec::new();
         let mut data = Vec::new();
         loop {
@@ -148,12 +150,20 @@ impl Decoder<'_> {
             };
             let Ok(job) = job else { return };
             let out = match self.log.endian {
-                RunTimeEndian::Little => {
-                    self.block(LittleEndian, &job.block, &mut names, &mut stored, &mut data)
-                }
-                RunTimeEndian::Big => {
-                    self.block(BigEndian, &job.block, &mut names, &mut stored, &mut data)
-                }
+                RunTimeEndian::Little => self.block(
+                    LittleEndian,
+                    &job.block,
+                    (&mut names, &mut sites),
+                    &mut stored,
+                    &mut data,
+                ),
+                RunTimeEndian::Big => self.block(
+                    BigEndian,
+                    &job.block,
+                    (&mut names, &mut sites),
+                    &mut stored,
+                    &mut data,
+                ),
             };
             let _ = job.reply.send(out);
         }
@@ -163,7 +173,7 @@ impl Decoder<'_> {
         &self,
         e: E,
         r: &CpuBlockRef,
-        names: &mut LocalInterner<'_>,
+        (names, sites): (&mut LocalInterner<'_>, &mut LocalSites<'_>),
         stored: &mut Vec<u8>,
         data: &mut Vec<u8>,
     ) -> BlockOut {
@@ -268,7 +278,7 @@ impl Decoder<'_> {
                 events.push(Ev {
                     ts,
                     ptr: ev.ptr,
-                    call_site: ev.call_site,
+                    site: sites.get(ev.call_site),
                     bytes_req: ev.bytes_req,
                     bytes_alloc: ev.bytes_alloc,
                     gfp: ev.gfp_flags,

@@ -35,11 +35,12 @@ pub struct Ev {
     /// Trace clock, ns.
     pub ts: u64,
     pub ptr: u64,
-    pub call_site: u64,
     pub bytes_req: u64,
     pub bytes_alloc: u64,
     pub gfp: u64,
     pub pid: i32,
+    /// Interned call site ([`SiteTable`]).
+    pub site: u32,
     /// Interned cache name, [`NO_CACHE`] if none.
     pub cache: u32,
     /// Requested node (-1 any), [`NO_NODE`] if the format has none.
@@ -172,6 +173,56 @@ impl<'a> LocalInterner<'a> {
     }
 }
 
+/// Call-site addresses, interned to dense ids by the decoder workers.
+#[derive(Default)]
+pub struct SiteTable {
+    inner: Mutex<(FastMap<u64, u32>, Vec<u64>)>,
+}
+
+impl SiteTable {
+    pub fn intern(&self, addr: u64) -> u32 {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = g.0.get(&addr) {
+            return id;
+        }
+        let id = g.1.len() as u32;
+        g.1.push(addr);
+        g.0.insert(addr, id);
+        id
+    }
+
+    /// Addresses of ids `from..`.
+    pub fn addrs_from(&self, from: usize) -> Vec<u64> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.get(from..).map(<[u64]>::to_vec).unwrap_or_default()
+    }
+}
+
+/// A worker's own cache in front of the shared [`SiteTable`].
+pub struct LocalSites<'a> {
+    shared: &'a SiteTable,
+    local: FastMap<u64, u32>,
+}
+
+impl<'a> LocalSites<'a> {
+    pub fn new(shared: &'a SiteTable) -> Self {
+        LocalSites {
+            shared,
+            local: fast_map(),
+        }
+    }
+
+    #[inline]
+    pub fn get(&mut self, addr: u64) -> u32 {
+        if let Some(&id) = self.local.get(&addr) {
+            return id;
+        }
+        let id = self.shared.intern(addr);
+        self.local.insert(addr, id);
+        id
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +247,17 @@ mod tests {
         assert_ne!(y, z);
         assert_eq!(a.get("kmalloc-x-96"), y);
         assert_eq!(i.names()[x as usize], "dentry");
+    }
+
+    #[test]
+    fn sites_are_dense_and_shared() {
+        let t = SiteTable::default();
+        let mut a = LocalSites::new(&t);
+        let mut b = LocalSites::new(&t);
+        assert_eq!(a.get(0xffff_ffff_8100_0010), 0);
+        assert_eq!(b.get(0xffff_ffff_8100_0020), 1);
+        assert_eq!(b.get(0xffff_ffff_8100_0010), 0);
+        assert_eq!(t.addrs_from(1), [0xffff_ffff_8100_0020]);
     }
 
     #[test]

@@ -274,7 +274,7 @@ mod tests {
         Ev {
             ts,
             ptr: 0,
-            call_site: 0,
+            site: 0,
             bytes_req: 0,
             bytes_alloc: 0,
             gfp: 0,

@@ -207,6 +207,7 @@ pub struct Outcome {
 pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
     let kmem = log.kmem_decoder();
     let interner = Interner::new();
+    let site_table = crate::event::SiteTable::default();
     let progress = AtomicU64::new(0);
     let total_subbufs: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
     let cpus = log.cpus();
@@ -218,6 +219,7 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
         &log.cpu_nodes,
         opts.per_pointer,
         opts.remember_frees,
+        &site_table,
         Box::new(namer),
     );
     let start = Instant::now();
@@ -235,6 +237,7 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
         log,
         kmem: &kmem,
         interner: &interner,
+        sites: &site_table,
         filter: &filter,
         progress: &progress,
         page_size,
