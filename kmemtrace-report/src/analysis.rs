@@ -840,7 +840,14 @@ impl<'a> Analysis<'a> {
             c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
         }
         let mut v: Vec<LeakGroup> = groups.into_values().collect();
-        v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
+        let sites = &self.sites;
+        v.sort_by(|a, b| {
+            b.bytes.cmp(&a.bytes).then(
+                sites[a.site as usize]
+                    .addr
+                    .cmp(&sites[b.site as usize].addr),
+            )
+        });
         v
     }
 }

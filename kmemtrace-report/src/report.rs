@@ -169,7 +169,8 @@ impl Ctx<'_> {
     }
     fn top_sites(&self, a: &Analysis, m: &crate::event::FastMap<u32, u64>) -> Vec<SiteCount> {
         let mut v: Vec<(u32, u64)> = m.iter().map(|(&k, &c)| (k, c)).collect();
-        v.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        let addr = |i: u32| a.sites[i as usize].addr;
+        v.sort_by(|x, y| y.1.cmp(&x.1).then(addr(x.0).cmp(&addr(y.0))));
         v.truncate(5);
         v.into_iter()
             .map(|(s, count)| SiteCount {
@@ -525,8 +526,11 @@ fn build(
         SortKey::Live => KeyVal::U(r.live_bytes),
         SortKey::Peak => KeyVal::U(r.peak_live_bytes),
     };
-    // Allocation sites first, then free-only ones.
-    callsites.sort_by_key(|r| r.hits == 0);
+    // Allocation sites first, then free-only ones; equal keys by address
+    // (site ids depend on which decoder saw a site first).
+    callsites.sort_by(|a, b| {
+        (a.hits == 0, &a.addr.len(), &a.addr).cmp(&(b.hits == 0, &b.addr.len(), &b.addr))
+    });
     let split = callsites
         .iter()
         .position(|r| r.hits == 0)

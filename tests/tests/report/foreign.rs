@@ -161,3 +161,51 @@ fn dump_foreign_logs_when_asked() {
         }
     }
 }
+
+/// The same captures through the recorder's importer
+/// (`kmemtraced --import DIR`): the report is the same.
+#[test]
+fn foreign_captures_imported_by_kmemtraced_report_the_same() {
+    let Some(data) =
+        common::shared_data_or_skip("foreign_captures_imported_by_kmemtraced_report_the_same")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for c in CAPTURES {
+        let raw = data.join(c.arch).join("raw");
+        let out = dir.path().join(format!("{}.kmt", c.arch));
+        let st = std::process::Command::new(common::bin("kmemtraced"))
+            .arg("--import")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "kmemtraced --import {}: {}",
+            raw.display(),
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let imported = report_json(&out, &[]);
+        let want = text_totals(&gunzip(&data.join(c.arch).join("trace.txt.gz")));
+        assert_eq!(callsite_totals(&imported), want, "{}", c.arch);
+        assert_eq!(
+            imported["kernel"]["byte_order"],
+            if c.big { "big" } else { "little" }
+        );
+        let mine = temp_log(&log_from_raw_dir(&raw, c.big, c.long));
+        let r = report_json(mine.path(), &[]);
+        for k in [
+            "summary",
+            "misuse",
+            "leaks",
+            "cross_cpu",
+            "caches",
+            "size_classes",
+        ] {
+            assert_eq!(imported[k], r[k], "{}: {k}", c.arch);
+        }
+    }
+}
