@@ -193,6 +193,11 @@ impl Decoder<'_> {
             .and_then(|mut p| p.pop())
             .unwrap_or_default();
         events.clear();
+        // Slab events take 48 to 80 bytes: room for the block's without
+        // the doubling that growing would overshoot with.
+        events.reserve(
+            ((r.count as usize).saturating_mul(self.log.layout.data_size()) / 56).min(1 << 16),
+        );
         if let Err(p) = self.log.read_cpu_block(r, stored, data) {
             sum.problem(p.offset, p.what);
             sum.pending_loss = true;

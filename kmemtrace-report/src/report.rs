@@ -229,9 +229,9 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);
-    // Blocks decoded ahead per CPU (~1.3 MB of events each): enough to
-    // keep the decoders busy while the merge analyses, bounded in all.
-    let ahead = (4 * workers / cpus.len().max(1)).clamp(1, 2);
+    // Blocks decoded ahead per CPU (~1.2 MB of events each): with the
+    // block being merged, enough to keep the cores busy.
+    let ahead = (workers / 2).clamp(1, 2);
     let (job_tx, job_rx) = mpsc::channel::<Job>();
     let job_rx = std::sync::Mutex::new(job_rx);
     let dec = Decoder {
