@@ -76,7 +76,8 @@ pub struct Cli {
     #[arg(long = "clock", value_name = "CLOCK")]
     pub clock: Option<String>,
 
-    /// zstd level for data blocks (1-19), or `none`.
+    /// Compression of CPU data blocks: a zstd level 1-19, zstd's faster
+    /// `fast=1`..`fast=7` (less CPU, bigger logs), or `none`.
     #[arg(short = 'c', long = "compress", value_name = "none|LEVEL", default_value = "1", value_parser = parse_compression)]
     pub compress: Compression,
 
@@ -102,9 +103,11 @@ pub struct Cli {
     #[arg(long = "cleanup", conflicts_with_all = ["output", "boot", "command"])]
     pub cleanup: bool,
 
-    /// Wake a reader when its CPU's buffer is this full (percent, 0 = any data;
-    /// written to the instance's `buffer_percent`).
-    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100))]
+    /// Wake a reader when its CPU's buffer is this full (percent; written to
+    /// the instance's `buffer_percent`, raised to one sub-buffer's worth on
+    /// small buffers). Lower leaves more room for bursts; 0 wakes the
+    /// reader for every event (costly).
+    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub buffer_percent: u32,
 
     /// Write what a CPU has at least this often, even if its buffer is not
@@ -160,9 +163,18 @@ pub fn parse_compression(s: &str) -> Result<Compression, String> {
     if s.eq_ignore_ascii_case("none") || s == "0" {
         return Ok(Compression::None);
     }
+    // zstd's fast levels, spelled as its command line does: fast=N.
+    if let Some(n) = s.strip_prefix("fast=").or_else(|| s.strip_prefix("fast")) {
+        return match n.parse::<i32>() {
+            Ok(n) if (1..=7).contains(&n) => Ok(Compression::Zstd(-n)),
+            _ => Err(format!("`{s}`: zstd fast levels are fast=1 to fast=7")),
+        };
+    }
     match s.parse::<i32>() {
         Ok(l) if (1..=19).contains(&l) => Ok(Compression::Zstd(l)),
-        _ => Err(format!("`{s}` is neither `none` nor a zstd level 1-19")),
+        _ => Err(format!(
+            "`{s}` is neither `none`, a zstd level 1-19, nor fast=1..7"
+        )),
     }
 }
 
@@ -191,6 +203,8 @@ mod tests {
     fn compression() {
         assert_eq!(parse_compression("none").unwrap(), Compression::None);
         assert_eq!(parse_compression("3").unwrap(), Compression::Zstd(3));
+        assert_eq!(parse_compression("fast=3").unwrap(), Compression::Zstd(-3));
+        assert!(parse_compression("fast=9").is_err());
         assert!(parse_compression("99").is_err());
     }
 }

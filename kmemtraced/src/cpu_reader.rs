@@ -19,7 +19,10 @@
 //!   once that share of the buffer's sub-buffers is filled (`full_hit`), and
 //!   the writer wakes the poller (via irq_work) when it crosses that mark.
 //!   So the reader sleeps while the buffer fills, then reads the filled
-//!   sub-buffers, not the one being written, and polls again.
+//!   sub-buffers, not the one being written, and polls again. The default
+//!   mark is low (2%): bursts of frees (a process exiting frees thousands
+//!   of pages in a few milliseconds) need the rest of the buffer free.
+//!   (trace-cmd instead reads until empty and sleeps 1 ms in between.)
 //! - At stop the main thread disables the events and `tracing_on`; each
 //!   reader then reads without blocking until EAGAIN, which takes the last,
 //!   partly filled page too (as trace-cmd's `tracecmd_flush_recording`).

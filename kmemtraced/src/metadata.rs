@@ -6,9 +6,10 @@
 //! (and knows only tasks that were switched while tracing), so the recorder
 //! also walks /proc at the start and at the end and writes every live
 //! thread as `tid comm` lines (and `tid tgid` lines) in META blocks of the
-//! same kinds, which readers merge (FORMAT.md §7.2). The kernel's table is
-//! written after the /proc walk each time, so for a pid both know, the
-//! comm the kernel saw while tracing wins over the one it has now.
+//! same kinds, which readers merge (FORMAT.md §7.2). The kernel's tables
+//! are written every 10 s when they changed and at the end, after the
+//! final /proc walk, so for a pid both know, the comm the kernel saw while
+//! tracing wins over the one it has now.
 
 use crate::events::Event;
 use crate::failure::{Failure, Result};
@@ -19,6 +20,7 @@ use kmemtrace_format::header_page::HeaderPage;
 use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
 use kmemtrace_format::RunTimeEndian;
 use std::fs;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// CLOCK_REALTIME in ns since the epoch.
@@ -303,8 +305,11 @@ pub fn static_metas(
     if let Ok(b) = fs::read("/proc/modules") {
         metas.push(Meta::new(MetaKind::Modules, b));
     }
-    match fs::read("/proc/kallsyms") {
-        Ok(b) => {
+    // Read with large reads, and trimmed: /proc reports size 0, so the
+    // buffer grows by doubling; the slack would only raise the peak RSS.
+    match crate::tracefs::read_whole(Path::new("/proc/kallsyms")) {
+        Ok(mut b) => {
+            b.shrink_to_fit();
             if looks_hidden(&b) {
                 notes.push(
                     "kallsyms addresses are hidden (kptr_restrict): call sites will not resolve"

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 /// Compression of META blocks (kallsyms is large): always on, whatever
 /// `--compress` says about CPU data.
-const META_COMPRESSION: Compression = Compression::Zstd(3);
+const META_COMPRESSION: Compression = Compression::Zstd(1);
 
 /// What a session reads and how.
 pub struct Plan {
@@ -59,7 +59,7 @@ pub struct Session {
     pub tx: Option<sink::Sender>,
     pub shared: Shared,
     readers: Vec<JoinHandle<std::result::Result<(), String>>>,
-    writer: Option<JoinHandle<std::io::Result<LogWriter<File>>>>,
+    writer: Option<JoinHandle<std::io::Result<LogWriter<sink::Output>>>>,
     start_stats: BTreeMap<u32, CpuStats>,
     last_cmdlines: Vec<Meta>,
     pub started: Instant,
@@ -128,7 +128,8 @@ impl Session {
             command_line: plan.command_line.clone(),
         });
         let werr = |e: std::io::Error| Failure::runtime(format!("writing the log: {e}"));
-        let mut w = LogWriter::new(out, &arch, META_COMPRESSION).map_err(werr)?;
+        let mut w =
+            LogWriter::new(sink::Output::new(out), &arch, META_COMPRESSION).map_err(werr)?;
         let (metas, more_notes) =
             metadata::static_metas(&plan.dir, &plan.top, &plan.layout, &plan.events);
         notes.extend(more_notes);
@@ -143,11 +144,13 @@ impl Session {
             })
             .map_err(werr)?;
         }
-        let mut last_cmdlines = metadata::proc_cmdlines();
-        last_cmdlines.extend(metadata::kernel_cmdlines(&plan.top));
-        for m in &last_cmdlines {
+        // At the start /proc knows every task there is; the kernel's tables
+        // (costly to read: saved_tgids spans pid_max) matter for tasks that
+        // come and go while recording, and are read periodically and at the end.
+        for m in &metadata::proc_cmdlines() {
             w.write_meta(m).map_err(werr)?;
         }
+        let last_cmdlines = Vec::new();
         let mut start_stats = BTreeMap::new();
         for &cpu in &cpus {
             if let Some(s) = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start) {
@@ -175,12 +178,22 @@ impl Session {
 
         let sb = plan.layout.subbuf_size as usize;
         let nr_pages = buffer_size_kb.map_or(0, |kb| kb as usize * 1024 / sb.max(1));
-        let pages_per_wake = if plan.buffer_percent == 0 || nr_pages == 0 {
+        // The kernel wakes a poller once (dirty sub-buffers + 1) * 100 >=
+        // buffer_percent * nr_pages: below 100 / nr_pages it would report
+        // an empty buffer readable, so keep at least one sub-buffer's worth.
+        let mut pct = plan.buffer_percent as usize;
+        if pct > 0 && nr_pages > 0 && pct * nr_pages <= 100 {
+            pct = (100 / nr_pages + 1).min(100);
+            if plan.drain_only.is_none() {
+                plan.dir.write("buffer_percent", &pct.to_string())?;
+            }
+        }
+        // After a wake-up, read the filled sub-buffers, not the one the
+        // kernel is writing, then poll again.
+        let pages_per_wake = if pct == 0 || nr_pages == 0 {
             usize::MAX
         } else {
-            (nr_pages * plan.buffer_percent as usize / 100)
-                .saturating_sub(1)
-                .max(1)
+            (nr_pages * pct / 100).saturating_sub(1).max(1)
         };
         let mut readers = Vec::new();
         for (cpu, file) in files {
