@@ -64,17 +64,19 @@ fn live_clean_capture_passes_and_damage_is_caught() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("clean.kmt");
-    // Only the command's own events (-F): a default-sized buffer cannot
-    // overflow whatever else the machine is doing.
+    // Only the command's own events (-F), into a generous buffer: nothing
+    // can overflow, however busy the machine is.
     record(
         &log,
         &[
             "-q",
             "-F",
+            "-b",
+            "16384",
             "--",
             "sh",
             "-c",
-            "for i in 1 2 3 4 5; do ls -lR /usr/lib >/dev/null; done",
+            "ls -lR /usr/lib >/dev/null; ls -lR /usr/share >/dev/null",
         ],
     );
     let (code, r) = crate::check_json(&log);
