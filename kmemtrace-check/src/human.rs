@@ -227,7 +227,11 @@ pub fn render(r: &Report, style: &Style) -> String {
                 )
             })
             .collect();
-        let _ = writeln!(o, "  losses flagged in sub-buffers ({}):", per_cpu.join("; "));
+        let _ = writeln!(
+            o,
+            "  losses flagged in sub-buffers ({}):",
+            per_cpu.join("; ")
+        );
         // A few windows by default: they can number thousands.
         let n = if style.max_listed == 0 {
             r.loss_windows.len()
