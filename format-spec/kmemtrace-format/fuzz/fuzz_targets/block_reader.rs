@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
             Item::Damage(d) => d.offset,
             Item::Truncated(t) => t.offset,
         };
-        assert!(off >= last && off <= len, "offset {off} after {last}, input {len}");
+        assert!(
+            off >= last && off <= len,
+            "offset {off} after {last}, input {len}"
+        );
         last = off;
     }
 });

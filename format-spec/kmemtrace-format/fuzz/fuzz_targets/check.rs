@@ -19,7 +19,11 @@ use libfuzzer_sys::fuzz_target;
 fn framed(mut rest: &[u8], big: bool) -> Vec<u8> {
     let mut out = encode_file_header().to_vec();
     let arch = ArchTag::new(
-        if big { RunTimeEndian::Big } else { RunTimeEndian::Little },
+        if big {
+            RunTimeEndian::Big
+        } else {
+            RunTimeEndian::Little
+        },
         8,
         4096,
         16,
@@ -31,13 +35,18 @@ fn framed(mut rest: &[u8], big: bool) -> Vec<u8> {
         let len = usize::from(u16::from_le_bytes([rest[2], rest[3]])).min(rest.len() - 4);
         let payload = &rest[4..4 + len];
         rest = &rest[4 + len..];
-        let c = if flags & 1 != 0 { Compression::Zstd(1) } else { Compression::None };
+        let c = if flags & 1 != 0 {
+            Compression::Zstd(1)
+        } else {
+            Compression::None
+        };
         let bt = BlockType::from_u16(u16::from(t % 8));
         if bt == BlockType::CpuData && flags & 2 != 0 {
             // A well-formed CPU_DATA block: whole sub-buffers.
             let cpu = u32::from(flags >> 6);
             let n = payload.len() / 4096;
-            let mut p = encode_cpu_data_header(cpu, n as u32, seq[cpu as usize], seq[cpu as usize]).to_vec();
+            let mut p = encode_cpu_data_header(cpu, n as u32, seq[cpu as usize], seq[cpu as usize])
+                .to_vec();
             p.extend_from_slice(&payload[..n * 4096]);
             seq[cpu as usize] += 1;
             encode_block(bt, &p, c, &mut out).unwrap();
