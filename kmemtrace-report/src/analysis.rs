@@ -775,12 +775,15 @@ impl<'a> Analysis<'a> {
         }
     }
 
-    /// Counts a free; at the end of a generation, forgets the pointers
-    /// freed in the generation before it.
+    /// Counts a free; at the end of a generation (`remember` frees, or a
+    /// quarter of the tracked pointers if more), forgets the pointers freed
+    /// in the generation before it.
     #[inline]
     fn note_free(&mut self) {
         self.frees_in_gen += 1;
-        if self.frees_in_gen >= self.remember {
+        // A generation lasts at least a quarter of the tracked pointers, so
+        // sweeping stays a few entries per free with millions live.
+        if self.frees_in_gen >= self.remember.max(self.objs.len() / 4) {
             let keep = self.gen;
             self.objs.retain(|_, o| o.state.live() || o.gen == keep);
             self.gen = self.gen.wrapping_add(1);

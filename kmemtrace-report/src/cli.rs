@@ -105,7 +105,8 @@ pub struct Cli {
     pub min_age: u64,
 
     /// Double frees are recognised while the first free is among the last
-    /// N to 2N frees (memory: about 80 bytes x 2N).
+    /// N to 2N frees (N grows to a quarter of the live objects if that is
+    /// more; memory: about 80 bytes x 2N).
     #[arg(long = "remember-frees", value_name = "N", default_value = "32768")]
     pub remember_frees: usize,
 
