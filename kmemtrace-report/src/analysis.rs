@@ -130,6 +130,69 @@ fn sat32(v: u64) -> u32 {
     v.min(u64::from(u32::MAX)) as u32
 }
 
+/// kmalloc size classes by `bytes_alloc`: sizes up to 8 KiB in 8-byte
+/// steps directly, others in a map.
+#[derive(Default)]
+struct Classes {
+    small: Vec<Option<Agg>>,
+    large: FastMap<u64, Agg>,
+}
+
+impl Classes {
+    #[inline]
+    fn get(&mut self, size: u64) -> &mut Agg {
+        if size <= 8192 && size % 8 == 0 {
+            let i = (size / 8) as usize;
+            if self.small.len() <= i {
+                self.small.resize(i + 1, None);
+            }
+            self.small[i].get_or_insert_with(Agg::default)
+        } else {
+            self.large.entry(size).or_default()
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &Agg)> {
+        self.small
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.as_ref().map(|a| (i as u64 * 8, a)))
+            .chain(self.large.iter().map(|(&k, a)| (k, a)))
+    }
+}
+
+/// Frees by (allocating CPU, freeing CPU): dense for CPUs below 256.
+#[derive(Default)]
+struct Matrix {
+    dense: Vec<u64>,
+    sparse: FastMap<(u32, u32), u64>,
+}
+
+impl Matrix {
+    const DENSE: u32 = 256;
+
+    #[inline]
+    fn add(&mut self, a: u32, f: u32) {
+        if a < Self::DENSE && f < Self::DENSE {
+            if self.dense.is_empty() {
+                self.dense = vec![0; (Self::DENSE * Self::DENSE) as usize];
+            }
+            self.dense[(a * Self::DENSE + f) as usize] += 1;
+        } else {
+            *self.sparse.entry((a, f)).or_insert(0) += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = ((u32, u32), u64)> + '_ {
+        self.dense
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| ((i as u32 / Self::DENSE, i as u32 % Self::DENSE), n))
+            .chain(self.sparse.iter().map(|(&k, &n)| (k, n)))
+    }
+}
+
 /// The misuse kinds, in report order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Misuse {
@@ -259,9 +322,9 @@ pub struct Analysis<'a> {
     /// By cache id (0: unknown cache).
     pub caches: Vec<Agg>,
     /// kmalloc size classes by `bytes_alloc`.
-    pub classes: FastMap<u64, Agg>,
+    classes: Classes,
     /// (alloc CPU, free CPU) -> frees.
-    pub matrix: FastMap<(u32, u32), u64>,
+    matrix: Matrix,
     pub totals: Totals,
     pub findings: Vec<FindingAgg>,
     pub ptrs: Option<FastMap<u64, PtrAgg>>,
@@ -315,14 +378,24 @@ impl<'a> Analysis<'a> {
             site_table,
             sites: Vec::new(),
             caches: Vec::new(),
-            classes: fast_map(),
-            matrix: fast_map(),
+            classes: Classes::default(),
+            matrix: Matrix::default(),
             totals: Totals::default(),
             findings: vec![FindingAgg::default(); Misuse::ALL.len()],
             ptrs: per_pointer.then(fast_map),
             first_ts: None,
             last_ts: 0,
         }
+    }
+
+    /// kmalloc size classes: (`bytes_alloc`, totals).
+    pub fn size_classes(&self) -> impl Iterator<Item = (u64, &Agg)> {
+        self.classes.iter()
+    }
+
+    /// (allocating CPU, freeing CPU) -> frees.
+    pub fn cpu_matrix(&self) -> impl Iterator<Item = ((u32, u32), u64)> + '_ {
+        self.matrix.iter()
     }
 
     /// Tracked pointers (live and remembered freed ones).
@@ -567,7 +640,7 @@ impl<'a> Analysis<'a> {
             self.sites[site as usize].agg.live_add(b);
             match ev.kind {
                 Kind::Kmalloc => {
-                    let c = self.classes.entry(b).or_default();
+                    let c = self.classes.get(b);
                     c.alloc(ev.bytes_req, ev.bytes_alloc);
                     c.live_add(b);
                 }
@@ -591,9 +664,7 @@ impl<'a> Analysis<'a> {
         self.sites[o.site as usize].agg.live_sub(b);
         match o.kind {
             Kind::Kmalloc => {
-                if let Some(c) = self.classes.get_mut(&b) {
-                    c.live_sub(b);
-                }
+                self.classes.get(b).live_sub(b);
             }
             _ if o.cache != NO_CACHE => self.cache(o.cache).live_sub(b),
             _ => {}
@@ -740,10 +811,7 @@ impl<'a> Analysis<'a> {
         let s = &mut self.sites[o0.site as usize].agg;
         s.free(b, cross);
         s.live_sub(b);
-        *self
-            .matrix
-            .entry((u32::from(o0.alloc_cpu), cpu))
-            .or_insert(0) += 1;
+        self.matrix.add(u32::from(o0.alloc_cpu), cpu);
         if let Some(p) = &mut self.ptrs {
             if let Some(a) = p.get_mut(&ev.ptr) {
                 a.cross_cpu_frees += u64::from(cross);
@@ -752,7 +820,7 @@ impl<'a> Analysis<'a> {
         }
         match o0.kind {
             Kind::Kmalloc => {
-                let c = self.classes.entry(b).or_default();
+                let c = self.classes.get(b);
                 c.free(b, cross);
                 c.live_sub(b);
             }

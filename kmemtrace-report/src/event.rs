@@ -140,6 +140,8 @@ impl Interner {
 pub struct LocalInterner<'a> {
     shared: &'a Interner,
     local: FastMap<u64, Vec<(Box<str>, u32)>>,
+    /// A direct-mapped cache in front of `local`: (fingerprint, id, name).
+    slots: Vec<(u64, u32, Box<str>)>,
 }
 
 #[inline]
@@ -158,12 +160,26 @@ impl<'a> LocalInterner<'a> {
         LocalInterner {
             shared,
             local: fast_map(),
+            slots: vec![(u64::MAX, NO_CACHE, Box::from("")); 256],
         }
     }
 
     #[inline]
     pub fn get(&mut self, name: &str) -> u32 {
-        let slot = self.local.entry(fingerprint(name.as_bytes())).or_default();
+        let fp = fingerprint(name.as_bytes());
+        let i = (fp.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize;
+        let s = &self.slots[i];
+        if s.0 == fp && &*s.2 == name {
+            return s.1;
+        }
+        let id = self.get_slow(fp, name);
+        self.slots[i] = (fp, id, name.into());
+        id
+    }
+
+    #[cold]
+    fn get_slow(&mut self, fp: u64, name: &str) -> u32 {
+        let slot = self.local.entry(fp).or_default();
         if let Some(&(_, id)) = slot.iter().find(|(n, _)| &**n == name) {
             return id;
         }

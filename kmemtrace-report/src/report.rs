@@ -586,9 +586,8 @@ fn build(
     caches.sort_by(|a, b| a.name.cmp(&b.name));
     sort_rows(&mut caches, &opts.sort, cache_key);
     let mut size_classes: Vec<CacheRow> = an
-        .classes
-        .iter()
-        .map(|(&size, g)| cache_row(size_class_name(size, page_size_of(log)), Some(size), g))
+        .size_classes()
+        .map(|(size, g)| cache_row(size_class_name(size, page_size_of(log)), Some(size), g))
         .collect();
     size_classes.sort_by_key(|r| r.object_size);
     if let Some(l) = opts.lines {
@@ -597,13 +596,13 @@ fn build(
     }
 
     // Cross-CPU matrix.
-    let mut mcpus: Vec<u32> = an.matrix.keys().flat_map(|&(a, b)| [a, b]).collect();
+    let mut mcpus: Vec<u32> = an.cpu_matrix().flat_map(|((a, b), _)| [a, b]).collect();
     mcpus.sort_unstable();
     mcpus.dedup();
     let idx = |c: u32| mcpus.binary_search(&c).unwrap_or(0);
     let mut matrix = vec![vec![0u64; mcpus.len()]; mcpus.len()];
     let (mut same, mut cross) = (0, 0);
-    for (&(x, y), &n) in &an.matrix {
+    for ((x, y), n) in an.cpu_matrix() {
         matrix[idx(x)][idx(y)] += n;
         if x == y {
             same += n;
