@@ -3,6 +3,7 @@
 # on captures of the same stress-ng workload, each recorded by its own tool.
 #
 #   kmemtrace-report/bench/compare.sh [SECONDS] [WORKDIR]
+#   REUSE=1 kmemtrace-report/bench/compare.sh 0 WORKDIR   # time again only
 #
 # Needs root, tracefs, stress-ng, perf (linux-perf), trace-cmd and GNU time
 # (`apt-get install stress-ng linux-perf trace-cmd time`). Builds the
@@ -27,31 +28,42 @@ report=$here/target/release/kmemtrace-report
 mkdir -p "$work" && cd "$work"
 echo "workdir: $work; workload: ${workload[*]}"
 
-# 1. Record the workload three times, once per tool.
-"$kmt" -q -o stress.kmt -b 65536 -e "$(IFS=,; echo "${events[*]}")" -- "${workload[@]}" 2>kmt.log || cat kmt.log >&2
-perf_ev=(); for e in "${events[@]}"; do perf_ev+=(-e "kmem:$e"); done
-perf record -q -m 4096 -a "${perf_ev[@]}" -o perf.data -- "${workload[@]}" 2>perf-record.log
-tc_ev=(); for e in "${events[@]}"; do tc_ev+=(-e "kmem:$e"); done
-"$trace_cmd" record -q -b 65536 "${tc_ev[@]}" -o trace.dat "${workload[@]}" >tc-record.log 2>&1
+# 1. Record the workload three times, once per tool (REUSE=1: keep the
+#    captures already in WORKDIR).
+if [ "${REUSE:-}" != 1 ]; then
+  "$kmt" -q -o stress.kmt -b 65536 -e "$(IFS=,; echo "${events[*]}")" -- "${workload[@]}" 2>kmt.log || cat kmt.log >&2
+  perf_ev=(); for e in "${events[@]}"; do perf_ev+=(-e "kmem:$e"); done
+  perf record -q -m 4096 -a "${perf_ev[@]}" -o perf.data -- "${workload[@]}" 2>perf-record.log
+  tc_ev=(); for e in "${events[@]}"; do tc_ev+=(-e "kmem:$e"); done
+  "$trace_cmd" record -q -b 65536 "${tc_ev[@]}" -o trace.dat "${workload[@]}" >tc-record.log 2>&1
+fi
 
 # 2. Events each capture holds (not timed).
 n_kmt=$("$report" -q --json stress.kmt | python3 -c 'import json,sys; print(json.load(sys.stdin)["capture"]["events"])')
 n_perf=$(perf script -i perf.data -F event 2>/dev/null | wc -l)
 n_tc=$(trace-cmd report -i trace.dat 2>/dev/null | grep -c -E ': (kmalloc|kfree|kmem_cache_alloc|kmem_cache_free):' || true)
 
-# 3. Time the analyses.
+# 3. Time the analyses. CPU time (user + sys) is given beside wall time:
+# on a shared machine it is the steadier figure.
 measure() { # name events cmd...
   local name=$1 n=$2; shift 2
-  /usr/bin/time -v "$@" >/dev/null 2>"time-$name.txt" || true
-  local wall rss
-  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "time-$name.txt" | awk -F: '{ if (NF==3) print $1*3600+$2*60+$3; else print $1*60+$2 }')
-  rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "time-$name.txt")
-  python3 - "$name" "$n" "$wall" "$rss" <<'EOF'
-import sys
-name, n, wall, rss = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+  local f
+  f="time-$(echo "$name" | tr -c 'A-Za-z0-9\n' '_').txt"
+  /usr/bin/time -v "$@" >/dev/null 2>"$f" || true
+  python3 - "$name" "$n" "$f" <<'EOF'
+import re, sys
+name, n, f = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+t = open(f).read()
+def field(label):
+    return re.search(re.escape(label) + r": (.*)", t).group(1).strip()
+w = field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")
+wall = sum(float(x) * 60 ** i for i, x in enumerate(reversed(w)))
+cpu = float(field("User time (seconds)")) + float(field("System time (seconds)"))
+rss = int(field("Maximum resident set size (kbytes)"))
 eps = n / wall if wall > 0 else float("inf")
-print(f"{name:<34} {n:>12,} events {wall:>8.2f} s {eps:>14,.0f} events/s {rss:>10,} KiB peak RSS")
-open("results.tsv", "a").write(f"{name}\t{n}\t{wall}\t{eps}\t{rss}\n")
+epc = n / cpu if cpu > 0 else float("inf")
+print(f"{name:<32} {n:>11,} events {wall:>7.2f} s {eps:>12,.0f} ev/s  CPU {cpu:>6.2f} s {epc:>12,.0f} ev/CPU-s  {rss:>9,} KiB peak RSS")
+open("results.tsv", "a").write(f"{name}\t{n}\t{wall}\t{eps}\t{rss}\t{cpu}\t{epc}\n")
 EOF
 }
 rm -f results.tsv
@@ -63,9 +75,9 @@ measure "trace-cmd report" "$n_tc" trace-cmd report -i trace.dat
 echo
 python3 - <<'EOF'
 rows = [l.rstrip("\n").split("\t") for l in open("results.tsv")]
-d = {r[0]: (float(r[3]), int(r[4])) for r in rows}
+d = {r[0]: (float(r[3]), int(r[4]), float(r[6])) for r in rows}
 k = d["kmemtrace-report"]
 for other in ("perf kmem stat --caller --alloc", "trace-cmd report"):
     o = d[other]
-    print(f"vs {other}: {k[0]/o[0]:.1f}x the events/s, {k[1]/o[1]:.2f}x the peak RSS ({o[1]/k[1]:.1f}x less)")
+    print(f"vs {other}: {k[0]/o[0]:.1f}x the events/s (wall), {k[2]/o[2]:.1f}x the events per CPU-second, {o[1]/k[1]:.1f}x less peak RSS")
 EOF
