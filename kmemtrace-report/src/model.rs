@@ -276,6 +276,11 @@ pub struct LeakRow {
     pub oldest_age_ns: u64,
     pub newest_age_ns: u64,
     pub uncertain: u64,
+    /// Objects of this call site whose free the trace never showed (their
+    /// pointer came back from another allocation): a site freed by an
+    /// untraced path (`kmem_cache_free_bulk`, `kfree_bulk`) leaves
+    /// objects that only look leaked.
+    pub site_missed_frees: u64,
     pub examples: Vec<LeakExample>,
 }
 

@@ -677,6 +677,7 @@ fn build(
             oldest_age_ns: end.saturating_sub(g.oldest_ts),
             newest_age_ns: end.saturating_sub(g.newest_ts),
             uncertain: g.uncertain,
+            site_missed_frees: an.sites[g.site as usize].missed_frees,
             examples: g
                 .examples
                 .iter()

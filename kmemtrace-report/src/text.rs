@@ -567,6 +567,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 "Oldest age",
                 "Newest age",
                 "Uncertain",
+                "Missed frees",
                 "Oldest object",
             ]);
             t.left_last = true;
@@ -578,6 +579,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
                     age(g.oldest_age_ns),
                     age(g.newest_age_ns),
                     thousands(g.uncertain),
+                    thousands(g.site_missed_frees),
                     g.examples
                         .first()
                         .map(|e| format!("{} (CPU {})", e.ptr, e.cpu))
@@ -585,6 +587,12 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 ]);
             }
             t.render(&mut o);
+            if l.groups.iter().any(|g| g.site_missed_frees > 0) {
+                let _ = writeln!(
+                    o,
+                    " Missed frees: the site's objects whose free the trace never showed; where there are any, \"leaks\" may be frees by an untraced path (kmem_cache_free_bulk, kfree_bulk)."
+                );
+            }
         }
     }
     o
