@@ -251,8 +251,9 @@ pub struct Occurrence {
     pub earlier_cpu: Option<u32>,
     pub alloc_cache: u32,
     pub free_cache: u32,
-    pub bytes_req: u64,
-    pub bytes_alloc: u64,
+    /// The sizes of the allocation event that revealed the finding (none
+    /// when a free did).
+    pub bytes: Option<(u64, u64)>,
     pub uncertain: bool,
 }
 
@@ -481,8 +482,7 @@ impl<'a> Analysis<'a> {
                 } else {
                     ev.cache
                 },
-                bytes_req: ev.bytes_req,
-                bytes_alloc: ev.bytes_alloc,
+                bytes: ev.kind.is_alloc().then_some((ev.bytes_req, ev.bytes_alloc)),
                 uncertain,
             };
             if f.first.is_none() {

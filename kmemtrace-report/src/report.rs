@@ -148,7 +148,6 @@ impl Ctx<'_> {
         (i != NO_SITE).then(|| self.syms.name(a.sites[i as usize].addr))
     }
     fn occurrence(&self, a: &Analysis, o: &Occurrence) -> OccurrenceRow {
-        let alloc = o.alloc_site != NO_SITE;
         OccurrenceRow {
             ts_ns: o.ts,
             rel_s: o.ts.saturating_sub(self.first_ts) as f64 / 1e9,
@@ -162,8 +161,8 @@ impl Ctx<'_> {
             earlier_cpu: o.earlier_cpu,
             alloc_cache: self.cache(o.alloc_cache),
             free_cache: self.cache(o.free_cache),
-            bytes_req: alloc.then_some(o.bytes_req),
-            bytes_alloc: alloc.then_some(o.bytes_alloc),
+            bytes_req: o.bytes.map(|b| b.0),
+            bytes_alloc: o.bytes.map(|b| b.1),
             uncertain: o.uncertain,
         }
     }

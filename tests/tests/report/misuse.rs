@@ -71,6 +71,11 @@ fn planted_misuse_gives_exact_counts() {
     assert_eq!(d["first"]["cpu"], 1);
     assert_eq!(d["first"]["comm"], "other");
     assert!(d["first"]["ts_ns"].as_u64().unwrap() > 1_000_000_000);
+    assert!(d["first"]["bytes_req"].is_null(), "a free revealed it");
+    let q = finding(&r, "bytes_alloc_below_bytes_req");
+    assert_eq!(q["first"]["bytes_req"], 200);
+    assert_eq!(q["first"]["bytes_alloc"], 192);
+    assert_eq!(q["top_alloc_callsites"][0]["callsite"], "odd_alloc+0x10");
     let m = finding(&r, "cache_mismatch");
     assert_eq!(m["cache_pairs"][0][0], "dentry");
     assert_eq!(m["cache_pairs"][0][1], "inode_cache");
