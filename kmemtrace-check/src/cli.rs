@@ -23,9 +23,10 @@ block's offset and the sub-buffer's index in it).
 Exit status (with several files, the worst):
   0  intact, and the kernel lost no events
   1  intact, but events were lost (ring-buffer overruns, drops)
-  2  damaged: corruption, truncation, sequence gaps, undecodable
-     sub-buffers, time going backwards, missing metadata
-  3  unusable input (not a log, unsupported version, no arch tag,
+  2  damaged: corruption (a damaged file header or ARCH block too),
+     truncation, sequence gaps, undecodable sub-buffers, time going
+     backwards, missing metadata
+  3  unusable input (not a kmemtrace log, an unsupported major version,
      unreadable) or a usage error
 
 --json prints one document (schema kmemtrace-check/1, see JSON.md).";

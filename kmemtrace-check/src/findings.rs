@@ -23,7 +23,7 @@ pub enum Verdict {
     /// Problems: damage, truncation, ordering violations, undecodable data,
     /// missing metadata.
     Damaged,
-    /// Not a log, an unsupported version, no usable arch tag, unreadable.
+    /// Not a log, an unsupported major version, unreadable.
     Unusable,
 }
 

@@ -36,10 +36,50 @@ pub fn unusable(name: &str, error: String) -> Report {
     }
 }
 
-fn open_error(e: LogError) -> String {
+/// The report for a log that cannot be opened: damaged (exit 2) when it is
+/// a kmemtrace log whose file header or ARCH block is damaged, unusable
+/// (exit 3) when it is not a log, has a major version this checker does
+/// not read, or cannot be read.
+fn open_failure(name: &str, e: LogError) -> Report {
+    use kmemtrace_format::block::FileHeaderError;
+    use kmemtrace_format::reader::OpenError;
+    let damaged = |offset: u64, what: String| {
+        let f = findings::Finding::error(
+            findings::Kind::Damage,
+            findings::Location::block(offset),
+            what,
+        );
+        let problems = findings::Findings {
+            kept: vec![f],
+            total: 1,
+        };
+        let summary = checks::summary(Verdict::Damaged, &Default::default(), &problems);
+        Report {
+            file: name.to_string(),
+            verdict: Verdict::Damaged,
+            exit_code: Verdict::Damaged.exit_code(),
+            summary,
+            problems_total: 1,
+            problems: problems.kept,
+            ..Default::default()
+        }
+    };
     match e {
-        LogError::Io(e) => format!("cannot read: {e}"),
-        e => e.to_string(),
+        LogError::Io(e) => unusable(name, format!("cannot read: {e}")),
+        LogError::Header(OpenError::Header(h @ FileHeaderError::BadCrc { .. })) => damaged(
+            0,
+            format!(
+                "damaged file header ({}): nothing can be read",
+                h.to_string().trim_start_matches("offset 12: ")
+            ),
+        ),
+        LogError::NoArch(s) => damaged(
+            16,
+            s.split_once(": ")
+                .map_or(s.as_str(), |(_, rest)| rest)
+                .to_string(),
+        ),
+        e => unusable(name, e.to_string()),
     }
 }
 
@@ -57,7 +97,11 @@ pub fn check_path(path: &Path, opts: &Options, progress: &AtomicU64) -> Report {
     };
     match Log::open(path) {
         Ok(log) => check_log(&log, opts, progress),
-        Err(e) => unusable(&name, open_error(e)),
+        Err(e) => {
+            let mut r = open_failure(&name, e);
+            r.bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+            r
+        }
     }
 }
 
@@ -65,6 +109,9 @@ pub fn check_path(path: &Path, opts: &Options, progress: &AtomicU64) -> Report {
 pub fn check_bytes(name: &str, bytes: &[u8]) -> Report {
     match Log::from_bytes(name, bytes) {
         Ok(log) => check_log(&log, &Options { threads: 1 }, &AtomicU64::new(0)),
-        Err(e) => unusable(name, open_error(e)),
+        Err(e) => Report {
+            bytes: bytes.len() as u64,
+            ..open_failure(name, e)
+        },
     }
 }

@@ -333,10 +333,14 @@ fn unusable_input_and_usage_errors_exit_3() {
     ] {
         assert!(out.contains(s), "--help lacks {s:?}");
     }
-    // A log whose ARCH block is missing is unusable too.
+    // A log whose ARCH block is missing is a damaged log: nothing decodes.
     let (code, r) = check_bytes_json(&kmemtrace_format::block::encode_file_header());
-    assert_eq!(code, 3);
-    assert_eq!(r["verdict"], "unusable");
+    assert_eq!(code, 2);
+    assert_eq!(r["verdict"], "damaged");
+    assert!(problems(&r)[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no intact ARCH block"));
 }
 
 /// A small log with many blocks, for cutting and flipping.
@@ -352,8 +356,9 @@ fn small_log(data: &Path, compression: Compression) -> Vec<u8> {
     )
 }
 
-/// Cuts `bytes` at `n` random offsets (and the edge cases): a cut before
-/// the end of the ARCH block is unusable (3); any other is damaged (2) with
+/// Cuts `bytes` at `n` random offsets (and the edge cases): a cut inside
+/// the file header is unusable (3), inside the ARCH block damaged (2) with
+/// nothing decodable; any other is damaged (2) with
 /// exactly one truncation finding, at the cut block's offset (or, at a
 /// block boundary, at the cut), and every complete CPU_DATA block checked.
 pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
@@ -364,8 +369,13 @@ pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
     cuts.extend([0, 15, 16, arch_end - 1, arch_end, bytes.len() as u64 - 1]);
     for cut in cuts {
         let (code, r) = check_bytes_json(&bytes[..cut as usize]);
-        if cut < arch_end {
+        if cut < 16 {
             assert_eq!(code, 3, "cut {cut}");
+            continue;
+        }
+        if cut < arch_end {
+            assert_eq!(code, 2, "cut {cut}");
+            assert_eq!(problems(&r)[0]["offset"], 16, "cut {cut}");
             continue;
         }
         assert_eq!(code, 2, "cut {cut}");
@@ -402,23 +412,25 @@ pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
     }
 }
 
-/// Flips one random bit in each of `n` copies of `bytes`: a flip in the
-/// file header or ARCH block makes the log unusable (3); any other is
-/// detected (2), the first problem being damage at the flipped block.
+/// Flips one random bit in each of `n` copies of `bytes` (and in the
+/// file header and ARCH block): a flip in the magic makes the file not a
+/// log (3); any other is detected (2), the first problem being damage at
+/// the flipped block (the file header's at offset 0).
 pub fn assert_flips(bytes: &[u8], n: usize, seed: u64) {
     let mut rng = Rng(seed);
     let arch_end = block_offsets(bytes)[0].1;
-    for _ in 0..n {
-        let pos = rng.below(bytes.len() as u64);
+    let mut at: Vec<u64> = (0..n).map(|_| rng.below(bytes.len() as u64)).collect();
+    at.extend([3, 9, 13, 16, 20, arch_end - 1]);
+    for pos in at {
         let mut b = bytes.to_vec();
         b[pos as usize] ^= 1 << rng.below(8);
         let (code, r) = check_bytes_json(&b);
-        if pos < arch_end {
+        if pos < 8 {
             assert_eq!(code, 3, "flip at {pos}");
             continue;
         }
         assert_eq!(code, 2, "flip at {pos}: {r:#}");
-        let (start, _) = block_containing(bytes, pos).unwrap();
+        let start = block_containing(bytes, pos).map_or(0, |b| b.0);
         let first = &problems(&r)[0];
         assert_eq!(
             first["kind"], "damage",
