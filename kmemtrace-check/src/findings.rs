@@ -142,6 +142,7 @@ impl std::fmt::Display for Location {
                 }
             }
             (false, Some(b), None) => write!(f, "in block at offset {b}")?,
+            (false, None, _) => write!(f, "in the log")?,
             _ => write!(f, "offset {}", self.offset)?,
         }
         let mut extra = Vec::new();
@@ -492,5 +493,11 @@ mod tests {
             "in block at offset 100, sub-buffer 3 +64 (CPU 1, sub-buffer 7 of the CPU)"
         );
         assert_eq!(Location::at(5).to_string(), "offset 5");
+        let whole = Location {
+            exact: false,
+            cpu: Some(2),
+            ..Location::at(0)
+        };
+        assert_eq!(whole.to_string(), "in the log (CPU 2)");
     }
 }
