@@ -180,10 +180,18 @@ pub fn render(r: &Report, s: &Sections) -> String {
             parts.push(format!("{} by the kernel's stats", thousands(n)));
         }
         if cpu.missed_subbufs > 0 {
-            parts.push(format!("{} sub-buffers flagged", cpu.missed_subbufs));
+            parts.push(format!(
+                "{} sub-buffer{} flagged",
+                thousands(cpu.missed_subbufs),
+                if cpu.missed_subbufs == 1 { "" } else { "s" }
+            ));
         }
         if cpu.missing_subbufs > 0 {
-            parts.push(format!("{} sub-buffers missing", cpu.missing_subbufs));
+            parts.push(format!(
+                "{} sub-buffer{} missing",
+                thousands(cpu.missing_subbufs),
+                if cpu.missing_subbufs == 1 { "" } else { "s" }
+            ));
         }
         if cpu.bad_subbufs > 0 {
             parts.push(format!("{} undecodable", cpu.bad_subbufs));
@@ -416,11 +424,11 @@ pub fn render(r: &Report, s: &Sections) -> String {
     );
     let _ = writeln!(
         o,
-        "Cross-NUMA-node allocations: {} (requested node other than the allocating CPU's; perf kmem stat prints \"Cross CPU allocations: {}/{}\" for these)",
+        "Cross-NUMA-node allocations: {} (a node other than the allocating CPU's was asked for; perf kmem stat prints these as \"Cross CPU allocations: {}/{}\")",
         match m.cross_node_allocs {
             Some(n) => format!("{}/{}", thousands(n), thousands(m.alloc_events)),
             None => format!(
-                "unknown, the log has no CPU->node map ({} allocations named a node)",
+                "unknown: the log has no CPU->node map; {} allocations named a node",
                 thousands(m.node_requests)
             ),
         },
@@ -484,10 +492,16 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 let _ = writeln!(o, "    {}", f.judgement);
             }
             if let Some(x) = f.first_certain.as_ref().or(f.first.as_ref()) {
+                let label = if x.uncertain {
+                    "first (uncertain)"
+                } else if f.first.as_ref().is_some_and(|y| y.uncertain) {
+                    "first certain"
+                } else {
+                    "first"
+                };
                 let _ = write!(
                     o,
-                    "    first{}: {} s (+{:.6}) CPU {} pid {}{} ptr {}",
-                    if x.uncertain { " (uncertain)" } else { "" },
+                    "    {label}: {} s (+{:.6}) CPU {} pid {}{} ptr {}",
                     secs(x.ts_ns),
                     x.rel_s,
                     x.cpu,
