@@ -166,3 +166,43 @@ fn damaged_logs_never_crash() {
     }
     assert_eq!(n, 36);
 }
+
+#[test]
+fn json_has_the_documented_top_level_fields() {
+    let log = temp_log(&planted("6.18.44").build());
+    let r = report_json(log.path(), &[]);
+    let mut keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut want = vec![
+        "schema",
+        "generator",
+        "input",
+        "kernel",
+        "filters",
+        "capture",
+        "summary",
+        "sort",
+        "callsites",
+        "caches",
+        "size_classes",
+        "cross_cpu",
+        "misuse",
+        "leaks",
+        "allocs",
+        "page_allocator",
+        "problems",
+    ];
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    // Every one is described in JSON.md.
+    let doc =
+        std::fs::read_to_string(common::workspace().join("kmemtrace-report/JSON.md")).unwrap();
+    for k in want {
+        assert!(
+            doc.contains(&format!("| `{k}` |")),
+            "JSON.md does not describe {k}"
+        );
+    }
+    assert_eq!(r["misuse"].as_array().unwrap().len(), 8);
+    assert!(r["allocs"].is_null(), "only with --alloc");
+}
