@@ -272,6 +272,10 @@ enum Accounted {
     Field(Loc),
     /// The print fmt's condition, with the fields it reads.
     Expr(CExpr, Vec<(String, Loc)>),
+    /// A print fmt condition that is true when `field & mask != 0`
+    /// ([`CExpr::as_mask_test`]): the common shape, tested without walking
+    /// the expression.
+    Mask(Loc, u64),
 }
 
 #[derive(Clone, Debug)]
@@ -323,7 +327,7 @@ impl Plan {
         .into_iter()
         .flatten()
         .chain(match &self.accounted {
-            Accounted::Field(l) => Some(l),
+            Accounted::Field(l) | Accounted::Mask(l, _) => Some(l),
             _ => None,
         })
         .chain(
@@ -337,11 +341,17 @@ impl Plan {
     }
 }
 
+/// Ids below this are looked up in a table rather than searched.
+const MAX_DIRECT_ID: usize = 1 << 16;
+
 /// Decodes the kmem events of one log; see the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct KmemDecoder {
     /// Sorted by id.
     plans: Vec<Plan>,
+    /// Index into `plans` + 1 (0: none) by id, for ids below
+    /// [`MAX_DIRECT_ID`]; larger ids are binary-searched.
+    by_id: Vec<u16>,
     common_type: Loc,
     gfp: Option<FlagTable>,
     warnings: Vec<String>,
@@ -404,7 +414,16 @@ fn accounted_source(f: &EventFormat, warnings: &mut Vec<String>) -> Accounted {
                 }
             }
             match missing {
-                None => return Accounted::Expr(expr, vars),
+                None => {
+                    let mask = expr.as_mask_test().and_then(|(name, mask)| {
+                        let l = vars.iter().find(|(n, _)| n == name)?.1;
+                        (vars.len() == 1).then_some((l, mask))
+                    });
+                    return match mask {
+                        Some((l, mask)) => Accounted::Mask(l, mask),
+                        None => Accounted::Expr(expr, vars),
+                    };
+                }
                 Some(m) => format!("it reads REC->{m}, which cannot be located"),
             }
         }
@@ -509,8 +528,19 @@ impl KmemDecoder {
             }
         }
 
+        let mut by_id = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            let id = p.id as usize;
+            if id < MAX_DIRECT_ID && i < usize::from(u16::MAX) {
+                if by_id.len() <= id {
+                    by_id.resize(id + 1, 0);
+                }
+                by_id[id] = (i + 1) as u16;
+            }
+        }
         KmemDecoder {
             plans,
+            by_id,
             common_type: common_type.unwrap_or(Loc {
                 name: "common_type",
                 offset: 0,
@@ -523,7 +553,22 @@ impl KmemDecoder {
         }
     }
 
+    #[inline]
     fn plan(&self, id: u32) -> Option<&Plan> {
+        if let Some(&i) = self.by_id.get(id as usize) {
+            return if i == 0 {
+                None
+            } else {
+                self.plans.get(usize::from(i) - 1)
+            };
+        }
+        if self
+            .plans
+            .last()
+            .map_or(true, |p| (p.id as usize) < MAX_DIRECT_ID)
+        {
+            return None;
+        }
         self.plans
             .binary_search_by_key(&id, |p| p.id)
             .ok()
@@ -636,6 +681,7 @@ impl KmemDecoder {
         let accounted = match &plan.accounted {
             Accounted::None => None,
             Accounted::Field(l) => Some(l.u64(e, p) != 0),
+            Accounted::Mask(l, mask) => Some(l.i64(e, p) as u64 & mask != 0),
             Accounted::Expr(expr, vars) => expr
                 .eval(&|name| {
                     vars.iter()
@@ -943,6 +989,46 @@ print fmt: \"page=%p pfn=0x%lx\", REC->pfn, REC->pfn\n"
             t.decode(0x400dc0).to_string(),
             "GFP_KERNEL_ACCOUNT|__GFP_ZERO"
         );
+        // The common shape is tested as a mask, not walked per event.
+        assert!(matches!(d.plans[0].accounted, Accounted::Mask(_, 0x400000)));
+
+        // Another shape is walked, with the same fields located.
+        let text = kmalloc_61_armhf(509).replace(
+            "(1 && (REC->gfp_flags & ( unsigned long)(( gfp_t)0x400000u)))",
+            "((REC->gfp_flags & 0x400000u) && REC->bytes_req > 8)",
+        );
+        let d = KmemDecoder::new(&[fmt(&text, "kmem")]);
+        assert!(d.warnings().is_empty(), "{:?}", d.warnings());
+        assert!(matches!(d.plans[0].accounted, Accounted::Expr(..)));
+        for (gfp, req, want) in [
+            (0x400cc0u64, 9, true),
+            (0x400cc0, 8, false),
+            (0xcc0, 9, false),
+        ] {
+            let p = rec(
+                LittleEndian,
+                509,
+                1,
+                &[(0, 4), (0, 4), (req, 4), (64, 4), (gfp, 4), (0, 4)],
+            );
+            assert_eq!(
+                d.decode(LittleEndian, &p).unwrap().unwrap().accounted,
+                Some(want)
+            );
+        }
+    }
+
+    #[test]
+    fn ids_past_the_direct_table_are_found() {
+        let d = KmemDecoder::new(&[
+            fmt(&kmalloc_61_armhf(70_000), "kmem"),
+            fmt(&extfrag_armhf(3), "kmem"),
+        ]);
+        assert_eq!(d.kind_of(70_000), Some(KmemKind::Kmalloc));
+        assert_eq!(d.kind_of(3), Some(KmemKind::MmPageAllocExtfrag));
+        assert_eq!(d.kind_of(2), None);
+        assert_eq!(d.kind_of(4), None);
+        assert_eq!(d.kind_of(69_999), None);
     }
 
     #[test]

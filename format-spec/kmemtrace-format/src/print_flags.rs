@@ -712,6 +712,41 @@ impl CExpr {
         }
     }
 
+    /// If the expression's truth value (non-zero or not) is that of
+    /// `REC->name & mask` for a constant `mask`, that name and mask: the
+    /// shape of `kmalloc`'s `accounted` condition,
+    /// `(1 && (REC->gfp_flags & ( unsigned long)(( gfp_t)0x400000u)))`.
+    /// Lets callers test a bit instead of walking the tree per event.
+    pub fn as_mask_test(&self) -> Option<(&str, u64)> {
+        let konst = |i: usize| self.eval_node(i, &|_| None).ok();
+        let mut i = self.root;
+        loop {
+            match self.nodes.get(i)?.1 {
+                // `c && x` and `x && c` with a constant `c != 0`: as `x`.
+                Node::Binary(BinOp::LogAnd, a, b) => {
+                    if konst(a).is_some_and(|v| v != 0) {
+                        i = b;
+                    } else if konst(b).is_some_and(|v| v != 0) {
+                        i = a;
+                    } else {
+                        return None;
+                    }
+                }
+                // A cast to bool keeps the truth value.
+                Node::Cast { bits: 1, inner, .. } => i = inner,
+                Node::Binary(BinOp::BitAnd, a, b) => {
+                    let (f, m) = match (&self.nodes.get(a)?.1, &self.nodes.get(b)?.1) {
+                        (Node::Field(f), _) => (*f, konst(b)?),
+                        (_, Node::Field(f)) => (*f, konst(a)?),
+                        _ => return None,
+                    };
+                    return Some((self.fields.get(f)?.as_str(), m));
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// Evaluates, reading fields through `field` (which returns `None` for
     /// a field it does not have).
     pub fn eval(&self, field: &dyn Fn(&str) -> Option<u64>) -> Result<u64, ExprError> {
@@ -1581,6 +1616,37 @@ mod tests {
         assert_eq!(eval_const(&ok_chain), Ok(1));
         let long = "1".repeat(MAX_EXPR_LEN + 1);
         assert!(eval_const(&long).unwrap_err().message.contains("accepted"));
+    }
+
+    #[test]
+    fn mask_tests_are_recognised() {
+        let cases = [
+            (
+                "(1 && (REC->gfp_flags & ( unsigned long)(( gfp_t)0x400000u)))",
+                Some(0x400000),
+            ),
+            ("REC->gfp_flags & 0x10", Some(0x10)),
+            ("(0x10 & REC->gfp_flags) && 2", Some(0x10)),
+            ("(bool)(REC->gfp_flags & (1UL << 22))", Some(1 << 22)),
+            ("(0 && (REC->gfp_flags & 0x10))", None),
+            ("(REC->gfp_flags & REC->node)", None),
+            ("(REC->gfp_flags | 0x10)", None),
+            ("(int)(REC->gfp_flags & 0x10)", None),
+            ("((u8)REC->gfp_flags & 0x10)", None),
+        ];
+        for (text, want) in cases {
+            let e = CExpr::parse(text).unwrap();
+            let got = e.as_mask_test();
+            assert_eq!(got.map(|(_, m)| m), want, "{text}");
+            if let Some((name, mask)) = got {
+                assert_eq!(name, "gfp_flags");
+                // Same truth value as the tree walk.
+                for v in [0, 0x10, 0x400000, 0x400cc0, u64::MAX, 0xcc0] {
+                    let walk = e.eval(&|n| (n == "gfp_flags").then_some(v)).unwrap() != 0;
+                    assert_eq!(walk, v & mask != 0, "{text} {v:#x}");
+                }
+            }
+        }
     }
 
     #[test]
