@@ -110,6 +110,13 @@ pub struct Cli {
     #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub buffer_percent: u32,
 
+    /// Nice value of the per-CPU reader threads (-20..19; 0 leaves them at
+    /// the normal priority). Readers need little CPU but need it at once
+    /// when a burst fills the buffer while the traced load keeps every CPU
+    /// busy.
+    #[arg(long = "reader-nice", value_name = "N", default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub reader_nice: i32,
+
     /// Write what a CPU has at least this often, even if its buffer is not
     /// yet full (bounds what a crash loses and the latency of `-o -`).
     #[arg(long = "flush-interval", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]

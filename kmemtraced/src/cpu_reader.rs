@@ -23,6 +23,9 @@
 //!   mark is low (2%): bursts of frees (a process exiting frees thousands
 //!   of pages in a few milliseconds) need the rest of the buffer free.
 //!   (trace-cmd instead reads until empty and sleeps 1 ms in between.)
+//!   Readers run at nice -10 by default (`--reader-nice`): when the traced
+//!   load keeps every CPU busy, a reader woken during such a burst must
+//!   get a CPU within milliseconds, and at nice 0 it often did not.
 //! - At stop the main thread disables the events and `tracing_on`; each
 //!   reader then reads without blocking until EAGAIN, which takes the last,
 //!   partly filled page too (as trace-cmd's `tracecmd_flush_recording`).
@@ -94,6 +97,8 @@ pub struct ReaderConfig {
     /// Stop draining after this many sub-buffers (boot mode, where events
     /// may still be arriving); `None`: until empty.
     pub drain_limit: Option<u64>,
+    /// Nice value for the reader thread (0: leave it).
+    pub nice: i32,
 }
 
 /// Shared between the readers and the main thread.
@@ -131,6 +136,11 @@ pub fn spawn(
         .spawn(move || {
             if let Ok(mut t) = tids.lock() {
                 t.push(sys::gettid());
+            }
+            if cfg.nice != 0 {
+                // Best effort: without CAP_SYS_NICE the reader keeps the
+                // normal priority.
+                let _ = sys::set_thread_nice(cfg.nice);
             }
             let cpu = cfg.cpu;
             let Some(c) = counters.cpu(cpu) else {

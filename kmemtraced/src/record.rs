@@ -225,6 +225,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         flush_interval: cli.flush_interval,
         buffer_percent: cli.buffer_percent,
         drain_only: None,
+        reader_nice: cli.reader_nice,
         command_line: metadata::shell_quote(argv),
     };
     let mut session = Session::start(plan, out)?;
@@ -440,6 +441,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         buffer_percent: cli.buffer_percent,
         // Events may still be arriving: take at most twice the buffer.
         drain_only: Some(2 * nr_pages + 16),
+        reader_nice: cli.reader_nice,
         command_line: metadata::shell_quote(argv),
     };
     let session = Session::start(plan, out)?;

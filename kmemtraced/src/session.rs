@@ -48,6 +48,8 @@ pub struct Plan {
     pub buffer_percent: u32,
     /// Boot mode: drain at once, at most this many sub-buffers per CPU.
     pub drain_only: Option<u64>,
+    /// Nice value of the reader threads (0: unchanged).
+    pub reader_nice: i32,
     pub command_line: String,
 }
 
@@ -210,6 +212,7 @@ impl Session {
                 flush_interval: plan.flush_interval,
                 compression: plan.compression,
                 drain_limit: plan.drain_only,
+                nice: plan.reader_nice,
             };
             let h = cpu_reader::spawn(cfg, tx.clone(), &shared, counters.clone())
                 .map_err(|e| Failure::runtime(format!("starting a reader thread: {e}")))?;

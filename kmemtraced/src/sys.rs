@@ -1,7 +1,7 @@
 //! Every system call the recorder makes that std does not wrap: signals,
 //! poll, pipes, thread ids, resource usage, mounting, and starting the traced
 //! command with its pid already in the event filter. The only module allowed
-//! `unsafe` (for `CommandExt::pre_exec`).
+//! `unsafe` (for `CommandExt::pre_exec` and `setpriority`).
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
@@ -88,6 +88,20 @@ pub fn poke(fd: BorrowedFd<'_>) {
 /// The calling thread's kernel task id.
 pub fn gettid() -> i32 {
     nix::unistd::gettid().as_raw()
+}
+
+/// Sets the calling thread's nice value (Linux applies it per thread).
+/// Lowering it needs CAP_SYS_NICE.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    let tid = nix::unistd::gettid().as_raw() as nix::libc::id_t;
+    // SAFETY: setpriority only reads its integer arguments.
+    #[allow(unsafe_code)]
+    let r = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Whether we run as root (effective uid 0).

@@ -408,6 +408,25 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
         .len()
         == 1));
     std::thread::sleep(Duration::from_millis(500));
+    // The per-CPU readers (kmt-cpuN) run at nice -10 (we are root here).
+    let nices: Vec<(String, i64)> = std::fs::read_dir(format!("/proc/{}/task", rec.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let after = &stat[stat.rfind(')')? + 1..];
+            // Field 19 (nice) is the 17th after the comm.
+            let nice = after.split_whitespace().nth(16)?.parse().ok()?;
+            Some((comm.trim().to_string(), nice))
+        })
+        .collect();
+    let readers: Vec<_> = nices
+        .iter()
+        .filter(|(c, _)| c.starts_with("kmt-cpu"))
+        .collect();
+    assert!(!readers.is_empty(), "no reader threads: {nices:?}");
+    assert!(readers.iter().all(|(_, n)| *n == -10), "{nices:?}");
     signal(&rec, "INT");
     let out = rec.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
