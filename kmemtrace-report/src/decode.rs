@@ -12,7 +12,7 @@
 use crate::event::{Ev, Interner, Kind, LocalInterner, LocalSites, SiteTable, NO_CACHE, NO_NODE};
 use crate::filter::Filter;
 use kmemtrace_format::kmem::{KmemDecoder, KmemKind};
-use kmemtrace_format::log::{CpuBlockRef, Log, Problem};
+use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_format::subbuf::parse_subbuf;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use serde::Serialize;
@@ -141,8 +141,7 @@ impl Decoder<'_> {
     pub fn work(&self, jobs: &Mutex<Receiver<Job>>) {
         let mut names = LocalInterner::new(self.interner);
         let mut sites = LocalSites::new(self.sites);
-        let mut stored = Vec::new();
-        let mut data = Vec::new();
+        let mut scratch = BlockScratch::new();
         loop {
             let job = match jobs.lock() {
                 Ok(rx) => rx.recv(),
@@ -154,15 +153,13 @@ impl Decoder<'_> {
                     LittleEndian,
                     &job.block,
                     (&mut names, &mut sites),
-                    &mut stored,
-                    &mut data,
+                    &mut scratch,
                 ),
                 RunTimeEndian::Big => self.block(
                     BigEndian,
                     &job.block,
                     (&mut names, &mut sites),
-                    &mut stored,
-                    &mut data,
+                    &mut scratch,
                 ),
             };
             let _ = job.reply.send(out);
@@ -174,8 +171,7 @@ impl Decoder<'_> {
         e: E,
         r: &CpuBlockRef,
         (names, sites): (&mut LocalInterner<'_>, &mut LocalSites<'_>),
-        stored: &mut Vec<u8>,
-        data: &mut Vec<u8>,
+        scratch: &mut BlockScratch,
     ) -> BlockOut {
         let cpu = r.cpu;
         let mut sum = CpuSummary {
@@ -198,12 +194,15 @@ impl Decoder<'_> {
         events.reserve(
             ((r.count as usize).saturating_mul(self.log.layout.data_size()) / 56).min(1 << 16),
         );
-        if let Err(p) = self.log.read_cpu_block(r, stored, data) {
-            sum.problem(p.offset, p.what);
-            sum.pending_loss = true;
-            sum.missing_subbufs += u64::from(r.count);
-            return BlockOut { events, sum };
-        }
+        let data = match self.log.read_cpu_block_into(r, scratch) {
+            Ok(d) => d,
+            Err(p) => {
+                sum.problem(p.offset, p.what);
+                sum.pending_loss = true;
+                sum.missing_subbufs += u64::from(r.count);
+                return BlockOut { events, sum };
+            }
+        };
         let mut pending = false;
         let mut last_ts: Option<u64> = None;
         let cpu16 = cpu.min(u32::from(u16::MAX)) as u16;
@@ -364,14 +363,13 @@ impl CpuSummary {
 pub fn first_event_ts(log: &Log) -> Option<u64> {
     fn first<E: Endian>(log: &Log, e: E) -> Option<u64> {
         let mut best: Option<u64> = None;
-        let mut stored = Vec::new();
-        let mut data = Vec::new();
+        let mut scratch = BlockScratch::new();
         let sb = log.layout.subbuf_size.max(1);
         for cpu in log.cpus() {
             'blocks: for r in log.cpu_blocks(cpu) {
-                if log.read_cpu_block(r, &mut stored, &mut data).is_err() {
+                let Ok(data) = log.read_cpu_block_into(r, &mut scratch) else {
                     continue;
-                }
+                };
                 for raw in data.chunks_exact(sb) {
                     let Ok(s) = parse_subbuf(e, &log.layout, raw) else {
                         continue;

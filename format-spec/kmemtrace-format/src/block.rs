@@ -323,6 +323,47 @@ pub fn decode_payload<'a>(hdr: &BlockHeader, stored: &'a [u8]) -> Result<Cow<'a,
     Ok(Cow::Owned(out))
 }
 
+/// Like [`decode_payload`] (same checks, same messages), reusing a zstd
+/// context (created on first use into `dctx`) and an output buffer: a
+/// compressed payload is decompressed into `out[..n]` and `Some(n)`
+/// returned (`out` may be longer: it is only grown, never shrunk, so that
+/// reuse costs no zeroing); a plain one is `stored` itself (`None`).
+pub fn decode_payload_into(
+    hdr: &BlockHeader,
+    stored: &[u8],
+    dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>, String> {
+    if hdr.flags & !KNOWN_FLAGS != 0 {
+        return Err(format!(
+            "unknown block flags {:#06x} (written by a newer version?)",
+            hdr.flags & !KNOWN_FLAGS
+        ));
+    }
+    if hdr.flags & FLAG_ZSTD == 0 {
+        return Ok(None);
+    }
+    let raw_len = hdr.raw_len as usize;
+    let d = match dctx {
+        Some(d) => d,
+        None => dctx.insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
+    };
+    if out.len() < raw_len {
+        out.resize(raw_len, 0);
+    }
+    // A destination of exactly `raw_len` bytes: a frame that would
+    // decompress to more fails here.
+    let n = d
+        .decompress_to_buffer(stored, &mut out[..raw_len])
+        .map_err(|e| format!("zstd payload does not decompress to {raw_len} bytes: {e}"))?;
+    if n != raw_len {
+        return Err(format!(
+            "zstd payload decompressed to {n} bytes, header says {raw_len}"
+        ));
+    }
+    Ok(Some(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +413,47 @@ mod tests {
         encode_block(BlockType::Note, &payload, Compression::Zstd(19), &mut out).unwrap();
         assert_eq!(out[6], 0, "flags");
         assert_eq!(&out[BLOCK_HEADER_LEN..], &payload);
+    }
+
+    #[test]
+    fn reused_context_decodes_like_a_fresh_one() {
+        let mut d = None;
+        let mut out = Vec::new();
+        for (i, len) in [5000usize, 100, 9000, 0].into_iter().enumerate() {
+            let payload: Vec<u8> = (0..len).map(|j| ((j / 7 + i) % 251) as u8).collect();
+            for c in [Compression::None, Compression::Zstd(3)] {
+                let mut blk = Vec::new();
+                encode_block(BlockType::Note, &payload, c, &mut blk).unwrap();
+                let hdr = BlockHeader::parse(blk[..BLOCK_HEADER_LEN].try_into().unwrap()).unwrap();
+                let stored = &blk[BLOCK_HEADER_LEN..];
+                let want = decode_payload(&hdr, stored).unwrap();
+                let got = match decode_payload_into(&hdr, stored, &mut d, &mut out).unwrap() {
+                    None => stored,
+                    Some(n) => &out[..n],
+                };
+                assert_eq!(got, want.as_ref());
+            }
+        }
+        // A lying raw_len fails with decode_payload's message.
+        let payload = vec![7u8; 4096];
+        let mut blk = Vec::new();
+        encode_block(BlockType::Note, &payload, Compression::Zstd(3), &mut blk).unwrap();
+        let mut hdr = BlockHeader::parse(blk[..BLOCK_HEADER_LEN].try_into().unwrap()).unwrap();
+        for lie in [4095, 4097] {
+            hdr.raw_len = lie;
+            let stored = &blk[BLOCK_HEADER_LEN..];
+            assert_eq!(
+                decode_payload_into(&hdr, stored, &mut d, &mut out).unwrap_err(),
+                decode_payload(&hdr, stored).unwrap_err()
+            );
+        }
+        blk.truncate(blk.len() - 1);
+        hdr.raw_len = 4096;
+        let stored = &blk[BLOCK_HEADER_LEN..];
+        assert_eq!(
+            decode_payload_into(&hdr, stored, &mut d, &mut out).unwrap_err(),
+            decode_payload(&hdr, stored).unwrap_err()
+        );
     }
 
     #[test]

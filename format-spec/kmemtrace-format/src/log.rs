@@ -10,7 +10,7 @@
 //! the log's length.
 
 use crate::arch::ArchTag;
-use crate::block::{decode_payload, BlockHeader, BlockType, BLOCK_HEADER_LEN};
+use crate::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
 use crate::cmdlines::PidMap;
 use crate::event_format::EventFormat;
 use crate::header_page::{HeaderEvent, HeaderPage};
@@ -82,6 +82,35 @@ pub struct CpuBlockRef {
     pub block_seq: u64,
     pub first_subbuf: u64,
     pub count: u32,
+}
+
+/// Buffers and a zstd context for reading CPU_DATA blocks back with
+/// [`Log::read_cpu_block_into`], kept by the caller (one per thread) so
+/// that reading a block allocates nothing and creates no zstd context
+/// once the buffers have grown to a block's size.
+#[derive(Default)]
+pub struct BlockScratch {
+    /// The block as stored (header and payload).
+    stored: Vec<u8>,
+    /// The decompressed payload (may be longer than the last one).
+    out: Vec<u8>,
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl BlockScratch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl fmt::Debug for BlockScratch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockScratch")
+            .field("stored", &self.stored.len())
+            .field("out", &self.out.len())
+            .field("dctx", &self.dctx.is_some())
+            .finish()
+    }
 }
 
 /// A statistics snapshot, parsed where its text parses.
@@ -583,20 +612,48 @@ impl Log {
     }
 
     /// Reads a CPU_DATA block back and returns its sub-buffer bytes (the
-    /// payload after the 24-byte CPU_DATA header) in `out`.
+    /// payload after the 24-byte CPU_DATA header) in `out`. Creates a zstd
+    /// context per call: loops should prefer [`Log::read_cpu_block_into`].
     pub fn read_cpu_block(
         &self,
         r: &CpuBlockRef,
         stored: &mut Vec<u8>,
         out: &mut Vec<u8>,
     ) -> Result<(), Problem> {
+        let mut s = BlockScratch {
+            stored: std::mem::take(stored),
+            out: Vec::new(),
+            dctx: None,
+        };
+        let res = self.read_cpu_block_into(r, &mut s).map(|data| {
+            out.clear();
+            out.extend_from_slice(data);
+        });
+        *stored = s.stored;
+        res
+    }
+
+    /// Reads a CPU_DATA block back and returns its sub-buffer bytes (the
+    /// payload after the 24-byte CPU_DATA header), in `scratch`: read in
+    /// place for a block stored plain, decompressed with the scratch's zstd
+    /// context otherwise.
+    pub fn read_cpu_block_into<'s>(
+        &self,
+        r: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem> {
         let Backing::File(f) = &self.backing;
         let err = |what: String| Problem {
             offset: r.offset,
             what,
         };
-        stored.clear();
-        stored.resize(BLOCK_HEADER_LEN + r.header.stored_len as usize, 0);
+        let BlockScratch { stored, out, dctx } = scratch;
+        let len = BLOCK_HEADER_LEN + r.header.stored_len as usize;
+        // Only grown: reading overwrites what is kept.
+        if stored.len() < len {
+            stored.resize(len, 0);
+        }
+        let stored = &mut stored[..len];
         f.read_exact_at(stored, r.offset)
             .map_err(|e| err(format!("reading the block back: {e}")))?;
         let h: [u8; BLOCK_HEADER_LEN] = stored[..BLOCK_HEADER_LEN].try_into().unwrap();
@@ -605,11 +662,13 @@ impl Log {
         {
             return Err(err("block changed since it was indexed".into()));
         }
-        let payload = decode_payload(&r.header, &stored[BLOCK_HEADER_LEN..]).map_err(err)?;
-        let data = payload.get(CPU_DATA_HEADER_LEN..).unwrap_or_default();
-        out.clear();
-        out.extend_from_slice(data);
-        Ok(())
+        let payload = match decode_payload_into(&r.header, &stored[BLOCK_HEADER_LEN..], dctx, out)
+            .map_err(err)?
+        {
+            None => &stored[BLOCK_HEADER_LEN..],
+            Some(n) => &out[..n],
+        };
+        Ok(payload.get(CPU_DATA_HEADER_LEN..).unwrap_or_default())
     }
 
     /// Calls `f` for every sub-buffer of `cpu`, in stream order. Blocks that
@@ -620,14 +679,16 @@ impl Log {
         mut f: impl FnMut(SubBufVisit<'_>),
         mut on_error: impl FnMut(Problem),
     ) {
-        let mut stored = Vec::new();
-        let mut data = Vec::new();
+        let mut scratch = BlockScratch::new();
         let sb = self.layout.subbuf_size.max(1);
         for r in self.cpu_blocks(cpu) {
-            if let Err(p) = self.read_cpu_block(r, &mut stored, &mut data) {
-                on_error(p);
-                continue;
-            }
+            let data = match self.read_cpu_block_into(r, &mut scratch) {
+                Ok(d) => d,
+                Err(p) => {
+                    on_error(p);
+                    continue;
+                }
+            };
             for (i, raw) in data.chunks_exact(sb).enumerate() {
                 let subbuf = parse_subbuf(self.endian, &self.layout, raw);
                 f(SubBufVisit {
