@@ -20,6 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 
+/// A decoded event's cache name, on the way to its interned id.
+enum Name<'a> {
+    None,
+    Known(u32),
+    New(&'a str),
+}
+
 /// Problems kept per CPU (the rest are counted).
 const MAX_PROBLEMS: usize = 20;
 
@@ -247,8 +254,24 @@ impl Decoder<'_> {
                     sum.first_ts = Some(ts);
                 }
                 sum.last_ts = Some(ts);
-                let ev = match self.kmem.decode(e, payload) {
-                    Ok(Some(ev)) => ev,
+                // Names already met are recognised by their bytes; only new
+                // ones are checked to be UTF-8 (as `decode` would, with its
+                // error), and interned where slab events are kept.
+                let decoded = self.kmem.decode_raw_name(e, payload).and_then(|d| {
+                    d.map(|(ev, raw)| {
+                        let name = match raw {
+                            None => Name::None,
+                            Some(r) => match names.peek(r.bytes) {
+                                Some(id) => Name::Known(id),
+                                None => Name::New(r.to_str()?),
+                            },
+                        };
+                        Ok((ev, name))
+                    })
+                    .transpose()
+                });
+                let (ev, name) = match decoded {
+                    Ok(Some(x)) => x,
                     Ok(None) => continue,
                     Err(err) => {
                         sum.decode_errors += 1;
@@ -275,9 +298,10 @@ impl Decoder<'_> {
                         continue;
                     }
                 };
-                let cache = match ev.cache_name {
-                    Some(n) => names.get(n),
-                    None => NO_CACHE,
+                let cache = match name {
+                    Name::Known(id) => id,
+                    Name::New(n) => names.get(n),
+                    Name::None => NO_CACHE,
                 };
                 events.push(Ev {
                     ts,

@@ -177,6 +177,16 @@ impl<'a> LocalInterner<'a> {
         id
     }
 
+    /// The id of a name met recently, recognised by its bytes (so they
+    /// need no UTF-8 check), without interning anything.
+    #[inline]
+    pub fn peek(&self, name: &[u8]) -> Option<u32> {
+        let fp = fingerprint(name);
+        let i = (fp.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize;
+        let s = &self.slots[i];
+        (s.0 == fp && s.2.as_bytes() == name).then_some(s.1)
+    }
+
     #[cold]
     fn get_slow(&mut self, fp: u64, name: &str) -> u32 {
         let slot = self.local.entry(fp).or_default();
@@ -263,6 +273,9 @@ mod tests {
         assert_ne!(y, z);
         assert_eq!(a.get("kmalloc-x-96"), y);
         assert_eq!(i.names()[x as usize], "dentry");
+        assert_eq!(a.peek(b"dentry"), Some(x));
+        assert_eq!(b.peek(b"kmalloc-x-96"), None);
+        assert_eq!(a.peek(b"dentrx"), None);
     }
 
     #[test]

@@ -183,6 +183,23 @@ pub struct KmemEvent<'a> {
     pub extfrag: Option<Extfrag>,
 }
 
+/// A cache name as recorded (up to its NUL), not yet checked to be UTF-8;
+/// see [`KmemDecoder::decode_raw_name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawName<'a> {
+    pub bytes: &'a [u8],
+    /// The error [`KmemDecoder::decode`] gives if it is not UTF-8.
+    not_utf8: KmemError,
+}
+
+impl<'a> RawName<'a> {
+    /// The name, or the error [`KmemDecoder::decode`] gives for it.
+    #[inline]
+    pub fn to_str(&self) -> Result<&'a str, KmemError> {
+        core::str::from_utf8(self.bytes).map_err(|_| self.not_utf8)
+    }
+}
+
 /// What went wrong decoding one record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KmemErrorKind {
@@ -631,12 +648,48 @@ impl KmemDecoder {
     }
 
     /// Like [`KmemDecoder::decode`] when the caller has already read the id.
+    #[inline]
     pub fn decode_id<'a, E: Endian>(
         &self,
         e: E,
         id: u32,
         p: &'a [u8],
     ) -> Result<Option<KmemEvent<'a>>, KmemError> {
+        match self.decode_id_raw_name(e, id, p)? {
+            None => Ok(None),
+            Some((mut ev, name)) => {
+                if let Some(n) = name {
+                    ev.cache_name = Some(n.to_str()?);
+                }
+                Ok(Some(ev))
+            }
+        }
+    }
+
+    /// Like [`KmemDecoder::decode`], except that the cache name is not
+    /// checked to be UTF-8: the event's `cache_name` is `None` and the
+    /// name's bytes come beside it, for callers that recognise names they
+    /// have already seen by their bytes and check only new ones
+    /// ([`RawName::to_str`] gives `decode`'s result, error included).
+    #[inline]
+    pub fn decode_raw_name<'a, E: Endian>(
+        &self,
+        e: E,
+        payload: &'a [u8],
+    ) -> Result<Option<(KmemEvent<'a>, Option<RawName<'a>>)>, KmemError> {
+        let id = self.event_id(e, payload)?;
+        self.decode_id_raw_name(e, id, payload)
+    }
+
+    /// [`KmemDecoder::decode_raw_name`] when the caller has already read
+    /// the id.
+    #[inline]
+    pub fn decode_id_raw_name<'a, E: Endian>(
+        &self,
+        e: E,
+        id: u32,
+        p: &'a [u8],
+    ) -> Result<Option<(KmemEvent<'a>, Option<RawName<'a>>)>, KmemError> {
         let Some(plan) = self.plan(id) else {
             return Ok(None);
         };
@@ -662,22 +715,22 @@ impl KmemDecoder {
         let u = |l: &Option<Loc>| l.as_ref().map_or(0, |l| l.u64(e, p));
         let i32_of = |l: &Option<Loc>| l.as_ref().map(|l| l.i64(e, p) as i32);
 
-        let cache_name =
-            match &plan.name {
-                None => None,
-                Some(f) => {
-                    let bytes = f.read_raw_bytes(e, p).ok_or_else(|| {
-                        fail("name", f.offset, f.size, KmemErrorKind::StringOutOfBounds)
-                    })?;
-                    let bytes = match bytes.iter().position(|&c| c == 0) {
-                        Some(n) => &bytes[..n],
-                        None => bytes,
-                    };
-                    Some(core::str::from_utf8(bytes).map_err(|_| {
-                        fail("name", f.offset, f.size, KmemErrorKind::StringNotUtf8)
-                    })?)
-                }
-            };
+        let cache_name = match &plan.name {
+            None => None,
+            Some(f) => {
+                let bytes = f.read_raw_bytes(e, p).ok_or_else(|| {
+                    fail("name", f.offset, f.size, KmemErrorKind::StringOutOfBounds)
+                })?;
+                let bytes = match bytes.iter().position(|&c| c == 0) {
+                    Some(n) => &bytes[..n],
+                    None => bytes,
+                };
+                Some(RawName {
+                    bytes,
+                    not_utf8: fail("name", f.offset, f.size, KmemErrorKind::StringNotUtf8),
+                })
+            }
+        };
         let accounted = match &plan.accounted {
             Accounted::None => None,
             Accounted::Field(l) => Some(l.u64(e, p) != 0),
@@ -704,7 +757,7 @@ impl KmemDecoder {
             change_ownership: i32_of(&plan.change_ownership),
         });
 
-        Ok(Some(KmemEvent {
+        let ev = KmemEvent {
             kind: plan.kind,
             id,
             pid: i32_of(&plan.pid).unwrap_or(0),
@@ -714,14 +767,15 @@ impl KmemDecoder {
             bytes_alloc: u(&plan.bytes_alloc),
             gfp_flags: u(&plan.gfp_flags),
             node: i32_of(&plan.node),
-            cache_name,
+            cache_name: None,
             accounted,
             pfn,
             order: u(&plan.order) as u32,
             migratetype: i32_of(&plan.migratetype),
             percpu_refill: i32_of(&plan.percpu_refill),
             extfrag,
-        }))
+        };
+        Ok(Some((ev, cache_name)))
     }
 }
 
@@ -959,6 +1013,21 @@ print fmt: \"page=%p pfn=0x%lx\", REC->pfn, REC->pfn\n"
         bad[64] = 0xff;
         let e = d.decode(LittleEndian, &bad).unwrap_err();
         assert_eq!(e.error, KmemErrorKind::StringNotUtf8);
+
+        // decode_raw_name: the same event, the name's bytes beside it, and
+        // decode's error from to_str.
+        let (raw_ev, name) = d.decode_raw_name(LittleEndian, &p).unwrap().unwrap();
+        let name = name.unwrap();
+        assert_eq!(name.bytes, b"dentry");
+        assert_eq!(
+            KmemEvent {
+                cache_name: Some(name.to_str().unwrap()),
+                ..raw_ev
+            },
+            ev
+        );
+        let (_, name) = d.decode_raw_name(LittleEndian, &bad).unwrap().unwrap();
+        assert_eq!(name.unwrap().to_str(), Err(e));
     }
 
     #[test]
