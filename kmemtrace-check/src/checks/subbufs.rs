@@ -10,7 +10,7 @@
 use super::ordering::Ordering;
 use super::Options;
 use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
-use kmemtrace_format::log::{CpuBlockRef, Log};
+use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::collections::BTreeMap;
@@ -102,16 +102,25 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
     let next = AtomicUsize::new(0);
     let run = || {
         let mut out = Vec::new();
+        let mut scratch = BlockScratch::new();
         loop {
             let i = next.fetch_add(1, AtomicOrdering::Relaxed);
             let Some((cpu, blocks)) = work.get(i) else {
                 break;
             };
             let seg = match log.endian {
-                RunTimeEndian::Little => {
-                    scan_segment(log, LittleEndian, *cpu, blocks, &known, progress)
+                RunTimeEndian::Little => scan_segment(
+                    log,
+                    LittleEndian,
+                    *cpu,
+                    blocks,
+                    &known,
+                    progress,
+                    &mut scratch,
+                ),
+                RunTimeEndian::Big => {
+                    scan_segment(log, BigEndian, *cpu, blocks, &known, progress, &mut scratch)
                 }
-                RunTimeEndian::Big => scan_segment(log, BigEndian, *cpu, blocks, &known, progress),
             };
             out.push((i, seg));
         }
@@ -261,6 +270,7 @@ fn scan_segment<E: Endian>(
     blocks: &[&CpuBlockRef],
     known: &KnownIds,
     progress: &AtomicU64,
+    scratch: &mut BlockScratch,
 ) -> Segment {
     let mut seg = Segment::default();
     let mut s = CpuScan {
@@ -271,20 +281,22 @@ fn scan_segment<E: Endian>(
     let sb_size = layout.subbuf_size.max(1);
     let mut order = Ordering::default();
     let mut endian_checked = false;
-    let (mut stored, mut data) = (Vec::new(), Vec::new());
 
     for &r in blocks {
-        if let Err(p) = log.read_cpu_block(r, &mut stored, &mut data) {
-            s.problems.push(Finding::error(
-                Kind::Damage,
-                Location {
-                    cpu: Some(cpu),
-                    ..Location::block(p.offset)
-                },
-                p.what,
-            ));
-            continue;
-        }
+        let data = match log.read_cpu_block_into(r, scratch) {
+            Ok(d) => d,
+            Err(p) => {
+                s.problems.push(Finding::error(
+                    Kind::Damage,
+                    Location {
+                        cpu: Some(cpu),
+                        ..Location::block(p.offset)
+                    },
+                    p.what,
+                ));
+                continue;
+            }
+        };
         s.blocks += 1;
         progress.fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
         for (i, raw) in data.chunks_exact(sb_size).enumerate() {
