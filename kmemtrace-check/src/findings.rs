@@ -241,8 +241,12 @@ pub struct StatsDelta {
     pub dropped_events: u64,
     /// The three added up.
     pub total: u64,
-    /// File offsets of the STATS blocks used.
+    /// File offsets of the STATS blocks used (`start_offset` 0 when the
+    /// log has no start snapshot).
     pub start_offset: u64,
+    /// What the counters are counted from: `start` (the start snapshot) or
+    /// `buffer creation` (no start snapshot: the end counters whole).
+    pub since: &'static str,
     pub end_offset: u64,
     /// `end`, or `periodic` when the log has no end snapshot (truncated).
     pub end_phase: &'static str,

@@ -190,7 +190,7 @@ pub fn render(r: &Report, style: &Style) -> String {
         .filter_map(|c| {
             c.lost.stats.as_ref().filter(|d| d.total > 0).map(|d| {
                 format!(
-                    "CPU {}: overrun {}, commit overrun {}, dropped {}{}",
+                    "CPU {}: overrun {}, commit overrun {}, dropped {}{}{}",
                     c.cpu,
                     thousands(d.overrun),
                     thousands(d.commit_overrun),
@@ -199,6 +199,11 @@ pub fn render(r: &Report, style: &Style) -> String {
                         ""
                     } else {
                         " (to the last periodic snapshot)"
+                    },
+                    if d.since == "start" {
+                        ""
+                    } else {
+                        " (no start snapshot: since the buffer was created)"
                     }
                 )
             })

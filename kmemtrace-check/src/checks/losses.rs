@@ -32,11 +32,15 @@ use kmemtrace_format::records::StatsPhase;
 use kmemtrace_format::stats::CpuStats;
 use std::collections::BTreeSet;
 
-/// The statistics delta of one CPU, if the log has a start snapshot and an
-/// end (or, cut short, a periodic) one.
+/// The statistics delta of one CPU, if the log has an end (or, cut short,
+/// a periodic) snapshot. Without a start snapshot (a dump imported from
+/// `kmemtrace-capture.sh` or another tool that saved only the end) the end
+/// counters are taken whole: the kernel counts them since the ring buffer
+/// was created or reset, which for a capture in its own instance is the
+/// capture.
 fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
     let parsed = |s: &&StatsSnapshot| s.parsed.is_some();
-    let start = log.cpu_stats(cpu, StatsPhase::Start).find(parsed)?;
+    let start = log.cpu_stats(cpu, StatsPhase::Start).find(parsed);
     let (end, phase) = match log.cpu_stats(cpu, StatsPhase::End).filter(parsed).last() {
         Some(e) => (e, "end"),
         None => (
@@ -46,14 +50,24 @@ fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
             "periodic",
         ),
     };
-    let (a, b): (&CpuStats, &CpuStats) = (start.parsed.as_ref()?, end.parsed.as_ref()?);
+    let zero = CpuStats::default();
+    let a: &CpuStats = match start {
+        Some(s) => s.parsed.as_ref()?,
+        None => &zero,
+    };
+    let b: &CpuStats = end.parsed.as_ref()?;
     let d = |x: Option<u64>, y: Option<u64>| x.unwrap_or(0).saturating_sub(y.unwrap_or(0));
     Some(StatsDelta {
         overrun: d(b.overrun, a.overrun),
         commit_overrun: d(b.commit_overrun, a.commit_overrun),
         dropped_events: d(b.dropped_events, a.dropped_events),
         total: b.lost_since(a),
-        start_offset: start.offset,
+        start_offset: start.map_or(0, |s| s.offset),
+        since: if start.is_some() {
+            "start"
+        } else {
+            "buffer creation"
+        },
         end_offset: end.offset,
         end_phase: phase,
     })
@@ -96,6 +110,15 @@ pub fn assess(
             cpu: Some(cpu),
             ..Location::block(off)
         };
+        if let Some(d) = stats.as_ref().filter(|d| d.since != "start") {
+            sink.push(Finding::warning(
+                Kind::Losses,
+                at(d.end_offset),
+                format!(
+                    "no start statistics for CPU {cpu}: its losses are the end counters whole, counted since the ring buffer was created (exact for a capture in its own instance)"
+                ),
+            ));
+        }
         match &stats {
             None if s.blocks > 0 => sink.push(Finding::warning(
                 Kind::Losses,
@@ -105,8 +128,12 @@ pub fn assess(
                     ..Location::at(0)
                 },
                 format!(
-                    "no start and end statistics for CPU {cpu}: its losses come from the sub-buffers alone{}",
-                    if s.flag_only > 0 { ", and some have no count" } else { "" }
+                    "no statistics for CPU {cpu}: its losses come from the sub-buffers alone{}",
+                    if s.flag_only > 0 {
+                        ", and some have no count"
+                    } else {
+                        ""
+                    }
                 ),
             )),
             None => {}
@@ -216,6 +243,7 @@ pub fn total(cpus: &[CpuReport]) -> Lost {
         if let Some(d) = &c.lost.stats {
             let s = t.stats.get_or_insert_with(|| StatsDelta {
                 end_phase: "end",
+                since: "start",
                 ..Default::default()
             });
             s.overrun += d.overrun;
@@ -224,6 +252,9 @@ pub fn total(cpus: &[CpuReport]) -> Lost {
             s.total += d.total;
             if d.end_phase != "end" {
                 s.end_phase = d.end_phase;
+            }
+            if d.since != "start" {
+                s.since = d.since;
             }
         }
         if c.lost.source != "none" {
