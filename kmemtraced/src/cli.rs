@@ -20,7 +20,9 @@ Examples:
 Without -F or -p the whole system is traced, the recorder's own reader and
 writer threads excepted (--trace-self keeps them). Recording stops on SIGINT,
 SIGTERM or SIGHUP, when -d runs out, or when COMMAND exits; the command's own
-exit status is stored in the log and does not change kmemtraced's.
+exit status is stored in the log and does not change kmemtraced's. A signal
+is passed on to COMMAND; when -d runs out first, COMMAND is left running.
+Readers run at nice -10 (--reader-nice) so that bursts do not overrun them.
 
 The output is created (or truncated) with mode 0600: kallsyms and raw kernel
 pointers reveal the kernel's layout. A symlink is refused.
