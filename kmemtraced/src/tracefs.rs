@@ -169,12 +169,21 @@ impl Tracefs {
             match fs::remove_dir(e.path()) {
                 Ok(()) => removed.push(name),
                 // Another recorder's cleanup got there first.
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                // Another recorder removed it first: the kernel answers
+                // ENOENT, or ENODEV when the rmdir races with it.
+                Err(err) if gone(&err) => {}
                 Err(err) => errors.push(format!("{name}: {err}")),
             }
         }
         removed
     }
+}
+
+/// Whether an rmdir of an instance failed because it is already gone:
+/// ENOENT, or ENODEV from `instance_rmdir()` when another process's rmdir of
+/// the same instance got there first.
+fn gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(nix::libc::ENODEV)
 }
 
 /// `kmemtraced-<pid>-<start>` → (pid, start time in clock ticks since boot).
@@ -242,7 +251,7 @@ impl Instance {
                     self.removed = true;
                     return Ok(());
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(e) if gone(&e) => {
                     self.removed = true;
                     return Ok(());
                 }
