@@ -356,7 +356,11 @@ fn foreign(arch: &str, dump: &str, text: &str) {
             let overrun = stats_file(&dir, cpu, "stats.after_drain").overrun.unwrap();
             // No start snapshot in these dumps: the end counters, whole.
             assert_eq!(lost["source"].as_str(), Some("stats"), "{c}");
-            assert_eq!(lost["stats"]["since"].as_str(), Some("buffer creation"), "{c}");
+            assert_eq!(
+                lost["stats"]["since"].as_str(),
+                Some("buffer creation"),
+                "{c}"
+            );
             assert_eq!(lost["events"].as_u64(), Some(overrun), "{c}");
         }
     }

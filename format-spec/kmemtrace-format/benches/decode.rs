@@ -71,7 +71,9 @@ fn pass<E: Endian>(c: &Capture, e: E, typed: bool) -> (u64, u64) {
     let mut events = 0u64;
     let mut sum = 0u64;
     for page in c.data.chunks_exact(c.layout.subbuf_size) {
-        let Ok(sb) = parse_subbuf(e, &c.layout, page) else { continue };
+        let Ok(sb) = parse_subbuf(e, &c.layout, page) else {
+            continue;
+        };
         for r in sb.events(e) {
             let Ok(r) = r else { break };
             if let RbRecordKind::Data { payload } = r.kind {
@@ -108,13 +110,24 @@ fn measure(c: &Capture, typed: bool) -> (u64, f64) {
 fn main() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
     let mut caps: Vec<Capture> = Vec::new();
-    for (arch, e) in [("armhf", RunTimeEndian::Little), ("s390x", RunTimeEndian::Big)] {
-        if let Some(c) = foreign(&shared.join(arch).join("raw"), &format!("{arch} (real, 6.1)"), e) {
+    for (arch, e) in [
+        ("armhf", RunTimeEndian::Little),
+        ("s390x", RunTimeEndian::Big),
+    ] {
+        if let Some(c) = foreign(
+            &shared.join(arch).join("raw"),
+            &format!("{arch} (real, 6.1)"),
+            e,
+        ) {
             caps.push(c);
         }
     }
     if let Ok(list) = std::env::var("KMT_BENCH_LOGS") {
-        caps.extend(list.split(':').filter(|s| !s.is_empty()).filter_map(from_log));
+        caps.extend(
+            list.split(':')
+                .filter(|s| !s.is_empty())
+                .filter_map(from_log),
+        );
     }
     if caps.is_empty() {
         eprintln!("no captures: ../shared/data is missing and KMT_BENCH_LOGS is unset");

@@ -22,7 +22,8 @@ pub fn bin(name: &str) -> PathBuf {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let release = !cfg!(debug_assertions);
         let mut c = Command::new(cargo);
-        c.current_dir(workspace()).args(["build", "--bins", "--quiet"]);
+        c.current_dir(workspace())
+            .args(["build", "--bins", "--quiet"]);
         if release {
             c.arg("--release");
         }
@@ -48,7 +49,10 @@ pub fn tracefs() -> Option<PathBuf> {
             }
         }
         let root = std::fs::read_to_string("/proc/self/status")
-            .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+            .map(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+            })
             .unwrap_or(false);
         if root {
             let _ = Command::new("mount")
@@ -82,7 +86,9 @@ pub fn shared_data() -> Option<PathBuf> {
 pub fn shared_data_or_skip(test: &str) -> Option<PathBuf> {
     let p = shared_data();
     if p.is_none() {
-        eprintln!("SKIP {test}: ../shared/data (foreign-kernel captures) is not beside the repository");
+        eprintln!(
+            "SKIP {test}: ../shared/data (foreign-kernel captures) is not beside the repository"
+        );
     }
     p
 }
