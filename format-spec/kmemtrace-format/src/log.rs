@@ -311,9 +311,29 @@ impl Log {
             e => LogError::Header(e),
         })?;
         let version = reader.version();
+        let header_damage = reader.header_damage().map(|h| {
+            use crate::block::{FileHeaderError, MAGIC};
+            let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+            let what = match h {
+                FileHeaderError::BadMagic { found } => {
+                    format!("magic {} instead of {}", hex(found), hex(&MAGIC))
+                }
+                FileHeaderError::BadCrc { stored, computed } => {
+                    format!("CRC {stored:08x}, computed {computed:08x}")
+                }
+                other => other.to_string(),
+            };
+            Problem {
+                offset: 0,
+                what: format!(
+                    "damaged file header ({what}); the ARCH block after it is intact, so the log is read as format {}.0",
+                    crate::block::VERSION_MAJOR
+                ),
+            }
+        });
         let mut arch: Option<ArchTag> = None;
         let mut metas: Vec<Meta> = Vec::new();
-        let mut problems = Vec::new();
+        let mut problems: Vec<Problem> = header_damage.into_iter().collect();
         let mut stats = Vec::new();
         let mut notes = Vec::new();
         let mut end = None;

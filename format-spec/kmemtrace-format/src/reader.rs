@@ -7,8 +7,8 @@
 //! whatever the input.
 
 use crate::block::{
-    decode_payload, parse_file_header, BlockHeader, FileHeaderError, BLOCK_HEADER_LEN,
-    FILE_HEADER_LEN, SYNC,
+    decode_payload, parse_file_header, BlockHeader, BlockType, FileHeaderError, BLOCK_HEADER_LEN,
+    FILE_HEADER_LEN, SYNC, VERSION_MAJOR,
 };
 use std::borrow::Cow;
 use std::fmt;
@@ -124,6 +124,7 @@ pub struct LogReader<R: Read> {
     eof: bool,
     finished: bool,
     version: (u16, u16),
+    header_damage: Option<FileHeaderError>,
 }
 
 impl<R: Read> LogReader<R> {
@@ -137,13 +138,36 @@ impl<R: Read> LogReader<R> {
             eof: false,
             finished: false,
             version: (0, 0),
+            header_damage: None,
         };
         r.ensure_abs(FILE_HEADER_LEN as u64)
             .map_err(OpenError::Io)?;
         let have = r.buf.len().min(FILE_HEADER_LEN);
-        r.version = parse_file_header(&r.buf[..have]).map_err(OpenError::Header)?;
-        r.pos = FILE_HEADER_LEN;
+        match parse_file_header(&r.buf[..have]) {
+            Ok(v) => r.version = v,
+            // A log whose first bytes were damaged still has its intact
+            // ARCH block right after the header: read on, as format 1.0,
+            // and say so. Anything else without a valid header is not a log.
+            Err(e @ (FileHeaderError::BadMagic { .. } | FileHeaderError::BadCrc { .. })) => match r
+                .intact_block_at(FILE_HEADER_LEN as u64)
+                .map_err(OpenError::Io)?
+            {
+                Some(h) if h.block_type == BlockType::Arch => {
+                    r.version = (VERSION_MAJOR, 0);
+                    r.header_damage = Some(e);
+                }
+                _ => return Err(OpenError::Header(e)),
+            },
+            Err(e) => return Err(OpenError::Header(e)),
+        }
+        r.pos = r.idx(FILE_HEADER_LEN as u64);
         Ok(r)
+    }
+
+    /// What was wrong with the file header when the reader read on all the
+    /// same, because an intact ARCH block follows it.
+    pub fn header_damage(&self) -> Option<&FileHeaderError> {
+        self.header_damage.as_ref()
     }
 
     /// The log's format version (major, minor).

@@ -184,6 +184,29 @@ fn every_single_byte_flip_is_detected_in_its_block_and_the_rest_survives() {
 }
 
 #[test]
+fn a_damaged_file_header_before_an_intact_arch_block_is_read_past() {
+    let (bytes, _) = sample_log(Compression::Zstd(1));
+    let full = blocks(&read_all(&bytes).unwrap());
+    for pos in 0..FILE_HEADER_LEN {
+        let mut b = bytes.clone();
+        b[pos] ^= 0x04;
+        let r = LogReader::new(&b[..]).unwrap_or_else(|e| panic!("flip at {pos}: {e}"));
+        assert!(r.header_damage().is_some(), "flip at {pos}");
+        assert_eq!(r.version(), (1, 0));
+        let items: Vec<_> = r.map(|i| i.unwrap()).collect();
+        assert_eq!(blocks(&items), full, "flip at {pos}");
+    }
+    // Without an intact ARCH block after it, a bad header is not a log.
+    let mut b = bytes.clone();
+    b[3] ^= 1;
+    b[FILE_HEADER_LEN + 25] ^= 1;
+    assert!(matches!(
+        LogReader::new(&b[..]).err(),
+        Some(OpenError::Header(_))
+    ));
+}
+
+#[test]
 fn garbage_between_blocks_is_skipped_and_reported() {
     let (bytes, offsets) = sample_log(Compression::None);
     let at = offsets[3] as usize; // the first CPU_DATA block
