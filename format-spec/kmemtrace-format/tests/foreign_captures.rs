@@ -11,27 +11,16 @@
 //!
 //! Skipped, with a message, when the data directory is absent.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian};
-
-fn data_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    if d.join("armhf").is_dir() && d.join("s390x").is_dir() {
-        Some(d)
-    } else {
-        eprintln!(
-            "SKIP foreign_captures: capture directory {} not found (expected /work/shared/data beside the repository)",
-            d.display()
-        );
-        None
-    }
-}
 
 /// What the README says about one CPU of one capture.
 struct CpuExpect {
@@ -409,7 +398,9 @@ fn stat(stats: &str, key: &str) -> u64 {
 
 #[test]
 fn foreign_captures_match_readme_and_kernel_text() {
-    let Some(root) = data_dir() else { return };
+    let Some(root) = common::data_dir("foreign_captures") else {
+        return;
+    };
     for cap in captures() {
         let name = format!("{}/{}", cap.arch, cap.dir);
         let base = root.join(cap.arch).join(cap.dir);
@@ -548,7 +539,9 @@ fn foreign_captures_match_readme_and_kernel_text() {
 /// up to the end of the data area).
 #[test]
 fn armhf_padding_is_end_of_page_filler() {
-    let Some(root) = data_dir() else { return };
+    let Some(root) = common::data_dir("foreign_captures") else {
+        return;
+    };
     let base = root.join("armhf/raw");
     let hp =
         HeaderPage::parse(&fs::read_to_string(base.join("events/header_page")).unwrap()).unwrap();

@@ -15,6 +15,8 @@
 //!
 //! Missing data or privileges skip a test with a message on stderr.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Read;
@@ -31,19 +33,6 @@ use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
 use kmemtrace_format::{Endian, RunTimeEndian};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
-
-fn data_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    if d.join("armhf").is_dir() && d.join("s390x").is_dir() {
-        Some(d)
-    } else {
-        eprintln!(
-            "SKIP: foreign capture directory {} not found (expected /work/shared/data beside the repository)",
-            d.display()
-        );
-        None
-    }
-}
 
 /// Reads a tracefs file in one large read per call: this 6.18 kernel's
 /// `events/header_page` and `header_event` return only the first chunk to a
@@ -146,7 +135,9 @@ fn every_format_parses_here_and_foreign() {
     } else {
         eprintln!("SKIP (this machine): {TRACEFS}/events/kmem not readable");
     }
-    let Some(d) = data_dir() else { return };
+    let Some(d) = common::data_dir("formats_real") else {
+        return;
+    };
     for arch in ["armhf", "s390x"] {
         for dir in ["raw", "raw_overflow"] {
             let events = d.join(arch).join(dir).join("events");
@@ -370,7 +361,9 @@ fn endian_of(dir: &Path) -> RunTimeEndian {
 
 #[test]
 fn foreign_kmem_events_print_like_the_foreign_kernel() {
-    let Some(d) = data_dir() else { return };
+    let Some(d) = common::data_dir("formats_real") else {
+        return;
+    };
     for arch in ["armhf", "s390x"] {
         for (dir, text_file) in [
             ("raw", "trace.txt.gz"),
@@ -467,7 +460,9 @@ fn foreign_kmem_events_print_like_the_foreign_kernel() {
 fn foreign_gfp_names_round_trip() {
     // Independent of the binary data: every name combination in the text
     // maps to a value (OR of the masks) that decodes back to the same text.
-    let Some(d) = data_dir() else { return };
+    let Some(d) = common::data_dir("formats_real") else {
+        return;
+    };
     for arch in ["armhf", "s390x"] {
         let f = fs::read_to_string(d.join(arch).join("raw/events/kmem/kmalloc/format")).unwrap();
         let f = EventFormat::parse(&f, Some("kmem")).unwrap();
@@ -494,29 +489,6 @@ fn foreign_gfp_names_round_trip() {
 
 // ---------------------------------------------------------------------------
 // Live: this machine's kernel.
-
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "s390x",
-    target_arch = "powerpc64",
-    target_arch = "loongarch64"
-))]
-const O_NONBLOCK: Option<i32> = Some(0o4000);
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "s390x",
-    target_arch = "powerpc64",
-    target_arch = "loongarch64"
-)))]
-const O_NONBLOCK: Option<i32> = None;
 
 /// A private tracefs instance, removed (events disabled first) on drop,
 /// whatever happens in the test.
@@ -552,7 +524,7 @@ fn read_pipe_raw_nonblocking(path: &Path, subbuf: usize) -> Vec<u8> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(O_NONBLOCK.unwrap_or(0))
+        .custom_flags(common::O_NONBLOCK)
         .open(path)
         .unwrap();
     let mut out = Vec::new();
@@ -588,10 +560,6 @@ fn live_kmem_events_print_like_this_kernel() {
     }
     if !Path::new(TRACEFS).join("instances").is_dir() {
         eprintln!("SKIP live: no tracefs at {TRACEFS} (mount -t tracefs nodev {TRACEFS})");
-        return;
-    }
-    if O_NONBLOCK.is_none() {
-        eprintln!("SKIP live: O_NONBLOCK value unknown on this architecture");
         return;
     }
     let Some(inst) = Instance::create() else {

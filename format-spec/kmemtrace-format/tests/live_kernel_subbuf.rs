@@ -13,6 +13,8 @@
 //! Skipped, with a message, when not root or without tracefs. Only trace
 //! events are used (function-tracer knobs are refused on some machines).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -22,37 +24,6 @@ use std::process::Command;
 use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian};
-
-/// `O_NONBLOCK` on the architectures where it is 0o4000 (std has no
-/// constant for it, and this crate has no libc dependency).
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64",
-        target_arch = "s390x",
-        target_arch = "powerpc64",
-        target_arch = "loongarch64"
-    )
-))]
-const O_NONBLOCK: Option<i32> = Some(0o4000);
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64",
-        target_arch = "s390x",
-        target_arch = "powerpc64",
-        target_arch = "loongarch64"
-    )
-)))]
-const O_NONBLOCK: Option<i32> = None;
 
 fn skip(why: &str) {
     eprintln!("SKIP live_kernel_subbuf: {why}");
@@ -255,9 +226,7 @@ fn live_kernel_sub_buffers_match_kernel_text() {
     if !is_root() {
         return skip("not root");
     }
-    let Some(flags) = O_NONBLOCK else {
-        return skip("O_NONBLOCK value unknown on this architecture");
-    };
+    let flags = common::O_NONBLOCK;
     let Some(tfs) = tracefs() else {
         return skip("no tracefs (and mounting it failed)");
     };
