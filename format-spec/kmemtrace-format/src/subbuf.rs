@@ -363,6 +363,37 @@ impl<'a, E: Endian> EventIter<'a, E> {
     fn array0(&self, pos: usize) -> Option<u32> {
         self.endian.read_u32(self.data, pos + 4)
     }
+
+    /// The length, `4 + array[0]`, of a record that keeps it in `array[0]`
+    /// (`type_len` 0 data, padding with a length), checked: present, at
+    /// least `min_a0`, a multiple of 4, within the commit.
+    #[inline]
+    fn array0_len(&self, pos: usize, type_len: u32, min_a0: u32) -> Result<usize, SubBufErrorKind> {
+        use SubBufErrorKind::*;
+        let commit = self.data.len();
+        let a0 = self.array0(pos).ok_or(TruncatedHeader { commit })?;
+        if a0 < min_a0 {
+            return Err(ZeroLength {
+                type_len,
+                array0: a0,
+            });
+        }
+        if a0 % 4 != 0 {
+            return Err(Misaligned {
+                type_len,
+                array0: a0,
+            });
+        }
+        let len = 4 + a0 as usize;
+        if len > commit - pos {
+            return Err(PastCommit {
+                type_len,
+                len,
+                commit,
+            });
+        }
+        Ok(len)
+    }
 }
 
 impl<'a, E: Endian> Iterator for EventIter<'a, E> {
@@ -406,39 +437,12 @@ impl<'a, E: Endian> Iterator for EventIter<'a, E> {
                 (len, RbRecordKind::Data { payload })
             }
             0 => {
-                let Some(a0) = self.array0(pos) else {
-                    return self.fail(pos, TruncatedHeader { commit });
-                };
                 // array[0] counts itself: data length + 4.
-                if a0 <= 4 {
-                    return self.fail(
-                        pos,
-                        ZeroLength {
-                            type_len,
-                            array0: a0,
-                        },
-                    );
-                }
-                if a0 % 4 != 0 {
-                    return self.fail(
-                        pos,
-                        Misaligned {
-                            type_len,
-                            array0: a0,
-                        },
-                    );
-                }
-                let len = 4 + a0 as usize;
-                let Some(payload) = self.data.get(pos + 8..pos + len) else {
-                    return self.fail(
-                        pos,
-                        PastCommit {
-                            type_len,
-                            len,
-                            commit,
-                        },
-                    );
+                let len = match self.array0_len(pos, type_len, 5) {
+                    Ok(len) => len,
+                    Err(k) => return self.fail(pos, k),
                 };
+                let payload = &self.data[pos + 8..pos + len];
                 self.ts = self.ts.wrapping_add(delta);
                 (len, RbRecordKind::Data { payload })
             }
@@ -454,38 +458,10 @@ impl<'a, E: Endian> Iterator for EventIter<'a, E> {
                         },
                     )
                 } else {
-                    let Some(a0) = self.array0(pos) else {
-                        return self.fail(pos, TruncatedHeader { commit });
+                    let len = match self.array0_len(pos, type_len, 4) {
+                        Ok(len) => len,
+                        Err(k) => return self.fail(pos, k),
                     };
-                    if a0 < 4 {
-                        return self.fail(
-                            pos,
-                            ZeroLength {
-                                type_len,
-                                array0: a0,
-                            },
-                        );
-                    }
-                    if a0 % 4 != 0 {
-                        return self.fail(
-                            pos,
-                            Misaligned {
-                                type_len,
-                                array0: a0,
-                            },
-                        );
-                    }
-                    let len = 4 + a0 as usize;
-                    if len > commit - pos {
-                        return self.fail(
-                            pos,
-                            PastCommit {
-                                type_len,
-                                len,
-                                commit,
-                            },
-                        );
-                    }
                     (
                         len,
                         RbRecordKind::Padding {
