@@ -347,39 +347,6 @@ fn decode_cpu<E: Endian>(e: E, layout: &SubBufLayout, raw: &[u8], what: &str) ->
     d
 }
 
-/// `(cpu, usecs, event name)` of each event line of a `trace` file.
-fn parse_trace_text(text: &str) -> Vec<(usize, u64, String)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        let parsed = (0..toks.len()).find_map(|i| {
-            let cpu = toks[i]
-                .strip_prefix('[')?
-                .strip_suffix(']')?
-                .parse::<usize>()
-                .ok()?;
-            let ts = toks.get(i + 2)?.strip_suffix(':')?;
-            let (s, us) = ts.split_once('.')?;
-            if us.len() != 6 {
-                return None;
-            }
-            let usecs = s.parse::<u64>().ok()? * 1_000_000 + us.parse::<u64>().ok()?;
-            let name = toks.get(i + 3)?.strip_suffix(':')?;
-            Some((cpu, usecs, name.to_string()))
-        });
-        out.push(parsed.unwrap_or_else(|| panic!("cannot parse trace line: {line}")));
-    }
-    out
-}
-
-/// The kernel prints `ns2usecs(ts)`: `(ns + 500) / 1000`.
-fn ns_to_printed_usecs(ns: u64) -> u64 {
-    (ns + 500) / 1000
-}
-
 fn read_gz(path: &Path) -> String {
     let f = fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut s = String::new();
@@ -437,7 +404,9 @@ fn foreign_captures_match_readme_and_kernel_text() {
                 );
             }
         }
-        let text = parse_trace_text(&read_gz(&root.join(cap.arch).join(cap.text)));
+        let (text, lost_lines) =
+            common::parse_trace_text(&read_gz(&root.join(cap.arch).join(cap.text)));
+        assert_eq!(lost_lines, 0, "{}: LOST lines in the text", cap.text);
 
         let mut total = 0usize;
         for (cpu, want) in cap.cpus.iter().enumerate() {
@@ -521,7 +490,7 @@ fn foreign_captures_match_readme_and_kernel_text() {
             );
             for (i, ((ns, id), (us, nm))) in d.events.iter().zip(&text_cpu).enumerate() {
                 assert_eq!(
-                    (ns_to_printed_usecs(*ns), names[id].as_str()),
+                    (common::ns_to_printed_usecs(*ns), names[id].as_str()),
                     (*us, *nm),
                     "{what}: event {i} (ts {ns} ns) differs from the kernel's text"
                 );

@@ -152,40 +152,6 @@ fn drain(path: &Path, subbuf_size: usize, flags: i32) -> Vec<u8> {
     out
 }
 
-/// `(cpu, usecs, name)` of each event line; `CPU:n [LOST m EVENTS]` lines
-/// are counted separately.
-fn parse_trace_text(text: &str) -> (Vec<(usize, u64, String)>, u64) {
-    let mut out = Vec::new();
-    let mut lost_lines = 0;
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        if line.starts_with("CPU:") && line.contains("LOST") {
-            lost_lines += 1;
-            continue;
-        }
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        let parsed = (0..toks.len()).find_map(|i| {
-            let cpu = toks[i]
-                .strip_prefix('[')?
-                .strip_suffix(']')?
-                .parse::<usize>()
-                .ok()?;
-            let ts = toks.get(i + 2)?.strip_suffix(':')?;
-            let (s, us) = ts.split_once('.')?;
-            if us.len() != 6 {
-                return None;
-            }
-            let usecs = s.parse::<u64>().ok()? * 1_000_000 + us.parse::<u64>().ok()?;
-            let name = toks.get(i + 3)?.strip_suffix(':')?;
-            Some((cpu, usecs, name.to_string()))
-        });
-        out.push(parsed.unwrap_or_else(|| panic!("cannot parse trace line: {line}")));
-    }
-    (out, lost_lines)
-}
-
 /// Decoded data events `(ts, common_type)`, pages with missed events, and
 /// counts of the other records `[type_len 0, padding, time extend, time stamp]`.
 struct Decoded {
@@ -274,7 +240,7 @@ fn live_kernel_sub_buffers_match_kernel_text() {
     inst.write("tracing_on", "0");
     inst.write("events/kmem/enable", "0");
 
-    let (text, lost_lines) = parse_trace_text(&inst.read("trace"));
+    let (text, lost_lines) = common::parse_trace_text(&inst.read("trace"));
     let mut cpus: Vec<usize> = fs::read_dir(inst.dir.join("per_cpu"))
         .unwrap()
         .filter_map(|e| {
@@ -336,7 +302,7 @@ fn live_kernel_sub_buffers_match_kernel_text() {
         for (i, ((ns, id), (us, nm))) in events.iter().zip(&text_cpu).enumerate() {
             let name = names.get(id).map(String::as_str).unwrap_or("?");
             assert_eq!(
-                ((ns + 500) / 1000, name),
+                (common::ns_to_printed_usecs(*ns), name),
                 (*us, *nm),
                 "{what}: event {i} (ts {ns} ns)"
             );

@@ -20,3 +20,43 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
 
 /// `O_NONBLOCK` of this platform, for opening `trace_pipe_raw`.
 pub const O_NONBLOCK: i32 = nix::libc::O_NONBLOCK;
+
+/// `(cpu, usecs, event name)` of each event line of a tracefs `trace` file,
+/// and the number of `CPU:n [LOST m EVENTS]` lines, counted apart. Panics
+/// on a line it cannot read.
+pub fn parse_trace_text(text: &str) -> (Vec<(usize, u64, String)>, u64) {
+    let mut out = Vec::new();
+    let mut lost_lines = 0;
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with("CPU:") && line.contains("LOST") {
+            lost_lines += 1;
+            continue;
+        }
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        let parsed = (0..toks.len()).find_map(|i| {
+            let cpu = toks[i]
+                .strip_prefix('[')?
+                .strip_suffix(']')?
+                .parse::<usize>()
+                .ok()?;
+            let ts = toks.get(i + 2)?.strip_suffix(':')?;
+            let (s, us) = ts.split_once('.')?;
+            if us.len() != 6 {
+                return None;
+            }
+            let usecs = s.parse::<u64>().ok()? * 1_000_000 + us.parse::<u64>().ok()?;
+            let name = toks.get(i + 3)?.strip_suffix(':')?;
+            Some((cpu, usecs, name.to_string()))
+        });
+        out.push(parsed.unwrap_or_else(|| panic!("cannot parse trace line: {line}")));
+    }
+    (out, lost_lines)
+}
+
+/// The kernel prints `ns2usecs(ts)`: `(ns + 500) / 1000`.
+pub fn ns_to_printed_usecs(ns: u64) -> u64 {
+    (ns + 500) / 1000
+}
