@@ -34,6 +34,7 @@ use crate::sink::{Msg, Sender};
 use crate::status::CpuCounters;
 use crate::sys;
 use kmemtrace_format::block::Compression;
+use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::writer::{CpuBlockEncoder, EncodedBlock};
 use kmemtrace_format::RunTimeEndian;
@@ -115,7 +116,10 @@ struct Reader<'a> {
     tx: Sender,
     counters: &'a CpuCounters,
     encoder: CpuBlockEncoder,
+    /// Room for the CPU_DATA header, then up to 1 MiB of sub-buffers: the
+    /// pages are read into the block to be and compressed from there.
     batch: Vec<u8>,
+    /// Sub-buffer bytes in the batch (after the header room).
     filled: usize,
     total_subbufs: u64,
 }
@@ -153,7 +157,7 @@ pub fn spawn(
                 cfg,
                 tx,
                 counters: c,
-                batch: vec![0u8; batch_len],
+                batch: vec![0u8; CPU_DATA_HEADER_LEN + batch_len],
                 filled: 0,
                 total_subbufs: 0,
             };
@@ -215,7 +219,7 @@ impl Reader<'_> {
                     break;
                 }
             }
-            if self.filled + sb > self.batch.len() {
+            if CPU_DATA_HEADER_LEN + self.filled + sb > self.batch.len() {
                 self.flush()?;
             }
             if !self.read_one()? {
@@ -229,7 +233,7 @@ impl Reader<'_> {
     /// Reads one whole sub-buffer into the batch; `false` if none is there.
     fn read_one(&mut self) -> Result<bool, String> {
         let sb = self.cfg.subbuf_size;
-        let start = self.filled;
+        let start = CPU_DATA_HEADER_LEN + self.filled;
         let mut got = 0;
         while got < sb {
             match self.cfg.file.read(&mut self.batch[start + got..start + sb]) {
@@ -269,7 +273,10 @@ impl Reader<'_> {
         }
         let mut out = EncodedBlock::default();
         self.encoder
-            .encode_into(&self.batch[..self.filled], &mut out)
+            .encode_in_place(
+                &mut self.batch[..CPU_DATA_HEADER_LEN + self.filled],
+                &mut out,
+            )
             .map_err(|e| format!("encoding a block: {e}"))?;
         self.filled = 0;
         match self.tx.try_send(Msg::Cpu(out)) {

@@ -251,36 +251,96 @@ pub fn encode_block(
     compression: Compression,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    if payload.len() > MAX_BLOCK_LEN as usize {
-        return Err(EncodeError::TooLarge(payload.len()));
+    BlockCompressor::new(compression).encode(block_type, payload, out)
+}
+
+/// Encodes blocks with one compression setting, keeping the zstd context
+/// and its output buffer from block to block (creating a context costs as
+/// much as compressing a small block). Output is byte-for-byte that of
+/// [`encode_block`].
+pub struct BlockCompressor {
+    compression: Compression,
+    cctx: Option<zstd::bulk::Compressor<'static>>,
+    scratch: Vec<u8>,
+}
+
+impl fmt::Debug for BlockCompressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockCompressor")
+            .field("compression", &self.compression)
+            .finish_non_exhaustive()
     }
-    let start = out.len();
-    out.extend_from_slice(&[0u8; BLOCK_HEADER_LEN]);
-    let mut flags = 0u16;
-    let compressed = match compression {
-        Compression::Zstd(level) if !payload.is_empty() => zstd::bulk::compress(payload, level)
-            .ok()
-            .filter(|c| c.len() < payload.len()),
-        _ => None,
-    };
-    let stored: &[u8] = match &compressed {
-        Some(c) => {
-            flags |= FLAG_ZSTD;
-            c
+}
+
+impl BlockCompressor {
+    pub fn new(compression: Compression) -> Self {
+        BlockCompressor {
+            compression,
+            cctx: None,
+            scratch: Vec::new(),
         }
-        None => payload,
-    };
-    out.extend_from_slice(stored);
-    let mut h = [0u8; BLOCK_HEADER_LEN];
-    h[..4].copy_from_slice(&SYNC);
-    h[4..6].copy_from_slice(&block_type.to_u16().to_le_bytes());
-    h[6..8].copy_from_slice(&flags.to_le_bytes());
-    h[8..12].copy_from_slice(&(stored.len() as u32).to_le_bytes());
-    h[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    let crc = BlockHeader::compute_crc(&h, stored);
-    h[16..20].copy_from_slice(&crc.to_le_bytes());
-    out[start..start + BLOCK_HEADER_LEN].copy_from_slice(&h);
-    Ok(())
+    }
+
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Compresses `payload` into the scratch buffer; `false` when the block
+    /// is to be stored plain (no compression, empty, not smaller, or zstd
+    /// failed).
+    fn compress(&mut self, payload: &[u8]) -> bool {
+        let Compression::Zstd(level) = self.compression else {
+            return false;
+        };
+        if payload.is_empty() {
+            return false;
+        }
+        let cctx = match &mut self.cctx {
+            Some(c) => c,
+            None => match zstd::bulk::Compressor::new(level) {
+                Ok(c) => self.cctx.insert(c),
+                Err(_) => return false,
+            },
+        };
+        self.scratch.clear();
+        self.scratch
+            .reserve(zstd::zstd_safe::compress_bound(payload.len()));
+        match cctx.compress_to_buffer(payload, &mut self.scratch) {
+            Ok(n) => n < payload.len(),
+            Err(_) => false,
+        }
+    }
+
+    /// Appends one block (header + possibly compressed payload) to `out`.
+    pub fn encode(
+        &mut self,
+        block_type: BlockType,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        if payload.len() > MAX_BLOCK_LEN as usize {
+            return Err(EncodeError::TooLarge(payload.len()));
+        }
+        let mut flags = 0u16;
+        let stored: &[u8] = if self.compress(payload) {
+            flags |= FLAG_ZSTD;
+            &self.scratch
+        } else {
+            payload
+        };
+        let mut h = [0u8; BLOCK_HEADER_LEN];
+        h[..4].copy_from_slice(&SYNC);
+        h[4..6].copy_from_slice(&block_type.to_u16().to_le_bytes());
+        h[6..8].copy_from_slice(&flags.to_le_bytes());
+        h[8..12].copy_from_slice(&(stored.len() as u32).to_le_bytes());
+        h[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = BlockHeader::compute_crc(&h, stored);
+        h[16..20].copy_from_slice(&crc.to_le_bytes());
+        out.reserve(BLOCK_HEADER_LEN + stored.len());
+        out.extend_from_slice(&h);
+        out.extend_from_slice(stored);
+        Ok(())
+    }
 }
 
 /// A block payload that cannot be encoded.

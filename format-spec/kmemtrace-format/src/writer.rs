@@ -7,18 +7,23 @@
 //! [`CpuBlockEncoder`] per CPU and handed in with [`LogWriter::write_encoded`].
 
 use crate::arch::ArchTag;
-use crate::block::{encode_block, encode_file_header, BlockType, Compression, EncodeError};
-use crate::records::{encode_cpu_data_header, CpuTotal, EndRecord, Meta, NoteRecord, StatsRecord};
+use crate::block::{
+    encode_block, encode_file_header, BlockCompressor, BlockType, Compression, EncodeError,
+};
+use crate::records::{
+    encode_cpu_data_header, CpuTotal, EndRecord, Meta, NoteRecord, StatsRecord, CPU_DATA_HEADER_LEN,
+};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// Encodes one CPU's data blocks, numbering them (FORMAT.md §8). Owned by
-/// the thread that reads that CPU, so compression runs in parallel.
-#[derive(Debug, Clone)]
+/// the thread that reads that CPU, so compression runs in parallel; it keeps
+/// its zstd context from block to block.
+#[derive(Debug)]
 pub struct CpuBlockEncoder {
     cpu: u32,
     subbuf_size: u32,
-    compression: Compression,
+    compressor: BlockCompressor,
     next_seq: u64,
     next_subbuf: u64,
     payload: Vec<u8>,
@@ -40,7 +45,7 @@ impl CpuBlockEncoder {
         CpuBlockEncoder {
             cpu,
             subbuf_size,
-            compression,
+            compressor: BlockCompressor::new(compression),
             next_seq: 0,
             next_subbuf: 0,
             payload: Vec::new(),
@@ -54,25 +59,41 @@ impl CpuBlockEncoder {
         subbufs: &[u8],
         out: &mut EncodedBlock,
     ) -> Result<(), EncodeError> {
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.clear();
+        payload.extend_from_slice(&[0u8; CPU_DATA_HEADER_LEN]);
+        payload.extend_from_slice(subbufs);
+        let r = self.encode_in_place(&mut payload, out);
+        self.payload = payload;
+        r
+    }
+
+    /// Like [`encode_into`](Self::encode_into), without copying the data:
+    /// `buf` is the CPU_DATA payload to be, whose first
+    /// [`CPU_DATA_HEADER_LEN`] bytes are room for the header (overwritten
+    /// here) and the rest whole sub-buffers (a trailing partial one is left
+    /// out).
+    pub fn encode_in_place(
+        &mut self,
+        buf: &mut [u8],
+        out: &mut EncodedBlock,
+    ) -> Result<(), EncodeError> {
         let sb = self.subbuf_size.max(1) as usize;
-        debug_assert_eq!(subbufs.len() % sb, 0, "whole sub-buffers only");
-        let count = (subbufs.len() / sb) as u32;
-        self.payload.clear();
-        self.payload.extend_from_slice(&encode_cpu_data_header(
+        let Some(data_len) = buf.len().checked_sub(CPU_DATA_HEADER_LEN) else {
+            panic!("encode_in_place: no room for the CPU_DATA header");
+        };
+        debug_assert_eq!(data_len % sb, 0, "whole sub-buffers only");
+        let count = u32::try_from(data_len / sb).map_err(|_| EncodeError::TooLarge(buf.len()))?;
+        let used = CPU_DATA_HEADER_LEN + count as usize * sb;
+        buf[..CPU_DATA_HEADER_LEN].copy_from_slice(&encode_cpu_data_header(
             self.cpu,
             count,
             self.next_seq,
             self.next_subbuf,
         ));
-        self.payload
-            .extend_from_slice(&subbufs[..count as usize * sb]);
         out.bytes.clear();
-        encode_block(
-            BlockType::CpuData,
-            &self.payload,
-            self.compression,
-            &mut out.bytes,
-        )?;
+        self.compressor
+            .encode(BlockType::CpuData, &buf[..used], &mut out.bytes)?;
         out.cpu = self.cpu;
         out.subbufs = u64::from(count);
         out.data_bytes = count as u64 * sb as u64;
