@@ -23,6 +23,8 @@ SIGTERM or SIGHUP, when -d runs out, or when COMMAND exits; the command's own
 exit status is stored in the log and does not change kmemtraced's. A signal
 is passed on to COMMAND; when -d runs out first, COMMAND is left running.
 Readers run at nice -10 (--reader-nice) so that bursts do not overrun them.
+A CPU that comes online while recording gets its reader within a second
+(the kernel keeps its first events meanwhile); the log notes when.
 
 The output is created (or truncated) with mode 0600: kallsyms and raw kernel
 pointers reveal the kernel's layout. A symlink is refused.

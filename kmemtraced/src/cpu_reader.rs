@@ -240,6 +240,9 @@ impl Reader<'_> {
                 Ok(0) => break,
                 Ok(k) => got += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // The CPU's buffer is not there (the CPU went offline
+                // before the instance was made): nothing to read.
+                Err(e) if got == 0 && e.raw_os_error() == Some(nix::libc::ENODEV) => break,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if got == 0 {
                         break;

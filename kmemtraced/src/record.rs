@@ -175,6 +175,18 @@ fn set_events(dir: &TraceDir, events: &[Event], on: bool) -> Result<()> {
     first_err.map_or(Ok(()), Err)
 }
 
+/// Keeps the recorder's own threads out of the trace (their allocations
+/// would be recorded otherwise).
+fn exclude_own_threads(dir: &TraceDir, session: &mut Session) {
+    let tids: Vec<String> = session.thread_ids().iter().map(|t| t.to_string()).collect();
+    if let Err(e) = dir.write("set_event_notrace_pid", &tids.join(" ")) {
+        session.note(format!(
+            "the recorder's own threads are traced too: {}",
+            e.msg
+        ));
+    }
+}
+
 fn describe_exit(st: std::process::ExitStatus) -> (String, i32) {
     match (st.code(), st.signal()) {
         (Some(c), _) => (format!("command exited {c}"), c),
@@ -230,13 +242,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     };
     let mut session = Session::start(plan, out)?;
     if !cli.trace_self {
-        let tids: Vec<String> = session.thread_ids().iter().map(|t| t.to_string()).collect();
-        if let Err(e) = inst.dir.write("set_event_notrace_pid", &tids.join(" ")) {
-            session.note(format!(
-                "the recorder's own threads are traced too: {}",
-                e.msg
-            ));
-        }
+        exclude_own_threads(&inst.dir, &mut session);
     }
 
     // Go.
@@ -327,6 +333,9 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             break;
         }
         if now >= next_status {
+            if !session.adopt_onlined_cpus().is_empty() && !cli.trace_self {
+                exclude_own_threads(&inst.dir, &mut session);
+            }
             if let Some(sl) = status_line.as_mut() {
                 sl.update(&session.counters, &session.lost_so_far());
             }

@@ -61,11 +61,34 @@ pub struct Session {
     pub tx: Option<sink::Sender>,
     pub shared: Shared,
     readers: Vec<JoinHandle<std::result::Result<(), String>>>,
+    /// How every reader is set up (all but the CPU and its file).
+    reader_tmpl: ReaderTemplate,
+    /// CPUs with a ring buffer directory that were offline at the start:
+    /// each gets a reader when it comes online (the kernel allocates its
+    /// buffer then; until then its trace_pipe_raw reads fail with ENODEV).
+    offline: Vec<u32>,
     writer: Option<JoinHandle<std::io::Result<LogWriter<sink::Output>>>>,
     start_stats: BTreeMap<u32, CpuStats>,
     last_cmdlines: Vec<Meta>,
     pub started: Instant,
     notes: Vec<String>,
+}
+
+/// The parts of a [`ReaderConfig`] shared by all CPUs.
+struct ReaderTemplate {
+    subbuf_size: usize,
+    layout: SubBufLayout,
+    pages_per_wake: usize,
+}
+
+/// Opens a CPU's `trace_pipe_raw` for the reader (non-blocking).
+fn open_pipe(dir: &TraceDir, cpu: u32) -> std::result::Result<File, String> {
+    let p = dir.file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&p)
+        .map_err(|e| format!("{}: {e}", p.display()))
 }
 
 /// How a session ended.
@@ -94,25 +117,19 @@ impl Session {
             .unwrap_or_default();
         let mut notes = Vec::new();
         let mut files = Vec::new();
-        for cpu in metadata::per_cpu_dirs(&plan.dir) {
+        let mut offline = Vec::new();
+        let possible = metadata::per_cpu_dirs(&plan.dir);
+        for &cpu in &possible {
             if !online.is_empty() && !online.contains(&cpu) {
+                if plan.drain_only.is_none() {
+                    offline.push(cpu);
+                }
                 continue;
             }
-            let p = plan.dir.file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
-            match OpenOptions::new()
-                .read(true)
-                .custom_flags(nix::libc::O_NONBLOCK)
-                .open(&p)
-            {
+            match open_pipe(&plan.dir, cpu) {
                 Ok(f) => files.push((cpu, f)),
-                Err(e) => notes.push(format!("CPU {cpu} not recorded: {}: {e}", p.display())),
+                Err(e) => notes.push(format!("CPU {cpu} not recorded: {e}")),
             }
-        }
-        if files.is_empty() {
-            return Err(Failure::tracefs(format!(
-                "no per-CPU trace_pipe_raw could be opened under {}",
-                plan.dir.file("per_cpu").display()
-            )));
         }
         let cpus: Vec<u32> = files.iter().map(|(c, _)| *c).collect();
         let buffer_size_kb = plan
@@ -161,7 +178,9 @@ impl Session {
             }
         }
 
-        let counters = Arc::new(Counters::new(&cpus));
+        let counters = Arc::new(Counters::new(
+            &cpus.iter().chain(&offline).copied().collect::<Vec<_>>(),
+        ));
         counters.written.store(w.bytes_written(), Relaxed);
         let shared = Shared {
             drain: Arc::new(Flag::new().map_err(|e| Failure::runtime(format!("pipe: {e}")))?),
@@ -197,40 +216,92 @@ impl Session {
         } else {
             (nr_pages * pct / 100).saturating_sub(1).max(1)
         };
-        let mut readers = Vec::new();
-        for (cpu, file) in files {
-            let cfg = ReaderConfig {
-                cpu,
-                file,
-                subbuf_size: sb,
-                layout: SubBufLayout {
-                    long_size: plan.layout.long_size as usize,
-                    data_offset: plan.layout.data_offset as usize,
-                    subbuf_size: sb,
-                },
-                pages_per_wake,
-                flush_interval: plan.flush_interval,
-                compression: plan.compression,
-                drain_limit: plan.drain_only,
-                nice: plan.reader_nice,
-            };
-            let h = cpu_reader::spawn(cfg, tx.clone(), &shared, counters.clone())
-                .map_err(|e| Failure::runtime(format!("starting a reader thread: {e}")))?;
-            readers.push(h);
-        }
-        Ok(Session {
+        let mut session = Session {
             plan,
-            cpus,
+            cpus: Vec::new(),
             counters,
             tx: Some(tx),
             shared,
-            readers,
+            readers: Vec::new(),
+            reader_tmpl: ReaderTemplate {
+                subbuf_size: sb,
+                layout: SubBufLayout {
+                    long_size: 0,
+                    data_offset: 0,
+                    subbuf_size: sb,
+                },
+                pages_per_wake,
+            },
+            offline,
             writer: Some(writer),
             start_stats,
             last_cmdlines,
             started: Instant::now(),
             notes: Vec::new(),
-        })
+        };
+        session.reader_tmpl.layout.long_size = session.plan.layout.long_size as usize;
+        session.reader_tmpl.layout.data_offset = session.plan.layout.data_offset as usize;
+        for (cpu, file) in files {
+            session.start_reader(cpu, file)?;
+        }
+        Ok(session)
+    }
+
+    fn start_reader(&mut self, cpu: u32, file: File) -> Result<()> {
+        let t = &self.reader_tmpl;
+        let cfg = ReaderConfig {
+            cpu,
+            file,
+            subbuf_size: t.subbuf_size,
+            layout: t.layout.clone(),
+            pages_per_wake: t.pages_per_wake,
+            flush_interval: self.plan.flush_interval,
+            compression: self.plan.compression,
+            drain_limit: self.plan.drain_only,
+            nice: self.plan.reader_nice,
+        };
+        let Some(tx) = self.tx.clone() else {
+            return Err(Failure::runtime("the session is finishing"));
+        };
+        let h = cpu_reader::spawn(cfg, tx, &self.shared, self.counters.clone())
+            .map_err(|e| Failure::runtime(format!("starting a reader thread: {e}")))?;
+        self.readers.push(h);
+        self.cpus.push(cpu);
+        Ok(())
+    }
+
+    /// Starts readers for CPUs that came online since the start. Returns
+    /// those CPUs (their readers' task ids join [`thread_ids`](Self::thread_ids)).
+    pub fn adopt_onlined_cpus(&mut self) -> Vec<u32> {
+        if self.offline.is_empty() {
+            return Vec::new();
+        }
+        let online = metadata::online_cpus_text()
+            .map(|t| metadata::parse_cpu_list(&t))
+            .unwrap_or_default();
+        let mut started = Vec::new();
+        for cpu in std::mem::take(&mut self.offline) {
+            if !online.contains(&cpu) {
+                self.offline.push(cpu);
+                continue;
+            }
+            let at = self.started.elapsed().as_secs_f64();
+            match open_pipe(&self.plan.dir, cpu)
+                .map_err(|e| e.to_string())
+                .and_then(|f| self.start_reader(cpu, f).map_err(|e| e.msg))
+            {
+                Ok(()) => {
+                    self.notes.push(format!(
+                        "CPU {cpu} came online {at:.1} s into the recording; recorded from then on"
+                    ));
+                    started.push(cpu);
+                }
+                Err(e) => self.notes.push(format!(
+                    "CPU {cpu} came online {at:.1} s into the recording but is not recorded: {e}"
+                )),
+            }
+        }
+        started
     }
 
     /// Task ids of the reader and writer threads, once they all started.

@@ -1,0 +1,172 @@
+//! kmemtraced and CPU hotplug, on the real kernel: a CPU that comes online
+//! while recording is recorded from then on. A test binary of its own:
+//! taking a CPU offline would disturb tests running beside it.
+
+mod common;
+
+use kmemtrace_format::kmem::KmemKind;
+use kmemtrace_format::log::Log;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Puts a CPU back online when dropped, whatever the test did.
+struct Offlined(PathBuf);
+
+impl Offlined {
+    fn new(cpu: u32) -> Option<Offlined> {
+        let p = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"));
+        std::fs::write(&p, "0").ok()?;
+        Some(Offlined(p))
+    }
+    fn online(&self) {
+        std::fs::write(&self.0, "1").expect("put the CPU back online");
+    }
+}
+
+impl Drop for Offlined {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "1");
+    }
+}
+
+fn online_cpus() -> Vec<u32> {
+    let t = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut v = Vec::new();
+    for part in t.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => v.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => v.push(part.parse().unwrap()),
+        }
+    }
+    v
+}
+
+fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+/// `(cpu, pid)` of every kmem_cache_alloc in the log, and its notes.
+fn cache_allocs(path: &Path) -> (Vec<(u32, i32)>, Vec<String>, Log) {
+    let log = Log::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    let dec = log.kmem_decoder();
+    let mut out = Vec::new();
+    for cpu in log.cpus() {
+        log.visit_cpu(
+            cpu,
+            |v| {
+                let sb = v.subbuf.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
+                for r in sb.data_events(log.endian) {
+                    let (_, _, payload) = r.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
+                    if let Some(k) = dec.decode(log.endian, payload).expect("kmem record") {
+                        if k.kind == KmemKind::KmemCacheAlloc {
+                            out.push((cpu, k.pid));
+                        }
+                    }
+                }
+            },
+            |p| panic!("{p}"),
+        );
+    }
+    let notes = log.notes.iter().map(|n| n.text.clone()).collect();
+    (out, notes, log)
+}
+
+#[test]
+fn a_cpu_coming_online_while_recording_is_recorded() {
+    const TEST: &str = "a_cpu_coming_online_while_recording_is_recorded";
+    if common::tracefs_or_skip(TEST).is_none() {
+        return;
+    }
+    let online = online_cpus();
+    let Some(&cpu) = online.iter().rev().find(|&&c| c != 0) else {
+        eprintln!("SKIP {TEST}: only one CPU online");
+        return;
+    };
+    let Some(guard) = Offlined::new(cpu) else {
+        eprintln!("SKIP {TEST}: CPU {cpu} cannot be taken offline here");
+        return;
+    };
+    if Command::new("taskset").arg("--version").output().is_err() {
+        eprintln!("SKIP {TEST}: taskset (util-linux) is missing");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("hotplug.kmt");
+    let rec = Command::new(common::bin("kmemtraced"))
+        .args(["-q", "-e", "kmem_cache_alloc,kmem_cache_free", "-o"])
+        .arg(&log_path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kmemtraced");
+    // Recording has started once the log holds the metadata.
+    assert!(
+        wait_until(10, || std::fs::metadata(&log_path)
+            .map(|m| m.len() > 4096)
+            .unwrap_or(false)),
+        "kmemtraced did not start"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    guard.online();
+    // The recorder looks for new CPUs once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let pidfile = dir.path().join("pid");
+    let st = Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "sh", "-c"])
+        .arg(format!(
+            "echo $$ > {}; i=0; while [ $i -lt 500 ]; do exec 3</dev/null; i=$((i+1)); done",
+            pidfile.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let st = Command::new("kill")
+        .args(["-INT", &rec.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = rec.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kmemtraced: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (allocs, notes, log) = cache_allocs(&log_path);
+    assert!(log.cpus().contains(&cpu), "CPU {cpu} has no data blocks");
+    let on_cpu = allocs
+        .iter()
+        .filter(|&&(c, p)| c == cpu && p == pid)
+        .count();
+    // Each open allocates a struct file (filp); the shell allocates more.
+    assert!(
+        on_cpu >= 500,
+        "{on_cpu} kmem_cache_alloc events of pid {pid} on CPU {cpu}, expected at least 500"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!("CPU {cpu} came online"))),
+        "no note about CPU {cpu}: {notes:?}"
+    );
+    let check = Command::new(common::bin("kmemtrace-check"))
+        .arg("-q")
+        .arg(&log_path)
+        .status()
+        .unwrap();
+    assert_eq!(check.code(), Some(0), "kmemtrace-check on the hotplug log");
+}
