@@ -216,6 +216,11 @@ impl Session {
         } else {
             (nr_pages * pct / 100).saturating_sub(1).max(1)
         };
+        let layout = SubBufLayout {
+            long_size: plan.layout.long_size as usize,
+            data_offset: plan.layout.data_offset as usize,
+            subbuf_size: sb,
+        };
         let mut session = Session {
             plan,
             cpus: Vec::new(),
@@ -225,11 +230,7 @@ impl Session {
             readers: Vec::new(),
             reader_tmpl: ReaderTemplate {
                 subbuf_size: sb,
-                layout: SubBufLayout {
-                    long_size: 0,
-                    data_offset: 0,
-                    subbuf_size: sb,
-                },
+                layout,
                 pages_per_wake,
             },
             offline,
@@ -239,8 +240,6 @@ impl Session {
             started: Instant::now(),
             notes: Vec::new(),
         };
-        session.reader_tmpl.layout.long_size = session.plan.layout.long_size as usize;
-        session.reader_tmpl.layout.data_offset = session.plan.layout.data_offset as usize;
         for (cpu, file) in files {
             session.start_reader(cpu, file)?;
         }
@@ -253,7 +252,7 @@ impl Session {
             cpu,
             file,
             subbuf_size: t.subbuf_size,
-            layout: t.layout.clone(),
+            layout: t.layout,
             pages_per_wake: t.pages_per_wake,
             flush_interval: self.plan.flush_interval,
             compression: self.plan.compression,
