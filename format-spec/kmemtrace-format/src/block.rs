@@ -260,7 +260,7 @@ pub fn encode_block(
 /// [`encode_block`].
 pub struct BlockCompressor {
     compression: Compression,
-    cctx: Option<zstd::bulk::Compressor<'static>>,
+    cctx: Option<zstd::zstd_safe::CCtx<'static>>,
     scratch: Vec<u8>,
 }
 
@@ -285,10 +285,15 @@ impl BlockCompressor {
         self.compression
     }
 
-    /// Compresses `payload` into the scratch buffer; `false` when the block
-    /// is to be stored plain (no compression, empty, not smaller, or zstd
-    /// failed).
-    fn compress(&mut self, payload: &[u8]) -> bool {
+    /// Compresses `payload` into the scratch buffer as one zstd frame;
+    /// `false` when the block is to be stored plain (no compression, empty,
+    /// not smaller, or zstd failed). With `head` > 0 the frame's first zstd
+    /// block holds exactly the first `head` bytes (a flush after them), so
+    /// that a reader can decompress those alone.
+    fn compress(&mut self, payload: &[u8], head: usize) -> bool {
+        use zstd::zstd_safe::{
+            zstd_sys::ZSTD_EndDirective, CCtx, CParameter, InBuffer, OutBuffer, ResetDirective,
+        };
         let Compression::Zstd(level) = self.compression else {
             return false;
         };
@@ -297,18 +302,51 @@ impl BlockCompressor {
         }
         let cctx = match &mut self.cctx {
             Some(c) => c,
-            None => match zstd::bulk::Compressor::new(level) {
-                Ok(c) => self.cctx.insert(c),
-                Err(_) => return false,
-            },
+            None => {
+                let Some(mut c) = CCtx::try_create() else {
+                    return false;
+                };
+                if c.set_parameter(CParameter::CompressionLevel(level))
+                    .is_err()
+                {
+                    return false;
+                }
+                self.cctx.insert(c)
+            }
         };
         self.scratch.clear();
         self.scratch
-            .reserve(zstd::zstd_safe::compress_bound(payload.len()));
-        match cctx.compress_to_buffer(payload, &mut self.scratch) {
-            Ok(n) => n < payload.len(),
-            Err(_) => false,
+            .reserve(zstd::zstd_safe::compress_bound(payload.len()) + 64);
+        if head == 0 || head >= payload.len() {
+            return match cctx.compress2(&mut self.scratch, payload) {
+                Ok(n) => n < payload.len(),
+                Err(_) => false,
+            };
         }
+        if cctx.reset(ResetDirective::SessionOnly).is_err()
+            || cctx
+                .set_pledged_src_size(Some(payload.len() as u64))
+                .is_err()
+        {
+            return false;
+        }
+        let mut out = OutBuffer::around(&mut self.scratch);
+        for (part, op) in [
+            (&payload[..head], ZSTD_EndDirective::ZSTD_e_flush),
+            (&payload[head..], ZSTD_EndDirective::ZSTD_e_end),
+        ] {
+            let mut input = InBuffer::around(part);
+            // The output has room for the whole frame: one call ends it.
+            match cctx.compress_stream2(&mut out, &mut input, op) {
+                Ok(0) if input.pos() == part.len() => {}
+                _ => {
+                    let _ = cctx.reset(ResetDirective::SessionOnly);
+                    return false;
+                }
+            }
+        }
+        let n = out.pos();
+        n < payload.len()
     }
 
     /// Appends one block (header + possibly compressed payload) to `out`.
@@ -321,8 +359,24 @@ impl BlockCompressor {
         if payload.len() > MAX_BLOCK_LEN as usize {
             return Err(EncodeError::TooLarge(payload.len()));
         }
+        self.encode_with_head(block_type, payload, 0, out)
+    }
+
+    /// Like [`encode`](Self::encode); a compressed payload's first zstd
+    /// block holds exactly its first `head` bytes (FORMAT.md §5: CPU_DATA
+    /// headers are written so).
+    pub fn encode_with_head(
+        &mut self,
+        block_type: BlockType,
+        payload: &[u8],
+        head: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        if payload.len() > MAX_BLOCK_LEN as usize {
+            return Err(EncodeError::TooLarge(payload.len()));
+        }
         let mut flags = 0u16;
-        let stored: &[u8] = if self.compress(payload) {
+        let stored: &[u8] = if self.compress(payload, head) {
             flags |= FLAG_ZSTD;
             &self.scratch
         } else {

@@ -234,10 +234,15 @@ fn parse_cpu_nodes(text: &str) -> BTreeMap<u32, u32> {
 }
 
 /// Indexes a CPU_DATA block from its fixed header. A compressed payload
-/// is decompressed only as far as the header (the first zstd block), not
-/// whole: the rest is decompressed, and checked against `raw_len`, when
-/// the block is read back ([`Log::read_cpu_block`]).
-fn cpu_block_ref(b: &crate::reader::RawBlock, subbuf_size: u32) -> Result<CpuBlockRef, String> {
+/// is decompressed only as far as the header (the first zstd block, which
+/// writers end right after the header, FORMAT.md §5), not whole: the rest
+/// is decompressed, and checked against `raw_len`, when the block is read
+/// back ([`Log::read_cpu_block`]). `dctx` is kept from block to block.
+fn cpu_block_ref(
+    b: &crate::reader::RawBlock,
+    subbuf_size: u32,
+    dctx: &mut Option<zstd::zstd_safe::DCtx<'static>>,
+) -> Result<CpuBlockRef, String> {
     use crate::block::{FLAG_ZSTD, KNOWN_FLAGS};
     let h = &b.header;
     let d = if h.flags & FLAG_ZSTD == 0 || h.flags & !KNOWN_FLAGS != 0 {
@@ -252,8 +257,7 @@ fn cpu_block_ref(b: &crate::reader::RawBlock, subbuf_size: u32) -> Result<CpuBlo
                 h.raw_len
             ));
         }
-        zstd::stream::read::Decoder::with_buffer(&b.stored[..])
-            .and_then(|mut z| z.read_exact(&mut head))
+        zstd_head(&b.stored, &mut head, dctx)
             .map_err(|e| format!("CPU_DATA block: zstd payload does not decompress: {e}"))?;
         let le32 = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
         let le64 = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
@@ -274,6 +278,80 @@ fn cpu_block_ref(b: &crate::reader::RawBlock, subbuf_size: u32) -> Result<CpuBlo
         first_subbuf: d.3,
         count: d.1,
     })
+}
+
+/// Where the first block of a zstd frame ends (RFC 8878 §3.1.1), if the
+/// frame header is well formed.
+fn zstd_first_block_end(frame: &[u8]) -> Option<usize> {
+    if frame.get(..4)? != [0x28, 0xb5, 0x2f, 0xfd] {
+        return None;
+    }
+    let fhd = *frame.get(4)?;
+    let single_segment = fhd & 0x20 != 0;
+    let did = [0, 1, 2, 4][usize::from(fhd & 3)];
+    let fcs = match fhd >> 6 {
+        0 => usize::from(single_segment),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let header = 5 + usize::from(!single_segment) + did + fcs;
+    let bh = frame.get(header..header + 3)?;
+    let bh = u32::from(bh[0]) | u32::from(bh[1]) << 8 | u32::from(bh[2]) << 16;
+    let size = match (bh >> 1) & 3 {
+        1 => 1, // RLE: one byte, repeated
+        3 => return None,
+        _ => (bh >> 3) as usize,
+    };
+    Some(header + 3 + size)
+}
+
+/// Decompresses the first `out.len()` bytes of a zstd frame. The frame's
+/// first block is given to zstd alone first: when it holds the wanted
+/// bytes (as writers arrange for CPU_DATA headers), nothing more is
+/// decompressed.
+fn zstd_head(
+    frame: &[u8],
+    out: &mut [u8],
+    dctx: &mut Option<zstd::zstd_safe::DCtx<'static>>,
+) -> Result<(), String> {
+    use zstd::zstd_safe::{get_error_name, DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
+    let d = match dctx {
+        Some(d) => d,
+        None => {
+            let mut d = DCtx::try_create().ok_or("no memory for a zstd context")?;
+            // Payloads are at most 64 MiB: refuse frames asking for a larger
+            // window rather than allocate it.
+            d.set_parameter(DParameter::WindowLogMax(26))
+                .map_err(|c| get_error_name(c).to_string())?;
+            dctx.insert(d)
+        }
+    };
+    d.reset(ResetDirective::SessionOnly)
+        .map_err(|c| get_error_name(c).to_string())?;
+    let want = out.len();
+    let first = zstd_first_block_end(frame)
+        .unwrap_or(frame.len())
+        .min(frame.len());
+    let mut output = OutBuffer::around(out);
+    for part in [&frame[..first], &frame[first..]] {
+        let mut input = InBuffer::around(part);
+        while output.pos() < want {
+            let (in_before, out_before) = (input.pos(), output.pos());
+            d.decompress_stream(&mut output, &mut input)
+                .map_err(|c| get_error_name(c).to_string())?;
+            if input.pos() == in_before && output.pos() == out_before {
+                break;
+            }
+        }
+    }
+    if output.pos() < want {
+        return Err(format!(
+            "the frame ends after {} of {want} bytes",
+            output.pos()
+        ));
+    }
+    Ok(())
 }
 
 impl Log {
@@ -343,6 +421,7 @@ impl Log {
         let mut unknown_blocks = 0;
         let mut pids = PidMap::new();
         let mut first_block = true;
+        let mut index_dctx = None;
         let mut blocks_before_end = 0u64;
         while let Some(item) = reader.next_item()? {
             let b = match item {
@@ -379,7 +458,7 @@ impl Log {
                     });
                     continue;
                 };
-                match cpu_block_ref(&b, a.subbuf_size) {
+                match cpu_block_ref(&b, a.subbuf_size, &mut index_dctx) {
                     Ok(r) => blocks.push(r),
                     Err(what) => problems.push(Problem {
                         offset: b.offset,
@@ -738,6 +817,61 @@ mod tests {
     use crate::block::Compression;
     use crate::records::StatsRecord;
     use crate::writer::LogWriter;
+
+    #[test]
+    fn cpu_data_header_is_the_first_zstd_block_alone() {
+        use crate::writer::{CpuBlockEncoder, EncodedBlock};
+        // 200 pages of varied, compressible bytes: a 800 KiB block.
+        let mut pages = vec![0u8; 200 * 4096];
+        let mut x = 0x9e37_79b9_u32;
+        for (i, b) in pages.iter_mut().enumerate() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *b = if i % 16 == 0 {
+                (x & 0x0f) as u8
+            } else {
+                (i / 256) as u8
+            };
+        }
+        let mut enc = CpuBlockEncoder::new(3, 4096, Compression::Zstd(1));
+        let mut out = EncodedBlock::default();
+        enc.encode_into(&pages[..4096], &mut out).unwrap();
+        enc.encode_into(&pages, &mut out).unwrap();
+        let h = BlockHeader::parse(out.bytes[..BLOCK_HEADER_LEN].try_into().unwrap()).unwrap();
+        assert_eq!(h.flags & crate::block::FLAG_ZSTD, crate::block::FLAG_ZSTD);
+        let frame = &out.bytes[BLOCK_HEADER_LEN..];
+        assert!(frame.len() < pages.len() / 2, "compressed: {}", frame.len());
+        // The first zstd block is the 24-byte header alone: frame header
+        // (at most 18 bytes), a 3-byte block header, at most 24 bytes.
+        let first = zstd_first_block_end(frame).unwrap();
+        assert!(first <= 18 + 3 + 24, "first block ends at {first}");
+        let mut d = zstd::zstd_safe::DCtx::create();
+        let mut big = vec![0u8; 4096];
+        let mut input = zstd::zstd_safe::InBuffer::around(&frame[..first]);
+        let mut output = zstd::zstd_safe::OutBuffer::around(&mut big[..]);
+        d.decompress_stream(&mut output, &mut input).unwrap();
+        assert_eq!((input.pos(), output.pos()), (first, CPU_DATA_HEADER_LEN));
+        let head: [u8; CPU_DATA_HEADER_LEN] = big[..CPU_DATA_HEADER_LEN].try_into().unwrap();
+        assert_eq!(head, crate::records::encode_cpu_data_header(3, 200, 1, 1));
+        let mut dctx = None;
+        let mut again = [0u8; CPU_DATA_HEADER_LEN];
+        zstd_head(frame, &mut again, &mut dctx).unwrap();
+        assert_eq!(again, head);
+        // The whole frame is the payload.
+        let all = crate::block::decode_payload(&h, frame).unwrap();
+        assert_eq!(&all[..CPU_DATA_HEADER_LEN], &head);
+        assert_eq!(&all[CPU_DATA_HEADER_LEN..], &pages[..]);
+        // A cut frame is an error, not a hang.
+        assert!(zstd_head(&frame[..10], &mut again, &mut dctx).is_err());
+        assert!(zstd_head(&frame[..first - 1], &mut again, &mut dctx).is_err());
+        // A frame whose first block is large (bulk compression, as older
+        // writers made) still gives its head.
+        let bulk = zstd::bulk::compress(&all, 1).unwrap();
+        assert!(zstd_first_block_end(&bulk).unwrap() > 1000);
+        zstd_head(&bulk, &mut again, &mut dctx).unwrap();
+        assert_eq!(again, head);
+    }
 
     #[test]
     fn opens_indexes_and_reads_back() {

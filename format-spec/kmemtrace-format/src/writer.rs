@@ -92,8 +92,12 @@ impl CpuBlockEncoder {
             self.next_subbuf,
         ));
         out.bytes.clear();
-        self.compressor
-            .encode(BlockType::CpuData, &buf[..used], &mut out.bytes)?;
+        self.compressor.encode_with_head(
+            BlockType::CpuData,
+            &buf[..used],
+            CPU_DATA_HEADER_LEN,
+            &mut out.bytes,
+        )?;
         out.cpu = self.cpu;
         out.subbufs = u64::from(count);
         out.data_bytes = count as u64 * sb as u64;
