@@ -94,6 +94,11 @@ pub struct Merger<'a> {
     submit: Submit<'a>,
     /// Blocks decoded ahead per stream.
     ahead: usize,
+    /// Blocks decoded ahead, all streams together, at most (a stream with
+    /// none in flight gets one anyway, so that it can go on).
+    cap: usize,
+    /// Blocks in the decoders' hands now.
+    inflight: usize,
     /// Where emptied event vectors go back for reuse.
     pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
     pub windows: Windows,
@@ -102,11 +107,11 @@ pub struct Merger<'a> {
 
 impl<'a> Merger<'a> {
     /// `inputs`: (cpu, its blocks' (first sub-buffer, count)), ascending
-    /// CPU.
+    /// CPU. `ahead`: blocks decoded ahead per stream; `cap`: in all.
     pub fn new(
         inputs: Vec<(u32, Vec<(u64, u32)>)>,
         submit: Submit<'a>,
-        ahead: usize,
+        (ahead, cap): (usize, usize),
         pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
     ) -> Self {
         let mut m = Merger {
@@ -133,6 +138,8 @@ impl<'a> Merger<'a> {
             cur: None,
             submit,
             ahead: ahead.max(1),
+            cap: cap.max(1),
+            inflight: 0,
             pool,
             windows: Windows::default(),
             summaries: Vec::new(),
@@ -150,12 +157,17 @@ impl<'a> Merger<'a> {
         m
     }
 
-    /// Keeps `ahead` blocks of stream `i` in the decoders' hands.
+    /// Keeps up to `ahead` blocks of stream `i` in the decoders' hands
+    /// (within the overall cap), and at least one while any is left.
     fn fill(&mut self, i: usize) {
         let s = &mut self.streams[i];
-        while s.inflight.len() < self.ahead && s.submitted < s.blocks.len() {
+        while s.submitted < s.blocks.len()
+            && (s.inflight.is_empty()
+                || (s.inflight.len() < self.ahead && self.inflight < self.cap))
+        {
             s.inflight.push_back((self.submit)(i, s.submitted));
             s.submitted += 1;
+            self.inflight += 1;
         }
     }
 
@@ -207,6 +219,7 @@ impl<'a> Merger<'a> {
             };
             let k = s.submitted - s.inflight.len() - 1;
             let out = rx.recv();
+            self.inflight -= 1;
             self.fill(i);
             let s = &mut self.streams[i];
             let (first, count) = s.blocks[k];
@@ -310,12 +323,24 @@ mod tests {
             vec![],
             vec![(0, 1), (5, 1)],
         ];
+        // Whatever the look-ahead, the same order and windows.
+        for (ahead, cap) in [(1, 1), (3, 2), (8, 8)] {
+            merge_case(&data, &positions, ahead, cap);
+        }
+    }
+
+    fn merge_case(
+        data: &[Vec<(Vec<Ev>, bool)>],
+        positions: &[Vec<(u64, u32)>],
+        ahead: usize,
+        cap: usize,
+    ) {
         let inputs = positions
             .iter()
             .enumerate()
             .map(|(c, p)| (c as u32, p.clone()))
             .collect();
-        let data2 = data.clone();
+        let data2 = data.to_vec();
         let submit: Submit<'_> = Box::new(move |i, k| {
             let (tx, rx) = sync_channel(1);
             let (events, pending_loss) = data2[i][k].clone();
@@ -327,7 +352,10 @@ mod tests {
             tx.send(BlockOut { events, sum }).unwrap();
             rx
         });
-        let mut m = Merger::new(inputs, submit, 1, None);
+        let mut m = Merger::new(inputs, submit, (ahead, cap), None);
+        // At most the cap, or one per stream that has blocks.
+        let streams = positions.iter().filter(|p| !p.is_empty()).count();
+        assert!(m.inflight <= cap.max(streams), "{} in flight", m.inflight);
         let mut got = Vec::new();
         while let Some(e) = m.next() {
             got.push((e.ts, e.cpu));
