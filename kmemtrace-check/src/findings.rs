@@ -405,18 +405,7 @@ pub struct Report {
     pub warnings_total: u64,
 }
 
-/// `1234567` -> `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use kmemtrace_format::human::thousands;
 
 /// Nanoseconds as `seconds.nanoseconds`.
 pub fn secs(ns: u64) -> String {

@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         threads: cli.threads,
     };
     let stdout = std::io::stdout();
-    let color = stdout.is_terminal() && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty());
+    let color = kmemtrace_format::human::use_color(stdout.is_terminal());
     let progress = std::io::stderr().is_terminal();
     let style = Style {
         quiet: cli.quiet,

@@ -167,7 +167,7 @@ fn main() -> ExitCode {
             Err(e) => return fail(EXIT_OUTPUT, format!("JSON: {e}")),
         }
     } else {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let color = kmemtrace_format::human::use_color(std::io::stdout().is_terminal());
         let sections = text::Sections {
             callsites: !any_section || cli.caller,
             caches: cli.caches,

@@ -46,39 +46,9 @@ impl Counters {
     }
 }
 
-/// `1234567` → `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use kmemtrace_format::human::thousands;
 
-/// `1536` → `1.5 KiB`.
-pub fn bytes(n: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} {}", UNITS[0])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// Whether to color: a terminal, and NO_COLOR unset or empty.
-pub fn use_color(tty: bool) -> bool {
-    tty && !matches!(std::env::var_os("NO_COLOR"), Some(v) if !v.is_empty())
-}
+pub use kmemtrace_format::human::{bytes, use_color};
 
 fn paint(color: bool, code: &str, s: &str) -> String {
     if color {

@@ -5,10 +5,9 @@
 mod common;
 
 use kmemtrace_format::kmem::KmemKind;
-use kmemtrace_format::log::Log;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Puts a CPU back online when dropped, whatever the test did.
 struct Offlined(PathBuf);
@@ -42,44 +41,6 @@ fn online_cpus() -> Vec<u32> {
     v
 }
 
-fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < until {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
-}
-
-/// `(cpu, pid)` of every kmem_cache_alloc in the log, and its notes.
-fn cache_allocs(path: &Path) -> (Vec<(u32, i32)>, Vec<String>, Log) {
-    let log = Log::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(log.problems.is_empty(), "{:?}", log.problems);
-    let dec = log.kmem_decoder();
-    let mut out = Vec::new();
-    for cpu in log.cpus() {
-        log.visit_cpu(
-            cpu,
-            |v| {
-                let sb = v.subbuf.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
-                for r in sb.data_events(log.endian) {
-                    let (_, _, payload) = r.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
-                    if let Some(k) = dec.decode(log.endian, payload).expect("kmem record") {
-                        if k.kind == KmemKind::KmemCacheAlloc {
-                            out.push((cpu, k.pid));
-                        }
-                    }
-                }
-            },
-            |p| panic!("{p}"),
-        );
-    }
-    let notes = log.notes.iter().map(|n| n.text.clone()).collect();
-    (out, notes, log)
-}
-
 #[test]
 fn a_cpu_coming_online_while_recording_is_recorded() {
     const TEST: &str = "a_cpu_coming_online_while_recording_is_recorded";
@@ -109,7 +70,7 @@ fn a_cpu_coming_online_while_recording_is_recorded() {
         .expect("start kmemtraced");
     // Recording has started once the log holds the metadata.
     assert!(
-        wait_until(10, || std::fs::metadata(&log_path)
+        common::wait_until(10, || std::fs::metadata(&log_path)
             .map(|m| m.len() > 4096)
             .unwrap_or(false)),
         "kmemtraced did not start"
@@ -146,12 +107,13 @@ fn a_cpu_coming_online_while_recording_is_recorded() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let (allocs, notes, log) = cache_allocs(&log_path);
+    let (log, evs) = common::decode_kmem(&log_path);
     assert!(log.cpus().contains(&cpu), "CPU {cpu} has no data blocks");
-    let on_cpu = allocs
+    let on_cpu = evs
         .iter()
-        .filter(|&&(c, p)| c == cpu && p == pid)
+        .filter(|e| e.kind == KmemKind::KmemCacheAlloc && e.cpu == cpu && e.pid == pid)
         .count();
+    let notes: Vec<&str> = log.notes.iter().map(|n| n.text.as_str()).collect();
     // Each open allocates a struct file (filp); the shell allocates more.
     assert!(
         on_cpu >= 500,

@@ -14,53 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// One decoded kmem event.
-#[derive(Debug, Clone)]
-#[allow(dead_code)]
-struct Ev {
-    cpu: u32,
-    ts: u64,
-    kind: KmemKind,
-    pid: i32,
-    cache: Option<String>,
-    order: u32,
-}
-
-/// Decodes every kmem event of a log (panicking on any problem).
-fn decode(path: &Path) -> (Log, Vec<Ev>) {
-    let log = Log::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(
-        log.problems.is_empty(),
-        "{}: problems {:?}",
-        path.display(),
-        log.problems
-    );
-    let dec = log.kmem_decoder();
-    let mut evs = Vec::new();
-    for cpu in log.cpus() {
-        log.visit_cpu(
-            cpu,
-            |v| {
-                let sb = v.subbuf.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
-                for r in sb.data_events(log.endian) {
-                    let (_, ts, payload) = r.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
-                    if let Some(k) = dec.decode(log.endian, payload).expect("kmem record") {
-                        evs.push(Ev {
-                            cpu,
-                            ts,
-                            kind: k.kind,
-                            pid: k.pid,
-                            cache: k.cache_name.map(str::to_string),
-                            order: k.order,
-                        });
-                    }
-                }
-            },
-            |p| panic!("{p}"),
-        );
-    }
-    (log, evs)
-}
+use common::{decode_kmem as decode, KmemEv as Ev};
 
 fn kmemtraced() -> Command {
     Command::new(common::bin("kmemtraced"))
@@ -86,18 +40,6 @@ fn read_pid(p: &Path) -> i32 {
 
 fn instance_prefix(pid: u32) -> String {
     format!("kmemtraced-{pid}-")
-}
-
-/// Waits until `f` holds or `secs` pass.
-fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < until {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -340,7 +282,7 @@ fn sigkill_leaves_a_readable_prefix_and_cleanup_removes_the_instance() {
         r.filter_map(|i| i.ok())
             .any(|i| matches!(i, Item::Block(b) if b.header.block_type == kmemtrace_format::block::BlockType::CpuData))
     };
-    let ok = wait_until(15, || {
+    let ok = common::wait_until(15, || {
         let _ = std::fs::read_dir("/proc").map(|d| d.count());
         has_data(&log)
     });
@@ -404,8 +346,10 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
         .spawn()
         .unwrap();
     let prefix = instance_prefix(rec.id());
-    assert!(wait_until(10, || common::instances_with_prefix(&prefix)
-        .len()
+    assert!(common::wait_until(10, || common::instances_with_prefix(
+        &prefix
+    )
+    .len()
         == 1));
     std::thread::sleep(Duration::from_millis(500));
     // The per-CPU readers (kmt-cpuN) run at nice -10 (we are root here).
@@ -556,7 +500,7 @@ fn pid_filter_follows_forks() {
     let prefix = instance_prefix(rec.id());
     // Tracing starts once the events are enabled: wait for set_event_pid.
     let tfs = common::tracefs().unwrap();
-    assert!(wait_until(10, || {
+    assert!(common::wait_until(10, || {
         common::instances_with_prefix(&prefix)
             .first()
             .is_some_and(|i| {

@@ -15,7 +15,8 @@
 //!   `format` files), [`print_flags`] (`__print_flags` tables such as GFP
 //!   flags), [`kmem`] (typed kmem events), [`kallsyms`], [`cmdlines`] and
 //!   [`stats`] (per-CPU ring-buffer statistics);
-//! - [`log`]: a whole log opened for analysis, tying the two together.
+//! - [`log`]: a whole log opened for analysis, tying the two together;
+//! - [`human`]: numbers as the programs show them to people.
 //!
 //! Parsers of log data never panic on hostile input: they return errors that
 //! name the offset.
@@ -41,6 +42,7 @@ pub mod print_flags;
 pub mod stats;
 pub mod subbuf;
 
+pub mod human;
 pub mod log;
 pub mod synth;
 

@@ -2,6 +2,8 @@
 //! kernel can be traced here, where the foreign captures are.
 #![allow(dead_code)]
 
+use kmemtrace_format::kmem::KmemKind;
+use kmemtrace_format::log::Log;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -104,4 +106,63 @@ pub fn instances_with_prefix(prefix: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// One decoded kmem event.
+#[derive(Debug, Clone)]
+pub struct KmemEv {
+    pub cpu: u32,
+    pub ts: u64,
+    pub kind: KmemKind,
+    pub pid: i32,
+    pub cache: Option<String>,
+    pub order: u32,
+}
+
+/// Decodes every kmem event of a log (panicking on any problem).
+pub fn decode_kmem(path: &Path) -> (Log, Vec<KmemEv>) {
+    let log = Log::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        log.problems.is_empty(),
+        "{}: problems {:?}",
+        path.display(),
+        log.problems
+    );
+    let dec = log.kmem_decoder();
+    let mut evs = Vec::new();
+    for cpu in log.cpus() {
+        log.visit_cpu(
+            cpu,
+            |v| {
+                let sb = v.subbuf.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
+                for r in sb.data_events(log.endian) {
+                    let (_, ts, payload) = r.unwrap_or_else(|e| panic!("cpu {cpu}: {e}"));
+                    if let Some(k) = dec.decode(log.endian, payload).expect("kmem record") {
+                        evs.push(KmemEv {
+                            cpu,
+                            ts,
+                            kind: k.kind,
+                            pid: k.pid,
+                            cache: k.cache_name.map(str::to_string),
+                            order: k.order,
+                        });
+                    }
+                }
+            },
+            |p| panic!("{p}"),
+        );
+    }
+    (log, evs)
+}
+
+/// Waits until `f` holds or `secs` pass; the last check's answer.
+pub fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    f()
 }
