@@ -12,7 +12,7 @@
 use crate::event::{Ev, Interner, Kind, LocalInterner, LocalSites, SiteTable, NO_CACHE, NO_NODE};
 use crate::filter::Filter;
 use kmemtrace_format::kmem::{KmemDecoder, KmemKind};
-use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem};
+use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
 use kmemtrace_format::subbuf::parse_subbuf;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use serde::Serialize;
@@ -107,7 +107,11 @@ pub struct CpuSummary {
 impl CpuSummary {
     pub fn problem(&mut self, offset: u64, what: String) {
         if self.problems.len() < MAX_PROBLEMS {
-            self.problems.push(Problem { offset, what });
+            self.problems.push(Problem {
+                offset,
+                kind: ProblemKind::Data,
+                what,
+            });
         } else {
             self.problems_dropped += 1;
         }

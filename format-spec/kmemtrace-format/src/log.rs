@@ -36,7 +36,31 @@ use std::path::Path;
 pub struct Problem {
     /// File offset (of the block, or of the damage).
     pub offset: u64,
+    pub kind: ProblemKind,
     pub what: String,
+}
+
+/// What sort of thing a [`Problem`] is, for tools that sort or count them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// Bytes that are not intact blocks, skipped to the next intact one
+    /// (FORMAT.md §5.2).
+    Damage { skipped: u64 },
+    /// The file header is damaged; the log is read on from its intact
+    /// ARCH block.
+    FileHeader,
+    /// An intact block whose payload cannot be used: it does not
+    /// decompress, or its record does not decode.
+    BadBlock,
+    /// A block out of its place: after END, a second ARCH or END, ARCH not
+    /// first, CPU data before ARCH.
+    Structure,
+    /// The arch tag is implausible, or disagrees with the log's header_page.
+    Arch,
+    /// A META or STATS record whose content does not parse.
+    Metadata,
+    /// Found in the sub-buffers of a CPU_DATA block.
+    Data,
 }
 
 impl fmt::Display for Problem {
@@ -403,6 +427,7 @@ impl Log {
             };
             Problem {
                 offset: 0,
+                kind: ProblemKind::FileHeader,
                 what: format!(
                     "damaged file header ({what}); the ARCH block after it is intact, so the log is read as format {}.0",
                     crate::block::VERSION_MAJOR
@@ -429,6 +454,7 @@ impl Log {
                 Item::Damage(d) => {
                     problems.push(Problem {
                         offset: d.offset,
+                        kind: ProblemKind::Damage { skipped: d.skipped },
                         what: d.to_string(),
                     });
                     continue;
@@ -446,6 +472,7 @@ impl Log {
             if end_offset.is_some() {
                 problems.push(Problem {
                     offset: b.offset,
+                    kind: ProblemKind::Structure,
                     what: format!("{} block after the END block", bt.name()),
                 });
             }
@@ -454,6 +481,7 @@ impl Log {
                 let Some(a) = &arch else {
                     problems.push(Problem {
                         offset: b.offset,
+                        kind: ProblemKind::Structure,
                         what: "CPU_DATA block before the ARCH block".into(),
                     });
                     continue;
@@ -462,6 +490,7 @@ impl Log {
                     Ok(r) => blocks.push(r),
                     Err(what) => problems.push(Problem {
                         offset: b.offset,
+                        kind: ProblemKind::BadBlock,
                         what,
                     }),
                 }
@@ -472,6 +501,7 @@ impl Log {
                 Err(e) => {
                     problems.push(Problem {
                         offset: b.offset,
+                        kind: ProblemKind::BadBlock,
                         what: e,
                     });
                     continue;
@@ -482,6 +512,7 @@ impl Log {
                 Err(e) => {
                     problems.push(Problem {
                         offset: b.offset,
+                        kind: ProblemKind::BadBlock,
                         what: e.to_string(),
                     });
                     continue;
@@ -492,18 +523,21 @@ impl Log {
                     if !was_first {
                         problems.push(Problem {
                             offset: b.offset,
+                            kind: ProblemKind::Structure,
                             what: "ARCH block is not the first block".into(),
                         });
                     }
                     if let Err(e) = a.validate() {
                         problems.push(Problem {
                             offset: b.offset,
+                            kind: ProblemKind::Arch,
                             what: format!("implausible arch tag: {e}"),
                         });
                     }
                     if arch.is_some() {
                         problems.push(Problem {
                             offset: b.offset,
+                            kind: ProblemKind::Structure,
                             what: "second ARCH block ignored".into(),
                         });
                     } else {
@@ -520,6 +554,7 @@ impl Log {
                     if let Some(Err(e)) = merged {
                         problems.push(Problem {
                             offset: b.offset,
+                            kind: ProblemKind::Metadata,
                             what: format!("META {}: {e}", m.kind.name()),
                         });
                     }
@@ -539,6 +574,7 @@ impl Log {
                             Err(e) => {
                                 problems.push(Problem {
                                     offset: b.offset,
+                                    kind: ProblemKind::Metadata,
                                     what: format!("STATS of CPU {}: {e}", s.cpu),
                                 });
                                 None
@@ -554,6 +590,7 @@ impl Log {
                     if end.is_some() {
                         problems.push(Problem {
                             offset: b.offset,
+                            kind: ProblemKind::Structure,
                             what: "second END block".into(),
                         });
                     }
@@ -614,12 +651,14 @@ impl Log {
     fn decode_metas(&mut self, metas: Vec<Meta>) {
         for m in &metas {
             let text = String::from_utf8_lossy(&m.content);
-            let mut problem = |what: String| {
+            let mut problem_of = |kind: ProblemKind, what: String| {
                 self.problems.push(Problem {
                     offset: 0,
+                    kind,
                     what: format!("META {} {}: {what}", m.kind.name(), m.name),
                 })
             };
+            let mut problem = |what: String| problem_of(ProblemKind::Metadata, what);
             match m.kind {
                 MetaKind::HeaderPage => match HeaderPage::parse(&text) {
                     Ok(h) => {
@@ -627,7 +666,7 @@ impl Log {
                         if from_page.long_size != self.layout.long_size
                             || from_page.data_offset != self.layout.data_offset
                         {
-                            problem(format!(
+                            problem_of(ProblemKind::Arch, format!(
                                 "header_page says long size {} and data offset {}, the arch tag {} and {}",
                                 from_page.long_size,
                                 from_page.data_offset,
@@ -744,6 +783,7 @@ impl Log {
         let Backing::File(f) = &self.backing;
         let err = |what: String| Problem {
             offset: r.offset,
+            kind: ProblemKind::BadBlock,
             what,
         };
         let BlockScratch { stored, out, dctx } = scratch;
@@ -954,6 +994,7 @@ mod tests {
         let log = Log::from_bytes("t", &bytes).unwrap();
         assert_eq!(log.blocks.len(), 0);
         assert_eq!(log.problems.len(), 1);
+        assert_eq!(log.problems[0].kind, ProblemKind::BadBlock);
         assert!(
             log.problems[0].what.contains("does not decompress"),
             "{:?}",

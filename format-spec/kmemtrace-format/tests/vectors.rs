@@ -140,6 +140,18 @@ fn damaged_vectors_report_what_their_description_says() {
     assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
     let p = &log.problems[0];
     assert!(p.what.contains("CRC mismatch"), "{p}");
+    // The damaged block is skipped whole, to the next block's sync word.
+    let damaged_len = u64::from(u32::from_le_bytes(
+        bytes[p.offset as usize + 8..p.offset as usize + 12]
+            .try_into()
+            .unwrap(),
+    )) + 20;
+    assert_eq!(
+        p.kind,
+        kmemtrace_format::log::ProblemKind::Damage {
+            skipped: damaged_len
+        }
+    );
     assert!(
         md.contains(&format!("CPU_DATA block at offset {}", p.offset)),
         "{md}"

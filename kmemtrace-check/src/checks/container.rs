@@ -5,7 +5,7 @@
 use super::Sink;
 use crate::findings::{thousands, Finding, Kind, Location};
 use kmemtrace_format::block::VERSION_MINOR;
-use kmemtrace_format::log::{CpuBlockRef, Log};
+use kmemtrace_format::log::{CpuBlockRef, Log, ProblemKind};
 use kmemtrace_format::RunTimeEndian;
 use std::collections::BTreeMap;
 
@@ -31,40 +31,16 @@ fn strip_offset(s: &str) -> &str {
     s
 }
 
-/// The number before `word` in `s` (`skipped 123 bytes` -> 123).
-fn number_before(s: &str, word: &str) -> Option<u64> {
-    let i = s.find(word)?;
-    s[..i].split_whitespace().last()?.parse().ok()
-}
-
-/// The number after `word` in `s` (`skipped 123 bytes` -> 123).
-fn number_after(s: &str, word: &str) -> Option<u64> {
-    let i = s.find(word)? + word.len();
-    s[i..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Kind of a problem the library's `Log::open` recorded, from its text.
-fn classify(what: &str) -> Kind {
-    let has = |s: &str| what.contains(s);
-    if has("skipped ") || has("no intact block") || has("trailing bytes") {
-        Kind::Damage
-    } else if has("after the END block")
-        || has("second END")
-        || has("not the first block")
-        || has("second ARCH")
-        || has("before the ARCH block")
-    {
-        Kind::Structure
-    } else if has("implausible arch tag") || has("header_page says") {
-        Kind::Arch
-    } else if what.starts_with("META ") || what.starts_with("STATS ") {
-        Kind::Metadata
-    } else {
-        Kind::Damage
+/// The check's kind of a problem the library's `Log::open` recorded.
+fn kind_of(k: ProblemKind) -> Kind {
+    match k {
+        ProblemKind::Damage { .. }
+        | ProblemKind::FileHeader
+        | ProblemKind::BadBlock
+        | ProblemKind::Data => Kind::Damage,
+        ProblemKind::Structure => Kind::Structure,
+        ProblemKind::Arch => Kind::Arch,
+        ProblemKind::Metadata => Kind::Metadata,
     }
 }
 
@@ -114,18 +90,9 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
     // What Log::open met.
     for p in &log.problems {
         let what = strip_offset(&p.what);
-        let kind = classify(what);
-        if kind == Kind::Damage {
-            let skipped = number_after(what, "skipped ")
-                .or_else(|| number_after(what, "remaining "))
-                .or_else(|| number_before(what, " trailing bytes"))
-                .unwrap_or(0);
-            if what.contains("skipped")
-                || what.contains("no intact block")
-                || what.contains("trailing")
-            {
-                out.damaged.push((p.offset, skipped));
-            }
+        let kind = kind_of(p.kind);
+        if let ProblemKind::Damage { skipped } = p.kind {
+            out.damaged.push((p.offset, skipped));
         }
         let loc = if p.offset == 0 && kind == Kind::Metadata {
             Location {
@@ -369,27 +336,10 @@ mod tests {
     fn helpers() {
         assert_eq!(strip_offset("offset 12: bad"), "bad");
         assert_eq!(strip_offset("offset x: bad"), "offset x: bad");
-        assert_eq!(
-            number_after(
-                "CRC mismatch; skipped 123 bytes, resumed at offset 5",
-                "skipped "
-            ),
-            Some(123)
-        );
-        assert_eq!(
-            number_before("7 trailing bytes that are not a block", " trailing bytes"),
-            Some(7)
-        );
-        assert_eq!(
-            classify("CPU_DATA block after the END block"),
-            Kind::Structure
-        );
-        assert_eq!(classify("META kallsyms : x"), Kind::Metadata);
-        assert_eq!(
-            classify("META block CRC mismatch (stored 0, computed 1); skipped 3 bytes, resumed at offset 9"),
-            Kind::Damage
-        );
-        assert_eq!(classify("CPU_DATA block CRC mismatch"), Kind::Damage);
+        assert_eq!(kind_of(ProblemKind::Damage { skipped: 3 }), Kind::Damage);
+        assert_eq!(kind_of(ProblemKind::Structure), Kind::Structure);
+        assert_eq!(kind_of(ProblemKind::Metadata), Kind::Metadata);
+        assert_eq!(kind_of(ProblemKind::Arch), Kind::Arch);
         assert_eq!(machine_facts("armv7l"), Some((RunTimeEndian::Little, 4)));
         assert_eq!(machine_facts("s390x"), Some((RunTimeEndian::Big, 8)));
         assert_eq!(machine_facts("weird"), None);
