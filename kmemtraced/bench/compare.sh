@@ -102,6 +102,18 @@ count_perf() {
   LOST=$(perf script -i "$data" --show-lost-events -F event 2>/dev/null | { grep -oE 'PERF_RECORD_LOST lost [0-9]+' || true; } | awk '{t+=$3} END{print t+0}')
 }
 
+# Fixed cost (start-up and stop: kallsyms, formats, statistics): each
+# recorder for 1 s with one rare event, no load. Per-event figures below
+# include it; a short run's CPU ns/event are dominated by it.
+fixed() {
+  /usr/bin/time -f '%U %S' -o "$WORK/fixed.time" "$@" >/dev/null 2>&1 || true
+  awk 'END {printf "%.2f", $1+$2}' "$WORK/fixed.time"
+}
+FIX_KMT=$(fixed "$KMT" -q -o "$WORK/fixed.kmt" -e mm_page_alloc_extfrag -d 1s)
+FIX_TC=$(fixed "$TRACE_CMD" record -q -e kmem:mm_page_alloc_extfrag -o "$WORK/fixed.dat" sleep 1)
+rm -f "$WORK"/fixed.*
+echo "fixed cost (1 s, one rare event, no load): kmemtraced ${FIX_KMT} CPU s, trace-cmd ${FIX_TC} CPU s"
+
 printf '%s\n' "load: stress-ng $STRESS --timeout ${SECS}s; buffer ${BUF_KB} KiB per CPU; events: ${EVENTS[*]}"
 printf '%-28s %12s %10s %8s %9s %10s %12s\n' recorder captured lost 'CPU s' 'RSS KiB' 'B/event' 'CPU ns/event'
 row() {
@@ -111,6 +123,7 @@ row() {
   local cpk
   cpk=$(awk -v c="$CPU" -v e="$ev" 'BEGIN{ if (e>0) printf "%.0f", c*1e9/e; else print "-" }')
   printf '%-28s %12s %10s %8s %9s %10s %12s\n' "$1" "$ev" "${LOST:-?}" "$CPU" "$RSS" "$per" "$cpk"
+  printf '%s\t%s\t%s\t%s\n' "$1" "$ev" "$CPU" "${LOST:-0}" >>"$WORK/rows.tsv"
 }
 
 for r in $(seq "$ROUNDS"); do
@@ -134,3 +147,28 @@ for r in $(seq "$ROUNDS"); do
   }
 done
 echo "(CPU ns/event: the recorder's CPU time divided by the events it captured)"
+# Medians over the rounds, and per event net of the fixed cost.
+python3 - "$WORK/rows.tsv" "$FIX_KMT" "$FIX_TC" <<'PY'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+fixed = {"kmemtraced": float(sys.argv[2]), "trace-cmd": float(sys.argv[3])}
+by = {}
+for name, ev, cpu, lost in rows:
+    if int(ev) > 0:
+        by.setdefault(name, []).append((int(ev), float(cpu), int(lost)))
+print()
+print(f"{'median over rounds':<40} {'CPU ns/event':>12} {'net of fixed':>12} {'lost':>10}")
+med = {}
+for name, v in by.items():
+    f = fixed.get(name.split()[0], 0.0) if name.split()[0] in fixed else None
+    ns = statistics.median(c * 1e9 / e for e, c, _ in v)
+    net = statistics.median(max(c - f, 0) * 1e9 / e for e, c, _ in v) if f is not None else None
+    med[name] = (ns, net)
+    print(f"{name:<40} {ns:>12.0f} {('%.0f' % net) if net is not None else '-':>12} {statistics.median(l for _, _, l in v):>10.0f}")
+if "trace-cmd" in med:
+    t = med["trace-cmd"]
+    for name, (ns, net) in med.items():
+        if name.startswith("kmemtraced"):
+            extra = f", {net / t[1]:.2f}x net of fixed costs" if net is not None and t[1] else ""
+            print(f"{name}: {ns / t[0]:.2f}x trace-cmd's CPU per event{extra}")
+PY
