@@ -116,7 +116,10 @@ impl std::error::Error for OpenError {}
 /// Reads a log from the start.
 pub struct LogReader<R: Read> {
     src: R,
+    /// Bytes read, `buf[..filled]`; the rest is room kept for the next
+    /// reads (so that it is not zeroed again for each one).
     buf: Vec<u8>,
+    filled: usize,
     /// Index in `buf` of the next unread byte.
     pos: usize,
     /// File offset of `buf[0]`.
@@ -133,6 +136,7 @@ impl<R: Read> LogReader<R> {
         let mut r = LogReader {
             src,
             buf: Vec::new(),
+            filled: 0,
             pos: 0,
             base: 0,
             eof: false,
@@ -142,7 +146,7 @@ impl<R: Read> LogReader<R> {
         };
         r.ensure_abs(FILE_HEADER_LEN as u64)
             .map_err(OpenError::Io)?;
-        let have = r.buf.len().min(FILE_HEADER_LEN);
+        let have = r.filled.min(FILE_HEADER_LEN);
         match parse_file_header(&r.buf[..have]) {
             Ok(v) => r.version = v,
             // A log whose first bytes were damaged still has its intact
@@ -181,7 +185,7 @@ impl<R: Read> LogReader<R> {
     }
 
     fn end_abs(&self) -> u64 {
-        self.base + self.buf.len() as u64
+        self.base + self.filled as u64
     }
 
     /// Makes `buf` reach file offset `end` (exclusive) if the input has it.
@@ -191,25 +195,25 @@ impl<R: Read> LogReader<R> {
             if self.eof {
                 return Ok(false);
             }
-            if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-                self.buf.drain(..self.pos);
+            if self.pos > 0 && self.pos >= self.filled / 2 {
+                self.buf.copy_within(self.pos..self.filled, 0);
+                self.filled -= self.pos;
                 self.base += self.pos as u64;
                 self.pos = 0;
             }
             let want = ((end - self.end_abs()) as usize).max(READ_CHUNK);
-            let old = self.buf.len();
-            self.buf.resize(old + want, 0);
+            let old = self.filled;
+            if self.buf.len() < old + want {
+                self.buf.resize(old + want, 0);
+            }
             let n = loop {
-                match self.src.read(&mut self.buf[old..]) {
+                match self.src.read(&mut self.buf[old..old + want]) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        self.buf.truncate(old);
-                        return Err(e);
-                    }
+                    Err(e) => return Err(e),
                 }
             };
-            self.buf.truncate(old + n);
+            self.filled = old + n;
             if n == 0 {
                 self.eof = true;
             }
@@ -252,7 +256,7 @@ impl<R: Read> LogReader<R> {
         loop {
             // Bytes before `scan` are skipped for good: let them be dropped.
             self.pos = self.idx(scan);
-            let found = self.buf[self.pos..]
+            let found = self.buf[self.pos..self.filled]
                 .windows(SYNC.len())
                 .position(|w| w == SYNC)
                 .map(|k| scan + k as u64);
@@ -273,7 +277,7 @@ impl<R: Read> LogReader<R> {
                         .max(scan);
                     let end = self.end_abs();
                     if !self.ensure_abs(end + 1)? {
-                        self.pos = self.buf.len();
+                        self.pos = self.filled;
                         return Ok(None);
                     }
                     scan = keep_from;
@@ -313,7 +317,7 @@ impl<R: Read> LogReader<R> {
             let i = self.idx(off);
             if self.buf[i..i + n.min(4)] != SYNC[..n.min(4)] {
                 self.finished = true;
-                self.pos = self.buf.len();
+                self.pos = self.filled;
                 return Ok(Some(Item::Damage(Damage {
                     offset: off,
                     reason: format!("{available} trailing bytes that are not a block"),
@@ -322,7 +326,7 @@ impl<R: Read> LogReader<R> {
                 })));
             }
             self.finished = true;
-            self.pos = self.buf.len();
+            self.pos = self.filled;
             return Ok(Some(Item::Truncated(Truncation {
                 offset: off,
                 needed: BLOCK_HEADER_LEN as u64,
@@ -352,7 +356,7 @@ impl<R: Read> LogReader<R> {
                 })));
             }
             self.finished = true;
-            self.pos = self.buf.len();
+            self.pos = self.filled;
             return Ok(Some(Item::Truncated(Truncation {
                 offset: off,
                 needed: total,

@@ -4,7 +4,8 @@
 
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{
-    encode_block, encode_file_header, BlockType, Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN,
+    encode_block, encode_file_header, BlockType, Compression, FileHeaderError, BLOCK_HEADER_LEN,
+    FILE_HEADER_LEN,
 };
 use kmemtrace_format::reader::{Item, LogReader, OpenError};
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord};
@@ -120,7 +121,10 @@ fn cut_at_every_byte_keeps_every_complete_block() {
     for cut in 0..bytes.len() {
         let prefix = &bytes[..cut];
         match read_all(prefix) {
-            Err(OpenError::Header(_)) => assert!(cut < FILE_HEADER_LEN, "cut {cut}"),
+            Err(OpenError::Header(e)) => {
+                assert!(cut < FILE_HEADER_LEN, "cut {cut}");
+                assert_eq!(e, FileHeaderError::Short { len: cut }, "cut {cut}");
+            }
             Err(e) => panic!("cut {cut}: {e}"),
             Ok(items) => {
                 let got = blocks(&items);
