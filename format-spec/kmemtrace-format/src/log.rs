@@ -435,7 +435,9 @@ impl Log {
             }
         });
         let mut arch: Option<ArchTag> = None;
-        let mut metas: Vec<Meta> = Vec::new();
+        // With the offset of the block each came from (the last of a kind
+        // and name wins).
+        let mut metas: Vec<(u64, Meta)> = Vec::new();
         let mut problems: Vec<Problem> = header_damage.into_iter().collect();
         let mut stats = Vec::new();
         let mut notes = Vec::new();
@@ -560,10 +562,10 @@ impl Log {
                     }
                     match metas
                         .iter_mut()
-                        .find(|x| x.kind == m.kind && x.name == m.name)
+                        .find(|(_, x)| x.kind == m.kind && x.name == m.name)
                     {
-                        Some(old) => *old = m,
-                        None => metas.push(m),
+                        Some(old) => *old = (b.offset, m),
+                        None => metas.push((b.offset, m)),
                     }
                 }
                 Record::CpuData(_) => unreachable!("handled above"),
@@ -648,12 +650,12 @@ impl Log {
         Ok(log)
     }
 
-    fn decode_metas(&mut self, metas: Vec<Meta>) {
-        for m in &metas {
+    fn decode_metas(&mut self, metas: Vec<(u64, Meta)>) {
+        for (offset, m) in &metas {
             let text = String::from_utf8_lossy(&m.content);
             let mut problem_of = |kind: ProblemKind, what: String| {
                 self.problems.push(Problem {
-                    offset: 0,
+                    offset: *offset,
                     kind,
                     what: format!("META {} {}: {what}", m.kind.name(), m.name),
                 })
@@ -707,7 +709,7 @@ impl Log {
                 _ => {}
             }
         }
-        self.metas = metas;
+        self.metas = metas.into_iter().map(|(_, m)| m).collect();
     }
 
     /// The META block of a kind (and name, for formats and `other`).
@@ -911,6 +913,27 @@ mod tests {
         assert!(zstd_first_block_end(&bulk).unwrap() > 1000);
         zstd_head(&bulk, &mut again, &mut dctx).unwrap();
         assert_eq!(again, head);
+    }
+
+    #[test]
+    fn meta_problems_name_their_block() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
+        w.write_meta(&Meta::new(MetaKind::CpuNodeMap, "0 0\n"))
+            .unwrap();
+        let at = w.bytes_written();
+        w.write_meta(&Meta::new(MetaKind::HeaderPage, "not a header_page"))
+            .unwrap();
+        let bytes = w.finish(None, "test", None).unwrap();
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        let p: Vec<_> = log
+            .problems
+            .iter()
+            .filter(|p| p.kind == ProblemKind::Metadata)
+            .collect();
+        assert_eq!(p.len(), 1, "{:?}", log.problems);
+        assert_eq!(p[0].offset, at, "{}", p[0]);
+        assert!(p[0].what.starts_with("META header_page"), "{}", p[0]);
     }
 
     #[test]

@@ -94,15 +94,11 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
         if let ProblemKind::Damage { skipped } = p.kind {
             out.damaged.push((p.offset, skipped));
         }
-        let loc = if p.offset == 0 && kind == Kind::Metadata {
-            Location {
-                exact: false,
-                ..Location::at(0)
-            }
-        } else {
-            Location::block(p.offset)
-        };
-        sink.push(Finding::error(kind, loc, what.to_string()));
+        sink.push(Finding::error(
+            kind,
+            Location::block(p.offset),
+            what.to_string(),
+        ));
     }
     for n in &log.notes {
         if n.warning {
