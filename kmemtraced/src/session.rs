@@ -61,6 +61,8 @@ pub struct Session {
     pub tx: Option<sink::Sender>,
     pub shared: Shared,
     readers: Vec<JoinHandle<std::result::Result<(), String>>>,
+    /// Threads other than readers that report a task id (writer, sync).
+    helper_threads: usize,
     /// How every reader is set up (all but the CPU and its file).
     reader_tmpl: ReaderTemplate,
     /// CPUs with a ring buffer directory that were offline at the start:
@@ -147,8 +149,10 @@ impl Session {
             command_line: plan.command_line.clone(),
         });
         let werr = |e: std::io::Error| Failure::runtime(format!("writing the log: {e}"));
-        let mut w =
-            LogWriter::new(sink::Output::new(out), &arch, META_COMPRESSION).map_err(werr)?;
+        let tids = Arc::new(Mutex::new(Vec::new()));
+        let output = sink::Output::new(out, tids.clone());
+        let helper_threads = 1 + usize::from(output.has_sync_thread());
+        let mut w = LogWriter::new(output, &arch, META_COMPRESSION).map_err(werr)?;
         let (metas, more_notes) =
             metadata::static_metas(&plan.dir, &plan.top, &plan.layout, &plan.events);
         notes.extend(more_notes);
@@ -185,7 +189,7 @@ impl Session {
         let shared = Shared {
             drain: Arc::new(Flag::new().map_err(|e| Failure::runtime(format!("pipe: {e}")))?),
             alarm: Arc::new(Flag::new().map_err(|e| Failure::runtime(format!("pipe: {e}")))?),
-            tids: Arc::new(Mutex::new(Vec::new())),
+            tids,
         };
         if plan.drain_only.is_some() {
             shared.drain.raise();
@@ -228,6 +232,7 @@ impl Session {
             tx: Some(tx),
             shared,
             readers: Vec::new(),
+            helper_threads,
             reader_tmpl: ReaderTemplate {
                 subbuf_size: sb,
                 layout,
@@ -303,9 +308,10 @@ impl Session {
         started
     }
 
-    /// Task ids of the reader and writer threads, once they all started.
+    /// Task ids of the reader, writer and sync threads, once they all
+    /// started.
     pub fn thread_ids(&self) -> Vec<i32> {
-        let want = self.readers.len() + 1;
+        let want = self.readers.len() + self.helper_threads;
         let until = Instant::now() + Duration::from_secs(2);
         loop {
             let t = self

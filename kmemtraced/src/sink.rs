@@ -37,12 +37,15 @@ struct Syncer {
 }
 
 impl Syncer {
-    fn start(file: File) -> io::Result<Syncer> {
+    fn start(file: File, tids: Arc<Mutex<Vec<i32>>>) -> io::Result<Syncer> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("kmt-sync".into())
             .spawn(move || {
+                if let Ok(mut t) = tids.lock() {
+                    t.push(crate::sys::gettid());
+                }
                 let (lock, cv) = &*s;
                 let Ok(mut stopped) = lock.lock() else {
                     return;
@@ -84,17 +87,30 @@ impl Drop for Syncer {
 }
 
 impl Output {
-    pub fn new(file: File) -> Output {
+    /// The sync thread, if any, adds its task id to `tids` (to keep it out
+    /// of the trace).
+    pub fn new(file: File, tids: Arc<Mutex<Vec<i32>>>) -> Output {
         let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
         // Without a second descriptor the file is synced at the end only.
         let syncer = regular
-            .then(|| file.try_clone().ok().and_then(|f| Syncer::start(f).ok()))
+            .then(|| {
+                file.try_clone()
+                    .ok()
+                    .and_then(|f| Syncer::start(f, tids).ok())
+            })
             .flatten();
         Output {
             file,
             regular,
             _syncer: syncer,
         }
+    }
+}
+
+impl Output {
+    /// Whether a thread of its own syncs the file.
+    pub fn has_sync_thread(&self) -> bool {
+        self._syncer.is_some()
     }
 }
 
@@ -166,13 +182,15 @@ mod tests {
     fn regular_files_are_synced_in_the_background_pipes_never() {
         let dir = tempfile::tempdir().unwrap();
         let f = File::create(dir.path().join("x.kmt")).unwrap();
-        let mut o = Output::new(f);
-        assert!(o.regular && o._syncer.is_some());
+        let tids = Arc::new(Mutex::new(Vec::new()));
+        let mut o = Output::new(f, tids.clone());
+        assert!(o.regular && o.has_sync_thread());
         o.write_all(b"block").unwrap();
         o.flush().unwrap();
         drop(o); // stops the sync thread without waiting a whole interval
+        assert_eq!(tids.lock().unwrap().len(), 1, "the sync thread's task id");
         let (r, w) = crate::sys::pipe().unwrap();
-        let o = Output::new(File::from(w));
+        let o = Output::new(File::from(w), tids.clone());
         assert!(!o.regular && o._syncer.is_none());
         drop(r);
     }
