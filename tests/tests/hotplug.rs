@@ -1,5 +1,6 @@
 //! kmemtraced and CPU hotplug, on the real kernel: a CPU that comes online
-//! while recording is recorded from then on. A test binary of its own:
+//! while recording is recorded from then on, and one that goes offline and
+//! comes back is recorded again. A test binary of its own:
 //! taking a CPU offline would disturb tests running beside it.
 
 mod common;
@@ -21,6 +22,9 @@ impl Offlined {
     fn online(&self) {
         std::fs::write(&self.0, "1").expect("put the CPU back online");
     }
+    fn offline(&self) {
+        std::fs::write(&self.0, "0").expect("take the CPU offline again");
+    }
 }
 
 impl Drop for Offlined {
@@ -39,6 +43,24 @@ fn online_cpus() -> Vec<u32> {
         }
     }
     v
+}
+
+/// Runs a shell on `cpu` that opens /dev/null 500 times; returns its pid.
+fn open_files_on(cpu: u32, pidfile: &std::path::Path) -> i32 {
+    let st = Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "sh", "-c"])
+        .arg(format!(
+            "echo $$ > {}; i=0; while [ $i -lt 500 ]; do exec 3</dev/null; i=$((i+1)); done",
+            pidfile.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -79,21 +101,13 @@ fn a_cpu_coming_online_while_recording_is_recorded() {
     guard.online();
     // The recorder looks for new CPUs once a second.
     std::thread::sleep(Duration::from_millis(1500));
-    let pidfile = dir.path().join("pid");
-    let st = Command::new("taskset")
-        .args(["-c", &cpu.to_string(), "sh", "-c"])
-        .arg(format!(
-            "echo $$ > {}; i=0; while [ $i -lt 500 ]; do exec 3</dev/null; i=$((i+1)); done",
-            pidfile.display()
-        ))
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = open_files_on(cpu, &dir.path().join("pid1"));
+    // Offline and back: the CPU's reader and buffer carry on.
+    guard.offline();
+    std::thread::sleep(Duration::from_millis(500));
+    guard.online();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid2 = open_files_on(cpu, &dir.path().join("pid2"));
     std::thread::sleep(Duration::from_millis(300));
     let st = Command::new("kill")
         .args(["-INT", &rec.id().to_string()])
@@ -109,16 +123,18 @@ fn a_cpu_coming_online_while_recording_is_recorded() {
 
     let (log, evs) = common::decode_kmem(&log_path);
     assert!(log.cpus().contains(&cpu), "CPU {cpu} has no data blocks");
-    let on_cpu = evs
-        .iter()
-        .filter(|e| e.kind == KmemKind::KmemCacheAlloc && e.cpu == cpu && e.pid == pid)
-        .count();
     let notes: Vec<&str> = log.notes.iter().map(|n| n.text.as_str()).collect();
-    // Each open allocates a struct file (filp); the shell allocates more.
-    assert!(
-        on_cpu >= 500,
-        "{on_cpu} kmem_cache_alloc events of pid {pid} on CPU {cpu}, expected at least 500"
-    );
+    for p in [pid, pid2] {
+        let on_cpu = evs
+            .iter()
+            .filter(|e| e.kind == KmemKind::KmemCacheAlloc && e.cpu == cpu && e.pid == p)
+            .count();
+        // Each open allocates a struct file (filp); the shell allocates more.
+        assert!(
+            on_cpu >= 500,
+            "{on_cpu} kmem_cache_alloc events of pid {p} on CPU {cpu}, expected at least 500"
+        );
+    }
     assert!(
         notes
             .iter()
