@@ -175,7 +175,16 @@ impl Session {
         }
         let last_cmdlines = Vec::new();
         let mut start_stats = BTreeMap::new();
-        for &cpu in &cpus {
+        // Boot mode: the buffer has been filling since boot, so its counters
+        // from zero are the capture's (a start snapshot would hide the losses
+        // of boot itself). The log then has no start statistics, which says
+        // exactly that.
+        let start_cpus: &[u32] = if plan.drain_only.is_some() {
+            &[]
+        } else {
+            &cpus
+        };
+        for &cpu in start_cpus {
             if let Some(s) = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start) {
                 start_stats.insert(cpu, CpuStats::parse(&String::from_utf8_lossy(&s.text)));
                 w.write_stats(&s).map_err(werr)?;

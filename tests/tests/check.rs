@@ -216,6 +216,38 @@ fn foreign_captures_check_clean_with_exact_figures() {
     }
 }
 
+/// The boot-time capture of Debian's 6.1 kernel (tests/data): CPU 1's
+/// buffer overflowed during boot; the kernel's counters from zero and the
+/// sub-buffer flag say the same 6,695 events, and nothing else is amiss.
+#[test]
+fn boot_drain_of_another_kernel_checks_with_its_boot_losses() {
+    let path = common::workspace().join("tests/data/boot-6.1-x86_64.kmt");
+    let (code, r) = check_json(&path);
+    assert_eq!(code, 1, "events were lost");
+    assert!(problems(&r).is_empty(), "{:#?}", r["problems"]);
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{:#?}",
+        r["warnings"]
+    );
+    assert_eq!(r["total"]["events"], 103_943);
+    assert_eq!(r["total"]["lost"]["events"], 6_695);
+    let l = &r["cpus"][1]["lost"];
+    assert_eq!(l["source"], "stats");
+    assert_eq!(l["stats"]["overrun"], 6_695);
+    assert_eq!(l["subbuf_flagged"], 1);
+    assert_eq!(r["cpus"][0]["lost"]["events"], 0);
+    // And the report reads it on this host.
+    let out = Command::new(common::bin("kmemtrace-report"))
+        .args(["-q", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["capture"]["events"], 103_943);
+    assert!(doc["callsites"].as_array().is_some_and(|c| c.len() > 100));
+}
+
 #[test]
 fn human_report_table_and_verdicts() {
     let Some(data) = common::shared_data_or_skip("human_report_table_and_verdicts") else {

@@ -456,6 +456,87 @@ fn foreign_kmem_events_print_like_the_foreign_kernel() {
     }
 }
 
+/// A real boot-time capture of Debian's 6.1 kernel, recorded by
+/// `kmemtraced --boot` in a VM beside the kernel's own `trace` text of the
+/// same buffer (tests/data/make-boot-capture.sh): every event, field by
+/// field, as that kernel printed it.
+#[test]
+fn boot_capture_of_another_kernel_prints_like_it() {
+    use kmemtrace_format::log::{BlockScratch, Log};
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
+    let log = Log::open(&data.join("boot-6.1-x86_64.kmt")).unwrap();
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    assert_eq!(log.end.as_ref().unwrap().reason, "boot drain");
+    assert_eq!(log.arch.release.as_deref(), Some("6.1.0-56-amd64"));
+    let dec = log.kmem_decoder();
+    assert!(dec.warnings().is_empty(), "{:?}", dec.warnings());
+    assert!(!dec.has_cache_name(KmemKind::KmemCacheAlloc), "6.1");
+    let printer = Printer {
+        kallsyms: log.kallsyms.as_ref(),
+        gfp: dec.gfp_table(),
+        // Booted with no_hash_pointers.
+        ptr_digits: Some(16),
+    };
+    assert!(printer.kallsyms.is_some_and(|k| k.len() > 50_000));
+    let text = read_gz(&data.join("boot-6.1-x86_64.trace.txt.gz"));
+    let lines: Vec<TextEvent> = text.lines().filter_map(parse_trace_line).collect();
+    let mut gfp_seen = BTreeSet::new();
+    let mut total = 0;
+    let mut scratch = BlockScratch::new();
+    for cpu in log.cpus() {
+        let mut raw = Vec::new();
+        for b in log.cpu_blocks(cpu) {
+            raw.extend_from_slice(log.read_cpu_block_into(b, &mut scratch).unwrap());
+        }
+        let decoded = decode_cpu(
+            kmemtrace_format::LittleEndian,
+            &log.layout,
+            &raw,
+            &dec,
+            &printer,
+        );
+        let mine: Vec<&TextEvent> = lines.iter().filter(|t| t.cpu == cpu as usize).collect();
+        compare_cpu(
+            &format!("boot 6.1 cpu{cpu}"),
+            &decoded,
+            &mine,
+            None,
+            &mut gfp_seen,
+        );
+        total += decoded.len();
+    }
+    assert_eq!(total, lines.len(), "every text line compared");
+    assert!(total > 100_000, "{total}");
+    // The buffer of CPU 1 overflowed during boot: the kernel's header counts
+    // the events written and those still there; the log's sub-buffers flag
+    // exactly the difference.
+    let header = format!("entries-in-buffer/entries-written: {total}/");
+    let written: u64 = text
+        .lines()
+        .find_map(|l| l.split_once(&header).map(|(_, w)| w))
+        .and_then(|w| w.split_whitespace().next()?.parse().ok())
+        .expect("the kernel's entries header");
+    let mut flagged = 0;
+    for cpu in log.cpus() {
+        log.visit_cpu(
+            cpu,
+            |v| {
+                let sb = v.subbuf.as_ref().unwrap();
+                if sb.missed_events {
+                    flagged += sb.lost_events.unwrap_or(0);
+                }
+            },
+            |p| panic!("{p}"),
+        );
+    }
+    assert!(flagged > 0, "the boot overflowed a buffer");
+    assert_eq!(total as u64 + flagged, written, "events written");
+    eprintln!(
+        "boot 6.1: {total} events match the kernel's text; {} GFP combinations",
+        gfp_seen.len()
+    );
+}
+
 #[test]
 fn foreign_gfp_names_round_trip() {
     // Independent of the binary data: every name combination in the text

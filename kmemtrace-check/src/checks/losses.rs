@@ -110,7 +110,10 @@ pub fn assess(
             cpu: Some(cpu),
             ..Location::block(off)
         };
-        if let Some(d) = stats.as_ref().filter(|d| d.since != "start") {
+        // A boot drain reads the top-level buffer, filling since boot: its
+        // counters from zero are exactly the capture's, nothing to warn of.
+        let boot_drain = log.end.as_ref().is_some_and(|e| e.reason == "boot drain");
+        if let Some(d) = stats.as_ref().filter(|d| d.since != "start" && !boot_drain) {
             sink.push(Finding::warning(
                 Kind::Losses,
                 at(d.end_offset),
