@@ -95,6 +95,53 @@ pub fn parse_cpu_list(s: &str) -> Vec<u32> {
     out
 }
 
+/// What the kernel says when, at late_initcall, it finds the scheduler
+/// clock unstable and switches the default trace clock to `global`:
+/// switching clocks empties the ring buffer, so boot-time events before it
+/// are gone (kernel/trace/trace.c `tracing_set_default_clock`).
+const CLOCK_SWITCH: &str = "switching default tracing clock";
+
+/// Seconds after boot at which the kernel switched its trace clock (and so
+/// emptied the boot-time buffer), from the kernel log (`/dev/kmsg`, read
+/// without blocking); `None` if it did not, or the log cannot be read.
+pub fn boot_trace_clock_switch() -> Option<f64> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+        .ok()?;
+    let mut buf = vec![0u8; 8192];
+    // One record per read; EAGAIN at the end. Bounded, whatever happens.
+    for _ in 0..1_000_000 {
+        match f.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => {
+                if let Some(t) = kmsg_clock_switch(&String::from_utf8_lossy(&buf[..n])) {
+                    return Some(t);
+                }
+            }
+            // A record overwritten while reading: go on with the next.
+            Err(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// The time of a `/dev/kmsg` record (`prio,seq,usecs,flags;message`) if it
+/// is the trace clock switch.
+fn kmsg_clock_switch(record: &str) -> Option<f64> {
+    let (head, msg) = record.split_once(';')?;
+    if !msg.contains(CLOCK_SWITCH) {
+        return None;
+    }
+    let usecs: u64 = head.split(',').nth(2)?.parse().ok()?;
+    Some(usecs as f64 / 1e6)
+}
+
 pub fn online_cpus_text() -> Option<String> {
     fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
@@ -384,6 +431,23 @@ pub fn proc_cmdlines() -> Vec<Meta> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn kmsg_trace_clock_switch() {
+        let rec = "4,612,2524710,-;Unstable clock detected, switching default tracing clock to \"global\"\n";
+        assert_eq!(kmsg_clock_switch(rec), Some(2.52471));
+        assert_eq!(
+            kmsg_clock_switch("6,1,100,-;clocksource: Switched to clocksource hpet\n"),
+            None
+        );
+        assert_eq!(
+            kmsg_clock_switch("garbage switching default tracing clock"),
+            None
+        );
+        // Reading the real kernel log never fails the recorder.
+        let _ = boot_trace_clock_switch();
+    }
+
     use super::*;
 
     #[test]

@@ -453,7 +453,12 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         reader_nice: cli.reader_nice,
         command_line: metadata::shell_quote(argv),
     };
-    let session = Session::start(plan, out)?;
+    let mut session = Session::start(plan, out)?;
+    if let Some(t) = metadata::boot_trace_clock_switch() {
+        session.note(format!(
+            "the kernel switched its default trace clock {t:.3} s after boot (unstable clock), which emptied the buffer: boot events before then are missing; boot with trace_clock=global (or trace_clock=local) to keep them"
+        ));
+    }
     let counters = session.counters.clone();
     let cpus = session.cpus.len();
     let report = session.finish("boot drain", None)?;

@@ -14,9 +14,14 @@
 # events; both come back base64-encoded over the serial console.
 #
 #   tests/data/make-boot-capture.sh [VMLINUZ]
+#   environment: OUT=DIR writes the two files there (default: tests/data);
+#                TRACE_CLOCK= (empty) boots without trace_clock=, to see the
+#                recorder note the clock switch that empties the buffer.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here}
+clock=${TRACE_CLOCK-global}
 root=$(cd "$here/../.." && pwd)
 kernel=${1:-$(ls /boot/vmlinuz-6.1.* 2>/dev/null | sort -V | tail -1)}
 [ -n "$kernel" ] && [ -r "$kernel" ] || { echo "no kernel image (apt-get install linux-image-amd64)" >&2; exit 2; }
@@ -65,10 +70,10 @@ chmod +x "$work/rd/init"
 events=kmem:kmalloc,kmem:kfree,kmem:kmem_cache_alloc,kmem:kmem_cache_free,kmem:mm_page_alloc,kmem:mm_page_free
 timeout 600 qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 2 -nographic -no-reboot \
   -kernel "$kernel" -initrd "$work/initrd.gz" \
-  -append "console=ttyS0 rdinit=/init panic=-1 no_hash_pointers trace_clock=global trace_event=$events trace_buf_size=4M" \
+  -append "console=ttyS0 rdinit=/init panic=-1 no_hash_pointers ${clock:+trace_clock=$clock} trace_event=$events trace_buf_size=4M" \
   >"$work/console.log" 2>&1
 
-python3 - "$work/console.log" "$here" <<'PY'
+python3 - "$work/console.log" "$out" <<'PY'
 import base64, sys
 t = open(sys.argv[1], 'rb').read().decode('latin1')
 def between(a, b):
@@ -83,4 +88,4 @@ open(f"{sys.argv[2]}/boot-6.1-x86_64.trace.txt.gz", 'wb').write(between('KMT-TEX
 open(f"{sys.argv[2]}/boot-6.1-x86_64.kmt", 'wb').write(between('KMT-LOG-BEGIN', 'KMT-LOG-END'))
 print(t[t.index('KMT-INFO'):].split('\n')[0].strip())
 PY
-ls -l "$here"/boot-6.1-x86_64.*
+ls -l "$out"/boot-6.1-x86_64.*
