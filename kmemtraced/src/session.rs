@@ -133,6 +133,12 @@ impl Session {
                 Err(e) => notes.push(format!("CPU {cpu} not recorded: {e}")),
             }
         }
+        if files.is_empty() {
+            return Err(Failure::tracefs(format!(
+                "no per-CPU trace_pipe_raw could be opened under {}",
+                plan.dir.file("per_cpu").display()
+            )));
+        }
         let cpus: Vec<u32> = files.iter().map(|(c, _)| *c).collect();
         let buffer_size_kb = plan
             .dir
@@ -300,7 +306,6 @@ impl Session {
             }
             let at = self.started.elapsed().as_secs_f64();
             match open_pipe(&self.plan.dir, cpu)
-                .map_err(|e| e.to_string())
                 .and_then(|f| self.start_reader(cpu, f).map_err(|e| e.msg))
             {
                 Ok(()) => {
