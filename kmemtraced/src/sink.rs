@@ -24,7 +24,7 @@ use std::time::Duration;
 pub struct Output {
     file: File,
     regular: bool,
-    _syncer: Option<Syncer>,
+    syncer: Option<Syncer>,
 }
 
 /// How often a regular output file is synced.
@@ -102,7 +102,7 @@ impl Output {
         Output {
             file,
             regular,
-            _syncer: syncer,
+            syncer,
         }
     }
 }
@@ -110,7 +110,7 @@ impl Output {
 impl Output {
     /// Whether a thread of its own syncs the file.
     pub fn has_sync_thread(&self) -> bool {
-        self._syncer.is_some()
+        self.syncer.is_some()
     }
 }
 
@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(tids.lock().unwrap().len(), 1, "the sync thread's task id");
         let (r, w) = crate::sys::pipe().unwrap();
         let o = Output::new(File::from(w), tids.clone());
-        assert!(!o.regular && o._syncer.is_none());
+        assert!(!o.regular && o.syncer.is_none());
         drop(r);
     }
 }

@@ -256,8 +256,8 @@ pub fn encode_block(
 
 /// Encodes blocks with one compression setting, keeping the zstd context
 /// and its output buffer from block to block (creating a context costs as
-/// much as compressing a small block). Output is byte-for-byte that of
-/// [`encode_block`].
+/// much as compressing a small block). [`encode_block`] is this with a
+/// fresh context.
 pub struct BlockCompressor {
     compression: Compression,
     cctx: Option<zstd::zstd_safe::CCtx<'static>>,
@@ -279,10 +279,6 @@ impl BlockCompressor {
             cctx: None,
             scratch: Vec::new(),
         }
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 
     /// Compresses `payload` into the scratch buffer as one zstd frame;
@@ -356,9 +352,6 @@ impl BlockCompressor {
         payload: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
-        if payload.len() > MAX_BLOCK_LEN as usize {
-            return Err(EncodeError::TooLarge(payload.len()));
-        }
         self.encode_with_head(block_type, payload, 0, out)
     }
 

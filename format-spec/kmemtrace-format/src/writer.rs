@@ -73,6 +73,10 @@ impl CpuBlockEncoder {
     /// [`CPU_DATA_HEADER_LEN`] bytes are room for the header (overwritten
     /// here) and the rest whole sub-buffers (a trailing partial one is left
     /// out).
+    ///
+    /// # Panics
+    ///
+    /// If `buf` is shorter than the header (a caller's mistake, not data).
     pub fn encode_in_place(
         &mut self,
         buf: &mut [u8],
