@@ -102,7 +102,10 @@ pub struct Cli {
 
     /// Boot mode: drain what boot-time tracing (`trace_event=kmem:...` on the
     /// kernel command line) left in the top-level buffer, without resetting it
-    /// or changing its events; no instance is created.
+    /// or changing its events; no instance is created. Boot with
+    /// `trace_buf_size=` large enough for the boot, and with `trace_clock=`
+    /// set: a kernel that finds its clock unstable switches clocks at
+    /// late_initcall, which empties the buffer (the log notes it).
     #[arg(long = "boot", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command"])]
     pub boot: bool,
 
