@@ -160,7 +160,7 @@ print()
 print(f"{'median over rounds':<40} {'CPU ns/event':>12} {'net of fixed':>12} {'lost':>10}")
 med = {}
 for name, v in by.items():
-    f = fixed.get(name.split()[0], 0.0) if name.split()[0] in fixed else None
+    f = fixed.get(name.split()[0])
     ns = statistics.median(c * 1e9 / e for e, c, _ in v)
     net = statistics.median(max(c - f, 0) * 1e9 / e for e, c, _ in v) if f is not None else None
     med[name] = (ns, net)
