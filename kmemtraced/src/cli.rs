@@ -20,22 +20,33 @@ Examples:
 Without -F or -p the whole system is traced, the recorder's own reader,
 writer and sync threads excepted (--trace-self keeps them). Recording stops on SIGINT,
 SIGTERM or SIGHUP, when -d runs out, or when COMMAND exits; the command's own
-exit status is stored in the log and does not change kmemtraced's. A signal
-is passed on to COMMAND; when -d runs out first, COMMAND is left running.
+exit status is stored in the log and does not change kmemtraced's.
+
+COMMAND starts with no signal blocked or ignored. A stop signal is passed on
+to it (Ctrl-C reaches it from the terminal directly) and recording goes on
+until it exits, at most 10 s; a second signal stops at once. When -d runs
+out first, COMMAND is left running. If recording fails (a full disk), the
+log is finished as far as it can be and kmemtraced waits for COMMAND to
+exit, passing signals on, then exits 1: the command is never orphaned.
 Readers run at nice -10 (--reader-nice) so that bursts do not overrun them.
 A CPU that comes online while recording gets its reader within a second
 (the kernel keeps its first events meanwhile); the log notes when.
 
-The output is created (or truncated) with mode 0600: kallsyms and raw kernel
-pointers reveal the kernel's layout. A symlink is refused.
+The output is created with mode 0600: kallsyms and raw kernel pointers
+reveal the kernel's layout. A symlink is refused. It is opened only after
+every option has been accepted; an existing file is kept as FILE.old, as
+perf keeps perf.data.old.
 
 Each run traces in its own tracefs instance, instances/kmemtraced-<pid>-<start>,
-removed on exit; instances of dead recorders are removed by the next run.
+removed on exit. A guardian process (`kmemtraced --guard`, in ps) stops
+tracing there and removes it if the recorder is killed (SIGKILL, OOM);
+any instance of a dead recorder left otherwise is removed by the next run.
 
 Exit status:
   0  recording finished (whatever the traced command returned)
   1  runtime failure (writing the log, reading the ring buffer, starting COMMAND)
-  2  usage error (bad option, unknown event, refused output)
+  2  usage error (bad option, unknown event, refused output, a buffer size
+     the kernel cannot allocate)
   3  tracefs unavailable or not permitted (not root, no tracefs, kernel without tracing)
   4  --import: the dump is not usable (no or malformed header_page, bad sizes, damaged tar)";
 
@@ -52,7 +63,7 @@ pub struct Cli {
     pub output: Option<PathBuf>,
 
     /// Stop after this long: `10s`, `500ms`, `2m`, `1h`, or plain seconds.
-    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(short = 'd', long = "duration", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
     /// Events to record, comma-separated: `kmalloc`, `kmem:kfree`, `kmem:*`,
@@ -67,12 +78,12 @@ pub struct Cli {
     pub events: Vec<String>,
 
     /// Per-CPU ring-buffer size in KiB (default: the kernel's, usually 1408).
-    #[arg(short = 'b', long = "buffer-kb", value_name = "KB", value_parser = clap::value_parser!(u32).range(4..))]
+    #[arg(short = 'b', long = "buffer-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(4..))]
     pub buffer_kb: Option<u32>,
 
     /// Sub-buffer size in KiB, on kernels with `buffer_subbuf_size_kb` (6.8+).
     /// Larger sub-buffers mean fewer reads. Default: the kernel's (one page).
-    #[arg(long = "subbuf-kb", value_name = "KB", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long = "subbuf-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub subbuf_kb: Option<u32>,
 
     /// Trace clock (`local`, `global`, `mono`, `boot`, ...; see `trace_clock`).
@@ -85,11 +96,16 @@ pub struct Cli {
     /// the recorder's CPU: `none` halves it, at ~6x the bytes (~9 bytes per
     /// event compressed, ~57 plain); keep zstd where the output is flash or
     /// a network link, whose bandwidth loses events first.
-    #[arg(short = 'c', long = "compress", value_name = "none|LEVEL", default_value = "1", value_parser = parse_compression)]
+    #[arg(short = 'c', long = "compress", value_name = "none|LEVEL", default_value = "1", allow_hyphen_values = true, value_parser = parse_compression)]
     pub compress: Compression,
 
     /// Trace only this process (all its threads) and what it forks; repeatable.
-    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        allow_negative_numbers = true
+    )]
     pub pids: Vec<u32>,
 
     /// With COMMAND: trace only the command and its descendants.
@@ -117,7 +133,7 @@ pub struct Cli {
     /// the instance's `buffer_percent`, raised to one sub-buffer's worth on
     /// small buffers). Lower leaves more room for bursts; 0 wakes the
     /// reader for every event (costly).
-    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
+    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub buffer_percent: u32,
 
     /// Nice value of the per-CPU reader threads (-20..19; 0 leaves them at
@@ -129,7 +145,7 @@ pub struct Cli {
 
     /// Write what a CPU has at least this often, even if its buffer is not
     /// yet full (bounds what a crash loses and the latency of `-o -`).
-    #[arg(long = "flush-interval", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long = "flush-interval", value_name = "DURATION", default_value = "1s", allow_hyphen_values = true, value_parser = parse_duration)]
     pub flush_interval: Duration,
 
     /// Tracefs mount point (default: /sys/kernel/tracing, then /sys/kernel/debug/tracing).
@@ -145,6 +161,10 @@ pub struct Cli {
     /// into a log, with the dump's own byte order and sizes.
     #[arg(long = "import", value_name = "DIR|TAR", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self"])]
     pub import: Option<PathBuf>,
+
+    /// Internal: the guardian of a recording's instance (see guard.rs).
+    #[arg(long = "guard", value_name = "INSTANCE_DIR", hide = true)]
+    pub guard: Option<PathBuf>,
 
     /// Command to run while tracing (after `--`).
     #[arg(last = true, value_name = "COMMAND")]

@@ -104,7 +104,11 @@ pub fn run(cli: &Cli, input: &Path, argv: Vec<String>) -> CliResult<()> {
             "--import needs -o FILE (the log to write; - for standard output)",
         ));
     };
-    let (file, out_name) = crate::record::open_output(out_path)?;
+    let crate::output::Output {
+        file,
+        name: out_name,
+        ..
+    } = crate::output::open(out_path)?;
     let to_stdout = out_path.as_os_str() == "-";
     let res = import(
         input,

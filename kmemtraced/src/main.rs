@@ -15,8 +15,10 @@ mod cli;
 mod cpu_reader;
 mod events;
 mod failure;
+mod guard;
 mod import;
 mod metadata;
+mod output;
 mod record;
 mod session;
 mod sink;
@@ -33,6 +35,12 @@ fn main() -> ExitCode {
         .collect();
     // clap prints usage errors and exits 2, --help/--version exit 0.
     let cli = cli::Cli::parse();
+    if let Some(instance) = &cli.guard {
+        if let Some(done) = guard::watch(instance) {
+            eprintln!("kmemtraced: {done}");
+        }
+        return ExitCode::SUCCESS;
+    }
     let res = if let Some(dump) = &cli.import {
         import::run(&cli, dump, argv)
     } else if cli.cleanup {

@@ -5,16 +5,17 @@
 use crate::cli::Cli;
 use crate::events::{self, Event};
 use crate::failure::{Failure, Result};
+use crate::guard::Guardian;
 use crate::metadata;
+use crate::output;
 use crate::session::{Plan, Report, Session};
 use crate::status::{self, StatusLine, Summary};
 use crate::sys;
 use crate::tracefs::{Instance, TraceDir, Tracefs};
 use nix::sys::signal::Signal;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -30,49 +31,6 @@ fn say(quiet: bool, msg: &str) {
     if !quiet {
         eprintln!("kmemtraced: {msg}");
     }
-}
-
-/// Opens the output: `-` is standard output (never a terminal); a file is
-/// created or truncated with mode 0600 and never through a symlink.
-pub fn open_output(p: &Path) -> Result<(File, String)> {
-    if p.as_os_str() == "-" {
-        let out = std::io::stdout();
-        if out.is_terminal() {
-            return Err(Failure::usage(
-                "refusing to write the binary log to a terminal: redirect standard output or use -o FILE",
-            ));
-        }
-        let fd = out
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Failure::runtime(format!("duplicating standard output: {e}")))?;
-        return Ok((File::from(fd), "standard output".into()));
-    }
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(p)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(nix::libc::ELOOP) {
-                Failure::usage(format!(
-                    "refusing to write the log through the symlink {}",
-                    p.display()
-                ))
-            } else {
-                Failure::usage(format!("cannot create the log {}: {e}", p.display()))
-            }
-        })?;
-    // An existing file keeps its mode on truncation: tighten it (regular
-    // files only: never chmod a device such as /dev/null).
-    if let Ok(m) = f.metadata() {
-        if m.is_file() && m.permissions().mode() & 0o077 != 0 {
-            let _ = f.set_permissions(std::fs::Permissions::from_mode(0o600));
-        }
-    }
-    Ok((f, p.display().to_string()))
 }
 
 /// `--cleanup`.
@@ -126,7 +84,7 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<()> {
     }
     if let Some(kb) = cli.buffer_kb {
         inst.write("buffer_size_kb", &kb.to_string())
-            .map_err(|e| Failure::runtime(format!("-b {kb}: {}", e.msg)))?;
+            .map_err(|e| buffer_refused(inst, kb, e))?;
     }
     if let Some(clock) = &cli.clock {
         let avail = inst.read_string("trace_clock").unwrap_or_default();
@@ -164,6 +122,56 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<()> {
     Ok(())
 }
 
+/// Why `-b KB` was refused, with what the kernel kept and what it could
+/// likely give: the buffer is allocated for every CPU, from memory that is
+/// available now.
+fn buffer_refused(inst: &TraceDir, kb: u32, e: Failure) -> Failure {
+    use kmemtrace_format::human::{bytes, thousands};
+    let cpus = metadata::online_cpus_text()
+        .map(|t| metadata::parse_cpu_list(&t).len())
+        .unwrap_or(1)
+        .max(1) as u64;
+    let kept = inst
+        .read_string("buffer_size_kb")
+        .ok()
+        .and_then(|s| crate::session::parse_buffer_kb(&s));
+    let available_kb = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+    });
+    let mut msg = format!(
+        "-b {}: the kernel refused {} KiB per CPU ({} for {cpus} CPUs)",
+        thousands(u64::from(kb)),
+        thousands(u64::from(kb)),
+        bytes((u64::from(kb) * 1024 * cpus) as f64)
+    );
+    if e.msg.contains("Cannot allocate memory") || e.msg.contains("os error 12") {
+        msg += ": not enough memory";
+        if let Some(avail) = available_kb {
+            // Leave half of what is available to the system.
+            msg += &format!(
+                " ({} available; at most about -b {} leaves half of it)",
+                bytes((avail * 1024) as f64),
+                thousands(avail / 2 / cpus)
+            );
+        }
+    } else {
+        msg += &format!(" ({})", e.msg);
+    }
+    if let Some(k) = kept {
+        msg += &format!("; the buffer stays at {} KiB", thousands(u64::from(k)));
+    }
+    Failure {
+        code: if e.code == crate::failure::EXIT_TRACEFS {
+            e.code
+        } else {
+            crate::failure::EXIT_USAGE
+        },
+        msg,
+    }
+}
+
 fn set_events(dir: &TraceDir, events: &[Event], on: bool) -> Result<()> {
     let v = if on { "1" } else { "0" };
     let mut first_err = None;
@@ -198,6 +206,10 @@ fn describe_exit(st: std::process::ExitStatus) -> (String, i32) {
     }
 }
 
+/// How long the traced command may take to exit after a stop signal was
+/// passed on to it, while the recording goes on.
+const COMMAND_GRACE: Duration = Duration::from_secs(10);
+
 /// Records live: the default mode.
 pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let Some(output) = cli.output.clone() else {
@@ -219,14 +231,16 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     for &p in &cli.pids {
         threads_of(p)?;
     }
-    let (out, out_name) = open_output(&output)?;
     let signals = sys::block_signals()
         .map_err(|e| Failure::runtime(format!("setting up signal handling: {e}")))?;
 
+    // Everything the kernel may refuse comes before the output is touched.
     let mut inst = Instance::create(&tfs)?;
+    let guardian = Guardian::start(&inst);
     let pid_filter = !cli.pids.is_empty() || cli.follow_command;
     configure(&inst.dir, cli, pid_filter)?;
     let layout = metadata::layout(&inst.dir)?;
+    let out = output::open(&output)?;
     let plan = Plan {
         dir: inst.dir.clone(),
         top: tfs.top.clone(),
@@ -240,7 +254,12 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         reader_nice: cli.reader_nice,
         command_line: metadata::shell_quote(argv),
     };
-    let mut session = Session::start(plan, out)?;
+    let mut session = Session::start(plan, out.file)?;
+    if let Err(e) = &guardian {
+        session.note(format!(
+            "no guardian process ({e}): if the recorder is killed, `kmemtraced --cleanup` removes its instance"
+        ));
+    }
     if !cli.trace_self {
         exclude_own_threads(&inst.dir, &mut session);
     }
@@ -249,92 +268,246 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let enabled = set_events(&inst.dir, &events, true);
     let _ = inst.dir.write("tracing_on", "1");
     session.mark_started();
-    let mut child: Option<Child> = None;
     let mut failure: Option<Failure> = enabled.err();
+    let mut child = None;
     if failure.is_none() && !cli.command.is_empty() {
-        let mut cmd = Command::new(&cli.command[0]);
-        cmd.args(&cli.command[1..]);
-        if output.as_os_str() == "-" {
-            // The log owns standard output: the command's goes to stderr.
-            if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
-                cmd.stdout(Stdio::from(fd));
-            }
-        }
-        let filter = if cli.follow_command {
-            OpenOptions::new()
-                .append(true)
-                .open(inst.dir.file("set_event_pid"))
-                .ok()
-        } else {
-            None
-        };
-        match sys::spawn_command(&mut cmd, filter) {
+        match start_command(cli, &output, &inst) {
             Ok(c) => child = Some(c),
-            Err(e) => {
-                failure = Some(Failure::runtime(format!(
-                    "cannot run `{}`: {e}",
-                    cli.command[0]
-                )))
-            }
+            Err(f) => failure = Some(f),
         }
     }
 
-    // Wait for the end.
     let tty = std::io::stderr().is_terminal() && !cli.quiet;
     let color = status::use_color(tty);
+    let mut end = match &failure {
+        Some(f) => End {
+            reason: format!("error: {}", f.msg),
+            exit_status: None,
+        },
+        None => wait_for_end(
+            cli,
+            &mut session,
+            &inst,
+            &signals,
+            child.as_mut(),
+            tty,
+            color,
+        ),
+    };
+
+    // Stop: no new events, let writers in flight commit, then drain.
+    let _ = set_events(&inst.dir, &events, false);
+    let _ = inst.dir.write("tracing_on", "0");
+    std::thread::sleep(QUIESCE);
+    if let Some(c) = child.as_mut() {
+        if end.exit_status.is_none() {
+            // Stopped while the command runs: a moment for it to exit, so
+            // that its status is in the log.
+            end.exit_status = wait_briefly(c, Duration::from_secs(1));
+        }
+    }
+    let written_before = session.counters.clone();
+    let cpus = session.cpus.len();
+    let res = session.finish(&end.reason, end.exit_status);
+    let removed = inst.remove();
+    if let Ok(g) = guardian {
+        g.release();
+    }
+    let report = res?;
+    if let Err(e) = removed {
+        say(
+            cli.quiet,
+            &format!("could not remove instance {}: {e}", inst.name),
+        );
+    }
+    if !cli.quiet {
+        print_summary(
+            &written_before,
+            cpus,
+            &report,
+            &end.reason,
+            &out.name,
+            color,
+        );
+        if let Some(old) = &out.kept_old {
+            say(
+                false,
+                &format!("the previous log is kept as {}", old.display()),
+            );
+        }
+    }
+    let failed = failure.or_else(|| report.errors.first().map(|e| Failure::runtime(e.clone())));
+    if let Some(c) = child.as_mut().filter(|_| end.exit_status.is_none()) {
+        if let Some(f) = &failed {
+            // Never leave the command orphaned by our own failure: it runs
+            // on untraced, and we exit when it does.
+            say(
+                cli.quiet,
+                &format!(
+                    "recording failed ({}); waiting for the command (pid {}) to exit, passing signals on",
+                    f.msg,
+                    c.id()
+                ),
+            );
+            wait_passing_signals(c, &signals);
+        } else if end.reason != "duration" {
+            say(
+                cli.quiet,
+                &format!(
+                    "the command (pid {}) is still running; it is left running",
+                    c.id()
+                ),
+            );
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// Why a recording stopped: the END block's reason, and the command's
+/// exit status if it exited.
+struct End {
+    reason: String,
+    exit_status: Option<i32>,
+}
+
+/// Starts COMMAND (its pid added to the event filter first with `-F`).
+fn start_command(cli: &Cli, output: &Path, inst: &Instance) -> Result<Child> {
+    let mut cmd = Command::new(&cli.command[0]);
+    cmd.args(&cli.command[1..]);
+    if output.as_os_str() == "-" {
+        // The log owns standard output: the command's goes to stderr.
+        if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
+            cmd.stdout(Stdio::from(fd));
+        }
+    }
+    let filter = if cli.follow_command {
+        OpenOptions::new()
+            .append(true)
+            .open(inst.dir.file("set_event_pid"))
+            .ok()
+    } else {
+        None
+    };
+    sys::spawn_command(&mut cmd, filter)
+        .map_err(|e| Failure::runtime(format!("cannot run `{}`: {e}", cli.command[0])))
+}
+
+/// Passes a stop signal on to the command, unless the terminal already sent
+/// it to the command's process group (Ctrl-C reaches both of us).
+fn pass_on(child: &Child, r: sys::Received) {
+    if !(r.to_group && sys::in_our_process_group(child.id())) {
+        sys::kill(child.id(), r.signal);
+    }
+}
+
+/// Waits for the end of the recording: the command's exit, a duration, a
+/// stop signal, or a failure; keeps the status line and the periodic
+/// snapshots going meanwhile. A stop signal while the command runs is
+/// passed on to it and the recording goes on until it exits, for at most
+/// [`COMMAND_GRACE`]; a second signal stops at once.
+fn wait_for_end(
+    cli: &Cli,
+    session: &mut Session,
+    inst: &Instance,
+    signals: &nix::sys::signalfd::SignalFd,
+    mut child: Option<&mut Child>,
+    tty: bool,
+    color: bool,
+) -> End {
     let mut status_line = tty.then(|| StatusLine::new(color));
     let deadline = cli.duration.map(|d| session.started + d);
     let mut next_status = Instant::now() + Duration::from_secs(1);
     let mut next_periodic = Instant::now() + PERIODIC;
-    let mut exit_status = None;
-    let mut reason = String::new();
-    if let Some(f) = &failure {
-        reason = format!("error: {}", f.msg);
-    }
-    while failure.is_none() {
+    let mut grace_until: Option<Instant> = None;
+    let mut signalled: Option<String> = None;
+    let end = loop {
         let now = Instant::now();
-        let mut wake = next_status.min(next_periodic);
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
+        let wake = [
+            Some(next_status),
+            Some(next_periodic),
+            deadline,
+            grace_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(now);
         let _ = sys::wait_readable(
             &[signals.as_fd(), session.shared.alarm.fd()],
             wake.saturating_duration_since(now),
         );
-        let mut stop_signal = None;
-        for s in sys::pending_signals(&signals) {
-            if s != Signal::SIGCHLD {
-                stop_signal.get_or_insert(s);
+        let mut stop_now = false;
+        for r in sys::pending_signals(signals) {
+            if r.signal == Signal::SIGCHLD {
+                continue;
+            }
+            signalled.get_or_insert_with(|| format!("signal {}", r.signal));
+            match child.as_deref() {
+                Some(c) => {
+                    pass_on(c, r);
+                    if grace_until.is_some() {
+                        stop_now = true;
+                    } else {
+                        grace_until = Some(Instant::now() + COMMAND_GRACE);
+                        say(
+                            cli.quiet,
+                            &format!(
+                                "{} passed on to the command (pid {}): recording until it exits, at most {} s (signal again to stop now)",
+                                r.signal,
+                                c.id(),
+                                COMMAND_GRACE.as_secs()
+                            ),
+                        );
+                    }
+                }
+                None => stop_now = true,
             }
         }
-        if let Some(c) = child.as_mut() {
-            if let Ok(Some(st)) = c.try_wait() {
-                let (r, code) = describe_exit(st);
-                reason = r;
-                exit_status = Some(code);
-                child = None;
-                break;
-            }
+        if let Some(st) = child
+            .as_deref_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+        {
+            let (r, code) = describe_exit(st);
+            break End {
+                reason: signalled.unwrap_or(r),
+                exit_status: Some(code),
+            };
         }
-        if let Some(s) = stop_signal {
-            reason = format!("signal {s}");
-            if let Some(c) = &child {
-                sys::kill(c.id(), s);
-            }
-            break;
+        if stop_now {
+            break End {
+                reason: signalled.unwrap_or_default(),
+                exit_status: None,
+            };
         }
         if session.failed() {
-            reason = "error".into();
-            break;
+            break End {
+                reason: "error".into(),
+                exit_status: None,
+            };
         }
         let now = Instant::now();
+        if grace_until.is_some_and(|g| now >= g) {
+            say(
+                cli.quiet,
+                &format!(
+                    "the command did not exit within {} s of the signal: recording stops",
+                    COMMAND_GRACE.as_secs()
+                ),
+            );
+            break End {
+                reason: signalled.unwrap_or_default(),
+                exit_status: None,
+            };
+        }
         if deadline.is_some_and(|d| now >= d) {
-            reason = "duration".into();
-            break;
+            break End {
+                reason: "duration".into(),
+                exit_status: None,
+            };
         }
         if now >= next_status {
             if !session.adopt_onlined_cpus().is_empty() && !cli.trace_self {
-                exclude_own_threads(&inst.dir, &mut session);
+                exclude_own_threads(&inst.dir, session);
             }
             if let Some(sl) = status_line.as_mut() {
                 sl.update(&session.counters, &session.lost_so_far());
@@ -345,48 +518,37 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             session.periodic();
             next_periodic = now + PERIODIC;
         }
-    }
-
-    // Stop: no new events, let writers in flight commit, then drain.
-    let _ = set_events(&inst.dir, &events, false);
-    let _ = inst.dir.write("tracing_on", "0");
-    std::thread::sleep(QUIESCE);
-    if let Some(c) = child.as_mut() {
-        // Signalled while the command runs: give it a moment to exit so
-        // that its status is in the log; it is not waited for beyond that.
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until {
-            if let Ok(Some(st)) = c.try_wait() {
-                exit_status = Some(describe_exit(st).1);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    };
     if let Some(sl) = status_line.as_mut() {
         sl.clear();
     }
-    let written_before = session.counters.clone();
-    let cpus = session.cpus.len();
-    let res = session.finish(&reason, exit_status);
-    let removed = inst.remove();
-    let report = res?;
-    if let Err(e) = removed {
-        say(
-            cli.quiet,
-            &format!("could not remove instance {}: {e}", inst.name),
-        );
+    end
+}
+
+/// The command's exit status if it exits within `limit`.
+fn wait_briefly(c: &mut Child, limit: Duration) -> Option<i32> {
+    let until = Instant::now() + limit;
+    loop {
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(describe_exit(st).1);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    if !cli.quiet {
-        print_summary(&written_before, cpus, &report, &reason, &out_name, color);
+}
+
+/// Waits for the command to exit, passing stop signals on to it.
+fn wait_passing_signals(c: &mut Child, signals: &nix::sys::signalfd::SignalFd) {
+    while !matches!(c.try_wait(), Ok(Some(_)) | Err(_)) {
+        let _ = sys::wait_readable(&[signals.as_fd()], Duration::from_millis(200));
+        for r in sys::pending_signals(signals) {
+            if r.signal != Signal::SIGCHLD {
+                pass_on(c, r);
+            }
+        }
     }
-    if let Some(f) = failure {
-        return Err(f);
-    }
-    if let Some(e) = report.errors.first() {
-        return Err(Failure::runtime(e.clone()));
-    }
-    Ok(())
 }
 
 fn print_summary(
@@ -431,7 +593,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         }
     }
     let layout = metadata::layout(&top)?;
-    let (out, out_name) = open_output(&output)?;
+    let out = output::open(&output)?;
     let nr_pages = top
         .read_string("buffer_size_kb")
         .ok()
@@ -453,7 +615,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         reader_nice: cli.reader_nice,
         command_line: metadata::shell_quote(argv),
     };
-    let mut session = Session::start(plan, out)?;
+    let mut session = Session::start(plan, out.file)?;
     if let Some(t) = metadata::boot_trace_clock_switch() {
         session.note(format!(
             "the kernel switched its default trace clock {t:.3} s after boot (unstable clock), which emptied the buffer: boot events before then are missing; boot with trace_clock=global (or trace_clock=local) to keep them"
@@ -464,7 +626,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let report = session.finish("boot drain", None)?;
     if !cli.quiet {
         let color = status::use_color(std::io::stderr().is_terminal());
-        print_summary(&counters, cpus, &report, "boot drain", &out_name, color);
+        print_summary(&counters, cpus, &report, "boot drain", &out.name, color);
     }
     if let Some(e) = report.errors.first() {
         return Err(Failure::runtime(e.clone()));

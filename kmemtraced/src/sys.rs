@@ -35,15 +35,75 @@ pub fn block_signals() -> io::Result<SignalFd> {
         .map_err(io::Error::from)
 }
 
+/// A signal read from the signal descriptor.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    pub signal: Signal,
+    /// Sent by the kernel to a whole process group (the terminal's Ctrl-C,
+    /// Ctrl-\, hang-up: `SI_KERNEL`), rather than by a process with
+    /// kill(2): the traced command, in our group, got it too.
+    pub to_group: bool,
+}
+
 /// Reads the pending signals from a signal descriptor (non-blocking).
-pub fn pending_signals(sfd: &SignalFd) -> Vec<Signal> {
+pub fn pending_signals(sfd: &SignalFd) -> Vec<Received> {
     let mut out = Vec::new();
     while let Ok(Some(info)) = sfd.read_signal() {
-        if let Ok(s) = Signal::try_from(info.ssi_signo as i32) {
-            out.push(s);
+        if let Ok(signal) = Signal::try_from(info.ssi_signo as i32) {
+            out.push(Received {
+                signal,
+                to_group: info.ssi_code == nix::libc::SI_KERNEL,
+            });
         }
     }
     out
+}
+
+/// Whether process `pid` is in our process group (so that the terminal's
+/// signals reach it as they reach us).
+pub fn in_our_process_group(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(p)))
+        .is_ok_and(|g| g == nix::unistd::getpgrp())
+}
+
+/// Signals a program started by us finds as a shell would leave them:
+/// none blocked, and these at their default action (the recorder blocks
+/// the stop signals for its signal descriptor, and a background job may
+/// have been started with SIGINT and SIGQUIT ignored; both would be
+/// inherited across exec, and `std::process::Command` resets neither).
+const RESET_IN_CHILD: [Signal; 6] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGCHLD,
+    Signal::SIGPIPE,
+];
+
+/// Unblocks every signal and restores the default action of
+/// [`RESET_IN_CHILD`]; async-signal-safe (sigprocmask and sigaction only).
+fn reset_signals() -> io::Result<()> {
+    SigSet::empty().thread_set_mask().map_err(io::Error::from)?;
+    for s in RESET_IN_CHILD {
+        // SAFETY: installing SIG_DFL runs no code of ours.
+        #[allow(unsafe_code)]
+        unsafe { nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl) }
+            .map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// Ignores the signals a terminal sends to a process group (the guardian
+/// must outlive the recorder it watches).
+pub fn ignore_terminal_signals() {
+    for s in [Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP] {
+        // SAFETY: installing SIG_IGN runs no code of ours.
+        #[allow(unsafe_code)]
+        let _ = unsafe { nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigIgn) };
+    }
 }
 
 /// Waits until one of `fds` is readable or `timeout` passes; returns which
@@ -166,23 +226,26 @@ pub fn kill(pid: u32, sig: Signal) {
     }
 }
 
-/// Starts `cmd`. With `pid_filter` (an open, non-truncating handle on the
-/// instance's `set_event_pid`), the child writes its own pid there between
-/// fork and exec, so the filter holds before the command's first
-/// instruction (trace-cmd's `-F` does the same).
-pub fn spawn_command(cmd: &mut Command, pid_filter: Option<File>) -> io::Result<Child> {
-    if let Some(mut f) = pid_filter {
-        // SAFETY: the closure runs in the child between fork and exec; it
-        // only calls getpid and write(2) on a stack buffer, both
-        // async-signal-safe, and allocates nothing.
-        #[allow(unsafe_code)]
-        unsafe {
-            cmd.pre_exec(move || {
+/// Starts `cmd` with the signals a shell would give it ([`reset_signals`]).
+/// With `pid_filter` (an open, non-truncating handle on the instance's
+/// `set_event_pid`), the child writes its own pid there between fork and
+/// exec, so the filter holds before the command's first instruction
+/// (trace-cmd's `-F` does the same).
+pub fn spawn_command(cmd: &mut Command, mut pid_filter: Option<File>) -> io::Result<Child> {
+    // SAFETY: the closure runs in the child between fork and exec; it only
+    // calls sigprocmask, sigaction, getpid and write(2) on a stack buffer,
+    // all async-signal-safe, and allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            reset_signals()?;
+            if let Some(f) = pid_filter.as_mut() {
                 let mut buf = [0u8; 24];
                 let n = format_decimal(std::process::id(), &mut buf);
-                f.write_all(&buf[buf.len() - n..])
-            });
-        }
+                f.write_all(&buf[buf.len() - n..])?;
+            }
+            Ok(())
+        });
     }
     cmd.spawn()
 }

@@ -321,11 +321,68 @@ fn sigkill_leaves_a_readable_prefix_and_cleanup_removes_the_instance() {
     assert!(l.end.is_none());
     assert!(!evs.is_empty());
 
-    // The killed recorder's instance is left (unless a recorder started
-    // meanwhile by another test removed it): --cleanup removes it.
+    // The recorder's guardian stopped tracing and removed its instance.
+    assert!(
+        common::wait_until(5, || common::instances_with_prefix(&prefix).is_empty()),
+        "the killed recorder's instance is still there"
+    );
     let out = run(kmemtraced().arg("--cleanup"));
     assert_eq!(out.status.code(), Some(0));
-    assert!(common::instances_with_prefix(&prefix).is_empty());
+}
+
+#[test]
+fn a_stop_signal_reaches_the_traced_command_which_starts_with_clean_signals() {
+    if common::tracefs_or_skip("a_stop_signal_reaches_the_traced_command").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("cmd.kmt");
+    let status = d.path().join("status");
+    let pidfile = d.path().join("pid");
+    // The command notes its signal mask and ignored set, then waits.
+    let script = format!(
+        "grep -E '^Sig(Blk|Ign)' /proc/self/status > {st}; echo $$ > {pf}; exec sleep 60",
+        st = status.display(),
+        pf = pidfile.display()
+    );
+    let rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(15, || pidfile.exists()
+        && std::fs::metadata(&pidfile).is_ok_and(|m| m.len() > 0)));
+    let cmd_pid = read_pid(&pidfile);
+    let sig = std::fs::read_to_string(&status).unwrap();
+    assert!(sig.contains("SigBlk:\t0000000000000000"), "{sig}");
+    // SIGINT, SIGQUIT, SIGTERM and SIGHUP are not ignored.
+    let ign = sig
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap();
+    assert_eq!(ign & 0b1_0000_0111, 0, "{sig}");
+    let t = Instant::now();
+    signal(&rec, "TERM");
+    let out = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(err.contains("passed on to the command"), "{err}");
+    assert!(
+        !Path::new(&format!("/proc/{cmd_pid}")).exists(),
+        "the command outlived the recording"
+    );
+    let (l, _) = decode(&log);
+    let end = l.end.unwrap();
+    assert_eq!(end.reason, "signal SIGTERM");
+    assert_eq!(end.exit_status, Some(128 + 15), "sleep killed by SIGTERM");
 }
 
 #[test]
@@ -436,6 +493,21 @@ fn bad_input_gets_one_line_and_a_documented_code() {
     let o = run(kmemtraced().arg("-d").arg("1s"));
     assert_eq!(o.status.code(), Some(2));
     one_line(&o);
+    // A negative number is a bad value, not a command to run after `--`.
+    for (opt, v) in [
+        ("-b", "-5"),
+        ("-p", "-5"),
+        ("--buffer-percent", "-1"),
+        ("-d", "-5s"),
+    ] {
+        let o = run(kmemtraced().arg("-o").arg(&log).args([opt, v]));
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.contains("invalid value") && !e.contains("'-- "),
+            "{opt} {v}: {e}"
+        );
+    }
     let help = run(kmemtraced().arg("--help"));
     assert_eq!(help.status.code(), Some(0));
     let h = String::from_utf8_lossy(&help.stdout);
@@ -451,12 +523,24 @@ fn bad_input_gets_one_line_and_a_documented_code() {
     assert_eq!(o.status.code(), Some(2));
     one_line(&o);
     assert!(!log.exists(), "no output for a refused run");
+    // Options the kernel refuses leave an existing log as it was.
+    std::fs::write(&log, b"precious").unwrap();
     let o = run(kmemtraced()
         .arg("-o")
         .arg(&log)
         .args(["--clock", "sundial"]));
     assert_eq!(o.status.code(), Some(2));
     one_line(&o);
+    let o = run(kmemtraced().arg("-o").arg(&log).args(["-b", "999999999"]));
+    assert_eq!(o.status.code(), Some(2));
+    one_line(&o);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("per CPU") && e.contains("the buffer stays at"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), b"precious");
+    std::fs::remove_file(&log).unwrap();
     let o = run(kmemtraced().arg("-o").arg(&log).args(["-p", "999999999"]));
     assert_eq!(o.status.code(), Some(2));
     one_line(&o);

@@ -44,6 +44,7 @@ pub mod subbuf;
 
 pub mod human;
 pub mod log;
+pub mod machine;
 pub mod synth;
 
 pub use endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};

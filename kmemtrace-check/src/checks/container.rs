@@ -6,7 +6,7 @@ use super::Sink;
 use crate::findings::{thousands, Finding, Kind, Location};
 use kmemtrace_format::block::VERSION_MINOR;
 use kmemtrace_format::log::{CpuBlockRef, Log, ProblemKind};
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_format::machine::machine_facts;
 use std::collections::BTreeMap;
 
 /// What later checks need from this one.
@@ -42,20 +42,6 @@ fn kind_of(k: ProblemKind) -> Kind {
         ProblemKind::Arch => Kind::Arch,
         ProblemKind::Metadata => Kind::Metadata,
     }
-}
-
-/// Known byte order and `long` size of `uname -m` names.
-fn machine_facts(m: &str) -> Option<(RunTimeEndian, u8)> {
-    use RunTimeEndian::{Big, Little};
-    Some(match m {
-        "x86_64" | "aarch64" | "ppc64le" | "riscv64" | "loongarch64" | "mips64el" | "alpha"
-        | "ia64" => (Little, 8),
-        "i386" | "i486" | "i586" | "i686" | "riscv32" | "mipsel" | "sh4" => (Little, 4),
-        m if m.starts_with("armv") && !m.ends_with('b') => (Little, 4),
-        "s390x" | "ppc64" | "sparc64" | "mips64" | "parisc64" | "aarch64_be" => (Big, 8),
-        "s390" | "ppc" | "sparc" | "mips" | "m68k" | "parisc" | "armeb" => (Big, 4),
-        _ => return None,
-    })
 }
 
 pub fn check(log: &Log, sink: &mut Sink) -> Container {
@@ -143,7 +129,10 @@ fn check_arch(log: &Log, sink: &mut Sink) {
     // The ARCH block is the first block, right after the 16-byte header.
     let at = Location::block(16);
     if let Some(m) = a.machine.as_deref() {
-        if let Some((order, long)) = machine_facts(m) {
+        // Only what the name settles: a bi-endian name (mips64, sh4) or a
+        // compat name (i686, armv8l) is no evidence either way.
+        let facts = machine_facts(m);
+        if let Some(order) = facts.and_then(|f| f.byte_order) {
             if order != a.byte_order {
                 sink.push(Finding::error(
                     Kind::Arch,
@@ -155,6 +144,8 @@ fn check_arch(log: &Log, sink: &mut Sink) {
                     ),
                 ));
             }
+        }
+        if let Some(long) = facts.and_then(|f| f.long_size) {
             if long != a.long_size {
                 sink.push(Finding::error(
                     Kind::Arch,
@@ -336,8 +327,5 @@ mod tests {
         assert_eq!(kind_of(ProblemKind::Structure), Kind::Structure);
         assert_eq!(kind_of(ProblemKind::Metadata), Kind::Metadata);
         assert_eq!(kind_of(ProblemKind::Arch), Kind::Arch);
-        assert_eq!(machine_facts("armv7l"), Some((RunTimeEndian::Little, 4)));
-        assert_eq!(machine_facts("s390x"), Some((RunTimeEndian::Big, 8)));
-        assert_eq!(machine_facts("weird"), None);
     }
 }

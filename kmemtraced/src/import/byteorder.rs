@@ -20,39 +20,10 @@ pub const SOURCE_ASSUMED: &str = "assumed (nothing to decode)";
 /// Sub-buffers sampled per CPU.
 const SAMPLE: usize = 64;
 
-/// The byte order a `uname -m` machine name implies, if it does.
-///
-/// Ambiguous names give `None`: MIPS kernels say `mips`/`mips64` whatever
-/// their byte order, and so do ARC, Xtensa and SuperH.
+/// The byte order a `uname -m` machine name implies, if it does (the
+/// library's one table: bi-endian names such as `mips64` give `None`).
 pub fn machine_byte_order(machine: &str) -> Option<RunTimeEndian> {
-    use RunTimeEndian::{Big, Little};
-    let m = machine.trim().to_ascii_lowercase();
-    let m = m.as_str();
-    let exact = match m {
-        "s390" | "s390x" | "ppc" | "ppc64" | "powerpc" | "powerpc64" | "sparc" | "sparc64"
-        | "sparcv9" | "parisc" | "parisc64" | "hppa" | "m68k" | "aarch64_be" | "arm64_be"
-        | "armeb" | "microblaze" | "or1k" | "openrisc" | "mipseb" | "mips64eb" | "sh4eb"
-        | "sheb" => Some(Big),
-        "x86_64" | "amd64" | "i386" | "i486" | "i586" | "i686" | "x86" | "ia64" | "alpha"
-        | "aarch64" | "arm64" | "arm" | "ppc64le" | "ppcle" | "powerpc64le" | "riscv"
-        | "riscv32" | "riscv64" | "loongarch32" | "loongarch64" | "mipsel" | "mips64el"
-        | "microblazeel" | "csky" | "nios2" | "hexagon" | "e2k" => Some(Little),
-        _ => None,
-    };
-    if exact.is_some() {
-        return exact;
-    }
-    // armv7l, armv5tejl, armv6l: little; armv7b, armv5teb: big.
-    if let Some(rest) = m.strip_prefix("arm") {
-        if rest.starts_with('v') {
-            return match rest.chars().last() {
-                Some('l') => Some(Little),
-                Some('b') => Some(Big),
-                _ => None,
-            };
-        }
-    }
-    None
+    kmemtrace_format::machine::machine_facts(machine)?.byte_order
 }
 
 /// How many sampled sub-buffers decode in each byte order.
