@@ -10,6 +10,8 @@ mod check {
 
 use check::capture::{self, block_containing, block_offsets, Build};
 use kmemtrace_format::block::Compression;
+use kmemtrace_format::synth::LogBuilder;
+use kmemtrace_format::RunTimeEndian;
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
@@ -975,5 +977,44 @@ fn write_samples_when_asked() {
     ] {
         let b = capture::build(&capture::capture_dir(&data, arch, which), &Build::default());
         std::fs::write(dir.join(format!("{arch}-{which}.kmt")), b).unwrap();
+    }
+}
+
+/// A log whose arch tag and uname machine are as given.
+fn log_of_machine(order: RunTimeEndian, long: u8, machine: &str) -> Vec<u8> {
+    let mut b = LogBuilder::new(order, long, 4096);
+    b.arch.machine = Some(machine.into());
+    b.arch.page_size = Some(4096);
+    b.build().unwrap()
+}
+
+#[test]
+fn bi_endian_machine_names_are_never_damage() {
+    use RunTimeEndian::{Big, Little};
+    // A real little-endian MIPS64 kernel says `mips64`; SuperH, ARC, Xtensa
+    // and MicroBlaze kernels name no byte order either; compat names
+    // (armv8l under linux32 on arm64) name no long size.
+    for (order, long, m) in [
+        (Little, 8, "mips64"),
+        (Big, 8, "mips64"),
+        (Little, 4, "mips"),
+        (Big, 4, "sh4a"),
+        (Little, 4, "xtensa"),
+        (Big, 4, "microblaze"),
+        (Little, 8, "armv8l"),
+        (Little, 8, "i686"),
+    ] {
+        let (_, r) = check_bytes_json(&log_of_machine(order, long, m));
+        assert!(
+            !kinds(&r).contains(&"arch".to_string()),
+            "{m} {order:?} {long}: {:#?}",
+            r["problems"]
+        );
+    }
+    // Names that settle a fact still catch a contradicting tag.
+    for (order, long, m) in [(Big, 8, "x86_64"), (Little, 8, "s390x"), (Little, 4, "aarch64")] {
+        let (code, r) = check_bytes_json(&log_of_machine(order, long, m));
+        assert_eq!(code, 2, "{m}");
+        assert!(kinds(&r).contains(&"arch".to_string()), "{m}: {r:#}");
     }
 }
