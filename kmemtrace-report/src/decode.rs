@@ -39,10 +39,12 @@ pub struct PageStats {
     pub alloc_bytes: u64,
     /// `mm_page_alloc` with no page (`pfn` -1).
     pub failed: u64,
-    /// `mm_page_free` events.
+    /// `mm_page_free` events: every page freed, batched ones included.
     pub frees: u64,
+    /// `page_size << order` summed over `mm_page_free`.
     pub free_bytes: u64,
-    /// `mm_page_free_batched` events (order 0 each).
+    /// `mm_page_free_batched` events: frees among `frees` that went through
+    /// the batched path (each also has its `mm_page_free`).
     pub batched_frees: u64,
     pub zone_locked: u64,
     pub pcpu_drains: u64,
@@ -346,10 +348,10 @@ impl Decoder<'_> {
                 p.frees += 1;
                 p.free_bytes = p.free_bytes.saturating_add(bytes);
             }
-            KmemKind::MmPageFreeBatched => {
-                p.batched_frees += 1;
-                p.free_bytes = p.free_bytes.saturating_add(self.page_size);
-            }
+            // A marker, not another free: every page freed in a batch
+            // passed free_pages_prepare() first, which emitted its
+            // mm_page_free (so on every kernel since 2.6.34).
+            KmemKind::MmPageFreeBatched => p.batched_frees += 1,
             KmemKind::MmPageAllocZoneLocked => p.zone_locked += 1,
             KmemKind::MmPagePcpuDrain => p.pcpu_drains += 1,
             KmemKind::MmPageAllocExtfrag => p.extfrag += 1,

@@ -61,10 +61,22 @@ impl Windows {
     }
 }
 
+/// One CPU's blocks, as the merge takes them.
+pub struct StreamInput {
+    pub cpu: u32,
+    /// (first sub-buffer index, sub-buffers) of each block, in order.
+    pub blocks: Vec<(u64, u32)>,
+    /// Sub-buffers the recorder wrote for this CPU, from the END block
+    /// (`None` in a log cut short): those after the last block present
+    /// are missing too.
+    pub written: Option<u64>,
+}
+
 struct Stream {
     cpu: u32,
     /// (first sub-buffer index, sub-buffers) of each block, in order.
     blocks: Vec<(u64, u32)>,
+    written: Option<u64>,
     /// Blocks handed to the decoders so far.
     submitted: usize,
     inflight: VecDeque<Receiver<BlockOut>>,
@@ -72,8 +84,9 @@ struct Stream {
     pos: usize,
     /// Time of the last event taken from this stream (0: none yet).
     last_ts: u64,
-    /// Sub-buffer index the next block should start at.
-    expected: Option<u64>,
+    /// Sub-buffer index the next block should start at (every CPU's
+    /// stream starts at 0, so a lost first block is a gap too).
+    expected: u64,
     /// Events were lost after the last event handed out.
     carry: bool,
     sum: CpuSummary,
@@ -106,10 +119,10 @@ pub struct Merger<'a> {
 }
 
 impl<'a> Merger<'a> {
-    /// `inputs`: (cpu, its blocks' (first sub-buffer, count)), ascending
-    /// CPU. `ahead`: blocks decoded ahead per stream; `cap`: in all.
+    /// `inputs`: one per CPU, ascending CPU. `ahead`: blocks decoded ahead
+    /// per stream; `cap`: in all.
     pub fn new(
-        inputs: Vec<(u32, Vec<(u64, u32)>)>,
+        inputs: Vec<StreamInput>,
         submit: Submit<'a>,
         (ahead, cap): (usize, usize),
         pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
@@ -117,22 +130,29 @@ impl<'a> Merger<'a> {
         let mut m = Merger {
             streams: inputs
                 .into_iter()
-                .map(|(cpu, blocks)| Stream {
-                    cpu,
-                    blocks,
-                    submitted: 0,
-                    inflight: VecDeque::new(),
-                    batch: Vec::new(),
-                    pos: 0,
-                    last_ts: 0,
-                    expected: None,
-                    carry: false,
-                    sum: CpuSummary {
+                .map(
+                    |StreamInput {
+                         cpu,
+                         blocks,
+                         written,
+                     }| Stream {
                         cpu,
-                        ..Default::default()
+                        blocks,
+                        written,
+                        submitted: 0,
+                        inflight: VecDeque::new(),
+                        batch: Vec::new(),
+                        pos: 0,
+                        last_ts: 0,
+                        expected: 0,
+                        carry: false,
+                        sum: CpuSummary {
+                            cpu,
+                            ..Default::default()
+                        },
+                        done: false,
                     },
-                    done: false,
-                })
+                )
                 .collect(),
             heap: BinaryHeap::new(),
             cur: None,
@@ -203,7 +223,12 @@ impl<'a> Merger<'a> {
                 }
             }
             let Some(rx) = s.inflight.pop_front() else {
-                // The stream is over.
+                // The stream is over; sub-buffers written after the last
+                // block present are missing.
+                if let Some(w) = s.written.filter(|&w| w > s.expected) {
+                    s.sum.missing_subbufs += w - s.expected;
+                    s.carry = true;
+                }
                 s.done = true;
                 s.sum.pending_loss = s.carry;
                 if s.carry {
@@ -223,13 +248,11 @@ impl<'a> Merger<'a> {
             self.fill(i);
             let s = &mut self.streams[i];
             let (first, count) = s.blocks[k];
-            if let Some(x) = s.expected {
-                if first > x {
-                    s.sum.missing_subbufs += first - x;
-                    s.carry = true;
-                }
+            if first > s.expected {
+                s.sum.missing_subbufs += first - s.expected;
+                s.carry = true;
             }
-            s.expected = Some(first + u64::from(count));
+            s.expected = first + u64::from(count);
             let Ok(mut out) = out else {
                 // The decoder died: treat the block as lost.
                 s.carry = true;
@@ -338,7 +361,11 @@ mod tests {
         let inputs = positions
             .iter()
             .enumerate()
-            .map(|(c, p)| (c as u32, p.clone()))
+            .map(|(c, p)| StreamInput {
+                cpu: c as u32,
+                blocks: p.clone(),
+                written: None,
+            })
             .collect();
         let data2 = data.to_vec();
         let submit: Submit<'_> = Box::new(move |i, k| {
@@ -388,6 +415,68 @@ mod tests {
         }
         let s3 = m.summaries.iter().find(|s| s.cpu == 3).unwrap();
         assert_eq!(s3.missing_subbufs, 4);
+    }
+
+    #[test]
+    fn sub_buffers_lost_first_or_last_are_windows_too() {
+        // CPU 0 lost its first block (sub-buffers 0-1), CPU 1 its last
+        // (END says 5 written, 3 present), CPU 2 everything (END says 2).
+        let inputs = vec![
+            StreamInput {
+                cpu: 0,
+                blocks: vec![(2, 1)],
+                written: Some(3),
+            },
+            StreamInput {
+                cpu: 1,
+                blocks: vec![(0, 3)],
+                written: Some(5),
+            },
+            StreamInput {
+                cpu: 2,
+                blocks: vec![],
+                written: Some(2),
+            },
+        ];
+        let data = [vec![ev(0, 10, false)], vec![ev(1, 20, false)]];
+        let submit: Submit<'_> = Box::new(move |i, _| {
+            let (tx, rx) = sync_channel(1);
+            let sum = CpuSummary {
+                cpu: i as u32,
+                ..Default::default()
+            };
+            let events = data[i].clone();
+            tx.send(BlockOut { events, sum }).unwrap();
+            rx
+        });
+        let mut m = Merger::new(inputs, submit, (2, 2), None);
+        let first = m.next().unwrap();
+        assert!(first.lost_before, "the first event follows a loss");
+        while m.next().is_some() {}
+        let missing: Vec<u64> = m.summaries.iter().map(|s| s.missing_subbufs).collect();
+        let mut by_cpu: Vec<(u32, u64)> = m.summaries.iter().map(|s| s.cpu).zip(missing).collect();
+        by_cpu.sort_unstable();
+        assert_eq!(by_cpu, [(0, 2), (1, 2), (2, 2)]);
+        let w = m.windows.list();
+        for want in [
+            Window {
+                cpu: 0,
+                start: 0,
+                end: 10,
+            },
+            Window {
+                cpu: 1,
+                start: 20,
+                end: u64::MAX,
+            },
+            Window {
+                cpu: 2,
+                start: 0,
+                end: u64::MAX,
+            },
+        ] {
+            assert!(w.contains(&want), "{want:?} in {w:?}");
+        }
     }
 
     #[test]

@@ -210,7 +210,14 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
     let site_table = crate::event::SiteTable::default();
     let progress = AtomicU64::new(0);
     let total_subbufs: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
-    let cpus = log.cpus();
+    // CPUs with data, and those END says had data whose blocks are all
+    // missing (a loss over the whole capture).
+    let mut cpus = log.cpus();
+    if let Some(end) = &log.end {
+        cpus.extend(end.cpus.iter().filter(|t| t.subbufs > 0).map(|t| t.cpu));
+        cpus.sort_unstable();
+        cpus.dedup();
+    }
     let page_size = u64::from(log.arch.page_size.unwrap_or(4096));
     let filter = opts.filter.clone();
     let namer = |addr: u64| syms.name(addr);
@@ -261,7 +268,15 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
         let inputs = cpus
             .iter()
             .zip(&blocks)
-            .map(|(&c, b)| (c, b.iter().map(|r| (r.first_subbuf, r.count)).collect()))
+            .map(|(&cpu, b)| crate::merge::StreamInput {
+                cpu,
+                blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
+                written: log
+                    .end
+                    .as_ref()
+                    .and_then(|e| e.cpus.iter().find(|t| t.cpu == cpu))
+                    .map(|t| t.subbufs),
+            })
             .collect();
         let submit: crate::merge::Submit<'_> = Box::new(move |i, k| {
             let (tx, rx) = mpsc::sync_channel(1);

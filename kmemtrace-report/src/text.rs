@@ -444,13 +444,13 @@ pub fn render(r: &Report, s: &Sections) -> String {
     if p.allocs + p.frees + p.batched_frees > 0 {
         let _ = writeln!(
             o,
-            "Page allocator: {} allocations ({} bytes, {} failed), {} frees + {} batched ({} bytes)",
+            "Page allocator: {} allocations ({} bytes, {} failed), {} frees ({} bytes; {} of them batched)",
             thousands(p.allocs),
             thousands(p.alloc_bytes),
             thousands(p.failed),
             thousands(p.frees),
-            thousands(p.batched_frees),
-            thousands(p.free_bytes)
+            thousands(p.free_bytes),
+            thousands(p.batched_frees)
         );
     }
 

@@ -1012,9 +1012,87 @@ fn bi_endian_machine_names_are_never_damage() {
         );
     }
     // Names that settle a fact still catch a contradicting tag.
-    for (order, long, m) in [(Big, 8, "x86_64"), (Little, 8, "s390x"), (Little, 4, "aarch64")] {
+    for (order, long, m) in [
+        (Big, 8, "x86_64"),
+        (Little, 8, "s390x"),
+        (Little, 4, "aarch64"),
+    ] {
         let (code, r) = check_bytes_json(&log_of_machine(order, long, m));
         assert_eq!(code, 2, "{m}");
         assert!(kinds(&r).contains(&"arch".to_string()), "{m}: {r:#}");
     }
+}
+
+/// (cpu, start, end) of each uncompressed CPU_DATA block.
+fn cpu_data_blocks(bytes: &[u8]) -> Vec<(u32, u64, u64)> {
+    block_offsets(bytes)
+        .into_iter()
+        .filter(|(s, _)| bytes[*s as usize + 4] == 3)
+        .map(|(s, e)| {
+            let p = s as usize + 20;
+            (
+                u32::from_le_bytes(bytes[p..p + 4].try_into().unwrap()),
+                s,
+                e,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn damaged_first_and_last_blocks_are_losses_in_the_check_and_the_report() {
+    let Some(data) = common::shared_data_or_skip("damaged_first_and_last_blocks") else {
+        return;
+    };
+    let mut bytes = capture::build(
+        &capture::capture_dir(&data, "armhf", "raw"),
+        &Build {
+            subbufs_per_block: 10,
+            compression: Compression::None,
+            ..Default::default()
+        },
+    );
+    let blocks = cpu_data_blocks(&bytes);
+    let first0 = blocks.iter().find(|b| b.0 == 0).unwrap();
+    let last1 = blocks.iter().rev().find(|b| b.0 == 1).unwrap();
+    // Sub-buffers in CPU 1's last block (it may be shorter than 10).
+    let p = last1.1 as usize + 20;
+    let last1_subbufs = u64::from(u32::from_le_bytes(bytes[p + 4..p + 8].try_into().unwrap()));
+    for b in [first0, last1] {
+        bytes[b.1 as usize + 20 + 100] ^= 0x40;
+    }
+    let (code, r) = check_bytes_json(&bytes);
+    assert_eq!(code, 2);
+    assert_eq!(r["cpus"][0]["missing_subbufs"], 10, "{:#?}", r["cpus"]);
+    assert_eq!(r["cpus"][1]["missing_subbufs"], last1_subbufs);
+
+    let f = tmp(&bytes);
+    let out = Command::new(common::bin("kmemtrace-report"))
+        .arg(f.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let cpus = doc["capture"]["cpus"]
+        .as_array()
+        .or(doc["cpus"].as_array())
+        .unwrap();
+    let missing = |c: u64| cpus.iter().find(|x| x["cpu"] == c).unwrap()["missing_subbufs"].clone();
+    assert_eq!(missing(0), 10, "{cpus:#?}");
+    assert_eq!(missing(1), last1_subbufs, "{cpus:#?}");
+    let windows = doc["capture"]["lost_windows"]
+        .as_array()
+        .or(doc["lost_windows"].as_array())
+        .unwrap();
+    assert!(
+        windows.iter().any(|w| w["cpu"] == 0 && w["start_ns"] == 0),
+        "{windows:#?}"
+    );
+    assert!(
+        windows
+            .iter()
+            .any(|w| w["cpu"] == 1 && w["end_ns"].is_null()),
+        "{windows:#?}"
+    );
 }

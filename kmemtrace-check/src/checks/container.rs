@@ -254,6 +254,16 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
             sub = sub.max(b.first_subbuf.saturating_add(u64::from(b.count)));
             prev = Some(b.offset);
         }
+        // Blocks written after the last one present (END's totals; the
+        // mismatch itself is reported by check_end) are missing too.
+        let written = log
+            .end
+            .as_ref()
+            .and_then(|e| e.cpus.iter().find(|t| t.cpu == cpu));
+        if let Some(t) = written {
+            miss_b += t.blocks.saturating_sub(seq);
+            miss_s += t.subbufs.saturating_sub(sub);
+        }
         out.missing.insert(cpu, (miss_b, miss_s));
     }
 }

@@ -140,6 +140,25 @@ fn planted_misuse_gives_exact_counts() {
 }
 
 #[test]
+fn a_page_freed_through_the_batched_path_is_counted_once() {
+    // Since 2.6.34 every page freed in a batch first passes
+    // free_pages_prepare(), which emits mm_page_free; mm_page_free_batched
+    // follows (v4.15+; before it on 3.3-4.14) for the same pfn.
+    let mut s = Synth::new("6.18.0");
+    s.page_free(0, 1_000, 0x100, 0);
+    s.page_free_batched(0, 1_001, 0x100);
+    s.page_free(0, 2_000, 0x200, 2);
+    s.page_free(1, 3_000, 0x300, 0);
+    s.page_free_batched(1, 3_001, 0x300);
+    let log = temp_log(&s.build());
+    let r = report_json(log.path(), &[]);
+    let p = &r["page_allocator"];
+    assert_eq!(p["frees"], 3);
+    assert_eq!(p["batched_frees"], 2);
+    assert_eq!(p["free_bytes"], 4096 + 4 * 4096 + 4096);
+}
+
+#[test]
 fn kfree_of_cache_objects_is_judged_by_the_recorded_release() {
     let log = temp_log(&planted("6.1.0-50-amd64").build());
     let r = report_json(log.path(), &[]);

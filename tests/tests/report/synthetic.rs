@@ -12,6 +12,8 @@ const KFREE: &str = include_str!("data/x86_64-6.18/kfree.format");
 const KCA: &str = include_str!("data/x86_64-6.18/kmem_cache_alloc.format");
 const KCF: &str = include_str!("data/x86_64-6.18/kmem_cache_free.format");
 const PAGE: &str = include_str!("data/x86_64-6.18/mm_page_alloc.format");
+const PAGE_FREE: &str = include_str!("data/x86_64-6.18/mm_page_free.format");
+const PAGE_FREE_BATCHED: &str = include_str!("data/x86_64-6.18/mm_page_free_batched.format");
 
 /// Functions of the synthetic kernel, 0x100 bytes each from `TEXT`.
 pub const FUNCS: &[&str] = &[
@@ -47,6 +49,8 @@ pub struct Synth {
     kca: EventFormat,
     kcf: EventFormat,
     page: EventFormat,
+    page_free: EventFormat,
+    page_free_batched: EventFormat,
     pub allocs: u64,
     pub frees: u64,
 }
@@ -63,6 +67,8 @@ impl Synth {
         let kca = b.format("kmem", KCA).unwrap();
         let kcf = b.format("kmem", KCF).unwrap();
         let page = b.format("kmem", PAGE).unwrap();
+        let page_free = b.format("kmem", PAGE_FREE).unwrap();
+        let page_free_batched = b.format("kmem", PAGE_FREE_BATCHED).unwrap();
         let mut ks = String::new();
         for (i, f) in FUNCS.iter().enumerate() {
             ks.push_str(&format!("{:016x} T {f}\n", TEXT + 0x100 * i as u64));
@@ -84,6 +90,8 @@ impl Synth {
             kca,
             kcf,
             page,
+            page_free,
+            page_free_batched,
             allocs: 0,
             frees: 0,
         }
@@ -207,6 +215,18 @@ impl Synth {
             ],
         )
         .unwrap();
+        self.b.event(cpu, ts, p);
+    }
+
+    pub fn page_free(&mut self, cpu: u32, ts: u64, pfn: u64, order: u64) {
+        let fields = [("pfn", Value::Uint(pfn)), ("order", Value::Uint(order))];
+        let p = encode_event(LittleEndian, &self.page_free, 1, &fields).unwrap();
+        self.b.event(cpu, ts, p);
+    }
+
+    pub fn page_free_batched(&mut self, cpu: u32, ts: u64, pfn: u64) {
+        let fields = [("pfn", Value::Uint(pfn))];
+        let p = encode_event(LittleEndian, &self.page_free_batched, 1, &fields).unwrap();
         self.b.event(cpu, ts, p);
     }
 
