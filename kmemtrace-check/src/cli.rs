@@ -28,6 +28,7 @@ Exit status (with several files, the worst):
      backwards, missing metadata
   3  unusable input (not a kmemtrace log, an unsupported major version,
      unreadable) or a usage error
+  4  the result could not be written (standard output full or closed)
 
 --json prints one document (schema kmemtrace-check/1, see JSON.md).";
 

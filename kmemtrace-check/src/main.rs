@@ -46,6 +46,23 @@ fn check_one(path: &std::path::Path, opts: &Options, show_progress: bool) -> Rep
     })
 }
 
+/// Exit status when the result cannot be written (documented in --help).
+const EXIT_OUTPUT: u8 = 4;
+
+/// Writes to standard output. A reader that went away (`| head`) is not an
+/// error; any other failure (a full disk, `> /dev/full`) is one line and
+/// [`EXIT_OUTPUT`].
+fn write_out(out: &mut impl Write, text: &str) -> Result<(), ExitCode> {
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => {
+            eprintln!("kmemtrace-check: writing the result: {e}");
+            Err(ExitCode::from(EXIT_OUTPUT))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -81,19 +98,17 @@ fn main() -> ExitCode {
             eprintln!("kmemtrace-check: {}: {e}", r.file);
         }
         if !cli.json {
-            if out.write_all(human::render(&r, &style).as_bytes()).is_err() {
-                return ExitCode::from(3);
+            let text = human::render(&r, &style);
+            if let Err(code) = write_out(&mut out, &text) {
+                return code;
             }
-            let _ = out.flush();
         }
         reports.push(r);
     }
-    if cli.json
-        && out
-            .write_all(json::document(&reports, worst).as_bytes())
-            .is_err()
-    {
-        return ExitCode::from(3);
+    if cli.json {
+        if let Err(code) = write_out(&mut out, &json::document(&reports, worst)) {
+            return code;
+        }
     }
     ExitCode::from(worst)
 }

@@ -34,6 +34,48 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// `--cpu`: every CPU asked for must be one the recorded machine had; one
+/// it had that holds no data is said once (an idle CPU is no error).
+fn cpus_in_log(log: &Log, asked: &std::collections::HashSet<u32>) -> Result<(), String> {
+    let with_data = log.cpus();
+    let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let mut asked: Vec<u32> = asked.iter().copied().collect();
+    asked.sort_unstable();
+    let unknown: Vec<u32> = asked
+        .iter()
+        .copied()
+        .filter(|c| match log.arch.nr_cpus {
+            Some(n) => *c >= n,
+            None => !with_data.contains(c),
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "--cpu {}: the log has no such CPU (CPUs with data: {})",
+            list(&unknown),
+            list(&with_data)
+        ));
+    }
+    let idle: Vec<u32> = asked
+        .iter()
+        .copied()
+        .filter(|c| !with_data.contains(c))
+        .collect();
+    if !idle.is_empty() {
+        eprintln!(
+            "kmemtrace-report: --cpu {}: no data recorded on {} (CPUs with data: {})",
+            list(&idle),
+            if idle.len() == 1 {
+                "that CPU"
+            } else {
+                "those CPUs"
+            },
+            list(&with_data)
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let sort = match cli::parse_sort(&cli.sort) {
@@ -95,6 +137,11 @@ fn main() -> ExitCode {
     }
     drop(kmem);
 
+    if let Some(asked) = &filter.cpus {
+        if let Err(e) = cpus_in_log(&log, asked) {
+            return fail(EXIT_USAGE, e);
+        }
+    }
     if !cli.pid.is_empty() {
         filter.pids = Some(cli.pid.iter().copied().collect());
     }

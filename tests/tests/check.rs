@@ -1096,3 +1096,23 @@ fn damaged_first_and_last_blocks_are_losses_in_the_check_and_the_report() {
         "{windows:#?}"
     );
 }
+
+#[test]
+fn a_result_that_cannot_be_written_is_one_line_and_exit_4() {
+    let sample = common::workspace().join("tests/data/sample-x86_64.kmt");
+    for json in [false, true] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut c = Command::new(common::bin("kmemtrace-check"));
+        if json {
+            c.arg("--json");
+        }
+        let o = c.arg(&sample).stdout(full).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(4), "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(e.contains("writing the result"), "{e}");
+    }
+}

@@ -139,6 +139,15 @@ fn is_mapping_symbol(name: &str) -> bool {
     name.starts_with('$')
 }
 
+/// At most 40 characters of `s`, quoted and escaped, for an error message.
+fn excerpt(s: &str) -> String {
+    const MAX: usize = 40;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{:?}...", &s[..cut]),
+        None => format!("{s:?}"),
+    }
+}
+
 impl Kallsyms {
     /// Parses `/proc/kallsyms` or `System.map` text.
     pub fn parse(text: &str) -> Result<Self, KallsymsError> {
@@ -146,6 +155,13 @@ impl Kallsyms {
             return Err(KallsymsError {
                 line: 0,
                 message: "more than 4 GiB of text".into(),
+            });
+        }
+        if let Some(at) = text.find(['\0', '\u{fffd}']) {
+            let line = text[..at].matches('\n').count() + 1;
+            return Err(KallsymsError {
+                line,
+                message: "binary data, not kallsyms text (`address type name` lines)".into(),
             });
         }
         let mut k = Kallsyms::default();
@@ -161,14 +177,17 @@ impl Kallsyms {
             }
             let mut it = line.split_ascii_whitespace();
             let (Some(a), Some(t), Some(name)) = (it.next(), it.next(), it.next()) else {
-                return Err(err(format!("expected `address type name`, got {line:?}")));
+                return Err(err(format!(
+                    "expected `address type name`, got {}",
+                    excerpt(line)
+                )));
             };
             let module = match it.next() {
                 None => None,
                 Some(m) if m.len() > 2 && m.starts_with('[') && m.ends_with(']') => {
                     Some(&m[1..m.len() - 1])
                 }
-                Some(m) => return Err(err(format!("unexpected {m:?} after the name"))),
+                Some(m) => return Err(err(format!("unexpected {} after the name", excerpt(m)))),
             };
             if it.next().is_some() {
                 return Err(err("text after the module".into()));
@@ -400,11 +419,16 @@ bf00c000 t loop_init\t[loop]
             ("1000 T a b\n", 1, "after the name"),
             ("1000 T a [m] x\n", 1, "after the module"),
             ("11112222333344445 T a\n", 1, "16 hex digits"),
+            ("1000 T a\n\x7fELF\0\0\x02\n", 2, "binary data"),
+            ("1000 T a \u{fffd}\n", 1, "binary data"),
         ] {
             let e = Kallsyms::parse(text).unwrap_err();
             assert_eq!(e.line, line, "{text:?}");
             assert!(e.message.contains(what), "{text:?}: {e}");
         }
+        // A long line is quoted in part.
+        let e = Kallsyms::parse(&format!("1000 T a {}\n", "y".repeat(500))).unwrap_err();
+        assert!(e.message.len() < 100, "{e}");
         let long = format!("1000 T {}\n", "x".repeat(MAX_NAME_LEN + 1));
         assert!(Kallsyms::parse(&long).is_err());
     }

@@ -457,7 +457,7 @@ impl Log {
                     problems.push(Problem {
                         offset: d.offset,
                         kind: ProblemKind::Damage { skipped: d.skipped },
-                        what: d.to_string(),
+                        what: d.description(),
                     });
                     continue;
                 }

@@ -28,15 +28,11 @@ pub struct RawBlock {
 
 impl RawBlock {
     /// The payload, decompressed if needed. Errors if the flags are unknown
-    /// or the payload does not decompress to `raw_len` bytes.
+    /// or the payload does not decompress to `raw_len` bytes; the error
+    /// names the block type, not the offset (callers place it).
     pub fn payload(&self) -> Result<Cow<'_, [u8]>, String> {
-        decode_payload(&self.header, &self.stored).map_err(|e| {
-            format!(
-                "offset {}: {} block: {e}",
-                self.offset,
-                self.header.block_type.name()
-            )
-        })
+        decode_payload(&self.header, &self.stored)
+            .map_err(|e| format!("{} block: {e}", self.header.block_type.name()))
     }
     /// Bytes the block occupies in the file.
     pub fn len_on_disk(&self) -> u64 {
@@ -56,13 +52,26 @@ pub struct Damage {
     pub resumed_at: Option<u64>,
 }
 
+impl Damage {
+    /// What happened, without the offset it happened at (for messages
+    /// that place it themselves).
+    pub fn description(&self) -> String {
+        match self.resumed_at {
+            Some(r) => format!(
+                "{}; skipped {} bytes, resumed at offset {r}",
+                self.reason, self.skipped
+            ),
+            None => format!(
+                "{}; no intact block in the remaining {} bytes",
+                self.reason, self.skipped
+            ),
+        }
+    }
+}
+
 impl fmt::Display for Damage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "offset {}: {}; ", self.offset, self.reason)?;
-        match self.resumed_at {
-            Some(r) => write!(f, "skipped {} bytes, resumed at offset {r}", self.skipped),
-            None => write!(f, "no intact block in the remaining {} bytes", self.skipped),
-        }
+        write!(f, "offset {}: {}", self.offset, self.description())
     }
 }
 

@@ -333,6 +333,12 @@ proptest! {
             let n = b.len();
             b[i % n] = v;
         }
+        // A problem carries its offset once: its text never repeats it.
+        if let Ok(log) = kmemtrace_format::log::Log::from_bytes("m", &b) {
+            for p in &log.problems {
+                prop_assert!(!p.what.starts_with("offset "), "{}", p);
+            }
+        }
         if let Ok(r) = LogReader::new(&b[..]) {
             for item in r {
                 if let Ok(Item::Block(bl)) = item {

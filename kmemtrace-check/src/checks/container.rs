@@ -18,19 +18,6 @@ pub struct Container {
     pub missing: BTreeMap<u32, (u64, u64)>,
 }
 
-/// Splits `offset N: rest` into `rest` (the library's messages repeat the
-/// offset the problem already carries).
-fn strip_offset(s: &str) -> &str {
-    if let Some(rest) = s.strip_prefix("offset ") {
-        if let Some((num, tail)) = rest.split_once(": ") {
-            if num.bytes().all(|c| c.is_ascii_digit()) {
-                return tail;
-            }
-        }
-    }
-    s
-}
-
 /// The check's kind of a problem the library's `Log::open` recorded.
 fn kind_of(k: ProblemKind) -> Kind {
     match k {
@@ -75,7 +62,6 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
 
     // What Log::open met.
     for p in &log.problems {
-        let what = strip_offset(&p.what);
         let kind = kind_of(p.kind);
         if let ProblemKind::Damage { skipped } = p.kind {
             out.damaged.push((p.offset, skipped));
@@ -83,7 +69,7 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
         sink.push(Finding::error(
             kind,
             Location::block(p.offset),
-            what.to_string(),
+            p.what.clone(),
         ));
     }
     for n in &log.notes {
@@ -331,8 +317,6 @@ mod tests {
 
     #[test]
     fn helpers() {
-        assert_eq!(strip_offset("offset 12: bad"), "bad");
-        assert_eq!(strip_offset("offset x: bad"), "offset x: bad");
         assert_eq!(kind_of(ProblemKind::Damage { skipped: 3 }), Kind::Damage);
         assert_eq!(kind_of(ProblemKind::Structure), Kind::Structure);
         assert_eq!(kind_of(ProblemKind::Metadata), Kind::Metadata);

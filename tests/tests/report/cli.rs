@@ -206,3 +206,32 @@ fn json_has_the_documented_top_level_fields() {
     assert_eq!(r["misuse"].as_array().unwrap().len(), 8);
     assert!(r["allocs"].is_null(), "only with --alloc");
 }
+
+#[test]
+fn wrong_cpus_binary_symbols_and_damage_get_one_clear_line() {
+    let log = temp_log(&planted("6.18.44").build());
+    let path = log.path().to_str().unwrap();
+    // A CPU the machine did not have.
+    let o = report(&[path, "--cpu", "99"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--cpu 99: the log has no such CPU"), "{e}");
+    assert!(o.stdout.is_empty(), "no empty table");
+    // A binary file given as kallsyms: a short message, no raw bytes.
+    let o = report(&[path, "--kallsyms", "/bin/sh"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("binary data, not kallsyms text"), "{e}");
+    assert!(e.len() < 200 && !e.contains('\0'), "{e:?}");
+    // Damage is named with its offset once.
+    let mut bytes = planted("6.18.44").build();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x55;
+    let damaged = temp_log(&bytes);
+    let o = report(&[damaged.path().to_str().unwrap()]);
+    let t = stdout(&o);
+    let line = t.lines().find(|l| l.starts_with("problems:")).expect(&t);
+    let first = line.split("first: ").nth(1).unwrap();
+    let off = first.split(':').next().unwrap();
+    assert!(!first[off.len()..].contains(off), "offset repeated: {line}");
+}
