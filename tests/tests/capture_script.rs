@@ -74,14 +74,20 @@ fn busybox() -> Option<PathBuf> {
 /// Root, tracefs and busybox, or a SKIP line.
 fn ready(test: &str) -> Option<PathBuf> {
     if !is_root() {
-        eprintln!("SKIP {test}: needs root (the script creates a tracefs instance)");
+        common::skip(
+            test,
+            common::Missing::Tracefs,
+            "needs root (the script creates a tracefs instance)",
+        );
         return None;
     }
     common::tracefs_or_skip(test)?;
     let bb = busybox();
     if bb.is_none() {
-        eprintln!(
-            "SKIP {test}: busybox is not installed and busybox-static could not be installed"
+        common::skip(
+            test,
+            common::Missing::Tool,
+            "busybox is not installed and busybox-static could not be installed",
         );
     }
     bb

@@ -71,15 +71,23 @@ fn a_cpu_coming_online_while_recording_is_recorded() {
     }
     let online = online_cpus();
     let Some(&cpu) = online.iter().rev().find(|&&c| c != 0) else {
-        eprintln!("SKIP {TEST}: only one CPU online");
+        common::skip(TEST, common::Missing::Machine, "only one CPU online");
         return;
     };
     let Some(guard) = Offlined::new(cpu) else {
-        eprintln!("SKIP {TEST}: CPU {cpu} cannot be taken offline here");
+        common::skip(
+            TEST,
+            common::Missing::Machine,
+            &format!("CPU {cpu} cannot be taken offline here"),
+        );
         return;
     };
     if Command::new("taskset").arg("--version").output().is_err() {
-        eprintln!("SKIP {TEST}: taskset (util-linux) is missing");
+        common::skip(
+            TEST,
+            common::Missing::Tool,
+            "taskset (util-linux) is missing",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

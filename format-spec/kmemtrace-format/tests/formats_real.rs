@@ -133,7 +133,11 @@ fn every_format_parses_here_and_foreign() {
         );
         assert!(n > 100);
     } else {
-        eprintln!("SKIP (this machine): {TRACEFS}/events/kmem not readable");
+        common::skip(
+            "formats_real (this machine)",
+            common::Missing::Tracefs,
+            &format!("{TRACEFS}/events/kmem not readable"),
+        );
     }
     let Some(d) = common::data_dir("formats_real") else {
         return;
@@ -581,7 +585,11 @@ impl Instance {
     fn create() -> Option<Instance> {
         let dir = Path::new(TRACEFS).join(format!("instances/kmt-fmt-test-{}", std::process::id()));
         if let Err(e) = fs::create_dir(&dir) {
-            eprintln!("SKIP live: cannot create {}: {e}", dir.display());
+            common::skip(
+                "formats_real live",
+                common::Missing::Tracefs,
+                &format!("cannot create {}: {e}", dir.display()),
+            );
             return None;
         }
         Some(Instance { dir })
@@ -636,11 +644,15 @@ fn live_kmem_events_print_like_this_kernel() {
         })
         .unwrap_or(false);
     if !is_root {
-        eprintln!("SKIP live: not root");
+        common::skip("formats_real live", common::Missing::Tracefs, "not root");
         return;
     }
     if !Path::new(TRACEFS).join("instances").is_dir() {
-        eprintln!("SKIP live: no tracefs at {TRACEFS} (mount -t tracefs nodev {TRACEFS})");
+        common::skip(
+            "formats_real live",
+            common::Missing::Tracefs,
+            &format!("no tracefs at {TRACEFS} (mount -t tracefs nodev {TRACEFS})"),
+        );
         return;
     }
     let Some(inst) = Instance::create() else {

@@ -26,7 +26,7 @@ use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian};
 
 fn skip(why: &str) {
-    eprintln!("SKIP live_kernel_subbuf: {why}");
+    common::skip("live_kernel_subbuf", common::Missing::Tracefs, why);
 }
 
 fn is_root() -> bool {

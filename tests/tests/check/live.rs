@@ -101,7 +101,11 @@ fn live_tiny_buffer_under_load_reports_the_kernels_losses() {
         return;
     }
     if !have("stress-ng") {
-        eprintln!("SKIP live_tiny_buffer_under_load: stress-ng is not installed (apt-get install stress-ng)");
+        common::skip(
+            "live_tiny_buffer_under_load",
+            common::Missing::Tool,
+            "stress-ng is not installed (apt-get install stress-ng)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+#[path = "../../skip.rs"]
+mod skip_kit;
+pub use skip_kit::{skip, skip_to, Missing};
+
 /// The workspace root.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,7 +77,11 @@ pub fn tracefs() -> Option<PathBuf> {
 pub fn tracefs_or_skip(test: &str) -> Option<PathBuf> {
     let t = tracefs();
     if t.is_none() {
-        eprintln!("SKIP {test}: tracefs is not available (needs root and a kernel with tracefs)");
+        skip(
+            test,
+            Missing::Tracefs,
+            "tracefs is not available (needs root and a kernel with tracefs)",
+        );
     }
     t
 }
@@ -88,8 +96,10 @@ pub fn shared_data() -> Option<PathBuf> {
 pub fn shared_data_or_skip(test: &str) -> Option<PathBuf> {
     let p = shared_data();
     if p.is_none() {
-        eprintln!(
-            "SKIP {test}: ../shared/data (foreign-kernel captures) is not beside the repository"
+        skip(
+            test,
+            Missing::SharedData,
+            "../shared/data (foreign-kernel captures) is not beside the repository",
         );
     }
     p

@@ -80,7 +80,11 @@ fn libc_o_nonblock() -> i32 {
 fn capture(tracefs: &Path) -> Option<(Vec<u8>, String)> {
     let inst = tracefs.join(format!("instances/kmt-report-test-{}", std::process::id()));
     if std::fs::create_dir(&inst).is_err() {
-        eprintln!("SKIP live capture: cannot create {}", inst.display());
+        common::skip(
+            "live capture",
+            common::Missing::Tracefs,
+            &format!("cannot create {}", inst.display()),
+        );
         return None;
     }
     let inst = Instance(inst);
@@ -183,7 +187,11 @@ fn live_callsite_totals_equal_the_kernels_text() {
         return;
     };
     if !tracefs.join("events/kmem/kmalloc").is_dir() {
-        eprintln!("SKIP live_callsite_totals_equal_the_kernels_text: no kmem events");
+        common::skip(
+            "live_callsite_totals_equal_the_kernels_text",
+            common::Missing::Tracefs,
+            "no kmem events",
+        );
         return;
     }
     let Some((log, text)) = capture(&tracefs) else {

@@ -3,6 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../../../tests/skip.rs"]
+mod skip_kit;
+pub use skip_kit::{skip, Missing};
+
 /// `../shared/data` beside the repository (the real foreign-kernel
 /// captures), or `None` after printing why `test` skips.
 pub fn data_dir(test: &str) -> Option<PathBuf> {
@@ -10,9 +14,13 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
     if d.join("armhf").is_dir() && d.join("s390x").is_dir() {
         Some(d)
     } else {
-        eprintln!(
-            "SKIP {test}: capture directory {} not found (expected ../shared/data beside the repository)",
-            d.display()
+        skip(
+            test,
+            Missing::SharedData,
+            &format!(
+                "capture directory {} not found (expected ../shared/data beside the repository)",
+                d.display()
+            ),
         );
         None
     }

@@ -1,0 +1,58 @@
+//! Saying that a test skips, where people and CI see it. Shared by the
+//! workspace's test crates (included with `#[path]`).
+//!
+//! libtest captures what `eprintln!` prints in a passing test, so a skipped
+//! test would show only `ok`. A skip is therefore written straight to the
+//! process's standard error, which libtest does not capture, and appended
+//! to the file named by `KMEMTRACE_SKIP_LOG` (one line: `what<TAB>test<TAB>why`)
+//! for `.ci/run`, which lists the skips after the test summary and fails
+//! when a real-kernel test skipped on a machine that can trace.
+
+use std::io::Write;
+
+/// What a skipped test lacked. `.ci/run` fails on every kind but
+/// [`Missing::Machine`] when it runs as root with tracefs mounted.
+#[derive(Debug, Clone, Copy)]
+#[allow(dead_code)]
+pub enum Missing {
+    /// Root or a mounted tracefs.
+    Tracefs,
+    /// A program the test drives (busybox, stress-ng, taskset).
+    Tool,
+    /// `../shared/data`, the real foreign captures.
+    SharedData,
+    /// Something only some machines have (a second CPU to take offline).
+    Machine,
+}
+
+impl Missing {
+    fn word(self) -> &'static str {
+        match self {
+            Missing::Tracefs => "tracefs",
+            Missing::Tool => "tool",
+            Missing::SharedData => "shared-data",
+            Missing::Machine => "machine",
+        }
+    }
+}
+
+/// Reports that `test` skips because `missing` is not there (`why`).
+pub fn skip(test: &str, missing: Missing, why: &str) {
+    let log = std::env::var_os("KMEMTRACE_SKIP_LOG").map(std::path::PathBuf::from);
+    skip_to(log.as_deref(), test, missing, why);
+}
+
+/// [`skip`], logging to `log` if given.
+pub fn skip_to(log: Option<&std::path::Path>, test: &str, missing: Missing, why: &str) {
+    let line = format!("SKIP {test}: {why}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    if let Some(path) = log {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{}\t{test}\t{why}", missing.word());
+        }
+    }
+}
