@@ -116,6 +116,12 @@ pub struct Cli {
     /// Only allocations by these pids (comma-separated).
     #[arg(long, value_name = "PID,...", value_delimiter = ',')]
     pub pid: Vec<i32>,
+    /// A log recorded with `kmemtraced --pid` or `-F` is analysed for the
+    /// traced tasks and their descendants only (the kernel's pid filter
+    /// lets through some events of tasks switched or woken beside them):
+    /// keep every task's events instead.
+    #[arg(long = "all-tasks", conflicts_with_all = ["pid", "comm"])]
+    pub all_tasks: bool,
     /// Only allocations by tasks of this name (from the log's saved_cmdlines).
     #[arg(long, value_name = "NAME")]
     pub comm: Option<String>,

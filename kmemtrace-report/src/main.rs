@@ -145,6 +145,15 @@ fn main() -> ExitCode {
     if !cli.pid.is_empty() {
         filter.pids = Some(cli.pid.iter().copied().collect());
     }
+    // A pid-filtered recording: its traced tree, unless asked otherwise.
+    let traced = if cli.pid.is_empty() && cli.comm.is_none() && !cli.all_tasks {
+        kmemtrace_format::tasks::traced_tasks(&log)
+    } else {
+        None
+    };
+    if let Some(t) = &traced {
+        filter.pids = Some(t.tree.iter().copied().collect());
+    }
     if let Some(c) = &cli.comm {
         filter.comm = Some((c.clone(), log.pids.clone()));
     }
@@ -196,6 +205,7 @@ fn main() -> ExitCode {
     let opts = report::Options {
         filter,
         comm: cli.comm.clone(),
+        traced,
         per_pointer: cli.alloc,
         remember_frees: cli.remember_frees,
         min_age: cli.min_age,

@@ -63,10 +63,25 @@ pub struct Filters {
     pub cpus: Option<Vec<u32>>,
     pub pids: Option<Vec<i32>>,
     pub comm: Option<String>,
+    /// Set when the pids are a pid-filtered recording's traced tree.
+    pub traced_tasks: Option<TracedTree>,
     pub time_start_ns: Option<u64>,
     pub time_end_ns: Option<u64>,
     pub callsite: Option<String>,
     pub min_age_ns: u64,
+}
+
+/// The tasks a pid-filtered recording traced (kmemtrace_format::tasks).
+#[derive(Clone, Debug, Serialize)]
+pub struct TracedTree {
+    /// The pids the recorder was asked for (threads, or the command).
+    pub asked: Vec<i32>,
+    /// Tasks in the tree: the asked ones and their descendants.
+    pub tasks: u64,
+    /// Forks of traced tasks recorded.
+    pub forks: u64,
+    /// Whether the log records forks (else the tree is the asked pids).
+    pub forks_recorded: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -41,6 +41,8 @@ impl Symbols {
 pub struct Options {
     pub filter: Filter,
     pub comm: Option<String>,
+    /// The traced tasks of a pid-filtered recording, when they select.
+    pub traced: Option<kmemtrace_format::tasks::TracedTasks>,
     pub per_pointer: bool,
     /// Freed pointers remembered per generation (double-free horizon).
     pub remember_frees: usize,
@@ -794,6 +796,12 @@ fn build(
                 v
             }),
             comm: opts.comm.clone(),
+            traced_tasks: opts.traced.as_ref().map(|t| crate::model::TracedTree {
+                asked: t.asked.clone(),
+                tasks: t.tree.len() as u64,
+                forks: t.forks,
+                forks_recorded: t.forks_recorded,
+            }),
             time_start_ns: f.time.map(|t| t.0),
             time_end_ns: f.time.map(|t| t.1),
             callsite: f.callsite.clone(),

@@ -222,8 +222,18 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 .join(",")
         ));
     }
-    if let Some(p) = &f.pids {
-        fl.push(format!("{} pids", p.len()));
+    match (&f.traced_tasks, &f.pids) {
+        (Some(t), _) => fl.push(format!(
+            "the recording's traced tasks (pid {} and {} descendants; other tasks' events left out, --all-tasks keeps them)",
+            t.asked
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            t.tasks.saturating_sub(t.asked.len() as u64)
+        )),
+        (None, Some(p)) => fl.push(format!("{} pids", p.len())),
+        (None, None) => {}
     }
     if let Some(c) = &f.comm {
         fl.push(format!("comm {c}"));

@@ -99,7 +99,11 @@ pub struct Cli {
     #[arg(short = 'c', long = "compress", value_name = "none|LEVEL", default_value = "1", allow_hyphen_values = true, value_parser = parse_compression)]
     pub compress: Compression,
 
-    /// Trace only this process (all its threads) and what it forks; repeatable.
+    /// Trace only this process (all its threads) and what it forks;
+    /// repeatable. The log also records the traced tasks' forks
+    /// (`sched:sched_process_fork`) and the pids asked for, so that the
+    /// report keeps exactly this tree: the kernel's pid filter lets some
+    /// events of neighbouring tasks through.
     #[arg(
         short = 'p',
         long = "pid",

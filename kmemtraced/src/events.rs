@@ -45,6 +45,18 @@ fn exists(dir: &TraceDir, system: &str, name: &str) -> bool {
         .is_file()
 }
 
+/// Adds `system:name` to `events` if this kernel has it (and it is not
+/// there yet).
+pub fn add_if_present(dir: &TraceDir, events: &mut Vec<Event>, system: &str, name: &str) {
+    let e = Event {
+        system: system.into(),
+        name: name.into(),
+    };
+    if exists(dir, system, name) && !events.contains(&e) {
+        events.push(e);
+    }
+}
+
 /// The events to record in `dir` (whose `events/` lists what the kernel
 /// has). `specs` empty means the defaults.
 pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {

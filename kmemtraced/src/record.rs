@@ -12,6 +12,7 @@ use crate::session::{Plan, Report, Session};
 use crate::status::{self, StatusLine, Summary};
 use crate::sys;
 use crate::tracefs::{Instance, TraceDir, Tracefs};
+use kmemtrace_format::records::{Meta, MetaKind};
 use nix::sys::signal::Signal;
 use std::fs::OpenOptions;
 use std::io::IsTerminal;
@@ -72,7 +73,9 @@ fn unused_pid() -> u32 {
         .unwrap_or(max.saturating_sub(1))
 }
 
-fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<()> {
+/// Sets the instance up; returns the pids put in `set_event_pid` (the
+/// asked processes' threads; with `-F` none until the command starts).
+fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
     if let Some(kb) = cli.subbuf_kb {
         if !inst.exists("buffer_subbuf_size_kb") {
             return Err(Failure::usage(
@@ -110,16 +113,31 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<()> {
     for &p in &cli.pids {
         tids.extend(threads_of(p)?);
     }
-    if cli.follow_command && tids.is_empty() {
+    if !tids.is_empty() {
+        inst.write("set_event_pid", &pid_list(&tids))?;
+    } else if cli.follow_command {
         // An empty list traces everyone: until the command adds its own pid
         // (between fork and exec), hold the filter with an unused pid.
-        tids.push(unused_pid());
+        inst.write("set_event_pid", &unused_pid().to_string())?;
     }
-    if !tids.is_empty() {
-        let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
-        inst.write("set_event_pid", &list.join(" "))?;
-    }
-    Ok(())
+    Ok(tids)
+}
+
+fn pid_list(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What a pid-filtered recording asked for, for the log (see
+/// kmemtrace_format::tasks): the analysis keeps these tasks and their
+/// descendants, and leaves out the neighbours the kernel's filter lets
+/// through around context switches and wake-ups.
+fn pid_filter_meta(pids: &[u32]) -> Meta {
+    let mut m = Meta::new(MetaKind::Other, pid_list(pids));
+    m.name = kmemtrace_format::tasks::PID_FILTER_META.into();
+    m
 }
 
 /// Why `-b KB` was refused, with what the kernel kept and what it could
@@ -227,7 +245,12 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     for r in tfs.remove_stale(&mut errs) {
         say(cli.quiet, &format!("removed stale instance {r}"));
     }
-    let events = events::resolve(&tfs.top, &cli.events)?;
+    let mut events = events::resolve(&tfs.top, &cli.events)?;
+    let pid_filter = !cli.pids.is_empty() || cli.follow_command;
+    if pid_filter {
+        // The traced tree's forks, to tell its tasks from their neighbours.
+        events::add_if_present(&tfs.top, &mut events, "sched", "sched_process_fork");
+    }
     for &p in &cli.pids {
         threads_of(p)?;
     }
@@ -237,8 +260,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     // Everything the kernel may refuse comes before the output is touched.
     let mut inst = Instance::create(&tfs)?;
     let guardian = Guardian::start(&inst);
-    let pid_filter = !cli.pids.is_empty() || cli.follow_command;
-    configure(&inst.dir, cli, pid_filter)?;
+    let asked_pids = configure(&inst.dir, cli, pid_filter)?;
     let layout = metadata::layout(&inst.dir)?;
     let out = output::open(&output)?;
     let plan = Plan {
@@ -263,6 +285,9 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     if !cli.trace_self {
         exclude_own_threads(&inst.dir, &mut session);
     }
+    if !asked_pids.is_empty() {
+        session.write_meta(pid_filter_meta(&asked_pids));
+    }
 
     // Go.
     let enabled = set_events(&inst.dir, &events, true);
@@ -272,7 +297,12 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let mut child = None;
     if failure.is_none() && !cli.command.is_empty() {
         match start_command(cli, &output, &inst) {
-            Ok(c) => child = Some(c),
+            Ok(c) => {
+                if cli.follow_command {
+                    session.write_meta(pid_filter_meta(&[c.id()]));
+                }
+                child = Some(c)
+            }
             Err(f) => failure = Some(f),
         }
     }

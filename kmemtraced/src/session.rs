@@ -346,6 +346,12 @@ impl Session {
         self.started = Instant::now();
     }
 
+    /// Writes a META block now (a later one of the same kind and name
+    /// replaces it, FORMAT.md §7.2).
+    pub fn write_meta(&self, m: Meta) {
+        self.send(Msg::Meta(m));
+    }
+
     /// Remembers a remark for a NOTE block at the end.
     pub fn note(&mut self, text: impl Into<String>) {
         self.notes.push(text.into());

@@ -18,6 +18,8 @@ mod foreign;
 mod live;
 #[path = "report/misuse.rs"]
 mod misuse;
+#[path = "report/pid.rs"]
+mod pid;
 
 use serde_json::Value;
 use std::path::Path;

@@ -41,6 +41,7 @@ pub mod kmem;
 pub mod print_flags;
 pub mod stats;
 pub mod subbuf;
+pub mod tasks;
 
 pub mod human;
 pub mod log;

@@ -14,6 +14,7 @@ const KCF: &str = include_str!("data/x86_64-6.18/kmem_cache_free.format");
 const PAGE: &str = include_str!("data/x86_64-6.18/mm_page_alloc.format");
 const PAGE_FREE: &str = include_str!("data/x86_64-6.18/mm_page_free.format");
 const PAGE_FREE_BATCHED: &str = include_str!("data/x86_64-6.18/mm_page_free_batched.format");
+const FORK: &str = include_str!("data/x86_64-6.18/sched_process_fork.format");
 
 /// Functions of the synthetic kernel, 0x100 bytes each from `TEXT`.
 pub const FUNCS: &[&str] = &[
@@ -51,6 +52,7 @@ pub struct Synth {
     page: EventFormat,
     page_free: EventFormat,
     page_free_batched: EventFormat,
+    fork: EventFormat,
     pub allocs: u64,
     pub frees: u64,
 }
@@ -69,6 +71,7 @@ impl Synth {
         let page = b.format("kmem", PAGE).unwrap();
         let page_free = b.format("kmem", PAGE_FREE).unwrap();
         let page_free_batched = b.format("kmem", PAGE_FREE_BATCHED).unwrap();
+        let fork = b.format("sched", FORK).unwrap();
         let mut ks = String::new();
         for (i, f) in FUNCS.iter().enumerate() {
             ks.push_str(&format!("{:016x} T {f}\n", TEXT + 0x100 * i as u64));
@@ -92,6 +95,7 @@ impl Synth {
             page,
             page_free,
             page_free_batched,
+            fork,
             allocs: 0,
             frees: 0,
         }
@@ -228,6 +232,25 @@ impl Synth {
         let fields = [("pfn", Value::Uint(pfn))];
         let p = encode_event(LittleEndian, &self.page_free_batched, 1, &fields).unwrap();
         self.b.event(cpu, ts, p);
+    }
+
+    /// `parent` forks `child` (recorded with the parent's pid).
+    pub fn fork(&mut self, cpu: u32, ts: u64, parent: i32, child: i32) {
+        let fields = [
+            ("parent_comm", Value::Str("worker")),
+            ("parent_pid", Value::Int(i64::from(parent))),
+            ("child_comm", Value::Str("worker")),
+            ("child_pid", Value::Int(i64::from(child))),
+        ];
+        let p = encode_event(LittleEndian, &self.fork, parent, &fields).unwrap();
+        self.b.event(cpu, ts, p);
+    }
+
+    /// The log says it was recorded with `kmemtraced --pid` of `pids`.
+    pub fn pid_filter(&mut self, pids: &str) {
+        let mut m = Meta::new(MetaKind::Other, pids);
+        m.name = kmemtrace_format::tasks::PID_FILTER_META.into();
+        self.b.meta(m);
     }
 
     /// Events of `cpu` are lost here (a new sub-buffer flagged as such).
