@@ -27,6 +27,7 @@ pub mod endian;
 // Container (format-spec/FORMAT.md).
 pub mod arch;
 pub mod block;
+mod crc_shift;
 pub mod reader;
 pub mod records;
 pub mod tlv;

@@ -10,7 +10,10 @@ use crate::block::{
     decode_payload, parse_file_header, BlockHeader, BlockType, FileHeaderError, BLOCK_HEADER_LEN,
     FILE_HEADER_LEN, SYNC, VERSION_MAJOR,
 };
+use crate::crc_shift;
 use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt;
 use std::io::{self, Read};
 
@@ -122,6 +125,31 @@ impl fmt::Display for OpenError {
 }
 impl std::error::Error for OpenError {}
 
+/// A candidate block met while resynchronising, waiting for the running
+/// CRC to reach its end (ordered by end, then offset).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    end: u64,
+    at: u64,
+    /// `shift(crc(header bytes 0..16) ^ P(payload start), payload length)`.
+    partial: u32,
+    crc: u32,
+}
+
+/// The state of one resynchronisation pass.
+struct Scan {
+    /// The running CRC covers the bytes from the scan's start to here.
+    crc_pos: u64,
+    running: u32,
+    /// Where the search for the next sync word goes on.
+    sync_pos: u64,
+    pending: BinaryHeap<Reverse<Candidate>>,
+    /// Offsets of the pending candidates (their bytes must be kept).
+    starts: BTreeSet<u64>,
+    /// The first intact block found so far.
+    best: Option<u64>,
+}
+
 /// Reads a log from the start.
 pub struct LogReader<R: Read> {
     src: R,
@@ -137,6 +165,8 @@ pub struct LogReader<R: Read> {
     finished: bool,
     version: (u16, u16),
     header_damage: Option<FileHeaderError>,
+    /// Bytes run through the CRC while resynchronising (see `crc_to`).
+    resync_crc_bytes: u64,
 }
 
 impl<R: Read> LogReader<R> {
@@ -152,6 +182,7 @@ impl<R: Read> LogReader<R> {
             finished: false,
             version: (0, 0),
             header_damage: None,
+            resync_crc_bytes: 0,
         };
         r.ensure_abs(FILE_HEADER_LEN as u64)
             .map_err(OpenError::Io)?;
@@ -183,6 +214,13 @@ impl<R: Read> LogReader<R> {
         self.header_damage.as_ref()
     }
 
+    /// Bytes checksummed while resynchronising after damage, so far: each
+    /// damaged stretch is checksummed once, however many candidate blocks
+    /// it holds.
+    pub fn resync_crc_bytes(&self) -> u64 {
+        self.resync_crc_bytes
+    }
+
     /// The log's format version (major, minor).
     pub fn version(&self) -> (u16, u16) {
         self.version
@@ -210,7 +248,12 @@ impl<R: Read> LogReader<R> {
                 self.base += self.pos as u64;
                 self.pos = 0;
             }
-            let want = ((end - self.end_abs()) as usize).max(READ_CHUNK);
+            // Room grows with what arrives (doubling), not with what a
+            // header claims: a block claiming 64 MiB of which 1 KB is
+            // present costs a chunk, not 64 MiB.
+            let want = ((end - self.end_abs()) as usize)
+                .min(self.filled.max(READ_CHUNK))
+                .max(READ_CHUNK);
             let old = self.filled;
             if self.buf.len() < old + want {
                 self.buf.resize(old + want, 0);
@@ -260,39 +303,148 @@ impl<R: Read> LogReader<R> {
 
     /// Scans from `from` for the next intact block. Leaves `pos` at it (or
     /// at the end of input) and returns its offset.
+    ///
+    /// One pass, so that each byte is read a bounded number of times
+    /// whatever the input (a file of sync words with plausible lengths and
+    /// bad CRCs made the old scan, which checked each candidate over its
+    /// whole claimed length, quadratic). A running CRC `P(x)` of the bytes
+    /// from `from` to `x` moves forward once; a candidate block at `c`
+    /// (a sync word whose header parses) with payload `[a, e)` is intact
+    /// when `shift(crc(header) ^ P(a), e - a) ^ P(e)` equals its CRC
+    /// ([`crc_shift`]). Candidates wait in a queue ordered by their end;
+    /// the first intact one in file order wins.
     fn resync(&mut self, from: u64) -> io::Result<Option<u64>> {
-        let mut scan = from;
+        let mut s = Scan {
+            crc_pos: from,
+            running: 0,
+            sync_pos: from,
+            pending: BinaryHeap::new(),
+            starts: BTreeSet::new(),
+            best: None,
+        };
         loop {
-            // Bytes before `scan` are skipped for good: let them be dropped.
-            self.pos = self.idx(scan);
-            let found = self.buf[self.pos..self.filled]
+            let next_end = s.pending.peek().map(|Reverse(c)| c.end);
+            // Candidates are taken in file order, each before any pending
+            // end past its payload's start, and none after an intact one.
+            let limit = match (next_end, s.best) {
+                (Some(e), Some(b)) => Some((e - BLOCK_HEADER_LEN as u64 + 1).min(b)),
+                (Some(e), None) => Some(e - BLOCK_HEADER_LEN as u64 + 1),
+                (None, b) => b,
+            };
+            if let Some(c) = self.next_sync(&s, limit)? {
+                s.sync_pos = c + 1;
+                let h = self.header_at(c);
+                if let Ok(hdr) = BlockHeader::parse(&h) {
+                    let start = c + BLOCK_HEADER_LEN as u64;
+                    self.crc_to(&mut s, start)?;
+                    let len = u64::from(hdr.stored_len);
+                    let partial = crc_shift::shift(crc32fast::hash(&h[..16]) ^ s.running, len);
+                    s.starts.insert(c);
+                    s.pending.push(Reverse(Candidate {
+                        end: start + len,
+                        at: c,
+                        partial,
+                        crc: hdr.crc,
+                    }));
+                }
+                continue;
+            }
+            let Some(Reverse(cand)) = s.pending.pop() else {
+                break;
+            };
+            s.starts.remove(&cand.at);
+            if s.best.is_some_and(|b| cand.at > b) {
+                continue;
+            }
+            if !self.crc_to(&mut s, cand.end)? {
+                // The input ends first: no pending candidate is complete.
+                s.pending.clear();
+                s.starts.clear();
+                continue;
+            }
+            if cand.partial ^ s.running == cand.crc {
+                s.best = Some(s.best.map_or(cand.at, |b| b.min(cand.at)));
+            }
+        }
+        match s.best {
+            Some(b) => {
+                self.pos = self.idx(b);
+                Ok(Some(b))
+            }
+            None => {
+                self.pos = self.filled;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Lets bytes before what the scan still needs be dropped.
+    fn keep_from(&mut self, s: &Scan, also: u64) {
+        let mut keep = s.sync_pos.min(s.crc_pos).min(also);
+        if let Some(&c) = s.starts.first() {
+            keep = keep.min(c);
+        }
+        if let Some(b) = s.best {
+            keep = keep.min(b);
+        }
+        self.pos = self.idx(keep.max(self.base));
+    }
+
+    /// The next sync word at or after `s.sync_pos` (and before `limit`)
+    /// with a whole header after it, reading on as needed.
+    fn next_sync(&mut self, s: &Scan, limit: Option<u64>) -> io::Result<Option<u64>> {
+        let mut scan = s.sync_pos;
+        loop {
+            if limit.is_some_and(|l| scan >= l) {
+                return Ok(None);
+            }
+            self.keep_from(s, scan);
+            let end = match limit {
+                Some(l) => self.end_abs().min(l + SYNC.len() as u64 - 1),
+                None => self.end_abs(),
+            };
+            let i = self.idx(scan);
+            let j = self.idx(end.max(scan));
+            let found = self.buf[i..j]
                 .windows(SYNC.len())
                 .position(|w| w == SYNC)
                 .map(|k| scan + k as u64);
-            match found {
-                Some(cand) => {
-                    self.pos = self.idx(cand);
-                    if self.intact_block_at(cand)?.is_some() {
-                        self.pos = self.idx(cand);
-                        return Ok(Some(cand));
-                    }
-                    scan = cand + 1;
+            if let Some(c) = found {
+                if !self.ensure_abs(c + BLOCK_HEADER_LEN as u64)? {
+                    return Ok(None);
                 }
-                None => {
-                    // Keep the last 3 bytes: a sync word may straddle reads.
-                    let keep_from = self
-                        .end_abs()
-                        .saturating_sub(SYNC.len() as u64 - 1)
-                        .max(scan);
-                    let end = self.end_abs();
-                    if !self.ensure_abs(end + 1)? {
-                        self.pos = self.filled;
-                        return Ok(None);
-                    }
-                    scan = keep_from;
-                }
+                return Ok(Some(c));
+            }
+            // Keep the last 3 bytes: a sync word may straddle reads.
+            scan = end.saturating_sub(SYNC.len() as u64 - 1).max(scan);
+            if limit.is_some_and(|l| scan >= l) {
+                return Ok(None);
+            }
+            self.keep_from(s, scan);
+            let have = self.end_abs();
+            if !self.ensure_abs(have + 1)? {
+                return Ok(None);
             }
         }
+    }
+
+    /// Moves the running CRC to `target`; false if the input ends first.
+    fn crc_to(&mut self, s: &mut Scan, target: u64) -> io::Result<bool> {
+        while s.crc_pos < target {
+            self.keep_from(s, s.crc_pos);
+            let reached = self.ensure_abs(target)?;
+            let upto = target.min(self.end_abs());
+            let (i, j) = (self.idx(s.crc_pos), self.idx(upto));
+            let mut h = crc32fast::Hasher::new_with_initial(s.running);
+            h.update(&self.buf[i..j]);
+            s.running = h.finalize();
+            self.resync_crc_bytes += (j - i) as u64;
+            s.crc_pos = upto;
+            if !reached {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn damage(&mut self, offset: u64, reason: String) -> io::Result<Item> {
