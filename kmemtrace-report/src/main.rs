@@ -121,7 +121,8 @@ fn main() -> ExitCode {
     };
     // The symbol table is parsed: its text need not stay in memory.
     for m in &mut log.metas {
-        if m.kind == kmemtrace_format::records::MetaKind::Kallsyms {
+        use kmemtrace_format::records::MetaKind;
+        if matches!(m.kind, MetaKind::Kallsyms | MetaKind::KallsymsPart) {
             m.content = Vec::new();
         }
     }

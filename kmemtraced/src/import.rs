@@ -606,6 +606,12 @@ pub fn import<W: Write>(
             "the dump has no events/<system>/<event>/format files: events cannot be decoded".into(),
         );
     }
+    if let Some(n) = d.which("kallsyms") {
+        used.insert(n);
+        for m in kmemtrace_format::records::kallsyms_metas(&d.get("kallsyms").unwrap_or_default()) {
+            w.write_meta(&m)?;
+        }
+    }
     let mut meta_file = |w: &mut LogWriter<W>, kind: MetaKind, name: &str| -> io::Result<()> {
         if let Some(n) = d.which(name) {
             let b = d.get(name).unwrap_or_default();
@@ -616,7 +622,6 @@ pub fn import<W: Write>(
         }
         Ok(())
     };
-    meta_file(&mut w, MetaKind::Kallsyms, "kallsyms")?;
     meta_file(&mut w, MetaKind::SavedCmdlines, "saved_cmdlines.start")?;
     meta_file(&mut w, MetaKind::SavedCmdlines, "saved_cmdlines")?;
     meta_file(&mut w, MetaKind::SavedTgids, "saved_tgids.start")?;

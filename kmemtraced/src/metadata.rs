@@ -363,7 +363,7 @@ pub fn static_metas(
                         .into(),
                 );
             }
-            metas.push(Meta::new(MetaKind::Kallsyms, b));
+            metas.extend(kmemtrace_format::records::kallsyms_metas(&b));
         }
         Err(e) => notes.push(format!("/proc/kallsyms unreadable: {e}")),
     }

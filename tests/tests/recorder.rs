@@ -107,7 +107,18 @@ fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
             .map(|s| s.starts_with("kmemtraced-")),
         Some(true)
     );
-    assert!(l.meta(MetaKind::Kallsyms, "").is_some());
+    // kallsyms in parts of at most 256 KiB (format 1.1), joined on reading.
+    let parts: Vec<_> = l
+        .metas
+        .iter()
+        .filter(|m| m.kind == MetaKind::KallsymsPart)
+        .collect();
+    assert!(parts.len() > 1, "{} kallsyms parts", parts.len());
+    assert!(parts
+        .iter()
+        .all(|m| m.content.len() <= kmemtrace_format::records::KALLSYMS_PART_BYTES));
+    assert!(l.kallsyms.as_ref().is_some_and(|k| k.len() > 10_000));
+    assert_eq!(l.version, (1, 1));
     assert!(l.meta(MetaKind::HeaderEvent, "").is_some());
     assert!(l
         .meta(MetaKind::EventFormat, "kmem/kmem_cache_alloc")

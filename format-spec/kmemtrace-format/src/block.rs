@@ -10,7 +10,8 @@ pub const MAGIC: [u8; 8] = *b"\x8aKMT\r\n\x1a\n";
 pub const FILE_HEADER_LEN: usize = 16;
 /// The format version this library writes.
 pub const VERSION_MAJOR: u16 = 1;
-pub const VERSION_MINOR: u16 = 0;
+/// 1.1 added ARCH_COPY blocks and kallsyms in parts (FORMAT.md §4.1).
+pub const VERSION_MINOR: u16 = 1;
 
 /// Sync word at the start of every block header.
 pub const SYNC: [u8; 4] = *b"KMTB";
@@ -33,6 +34,8 @@ pub enum BlockType {
     Stats,
     End,
     Note,
+    /// A copy of the ARCH block (1.1).
+    ArchCopy,
     Unknown(u16),
 }
 
@@ -45,6 +48,7 @@ impl BlockType {
             4 => Self::Stats,
             5 => Self::End,
             6 => Self::Note,
+            7 => Self::ArchCopy,
             x => Self::Unknown(x),
         }
     }
@@ -56,6 +60,7 @@ impl BlockType {
             Self::Stats => 4,
             Self::End => 5,
             Self::Note => 6,
+            Self::ArchCopy => 7,
             Self::Unknown(x) => x,
         }
     }
@@ -67,6 +72,7 @@ impl BlockType {
             Self::Stats => "STATS".into(),
             Self::End => "END".into(),
             Self::Note => "NOTE".into(),
+            Self::ArchCopy => "ARCH_COPY".into(),
             Self::Unknown(x) => format!("type {x}").into(),
         }
     }
@@ -478,7 +484,7 @@ mod tests {
     #[test]
     fn file_header_round_trip() {
         let h = encode_file_header();
-        assert_eq!(parse_file_header(&h), Ok((1, 0)));
+        assert_eq!(parse_file_header(&h), Ok((1, VERSION_MINOR)));
         let mut bad = h;
         bad[13] ^= 1;
         assert!(matches!(
@@ -490,7 +496,11 @@ mod tests {
         let crc = crc32fast::hash(&v2[..12]);
         v2[12..16].copy_from_slice(&crc.to_le_bytes());
         let e = parse_file_header(&v2).unwrap_err();
-        assert!(e.to_string().contains("2.0 is not supported"), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("2.{VERSION_MINOR} is not supported")),
+            "{e}"
+        );
         assert!(matches!(
             parse_file_header(b"PK\x03\x04 not a log"),
             Err(FileHeaderError::BadMagic { .. })

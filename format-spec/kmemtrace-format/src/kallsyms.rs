@@ -60,6 +60,10 @@ pub struct Kallsyms {
     /// Sorted by address, file order among equal addresses.
     syms: Vec<Sym>,
     zero_addresses: usize,
+    /// Addresses of the first and last symbol kept, in file order.
+    file_span: Option<(u64, u64)>,
+    /// Nameless boundaries in `syms` that end a lost part (see `join`).
+    holes: usize,
 }
 
 /// A resolved address.
@@ -228,6 +232,7 @@ impl Kallsyms {
                     idx as u16 + 1
                 }
             };
+            k.file_span = Some(k.file_span.map_or((addr, addr), |(f, _)| (f, addr)));
             let name_off = k.names.len() as u32;
             k.names.push_str(name);
             k.syms.push(Sym {
@@ -244,20 +249,94 @@ impl Kallsyms {
         Ok(k)
     }
 
+    /// Joins the tables of consecutive parts of one kallsyms text, in
+    /// order (FORMAT.md §7.3). `None` stands for a part that is missing or
+    /// did not parse: addresses after the symbol before it and below the
+    /// symbol after it resolve to nothing, rather than to the symbol before
+    /// the gap with an offset spanning it (that symbol itself resolves only
+    /// at its own address: where it ends is unknown).
+    pub fn join(parts: Vec<Option<Kallsyms>>) -> Kallsyms {
+        let mut out = Kallsyms::default();
+        let mut prev_last: Option<u64> = None;
+        let mut gap = false;
+        let mut holes = Vec::new();
+        for p in parts {
+            let Some(k) = p else {
+                gap = true;
+                continue;
+            };
+            if let (true, Some(last), Some((first, _))) = (gap, prev_last, k.file_span) {
+                if last < first {
+                    holes.push(last + 1);
+                }
+            }
+            gap = false;
+            if let Some((_, last)) = k.file_span {
+                prev_last = Some(last);
+            }
+            out.append(k);
+        }
+        if let (true, Some(last)) = (gap, prev_last) {
+            holes.push(last.saturating_add(1));
+        }
+        // A nameless non-text symbol ends what is before it, like a data
+        // symbol does.
+        out.holes = holes.len();
+        out.syms.extend(holes.into_iter().map(|addr| Sym {
+            addr,
+            name_off: 0,
+            name_len: 0,
+            module: 0,
+            ty: b'?',
+        }));
+        out.syms.sort_by_key(|s| s.addr);
+        out
+    }
+
+    /// Appends another table's symbols (names and modules renumbered).
+    fn append(&mut self, k: Kallsyms) {
+        let base = self.names.len() as u32;
+        self.names.push_str(&k.names);
+        let map: Vec<u16> = k
+            .modules
+            .iter()
+            .map(|m| match self.modules.iter().position(|x| x == m) {
+                Some(i) => i as u16 + 1,
+                None => {
+                    self.modules.push(m.clone());
+                    self.modules.len() as u16
+                }
+            })
+            .collect();
+        self.syms.extend(k.syms.into_iter().map(|s| Sym {
+            name_off: s.name_off + base,
+            module: match s.module {
+                0 => 0,
+                m => map[usize::from(m) - 1],
+            },
+            ..s
+        }));
+        self.zero_addresses += k.zero_addresses;
+        self.file_span = match (self.file_span, k.file_span) {
+            (Some((f, _)), Some((_, l))) => Some((f, l)),
+            (a, b) => a.or(b),
+        };
+    }
+
     /// Symbols kept (non-zero addresses, no mapping symbols).
     pub fn len(&self) -> usize {
-        self.syms.len()
+        self.syms.len() - self.holes
     }
 
     /// True when nothing can be resolved.
     pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.len() == 0
     }
 
     /// True if the text listed symbols but all with address zero (read
     /// without privilege, `kptr_restrict`).
     pub fn is_restricted(&self) -> bool {
-        self.syms.is_empty() && self.zero_addresses > 0
+        self.is_empty() && self.zero_addresses > 0
     }
 
     fn name(&self, s: &Sym) -> &str {

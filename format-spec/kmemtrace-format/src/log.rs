@@ -546,6 +546,24 @@ impl Log {
                         arch = Some(*a);
                     }
                 }
+                Record::ArchCopy(a) => match &arch {
+                    // The ARCH block was lost (damaged): its copy decodes.
+                    None => {
+                        problems.push(Problem {
+                            offset: b.offset,
+                            kind: ProblemKind::Structure,
+                            what: "no intact ARCH block before this: the log is decoded with this ARCH_COPY".into(),
+                        });
+                        arch = Some(*a);
+                    }
+                    Some(x) if *x != *a => problems.push(Problem {
+                        offset: b.offset,
+                        kind: ProblemKind::Arch,
+                        what: "ARCH_COPY differs from the ARCH block (the ARCH block is used)"
+                            .into(),
+                    }),
+                    Some(_) => {}
+                },
                 Record::Meta(m) => {
                     let text = String::from_utf8_lossy(&m.content);
                     let merged = match m.kind {
@@ -562,7 +580,7 @@ impl Log {
                     }
                     match metas
                         .iter_mut()
-                        .find(|(_, x)| x.kind == m.kind && x.name == m.name)
+                        .find(|(_, x)| x.kind == m.kind && x.name == m.name && x.part == m.part)
                     {
                         Some(old) => *old = (b.offset, m),
                         None => metas.push((b.offset, m)),
@@ -705,11 +723,54 @@ impl Log {
                     Ok(k) => self.kallsyms = Some(k),
                     Err(e) => problem(e.to_string()),
                 },
+                MetaKind::KallsymsPart => {} // joined below
                 MetaKind::CpuNodeMap => self.cpu_nodes = parse_cpu_nodes(&text),
                 _ => {}
             }
         }
+        self.join_kallsyms_parts(&metas);
         self.metas = metas.into_iter().map(|(_, m)| m).collect();
+    }
+
+    /// Kallsyms written in parts (1.1): each part parsed on its own, so a
+    /// damaged part costs its own symbols only; a missing or unreadable one
+    /// is named and its addresses resolve to nothing.
+    fn join_kallsyms_parts(&mut self, metas: &[(u64, Meta)]) {
+        let parts: Vec<(u64, u32, u32, &Meta)> = metas
+            .iter()
+            .filter(|(_, m)| m.kind == MetaKind::KallsymsPart)
+            .filter_map(|(o, m)| m.part.map(|(i, n)| (*o, i, n, m)))
+            .collect();
+        let Some(count) = parts.iter().map(|p| p.2).max() else {
+            return;
+        };
+        let mut tables = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let Some(&(offset, _, _, m)) = parts.iter().find(|p| p.1 == i) else {
+                self.problems.push(Problem {
+                    offset: 0,
+                    kind: ProblemKind::Metadata,
+                    what: format!(
+                        "kallsyms part {} of {count} is missing (damaged?): call sites in it are not resolved",
+                        i + 1
+                    ),
+                });
+                tables.push(None);
+                continue;
+            };
+            match Kallsyms::parse(&String::from_utf8_lossy(&m.content)) {
+                Ok(k) => tables.push(Some(k)),
+                Err(e) => {
+                    self.problems.push(Problem {
+                        offset,
+                        kind: ProblemKind::Metadata,
+                        what: format!("META kallsyms part {} of {count}: {e}", i + 1),
+                    });
+                    tables.push(None);
+                }
+            }
+        }
+        self.kallsyms = Some(Kallsyms::join(tables));
     }
 
     /// The META block of a kind (and name, for formats and `other`).

@@ -17,6 +17,8 @@ pub enum MetaKind {
     CpuNodeMap,
     PrintkFormats,
     Modules,
+    /// A slice of `/proc/kallsyms` (1.1): whole lines, in file order.
+    KallsymsPart,
     Other,
     Unknown(u16),
 }
@@ -33,6 +35,7 @@ impl MetaKind {
             7 => Self::CpuNodeMap,
             8 => Self::PrintkFormats,
             9 => Self::Modules,
+            10 => Self::KallsymsPart,
             0xffff => Self::Other,
             x => Self::Unknown(x),
         }
@@ -48,6 +51,7 @@ impl MetaKind {
             Self::CpuNodeMap => 7,
             Self::PrintkFormats => 8,
             Self::Modules => 9,
+            Self::KallsymsPart => 10,
             Self::Other => 0xffff,
             Self::Unknown(x) => x,
         }
@@ -63,10 +67,21 @@ impl MetaKind {
             Self::CpuNodeMap => "cpu_node_map".into(),
             Self::PrintkFormats => "printk_formats".into(),
             Self::Modules => "modules".into(),
+            Self::KallsymsPart => "kallsyms_part".into(),
             Self::Other => "other".into(),
             Self::Unknown(x) => format!("kind {x}"),
         }
     }
+}
+
+/// Largest kallsyms part a writer makes (FORMAT.md §7.3): damage to a
+/// block costs at most this much of the symbol table (about 6,000 symbols).
+pub const KALLSYMS_PART_BYTES: usize = 256 << 10;
+
+/// The META blocks that carry a kallsyms text: parts of at most
+/// [`KALLSYMS_PART_BYTES`], whole lines each.
+pub fn kallsyms_metas(text: &[u8]) -> Vec<Meta> {
+    Meta::in_parts(MetaKind::KallsymsPart, text, KALLSYMS_PART_BYTES)
 }
 
 /// A metadata file.
@@ -78,6 +93,8 @@ pub struct Meta {
     /// Event id, for formats.
     pub id: Option<u32>,
     pub content: Vec<u8>,
+    /// (index from 0, count) of a content written in parts (1.1).
+    pub part: Option<(u32, u32)>,
 }
 
 impl Meta {
@@ -87,6 +104,7 @@ impl Meta {
             name: String::new(),
             id: None,
             content: content.into(),
+            part: None,
         }
     }
     pub fn event_format(system: &str, event: &str, id: u32, content: impl Into<Vec<u8>>) -> Self {
@@ -95,8 +113,37 @@ impl Meta {
             name: format!("{system}/{event}"),
             id: Some(id),
             content: content.into(),
+            part: None,
         }
     }
+    /// `content` as parts of at most `max` bytes each, cut after a
+    /// newline where there is one (so that each part of a text holds whole
+    /// lines and parses on its own), numbered `(index, count)`.
+    pub fn in_parts(kind: MetaKind, content: &[u8], max: usize) -> Vec<Meta> {
+        let max = max.max(1);
+        let mut pieces = Vec::new();
+        let mut rest = content;
+        while !rest.is_empty() {
+            let mut cut = rest.len().min(max);
+            if cut < rest.len() {
+                if let Some(nl) = rest[..cut].iter().rposition(|&b| b == b'\n') {
+                    cut = nl + 1;
+                }
+            }
+            pieces.push(&rest[..cut]);
+            rest = &rest[cut..];
+        }
+        let n = pieces.len() as u32;
+        pieces
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| Meta {
+                part: Some((i as u32, n)),
+                ..Meta::new(kind, p)
+            })
+            .collect()
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = TlvWriter::new();
         w.u16(1, self.kind.to_u16());
@@ -104,10 +151,14 @@ impl Meta {
             w.str(2, &self.name);
         }
         w.opt_u32(3, self.id).bytes(4, &self.content);
+        if let Some((i, n)) = self.part {
+            w.u32(5, i).u32(6, n);
+        }
         w.finish()
     }
     pub fn decode(payload: &[u8]) -> Result<Self, TlvError> {
         let mut kind = None;
+        let (mut index, mut count) = (None, None);
         let mut m = Meta::new(MetaKind::Other, Vec::new());
         for f in tlv::fields(payload) {
             let f = f?;
@@ -116,9 +167,21 @@ impl Meta {
                 2 => m.name = f.as_string(),
                 3 => m.id = Some(f.as_u32()?),
                 4 => m.content = f.value.to_vec(),
+                5 => index = Some(f.as_u32()?),
+                6 => count = Some(f.as_u32()?),
                 _ => {}
             }
         }
+        m.part = match (index, count) {
+            (Some(i), Some(n)) if i < n => Some((i, n)),
+            (None, None) => None,
+            _ => {
+                return Err(TlvError {
+                    offset: 0,
+                    what: "META part index without a count, or not below it".into(),
+                })
+            }
+        };
         m.kind = kind.ok_or(TlvError {
             offset: 0,
             what: "META block lacks its kind".into(),
@@ -371,6 +434,7 @@ impl NoteRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
     Arch(Box<ArchTag>),
+    ArchCopy(Box<ArchTag>),
     Meta(Meta),
     CpuData(CpuData<'a>),
     Stats(StatsRecord),
@@ -405,6 +469,9 @@ impl<'a> Record<'a> {
         let wrap = |inner| RecordError { block_type, inner };
         Ok(match block_type {
             BlockType::Arch => Record::Arch(Box::new(ArchTag::decode(payload).map_err(wrap)?)),
+            BlockType::ArchCopy => {
+                Record::ArchCopy(Box::new(ArchTag::decode(payload).map_err(wrap)?))
+            }
             BlockType::Meta => Record::Meta(Meta::decode(payload).map_err(wrap)?),
             BlockType::CpuData => {
                 let sb = subbuf_size.ok_or_else(|| {

@@ -127,6 +127,8 @@ pub struct LogWriter<W: Write> {
     cpus: BTreeMap<u32, CpuTotal>,
     encoders: BTreeMap<u32, CpuBlockEncoder>,
     scratch: Vec<u8>,
+    /// The ARCH_COPY block is written.
+    arch_copied: bool,
 }
 
 fn enc_err(e: EncodeError) -> io::Error {
@@ -151,6 +153,7 @@ impl<W: Write> LogWriter<W> {
             cpus: BTreeMap::new(),
             encoders: BTreeMap::new(),
             scratch: Vec::new(),
+            arch_copied: false,
         };
         w.write_block(BlockType::Arch, &arch.encode(), Compression::None)?;
         Ok(w)
@@ -204,8 +207,21 @@ impl<W: Write> LogWriter<W> {
         self.write_encoded(&b)
     }
 
+    /// Writes the ARCH_COPY block (FORMAT.md §6.2), once: a writer calls
+    /// it after its start metadata; otherwise it comes before the first
+    /// CPU data block (or END), so that a damaged ARCH block costs nothing.
+    pub fn write_arch_copy(&mut self) -> io::Result<()> {
+        if !self.arch_copied {
+            self.arch_copied = true;
+            let a = self.arch.encode();
+            self.write_block(BlockType::ArchCopy, &a, Compression::None)?;
+        }
+        Ok(())
+    }
+
     /// Writes a block encoded by a [`CpuBlockEncoder`].
     pub fn write_encoded(&mut self, b: &EncodedBlock) -> io::Result<()> {
+        self.write_arch_copy()?;
         self.out.write_all(&b.bytes)?;
         self.blocks += 1;
         self.bytes += b.bytes.len() as u64;
@@ -236,6 +252,7 @@ impl<W: Write> LogWriter<W> {
         reason: &str,
         exit_status: Option<i32>,
     ) -> io::Result<W> {
+        self.write_arch_copy()?;
         let end = EndRecord {
             wall_ns,
             reason: reason.to_string(),

@@ -5,7 +5,7 @@
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{
     encode_block, encode_file_header, BlockType, Compression, FileHeaderError, BLOCK_HEADER_LEN,
-    FILE_HEADER_LEN,
+    FILE_HEADER_LEN, VERSION_MINOR,
 };
 use kmemtrace_format::reader::{Item, LogReader, OpenError};
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord};
@@ -37,6 +37,8 @@ fn sample_log(c: Compression) -> (Vec<u8>, Vec<u64>) {
         text: b"entries: 0\n".to_vec(),
     })
     .unwrap();
+    offsets.push(w.bytes_written());
+    w.write_arch_copy().unwrap();
     for i in 0..3u8 {
         offsets.push(w.bytes_written());
         let page: Vec<u8> = (0..4096u32)
@@ -86,7 +88,7 @@ fn round_trip_plain_and_compressed() {
         let types: Vec<_> = got.iter().map(|b| b.1).collect();
         assert_eq!(
             types,
-            [Arch, Meta, Stats, CpuData, CpuData, CpuData, Note, End]
+            [Arch, Meta, Stats, ArchCopy, CpuData, CpuData, CpuData, Note, End]
         );
         let offs: Vec<_> = got.iter().map(|b| b.0).collect();
         assert_eq!(offs, offsets);
@@ -99,9 +101,10 @@ fn round_trip_plain_and_compressed() {
             let p = b.payload().unwrap();
             match Record::decode(b.header.block_type, &p, Some(4096)).unwrap() {
                 Record::Arch(a) => arch_seen = Some(*a),
+                Record::ArchCopy(a) => assert_eq!(*a, arch()),
                 Record::CpuData(d) => seqs.push((d.cpu, d.block_seq, d.first_subbuf, d.count)),
                 Record::End(e) => {
-                    assert_eq!(e.blocks, 7);
+                    assert_eq!(e.blocks, 8);
                     assert_eq!(e.cpus.len(), 2);
                     assert_eq!(e.cpus[0].subbufs, 2);
                     assert_eq!(e.reason, "test");
@@ -213,7 +216,7 @@ fn a_damaged_file_header_before_an_intact_arch_block_is_read_past() {
 #[test]
 fn garbage_between_blocks_is_skipped_and_reported() {
     let (bytes, offsets) = sample_log(Compression::None);
-    let at = offsets[3] as usize; // the first CPU_DATA block
+    let at = offsets[4] as usize; // the first CPU_DATA block
     let junk = b"KMTB garbage that looks like a sync word KMTBKMTB";
     let mut b = bytes[..at].to_vec();
     b.extend_from_slice(junk);
@@ -233,7 +236,7 @@ fn garbage_between_blocks_is_skipped_and_reported() {
     assert_eq!(d[0].offset, at as u64);
     assert_eq!(d[0].skipped, junk.len() as u64);
     assert_eq!(d[0].resumed_at, Some((at + junk.len()) as u64));
-    assert_eq!(blocks(&items).len(), 8);
+    assert_eq!(blocks(&items).len(), 9);
 }
 
 #[test]
@@ -253,7 +256,11 @@ fn not_a_log_and_future_major_are_clear_errors() {
     let crc = crc32fast::hash(&bytes[..12]);
     bytes[12..16].copy_from_slice(&crc.to_le_bytes());
     let e = read_all(&bytes).err().unwrap();
-    assert!(e.to_string().contains("9.0 is not supported"), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("9.{VERSION_MINOR} is not supported")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -283,7 +290,7 @@ fn unknown_block_types_are_skipped() {
         }
     }
     assert_eq!(unknown, 1);
-    assert_eq!(blocks(&items).len(), 9);
+    assert_eq!(blocks(&items).len(), 10);
 }
 
 /// Reads byte by byte, as a slow pipe would deliver them.
@@ -396,6 +403,7 @@ proptest! {
                     name: n.clone(),
                     id: None,
                     content: content.clone(),
+                    part: None,
                 }).unwrap(),
                 Op::Stats(cpu, p, t) => w.write_stats(&StatsRecord {
                     cpu: *cpu,
@@ -411,8 +419,21 @@ proptest! {
             }
         }
         let bytes = w.finish(Some(7), "prop", Some(3)).unwrap();
-        let items = read_all(&bytes).unwrap();
-        prop_assert_eq!(items.len(), ops.len() + 2);
+        let mut items = read_all(&bytes).unwrap();
+        prop_assert_eq!(items.len(), ops.len() + 3);
+        // One ARCH_COPY, the arch tag again, before any CPU data (or END).
+        let copy = items
+            .iter()
+            .position(|i| matches!(i, Item::Block(b) if b.header.block_type == BlockType::ArchCopy))
+            .unwrap();
+        let first_cpu = items
+            .iter()
+            .position(|i| matches!(i, Item::Block(b) if matches!(b.header.block_type, BlockType::CpuData | BlockType::End)))
+            .unwrap();
+        prop_assert_eq!(copy + 1, first_cpu);
+        let Item::Block(c) = items.remove(copy) else { panic!() };
+        let cp = c.payload().unwrap();
+        prop_assert_eq!(Record::decode(c.header.block_type, &cp, None).unwrap(), Record::ArchCopy(Box::new(a.clone())));
         let mut it = items.iter();
         let Some(Item::Block(first)) = it.next() else { panic!() };
         let p = first.payload().unwrap();
@@ -448,7 +469,7 @@ proptest! {
         let Some(Item::Block(end)) = it.next() else { panic!() };
         let p = end.payload().unwrap();
         let Record::End(e) = Record::decode(end.header.block_type, &p, None).unwrap() else { panic!() };
-        prop_assert_eq!(e.blocks, ops.len() as u64 + 1);
+        prop_assert_eq!(e.blocks, ops.len() as u64 + 2); // ARCH and ARCH_COPY
         prop_assert_eq!(e.exit_status, Some(3));
         for t in &e.cpus {
             prop_assert_eq!((t.blocks, t.subbufs), seq[&t.cpu]);

@@ -181,3 +181,16 @@ fn committed_vectors_are_what_the_generator_makes() {
         );
     }
 }
+
+#[test]
+fn format_1_0_logs_still_read_as_they_did() {
+    // Copies of the vectors as format 1.0 wrote them (no ARCH_COPY, one
+    // kallsyms block): the same events as today's 1.1 vectors.
+    for name in ["le64-x86_64", "be32-synthetic"] {
+        let log = Log::from_bytes(name, &read(&format!("v1.0/{name}.kmt"))).unwrap();
+        assert_eq!(log.version, (1, 0), "{name}");
+        assert!(log.problems.is_empty(), "{name}: {:?}", log.problems);
+        let want = String::from_utf8(read(&format!("{name}.events.txt"))).unwrap();
+        assert_eq!(listing(&log).0, want, "{name}");
+    }
+}

@@ -17,11 +17,15 @@ fn anywhere() -> Location {
 
 pub fn check(log: &Log, sink: &mut Sink) {
     match &log.kallsyms {
-        None if log.meta(MetaKind::Kallsyms, "").is_none() => sink.push(Finding::error(
-            Kind::Metadata,
-            anywhere(),
-            "missing metadata: no kallsyms, so call sites cannot be resolved to functions",
-        )),
+        None if log.meta(MetaKind::Kallsyms, "").is_none()
+            && log.meta(MetaKind::KallsymsPart, "").is_none() =>
+        {
+            sink.push(Finding::error(
+                Kind::Metadata,
+                anywhere(),
+                "missing metadata: no kallsyms, so call sites cannot be resolved to functions",
+            ))
+        }
         None => {} // present but unparsable: Log::open reported it.
         Some(k) if k.is_restricted() => sink.push(Finding::warning(
             Kind::Metadata,

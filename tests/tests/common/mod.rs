@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 #[path = "../../skip.rs"]
 mod skip_kit;
+#[allow(unused_imports)]
 pub use skip_kit::{skip, skip_to, Missing};
 
 /// The workspace root.
