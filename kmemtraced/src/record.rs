@@ -343,30 +343,34 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     if let Ok(g) = guardian {
         g.release();
     }
-    let report = res?;
     if let Err(e) = removed {
         say(
             cli.quiet,
             &format!("could not remove instance {}: {e}", inst.name),
         );
     }
-    if !cli.quiet {
-        print_summary(
-            &written_before,
-            cpus,
-            &report,
-            &end.reason,
-            &out.name,
-            color,
-        );
-        if let Some(old) = &out.kept_old {
-            say(
-                false,
-                &format!("the previous log is kept as {}", old.display()),
-            );
+    let failed = match res {
+        Ok(report) => {
+            if !cli.quiet {
+                print_summary(
+                    &written_before,
+                    cpus,
+                    &report,
+                    &end.reason,
+                    &out.name,
+                    color,
+                );
+                if let Some(old) = &out.kept_old {
+                    say(
+                        false,
+                        &format!("the previous log is kept as {}", old.display()),
+                    );
+                }
+            }
+            failure.or_else(|| report.errors.first().map(|e| Failure::runtime(e.clone())))
         }
-    }
-    let failed = failure.or_else(|| report.errors.first().map(|e| Failure::runtime(e.clone())));
+        Err(f) => Some(failure.unwrap_or(f)),
+    };
     if let Some(c) = child.as_mut().filter(|_| end.exit_status.is_none()) {
         if let Some(f) = &failed {
             // Never leave the command orphaned by our own failure: it runs

@@ -686,3 +686,50 @@ fn boot_mode_drains_the_top_level_buffer_without_changing_it() {
     assert_eq!(l.end.as_ref().unwrap().reason, "boot drain");
     assert!(l.header_page.is_some());
 }
+
+/// A small tmpfs, unmounted however the test ends.
+struct SmallFs(PathBuf);
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_recording_that_fails_waits_for_the_command_instead_of_orphaning_it() {
+    if common::tracefs_or_skip("a_recording_that_fails_waits_for_the_command").is_none() {
+        return;
+    }
+    let d = tmp();
+    let mnt = d.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    // Room for the metadata, not for the data the command makes.
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mounting a tmpfs (root is needed, as for tracing)");
+    let _fs = SmallFs(mnt.clone());
+    let done = d.path().join("done");
+    let script = format!(
+        "i=0; while [ $i -lt 100000 ]; do exec 3</dev/null; i=$((i+1)); done; sleep 2; echo x > {}",
+        done.display()
+    );
+    let out = run(kmemtraced().arg("-o").arg(mnt.join("x.kmt")).args([
+        "--compress",
+        "none",
+        "--flush-interval",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("waiting for the command"), "{err}");
+    assert!(done.exists(), "kmemtraced exited before its command");
+}
