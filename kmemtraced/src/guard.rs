@@ -13,7 +13,6 @@
 use crate::sys;
 use crate::tracefs::{Instance, TraceDir};
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -48,7 +47,7 @@ impl Guardian {
             .process_group(0)
             .spawn()?;
         Ok(Guardian {
-            pipe: std::fs::File::from(OwnedFd::from(write)),
+            pipe: std::fs::File::from(write),
         })
     }
 

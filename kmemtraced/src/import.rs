@@ -608,7 +608,7 @@ pub fn import<W: Write>(
     }
     if let Some(n) = d.which("kallsyms") {
         used.insert(n);
-        for m in kmemtrace_format::records::kallsyms_metas(&d.get("kallsyms").unwrap_or_default()) {
+        for m in kmemtrace_format::records::kallsyms_metas(d.get("kallsyms").unwrap_or_default()) {
             w.write_meta(&m)?;
         }
     }

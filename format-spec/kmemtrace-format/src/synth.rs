@@ -374,6 +374,43 @@ impl LogBuilder {
     }
 }
 
+/// A hostile log of about `size` bytes: a valid file header and ARCH
+/// block, then a sync word every 100 bytes, each starting a header whose
+/// lengths are plausible and stay inside the file but whose CRC is wrong,
+/// then one intact NOTE block. A reader that checks each candidate over its
+/// whole claimed length does quadratic work here.
+pub fn sync_word_storm(size: usize) -> Vec<u8> {
+    let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+    let w = LogWriter::new(Vec::new(), &arch, Compression::None).expect("in memory");
+    let mut out = w.into_inner_unfinished();
+    let start = out.len();
+    let mut at = start;
+    while at + 100 <= start + size {
+        let mut h = [0u8; 100];
+        h[..4].copy_from_slice(&crate::block::SYNC);
+        h[4..6].copy_from_slice(&6u16.to_le_bytes());
+        // Reaching to about the end of the storm, never past the file.
+        let len = (start + size - at - 20) as u32 / 2;
+        h[8..12].copy_from_slice(&len.to_le_bytes());
+        h[12..16].copy_from_slice(&len.to_le_bytes());
+        h[16..20].copy_from_slice(&0xdead_beefu32.to_le_bytes());
+        out.extend_from_slice(&h);
+        at += 100;
+    }
+    let note = NoteRecord {
+        warning: false,
+        text: "after the storm".into(),
+    };
+    crate::block::encode_block(
+        crate::block::BlockType::Note,
+        &note.encode(),
+        Compression::None,
+        &mut out,
+    )
+    .expect("in memory");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,41 +528,4 @@ print fmt: \"name=%s\", __get_str(name)\n";
         );
         assert!(encode_event(crate::LittleEndian, &f, 1, &[("nope", Value::Int(1))]).is_err());
     }
-}
-
-/// A hostile log of about `size` bytes: a valid file header and ARCH
-/// block, then a sync word every 100 bytes, each starting a header whose
-/// lengths are plausible and stay inside the file but whose CRC is wrong,
-/// then one intact NOTE block. A reader that checks each candidate over its
-/// whole claimed length does quadratic work here.
-pub fn sync_word_storm(size: usize) -> Vec<u8> {
-    let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
-    let w = LogWriter::new(Vec::new(), &arch, Compression::None).expect("in memory");
-    let mut out = w.into_inner_unfinished();
-    let start = out.len();
-    let mut at = start;
-    while at + 100 <= start + size {
-        let mut h = [0u8; 100];
-        h[..4].copy_from_slice(&crate::block::SYNC);
-        h[4..6].copy_from_slice(&6u16.to_le_bytes());
-        // Reaching to about the end of the storm, never past the file.
-        let len = (start + size - at - 20) as u32 / 2;
-        h[8..12].copy_from_slice(&len.to_le_bytes());
-        h[12..16].copy_from_slice(&len.to_le_bytes());
-        h[16..20].copy_from_slice(&0xdead_beefu32.to_le_bytes());
-        out.extend_from_slice(&h);
-        at += 100;
-    }
-    let note = NoteRecord {
-        warning: false,
-        text: "after the storm".into(),
-    };
-    crate::block::encode_block(
-        crate::block::BlockType::Note,
-        &note.encode(),
-        Compression::None,
-        &mut out,
-    )
-    .expect("in memory");
-    out
 }
