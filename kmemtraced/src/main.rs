@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod command;
 mod cpu_reader;
 mod events;
 mod failure;

@@ -3,6 +3,7 @@
 //! top-level buffer left by boot-time tracing, and remove stale instances.
 
 use crate::cli::Cli;
+use crate::command::{describe_exit, pass_on, start_command, wait_briefly, wait_passing_signals};
 use crate::events::{self, Event};
 use crate::failure::{Failure, Result};
 use crate::guard::Guardian;
@@ -14,12 +15,10 @@ use crate::sys;
 use crate::tracefs::{Instance, TraceDir, Tracefs};
 use kmemtrace_format::records::{Meta, MetaKind};
 use nix::sys::signal::Signal;
-use std::fs::OpenOptions;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// How often periodic statistics and pid→comm snapshots are written.
@@ -213,17 +212,6 @@ fn exclude_own_threads(dir: &TraceDir, session: &mut Session) {
     }
 }
 
-fn describe_exit(st: std::process::ExitStatus) -> (String, i32) {
-    match (st.code(), st.signal()) {
-        (Some(c), _) => (format!("command exited {c}"), c),
-        (None, Some(s)) => {
-            let name = Signal::try_from(s).map_or_else(|_| s.to_string(), |x| x.to_string());
-            (format!("command killed by {name}"), 128 + s)
-        }
-        _ => ("command exited".into(), -1),
-    }
-}
-
 /// How long the traced command may take to exit after a stop signal was
 /// passed on to it, while the recording goes on.
 const COMMAND_GRACE: Duration = Duration::from_secs(10);
@@ -404,36 +392,6 @@ struct End {
     exit_status: Option<i32>,
 }
 
-/// Starts COMMAND (its pid added to the event filter first with `-F`).
-fn start_command(cli: &Cli, output: &Path, inst: &Instance) -> Result<Child> {
-    let mut cmd = Command::new(&cli.command[0]);
-    cmd.args(&cli.command[1..]);
-    if output.as_os_str() == "-" {
-        // The log owns standard output: the command's goes to stderr.
-        if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
-            cmd.stdout(Stdio::from(fd));
-        }
-    }
-    let filter = if cli.follow_command {
-        OpenOptions::new()
-            .append(true)
-            .open(inst.dir.file("set_event_pid"))
-            .ok()
-    } else {
-        None
-    };
-    sys::spawn_command(&mut cmd, filter)
-        .map_err(|e| Failure::runtime(format!("cannot run `{}`: {e}", cli.command[0])))
-}
-
-/// Passes a stop signal on to the command, unless the terminal already sent
-/// it to the command's process group (Ctrl-C reaches both of us).
-fn pass_on(child: &Child, r: sys::Received) {
-    if !(r.to_group && sys::in_our_process_group(child.id())) {
-        sys::kill(child.id(), r.signal);
-    }
-}
-
 /// Waits for the end of the recording: the command's exit, a duration, a
 /// stop signal, or a failure; keeps the status line and the periodic
 /// snapshots going meanwhile. A stop signal while the command runs is
@@ -557,32 +515,6 @@ fn wait_for_end(
         sl.clear();
     }
     end
-}
-
-/// The command's exit status if it exits within `limit`.
-fn wait_briefly(c: &mut Child, limit: Duration) -> Option<i32> {
-    let until = Instant::now() + limit;
-    loop {
-        if let Ok(Some(st)) = c.try_wait() {
-            return Some(describe_exit(st).1);
-        }
-        if Instant::now() >= until {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits for the command to exit, passing stop signals on to it.
-fn wait_passing_signals(c: &mut Child, signals: &nix::sys::signalfd::SignalFd) {
-    while !matches!(c.try_wait(), Ok(Some(_)) | Err(_)) {
-        let _ = sys::wait_readable(&[signals.as_fd()], Duration::from_millis(200));
-        for r in sys::pending_signals(signals) {
-            if r.signal != Signal::SIGCHLD {
-                pass_on(c, r);
-            }
-        }
-    }
 }
 
 fn print_summary(

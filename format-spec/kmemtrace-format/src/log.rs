@@ -747,8 +747,19 @@ impl Log {
         let mut tables = Vec::with_capacity(count as usize);
         for i in 0..count {
             let Some(&(offset, _, _, m)) = parts.iter().find(|p| p.1 == i) else {
+                // Placed at the damage between its neighbours, if any.
+                let after = parts.iter().filter(|p| p.1 < i).map(|p| p.0).max();
+                let before = parts.iter().filter(|p| p.1 > i).map(|p| p.0).min();
+                let (lo, hi) = (after.unwrap_or(0), before.unwrap_or(u64::MAX));
+                let at = self
+                    .problems
+                    .iter()
+                    .find(|p| {
+                        matches!(p.kind, ProblemKind::Damage { .. }) && (lo..hi).contains(&p.offset)
+                    })
+                    .map_or(lo, |p| p.offset);
                 self.problems.push(Problem {
-                    offset: 0,
+                    offset: at,
                     kind: ProblemKind::Metadata,
                     what: format!(
                         "kallsyms part {} of {count} is missing (damaged?): call sites in it are not resolved",
