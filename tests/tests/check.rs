@@ -1121,8 +1121,8 @@ fn a_result_that_cannot_be_written_is_one_line_and_exit_4() {
 fn a_skip_is_logged_for_ci_with_what_was_missing() {
     let d = tempfile::tempdir().unwrap();
     let log = d.path().join("skips");
-    common::skip_to(Some(&log), "t1", common::Missing::Tracefs, "no tracefs");
-    common::skip_to(Some(&log), "t2", common::Missing::Machine, "one CPU");
+    common::log_skip(&log, "t1", common::Missing::Tracefs, "no tracefs");
+    common::log_skip(&log, "t2", common::Missing::Machine, "one CPU");
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text, "tracefs\tt1\tno tracefs\nmachine\tt2\tone CPU\n");
 }

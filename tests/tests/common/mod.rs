@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 #[path = "../../skip.rs"]
 mod skip_kit;
 #[allow(unused_imports)]
-pub use skip_kit::{skip, skip_to, Missing};
+pub use skip_kit::{log_skip, skip, Missing};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
