@@ -1,0 +1,134 @@
+//! The JSON document `kmemtrace-report/1` keeps every key and value it has:
+//! golden outputs of the report as it was before the analysis library
+//! (tests/data/golden/*.json.gz), for the committed real captures, the
+//! foreign captures and the synthetic logs, with and without options. A
+//! report may add keys; it may not drop or change one.
+//!
+//! `KMT_BLESS=1 cargo test -p kmemtrace-tests --test report golden` writes
+//! them again, for a change that means to alter the document (say so in its
+//! commit and in JSON.md).
+
+use crate::raw::log_from_raw_dir;
+use crate::synthetic::planted;
+use crate::{common, report_json, temp_log};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+fn golden_dir() -> PathBuf {
+    common::workspace().join("tests/data/golden")
+}
+
+/// Every key and value of `want` is in `got` (arrays element by element,
+/// of the same length); `got` may have more keys.
+fn assert_keeps(want: &Value, got: &Value, at: &str) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                let gv = g.get(k).unwrap_or_else(|| panic!("{at}.{k}: key dropped"));
+                assert_keeps(wv, gv, &format!("{at}.{k}"));
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            assert_eq!(w.len(), g.len(), "{at}: array length");
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                assert_keeps(wv, gv, &format!("{at}[{i}]"));
+            }
+        }
+        _ => assert_eq!(want, got, "{at}"),
+    }
+}
+
+/// Compares (or with KMT_BLESS, writes) one golden output. `input` is
+/// dropped for logs made by the tests (their container bytes are not what
+/// is compared).
+fn golden(name: &str, log: &Path, args: &[&str], keep_input: bool) {
+    let mut got = report_json(log, args);
+    let doc = got.as_object_mut().unwrap();
+    if keep_input {
+        doc["input"]["name"] = Value::from("<log>");
+    } else {
+        doc.remove("input");
+    }
+    let path = golden_dir().join(format!("{name}.json.gz"));
+    if std::env::var_os("KMT_BLESS").is_some() {
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(serde_json::to_string_pretty(&got).unwrap().as_bytes())
+            .unwrap();
+        std::fs::write(&path, z.finish().unwrap()).unwrap();
+        return;
+    }
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .read_to_string(&mut text)
+    .unwrap();
+    let want: Value = serde_json::from_str(&text).unwrap();
+    assert_keeps(&want, &got, name);
+}
+
+#[test]
+fn golden_outputs_of_the_committed_captures() {
+    let data = common::workspace().join("tests/data");
+    let sample = data.join("sample-x86_64.kmt");
+    golden("sample-x86_64", &sample, &[], true);
+    golden(
+        "sample-x86_64.alloc",
+        &sample,
+        &["--alloc", "-s", "bytes,hit"],
+        true,
+    );
+    golden(
+        "sample-x86_64.cpu1",
+        &sample,
+        &["--cpu", "1", "--time", "0.1..0.5"],
+        true,
+    );
+    golden(
+        "boot-6.1-x86_64",
+        &data.join("boot-6.1-x86_64.kmt"),
+        &[],
+        true,
+    );
+}
+
+#[test]
+fn golden_outputs_of_the_synthetic_logs() {
+    for release in ["6.18.44", "6.1.0-50-amd64"] {
+        let log = temp_log(&planted(release).build());
+        golden(
+            &format!("planted-{release}"),
+            log.path(),
+            &["--alloc"],
+            false,
+        );
+    }
+}
+
+#[test]
+fn golden_outputs_of_the_foreign_captures() {
+    let Some(data) = common::shared_data_or_skip("golden_outputs_of_the_foreign_captures") else {
+        return;
+    };
+    for (arch, big, long) in [("armhf", false, 4), ("s390x", true, 8)] {
+        let log = temp_log(&log_from_raw_dir(&data.join(arch).join("raw"), big, long));
+        golden(&format!("foreign-{arch}"), log.path(), &[], false);
+    }
+}
+
+#[test]
+fn the_golden_comparison_catches_drops_and_changes_not_additions() {
+    let want = serde_json::json!({"a": 1, "b": [{"c": "x"}], "d": null});
+    let added = serde_json::json!({"a": 1, "b": [{"c": "x", "e": 2}], "d": null, "f": 3});
+    assert_keeps(&want, &added, "doc");
+    for bad in [
+        serde_json::json!({"a": 1, "b": [{"c": "x"}]}),
+        serde_json::json!({"a": 2, "b": [{"c": "x"}], "d": null}),
+        serde_json::json!({"a": 1, "b": [{"c": "x"}, {"c": "y"}], "d": null}),
+        serde_json::json!({"a": 1, "b": [{"c": "y"}], "d": null}),
+    ] {
+        let r = std::panic::catch_unwind(|| assert_keeps(&want, &bad, "doc"));
+        assert!(r.is_err(), "{bad} passed");
+    }
+}
