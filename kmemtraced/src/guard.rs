@@ -7,8 +7,9 @@
 //! It is this program again (`kmemtraced --guard DIR`), in a process
 //! group of its own so that the terminal's signals do not reach it, reading
 //! a pipe whose write end only the recorder holds (close-on-exec, so the
-//! traced command does not inherit it). A recorder that finishes writes
-//! one byte before it exits; end of file with no byte means it died.
+//! traced command does not inherit it). A recorder that ends in order
+//! writes one byte first (the handle's `Drop`); end of file with no byte
+//! means it died.
 
 use crate::sys;
 use crate::tracefs::{Instance, TraceDir};
@@ -50,9 +51,14 @@ impl Guardian {
             pipe: std::fs::File::from(write),
         })
     }
+}
 
-    /// Tells the guardian the recorder cleaned up; it exits without acting.
-    pub fn release(mut self) {
+/// Any orderly end of the recorder (a return, an error, a panic unwinding)
+/// drops the guardian handle, and the recorder's own `Instance` removes the
+/// instance: the guardian is told so and exits without acting. Only a
+/// recorder that dies without unwinding leaves it end of file alone.
+impl Drop for Guardian {
+    fn drop(&mut self) {
         let _ = self.pipe.write_all(FINISHED);
     }
 }

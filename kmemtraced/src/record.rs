@@ -328,9 +328,6 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let cpus = session.cpus.len();
     let res = session.finish(&end.reason, end.exit_status);
     let removed = inst.remove();
-    if let Ok(g) = guardian {
-        g.release();
-    }
     if let Err(e) = removed {
         say(
             cli.quiet,
