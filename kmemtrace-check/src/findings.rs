@@ -409,7 +409,7 @@ pub use kmemtrace_format::human::thousands;
 
 /// Nanoseconds as `seconds.nanoseconds`.
 pub fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    kmemtrace_format::human::secs(ns, 9)
 }
 
 /// A duration in ns, short: `34.9 ms`, `2.50 s`.

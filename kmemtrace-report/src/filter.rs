@@ -81,29 +81,13 @@ pub fn glob(p: &[u8], s: &[u8]) -> bool {
     pi == p.len()
 }
 
-/// Parses a CPU list in the kernel's syntax: `0-3,6`.
+/// `--cpu`: a CPU list in the kernel's syntax (`0-3,6`), not empty.
 pub fn parse_cpu_list(s: &str) -> Result<HashSet<u32>, String> {
-    let mut out = HashSet::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("bad CPU list {s:?}: expected numbers and ranges like 0-3,6");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.trim().parse().map_err(|_| bad())?;
-                let b: u32 = b.trim().parse().map_err(|_| bad())?;
-                if b < a || b - a > 1 << 16 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => {
-                out.insert(part.parse().map_err(|_| bad())?);
-            }
-        }
-    }
-    if out.is_empty() {
+    let cpus = kmemtrace_format::human::parse_cpu_list(s)?;
+    if cpus.is_empty() {
         return Err(format!("empty CPU list {s:?}"));
     }
-    Ok(out)
+    Ok(cpus.into_iter().collect())
 }
 
 /// One end of a `--time` window.
@@ -157,27 +141,11 @@ pub fn parse_time_window(s: &str) -> Result<(Option<TimePoint>, Option<TimePoint
     Ok((point(a)?, point(b)?))
 }
 
-/// Parses a duration: `500ms`, `2s`, `1.5m`, `1h`, `100us`, `10ns`, or
-/// plain seconds. Returns nanoseconds.
+/// `--min-age`: a duration (kmemtrace_format::human::parse_duration) in
+/// nanoseconds.
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {s:?}: expected e.g. 500ms, 2s, 1m"))?;
-    let mul = match unit.trim() {
-        "" | "s" => 1e9,
-        "ms" => 1e6,
-        "us" | "µs" => 1e3,
-        "ns" => 1.0,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        u => return Err(format!("bad duration {s:?}: unknown unit {u:?}")),
-    };
-    Ok((v * mul).round() as u64)
+    let d = kmemtrace_format::human::parse_duration(s)?;
+    u64::try_from(d.as_nanos()).map_err(|_| format!("duration `{s}` is out of range"))
 }
 
 #[cfg(test)]

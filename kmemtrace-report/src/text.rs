@@ -14,13 +14,9 @@ fn signed(n: i64) -> String {
     }
 }
 
-/// Seconds with microseconds, as the kernel prints time stamps.
+/// Trace-clock seconds as the kernel's `trace` prints them (`4.449504`).
 pub fn secs(ns: u64) -> String {
-    format!(
-        "{}.{:06}",
-        ns / 1_000_000_000,
-        (ns % 1_000_000_000 + 500) / 1000 % 1_000_000
-    )
+    kmemtrace_format::human::secs(ns, 6)
 }
 
 /// A short duration: `1.234 s`, `12.3 ms`.

@@ -175,29 +175,12 @@ pub struct Cli {
     pub command: Vec<String>,
 }
 
-/// `10s`, `250ms`, `2m`, `1h`, `1.5s`, `3` (seconds).
+/// A positive duration (kmemtrace_format::human::parse_duration).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m, 1h)"))?;
-    let mult = match unit.trim() {
-        "" | "s" | "sec" => 1.0,
-        "ms" => 1e-3,
-        "us" => 1e-6,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => return Err(format!("unknown unit `{u}` in `{s}` (use ms, s, m or h)")),
-    };
-    let secs = v * mult;
-    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
-        return Err(format!("duration `{s}` is out of range"));
+    match kmemtrace_format::human::parse_duration(s)? {
+        d if d.is_zero() => Err(format!("duration `{s}` must be more than zero")),
+        d => Ok(d),
     }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 pub fn parse_compression(s: &str) -> Result<Compression, String> {

@@ -34,12 +34,13 @@ mod ustar;
 
 use crate::cli::Cli;
 use crate::failure::{Failure, Result as CliResult, EXIT_RUNTIME};
-use crate::metadata::{parse_cpu_list, shell_quote};
+use crate::metadata::shell_quote;
 use byteorder::{Evidence, Plausibility};
 use dump::{Container, Dump};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
+use kmemtrace_format::human::parse_cpu_list;
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
 use kmemtrace_format::stats::CpuStats;
 use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
@@ -248,7 +249,8 @@ fn cpu_node_map(text: &str) -> Vec<u8> {
         let Ok(node) = node.trim().parse::<u32>() else {
             continue;
         };
-        pairs.extend(parse_cpu_list(list).into_iter().map(|c| (c, node)));
+        let cpus = parse_cpu_list(list).unwrap_or_default();
+        pairs.extend(cpus.into_iter().map(|c| (c, node)));
     }
     pairs.sort_unstable();
     pairs

@@ -144,10 +144,7 @@ fn pid_filter_meta(pids: &[u32]) -> Meta {
 /// available now.
 fn buffer_refused(inst: &TraceDir, kb: u32, e: Failure) -> Failure {
     use kmemtrace_format::human::{bytes, thousands};
-    let cpus = metadata::online_cpus_text()
-        .map(|t| metadata::parse_cpu_list(&t).len())
-        .unwrap_or(1)
-        .max(1) as u64;
+    let cpus = metadata::online_cpus().len().max(1) as u64;
     let kept = inst
         .read_string("buffer_size_kb")
         .ok()

@@ -114,9 +114,7 @@ impl Session {
     /// statistics, and starts the writer and the readers. Nothing is
     /// enabled here: the caller enables events afterwards.
     pub fn start(plan: Plan, out: File) -> Result<Session> {
-        let online = metadata::online_cpus_text()
-            .map(|t| metadata::parse_cpu_list(&t))
-            .unwrap_or_default();
+        let online = metadata::online_cpus();
         let mut notes = Vec::new();
         let mut files = Vec::new();
         let mut offline = Vec::new();
@@ -295,9 +293,7 @@ impl Session {
         if self.offline.is_empty() {
             return Vec::new();
         }
-        let online = metadata::online_cpus_text()
-            .map(|t| metadata::parse_cpu_list(&t))
-            .unwrap_or_default();
+        let online = metadata::online_cpus();
         let mut started = Vec::new();
         for cpu in std::mem::take(&mut self.offline) {
             if !online.contains(&cpu) {
