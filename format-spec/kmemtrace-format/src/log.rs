@@ -18,7 +18,7 @@ use crate::kallsyms::Kallsyms;
 use crate::kmem::KmemDecoder;
 use crate::reader::{Item, LogReader, OpenError, Truncation};
 use crate::records::{
-    CpuData, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
+    CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
     CPU_DATA_HEADER_LEN,
 };
 use crate::stats::CpuStats;
@@ -269,38 +269,25 @@ fn cpu_block_ref(
 ) -> Result<CpuBlockRef, String> {
     use crate::block::{FLAG_ZSTD, KNOWN_FLAGS};
     let h = &b.header;
+    let what = |e: crate::tlv::TlvError| format!("CPU_DATA block: {e}");
     let d = if h.flags & FLAG_ZSTD == 0 || h.flags & !KNOWN_FLAGS != 0 {
         let p = b.payload()?;
-        let d = CpuData::decode(&p, subbuf_size).map_err(|e| format!("CPU_DATA block: {e}"))?;
-        (d.cpu, d.count, d.block_seq, d.first_subbuf)
+        CpuDataHeader::parse(&p, p.len() as u64, subbuf_size).map_err(what)?
     } else {
         let mut head = [0u8; CPU_DATA_HEADER_LEN];
-        if (h.raw_len as usize) < CPU_DATA_HEADER_LEN {
-            return Err(format!(
-                "CPU_DATA block: CPU_DATA payload of {} bytes is shorter than its 24-byte header",
-                h.raw_len
-            ));
+        if (h.raw_len as usize) >= CPU_DATA_HEADER_LEN {
+            zstd_head(&b.stored, &mut head, dctx)
+                .map_err(|e| format!("CPU_DATA block: zstd payload does not decompress: {e}"))?;
         }
-        zstd_head(&b.stored, &mut head, dctx)
-            .map_err(|e| format!("CPU_DATA block: zstd payload does not decompress: {e}"))?;
-        let le32 = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
-        let le64 = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
-        let (cpu, count) = (le32(0), le32(4));
-        let carries = u64::from(h.raw_len) - CPU_DATA_HEADER_LEN as u64;
-        if u64::from(count) * u64::from(subbuf_size) != carries {
-            return Err(format!(
-                "CPU_DATA block: CPU_DATA says {count} sub-buffers of {subbuf_size} bytes but carries {carries} bytes"
-            ));
-        }
-        (cpu, count, le64(8), le64(16))
+        CpuDataHeader::parse(&head, u64::from(h.raw_len), subbuf_size).map_err(what)?
     };
     Ok(CpuBlockRef {
         offset: b.offset,
         header: b.header,
-        cpu: d.0,
-        block_seq: d.2,
-        first_subbuf: d.3,
-        count: d.1,
+        cpu: d.cpu,
+        block_seq: d.block_seq,
+        first_subbuf: d.first_subbuf,
+        count: d.count,
     })
 }
 

@@ -214,40 +214,65 @@ pub fn encode_cpu_data_header(cpu: u32, count: u32, block_seq: u64, first_subbuf
     h
 }
 
-impl<'a> CpuData<'a> {
-    /// Parses a CPU_DATA payload; `subbuf_size` comes from the arch tag.
-    pub fn decode(payload: &'a [u8], subbuf_size: u32) -> Result<Self, TlvError> {
-        if payload.len() < CPU_DATA_HEADER_LEN {
+/// The fixed header of a CPU_DATA payload (FORMAT.md §8), parsed in one
+/// place for whole payloads and for the index, which decompresses only it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuDataHeader {
+    pub cpu: u32,
+    pub count: u32,
+    pub block_seq: u64,
+    pub first_subbuf: u64,
+}
+
+impl CpuDataHeader {
+    /// Parses the header of a payload of `payload_len` bytes (`head` is its
+    /// first bytes), checking that it carries `count` sub-buffers of
+    /// `subbuf_size` bytes.
+    pub fn parse(head: &[u8], payload_len: u64, subbuf_size: u32) -> Result<Self, TlvError> {
+        let Some(head) = head
+            .get(..CPU_DATA_HEADER_LEN)
+            .filter(|_| payload_len >= CPU_DATA_HEADER_LEN as u64)
+        else {
             return Err(TlvError {
                 offset: 0,
                 what: format!(
-                    "CPU_DATA payload of {} bytes is shorter than its 24-byte header",
-                    payload.len()
+                    "CPU_DATA payload of {payload_len} bytes is shorter than its 24-byte header"
                 ),
             });
-        }
-        let le32 = |o: usize| u32::from_le_bytes(payload[o..o + 4].try_into().unwrap());
-        let le64 = |o: usize| u64::from_le_bytes(payload[o..o + 8].try_into().unwrap());
-        let d = CpuData {
+        };
+        let le32 = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
+        let le64 = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
+        let h = CpuDataHeader {
             cpu: le32(0),
             count: le32(4),
             block_seq: le64(8),
             first_subbuf: le64(16),
-            data: &payload[CPU_DATA_HEADER_LEN..],
         };
-        let want = u64::from(d.count) * u64::from(subbuf_size);
-        if want != d.data.len() as u64 {
+        let carries = payload_len - CPU_DATA_HEADER_LEN as u64;
+        if u64::from(h.count) * u64::from(subbuf_size) != carries {
             return Err(TlvError {
                 offset: 4,
                 what: format!(
-                    "CPU_DATA says {} sub-buffers of {} bytes but carries {} bytes",
-                    d.count,
-                    subbuf_size,
-                    d.data.len()
+                    "CPU_DATA says {} sub-buffers of {subbuf_size} bytes but carries {carries} bytes",
+                    h.count
                 ),
             });
         }
-        Ok(d)
+        Ok(h)
+    }
+}
+
+impl<'a> CpuData<'a> {
+    /// Parses a CPU_DATA payload; `subbuf_size` comes from the arch tag.
+    pub fn decode(payload: &'a [u8], subbuf_size: u32) -> Result<Self, TlvError> {
+        let h = CpuDataHeader::parse(payload, payload.len() as u64, subbuf_size)?;
+        Ok(CpuData {
+            cpu: h.cpu,
+            count: h.count,
+            block_seq: h.block_seq,
+            first_subbuf: h.first_subbuf,
+            data: &payload[CPU_DATA_HEADER_LEN..],
+        })
     }
 
     /// The sub-buffers, each `subbuf_size` bytes.
