@@ -553,6 +553,13 @@ fn broken_dumps_fail_with_one_line() {
     let d = fresh("no_hp", "armhf");
     fs::remove_file(d.join("events/header_page")).unwrap();
     import_fails(&d, &out, "no events/header_page");
+    // A log already there is what it was after a failed import.
+    fs::write(&out, b"an earlier log").unwrap();
+    let o = import(&d, &out);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(fs::read(&out).unwrap(), b"an earlier log");
+    assert!(!tmp.path().join("out.kmt.old").exists());
+    fs::remove_file(&out).unwrap();
 
     let d = fresh("bad_size", "armhf");
     let hp = fs::read_to_string(d.join("events/header_page")).unwrap();

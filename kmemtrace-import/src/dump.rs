@@ -7,8 +7,8 @@
 //! metadata is written: from the file for a directory, in a second pass
 //! over the archive for a tar.
 
-use super::ustar::{self, Archive, Kind, TarError};
-use super::ImportError;
+use crate::ustar::{self, Archive, Kind, TarError};
+use crate::ImportError;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read};
@@ -476,7 +476,7 @@ fn list_dirs(dir: &Path) -> Vec<(String, PathBuf)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::ustar::tests::tar;
+    use crate::ustar::tests::tar;
 
     #[test]
     fn paths() {

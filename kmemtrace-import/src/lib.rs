@@ -1,0 +1,766 @@
+//! kmemtrace-import: turns a raw tracefs dump into a kmemtrace log with the
+//! content a live recording would have had, so that kmemtrace-check and
+//! kmemtrace-report work on it unchanged (`kmemtraced --import` is its
+//! command line). Reading only: no system call beyond files, so it builds
+//! and runs anywhere.
+//!
+//! A dump is a directory laid out like a tracefs instance, or a tar of one
+//! (plain or gzip'd, possibly under a leading directory):
+//! `events/header_page`, `events/header_event`,
+//! `events/<system>/<event>/{format,id}`, `per_cpu/cpuN/trace_pipe_raw`
+//! (every sub-buffer read, concatenated), `per_cpu/cpuN/stats`, `kallsyms`,
+//! `saved_cmdlines`, `saved_tgids`, `uname`, ... as `kmemtrace-capture.sh`
+//! writes them. Metadata files may also carry a `.txt` suffix (`uname.txt`,
+//! `saved_cmdlines.txt`, ...), as in captures made by other scripts.
+//!
+//! Statistics: `per_cpu/cpuN/stats.start` is the start snapshot; the end
+//! snapshot is `stats.after_drain` if present (then `stats`, read before the
+//! drain, is stored as a periodic one), else `stats`.
+//!
+//! The arch tag comes from the dump, never from this host: `long` size,
+//! data offset and sub-buffer size from `header_page`; the byte order, which
+//! `header_page` does not give, from (in this order) the dump's `endianness`
+//! file, the `uname -m` machine, or which byte order makes the sub-buffers
+//! decode ([`byteorder`]). The log says which, in the arch tag's
+//! `byte_order_source` and in a NOTE block.
+//!
+//! [`ImportError`] tells a dump that is not usable (missing or malformed
+//! `events/header_page`, sizes that do not fit the data, a damaged archive)
+//! from a log that could not be written.
+#![forbid(unsafe_code)]
+
+pub mod byteorder;
+mod dump;
+mod ustar;
+
+use byteorder::{Evidence, Plausibility};
+use dump::{Container, Dump};
+use kmemtrace_format::arch::ArchTag;
+use kmemtrace_format::block::Compression;
+use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
+use kmemtrace_format::human::parse_cpu_list;
+use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
+use kmemtrace_format::stats::CpuStats;
+use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
+use kmemtrace_format::writer::LogWriter;
+use kmemtrace_format::RunTimeEndian;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Sub-buffer bytes per CPU_DATA block at most (as the recorder).
+const BLOCK_BYTES: usize = 1 << 20;
+/// Other top-level files of a dump are kept as META `other` up to this size.
+const MAX_OTHER: usize = 4 << 20;
+
+/// Why an import failed.
+#[derive(Debug)]
+pub enum ImportError {
+    /// The dump is not usable.
+    Dump(String),
+    /// Writing the log failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImportError::Dump(m) => f.write_str(m),
+            ImportError::Io(e) => write!(f, "writing the log: {e}"),
+        }
+    }
+}
+
+impl From<io::Error> for ImportError {
+    fn from(e: io::Error) -> Self {
+        ImportError::Io(e)
+    }
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub machine: Option<String>,
+    pub byte_order: Option<RunTimeEndian>,
+    pub byte_order_source: String,
+    pub cpus: usize,
+    pub subbufs: u64,
+    pub events: u64,
+    /// Events the kernel lost, by the end-minus-start statistics.
+    pub lost: u64,
+    /// Warning NOTEs written.
+    pub warnings: Vec<String>,
+}
+
+/// `uname -a` split into (sysname, nodename, release, version, machine),
+/// helped by `uname -m` / `uname -r` when known. GNU and busybox print
+/// `sysname nodename release version... machine [processor] [platform]
+/// [os]`; the version has spaces, so it is what lies between the release
+/// and the machine.
+fn parse_uname(all: &str, machine: Option<&str>, release: Option<&str>) -> [Option<String>; 5] {
+    let t: Vec<&str> = all.split_whitespace().collect();
+    if t.len() < 4 {
+        return [
+            t.first().map(|s| s.to_string()),
+            t.get(1).map(|s| s.to_string()),
+            release
+                .map(str::to_string)
+                .or(t.get(2).map(|s| s.to_string())),
+            None,
+            machine.map(str::to_string),
+        ];
+    }
+    let mut end = t.len();
+    // Operating system (GNU/Linux, Linux) at the end.
+    if end > 4 && (t[end - 1].contains('/') || t[end - 1] == t[0]) {
+        end -= 1;
+    }
+    let m = machine
+        .map(str::to_string)
+        .unwrap_or_else(|| t[end - 1].to_string());
+    // Machine, processor and platform usually repeat the machine: the
+    // version ends before the first of the trailing run that does.
+    let mut vend = end;
+    while vend > 4 && t[vend - 1] == m {
+        vend -= 1;
+    }
+    let version = (vend > 3).then(|| t[3..vend].join(" "));
+    [
+        Some(t[0].to_string()),
+        Some(t[1].to_string()),
+        Some(release.unwrap_or(t[2]).to_string()),
+        version,
+        Some(m),
+    ]
+}
+
+/// `key=value` lines (capture_info).
+fn key_values(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// `[local] global counter` → `local`.
+fn selected(text: &str) -> Option<String> {
+    let start = text.find('[')?;
+    let end = text[start..].find(']')? + start;
+    Some(text[start + 1..end].to_string())
+}
+
+/// `4096`, `KernelPageSize:        4 kB`, `4 kB` → bytes.
+fn parse_page_size(text: &str) -> Option<u32> {
+    let t = text.trim();
+    let t = t.rsplit_once(':').map(|(_, v)| v.trim()).unwrap_or(t);
+    let mut it = t.split_whitespace();
+    let n: u32 = it.next()?.parse().ok()?;
+    match it.next() {
+        None => Some(n),
+        Some(u) if u.eq_ignore_ascii_case("kb") => n.checked_mul(1024),
+        Some(u) if u.eq_ignore_ascii_case("mb") => n.checked_mul(1 << 20),
+        _ => None,
+    }
+}
+
+/// The `ID:` line of a format file.
+fn format_id(format: &[u8]) -> Option<u32> {
+    String::from_utf8_lossy(format)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ID:")?.trim().parse().ok())
+}
+
+/// `node cpulist` lines → `cpu node` lines (META cpu_node_map).
+fn cpu_node_map(text: &str) -> Vec<u8> {
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for l in text.lines() {
+        let Some((node, list)) = l.trim().split_once(char::is_whitespace) else {
+            continue;
+        };
+        let Ok(node) = node.trim().parse::<u32>() else {
+            continue;
+        };
+        let cpus = parse_cpu_list(list).unwrap_or_default();
+        pairs.extend(cpus.into_iter().map(|c| (c, node)));
+    }
+    pairs.sort_unstable();
+    pairs
+        .iter()
+        .map(|(c, n)| format!("{c} {n}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// Per-CPU decoding tallies while the data is written.
+#[derive(Debug, Default, Clone)]
+struct CpuTally {
+    subbufs: u64,
+    events: u64,
+    bad_subbufs: u64,
+    first_error: Option<String>,
+    missed_flags: u64,
+    stored_lost: u64,
+    dropped_tail: u64,
+}
+
+/// Streams one CPU's sub-buffers into CPU_DATA blocks, decoding each to
+/// count its events.
+struct DataWriter<'a, W: Write> {
+    w: &'a mut LogWriter<W>,
+    layout: SubBufLayout,
+    order: RunTimeEndian,
+    cur: Option<u32>,
+    pending: Vec<u8>,
+    block: usize,
+    tallies: BTreeMap<u32, CpuTally>,
+}
+
+impl<W: Write> DataWriter<'_, W> {
+    fn push(&mut self, cpu: u32, mut chunk: &[u8]) -> io::Result<()> {
+        if self.cur != Some(cpu) {
+            self.finish_cpu()?;
+            self.cur = Some(cpu);
+        }
+        while !chunk.is_empty() {
+            let room = self.block - self.pending.len();
+            let k = room.min(chunk.len());
+            self.pending.extend_from_slice(&chunk[..k]);
+            chunk = &chunk[k..];
+            if self.pending.len() == self.block {
+                self.flush_whole()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the whole sub-buffers pending; keeps a partial one.
+    fn flush_whole(&mut self) -> io::Result<()> {
+        let Some(cpu) = self.cur else { return Ok(()) };
+        let sb = self.layout.subbuf_size;
+        let whole = self.pending.len() / sb * sb;
+        if whole == 0 {
+            return Ok(());
+        }
+        let t = self.tallies.entry(cpu).or_default();
+        for page in self.pending[..whole].chunks(sb) {
+            t.subbufs += 1;
+            match parse_subbuf(self.order, &self.layout, page)
+                .and_then(|s| Ok((s.count_data_events(self.order)?, s)))
+            {
+                Ok((n, s)) => {
+                    t.events += n as u64;
+                    if s.missed_events {
+                        t.missed_flags += 1;
+                    }
+                    t.stored_lost += s.lost_events.unwrap_or(0);
+                }
+                Err(e) => {
+                    t.bad_subbufs += 1;
+                    if t.first_error.is_none() {
+                        t.first_error = Some(format!("sub-buffer {}: {e}", t.subbufs - 1));
+                    }
+                }
+            }
+        }
+        self.w.write_cpu_data(cpu, &self.pending[..whole])?;
+        self.pending.drain(..whole);
+        Ok(())
+    }
+
+    fn finish_cpu(&mut self) -> io::Result<()> {
+        self.flush_whole()?;
+        if let Some(cpu) = self.cur {
+            let t = self.tallies.entry(cpu).or_default();
+            t.dropped_tail += self.pending.len() as u64;
+        }
+        self.pending.clear();
+        self.cur = None;
+        Ok(())
+    }
+}
+
+fn note(w: &mut LogWriter<impl Write>, warning: bool, text: impl Into<String>) -> io::Result<()> {
+    w.write_note(&NoteRecord {
+        warning,
+        text: text.into(),
+    })
+}
+
+fn stats_of(text: &[u8]) -> Option<CpuStats> {
+    CpuStats::parse(&String::from_utf8_lossy(text)).ok()
+}
+
+/// Imports `input` into a log written to `out`.
+pub fn import<W: Write>(
+    input: &Path,
+    out: W,
+    compression: Compression,
+    command_line: String,
+) -> Result<Summary, ImportError> {
+    let bad = |m: String| ImportError::Dump(m);
+    let d = Dump::open(input)?;
+    let mut warnings: Vec<String> = d.warnings.clone();
+
+    // --- layout, from header_page ------------------------------------------
+    let hp_bytes = d
+        .get("events/header_page")
+        .ok_or_else(|| bad("the dump has no events/header_page".into()))?
+        .to_vec();
+    let hp = HeaderPage::parse(&String::from_utf8_lossy(&hp_bytes))
+        .map_err(|e| bad(format!("events/header_page: {e}")))?;
+    let layout = SubBufLayout::from_header_page(&hp);
+    layout.validate().map_err(|e| {
+        bad(format!(
+            "events/header_page describes an unusable sub-buffer: {e}"
+        ))
+    })?;
+    let he_bytes = d.get("events/header_event").map(<[u8]>::to_vec);
+    match &he_bytes {
+        Some(b) => {
+            HeaderEvent::parse(&String::from_utf8_lossy(b))
+                .map_err(|e| bad(format!("events/header_event: {e}")))?;
+        }
+        None => warnings.push(
+            "the dump has no events/header_event; the kernel's standard event header is assumed"
+                .into(),
+        ),
+    }
+    if let Some(kb) = d.text("buffer_subbuf_size_kb") {
+        if let Ok(kb) = kb.parse::<usize>() {
+            if kb * 1024 != layout.subbuf_size {
+                warnings.push(format!(
+                    "buffer_subbuf_size_kb says {} bytes but header_page {} bytes; header_page is used",
+                    kb * 1024,
+                    layout.subbuf_size
+                ));
+            }
+        }
+    }
+
+    // --- CPUs ----------------------------------------------------------------
+    let mut cpus: BTreeSet<u32> = d.raw.keys().copied().collect();
+    for (k, _) in d.files() {
+        if let Some(rest) = k.strip_prefix("per_cpu/cpu") {
+            if let Some((n, _)) = rest.split_once('/') {
+                if let Ok(n) = n.parse::<u32>() {
+                    cpus.insert(n);
+                }
+            }
+        }
+    }
+    if d.raw.is_empty() {
+        return Err(bad(
+            "the dump has no per_cpu/cpuN/trace_pipe_raw: no ring-buffer data to import".into(),
+        ));
+    }
+    for c in &cpus {
+        if !d.raw.contains_key(c) {
+            warnings.push(format!(
+                "per_cpu/cpu{c} has no trace_pipe_raw: no data for CPU {c}"
+            ));
+        }
+    }
+    let sb = layout.subbuf_size as u64;
+    for (c, r) in &d.raw {
+        if r.len % sb != 0 {
+            warnings.push(format!(
+                "per_cpu/cpu{c}/trace_pipe_raw is {} bytes, not a whole number of {sb}-byte sub-buffers (header_page): its last {} bytes are left out",
+                r.len,
+                r.len % sb
+            ));
+        }
+    }
+
+    // --- byte order ----------------------------------------------------------
+    let uname_all = d.text("uname");
+    let uname_m = d.text("uname_m");
+    let uname_r = d.text("uname_r");
+    let un = uname_all
+        .as_deref()
+        .map(|a| parse_uname(a, uname_m.as_deref(), uname_r.as_deref()));
+    let pick = |file: &str, i: usize| {
+        d.text(file)
+            .or_else(|| un.as_ref().and_then(|u| u[i].clone()))
+    };
+    let machine = pick("uname_m", 4);
+    let plaus: Plausibility = byteorder::plausibility(d.raw.values().map(|r| &r.head[..]), &layout);
+    let bo = byteorder::infer(
+        &Evidence {
+            endianness_file: d.text("endianness"),
+            machine: machine.clone(),
+        },
+        &plaus,
+        &layout,
+    )
+    .map_err(bad)?;
+    warnings.extend(bo.warnings.iter().cloned());
+
+    // --- the arch tag ----------------------------------------------------------
+    let info = d
+        .text("capture_info")
+        .map(|t| key_values(&t))
+        .unwrap_or_default();
+    let mut arch = ArchTag::new(
+        bo.order,
+        layout.long_size as u8,
+        layout.subbuf_size as u32,
+        layout.data_offset as u32,
+    );
+    arch.byte_order_source = Some(bo.source.to_string());
+    arch.page_size = d
+        .text("page_size_bytes")
+        .or_else(|| d.text("page_size"))
+        .and_then(|t| parse_page_size(&t));
+    arch.nr_cpus = cpus.iter().next_back().map(|c| c + 1);
+    arch.sysname = pick("uname_s", 0);
+    arch.hostname = pick("uname_n", 1);
+    arch.release = pick("uname_r", 2);
+    arch.version = pick("uname_v", 3);
+    arch.machine = machine.clone();
+    arch.trace_clock = d.text("trace_clock").and_then(|t| selected(&t));
+    arch.start_wall_ns = info
+        .get("start_wall_s")
+        .and_then(|s| s.parse::<u64>().ok())
+        .and_then(|s| s.checked_mul(1_000_000_000));
+    let start_stats: BTreeMap<u32, Vec<u8>> = cpus
+        .iter()
+        .filter_map(|&c| Some((c, d.get(&format!("per_cpu/cpu{c}/stats.start"))?.to_vec())))
+        .collect();
+    arch.start_trace_ns = start_stats
+        .values()
+        .next()
+        .and_then(|t| stats_of(t)?.now_ts?.ns());
+    arch.recorder = Some(format!("kmemtraced {} --import", env!("CARGO_PKG_VERSION")));
+    arch.command_line = Some(command_line);
+    arch.instance = info.get("instance").cloned();
+    arch.buffer_size_kb = d
+        .text("buffer_size_kb")
+        .and_then(|t| t.split_whitespace().next()?.parse().ok());
+    arch.events = d
+        .text("enabled_events")
+        .map(|t| {
+            t.split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|e| !e.is_empty())
+                .map(|e| e.replacen('/', ":", 1))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .or_else(|| info.get("events").map(|e| e.replace('/', ":")));
+    arch.online_cpus = d.text("cpus_online");
+    let end_wall_ns = info
+        .get("end_wall_s")
+        .and_then(|s| s.parse::<u64>().ok())
+        .and_then(|s| s.checked_mul(1_000_000_000));
+
+    let mut w = LogWriter::new(out, &arch, compression)?;
+
+    // --- notes -------------------------------------------------------------------
+    note(&mut w, false, bo.note.clone())?;
+    let container = match d.container {
+        Container::Dir => "directory",
+        Container::Tar => "tar archive",
+        Container::TarGz => "gzip'd tar archive",
+    };
+    let mut origin = format!("imported from the {container} {}", d.input.display());
+    if !d.root.is_empty() {
+        origin.push_str(&format!(" (dump in {}/)", d.root));
+    }
+    match (info.get("tool"), info.get("version")) {
+        (Some(t), Some(v)) => origin.push_str(&format!(", written by {t} version {v}")),
+        (Some(t), None) => origin.push_str(&format!(", written by {t}")),
+        _ => {
+            if d.which("uname").is_some_and(|n| n.ends_with(".txt")) {
+                origin.push_str(", metadata in *.txt files");
+            }
+        }
+    }
+    note(&mut w, false, origin)?;
+    if let Some(r) = info.get("stop_reason") {
+        let mut t = format!("the capture stopped: {r}");
+        if let Some(c) = info.get("command") {
+            t.push_str(&format!(" (command: {c})"));
+        }
+        note(&mut w, false, t)?;
+    }
+    if info.get("drain").is_some_and(|v| v != "complete") {
+        warnings.push(
+            "the capture script could not drain every CPU's ring buffer: the last events may be missing"
+                .into(),
+        );
+    }
+
+    // --- metadata ------------------------------------------------------------------
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    w.write_meta(&Meta::new(MetaKind::HeaderPage, hp_bytes))?;
+    if let Some(b) = he_bytes {
+        w.write_meta(&Meta::new(MetaKind::HeaderEvent, b))?;
+    }
+    let mut formats = 0;
+    for (k, fmt_bytes) in d.files() {
+        let Some(rest) = k.strip_prefix("events/") else {
+            continue;
+        };
+        let Some(se) = rest.strip_suffix("/format") else {
+            continue;
+        };
+        let Some((system, event)) = se.split_once('/') else {
+            continue;
+        };
+        if event.contains('/') {
+            continue;
+        }
+        let id_file = d
+            .get(&format!("events/{system}/{event}/id"))
+            .map(|b| String::from_utf8_lossy(b).trim().to_string());
+        let from_format = format_id(fmt_bytes);
+        let id = match (id_file.as_deref().map(str::parse::<u32>), from_format) {
+            (Some(Ok(i)), f) => {
+                if f.is_some_and(|f| f != i) {
+                    warnings.push(format!(
+                        "events/{system}/{event}: id file says {i}, format says ID {}; the id file is used",
+                        f.unwrap_or(0)
+                    ));
+                }
+                i
+            }
+            (_, Some(f)) => f,
+            (Some(Err(_)), None) | (None, None) => {
+                warnings.push(format!(
+                    "events/{system}/{event}/format has no usable id (no id file, no ID: line): left out"
+                ));
+                continue;
+            }
+        };
+        w.write_meta(&Meta::event_format(system, event, id, fmt_bytes))?;
+        formats += 1;
+    }
+    if formats == 0 {
+        warnings.push(
+            "the dump has no events/<system>/<event>/format files: events cannot be decoded".into(),
+        );
+    }
+    if let Some(n) = d.which("kallsyms") {
+        used.insert(n);
+        for m in kmemtrace_format::records::kallsyms_metas(d.get("kallsyms").unwrap_or_default()) {
+            w.write_meta(&m)?;
+        }
+    }
+    let mut meta_file = |w: &mut LogWriter<W>, kind: MetaKind, name: &str| -> io::Result<()> {
+        if let Some(n) = d.which(name) {
+            let b = d.get(name).unwrap_or_default();
+            used.insert(n);
+            if !b.is_empty() {
+                w.write_meta(&Meta::new(kind, b))?;
+            }
+        }
+        Ok(())
+    };
+    meta_file(&mut w, MetaKind::SavedCmdlines, "saved_cmdlines.start")?;
+    meta_file(&mut w, MetaKind::SavedCmdlines, "saved_cmdlines")?;
+    meta_file(&mut w, MetaKind::SavedTgids, "saved_tgids.start")?;
+    meta_file(&mut w, MetaKind::SavedTgids, "saved_tgids")?;
+    meta_file(&mut w, MetaKind::PrintkFormats, "printk_formats")?;
+    meta_file(&mut w, MetaKind::Modules, "modules")?;
+    if let Some(n) = d.which("node_cpulist") {
+        used.insert(n);
+        let m = cpu_node_map(&d.text("node_cpulist").unwrap_or_default());
+        if !m.is_empty() {
+            w.write_meta(&Meta::new(MetaKind::CpuNodeMap, m))?;
+        }
+    }
+    if d.get("kallsyms").is_none() {
+        warnings.push("the dump has no kallsyms: call sites cannot be named".into());
+    }
+    // Every other top-level file, for the record.
+    for (k, b) in d.files() {
+        if k.contains('/') || used.contains(k) || b.len() > MAX_OTHER {
+            continue;
+        }
+        let mut m = Meta::new(MetaKind::Other, b);
+        m.name = k.to_string();
+        w.write_meta(&m)?;
+    }
+
+    // --- statistics at the start -----------------------------------------------------
+    for (&cpu, text) in &start_stats {
+        w.write_stats(&StatsRecord {
+            cpu,
+            phase: StatsPhase::Start,
+            wall_ns: arch.start_wall_ns,
+            text: text.clone(),
+        })?;
+    }
+
+    // --- the ring-buffer data -------------------------------------------------------------
+    let block = (BLOCK_BYTES / layout.subbuf_size).max(1) * layout.subbuf_size;
+    let mut dw = DataWriter {
+        w: &mut w,
+        layout,
+        order: bo.order,
+        cur: None,
+        pending: Vec::with_capacity(block),
+        block,
+        tallies: BTreeMap::new(),
+    };
+    d.stream_raw(|cpu, chunk| dw.push(cpu, chunk))?;
+    dw.finish_cpu()?;
+    let tallies = std::mem::take(&mut dw.tallies);
+    drop(dw);
+
+    // --- statistics at the end ------------------------------------------------------------
+    let mut lost_total = 0u64;
+    for &cpu in &cpus {
+        let stats = d
+            .get(&format!("per_cpu/cpu{cpu}/stats"))
+            .map(<[u8]>::to_vec);
+        let after = d
+            .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
+            .map(<[u8]>::to_vec);
+        let (periodic, end) = match (stats, after) {
+            (s, Some(a)) => (s, Some(a)),
+            (s, None) => (None, s),
+        };
+        if let Some(text) = periodic {
+            w.write_stats(&StatsRecord {
+                cpu,
+                phase: StatsPhase::Periodic,
+                wall_ns: end_wall_ns,
+                text,
+            })?;
+        }
+        let start = start_stats.get(&cpu).and_then(|t| stats_of(t));
+        let t = tallies.get(&cpu).cloned().unwrap_or_default();
+        if let Some(text) = end {
+            let end_stats = stats_of(&text);
+            w.write_stats(&StatsRecord {
+                cpu,
+                phase: StatsPhase::End,
+                wall_ns: end_wall_ns,
+                text,
+            })?;
+            if let Some(es) = end_stats {
+                let lost = es.lost_since(&start.unwrap_or_default());
+                lost_total += lost;
+                // Events the kernel handed out, by its own counters.
+                let read0 = start.and_then(|s| s.read_events).unwrap_or(0);
+                let expected = if d
+                    .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
+                    .is_some()
+                {
+                    es.read_events.map(|r| r.saturating_sub(read0))
+                } else {
+                    match (es.entries, es.read_events) {
+                        (Some(e), r) => Some((e + r.unwrap_or(0)).saturating_sub(read0)),
+                        _ => None,
+                    }
+                };
+                if let Some(x) = expected {
+                    if x != t.events && d.raw.contains_key(&cpu) {
+                        warnings.push(format!(
+                            "cpu{cpu}: {} events decoded, but the kernel's statistics count {x}",
+                            t.events
+                        ));
+                    }
+                }
+                if lost > 0 || t.missed_flags > 0 {
+                    note(
+                        &mut w,
+                        false,
+                        format!(
+                            "cpu{cpu}: the kernel lost {lost} events (statistics: overrun, commit overrun, dropped); {} sub-buffers flag missed events, {} lost events stored in them",
+                            t.missed_flags, t.stored_lost
+                        ),
+                    )?;
+                }
+            }
+        } else {
+            warnings.push(format!(
+                "per_cpu/cpu{cpu} has no stats file: lost events unknown"
+            ));
+        }
+        if t.bad_subbufs > 0 {
+            warnings.push(format!(
+                "cpu{cpu}: {} of {} sub-buffers do not decode ({})",
+                t.bad_subbufs,
+                t.subbufs,
+                t.first_error.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    if start_stats.is_empty() {
+        note(
+            &mut w,
+            false,
+            "the dump has no statistics from before the capture (stats.start): the end statistics are the buffer's totals since it was created or reset",
+        )?;
+    }
+    for msg in &warnings {
+        note(&mut w, true, msg.clone())?;
+    }
+    let exit_status = info.get("exit_status").and_then(|s| s.parse::<i32>().ok());
+    let mut out = w.finish(end_wall_ns, "import", exit_status)?;
+    out.flush()?;
+
+    Ok(Summary {
+        machine,
+        byte_order: Some(bo.order),
+        byte_order_source: bo.source.to_string(),
+        cpus: cpus.len(),
+        subbufs: tallies.values().map(|t| t.subbufs).sum(),
+        events: tallies.values().map(|t| t.events).sum(),
+        lost: lost_total,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uname_lines() {
+        let s390 =
+            "Linux (none) 6.1.0-50-s390x #1 SMP Debian 6.1.176-1 (2026-07-02) s390x GNU/Linux";
+        let u = parse_uname(s390, None, None);
+        assert_eq!(u[0].as_deref(), Some("Linux"));
+        assert_eq!(u[1].as_deref(), Some("(none)"));
+        assert_eq!(u[2].as_deref(), Some("6.1.0-50-s390x"));
+        assert_eq!(
+            u[3].as_deref(),
+            Some("#1 SMP Debian 6.1.176-1 (2026-07-02)")
+        );
+        assert_eq!(u[4].as_deref(), Some("s390x"));
+        let gnu = "Linux h 6.8.0 #1 SMP PREEMPT_DYNAMIC Mon x86_64 x86_64 x86_64 GNU/Linux";
+        let u = parse_uname(gnu, Some("x86_64"), None);
+        assert_eq!(u[3].as_deref(), Some("#1 SMP PREEMPT_DYNAMIC Mon"));
+        assert_eq!(u[4].as_deref(), Some("x86_64"));
+        let u = parse_uname("Linux h", None, Some("6.1"));
+        assert_eq!(u[2].as_deref(), Some("6.1"));
+        assert_eq!(parse_uname("", None, None)[0], None);
+    }
+
+    #[test]
+    fn small_parsers() {
+        assert_eq!(parse_page_size("4096\n"), Some(4096));
+        assert_eq!(parse_page_size("KernelPageSize:        4 kB\n"), Some(4096));
+        assert_eq!(parse_page_size("64 kB"), Some(65536));
+        assert_eq!(parse_page_size("lots"), None);
+        assert_eq!(
+            selected("[local] global counter\n").as_deref(),
+            Some("local")
+        );
+        assert_eq!(selected("local"), None);
+        assert_eq!(format_id(b"name: kfree\nID: 612\nformat:\n"), Some(612));
+        assert_eq!(format_id(b"name: kfree\n"), None);
+        assert_eq!(
+            cpu_node_map("0 0-1,4\n1 2-3\n"),
+            b"0 0\n1 0\n2 1\n3 1\n4 0\n"
+        );
+        let kv = key_values("a=1\nb = two words\nnoeq\n");
+        assert_eq!(kv.get("b").map(String::as_str), Some("two words"));
+        assert_eq!(kv.len(), 2);
+    }
+}
