@@ -47,6 +47,7 @@ pub mod tasks;
 pub mod human;
 pub mod log;
 pub mod machine;
+#[cfg(any(test, feature = "testkit"))]
 pub mod synth;
 
 pub use endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};

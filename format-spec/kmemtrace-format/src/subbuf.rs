@@ -620,6 +620,7 @@ impl std::error::Error for SubBufError {}
 ///
 /// Deltas are taken from the reader's running time, so padding (which the
 /// reader does not time) does not shift later events.
+#[cfg(any(test, feature = "testkit"))]
 pub mod encode {
     use super::*;
 
