@@ -85,8 +85,8 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
             .map_err(|e| Failure::usage(format!("--subbuf-kb {kb}: {}", e.msg)))?;
     }
     if let Some(kb) = cli.buffer_kb {
-        inst.write("buffer_size_kb", &kb.to_string())
-            .map_err(|e| buffer_refused(inst, kb, e))?;
+        inst.write_io("buffer_size_kb", &kb.to_string())
+            .map_err(|e| buffer_refused(inst, kb, &e))?;
     }
     if let Some(clock) = &cli.clock {
         let avail = inst.read_string("trace_clock").unwrap_or_default();
@@ -142,7 +142,7 @@ fn pid_filter_meta(pids: &[u32]) -> Meta {
 /// Why `-b KB` was refused, with what the kernel kept and what it could
 /// likely give: the buffer is allocated for every CPU, from memory that is
 /// available now.
-fn buffer_refused(inst: &TraceDir, kb: u32, e: Failure) -> Failure {
+fn buffer_refused(inst: &TraceDir, kb: u32, e: &std::io::Error) -> Failure {
     use kmemtrace_format::human::{bytes, thousands};
     let cpus = metadata::online_cpus().len().max(1) as u64;
     let kept = inst
@@ -160,7 +160,8 @@ fn buffer_refused(inst: &TraceDir, kb: u32, e: Failure) -> Failure {
         thousands(u64::from(kb)),
         bytes((u64::from(kb) * 1024 * cpus) as f64)
     );
-    if e.msg.contains("Cannot allocate memory") || e.msg.contains("os error 12") {
+    let failure = inst.write_failure("buffer_size_kb", &kb.to_string(), e);
+    if e.raw_os_error() == Some(nix::libc::ENOMEM) {
         msg += ": not enough memory";
         if let Some(avail) = available_kb {
             // Leave half of what is available to the system.
@@ -171,14 +172,14 @@ fn buffer_refused(inst: &TraceDir, kb: u32, e: Failure) -> Failure {
             );
         }
     } else {
-        msg += &format!(" ({})", e.msg);
+        msg += &format!(" ({})", failure.msg);
     }
     if let Some(k) = kept {
         msg += &format!("; the buffer stays at {} KiB", thousands(u64::from(k)));
     }
     Failure {
-        code: if e.code == crate::failure::EXIT_TRACEFS {
-            e.code
+        code: if failure.code == crate::failure::EXIT_TRACEFS {
+            failure.code
         } else {
             crate::failure::EXIT_USAGE
         },

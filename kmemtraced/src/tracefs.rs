@@ -36,24 +36,30 @@ impl TraceDir {
     }
     /// Writes `value` to a control file (truncating, as `echo value > file`).
     pub fn write(&self, rel: &str, value: &str) -> Result<()> {
-        let p = self.file(rel);
-        let res = OpenOptions::new()
+        self.write_io(rel, value)
+            .map_err(|e| self.write_failure(rel, value, &e))
+    }
+    /// [`TraceDir::write`] with the system's error, for callers that tell
+    /// errors apart.
+    pub fn write_io(&self, rel: &str, value: &str) -> io::Result<()> {
+        OpenOptions::new()
             .write(true)
             .truncate(true)
-            .open(&p)
-            .and_then(|mut f| f.write_all(value.as_bytes()));
-        res.map_err(|e| {
-            let f = Failure::runtime(format!(
-                "writing `{}` to {}: {e}",
-                value.trim(),
-                p.display()
-            ));
-            if e.kind() == io::ErrorKind::PermissionDenied {
-                Failure::tracefs(f.msg + " (run kmemtraced as root)")
-            } else {
-                f
-            }
-        })
+            .open(self.file(rel))
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+    }
+    /// What a failed [`TraceDir::write`] says.
+    pub fn write_failure(&self, rel: &str, value: &str, e: &io::Error) -> Failure {
+        let msg = format!(
+            "writing `{}` to {}: {e}",
+            value.trim(),
+            self.file(rel).display()
+        );
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            Failure::tracefs(msg + " (run kmemtraced as root)")
+        } else {
+            Failure::runtime(msg)
+        }
     }
     /// The selected entry of a `[a] b c` list file such as `trace_clock`.
     pub fn selected(&self, rel: &str) -> Option<String> {

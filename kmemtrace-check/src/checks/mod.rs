@@ -182,11 +182,12 @@ pub fn summary(verdict: Verdict, total: &Totals, problems: &Findings) -> String 
                 .kept
                 .first()
                 .map(|f| {
-                    let s = f.to_string();
-                    if s.starts_with("offset ") {
-                        format!(" (first at {s})")
+                    // An exact place reads "at offset N: ...", others
+                    // "in block at ...: ..." or "in the log: ...".
+                    if f.location.exact {
+                        format!(" (first at {f})")
                     } else {
-                        format!(" (first {s})")
+                        format!(" (first {f})")
                     }
                 })
                 .unwrap_or_default();
