@@ -17,8 +17,8 @@ Examples:
   kmemtraced --cleanup                         remove instances left by killed recorders
   kmemtraced --import dump.tar.gz -o board.kmt  log from a kmemtrace-capture.sh dump
 
-Without -F or -p the whole system is traced, the recorder's own reader,
-writer and sync threads excepted (--trace-self keeps them). Recording stops on SIGINT,
+Without -F or -p the whole system is traced, the recorder's own threads
+excepted (--trace-self keeps them); COMMAND is traced. Recording stops on SIGINT,
 SIGTERM or SIGHUP, when -d runs out, or when COMMAND exits; the command's own
 exit status is stored in the log and does not change kmemtraced's.
 
@@ -116,7 +116,8 @@ pub struct Cli {
     #[arg(short = 'F', long = "follow-command")]
     pub follow_command: bool,
 
-    /// Also record the events the recorder's own reader and writer threads cause.
+    /// Also record the events the recorder's own threads cause (the main
+    /// thread's include forking COMMAND).
     #[arg(long = "trace-self")]
     pub trace_self: bool,
 

@@ -200,14 +200,28 @@ fn set_events(dir: &TraceDir, events: &[Event], on: bool) -> Result<()> {
 
 /// Keeps the recorder's own threads out of the trace (their allocations
 /// would be recorded otherwise).
-fn exclude_own_threads(dir: &TraceDir, session: &mut Session) {
-    let tids: Vec<String> = session.thread_ids().iter().map(|t| t.to_string()).collect();
+///
+/// The main thread (statistics, pid->comm snapshots) too, except when the
+/// recording is pid-filtered: there `event-fork` is on, under which the
+/// kernel adds the children of excluded tasks to the exclusion (the traced
+/// command would be excluded), and the main thread is not traced anyway.
+fn exclude_own_threads(dir: &TraceDir, session: &mut Session, cli: &Cli) {
+    let mut tids = session.thread_ids();
+    if !pid_filtered(cli) {
+        tids.push(sys::gettid());
+    }
+    let tids: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
     if let Err(e) = dir.write("set_event_notrace_pid", &tids.join(" ")) {
         session.note(format!(
             "the recorder's own threads are traced too: {}",
             e.msg
         ));
     }
+}
+
+/// Whether the recording traces chosen processes (`-p`, `-F`) only.
+fn pid_filtered(cli: &Cli) -> bool {
+    !cli.pids.is_empty() || cli.follow_command
 }
 
 /// How long the traced command may take to exit after a stop signal was
@@ -232,7 +246,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         say(cli.quiet, &format!("removed stale instance {r}"));
     }
     let mut events = events::resolve(&tfs.top, &cli.events)?;
-    let pid_filter = !cli.pids.is_empty() || cli.follow_command;
+    let pid_filter = pid_filtered(cli);
     if pid_filter {
         // The traced tree's forks, to tell its tasks from their neighbours.
         events::add_if_present(&tfs.top, &mut events, "sched", "sched_process_fork");
@@ -269,7 +283,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         ));
     }
     if !cli.trace_self {
-        exclude_own_threads(&inst.dir, &mut session);
+        exclude_own_threads(&inst.dir, &mut session, cli);
     }
     if !asked_pids.is_empty() {
         session.write_meta(pid_filter_meta(&asked_pids));
@@ -494,7 +508,7 @@ fn wait_for_end(
         }
         if now >= next_status {
             if !session.adopt_onlined_cpus().is_empty() && !cli.trace_self {
-                exclude_own_threads(&inst.dir, session);
+                exclude_own_threads(&inst.dir, session, cli);
             }
             if let Some(sl) = status_line.as_mut() {
                 sl.update(&session.counters, &session.lost_so_far());

@@ -83,6 +83,16 @@ fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
     let end = l.end.as_ref().expect("END block");
     assert_eq!(end.reason, "command exited 0");
     assert_eq!(end.exit_status, Some(0));
+    // None of the recorder's own threads is traced (its main thread, whose
+    // tid is the pid in the instance's name, included).
+    let recorder: i32 = l.arch.instance.as_deref().unwrap()["kmemtraced-".len()..]
+        .split('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let own = evs.iter().filter(|e| e.pid == recorder).count();
+    assert_eq!(own, 0, "{own} events of the recorder's main thread");
     let mine: Vec<&Ev> = evs
         .iter()
         .filter(|e| e.pid == pid && e.kind == KmemKind::KmemCacheAlloc)
