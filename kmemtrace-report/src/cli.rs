@@ -1,6 +1,7 @@
 //! The command line.
 
-use clap::{Parser, ValueEnum};
+use crate::model::Severity;
+use clap::Parser;
 use std::path::PathBuf;
 
 pub const AFTER_HELP: &str = "\
@@ -34,23 +35,6 @@ Exit status:
   2  usage error
   3  unusable input (not a kmemtrace log, no ARCH block, unreadable, no kmem formats)
   4  output error (other than a closed pipe)";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -141,7 +125,7 @@ pub struct Cli {
     pub raw_ip: bool,
 
     /// Exit 1 if a certain finding of this severity or worse exists.
-    #[arg(long = "fail-on", value_name = "SEVERITY")]
+    #[arg(long = "fail-on", value_name = "SEVERITY", value_parser = parse_severity)]
     pub fail_on: Option<Severity>,
 
     /// No progress indicator and no warnings on stderr.
@@ -149,58 +133,10 @@ pub struct Cli {
     pub quiet: bool,
 }
 
-/// A sort key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortKey {
-    Callsite,
-    Bytes,
-    Req,
-    Hit,
-    Frag,
-    Waste,
-    Pingpong,
-    Live,
-    Peak,
-}
-
-impl SortKey {
-    pub fn name(self) -> &'static str {
-        match self {
-            SortKey::Callsite => "callsite",
-            SortKey::Bytes => "bytes",
-            SortKey::Req => "req",
-            SortKey::Hit => "hit",
-            SortKey::Frag => "frag",
-            SortKey::Waste => "waste",
-            SortKey::Pingpong => "pingpong",
-            SortKey::Live => "live",
-            SortKey::Peak => "peak",
-        }
-    }
-}
-
-pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
-    let mut v = Vec::new();
-    for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
-        v.push(match k {
-            "callsite" | "ptr" => SortKey::Callsite,
-            "bytes" | "alloc" => SortKey::Bytes,
-            "req" => SortKey::Req,
-            "hit" | "hits" => SortKey::Hit,
-            "frag" => SortKey::Frag,
-            "waste" => SortKey::Waste,
-            "pingpong" => SortKey::Pingpong,
-            "live" => SortKey::Live,
-            "peak" => SortKey::Peak,
-            _ => {
-                return Err(format!(
-                    "unknown sort key {k:?}: use callsite, bytes, req, hit, frag, waste, pingpong, live, peak"
-                ))
-            }
-        });
-    }
-    if v.is_empty() {
-        return Err("empty sort key list".into());
-    }
-    Ok(v)
+/// `--fail-on`: `info`, `warning` or `error`.
+fn parse_severity(s: &str) -> Result<Severity, String> {
+    Severity::ALL
+        .into_iter()
+        .find(|v| v.name() == s)
+        .ok_or_else(|| format!("`{s}` is not a severity: use info, warning or error"))
 }

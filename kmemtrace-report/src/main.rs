@@ -78,7 +78,7 @@ fn cpus_in_log(log: &Log, asked: &std::collections::HashSet<u32>) -> Result<(), 
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let sort = match cli::parse_sort(&cli.sort) {
+    let sort = match model::parse_sort(&cli.sort) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, e),
     };

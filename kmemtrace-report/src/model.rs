@@ -3,6 +3,83 @@
 
 use serde::Serialize;
 
+/// How serious a finding is; ordered, so that `--fail-on` compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warning, Severity::Error];
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A sort key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    Callsite,
+    Bytes,
+    Req,
+    Hit,
+    Frag,
+    Waste,
+    Pingpong,
+    Live,
+    Peak,
+}
+
+impl SortKey {
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Callsite => "callsite",
+            SortKey::Bytes => "bytes",
+            SortKey::Req => "req",
+            SortKey::Hit => "hit",
+            SortKey::Frag => "frag",
+            SortKey::Waste => "waste",
+            SortKey::Pingpong => "pingpong",
+            SortKey::Live => "live",
+            SortKey::Peak => "peak",
+        }
+    }
+}
+
+/// `-s`: sort keys, comma-separated, first key first.
+pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
+    let mut v = Vec::new();
+    for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        v.push(match k {
+            "callsite" | "ptr" => SortKey::Callsite,
+            "bytes" | "alloc" => SortKey::Bytes,
+            "req" => SortKey::Req,
+            "hit" | "hits" => SortKey::Hit,
+            "frag" => SortKey::Frag,
+            "waste" => SortKey::Waste,
+            "pingpong" => SortKey::Pingpong,
+            "live" => SortKey::Live,
+            "peak" => SortKey::Peak,
+            _ => {
+                return Err(format!(
+                    "unknown sort key {k:?}: use callsite, bytes, req, hit, frag, waste, pingpong, live, peak"
+                ))
+            }
+        });
+    }
+    if v.is_empty() {
+        return Err("empty sort key list".into());
+    }
+    Ok(v)
+}
+
 /// The JSON document's schema tag.
 pub const SCHEMA: &str = "kmemtrace-report/1";
 
@@ -259,7 +336,7 @@ pub struct Finding {
     pub kind: &'static str,
     pub title: &'static str,
     /// `error`, `warning` or `info`.
-    pub severity: &'static str,
+    pub severity: Severity,
     pub count: u64,
     pub uncertain: u64,
     pub certain: u64,

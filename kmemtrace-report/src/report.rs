@@ -2,12 +2,12 @@
 //! turns the result into the [`Report`] model.
 
 use crate::analysis::{Analysis, FindingAgg, LeakGroup, Misuse, Occurrence, NO_SITE};
-use crate::cli::{Severity, SortKey};
 use crate::decode::{CpuSummary, Decoder, Job, PageStats};
 use crate::event::{Interner, NO_CACHE};
 use crate::filter::Filter;
 use crate::merge::{Merger, Windows};
 use crate::model::*;
+use crate::model::{Severity, SortKey};
 use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::print_flags::FlagTable;
@@ -670,7 +670,7 @@ fn build(
             Finding {
                 kind: m.id(),
                 title,
-                severity: sev.name(),
+                severity: sev,
                 count: f.count,
                 uncertain: f.uncertain,
                 certain: f.count - f.uncertain,

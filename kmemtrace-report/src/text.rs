@@ -113,16 +113,17 @@ pub struct Sections {
     pub lines: usize,
 }
 
-fn tag(sev: &str, color: bool) -> String {
+fn tag(sev: Severity, color: bool) -> String {
+    let name = sev.name();
     if !color {
-        return format!("[{sev}]");
+        return format!("[{name}]");
     }
     let c = match sev {
-        "error" => "31",
-        "warning" => "33",
-        _ => "36",
+        Severity::Error => "31",
+        Severity::Warning => "33",
+        Severity::Info => "36",
     };
-    format!("\x1b[1;{c}m[{sev}]\x1b[0m")
+    format!("\x1b[1;{c}m[{name}]\x1b[0m")
 }
 
 pub fn render(r: &Report, s: &Sections) -> String {
