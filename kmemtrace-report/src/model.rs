@@ -80,6 +80,23 @@ pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
     Ok(v)
 }
 
+/// A kernel address or pointer: an integer in the model, written
+/// `0xffff...` in JSON and text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Addr(pub u64);
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}", self.0)
+    }
+}
+
+impl Serialize for Addr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// The JSON document's schema tag.
 pub const SCHEMA: &str = "kmemtrace-report/1";
 
@@ -252,7 +269,7 @@ pub struct Gfp {
 #[derive(Clone, Debug, Serialize)]
 pub struct CallsiteRow {
     pub callsite: String,
-    pub addr: String,
+    pub addr: Addr,
     /// Which events came from here: kmalloc, kmem_cache_alloc, kfree,
     /// kmem_cache_free.
     pub kinds: Vec<&'static str>,
@@ -307,7 +324,7 @@ pub struct CrossCpu {
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteCount {
     pub callsite: String,
-    pub addr: String,
+    pub addr: Addr,
     pub count: u64,
 }
 
@@ -319,7 +336,7 @@ pub struct OccurrenceRow {
     pub cpu: u32,
     pub pid: i32,
     pub comm: Option<String>,
-    pub ptr: String,
+    pub ptr: Addr,
     pub alloc_callsite: Option<String>,
     pub free_callsite: Option<String>,
     pub earlier_ts_ns: Option<u64>,
@@ -353,7 +370,7 @@ pub struct Finding {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct LeakExample {
-    pub ptr: String,
+    pub ptr: Addr,
     pub age_ns: u64,
     pub cpu: u32,
     pub bytes: u64,
@@ -362,7 +379,7 @@ pub struct LeakExample {
 #[derive(Clone, Debug, Serialize)]
 pub struct LeakRow {
     pub callsite: String,
-    pub addr: String,
+    pub addr: Addr,
     pub objects: u64,
     pub bytes: u64,
     pub oldest_age_ns: u64,
@@ -389,7 +406,7 @@ pub struct Leaks {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct AllocRow {
-    pub ptr: String,
+    pub ptr: Addr,
     pub callsite: String,
     pub hits: u64,
     pub bytes_req: u64,

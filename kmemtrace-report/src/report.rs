@@ -7,7 +7,7 @@ use crate::event::{Interner, NO_CACHE};
 use crate::filter::Filter;
 use crate::merge::{Merger, Windows};
 use crate::model::*;
-use crate::model::{Severity, SortKey};
+use crate::model::{Addr, Severity, SortKey};
 use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::print_flags::FlagTable;
@@ -156,7 +156,7 @@ impl Ctx<'_> {
             cpu: o.cpu,
             pid: o.pid,
             comm: self.log.pids.comm(o.pid).map(str::to_string),
-            ptr: format!("0x{:x}", o.ptr),
+            ptr: Addr(o.ptr),
             alloc_callsite: self.site_name(a, o.alloc_site),
             free_callsite: self.site_name(a, o.free_site),
             earlier_ts_ns: o.earlier_ts,
@@ -176,7 +176,7 @@ impl Ctx<'_> {
         v.into_iter()
             .map(|(s, count)| SiteCount {
                 callsite: self.syms.name(a.sites[s as usize].addr),
-                addr: format!("0x{:x}", a.sites[s as usize].addr),
+                addr: Addr(a.sites[s as usize].addr),
                 count,
             })
             .collect()
@@ -511,7 +511,7 @@ fn build(
             gfp.sort_by_key(|g| std::cmp::Reverse(g.count));
             CallsiteRow {
                 callsite: syms.name(s.addr),
-                addr: format!("0x{:x}", s.addr),
+                addr: Addr(s.addr),
                 kinds,
                 hits: g.hits,
                 failed: g.failed,
@@ -547,9 +547,7 @@ fn build(
     };
     // Allocation sites first, then free-only ones; equal keys by address
     // (site ids depend on which decoder saw a site first).
-    callsites.sort_by(|a, b| {
-        (a.hits == 0, &a.addr.len(), &a.addr).cmp(&(b.hits == 0, &b.addr.len(), &b.addr))
-    });
+    callsites.sort_by_key(|a| (a.hits == 0, a.addr));
     let split = callsites
         .iter()
         .position(|r| r.hits == 0)
@@ -690,7 +688,7 @@ fn build(
         .iter()
         .map(|g| LeakRow {
             callsite: syms.name(an.sites[g.site as usize].addr),
-            addr: format!("0x{:x}", an.sites[g.site as usize].addr),
+            addr: Addr(an.sites[g.site as usize].addr),
             objects: g.objects,
             bytes: g.bytes,
             oldest_age_ns: end.saturating_sub(g.oldest_ts),
@@ -701,7 +699,7 @@ fn build(
                 .examples
                 .iter()
                 .map(|&(p, ts, cpu, bytes)| LeakExample {
-                    ptr: format!("0x{p:x}"),
+                    ptr: Addr(p),
                     age_ns: end.saturating_sub(ts),
                     cpu,
                     bytes,
@@ -727,7 +725,7 @@ fn build(
         let mut v: Vec<AllocRow> = p
             .iter()
             .map(|(&ptr, g)| AllocRow {
-                ptr: format!("0x{ptr:x}"),
+                ptr: Addr(ptr),
                 callsite: syms.name(an.sites[g.site as usize].addr),
                 hits: g.hits,
                 bytes_req: g.bytes_req,
@@ -737,9 +735,9 @@ fn build(
                 live: g.live,
             })
             .collect();
-        v.sort_by(|a, b| a.ptr.cmp(&b.ptr));
+        v.sort_by_key(|a| a.ptr);
         let key = |r: &AllocRow, k: SortKey| match k {
-            SortKey::Callsite => KeyVal::S(r.ptr.clone()),
+            SortKey::Callsite => KeyVal::S(r.ptr.to_string()),
             SortKey::Bytes | SortKey::Live | SortKey::Peak => KeyVal::U(r.bytes_alloc),
             SortKey::Req => KeyVal::U(r.bytes_req),
             SortKey::Hit => KeyVal::U(r.hits),

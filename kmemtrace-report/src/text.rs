@@ -380,7 +380,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
             ]);
             for p in a.iter().take(s.lines) {
                 t.row(vec![
-                    p.ptr.clone(),
+                    p.ptr.to_string(),
                     p.callsite.clone(),
                     thousands(p.hits),
                     thousands(p.bytes_alloc),
