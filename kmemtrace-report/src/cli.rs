@@ -24,7 +24,10 @@ end), peak (peak live bytes). Default: frag,hit,bytes, as perf kmem.
 Filters: --time cuts the capture to a window (seconds after the first event,
 or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,
 --pid, --comm and --callsite select allocations by the allocating event; an
-object is followed to its free on any CPU, by any task.
+object is followed to its free on any CPU, by any task. A log recorded with
+`kmemtraced -p` or `-F` is analysed for the traced tasks and their
+descendants (from the forks it recorded); --all-tasks keeps the events of
+other tasks that the kernel's pid filter let through.
 
 Findings that fall where the log lost events are counted as uncertain and
 never reported as kernel bugs.
