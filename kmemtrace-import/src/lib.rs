@@ -38,7 +38,6 @@ use dump::{Container, Dump};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
-use kmemtrace_format::human::parse_cpu_list;
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
 use kmemtrace_format::stats::CpuStats;
 use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
@@ -166,32 +165,13 @@ fn parse_page_size(text: &str) -> Option<u32> {
     }
 }
 
-/// The `ID:` line of a format file.
-fn format_id(format: &[u8]) -> Option<u32> {
-    String::from_utf8_lossy(format)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("ID:")?.trim().parse().ok())
-}
-
 /// `node cpulist` lines → `cpu node` lines (META cpu_node_map).
 fn cpu_node_map(text: &str) -> Vec<u8> {
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    for l in text.lines() {
-        let Some((node, list)) = l.trim().split_once(char::is_whitespace) else {
-            continue;
-        };
-        let Ok(node) = node.trim().parse::<u32>() else {
-            continue;
-        };
-        let cpus = parse_cpu_list(list).unwrap_or_default();
-        pairs.extend(cpus.into_iter().map(|c| (c, node)));
-    }
-    pairs.sort_unstable();
-    pairs
-        .iter()
-        .map(|(c, n)| format!("{c} {n}\n"))
-        .collect::<String>()
-        .into_bytes()
+    let lists = text.lines().filter_map(|l| {
+        let (node, list) = l.trim().split_once(char::is_whitespace)?;
+        Some((node.trim().parse::<u32>().ok()?, list.to_string()))
+    });
+    kmemtrace_format::records::cpu_node_map(lists)
 }
 
 /// Per-CPU decoding tallies while the data is written.
@@ -515,7 +495,7 @@ pub fn import<W: Write>(
         let id_file = d
             .get(&format!("events/{system}/{event}/id"))
             .map(|b| String::from_utf8_lossy(b).trim().to_string());
-        let from_format = format_id(fmt_bytes);
+        let from_format = kmemtrace_format::event_format::format_id(fmt_bytes);
         let id = match (id_file.as_deref().map(str::parse::<u32>), from_format) {
             (Some(Ok(i)), f) => {
                 if f.is_some_and(|f| f != i) {
@@ -753,8 +733,14 @@ mod tests {
             Some("local")
         );
         assert_eq!(selected("local"), None);
-        assert_eq!(format_id(b"name: kfree\nID: 612\nformat:\n"), Some(612));
-        assert_eq!(format_id(b"name: kfree\n"), None);
+        assert_eq!(
+            kmemtrace_format::event_format::format_id(b"name: kfree\nID: 612\nformat:\n"),
+            Some(612)
+        );
+        assert_eq!(
+            kmemtrace_format::event_format::format_id(b"name: kfree\n"),
+            None
+        );
         assert_eq!(
             cpu_node_map("0 0-1,4\n1 2-3\n"),
             b"0 0\n1 0\n2 1\n3 1\n4 0\n"

@@ -136,28 +136,16 @@ pub fn online_cpus() -> Vec<u32> {
 
 /// `cpu node` lines from /sys/devices/system/node/node*/cpulist.
 pub fn cpu_node_map() -> Vec<u8> {
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    if let Ok(rd) = fs::read_dir("/sys/devices/system/node") {
-        for e in rd.flatten() {
+    let lists = fs::read_dir("/sys/devices/system/node")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(node) = name
-                .strip_prefix("node")
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(list) = fs::read_to_string(e.path().join("cpulist")) {
-                let cpus = parse_cpu_list(&list).unwrap_or_default();
-                pairs.extend(cpus.into_iter().map(|c| (c, node)));
-            }
-        }
-    }
-    pairs.sort_unstable();
-    pairs
-        .iter()
-        .map(|(c, n)| format!("{c} {n}\n"))
-        .collect::<String>()
-        .into_bytes()
+            let node = name.strip_prefix("node")?.parse::<u32>().ok()?;
+            Some((node, fs::read_to_string(e.path().join("cpulist")).ok()?))
+        });
+    kmemtrace_format::records::cpu_node_map(lists)
 }
 
 /// The figures of a `per_cpu/cpuN/stats` text that the status line needs.
@@ -322,7 +310,7 @@ pub fn static_metas(
                     .read_string(&format!("{base}/id"))
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
-                    .or_else(|| format_id(&content));
+                    .or_else(|| kmemtrace_format::event_format::format_id(&content));
                 let mut m = Meta::new(MetaKind::EventFormat, content);
                 m.name = ev.path();
                 m.id = id;
@@ -363,12 +351,6 @@ fn looks_hidden(k: &[u8]) -> bool {
         .take(100)
         .filter(|l| !l.is_empty())
         .all(|l| l.iter().take_while(|&&b| b != b' ').all(|&b| b == b'0'))
-}
-
-fn format_id(content: &[u8]) -> Option<u32> {
-    String::from_utf8_lossy(content)
-        .lines()
-        .find_map(|l| l.strip_prefix("ID:").and_then(|v| v.trim().parse().ok()))
 }
 
 /// The kernel's `saved_cmdlines` and `saved_tgids`.

@@ -35,6 +35,14 @@ pub const MAX_FORMAT_LEN: usize = 4 << 20;
 /// Most fields accepted in one format (common fields included).
 pub const MAX_FIELDS: usize = 4096;
 
+/// The `ID:` line of a format file's text (the event's `common_type`),
+/// without parsing the rest.
+pub fn format_id(text: &[u8]) -> Option<u32> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ID:")?.trim().parse().ok())
+}
+
 /// One event's format, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventFormat {

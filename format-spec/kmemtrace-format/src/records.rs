@@ -74,6 +74,23 @@ impl MetaKind {
     }
 }
 
+/// The content of META `cpu_node_map` (FORMAT.md §7.1): `cpu node` lines,
+/// sorted by CPU, from each NUMA node's CPU list (`0-3,8`, as sysfs'
+/// `nodeN/cpulist` says it); a list that does not parse adds nothing.
+pub fn cpu_node_map(node_cpulists: impl IntoIterator<Item = (u32, String)>) -> Vec<u8> {
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for (node, list) in node_cpulists {
+        let cpus = crate::human::parse_cpu_list(&list).unwrap_or_default();
+        pairs.extend(cpus.into_iter().map(|c| (c, node)));
+    }
+    pairs.sort_unstable();
+    pairs
+        .iter()
+        .map(|(c, n)| format!("{c} {n}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// Largest kallsyms part a writer makes (FORMAT.md §7.3): damage to a
 /// block costs at most this much of the symbol table (about 6,000 symbols).
 pub const KALLSYMS_PART_BYTES: usize = 256 << 10;
@@ -518,6 +535,12 @@ impl<'a> Record<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_node_map_lines() {
+        let m = cpu_node_map([(1, "2-3\n".to_string()), (0, "0-1".into()), (2, "x".into())]);
+        assert_eq!(m, b"0 0\n1 0\n2 1\n3 1\n");
+    }
 
     #[test]
     fn round_trips() {
