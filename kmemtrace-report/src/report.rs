@@ -273,11 +273,7 @@ pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
             .map(|(&cpu, b)| crate::merge::StreamInput {
                 cpu,
                 blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
-                written: log
-                    .end
-                    .as_ref()
-                    .and_then(|e| e.cpus.iter().find(|t| t.cpu == cpu))
-                    .map(|t| t.subbufs),
+                written: log.end_total(cpu).map(|t| t.subbufs),
             })
             .collect();
         let submit: crate::merge::Submit<'_> = Box::new(move |i, k| {

@@ -420,9 +420,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists() {}
-
-    #[test]
     fn stats_text() {
         let t = "entries: 5\noverrun: 2\ncommit overrun: 1\nbytes: 0\n\
                  oldest event ts:     0.000000\nnow ts:   877.885123\n\

@@ -796,6 +796,13 @@ impl Log {
         v
     }
 
+    /// What the END block says the recorder wrote for `cpu` (`None` in a
+    /// log cut short, or for a CPU it does not list): blocks and
+    /// sub-buffers missing after the last one present count from it.
+    pub fn end_total(&self, cpu: u32) -> Option<&crate::records::CpuTotal> {
+        self.end.as_ref()?.cpus.iter().find(|t| t.cpu == cpu)
+    }
+
     /// A CPU's data blocks in sequence order.
     pub fn cpu_blocks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
         let mut v: Vec<&CpuBlockRef> = self.blocks.iter().filter(|b| b.cpu == cpu).collect();

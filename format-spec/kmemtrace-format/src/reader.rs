@@ -362,8 +362,10 @@ impl<R: Read> LogReader<R> {
                 s.starts.clear();
                 continue;
             }
+            // Candidates past an intact one were skipped above, so this
+            // one comes first in the file.
             if cand.partial ^ s.running == cand.crc {
-                s.best = Some(s.best.map_or(cand.at, |b| b.min(cand.at)));
+                s.best = Some(cand.at);
             }
         }
         match s.best {

@@ -242,11 +242,7 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
         }
         // Blocks written after the last one present (END's totals; the
         // mismatch itself is reported by check_end) are missing too.
-        let written = log
-            .end
-            .as_ref()
-            .and_then(|e| e.cpus.iter().find(|t| t.cpu == cpu));
-        if let Some(t) = written {
+        if let Some(t) = log.end_total(cpu) {
             miss_b += t.blocks.saturating_sub(seq);
             miss_s += t.subbufs.saturating_sub(sub);
         }
