@@ -1,7 +1,7 @@
 //! The command line.
 
-use crate::model::Severity;
 use clap::Parser;
+use kmemtrace_analysis::model::Severity;
 use std::path::PathBuf;
 
 pub const AFTER_HELP: &str = "\
@@ -88,7 +88,7 @@ pub struct Cli {
     pub misuse: bool,
 
     /// Leaks: only objects at least this old at the end (`500ms`, `2s`).
-    #[arg(long = "min-age", value_name = "DURATION", value_parser = crate::filter::parse_duration_ns, default_value = "0")]
+    #[arg(long = "min-age", value_name = "DURATION", value_parser = kmemtrace_analysis::filter::parse_duration_ns, default_value = "0")]
     pub min_age: u64,
 
     /// Double frees are recognised while the first free is among the last

@@ -1,24 +1,17 @@
 //! kmemtrace-report: per-callsite slab fragmentation, cross-CPU frees,
 //! leaks and allocator misuse from a kmemtrace log, on any machine.
 //!
-//! Pipeline, one way: the log (`kmemtrace_format::log::Log`) -> per-CPU
-//! decoder threads ([`decode`]) -> k-way merge by time stamp ([`merge`]) ->
-//! analyses ([`analysis`]) -> the report model ([`model`], built by
-//! [`report`]) -> printers ([`text`], JSON via serde).
+//! The analyses are the `kmemtrace-analysis` library (the ordered event
+//! stream, the passes, the typed model); this binary is the command line
+//! and the printers ([`text`], JSON via serde).
 #![forbid(unsafe_code)]
 
-mod analysis;
 mod cli;
-mod decode;
-mod event;
-mod filter;
-mod merge;
-mod model;
-mod report;
 mod text;
 
 use clap::Parser;
 use cli::Cli;
+use kmemtrace_analysis::{filter, model, stream, Symbols};
 use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
 use std::io::{IsTerminal, Write};
@@ -159,7 +152,7 @@ fn main() -> ExitCode {
         filter.comm = Some((c.clone(), log.pids.clone()));
     }
     if let Some((a, b)) = window {
-        let first = decode::first_event_ts(&log).unwrap_or(0);
+        let first = stream::decode::first_event_ts(&log).unwrap_or(0);
         let start = a.map_or(0, |t| t.resolve(first));
         let end = b.map_or(u64::MAX, |t| t.resolve(first));
         if end < start {
@@ -169,7 +162,7 @@ fn main() -> ExitCode {
     }
 
     let syms = match override_syms {
-        Some((k, name)) => report::Symbols {
+        Some((k, name)) => Symbols {
             table: Some(k),
             raw: cli.raw_ip,
             source: name,
@@ -185,7 +178,7 @@ fn main() -> ExitCode {
                 }
                 _ => "none (the log has no kallsyms)".into(),
             };
-            report::Symbols {
+            Symbols {
                 table: t,
                 raw: cli.raw_ip,
                 source,
@@ -193,7 +186,7 @@ fn main() -> ExitCode {
         }
     };
     let syms = if cli.raw_ip {
-        report::Symbols {
+        Symbols {
             source: "raw addresses (--raw-ip)".into(),
             ..syms
         }
@@ -203,7 +196,7 @@ fn main() -> ExitCode {
 
     let any_section =
         cli.caller || cli.caches || cli.matrix || cli.alloc || cli.leaks || cli.misuse;
-    let opts = report::Options {
+    let opts = kmemtrace_analysis::Options {
         filter,
         comm: cli.comm.clone(),
         traced,
@@ -212,9 +205,29 @@ fn main() -> ExitCode {
         min_age: cli.min_age,
         sort,
         lines: if cli.json { cli.lines } else { None },
-        progress: report::progress_wanted(cli.quiet),
+        threads: None,
     };
-    let out = report::run(&log, &syms, opts);
+    let out = if !cli.quiet && std::io::stderr().is_terminal() {
+        let mut printed = false;
+        let out = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |p| {
+            eprint!(
+                "\rkmemtrace-report: {:>3}% of {} sub-buffers, {} events, {:.1} s ",
+                (p.subbufs_done * 100)
+                    .checked_div(p.subbufs_total)
+                    .unwrap_or(100),
+                text::thousands(p.subbufs_total),
+                text::thousands(p.events),
+                p.elapsed.as_secs_f64()
+            );
+            printed = true;
+        });
+        if printed {
+            eprint!("\r{:70}\r", "");
+        }
+        out
+    } else {
+        kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
+    };
 
     let text = if cli.json {
         match serde_json::to_string_pretty(&out.report) {

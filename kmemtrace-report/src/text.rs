@@ -1,7 +1,7 @@
 //! The human report: tables with thousands separators, in the spirit of
 //! `perf kmem stat`.
 
-use crate::model::*;
+use kmemtrace_analysis::model::*;
 use std::fmt::Write as _;
 
 pub use kmemtrace_format::human::thousands;

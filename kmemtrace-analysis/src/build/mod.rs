@@ -1,135 +1,25 @@
-//! Runs the pipeline (decoder threads -> merge -> analyses) over a log and
-//! turns the result into the [`Report`] model.
+//! The typed [`Report`] from what the stream and the passes computed:
+//! names for ids, rows sorted and cut, findings judged.
 
-use crate::analysis::{Analysis, FindingAgg, LeakGroup, Misuse, Occurrence, NO_SITE};
-use crate::decode::{CpuSummary, Decoder, Job, PageStats};
-use crate::event::{Interner, NO_CACHE};
-use crate::filter::Filter;
-use crate::merge::{Merger, Windows};
+mod misuse;
+
+pub use misuse::{kernel_version, kfree_cache_judgement};
+
+use crate::event::NO_CACHE;
 use crate::model::*;
-use crate::model::{Addr, Severity, SortKey};
-use kmemtrace_format::kallsyms::Kallsyms;
+use crate::passes::leaks::LeakGroup;
+use crate::passes::misuse::Occurrence;
+use crate::passes::objects::NO_SITE;
+use crate::passes::Passes;
+use crate::run::Options;
+use crate::stream::StreamEnd;
+use crate::symbols::Symbols;
+use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::print_flags::FlagTable;
 use kmemtrace_format::records::StatsPhase;
-use std::io::IsTerminal;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-/// Call-site names.
-pub struct Symbols {
-    pub table: Option<Kallsyms>,
-    pub raw: bool,
-    /// Where the symbols came from, for the report.
-    pub source: String,
-}
-
-impl Symbols {
-    pub fn name(&self, addr: u64) -> String {
-        match (&self.table, self.raw) {
-            (Some(k), false) => match k.resolve(addr) {
-                Some(s) => s.short().to_string(),
-                None => format!("0x{addr:x}"),
-            },
-            _ => format!("0x{addr:x}"),
-        }
-    }
-}
-
-/// What to compute beyond the defaults.
-pub struct Options {
-    pub filter: Filter,
-    pub comm: Option<String>,
-    /// The traced tasks of a pid-filtered recording, when they select.
-    pub traced: Option<kmemtrace_format::tasks::TracedTasks>,
-    pub per_pointer: bool,
-    /// Freed pointers remembered per generation (double-free horizon).
-    pub remember_frees: usize,
-    pub min_age: u64,
-    pub sort: Vec<SortKey>,
-    pub lines: Option<usize>,
-    pub progress: bool,
-}
-
-/// `major.minor` of a release string such as `6.1.0-50-armmp-lpae`.
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    let a = it.next()?.parse().ok()?;
-    let b = it.next()?.parse().ok()?;
-    Some((a, b))
-}
-
-/// How kfree() of a kmem_cache_alloc()ed object is judged for `release`.
-pub fn kfree_cache_judgement(release: Option<&str>) -> (Severity, String) {
-    match release.and_then(kernel_version) {
-        Some(v) if v >= (6, 4) => (
-            Severity::Info,
-            format!(
-                "legal since 6.4 (SLOB removed; kfree() of kmem_cache_alloc() objects documented as supported, commit ae65a5211d90): the recorded kernel is {}.{} - informational",
-                v.0, v.1
-            ),
-        ),
-        Some(v) => (
-            Severity::Warning,
-            format!(
-                "the recorded kernel is {}.{}: kfree() of kmem_cache_alloc() objects works on SLAB and SLUB but breaks SLOB, and is documented as supported only since 6.4 (commit ae65a5211d90)",
-                v.0, v.1
-            ),
-        ),
-        None => (
-            Severity::Warning,
-            "kernel release unknown: kfree() of kmem_cache_alloc() objects is legal since 6.4 (commit ae65a5211d90), breaks SLOB before".into(),
-        ),
-    }
-}
-
-fn describe(m: Misuse) -> (&'static str, Severity, &'static str) {
-    match m {
-        Misuse::DoubleFree => (
-            "object freed twice (no allocation returned it in between)",
-            Severity::Warning,
-            "a double free, or a re-allocation by a path the kernel does not trace (kmem_cache_alloc_bulk: the maple tree, io_uring, skbuff caches...); confirm with slub_debug=FZ or KASAN",
-        ),
-        Misuse::KmallocFreedByCacheFree => (
-            "kmalloc()ed object freed by kmem_cache_free()",
-            Severity::Error,
-            "kmem_cache_free() needs the cache the object came from; kmalloc objects belong to kmalloc-* caches or are page-backed",
-        ),
-        Misuse::CacheMismatch => (
-            "kmem_cache_free() names another cache than the allocation",
-            Severity::Error,
-            "the object is returned to the wrong cache",
-        ),
-        Misuse::ReqExceedsAlloc => (
-            "bytes_alloc smaller than bytes_req",
-            Severity::Error,
-            "the allocator reported less memory than was asked for",
-        ),
-        Misuse::LivePointerReturned => (
-            "allocation returned a pointer that is still live (a missed free)",
-            Severity::Warning,
-            "the trace did not show the object's free: an untraced free path (kfree_bulk, kmem_cache_free_bulk) or lost events",
-        ),
-        Misuse::CacheAllocFreedByKfree => (
-            "kmem_cache_alloc()ed object freed by kfree()",
-            Severity::Warning,
-            "",
-        ),
-        Misuse::FailedAlloc => (
-            "failed allocation (NULL returned)",
-            Severity::Warning,
-            "the allocator returned NULL",
-        ),
-        Misuse::FreeOfUnseen => (
-            "free of an object not seen allocated (allocated before the capture started)",
-            Severity::Info,
-            "allocated before the capture, in lost events, or by an untraced path (kmem_cache_alloc_bulk) - informational",
-        ),
-    }
-}
-
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     log: &'a Log,
     syms: &'a Symbols,
     names: Vec<String>,
@@ -138,7 +28,7 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn cache(&self, id: u32) -> Option<String> {
+    pub(crate) fn cache(&self, id: u32) -> Option<String> {
         (id != NO_CACHE).then(|| {
             self.names
                 .get(id as usize)
@@ -146,10 +36,10 @@ impl Ctx<'_> {
                 .unwrap_or_else(|| format!("#{id}"))
         })
     }
-    fn site_name(&self, a: &Analysis, i: u32) -> Option<String> {
-        (i != NO_SITE).then(|| self.syms.name(a.sites[i as usize].addr))
+    pub(crate) fn site_name(&self, p: &Passes<'_>, i: u32) -> Option<String> {
+        (i != NO_SITE).then(|| self.syms.name(p.objects.addr(i)))
     }
-    fn occurrence(&self, a: &Analysis, o: &Occurrence) -> OccurrenceRow {
+    pub(crate) fn occurrence(&self, p: &Passes<'_>, o: &Occurrence) -> OccurrenceRow {
         OccurrenceRow {
             ts_ns: o.ts,
             rel_s: o.ts.saturating_sub(self.first_ts) as f64 / 1e9,
@@ -157,8 +47,8 @@ impl Ctx<'_> {
             pid: o.pid,
             comm: self.log.pids.comm(o.pid).map(str::to_string),
             ptr: Addr(o.ptr),
-            alloc_callsite: self.site_name(a, o.alloc_site),
-            free_callsite: self.site_name(a, o.free_site),
+            alloc_callsite: self.site_name(p, o.alloc_site),
+            free_callsite: self.site_name(p, o.free_site),
             earlier_ts_ns: o.earlier_ts,
             earlier_cpu: o.earlier_cpu,
             alloc_cache: self.cache(o.alloc_cache),
@@ -168,20 +58,24 @@ impl Ctx<'_> {
             uncertain: o.uncertain,
         }
     }
-    fn top_sites(&self, a: &Analysis, m: &crate::event::FastMap<u32, u64>) -> Vec<SiteCount> {
+    pub(crate) fn top_sites(
+        &self,
+        p: &Passes<'_>,
+        m: &crate::intern::FastMap<u32, u64>,
+    ) -> Vec<SiteCount> {
         let mut v: Vec<(u32, u64)> = m.iter().map(|(&k, &c)| (k, c)).collect();
-        let addr = |i: u32| a.sites[i as usize].addr;
+        let addr = |i: u32| p.objects.addr(i);
         v.sort_by(|x, y| y.1.cmp(&x.1).then(addr(x.0).cmp(&addr(y.0))));
         v.truncate(5);
         v.into_iter()
             .map(|(s, count)| SiteCount {
-                callsite: self.syms.name(a.sites[s as usize].addr),
-                addr: Addr(a.sites[s as usize].addr),
+                callsite: self.syms.name(p.objects.addr(s)),
+                addr: Addr(p.objects.addr(s)),
                 count,
             })
             .collect()
     }
-    fn gfp(&self, value: u64, count: u64) -> Gfp {
+    pub(crate) fn gfp(&self, value: u64, count: u64) -> Gfp {
         let (flags, compact) = match self.gfp {
             Some(t) => (
                 t.decode(value).to_string(),
@@ -198,138 +92,7 @@ impl Ctx<'_> {
     }
 }
 
-/// The result of a run.
-pub struct Outcome {
-    pub report: Report,
-    /// The worst severity among certain findings.
-    pub worst: Option<Severity>,
-}
-
-/// Runs everything.
-pub fn run(log: &Log, syms: &Symbols, opts: Options) -> Outcome {
-    let kmem = log.kmem_decoder();
-    let interner = Interner::new();
-    let site_table = crate::event::SiteTable::default();
-    let progress = AtomicU64::new(0);
-    let total_subbufs: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
-    // CPUs with data, and those END says had data whose blocks are all
-    // missing (a loss over the whole capture).
-    let mut cpus = log.cpus();
-    if let Some(end) = &log.end {
-        cpus.extend(end.cpus.iter().filter(|t| t.subbufs > 0).map(|t| t.cpu));
-        cpus.sort_unstable();
-        cpus.dedup();
-    }
-    let page_size = u64::from(log.arch.page_size.unwrap_or(4096));
-    let filter = opts.filter.clone();
-    let namer = |addr: u64| syms.name(addr);
-    let mut an = Analysis::new(
-        &filter,
-        &log.cpu_nodes,
-        opts.per_pointer,
-        opts.remember_frees,
-        &site_table,
-        Box::new(namer),
-    );
-    let start = Instant::now();
-
-    let pool = std::sync::Mutex::new(Vec::new());
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 16);
-    // Blocks decoded ahead (~1.2 MB of events each): per CPU, enough to
-    // keep every decoder busy on a log whose events are mostly on one CPU;
-    // in all, twice the decoders. On 2 cores, 4 ahead ran 1.3-1.7x faster
-    // than 1 (the merge waited less, and slept less).
-    let ahead = (2 * workers).clamp(2, 8);
-    let cap = 2 * workers;
-    let (job_tx, job_rx) = mpsc::channel::<Job>();
-    let job_rx = std::sync::Mutex::new(job_rx);
-    let dec = Decoder {
-        log,
-        kmem: &kmem,
-        interner: &interner,
-        sites: &site_table,
-        filter: &filter,
-        progress: &progress,
-        page_size,
-        pool: &pool,
-    };
-    let (windows, summaries) = std::thread::scope(|scope| {
-        for w in 0..workers {
-            let (dec, job_rx) = (&dec, &job_rx);
-            std::thread::Builder::new()
-                .name(format!("decode-{w}"))
-                .spawn_scoped(scope, move || dec.work(job_rx))
-                .expect("spawn a decoder thread");
-        }
-        let blocks: Vec<Vec<kmemtrace_format::log::CpuBlockRef>> = cpus
-            .iter()
-            .map(|&c| log.cpu_blocks(c).into_iter().copied().collect())
-            .collect();
-        let inputs = cpus
-            .iter()
-            .zip(&blocks)
-            .map(|(&cpu, b)| crate::merge::StreamInput {
-                cpu,
-                blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
-                written: log.end_total(cpu).map(|t| t.subbufs),
-            })
-            .collect();
-        let submit: crate::merge::Submit<'_> = Box::new(move |i, k| {
-            let (tx, rx) = mpsc::sync_channel(1);
-            let _ = job_tx.send(Job {
-                block: blocks[i][k],
-                reply: tx,
-            });
-            rx
-        });
-        let mut m = Merger::new(inputs, submit, (ahead, cap), Some(&pool));
-        let mut n: u64 = 0;
-        let mut last_print = Instant::now();
-        let mut printed = false;
-        while let Some(ev) = m.next() {
-            an.event(&ev, &m.windows);
-            n += 1;
-            if opts.progress && n & 0xffff == 0 && last_print.elapsed() > Duration::from_millis(250)
-            {
-                last_print = Instant::now();
-                let done = progress.load(Ordering::Relaxed);
-                eprint!(
-                    "\rkmemtrace-report: {:>3}% of {} sub-buffers, {} events, {:.1} s ",
-                    (done * 100).checked_div(total_subbufs).unwrap_or(100),
-                    crate::text::thousands(total_subbufs),
-                    crate::text::thousands(n),
-                    start.elapsed().as_secs_f64()
-                );
-                printed = true;
-            }
-        }
-        if printed {
-            eprint!("\r{:70}\r", "");
-        }
-        let out = (
-            std::mem::take(&mut m.windows),
-            std::mem::take(&mut m.summaries),
-        );
-        drop(m); // closes the job queue: the workers end
-        out
-    });
-    let leaks = an.finish(&windows, opts.min_age);
-    build(
-        log,
-        syms,
-        &opts,
-        &an,
-        &kmem,
-        interner.names(),
-        &windows,
-        summaries,
-        leaks,
-    )
-}
-
-fn sort_rows<T>(rows: &mut [T], keys: &[SortKey], key: impl Fn(&T, SortKey) -> KeyVal) {
+pub(crate) fn sort_rows<T>(rows: &mut [T], keys: &[SortKey], key: impl Fn(&T, SortKey) -> KeyVal) {
     rows.sort_by(|a, b| {
         for &k in keys {
             let o = match (key(a, k), key(b, k)) {
@@ -346,25 +109,34 @@ fn sort_rows<T>(rows: &mut [T], keys: &[SortKey], key: impl Fn(&T, SortKey) -> K
     });
 }
 
-enum KeyVal {
+pub(crate) enum KeyVal {
     S(String),
     U(u64),
     F(f64),
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build(
+/// The report, and the worst severity among certain findings.
+pub struct Built {
+    pub report: Report,
+    pub worst: Option<Severity>,
+}
+
+/// Builds the report.
+pub fn build(
     log: &Log,
     syms: &Symbols,
     opts: &Options,
-    an: &Analysis,
-    kmem: &kmemtrace_format::kmem::KmemDecoder,
-    names: Vec<String>,
-    windows: &Windows,
-    mut summaries: Vec<CpuSummary>,
+    kmem: &KmemDecoder,
+    an: &Passes<'_>,
+    end: StreamEnd,
     leaks: Vec<LeakGroup>,
-) -> Outcome {
-    summaries.sort_by_key(|s| s.cpu);
+) -> Built {
+    let StreamEnd {
+        windows,
+        summaries,
+        cache_names: names,
+    } = end;
+    let windows = &windows;
     let first_ts = an
         .first_ts
         .or_else(|| summaries.iter().filter_map(|s| s.first_ts).min())
@@ -379,23 +151,24 @@ fn build(
     let a = &log.arch;
 
     // Capture.
-    let mut page = PageStats::default();
-    let mut problems: Vec<String> = log.problems.iter().map(|p| p.to_string()).collect();
+    let mut problems: Vec<Problem> = log.problems.iter().cloned().map(Problem::Log).collect();
     for w in kmem.warnings() {
-        problems.push(format!("format: {w}"));
+        problems.push(Problem::Format(w.to_string()));
     }
     let cpu_rows: Vec<CpuRow> = summaries
         .iter()
         .map(|s| {
-            page.merge(&s.page);
             for p in &s.problems {
-                problems.push(p.to_string());
+                problems.push(Problem::Data {
+                    cpu: s.cpu,
+                    problem: p.clone(),
+                });
             }
             if s.problems_dropped > 0 {
-                problems.push(format!(
-                    "CPU {}: {} more problems not listed",
-                    s.cpu, s.problems_dropped
-                ));
+                problems.push(Problem::NotListed {
+                    cpu: s.cpu,
+                    count: s.problems_dropped,
+                });
             }
             let lost_stats = {
                 let st = log
@@ -431,9 +204,6 @@ fn build(
             }
         })
         .collect();
-    if page.allocs_by_order.is_empty() {
-        page.allocs_by_order = vec![0; 11];
-    }
     let all_first = summaries.iter().filter_map(|s| s.first_ts).min();
     let all_last = summaries.iter().filter_map(|s| s.last_ts).max();
     let capture = Capture {
@@ -458,11 +228,11 @@ fn build(
                 end_ns: (w.end != u64::MAX).then_some(w.end),
             })
             .collect(),
-        tracked_pointers: an.tracked(),
+        tracked_pointers: an.objects.tracked(),
     };
 
     // Summary.
-    let t = &an.totals;
+    let t = &an.slab.totals;
     let summary = Summary {
         alloc_events: t.alloc_events,
         failed_allocs: t.agg.failed,
@@ -487,10 +257,13 @@ fn build(
 
     // Call sites (allocation sites; free-only sites are in JSON too).
     let mut callsites: Vec<CallsiteRow> = an
+        .slab
         .sites
         .iter()
-        .filter(|s| s.agg.hits > 0 || s.free_calls > 0)
-        .map(|s| {
+        .enumerate()
+        .filter(|(_, s)| s.agg.hits > 0 || s.free_calls > 0)
+        .map(|(id, s)| {
+            let addr = an.objects.addr(id as u32);
             let g = &s.agg;
             let mut kinds = Vec::new();
             for (bit, k) in [
@@ -506,8 +279,8 @@ fn build(
             let mut gfp: Vec<Gfp> = s.gfp.iter().map(|&(v, c)| ctx.gfp(v, c)).collect();
             gfp.sort_by_key(|g| std::cmp::Reverse(g.count));
             CallsiteRow {
-                callsite: syms.name(s.addr),
-                addr: Addr(s.addr),
+                callsite: syms.name(addr),
+                addr: Addr(addr),
                 kinds,
                 hits: g.hits,
                 failed: g.failed,
@@ -557,7 +330,7 @@ fn build(
     }
 
     // Caches and size classes.
-    let cache_row = |name: String, size: Option<u64>, g: &crate::analysis::Agg| CacheRow {
+    let cache_row = |name: String, size: Option<u64>, g: &crate::passes::slab::Agg| CacheRow {
         name,
         object_size: size,
         hits: g.hits,
@@ -583,6 +356,7 @@ fn build(
         SortKey::Peak => KeyVal::U(r.peak_live_bytes),
     };
     let mut caches: Vec<CacheRow> = an
+        .slab
         .caches
         .iter()
         .enumerate()
@@ -599,6 +373,7 @@ fn build(
     caches.sort_by(|a, b| a.name.cmp(&b.name));
     sort_rows(&mut caches, &opts.sort, cache_key);
     let mut size_classes: Vec<CacheRow> = an
+        .slab
         .size_classes()
         .map(|(size, g)| cache_row(size_class_name(size, page_size_of(log)), Some(size), g))
         .collect();
@@ -609,13 +384,13 @@ fn build(
     }
 
     // Cross-CPU matrix.
-    let mut mcpus: Vec<u32> = an.cpu_matrix().flat_map(|((a, b), _)| [a, b]).collect();
+    let mut mcpus: Vec<u32> = an.cross_cpu.iter().flat_map(|((a, b), _)| [a, b]).collect();
     mcpus.sort_unstable();
     mcpus.dedup();
     let idx = |c: u32| mcpus.binary_search(&c).unwrap_or(0);
     let mut matrix = vec![vec![0u64; mcpus.len()]; mcpus.len()];
     let (mut same, mut cross) = (0, 0);
-    for ((x, y), n) in an.cpu_matrix() {
+    for ((x, y), n) in an.cross_cpu.iter() {
         matrix[idx(x)][idx(y)] += n;
         if x == y {
             same += n;
@@ -631,66 +406,25 @@ fn build(
     };
 
     // Misuse.
-    let release = a.release.as_deref();
-    let mut worst: Option<Severity> = None;
-    let misuse: Vec<Finding> = Misuse::ALL
-        .iter()
-        .map(|&m| {
-            let f: &FindingAgg = &an.findings[m as usize];
-            let (title, mut sev, why) = describe(m);
-            let judgement = if m == Misuse::CacheAllocFreedByKfree {
-                let (s, j) = kfree_cache_judgement(release);
-                sev = s;
-                j
-            } else {
-                why.to_string()
-            };
-            if f.count > f.uncertain {
-                worst = worst.max(Some(sev));
-            }
-            let mut pairs: Vec<(String, String, u64)> = f
-                .cache_pairs
-                .iter()
-                .map(|(&(x, y), &n)| {
-                    (
-                        ctx.cache(x).unwrap_or_default(),
-                        ctx.cache(y).unwrap_or_default(),
-                        n,
-                    )
-                })
-                .collect();
-            pairs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-            pairs.truncate(10);
-            Finding {
-                kind: m.id(),
-                title,
-                severity: sev,
-                count: f.count,
-                uncertain: f.uncertain,
-                certain: f.count - f.uncertain,
-                judgement,
-                first: f.first.as_ref().map(|o| ctx.occurrence(an, o)),
-                first_certain: f.first_certain.as_ref().map(|o| ctx.occurrence(an, o)),
-                top_alloc_callsites: ctx.top_sites(an, &f.alloc_sites),
-                top_free_callsites: ctx.top_sites(an, &f.free_sites),
-                cache_pairs: pairs,
-            }
-        })
-        .collect();
+    let (misuse, worst) = misuse::findings(&ctx, an, a.release.as_deref());
 
     // Leaks.
     let end = an.last_ts;
     let leak_rows: Vec<LeakRow> = leaks
         .iter()
         .map(|g| LeakRow {
-            callsite: syms.name(an.sites[g.site as usize].addr),
-            addr: Addr(an.sites[g.site as usize].addr),
+            callsite: syms.name(an.objects.addr(g.site)),
+            addr: Addr(an.objects.addr(g.site)),
             objects: g.objects,
             bytes: g.bytes,
             oldest_age_ns: end.saturating_sub(g.oldest_ts),
             newest_age_ns: end.saturating_sub(g.newest_ts),
             uncertain: g.uncertain,
-            site_missed_frees: an.sites[g.site as usize].missed_frees,
+            site_missed_frees: an
+                .slab
+                .sites
+                .get(g.site as usize)
+                .map_or(0, |s| s.missed_frees),
             examples: g
                 .examples
                 .iter()
@@ -717,12 +451,12 @@ fn build(
     }
 
     // Per pointer.
-    let allocs = an.ptrs.as_ref().map(|p| {
+    let allocs = an.slab.ptrs.as_ref().map(|p| {
         let mut v: Vec<AllocRow> = p
             .iter()
             .map(|(&ptr, g)| AllocRow {
                 ptr: Addr(ptr),
-                callsite: syms.name(an.sites[g.site as usize].addr),
+                callsite: syms.name(an.objects.addr(g.site)),
                 hits: g.hits,
                 bytes_req: g.bytes_req,
                 bytes_alloc: g.bytes_alloc,
@@ -811,10 +545,10 @@ fn build(
         misuse,
         leaks: leaks_m,
         allocs,
-        page_allocator: page,
+        page_allocator: an.page.stats.clone(),
         problems,
     };
-    Outcome { report, worst }
+    Built { report, worst }
 }
 
 fn page_size_of(log: &Log) -> u64 {
@@ -839,25 +573,9 @@ pub fn size_class_name(size: u64, page_size: u64) -> String {
     }
 }
 
-/// Whether standard error should carry a progress indicator.
-pub fn progress_wanted(quiet: bool) -> bool {
-    !quiet && std::io::stderr().is_terminal()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions_and_judgement() {
-        assert_eq!(kernel_version("6.1.0-50-armmp-lpae"), Some((6, 1)));
-        assert_eq!(kernel_version("6.18.44-fc-v657"), Some((6, 18)));
-        assert_eq!(kernel_version("x"), None);
-        assert_eq!(kfree_cache_judgement(Some("6.18.4")).0, Severity::Info);
-        assert_eq!(kfree_cache_judgement(Some("6.4.0")).0, Severity::Info);
-        assert_eq!(kfree_cache_judgement(Some("6.1.0")).0, Severity::Warning);
-        assert_eq!(kfree_cache_judgement(None).0, Severity::Warning);
-    }
 
     #[test]
     fn size_classes() {

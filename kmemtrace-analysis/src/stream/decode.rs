@@ -1,21 +1,20 @@
 //! Per-CPU decoding: one thread per CPU walks that CPU's sub-buffers
 //! ([`Log::visit_cpu`]), decodes kmem events with the recorded kernel's
-//! byte order (monomorphised once per thread) and sends compact slab events
-//! in batches over a bounded channel. Page-allocator events are only
-//! counted, here, since their order does not matter.
+//! byte order (monomorphised once per block) and hands back compact events,
+//! slab and page alike, one vector per block.
 //!
 //! Lost events are noticed here and marked on the next slab event of the
 //! CPU (`lost_before`): a sub-buffer's missed-events flag, a gap in the
 //! sub-buffer sequence (blocks lost between recorder and file), a block
 //! that cannot be read back, and a sub-buffer that stops decoding midway.
 
-use crate::event::{Ev, Interner, Kind, LocalInterner, LocalSites, SiteTable, NO_CACHE, NO_NODE};
+use crate::event::{Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
-use kmemtrace_format::kmem::{KmemDecoder, KmemKind};
+use crate::intern::{Interner, LocalInterner, LocalSites, SiteTable};
+use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
 use kmemtrace_format::subbuf::parse_subbuf;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
-use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
@@ -29,50 +28,6 @@ enum Name<'a> {
 
 /// Problems kept per CPU (the rest are counted).
 const MAX_PROBLEMS: usize = 20;
-
-/// Page-allocator counts (events in the time window on selected CPUs/pids).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-pub struct PageStats {
-    /// `mm_page_alloc` events.
-    pub allocs: u64,
-    /// `page_size << order` summed over successful allocations.
-    pub alloc_bytes: u64,
-    /// `mm_page_alloc` with no page (`pfn` -1).
-    pub failed: u64,
-    /// `mm_page_free` events: every page freed, batched ones included.
-    pub frees: u64,
-    /// `page_size << order` summed over `mm_page_free`.
-    pub free_bytes: u64,
-    /// `mm_page_free_batched` events: frees among `frees` that went through
-    /// the batched path (each also has its `mm_page_free`).
-    pub batched_frees: u64,
-    pub zone_locked: u64,
-    pub pcpu_drains: u64,
-    pub extfrag: u64,
-    /// Successful allocations by order (index = order; the last one
-    /// collects orders of 10 and more).
-    pub allocs_by_order: Vec<u64>,
-}
-
-impl PageStats {
-    pub fn merge(&mut self, o: &PageStats) {
-        self.allocs += o.allocs;
-        self.alloc_bytes += o.alloc_bytes;
-        self.failed += o.failed;
-        self.frees += o.frees;
-        self.free_bytes += o.free_bytes;
-        self.batched_frees += o.batched_frees;
-        self.zone_locked += o.zone_locked;
-        self.pcpu_drains += o.pcpu_drains;
-        self.extfrag += o.extfrag;
-        if self.allocs_by_order.len() < o.allocs_by_order.len() {
-            self.allocs_by_order.resize(o.allocs_by_order.len(), 0);
-        }
-        for (a, b) in self.allocs_by_order.iter_mut().zip(&o.allocs_by_order) {
-            *a += b;
-        }
-    }
-}
 
 /// What one CPU's decoder saw, sent after its last batch.
 #[derive(Clone, Debug, Default)]
@@ -95,13 +50,14 @@ pub struct CpuSummary {
     pub kmem_events: u64,
     /// Slab events sent (in the time window).
     pub slab_events: u64,
+    /// Page-allocator events sent (in the time window).
+    pub page_events: u64,
     /// Records that did not fit their kmem format.
     pub decode_errors: u64,
     /// Events whose time stamp went backwards on this CPU.
     pub backwards: u64,
     pub first_ts: Option<u64>,
     pub last_ts: Option<u64>,
-    pub page: PageStats,
     pub problems: Vec<Problem>,
     pub problems_dropped: u64,
 }
@@ -122,8 +78,8 @@ impl CpuSummary {
 
 /// One decoded CPU data block.
 pub struct BlockOut {
-    /// Slab events, time-ordered as the CPU wrote them.
-    pub events: Vec<Ev>,
+    /// Events, time-ordered as the CPU wrote them.
+    pub events: Vec<Event>,
     /// Counts over this block (`cpu` set; `pending_loss`: events were lost
     /// after the block's last slab event).
     pub sum: CpuSummary,
@@ -144,9 +100,8 @@ pub struct Decoder<'a> {
     pub filter: &'a Filter,
     /// Sub-buffers decoded so far, all CPUs (progress).
     pub progress: &'a AtomicU64,
-    pub page_size: u64,
     /// Emptied event vectors, for reuse.
-    pub pool: &'a Mutex<Vec<Vec<Ev>>>,
+    pub pool: &'a Mutex<Vec<Vec<Event>>>,
 }
 
 impl Decoder<'_> {
@@ -189,10 +144,6 @@ impl Decoder<'_> {
         let cpu = r.cpu;
         let mut sum = CpuSummary {
             cpu,
-            page: PageStats {
-                allocs_by_order: vec![0; 11],
-                ..Default::default()
-            },
             ..Default::default()
         };
         let mut events = self
@@ -202,8 +153,8 @@ impl Decoder<'_> {
             .and_then(|mut p| p.pop())
             .unwrap_or_default();
         events.clear();
-        // Slab events take 48 to 80 bytes: room for the block's without
-        // the doubling that growing would overshoot with.
+        // Events take 48 to 80 bytes of the block: room for the block's
+        // without the doubling that growing would overshoot with.
         events.reserve(
             ((r.count as usize).saturating_mul(self.log.layout.data_size()) / 56).min(1 << 16),
         );
@@ -297,66 +248,71 @@ impl Decoder<'_> {
                     KmemKind::KmemCacheAlloc | KmemKind::KmemCacheAllocNode => Kind::CacheAlloc,
                     KmemKind::Kfree => Kind::Kfree,
                     KmemKind::KmemCacheFree => Kind::CacheFree,
-                    k => {
-                        if filter.cpu_pid(cpu, ev.pid) {
-                            self.page_event(&mut sum.page, k, ev.pfn.is_some(), ev.order);
-                        }
-                        continue;
-                    }
+                    KmemKind::MmPageAlloc => Kind::PageAlloc,
+                    KmemKind::MmPageFree => Kind::PageFree,
+                    KmemKind::MmPageFreeBatched => Kind::PageFreeBatched,
+                    KmemKind::MmPageAllocZoneLocked => Kind::PageAllocZoneLocked,
+                    KmemKind::MmPagePcpuDrain => Kind::PagePcpuDrain,
+                    KmemKind::MmPageAllocExtfrag => Kind::PageAllocExtfrag,
                 };
+                if !kind.is_slab() {
+                    sum.page_events += 1;
+                    events.push(Event {
+                        ts,
+                        pid: ev.pid,
+                        cpu: cpu16,
+                        kind,
+                        lost_before: false,
+                        body: Body::Page(page_fields(&ev)),
+                    });
+                    continue;
+                }
                 let cache = match name {
                     Name::Known(id) => id,
                     Name::New(n) => names.get(n),
                     Name::None => NO_CACHE,
                 };
-                events.push(Ev {
+                sum.slab_events += 1;
+                events.push(Event {
                     ts,
-                    ptr: ev.ptr,
-                    site: sites.get(ev.call_site),
-                    bytes_req: ev.bytes_req,
-                    bytes_alloc: ev.bytes_alloc,
-                    gfp: ev.gfp_flags,
                     pid: ev.pid,
-                    cache,
-                    node: ev.node.unwrap_or(NO_NODE),
                     cpu: cpu16,
                     kind,
                     lost_before: std::mem::take(&mut pending),
+                    body: Body::Slab(Slab {
+                        ptr: ev.ptr,
+                        site: sites.get(ev.call_site),
+                        bytes_req: ev.bytes_req,
+                        bytes_alloc: ev.bytes_alloc,
+                        gfp: ev.gfp_flags,
+                        cache,
+                        node: ev.node.unwrap_or(NO_NODE),
+                    }),
                 });
             }
         }
         self.progress
             .fetch_add(u64::from(r.count), Ordering::Relaxed);
-        sum.slab_events = events.len() as u64;
         sum.pending_loss = pending;
         BlockOut { events, sum }
     }
+}
 
-    fn page_event(&self, p: &mut PageStats, k: KmemKind, has_page: bool, order: u32) {
-        let bytes = self.page_size << order.min(40);
-        match k {
-            KmemKind::MmPageAlloc => {
-                p.allocs += 1;
-                if has_page {
-                    p.alloc_bytes = p.alloc_bytes.saturating_add(bytes);
-                    p.allocs_by_order[(order as usize).min(10)] += 1;
-                } else {
-                    p.failed += 1;
-                }
-            }
-            KmemKind::MmPageFree => {
-                p.frees += 1;
-                p.free_bytes = p.free_bytes.saturating_add(bytes);
-            }
-            // A marker, not another free: every page freed in a batch
-            // passed free_pages_prepare() first, which emitted its
-            // mm_page_free (so on every kernel since 2.6.34).
-            KmemKind::MmPageFreeBatched => p.batched_frees += 1,
-            KmemKind::MmPageAllocZoneLocked => p.zone_locked += 1,
-            KmemKind::MmPagePcpuDrain => p.pcpu_drains += 1,
-            KmemKind::MmPageAllocExtfrag => p.extfrag += 1,
-            _ => {}
-        }
+/// The page fields of a decoded page-allocator event.
+fn page_fields(ev: &KmemEvent<'_>) -> Page {
+    let small = |v: i32| v.clamp(-1, i32::from(i8::MAX)) as i8;
+    Page {
+        pfn: ev.pfn.unwrap_or(NO_PFN),
+        gfp: ev.gfp_flags,
+        order: ev.order,
+        migratetype: ev.migratetype.unwrap_or(-1),
+        percpu_refill: ev.percpu_refill.unwrap_or(-1),
+        extfrag: ev.extfrag.map_or(Extfrag::NONE, |x| Extfrag {
+            fallback_order: small(x.fallback_order),
+            alloc_migratetype: small(x.alloc_migratetype),
+            fallback_migratetype: small(x.fallback_migratetype),
+            change_ownership: x.change_ownership.map_or(-1, small),
+        }),
     }
 }
 
@@ -371,6 +327,7 @@ impl CpuSummary {
         self.events += o.events;
         self.kmem_events += o.kmem_events;
         self.slab_events += o.slab_events;
+        self.page_events += o.page_events;
         self.decode_errors += o.decode_errors;
         self.backwards += o.backwards;
         if let (Some(a), Some(b)) = (self.last_ts, o.first_ts) {
@@ -380,7 +337,6 @@ impl CpuSummary {
         }
         self.first_ts = self.first_ts.or(o.first_ts);
         self.last_ts = o.last_ts.or(self.last_ts);
-        self.page.merge(&o.page);
         for p in &o.problems {
             self.problem(p.offset, p.what.clone());
         }

@@ -6,8 +6,8 @@
 //! the event at time `t` is analysed, every window that starts before `t`
 //! is known, on every CPU: findings can be judged uncertain on the spot.
 
-use crate::decode::{BlockOut, CpuSummary};
-use crate::event::Ev;
+use super::decode::{BlockOut, CpuSummary};
+use crate::event::Event;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc::Receiver;
@@ -80,9 +80,10 @@ struct Stream {
     /// Blocks handed to the decoders so far.
     submitted: usize,
     inflight: VecDeque<Receiver<BlockOut>>,
-    batch: Vec<Ev>,
+    batch: Vec<Event>,
     pos: usize,
-    /// Time of the last event taken from this stream (0: none yet).
+    /// Time of the last slab event taken from this stream (0: none yet):
+    /// where a loss window after it starts.
     last_ts: u64,
     /// Sub-buffer index the next block should start at (every CPU's
     /// stream starts at 0, so a lost first block is a gap too).
@@ -113,7 +114,7 @@ pub struct Merger<'a> {
     /// Blocks in the decoders' hands now.
     inflight: usize,
     /// Where emptied event vectors go back for reuse.
-    pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
+    pool: Option<&'a Mutex<Vec<Vec<Event>>>>,
     pub windows: Windows,
     pub summaries: Vec<CpuSummary>,
 }
@@ -125,7 +126,7 @@ impl<'a> Merger<'a> {
         inputs: Vec<StreamInput>,
         submit: Submit<'a>,
         (ahead, cap): (usize, usize),
-        pool: Option<&'a Mutex<Vec<Vec<Ev>>>>,
+        pool: Option<&'a Mutex<Vec<Vec<Event>>>>,
     ) -> Self {
         let mut m = Merger {
             streams: inputs
@@ -275,7 +276,7 @@ impl<'a> Merger<'a> {
 
     /// The next event in time order.
     #[inline]
-    pub fn next(&mut self) -> Option<Ev> {
+    pub fn next_event(&mut self) -> Option<Event> {
         let pick = match self.cur {
             Some(c) => match self.heap.peek() {
                 Some(&Reverse((t, j))) if (t, j) < (self.head_ts(c), c) => {
@@ -294,7 +295,9 @@ impl<'a> Merger<'a> {
         let s = &mut self.streams[pick];
         let ev = s.batch[s.pos];
         s.pos += 1;
-        s.last_ts = ev.ts;
+        if ev.kind.is_slab() {
+            s.last_ts = ev.ts;
+        }
         self.cur = if self.load(pick) { Some(pick) } else { None };
         Some(ev)
     }
@@ -303,23 +306,25 @@ impl<'a> Merger<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Kind, NO_CACHE, NO_NODE};
+    use crate::event::{Body, Kind, Slab, NO_CACHE, NO_NODE};
     use std::sync::mpsc::sync_channel;
 
-    fn ev(cpu: u16, ts: u64, lost: bool) -> Ev {
-        Ev {
+    fn ev(cpu: u16, ts: u64, lost: bool) -> Event {
+        Event {
             ts,
-            ptr: 0,
-            site: 0,
-            bytes_req: 0,
-            bytes_alloc: 0,
-            gfp: 0,
             pid: 0,
-            cache: NO_CACHE,
-            node: NO_NODE,
             cpu,
             kind: Kind::Kfree,
             lost_before: lost,
+            body: Body::Slab(Slab {
+                ptr: 0,
+                site: 0,
+                bytes_req: 0,
+                bytes_alloc: 0,
+                gfp: 0,
+                cache: NO_CACHE,
+                node: NO_NODE,
+            }),
         }
     }
 
@@ -327,7 +332,7 @@ mod tests {
     fn merges_by_time_then_cpu_and_learns_windows() {
         // Per CPU: blocks of (events, pending loss at the end), and the
         // blocks' (first sub-buffer, count).
-        let data: Vec<Vec<(Vec<Ev>, bool)>> = vec![
+        let data: Vec<Vec<(Vec<Event>, bool)>> = vec![
             vec![
                 (vec![ev(0, 1, false), ev(0, 5, false)], false),
                 (vec![ev(0, 9, true)], false),
@@ -353,7 +358,7 @@ mod tests {
     }
 
     fn merge_case(
-        data: &[Vec<(Vec<Ev>, bool)>],
+        data: &[Vec<(Vec<Event>, bool)>],
         positions: &[Vec<(u64, u32)>],
         ahead: usize,
         cap: usize,
@@ -384,7 +389,7 @@ mod tests {
         let streams = positions.iter().filter(|p| !p.is_empty()).count();
         assert!(m.inflight <= cap.max(streams), "{} in flight", m.inflight);
         let mut got = Vec::new();
-        while let Some(e) = m.next() {
+        while let Some(e) = m.next_event() {
             got.push((e.ts, e.cpu));
         }
         assert_eq!(
@@ -450,9 +455,9 @@ mod tests {
             rx
         });
         let mut m = Merger::new(inputs, submit, (2, 2), None);
-        let first = m.next().unwrap();
+        let first = m.next_event().unwrap();
         assert!(first.lost_before, "the first event follows a loss");
-        while m.next().is_some() {}
+        while m.next_event().is_some() {}
         let missing: Vec<u64> = m.summaries.iter().map(|s| s.missing_subbufs).collect();
         let mut by_cpu: Vec<(u32, u64)> = m.summaries.iter().map(|s| s.cpu).zip(missing).collect();
         by_cpu.sort_unstable();

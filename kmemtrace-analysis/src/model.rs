@@ -118,8 +118,68 @@ pub struct Report {
     pub leaks: Leaks,
     /// Per pointer (`--alloc` only), else null.
     pub allocs: Option<Vec<AllocRow>>,
-    pub page_allocator: crate::decode::PageStats,
-    pub problems: Vec<String>,
+    pub page_allocator: PageStats,
+    pub problems: Vec<Problem>,
+}
+
+/// Something in the log that limits what the report can say, written in
+/// JSON as its sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The container: a damaged, missing or unreadable block.
+    Log(kmemtrace_format::log::Problem),
+    /// A kmem event format the decoder cannot fully use.
+    Format(String),
+    /// A CPU's data: a sub-buffer or record that does not decode.
+    Data {
+        cpu: u32,
+        problem: kmemtrace_format::log::Problem,
+    },
+    /// More data problems on a CPU than are listed.
+    NotListed { cpu: u32, count: u64 },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::Log(p) | Problem::Data { problem: p, .. } => p.fmt(f),
+            Problem::Format(w) => write!(f, "format: {w}"),
+            Problem::NotListed { cpu, count } => {
+                write!(f, "CPU {cpu}: {count} more problems not listed")
+            }
+        }
+    }
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Page-allocator counts (events in the time window on selected CPUs and
+/// pids).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct PageStats {
+    /// `mm_page_alloc` events.
+    pub allocs: u64,
+    /// `page_size << order` summed over successful allocations.
+    pub alloc_bytes: u64,
+    /// `mm_page_alloc` with no page (`pfn` -1).
+    pub failed: u64,
+    /// `mm_page_free` events: every page freed, batched ones included.
+    pub frees: u64,
+    /// `page_size << order` summed over `mm_page_free`.
+    pub free_bytes: u64,
+    /// `mm_page_free_batched` events: frees among `frees` that went through
+    /// the batched path (each also has its `mm_page_free`).
+    pub batched_frees: u64,
+    pub zone_locked: u64,
+    pub pcpu_drains: u64,
+    pub extfrag: u64,
+    /// Successful allocations by order (index = order; the last one
+    /// collects orders of 10 and more).
+    pub allocs_by_order: Vec<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]

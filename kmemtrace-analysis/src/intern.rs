@@ -1,56 +1,11 @@
-//! The compact, owned slab event that travels from the per-CPU decoders to
-//! the analyses, and the small helpers they share (a fast hasher, the cache
-//! name interner).
+//! Small helpers the stream and the passes share: a fast hasher for
+//! pointer and address keys, and the interners that turn cache names and
+//! call-site addresses into dense ids in the decoder threads.
 
+use crate::event::NO_CACHE;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
-
-/// What a slab event is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Kind {
-    /// `kmalloc`, `kmalloc_node`.
-    Kmalloc,
-    /// `kmem_cache_alloc`, `kmem_cache_alloc_node`.
-    CacheAlloc,
-    Kfree,
-    CacheFree,
-}
-
-impl Kind {
-    pub fn is_alloc(self) -> bool {
-        matches!(self, Kind::Kmalloc | Kind::CacheAlloc)
-    }
-}
-
-/// No NUMA node in the event (the format has no `node` field).
-pub const NO_NODE: i32 = i32::MIN;
-/// No cache name (the format has no `name` field).
-pub const NO_CACHE: u32 = 0;
-
-/// One slab event, decoded and owned: 64 bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ev {
-    /// Trace clock, ns.
-    pub ts: u64,
-    pub ptr: u64,
-    pub bytes_req: u64,
-    pub bytes_alloc: u64,
-    pub gfp: u64,
-    pub pid: i32,
-    /// Interned call site ([`SiteTable`]).
-    pub site: u32,
-    /// Interned cache name, [`NO_CACHE`] if none.
-    pub cache: u32,
-    /// Requested node (-1 any), [`NO_NODE`] if the format has none.
-    pub node: i32,
-    pub cpu: u16,
-    pub kind: Kind,
-    /// Events of this CPU were lost right before this one (missed-events
-    /// flag, a gap in the block sequence, or an undecodable sub-buffer).
-    pub lost_before: bool,
-}
 
 /// A 64-bit mixer for pointer and address keys. Slab pointers are aligned,
 /// so their low bits are zero: the hash must move high bits down (a plain
@@ -252,11 +207,6 @@ impl<'a> LocalSites<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ev_is_compact() {
-        assert!(std::mem::size_of::<Ev>() <= 64);
-    }
 
     #[test]
     fn interner_shares_ids() {

@@ -1,0 +1,155 @@
+//! The compact, owned event that travels from the per-CPU decoders through
+//! the merge to the passes: slab and page-allocator events alike.
+
+/// What an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    /// `kmalloc`, `kmalloc_node`.
+    Kmalloc,
+    /// `kmem_cache_alloc`, `kmem_cache_alloc_node`.
+    CacheAlloc,
+    Kfree,
+    CacheFree,
+    /// `mm_page_alloc`.
+    PageAlloc,
+    /// `mm_page_free`.
+    PageFree,
+    /// `mm_page_free_batched`.
+    PageFreeBatched,
+    /// `mm_page_alloc_zone_locked`.
+    PageAllocZoneLocked,
+    /// `mm_page_pcpu_drain`.
+    PagePcpuDrain,
+    /// `mm_page_alloc_extfrag`.
+    PageAllocExtfrag,
+}
+
+impl Kind {
+    #[inline]
+    pub fn is_slab(self) -> bool {
+        matches!(
+            self,
+            Kind::Kmalloc | Kind::CacheAlloc | Kind::Kfree | Kind::CacheFree
+        )
+    }
+    #[inline]
+    pub fn is_alloc(self) -> bool {
+        matches!(self, Kind::Kmalloc | Kind::CacheAlloc)
+    }
+}
+
+/// No NUMA node in the event (the format has no `node` field).
+pub const NO_NODE: i32 = i32::MIN;
+/// No cache name (the format has no `name` field).
+pub const NO_CACHE: u32 = 0;
+/// No page frame (`mm_page_alloc` that failed, or no `pfn` field).
+pub const NO_PFN: u64 = u64::MAX;
+
+/// The fields of a slab event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slab {
+    pub ptr: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    pub gfp: u64,
+    /// Interned call site ([`crate::intern::SiteTable`]).
+    pub site: u32,
+    /// Interned cache name, [`NO_CACHE`] if none.
+    pub cache: u32,
+    /// Requested node (-1 any), [`NO_NODE`] if the format has none.
+    pub node: i32,
+}
+
+/// The fields of a page-allocator event; which ones mean something
+/// depends on the kind, as in `include/trace/events/kmem.h`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// [`NO_PFN`] if none.
+    pub pfn: u64,
+    pub gfp: u64,
+    pub order: u32,
+    /// -1 where the format has none.
+    pub migratetype: i32,
+    /// `mm_page_free_batched`, `mm_page_alloc_zone_locked`: `percpu_refill`
+    /// (-1 if none).
+    pub percpu_refill: i32,
+    /// `mm_page_alloc_extfrag` only (its `alloc_order` is `order`).
+    pub extfrag: Extfrag,
+}
+
+/// `mm_page_alloc_extfrag`'s other fields: orders and migratetypes are
+/// small (below 16), so a byte each; -1 where absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extfrag {
+    pub fallback_order: i8,
+    pub alloc_migratetype: i8,
+    pub fallback_migratetype: i8,
+    /// Kernels since 3.17; -1 before.
+    pub change_ownership: i8,
+}
+
+impl Extfrag {
+    pub const NONE: Extfrag = Extfrag {
+        fallback_order: -1,
+        alloc_migratetype: -1,
+        fallback_migratetype: -1,
+        change_ownership: -1,
+    };
+}
+
+/// The kind-specific half of an [`Event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    Slab(Slab),
+    Page(Page),
+}
+
+/// One event, decoded and owned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Trace clock, ns.
+    pub ts: u64,
+    pub pid: i32,
+    pub cpu: u16,
+    pub kind: Kind,
+    /// Slab events only: slab events of this CPU were lost right before
+    /// this one (missed-events flag, a gap in the block sequence, or an
+    /// undecodable sub-buffer). Loss windows are measured between slab
+    /// events, the events whose pairing they qualify.
+    pub lost_before: bool,
+    pub body: Body,
+}
+
+impl Event {
+    /// The slab fields, for a slab event.
+    #[inline]
+    pub fn slab(&self) -> Option<&Slab> {
+        match &self.body {
+            Body::Slab(s) => Some(s),
+            Body::Page(_) => None,
+        }
+    }
+    /// The page fields, for a page-allocator event.
+    #[inline]
+    pub fn page(&self) -> Option<&Page> {
+        match &self.body {
+            Body::Page(p) => Some(p),
+            Body::Slab(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_is_compact() {
+        assert!(
+            std::mem::size_of::<Event>() <= 72,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! The analyses of kmemtrace, as a library: one time-ordered stream of
+//! slab and page-allocator events decoded from a log ([`stream`]), passes
+//! over it ([`passes`]), and the typed report model they fill ([`model`],
+//! assembled by [`build`]). Printers (text, JSON, later HTML) live with the
+//! tools that print; they read the model only.
+//!
+//! Pipeline, one way: the log -> per-CPU decoder threads -> k-way merge by
+//! time stamp, learning the loss windows -> the object tracker and the
+//! passes -> the model.
+#![forbid(unsafe_code)]
+
+pub mod build;
+pub mod event;
+pub mod filter;
+pub mod intern;
+pub mod model;
+pub mod passes;
+pub mod run;
+pub mod stream;
+pub mod symbols;
+
+pub use run::{analyse, Options, Outcome};
+pub use stream::Progress;
+pub use symbols::Symbols;

@@ -1,0 +1,67 @@
+//! Leaks: objects still live at the end of the capture, at least
+//! `min_age` old, grouped by allocation call site.
+
+use super::objects::{Obj, Objects};
+use crate::intern::{fast_map, FastMap};
+use crate::stream::Windows;
+
+/// Live objects of one call site at the end.
+#[derive(Clone, Debug, Default)]
+pub struct LeakGroup {
+    pub site: u32,
+    pub objects: u64,
+    pub bytes: u64,
+    pub oldest_ts: u64,
+    pub newest_ts: u64,
+    /// Objects whose free may have been among lost events.
+    pub uncertain: u64,
+    /// Up to 5 oldest objects: (ptr, alloc ts, cpu, bytes).
+    pub examples: Vec<(u64, u64, u32, u64)>,
+}
+
+impl LeakGroup {
+    fn add(&mut self, ptr: u64, o: &Obj, windows: &Windows) {
+        let b = u64::from(o.bytes_alloc);
+        self.objects += 1;
+        self.bytes = self.bytes.saturating_add(b);
+        self.oldest_ts = self.oldest_ts.min(o.ts);
+        self.newest_ts = self.newest_ts.max(o.ts);
+        self.uncertain += u64::from(windows.after(o.ts));
+        let ex = (ptr, o.ts, u32::from(o.cpu), b);
+        let key = |e: &(u64, u64, u32, u64)| (e.1, e.0);
+        if self.examples.len() < 5 {
+            self.examples.push(ex);
+        } else if key(&ex) < key(&self.examples[4]) {
+            self.examples[4] = ex;
+        } else {
+            return;
+        }
+        self.examples.sort_by_key(key);
+    }
+}
+
+/// The leak groups at the end (`end`: the last event's time), largest
+/// first, equal ones by call-site address.
+pub fn leaks(objects: &Objects<'_>, windows: &Windows, end: u64, min_age: u64) -> Vec<LeakGroup> {
+    let mut groups: FastMap<u32, LeakGroup> = fast_map();
+    for (ptr, o) in objects.live_selected() {
+        if end.saturating_sub(o.ts) < min_age {
+            continue;
+        }
+        groups
+            .entry(o.site)
+            .or_insert_with(|| LeakGroup {
+                site: o.site,
+                oldest_ts: u64::MAX,
+                ..Default::default()
+            })
+            .add(ptr, o, windows);
+    }
+    let mut v: Vec<LeakGroup> = groups.into_values().collect();
+    v.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(objects.addr(a.site).cmp(&objects.addr(b.site)))
+    });
+    v
+}

@@ -1,0 +1,243 @@
+//! Allocator misuse: double frees, frees through the wrong API or cache,
+//! pointers returned while still live, failed allocations, frees of objects
+//! never seen allocated. Each occurrence is judged uncertain when the log
+//! lost events where they could have explained it.
+
+use super::objects::{Obj, Resolution, SlabSeen, NO_SITE};
+use crate::event::{Kind, NO_CACHE};
+use crate::intern::FastMap;
+use crate::stream::Windows;
+
+/// The misuse kinds, in report order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Misuse {
+    DoubleFree,
+    KmallocFreedByCacheFree,
+    CacheMismatch,
+    ReqExceedsAlloc,
+    LivePointerReturned,
+    CacheAllocFreedByKfree,
+    FailedAlloc,
+    FreeOfUnseen,
+}
+
+impl Misuse {
+    pub const ALL: [Misuse; 8] = [
+        Misuse::DoubleFree,
+        Misuse::KmallocFreedByCacheFree,
+        Misuse::CacheMismatch,
+        Misuse::ReqExceedsAlloc,
+        Misuse::LivePointerReturned,
+        Misuse::CacheAllocFreedByKfree,
+        Misuse::FailedAlloc,
+        Misuse::FreeOfUnseen,
+    ];
+
+    /// The stable name used in JSON and `--fail-on` messages.
+    pub fn id(self) -> &'static str {
+        match self {
+            Misuse::DoubleFree => "double_free",
+            Misuse::KmallocFreedByCacheFree => "kmalloc_freed_by_kmem_cache_free",
+            Misuse::CacheMismatch => "cache_mismatch",
+            Misuse::ReqExceedsAlloc => "bytes_alloc_below_bytes_req",
+            Misuse::LivePointerReturned => "live_pointer_returned",
+            Misuse::CacheAllocFreedByKfree => "kmem_cache_alloc_freed_by_kfree",
+            Misuse::FailedAlloc => "failed_allocation",
+            Misuse::FreeOfUnseen => "free_of_object_allocated_before_capture",
+        }
+    }
+}
+
+/// One occurrence of a finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Occurrence {
+    pub ts: u64,
+    pub cpu: u32,
+    pub pid: i32,
+    pub ptr: u64,
+    pub alloc_site: u32,
+    pub free_site: u32,
+    /// Alloc time of the object (or of the earlier free, for double frees).
+    pub earlier_ts: Option<u64>,
+    pub earlier_cpu: Option<u32>,
+    pub alloc_cache: u32,
+    pub free_cache: u32,
+    /// The sizes of the allocation event that revealed the finding (none
+    /// when a free did).
+    pub bytes: Option<(u64, u64)>,
+    pub uncertain: bool,
+}
+
+/// All occurrences of one misuse kind.
+#[derive(Clone, Debug, Default)]
+pub struct FindingAgg {
+    pub count: u64,
+    /// Occurrences that fall where the log lost events.
+    pub uncertain: u64,
+    pub first: Option<Occurrence>,
+    pub first_certain: Option<Occurrence>,
+    /// Allocation / free call sites with counts.
+    pub alloc_sites: FastMap<u32, u64>,
+    pub free_sites: FastMap<u32, u64>,
+    /// (alloc cache, free cache) pairs, for cache mismatches.
+    pub cache_pairs: FastMap<(u32, u32), u64>,
+}
+
+/// The misuse detector: one [`FindingAgg`] per [`Misuse`] kind.
+pub struct MisusePass {
+    pub findings: Vec<FindingAgg>,
+}
+
+impl Default for MisusePass {
+    fn default() -> Self {
+        MisusePass {
+            findings: vec![FindingAgg::default(); Misuse::ALL.len()],
+        }
+    }
+}
+
+/// Where an occurrence's object came from: its allocation (or earlier
+/// free) site, time, CPU and cache.
+struct Earlier {
+    site: u32,
+    at: Option<(u64, u32)>,
+    cache: u32,
+}
+
+impl Earlier {
+    fn none() -> Self {
+        Earlier {
+            site: NO_SITE,
+            at: None,
+            cache: NO_CACHE,
+        }
+    }
+    fn of(o: &Obj) -> Self {
+        Earlier {
+            site: o.site,
+            at: Some((o.ts, u32::from(o.cpu))),
+            cache: o.cache,
+        }
+    }
+}
+
+impl MisusePass {
+    /// One slab event, in time order. `windows` holds every lost window
+    /// that starts before the event.
+    #[inline]
+    pub fn slab(&mut self, s: &SlabSeen<'_>, windows: &Windows) {
+        let (ev, slab) = (s.ev, s.slab);
+        let ts = ev.ts;
+        // Uncertain when events lost between `o` and this event could
+        // have explained it.
+        let lost_since = |o: &Obj| windows.touches(o.ts, ts);
+        match s.res {
+            Resolution::FailedAlloc | Resolution::ZeroAlloc | Resolution::Alloc { .. } => {
+                let own = || Earlier {
+                    site: slab.site,
+                    at: None,
+                    cache: slab.cache,
+                };
+                if s.selected && slab.bytes_alloc < slab.bytes_req {
+                    self.find(Misuse::ReqExceedsAlloc, s, own(), false);
+                }
+                if s.selected && s.res == Resolution::FailedAlloc {
+                    self.find(Misuse::FailedAlloc, s, own(), false);
+                }
+                if let Resolution::Alloc {
+                    replaced: Some(old),
+                } = s.res
+                {
+                    if old.selected() || s.selected {
+                        let unc = lost_since(&old);
+                        self.find(Misuse::LivePointerReturned, s, Earlier::of(&old), unc);
+                    }
+                }
+            }
+            Resolution::NullFree => {}
+            Resolution::FreeOfFreed { earlier } => {
+                if earlier.selected() || s.selected {
+                    let unc = lost_since(&earlier);
+                    self.find(Misuse::DoubleFree, s, Earlier::of(&earlier), unc);
+                }
+            }
+            Resolution::FreeOfUnseen => {
+                if s.selected {
+                    self.find(Misuse::FreeOfUnseen, s, Earlier::none(), false);
+                }
+            }
+            Resolution::Free { object: o0 } => {
+                if !(o0.selected() || s.selected) {
+                    return;
+                }
+                let m = match (o0.kind, ev.kind) {
+                    (Kind::Kmalloc, Kind::CacheFree) => Misuse::KmallocFreedByCacheFree,
+                    (Kind::CacheAlloc, Kind::Kfree) => Misuse::CacheAllocFreedByKfree,
+                    (Kind::CacheAlloc, Kind::CacheFree)
+                        if o0.cache != NO_CACHE
+                            && slab.cache != NO_CACHE
+                            && o0.cache != slab.cache =>
+                    {
+                        Misuse::CacheMismatch
+                    }
+                    _ => return,
+                };
+                let unc = lost_since(&o0);
+                self.find(m, s, Earlier::of(&o0), unc);
+            }
+        }
+    }
+
+    fn find(&mut self, m: Misuse, s: &SlabSeen<'_>, earlier: Earlier, uncertain: bool) {
+        let (ev, slab) = (s.ev, s.slab);
+        let (alloc_site, free_site) = if ev.kind.is_alloc() {
+            (earlier.site, NO_SITE)
+        } else {
+            (earlier.site, slab.site)
+        };
+        let f = &mut self.findings[m as usize];
+        f.count += 1;
+        f.uncertain += u64::from(uncertain);
+        if alloc_site != NO_SITE {
+            *f.alloc_sites.entry(alloc_site).or_insert(0) += 1;
+        }
+        if free_site != NO_SITE {
+            *f.free_sites.entry(free_site).or_insert(0) += 1;
+        }
+        if m == Misuse::CacheMismatch {
+            *f.cache_pairs
+                .entry((earlier.cache, slab.cache))
+                .or_insert(0) += 1;
+        }
+        if f.first.is_some() && (uncertain || f.first_certain.is_some()) {
+            return;
+        }
+        let o = Occurrence {
+            ts: ev.ts,
+            cpu: u32::from(ev.cpu),
+            pid: ev.pid,
+            ptr: slab.ptr,
+            alloc_site,
+            free_site,
+            earlier_ts: earlier.at.map(|e| e.0),
+            earlier_cpu: earlier.at.map(|e| e.1),
+            alloc_cache: earlier.cache,
+            free_cache: if ev.kind.is_alloc() {
+                NO_CACHE
+            } else {
+                slab.cache
+            },
+            bytes: ev
+                .kind
+                .is_alloc()
+                .then_some((slab.bytes_req, slab.bytes_alloc)),
+            uncertain,
+        };
+        if f.first.is_none() {
+            f.first = Some(o.clone());
+        }
+        if !uncertain && f.first_certain.is_none() {
+            f.first_certain = Some(o);
+        }
+    }
+}

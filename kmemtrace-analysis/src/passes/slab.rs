@@ -1,0 +1,389 @@
+//! Slab aggregates: totals as `perf kmem stat` prints them, per call site,
+//! per cache, per kmalloc size class and (with `--alloc`) per pointer,
+//! with live and peak-live bytes.
+
+use super::objects::{unnamed_cache, Obj, Resolution, SlabSeen};
+use crate::event::{Kind, NO_CACHE, NO_NODE};
+use crate::intern::{fast_map, FastMap};
+
+/// Distinct GFP values remembered per call site.
+const MAX_GFP: usize = 8;
+
+/// Running totals of allocations and frees.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Agg {
+    /// Allocation events (failed ones included, as perf counts them).
+    pub hits: u64,
+    /// Allocation events that returned NULL.
+    pub failed: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    /// Objects allocated here and freed in the capture.
+    pub frees: u64,
+    /// `bytes_alloc` of those objects.
+    pub freed_bytes: u64,
+    /// Of `frees`: freed on another CPU than the one that allocated.
+    pub cross_cpu_frees: u64,
+    pub live_objs: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+}
+
+impl Agg {
+    #[inline]
+    fn alloc(&mut self, req: u64, alloc: u64) {
+        self.hits += 1;
+        self.bytes_req = self.bytes_req.saturating_add(req);
+        self.bytes_alloc = self.bytes_alloc.saturating_add(alloc);
+    }
+    #[inline]
+    fn live_add(&mut self, bytes: u64) {
+        self.live_objs += 1;
+        self.live_bytes = self.live_bytes.saturating_add(bytes);
+        self.peak_live_bytes = self.peak_live_bytes.max(self.live_bytes);
+    }
+    #[inline]
+    fn live_sub(&mut self, bytes: u64) {
+        self.live_objs = self.live_objs.saturating_sub(1);
+        self.live_bytes = self.live_bytes.saturating_sub(bytes);
+    }
+    #[inline]
+    fn free(&mut self, bytes: u64, cross: bool) {
+        self.frees += 1;
+        self.freed_bytes = self.freed_bytes.saturating_add(bytes);
+        self.cross_cpu_frees += u64::from(cross);
+    }
+}
+
+/// A call site's figures (allocation and/or free site).
+#[derive(Clone, Debug, Default)]
+pub struct SiteAgg {
+    pub agg: Agg,
+    /// Free events made from this site (selected ones).
+    pub free_calls: u64,
+    /// Allocations of this site whose free the trace did not show before
+    /// the pointer came back from another allocation.
+    pub missed_frees: u64,
+    /// Bit 0 kmalloc, 1 kmem_cache_alloc, 2 kfree, 3 kmem_cache_free.
+    pub kinds: u8,
+    /// Distinct GFP values with their counts (at most [`MAX_GFP`]; more
+    /// are counted in `gfp_other`).
+    pub gfp: Vec<(u64, u64)>,
+    pub gfp_other: u64,
+    /// A cache this site allocated from (the last one seen).
+    pub cache: u32,
+}
+
+/// kmalloc size classes by `bytes_alloc`: sizes up to 8 KiB in 8-byte
+/// steps directly, others in a map.
+#[derive(Default)]
+struct Classes {
+    small: Vec<Option<Agg>>,
+    large: FastMap<u64, Agg>,
+}
+
+impl Classes {
+    #[inline]
+    fn get(&mut self, size: u64) -> &mut Agg {
+        if size <= 8192 && size % 8 == 0 {
+            let i = (size / 8) as usize;
+            if self.small.len() <= i {
+                self.small.resize(i + 1, None);
+            }
+            self.small[i].get_or_insert_with(Agg::default)
+        } else {
+            self.large.entry(size).or_default()
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &Agg)> {
+        self.small
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.as_ref().map(|a| (i as u64 * 8, a)))
+            .chain(self.large.iter().map(|(&k, a)| (k, a)))
+    }
+}
+
+/// Per-pointer aggregate for `--alloc` (perf's per-allocation table).
+#[derive(Clone, Debug, Default)]
+pub struct PtrAgg {
+    pub hits: u64,
+    pub bytes_req: u64,
+    pub bytes_alloc: u64,
+    pub cross_cpu_frees: u64,
+    pub site: u32,
+    pub live: bool,
+}
+
+/// Whole-capture totals.
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    pub agg: Agg,
+    pub alloc_events: u64,
+    pub free_events: u64,
+    /// `kfree(NULL)` and the like.
+    pub null_frees: u64,
+    /// Frees that matched a tracked live object.
+    pub matched_frees: u64,
+    /// Allocations naming a node (not -1) in a format that has `node`.
+    pub node_requests: u64,
+    /// Of those: the node differs from the allocating CPU's node.
+    pub cross_node_allocs: u64,
+    /// What perf prints as "Cross CPU allocations": its counting.
+    pub perf_cross_allocs: u64,
+    /// Allocations whose format records a node.
+    pub allocs_with_node_field: u64,
+}
+
+/// The slab aggregates.
+pub struct SlabPass {
+    /// CPU -> node (None: the log has no map).
+    cpu_node: Option<Vec<i32>>,
+    /// By site id.
+    pub sites: Vec<SiteAgg>,
+    /// By cache id (0: unknown cache).
+    pub caches: Vec<Agg>,
+    classes: Classes,
+    pub totals: Totals,
+    pub ptrs: Option<FastMap<u64, PtrAgg>>,
+}
+
+impl SlabPass {
+    pub fn new(cpu_nodes: &std::collections::BTreeMap<u32, u32>, per_pointer: bool) -> Self {
+        let cpu_node = (!cpu_nodes.is_empty()).then(|| {
+            let max = cpu_nodes.keys().max().copied().unwrap_or(0).min(1 << 16) as usize;
+            let mut v = vec![-1; max + 1];
+            for (&c, &n) in cpu_nodes {
+                if let Some(x) = v.get_mut(c as usize) {
+                    *x = n as i32;
+                }
+            }
+            v
+        });
+        SlabPass {
+            cpu_node,
+            sites: Vec::new(),
+            caches: Vec::new(),
+            classes: Classes::default(),
+            totals: Totals::default(),
+            ptrs: per_pointer.then(fast_map),
+        }
+    }
+
+    /// kmalloc size classes: (`bytes_alloc`, totals).
+    pub fn size_classes(&self) -> impl Iterator<Item = (u64, &Agg)> {
+        self.classes.iter()
+    }
+
+    #[inline]
+    fn site(&mut self, id: u32) -> &mut SiteAgg {
+        let i = id as usize;
+        if self.sites.len() <= i {
+            self.sites.resize(i + 1, SiteAgg::default());
+        }
+        &mut self.sites[i]
+    }
+
+    #[inline]
+    fn cache(&mut self, id: u32) -> &mut Agg {
+        let i = id as usize;
+        if self.caches.len() <= i {
+            self.caches.resize(i + 1, Agg::default());
+        }
+        &mut self.caches[i]
+    }
+
+    /// One slab event, in time order.
+    #[inline]
+    pub fn slab(&mut self, s: &SlabSeen<'_>) {
+        if s.ev.kind.is_alloc() {
+            self.alloc(s)
+        } else {
+            self.free(s)
+        }
+    }
+
+    fn alloc(&mut self, s: &SlabSeen<'_>) {
+        let (ev, slab) = (s.ev, s.slab);
+        let failed = s.res == Resolution::FailedAlloc;
+        if s.selected {
+            self.count_alloc(s, failed);
+        }
+        let Resolution::Alloc { replaced } = s.res else {
+            return;
+        };
+        if let Some(old) = replaced.filter(Obj::selected) {
+            // The trace never showed this object's free.
+            self.drop_live(&old);
+            self.site(old.site).missed_frees += 1;
+        }
+        if s.selected {
+            let b = slab.bytes_alloc.min(u64::from(u32::MAX));
+            self.totals.agg.live_add(b);
+            self.site(slab.site).agg.live_add(b);
+            match ev.kind {
+                Kind::Kmalloc => {
+                    let c = self.classes.get(b);
+                    c.alloc(slab.bytes_req, slab.bytes_alloc);
+                    c.live_add(b);
+                }
+                _ if slab.cache != NO_CACHE => {
+                    let c = self.cache(slab.cache);
+                    c.alloc(slab.bytes_req, slab.bytes_alloc);
+                    c.live_add(b);
+                }
+                // A kmem_cache_alloc without a name (kernels before 6.2):
+                // the cache is learned from its kmem_cache_free.
+                _ => {}
+            }
+        }
+    }
+
+    /// The counts of a selected allocation, failed or not.
+    fn count_alloc(&mut self, s: &SlabSeen<'_>, failed: bool) {
+        let (ev, slab) = (s.ev, s.slab);
+        let cpu_node = self
+            .cpu_node
+            .as_ref()
+            .map(|v| v.get(s.cpu() as usize).copied().unwrap_or(-1));
+        let t = &mut self.totals;
+        t.alloc_events += 1;
+        t.agg.alloc(slab.bytes_req, slab.bytes_alloc);
+        if slab.node != NO_NODE {
+            t.allocs_with_node_field += 1;
+            if slab.node != -1 {
+                t.node_requests += 1;
+                if let Some(n) = cpu_node {
+                    if n >= 0 && n != slab.node {
+                        t.cross_node_allocs += 1;
+                    }
+                }
+                // perf: node != NUMA_NO_NODE && node != cpu__get_node(cpu),
+                // where an unknown CPU node is -1.
+                if cpu_node.unwrap_or(-1) != slab.node {
+                    t.perf_cross_allocs += 1;
+                }
+            }
+        }
+        if failed {
+            self.totals.agg.failed += 1;
+        }
+        let site = self.site(slab.site);
+        site.agg.alloc(slab.bytes_req, slab.bytes_alloc);
+        site.kinds |= if ev.kind == Kind::Kmalloc { 1 } else { 2 };
+        if let Some(g) = site.gfp.iter_mut().find(|g| g.0 == slab.gfp) {
+            g.1 += 1;
+        } else if site.gfp.len() < MAX_GFP {
+            site.gfp.push((slab.gfp, 1));
+        } else {
+            site.gfp_other += 1;
+        }
+        if slab.cache != NO_CACHE {
+            site.cache = slab.cache;
+        }
+        if failed {
+            site.agg.failed += 1;
+        }
+        if let Some(p) = &mut self.ptrs {
+            if !failed {
+                let a = p.entry(slab.ptr).or_default();
+                a.hits += 1;
+                a.bytes_req = a.bytes_req.saturating_add(slab.bytes_req);
+                a.bytes_alloc = a.bytes_alloc.saturating_add(slab.bytes_alloc);
+                a.site = slab.site;
+                a.live = true;
+            }
+        }
+    }
+
+    /// Takes a selected live object out of the live counts (without
+    /// counting a free).
+    fn drop_live(&mut self, o: &Obj) {
+        let b = u64::from(o.bytes_alloc);
+        self.totals.agg.live_sub(b);
+        self.site(o.site).agg.live_sub(b);
+        match o.kind {
+            Kind::Kmalloc => self.classes.get(b).live_sub(b),
+            _ if o.cache != NO_CACHE => self.cache(o.cache).live_sub(b),
+            _ => {}
+        }
+    }
+
+    fn free(&mut self, s: &SlabSeen<'_>) {
+        let (ev, slab) = (s.ev, s.slab);
+        if s.selected {
+            self.totals.free_events += 1;
+            let site = self.site(slab.site);
+            site.free_calls += 1;
+            site.kinds |= if ev.kind == Kind::Kfree { 4 } else { 8 };
+            if s.res == Resolution::NullFree {
+                self.totals.null_frees += 1;
+            }
+        }
+        let Resolution::Free { object: o0 } = s.res else {
+            return;
+        };
+        if !o0.selected() {
+            return;
+        }
+        let cross = ev.cpu != o0.cpu;
+        let b = u64::from(o0.bytes_alloc);
+        let t = &mut self.totals;
+        t.matched_frees += 1;
+        t.agg.free(b, cross);
+        t.agg.live_sub(b);
+        let site = &mut self.site(o0.site).agg;
+        site.free(b, cross);
+        site.live_sub(b);
+        if let Some(p) = &mut self.ptrs {
+            if let Some(a) = p.get_mut(&slab.ptr) {
+                a.cross_cpu_frees += u64::from(cross);
+                a.live = false;
+            }
+        }
+        match o0.kind {
+            Kind::Kmalloc => {
+                let c = self.classes.get(b);
+                c.free(b, cross);
+                c.live_sub(b);
+            }
+            _ if o0.cache != NO_CACHE => {
+                let c = self.cache(o0.cache);
+                c.free(b, cross);
+                c.live_sub(b);
+            }
+            _ => {
+                // Learned now: the cache named by the free (or unknown).
+                let id = if ev.kind == Kind::CacheFree {
+                    slab.cache
+                } else {
+                    NO_CACHE
+                };
+                let c = self.cache(id);
+                c.alloc(u64::from(o0.bytes_req), b);
+                c.free(b, cross);
+            }
+        }
+    }
+
+    /// Objects of unnamed caches still live at the end go to the unknown
+    /// cache (id 0).
+    pub fn finish<'o>(&mut self, live: impl Iterator<Item = &'o Obj>) {
+        let mut unknown = Agg::default();
+        for o in live.filter(|o| unnamed_cache(o)) {
+            let (b, req) = (u64::from(o.bytes_alloc), u64::from(o.bytes_req));
+            unknown.alloc(req, b);
+            unknown.live_add(b);
+        }
+        if unknown.hits > 0 {
+            let c = self.cache(NO_CACHE);
+            c.hits += unknown.hits;
+            c.bytes_req += unknown.bytes_req;
+            c.bytes_alloc += unknown.bytes_alloc;
+            c.live_objs += unknown.live_objs;
+            c.live_bytes += unknown.live_bytes;
+            c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
+        }
+    }
+}
