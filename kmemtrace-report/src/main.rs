@@ -11,7 +11,7 @@ mod text;
 
 use clap::Parser;
 use cli::Cli;
-use kmemtrace_analysis::{filter, model, stream, Symbols};
+use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
 use std::io::{IsTerminal, Write};
@@ -152,7 +152,7 @@ fn main() -> ExitCode {
         filter.comm = Some((c.clone(), log.pids.clone()));
     }
     if let Some((a, b)) = window {
-        let first = stream::decode::first_event_ts(&log).unwrap_or(0);
+        let first = kmemtrace_format::walk::first_event_ts(&log).unwrap_or(0);
         let start = a.map_or(0, |t| t.resolve(first));
         let end = b.map_or(u64::MAX, |t| t.resolve(first));
         if end < start {

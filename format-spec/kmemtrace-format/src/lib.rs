@@ -16,6 +16,8 @@
 //!   flags), [`kmem`] (typed kmem events), [`kallsyms`], [`cmdlines`] and
 //!   [`stats`] (per-CPU ring-buffer statistics);
 //! - [`log`]: a whole log opened for analysis, tying the two together;
+//! - [`walk`]: the one walker over its sub-buffers, behind a source trait
+//!   that other inputs (trace-cmd's `trace.dat`) implement too;
 //! - [`human`]: numbers as the programs show them to people.
 //!
 //! Parsers of log data never panic on hostile input: they return errors that
@@ -43,6 +45,7 @@ pub mod print_flags;
 pub mod stats;
 pub mod subbuf;
 pub mod tasks;
+pub mod walk;
 
 pub mod human;
 pub mod log;

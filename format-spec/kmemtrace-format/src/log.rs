@@ -22,7 +22,7 @@ use crate::records::{
     CPU_DATA_HEADER_LEN,
 };
 use crate::stats::CpuStats;
-use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
+use crate::subbuf::{SubBufError, SubBufLayout, SubBuffer};
 use crate::RunTimeEndian;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -884,28 +884,22 @@ impl Log {
         &self,
         cpu: u32,
         mut f: impl FnMut(SubBufVisit<'_>),
-        mut on_error: impl FnMut(Problem),
+        on_error: impl FnMut(Problem),
     ) {
-        let mut scratch = BlockScratch::new();
-        let sb = self.layout.subbuf_size.max(1);
-        for r in self.cpu_blocks(cpu) {
-            let data = match self.read_cpu_block_into(r, &mut scratch) {
-                Ok(d) => d,
-                Err(p) => {
-                    on_error(p);
-                    continue;
-                }
-            };
-            for (i, raw) in data.chunks_exact(sb).enumerate() {
-                let subbuf = parse_subbuf(self.endian, &self.layout, raw);
+        crate::walk::walk_cpu(
+            self,
+            self.endian,
+            cpu,
+            |block, item| {
                 f(SubBufVisit {
-                    block: r,
-                    index: r.first_subbuf + i as u64,
-                    subbuf,
-                    raw,
-                });
-            }
-        }
+                    block,
+                    index: item.index,
+                    subbuf: item.subbuf,
+                    raw: item.raw,
+                })
+            },
+            on_error,
+        )
     }
 
     /// File offset of sub-buffer `i` of a block, where the block is stored
@@ -916,6 +910,31 @@ impl Log {
                 + (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64
                 + (i - r.first_subbuf) * self.layout.subbuf_size as u64
         })
+    }
+}
+
+impl crate::walk::SubBufSource for Log {
+    fn endian(&self) -> RunTimeEndian {
+        self.endian
+    }
+    fn layout(&self) -> &SubBufLayout {
+        &self.layout
+    }
+    fn cpus(&self) -> Vec<u32> {
+        Log::cpus(self)
+    }
+    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+        self.cpu_blocks(cpu)
+    }
+    fn read_chunk<'s>(
+        &self,
+        chunk: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem> {
+        self.read_cpu_block_into(chunk, scratch)
+    }
+    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
+        self.subbuf_file_offset(chunk, index)
     }
 }
 

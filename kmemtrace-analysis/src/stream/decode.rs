@@ -13,7 +13,7 @@ use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, SiteTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
-use kmemtrace_format::subbuf::parse_subbuf;
+use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -171,12 +171,11 @@ impl Decoder<'_> {
         let mut last_ts: Option<u64> = None;
         let cpu16 = cpu.min(u32::from(u16::MAX)) as u16;
         let filter = self.filter;
-        let sb = self.log.layout.subbuf_size.max(1);
-        for (i, raw) in data.chunks_exact(sb).enumerate() {
-            let index = r.first_subbuf + i as u64;
+        for item in subbufs(e, &self.log.layout, r.first_subbuf, data) {
+            let index = item.index;
             sum.subbufs += 1;
             let off = || self.log.subbuf_file_offset(r, index).unwrap_or(r.offset);
-            let sbuf = match parse_subbuf(e, &self.log.layout, raw) {
+            let sbuf = match item.subbuf {
                 Ok(x) => x,
                 Err(err) => {
                     sum.bad_subbufs += 1;
@@ -341,36 +340,5 @@ impl CpuSummary {
             self.problem(p.offset, p.what.clone());
         }
         self.problems_dropped += o.problems_dropped;
-    }
-}
-
-/// The first data event's time of each CPU that has one, read from its
-/// first blocks only.
-pub fn first_event_ts(log: &Log) -> Option<u64> {
-    fn first<E: Endian>(log: &Log, e: E) -> Option<u64> {
-        let mut best: Option<u64> = None;
-        let mut scratch = BlockScratch::new();
-        let sb = log.layout.subbuf_size.max(1);
-        for cpu in log.cpus() {
-            'blocks: for r in log.cpu_blocks(cpu) {
-                let Ok(data) = log.read_cpu_block_into(r, &mut scratch) else {
-                    continue;
-                };
-                for raw in data.chunks_exact(sb) {
-                    let Ok(s) = parse_subbuf(e, &log.layout, raw) else {
-                        continue;
-                    };
-                    if let Some(Ok((_, ts, _))) = s.data_events(e).next() {
-                        best = Some(best.map_or(ts, |b: u64| b.min(ts)));
-                        break 'blocks;
-                    }
-                }
-            }
-        }
-        best
-    }
-    match log.endian {
-        RunTimeEndian::Little => first(log, LittleEndian),
-        RunTimeEndian::Big => first(log, BigEndian),
     }
 }

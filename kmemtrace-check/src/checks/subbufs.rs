@@ -12,6 +12,7 @@ use super::Options;
 use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
+use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
@@ -278,7 +279,6 @@ fn scan_segment<E: Endian>(
         ..Default::default()
     };
     let layout = log.layout;
-    let sb_size = layout.subbuf_size.max(1);
     let mut order = Ordering::default();
     let mut endian_checked = false;
 
@@ -299,10 +299,11 @@ fn scan_segment<E: Endian>(
         };
         s.blocks += 1;
         progress.fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
-        for (i, raw) in data.chunks_exact(sb_size).enumerate() {
+        for item in subbufs(e, &layout, r.first_subbuf, data) {
+            let (i, raw) = (item.in_chunk, item.raw);
             s.subbufs += 1;
             s.data_bytes += raw.len() as u64;
-            let sb = match parse_subbuf(e, &layout, raw) {
+            let sb = match item.subbuf {
                 Ok(sb) => sb,
                 Err(err) => {
                     s.bad_subbufs += 1;

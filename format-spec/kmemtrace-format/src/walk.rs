@@ -1,0 +1,174 @@
+//! The one walker over sub-buffers: source -> chunk -> sub-buffer ->
+//! record, as libtraceevent's kbuffer is the one reader of ftrace pages.
+//! The checker, the report's decoders and [`crate::log::Log::visit_cpu`]
+//! all go through it.
+//!
+//! Byte order is a run-time fact of the recorded kernel; the hot loops are
+//! monomorphised for it once, through [`with_endian`], not tested per read.
+
+use crate::endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use crate::log::{BlockScratch, CpuBlockRef, Problem};
+use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
+
+/// Where a CPU's sub-buffers come from: a kmemtrace log (`Log`), and later
+/// a trace-cmd `trace.dat`. A chunk is a run of consecutive sub-buffers of
+/// one CPU, read back as one piece (a CPU_DATA block in a log).
+pub trait SubBufSource: Sync {
+    /// The recorded kernel's byte order.
+    fn endian(&self) -> RunTimeEndian;
+    /// The recorded kernel's sub-buffer layout.
+    fn layout(&self) -> &SubBufLayout;
+    /// CPUs with data, ascending.
+    fn cpus(&self) -> Vec<u32>;
+    /// A CPU's chunks, in stream order.
+    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef>;
+    /// A chunk's sub-buffer bytes (a whole number of sub-buffers), read
+    /// into `scratch`.
+    fn read_chunk<'s>(
+        &self,
+        chunk: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem>;
+    /// The source's byte offset of sub-buffer `index` of a chunk, where the
+    /// source stores it as is (`None`: compressed; offsets name the chunk).
+    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64>;
+}
+
+/// One sub-buffer of a chunk.
+#[derive(Debug)]
+pub struct SubBufItem<'a> {
+    /// Index in the CPU's stream (the chunk's first + `in_chunk`).
+    pub index: u64,
+    /// Position in its chunk.
+    pub in_chunk: usize,
+    /// The decoded header, or why it does not decode.
+    pub subbuf: Result<SubBuffer<'a>, SubBufError>,
+    /// The raw bytes.
+    pub raw: &'a [u8],
+}
+
+/// The sub-buffers of a chunk's bytes, decoded with byte order `e`;
+/// `first` is the index of the first one in its CPU's stream.
+pub fn subbufs<'a, E: Endian>(
+    e: E,
+    layout: &'a SubBufLayout,
+    first: u64,
+    data: &'a [u8],
+) -> impl Iterator<Item = SubBufItem<'a>> + 'a {
+    data.chunks_exact(layout.subbuf_size.max(1))
+        .enumerate()
+        .map(move |(i, raw)| SubBufItem {
+            index: first + i as u64,
+            in_chunk: i,
+            subbuf: parse_subbuf(e, layout, raw),
+            raw,
+        })
+}
+
+/// Calls `f` for every sub-buffer of `cpu`, in stream order, decoded with
+/// byte order `e`. Chunks that cannot be read back go to `on_error`.
+pub fn walk_cpu<S: SubBufSource + ?Sized, E: Endian>(
+    src: &S,
+    e: E,
+    cpu: u32,
+    mut f: impl FnMut(&CpuBlockRef, SubBufItem<'_>),
+    mut on_error: impl FnMut(Problem),
+) {
+    let mut scratch = BlockScratch::new();
+    let layout = *src.layout();
+    for chunk in src.chunks(cpu) {
+        match src.read_chunk(chunk, &mut scratch) {
+            Ok(data) => {
+                for item in subbufs(e, &layout, chunk.first_subbuf, data) {
+                    f(chunk, item);
+                }
+            }
+            Err(p) => on_error(p),
+        }
+    }
+}
+
+/// Code to run with the byte order as a type: [`with_endian`] calls it
+/// once with [`LittleEndian`] or [`BigEndian`].
+pub trait WithEndian {
+    type Output;
+    fn run<E: Endian>(self, e: E) -> Self::Output;
+}
+
+/// Runs `w` monomorphised for the byte order `e`.
+pub fn with_endian<W: WithEndian>(e: RunTimeEndian, w: W) -> W::Output {
+    match e {
+        RunTimeEndian::Little => w.run(LittleEndian),
+        RunTimeEndian::Big => w.run(BigEndian),
+    }
+}
+
+/// The time stamp of the first data event of each CPU, the earliest of
+/// them: read from the CPUs' first chunks only.
+pub fn first_event_ts<S: SubBufSource + ?Sized>(src: &S) -> Option<u64> {
+    struct First<'a, S: ?Sized>(&'a S);
+    impl<S: SubBufSource + ?Sized> WithEndian for First<'_, S> {
+        type Output = Option<u64>;
+        fn run<E: Endian>(self, e: E) -> Option<u64> {
+            let src = self.0;
+            let layout = *src.layout();
+            let mut scratch = BlockScratch::new();
+            let mut best: Option<u64> = None;
+            for cpu in src.cpus() {
+                'chunks: for chunk in src.chunks(cpu) {
+                    let Ok(data) = src.read_chunk(chunk, &mut scratch) else {
+                        continue;
+                    };
+                    for item in subbufs(e, &layout, chunk.first_subbuf, data) {
+                        let Ok(sb) = item.subbuf else { continue };
+                        if let Some(Ok((_, ts, _))) = sb.data_events(e).next() {
+                            best = Some(best.map_or(ts, |b| b.min(ts)));
+                            break 'chunks;
+                        }
+                    }
+                }
+            }
+            best
+        }
+    }
+    with_endian(src.endian(), First(src))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_buffers_are_numbered_from_the_chunks_first() {
+        let layout = SubBufLayout {
+            long_size: 8,
+            data_offset: 16,
+            subbuf_size: 64,
+        };
+        // Three empty sub-buffers and a partial one (not a sub-buffer).
+        let mut data = vec![0u8; 3 * 64 + 10];
+        // The second one claims more data than it has room for.
+        data[64 + 8] = 0xff;
+        let items: Vec<_> = subbufs(LittleEndian, &layout, 7, &data).collect();
+        assert_eq!(items.len(), 3);
+        let idx: Vec<(u64, usize)> = items.iter().map(|i| (i.index, i.in_chunk)).collect();
+        assert_eq!(idx, [(7, 0), (8, 1), (9, 2)]);
+        assert!(items[0].subbuf.is_ok() && items[2].subbuf.is_ok());
+        assert!(items[1].subbuf.is_err());
+        assert_eq!(items[1].raw.as_ptr(), data[64..].as_ptr());
+    }
+
+    #[test]
+    fn with_endian_runs_the_byte_order_asked_for() {
+        struct Read(&'static [u8]);
+        impl WithEndian for Read {
+            type Output = Option<u32>;
+            fn run<E: Endian>(self, e: E) -> Option<u32> {
+                e.read_u32(self.0, 0)
+            }
+        }
+        let b: &'static [u8] = &[1, 0, 0, 0];
+        assert_eq!(with_endian(RunTimeEndian::Little, Read(b)), Some(1));
+        assert_eq!(with_endian(RunTimeEndian::Big, Read(b)), Some(1 << 24));
+    }
+}
