@@ -131,6 +131,11 @@ pub struct Cli {
     #[arg(long = "fail-on", value_name = "SEVERITY", value_parser = parse_severity)]
     pub fail_on: Option<Severity>,
 
+    /// Decoder threads (default: one per core, at most 16). The report is
+    /// the same whatever the number.
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+
     /// No progress indicator and no warnings on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,

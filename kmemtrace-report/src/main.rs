@@ -205,7 +205,7 @@ fn main() -> ExitCode {
         min_age: cli.min_age,
         sort,
         lines: if cli.json { cli.lines } else { None },
-        threads: None,
+        threads: cli.threads.map(usize::from),
     };
     let out = if !cli.quiet && std::io::stderr().is_terminal() {
         let mut printed = false;

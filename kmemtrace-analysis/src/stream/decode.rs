@@ -91,6 +91,24 @@ pub struct Job {
     pub reply: SyncSender<BlockOut>,
 }
 
+/// A decoder thread's own caches (in front of the shared interners) and
+/// block buffers.
+pub struct Local<'a> {
+    names: LocalInterner<'a>,
+    sites: LocalSites<'a>,
+    scratch: BlockScratch,
+}
+
+impl<'a> Local<'a> {
+    pub fn new(d: &Decoder<'a>) -> Self {
+        Local {
+            names: LocalInterner::new(d.interner),
+            sites: LocalSites::new(d.sites),
+            scratch: BlockScratch::new(),
+        }
+    }
+}
+
 /// Everything a decoder worker needs.
 pub struct Decoder<'a> {
     pub log: &'a Log,
@@ -107,30 +125,28 @@ pub struct Decoder<'a> {
 impl Decoder<'_> {
     /// Serves jobs until the queue closes.
     pub fn work(&self, jobs: &Mutex<Receiver<Job>>) {
-        let mut names = LocalInterner::new(self.interner);
-        let mut sites = LocalSites::new(self.sites);
-        let mut scratch = BlockScratch::new();
+        let mut local = Local::new(self);
         loop {
             let job = match jobs.lock() {
                 Ok(rx) => rx.recv(),
                 Err(_) => return,
             };
             let Ok(job) = job else { return };
-            let out = match self.log.endian {
-                RunTimeEndian::Little => self.block(
-                    LittleEndian,
-                    &job.block,
-                    (&mut names, &mut sites),
-                    &mut scratch,
-                ),
-                RunTimeEndian::Big => self.block(
-                    BigEndian,
-                    &job.block,
-                    (&mut names, &mut sites),
-                    &mut scratch,
-                ),
-            };
+            let out = self.decode(&job.block, &mut local);
             let _ = job.reply.send(out);
+        }
+    }
+
+    /// Decodes one block with a thread's own caches and buffers.
+    pub fn decode(&self, block: &CpuBlockRef, local: &mut Local<'_>) -> BlockOut {
+        let Local {
+            names,
+            sites,
+            scratch,
+        } = local;
+        match self.log.endian {
+            RunTimeEndian::Little => self.block(LittleEndian, block, (names, sites), scratch),
+            RunTimeEndian::Big => self.block(BigEndian, block, (names, sites), scratch),
         }
     }
 

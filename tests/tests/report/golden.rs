@@ -132,3 +132,26 @@ fn the_golden_comparison_catches_drops_and_changes_not_additions() {
         assert!(r.is_err(), "{bad} passed");
     }
 }
+
+/// The report is the same whatever the number of decoder threads: peak
+/// live bytes, first occurrences, loss windows and all.
+#[test]
+fn the_report_does_not_depend_on_the_thread_count() {
+    let data = common::workspace().join("tests/data");
+    let planted = temp_log(&planted("6.18.44").build());
+    for log in [
+        data.join("sample-x86_64.kmt"),
+        data.join("boot-6.1-x86_64.kmt"),
+        planted.path().to_path_buf(),
+    ] {
+        let one = report_json(&log, &["--alloc", "-j", "1"]);
+        for threads in ["2", "3", "8"] {
+            let many = report_json(&log, &["--alloc", "-j", threads]);
+            assert!(
+                one == many,
+                "{}: -j 1 and -j {threads} differ",
+                log.display()
+            );
+        }
+    }
+}
