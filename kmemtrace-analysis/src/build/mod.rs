@@ -21,6 +21,8 @@ use kmemtrace_format::records::StatsPhase;
 
 pub(crate) struct Ctx<'a> {
     log: &'a Log,
+    an: &'a Passes<'a>,
+    opts: &'a Options,
     syms: &'a Symbols,
     names: Vec<String>,
     first_ts: u64,
@@ -109,6 +111,35 @@ pub(crate) fn sort_rows<T>(rows: &mut [T], keys: &[SortKey], key: impl Fn(&T, So
     });
 }
 
+/// The figures of a call-site or cache row that `-s` sorts by.
+struct Figures<'a> {
+    name: &'a str,
+    bytes_alloc: u64,
+    bytes_req: u64,
+    hits: u64,
+    frag: f64,
+    waste: u64,
+    pingpong: u64,
+    live: u64,
+    peak: u64,
+}
+
+impl Figures<'_> {
+    fn key(&self, k: SortKey) -> KeyVal {
+        match k {
+            SortKey::Callsite => KeyVal::S(self.name.to_string()),
+            SortKey::Bytes => KeyVal::U(self.bytes_alloc),
+            SortKey::Req => KeyVal::U(self.bytes_req),
+            SortKey::Hit => KeyVal::U(self.hits),
+            SortKey::Frag => KeyVal::F(self.frag),
+            SortKey::Waste => KeyVal::U(self.waste),
+            SortKey::Pingpong => KeyVal::U(self.pingpong),
+            SortKey::Live => KeyVal::U(self.live),
+            SortKey::Peak => KeyVal::U(self.peak),
+        }
+    }
+}
+
 pub(crate) enum KeyVal {
     S(String),
     U(u64),
@@ -143,6 +174,8 @@ pub fn build(
         .unwrap_or(0);
     let ctx = Ctx {
         log,
+        an,
+        opts,
         syms,
         names,
         first_ts,
@@ -150,7 +183,92 @@ pub fn build(
     };
     let a = &log.arch;
 
-    // Capture.
+    let (capture, problems) = capture(&ctx, kmem, &summaries, windows);
+    let summary = summary(&ctx);
+    let callsites = callsites(&ctx);
+    let (caches, size_classes) = caches(&ctx);
+    let cross_cpu = cross_cpu(an);
+    let (misuse, worst) = misuse::findings(&ctx, an, a.release.as_deref());
+    let leaks_m = leak_section(&ctx, &leaks);
+    let allocs = allocs(&ctx);
+
+    let f = &opts.filter;
+    let sorted_set = |s: &Option<std::collections::HashSet<u32>>| {
+        s.as_ref().map(|s| {
+            let mut v: Vec<u32> = s.iter().copied().collect();
+            v.sort_unstable();
+            v
+        })
+    };
+    let report = Report {
+        schema: SCHEMA,
+        generator: format!("kmemtrace-report {}", env!("CARGO_PKG_VERSION")),
+        input: Input {
+            name: log.name.clone(),
+            bytes: log.len,
+            format_version: format!("{}.{}", log.version.0, log.version.1),
+            complete: log.end.is_some(),
+            end_reason: log.end.as_ref().map(|e| e.reason.clone()),
+            truncated: log.truncated.as_ref().map(|t| format!("{t:?}")),
+            recorder: a.recorder.clone(),
+            kallsyms: syms.source.clone(),
+        },
+        kernel: Kernel {
+            sysname: a.sysname.clone(),
+            release: a.release.clone(),
+            version: a.version.clone(),
+            machine: a.machine.clone(),
+            hostname: a.hostname.clone(),
+            byte_order: log.endian.name(),
+            long_size: a.long_size,
+            page_size: a.page_size,
+            nr_cpus: a.nr_cpus,
+            trace_clock: a.trace_clock.clone(),
+            gfp_table: kmem.gfp_table().is_some(),
+        },
+        filters: Filters {
+            cpus: sorted_set(&f.cpus),
+            pids: f.pids.as_ref().map(|s| {
+                let mut v: Vec<i32> = s.iter().copied().collect();
+                v.sort_unstable();
+                v
+            }),
+            comm: opts.comm.clone(),
+            traced_tasks: opts.traced.as_ref().map(|t| crate::model::TracedTree {
+                asked: t.asked.clone(),
+                tasks: t.tree.len() as u64,
+                forks: t.forks,
+                forks_recorded: t.forks_recorded,
+            }),
+            time_start_ns: f.time.map(|t| t.0),
+            time_end_ns: f.time.map(|t| t.1),
+            callsite: f.callsite.clone(),
+            min_age_ns: opts.min_age,
+        },
+        capture,
+        summary,
+        sort: opts.sort.iter().map(|k| k.name().to_string()).collect(),
+        callsites,
+        caches,
+        size_classes,
+        cross_cpu,
+        misuse,
+        leaks: leaks_m,
+        allocs,
+        page_allocator: an.page.stats.clone(),
+        problems,
+    };
+    Built { report, worst }
+}
+
+/// The capture section (CPUs, losses), and the problems met.
+fn capture(
+    cx: &Ctx<'_>,
+    kmem: &KmemDecoder,
+    summaries: &[crate::stream::CpuSummary],
+    windows: &crate::stream::Windows,
+) -> (Capture, Vec<Problem>) {
+    let (log, an) = (cx.log, cx.an);
     let mut problems: Vec<Problem> = log.problems.iter().cloned().map(Problem::Log).collect();
     for w in kmem.warnings() {
         problems.push(Problem::Format(w.to_string()));
@@ -231,9 +349,14 @@ pub fn build(
         tracked_pointers: an.objects.tracked(),
     };
 
-    // Summary.
+    (capture, problems)
+}
+
+/// Totals as `perf kmem stat` prints them.
+fn summary(cx: &Ctx<'_>) -> Summary {
+    let (log, an) = (cx.log, cx.an);
     let t = &an.slab.totals;
-    let summary = Summary {
+    Summary {
         alloc_events: t.alloc_events,
         failed_allocs: t.agg.failed,
         free_events: t.free_events,
@@ -253,9 +376,12 @@ pub fn build(
         live_objects: t.agg.live_objs,
         live_bytes: t.agg.live_bytes,
         peak_live_bytes: t.agg.peak_live_bytes,
-    };
+    }
+}
 
-    // Call sites (allocation sites; free-only sites are in JSON too).
+/// Call sites (allocation sites; free-only sites are in JSON too).
+fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
+    let (an, opts, syms, ctx) = (cx.an, cx.opts, cx.syms, cx);
     let mut callsites: Vec<CallsiteRow> = an
         .slab
         .sites
@@ -303,16 +429,19 @@ pub fn build(
             }
         })
         .collect();
-    let row_key = |r: &CallsiteRow, k: SortKey| match k {
-        SortKey::Callsite => KeyVal::S(r.callsite.clone()),
-        SortKey::Bytes => KeyVal::U(r.bytes_alloc),
-        SortKey::Req => KeyVal::U(r.bytes_req),
-        SortKey::Hit => KeyVal::U(r.hits),
-        SortKey::Frag => KeyVal::F(r.fragmentation_pct),
-        SortKey::Waste => KeyVal::U(r.bytes_wasted),
-        SortKey::Pingpong => KeyVal::U(r.cross_cpu_frees),
-        SortKey::Live => KeyVal::U(r.live_bytes),
-        SortKey::Peak => KeyVal::U(r.peak_live_bytes),
+    let row_key = |r: &CallsiteRow, k: SortKey| {
+        Figures {
+            name: &r.callsite,
+            bytes_alloc: r.bytes_alloc,
+            bytes_req: r.bytes_req,
+            hits: r.hits,
+            frag: r.fragmentation_pct,
+            waste: r.bytes_wasted,
+            pingpong: r.cross_cpu_frees,
+            live: r.live_bytes,
+            peak: r.peak_live_bytes,
+        }
+        .key(k)
     };
     // Allocation sites first, then free-only ones; equal keys by address
     // (site ids depend on which decoder saw a site first).
@@ -328,8 +457,12 @@ pub fn build(
     if let Some(l) = opts.lines {
         callsites.truncate(l);
     }
+    callsites
+}
 
-    // Caches and size classes.
+/// Caches and kmalloc size classes.
+fn caches(cx: &Ctx<'_>) -> (Vec<CacheRow>, Vec<CacheRow>) {
+    let (an, opts, log, ctx) = (cx.an, cx.opts, cx.log, cx);
     let cache_row = |name: String, size: Option<u64>, g: &crate::passes::slab::Agg| CacheRow {
         name,
         object_size: size,
@@ -344,16 +477,19 @@ pub fn build(
         live_bytes: g.live_bytes,
         peak_live_bytes: g.peak_live_bytes,
     };
-    let cache_key = |r: &CacheRow, k: SortKey| match k {
-        SortKey::Callsite => KeyVal::S(r.name.clone()),
-        SortKey::Bytes => KeyVal::U(r.bytes_alloc),
-        SortKey::Req => KeyVal::U(r.bytes_req),
-        SortKey::Hit => KeyVal::U(r.hits),
-        SortKey::Frag => KeyVal::F(r.fragmentation_pct),
-        SortKey::Waste => KeyVal::U(r.bytes_wasted),
-        SortKey::Pingpong => KeyVal::U(r.cross_cpu_frees),
-        SortKey::Live => KeyVal::U(r.live_bytes),
-        SortKey::Peak => KeyVal::U(r.peak_live_bytes),
+    let cache_key = |r: &CacheRow, k: SortKey| {
+        Figures {
+            name: &r.name,
+            bytes_alloc: r.bytes_alloc,
+            bytes_req: r.bytes_req,
+            hits: r.hits,
+            frag: r.fragmentation_pct,
+            waste: r.bytes_wasted,
+            pingpong: r.cross_cpu_frees,
+            live: r.live_bytes,
+            peak: r.peak_live_bytes,
+        }
+        .key(k)
     };
     let mut caches: Vec<CacheRow> = an
         .slab
@@ -382,8 +518,11 @@ pub fn build(
         caches.truncate(l);
         size_classes.truncate(l);
     }
+    (caches, size_classes)
+}
 
-    // Cross-CPU matrix.
+/// The CPU x CPU matrix of frees.
+fn cross_cpu(an: &Passes<'_>) -> CrossCpu {
     let mut mcpus: Vec<u32> = an.cross_cpu.iter().flat_map(|((a, b), _)| [a, b]).collect();
     mcpus.sort_unstable();
     mcpus.dedup();
@@ -398,17 +537,17 @@ pub fn build(
             cross += n;
         }
     }
-    let cross_cpu = CrossCpu {
+    CrossCpu {
         cpus: mcpus.clone(),
         matrix,
         same_cpu_frees: same,
         cross_cpu_frees: cross,
-    };
+    }
+}
 
-    // Misuse.
-    let (misuse, worst) = misuse::findings(&ctx, an, a.release.as_deref());
-
-    // Leaks.
+/// Leak groups, largest first.
+fn leak_section(cx: &Ctx<'_>, leaks: &[LeakGroup]) -> Leaks {
+    let (an, opts, syms) = (cx.an, cx.opts, cx.syms);
     let end = an.last_ts;
     let leak_rows: Vec<LeakRow> = leaks
         .iter()
@@ -449,9 +588,13 @@ pub fn build(
     if let Some(l) = opts.lines {
         leaks_m.groups.truncate(l);
     }
+    leaks_m
+}
 
-    // Per pointer.
-    let allocs = an.slab.ptrs.as_ref().map(|p| {
+/// Per pointer (`--alloc`).
+fn allocs(cx: &Ctx<'_>) -> Option<Vec<AllocRow>> {
+    let (an, opts, syms) = (cx.an, cx.opts, cx.syms);
+    an.slab.ptrs.as_ref().map(|p| {
         let mut v: Vec<AllocRow> = p
             .iter()
             .map(|(&ptr, g)| AllocRow {
@@ -480,75 +623,7 @@ pub fn build(
             v.truncate(l);
         }
         v
-    });
-
-    let f = &opts.filter;
-    let sorted_set = |s: &Option<std::collections::HashSet<u32>>| {
-        s.as_ref().map(|s| {
-            let mut v: Vec<u32> = s.iter().copied().collect();
-            v.sort_unstable();
-            v
-        })
-    };
-    let report = Report {
-        schema: SCHEMA,
-        generator: format!("kmemtrace-report {}", env!("CARGO_PKG_VERSION")),
-        input: Input {
-            name: log.name.clone(),
-            bytes: log.len,
-            format_version: format!("{}.{}", log.version.0, log.version.1),
-            complete: log.end.is_some(),
-            end_reason: log.end.as_ref().map(|e| e.reason.clone()),
-            truncated: log.truncated.as_ref().map(|t| format!("{t:?}")),
-            recorder: a.recorder.clone(),
-            kallsyms: syms.source.clone(),
-        },
-        kernel: Kernel {
-            sysname: a.sysname.clone(),
-            release: a.release.clone(),
-            version: a.version.clone(),
-            machine: a.machine.clone(),
-            hostname: a.hostname.clone(),
-            byte_order: log.endian.name(),
-            long_size: a.long_size,
-            page_size: a.page_size,
-            nr_cpus: a.nr_cpus,
-            trace_clock: a.trace_clock.clone(),
-            gfp_table: kmem.gfp_table().is_some(),
-        },
-        filters: Filters {
-            cpus: sorted_set(&f.cpus),
-            pids: f.pids.as_ref().map(|s| {
-                let mut v: Vec<i32> = s.iter().copied().collect();
-                v.sort_unstable();
-                v
-            }),
-            comm: opts.comm.clone(),
-            traced_tasks: opts.traced.as_ref().map(|t| crate::model::TracedTree {
-                asked: t.asked.clone(),
-                tasks: t.tree.len() as u64,
-                forks: t.forks,
-                forks_recorded: t.forks_recorded,
-            }),
-            time_start_ns: f.time.map(|t| t.0),
-            time_end_ns: f.time.map(|t| t.1),
-            callsite: f.callsite.clone(),
-            min_age_ns: opts.min_age,
-        },
-        capture,
-        summary,
-        sort: opts.sort.iter().map(|k| k.name().to_string()).collect(),
-        callsites,
-        caches,
-        size_classes,
-        cross_cpu,
-        misuse,
-        leaks: leaks_m,
-        allocs,
-        page_allocator: an.page.stats.clone(),
-        problems,
-    };
-    Built { report, worst }
+    })
 }
 
 fn page_size_of(log: &Log) -> u64 {
