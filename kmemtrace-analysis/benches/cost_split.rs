@@ -8,16 +8,20 @@
 //! page cache warm), decompress (zstd), walk (sub-buffer headers and record
 //! framing), decode (typed kmem events, interning; what the decoders add to
 //! the three before), merge (k-way by time over decoded blocks), analyse
-//! (the object tracker and the passes). The decoders run in parallel in the
-//! real pipeline; the merge and the analysis on one thread: that one sets
-//! the pace once decoding is spread over enough cores.
+//! (the object tracker and the passes), route (what splitting the events
+//! into 4 shards adds to decoding), peak deltas (what recording the changes
+//! of live bytes and replaying them in the combiner adds, with more than
+//! one shard). Decoders and shards run in parallel in the real pipeline.
 
+use kmemtrace_analysis::combine::Combiner;
 use kmemtrace_analysis::filter::Filter;
 use kmemtrace_analysis::intern::{Interner, SiteTable};
 use kmemtrace_analysis::passes::objects::Objects;
 use kmemtrace_analysis::passes::{cross_cpu, misuse, page, slab, Passes};
-use kmemtrace_analysis::stream::decode::{BlockOut, Decoder, Local};
-use kmemtrace_analysis::stream::merge::{Merger, StreamInput, Submit};
+use kmemtrace_analysis::stream::blocks::Blocks;
+use kmemtrace_analysis::stream::decode::{Decoder, Local};
+use kmemtrace_analysis::stream::merge::Merger;
+use kmemtrace_analysis::stream::{Assembler, Shard, StreamInput, EPOCH_SHIFT};
 use kmemtrace_analysis::{analyse, Options, Symbols};
 use kmemtrace_format::block::{decode_payload_into, BLOCK_HEADER_LEN};
 use kmemtrace_format::log::{CpuBlockRef, Log};
@@ -26,7 +30,7 @@ use kmemtrace_format::walk::{subbufs, with_endian, WithEndian};
 use kmemtrace_format::Endian;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::AtomicU64;
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 
 fn secs(t: Instant) -> f64 {
@@ -109,85 +113,129 @@ fn main() {
     let t_walk = secs(t);
     drop(payloads);
 
-    // 4. decode (one thread, every block)
+    // 4. decode (one thread, every block), into one shard and into four
     let kmem = log.kmem_decoder();
     let filter = Filter::default();
     let interner = Interner::new();
     let sites = SiteTable::default();
     let progress = AtomicU64::new(0);
-    let pool = Mutex::new(Vec::new());
-    let dec = Decoder {
+    let decoder = |shards: usize| Decoder {
         log: &log,
         kmem: &kmem,
         interner: &interner,
         sites: &sites,
         filter: &filter,
         progress: &progress,
-        pool: &pool,
+        shards,
     };
-    let mut local = Local::new(&dec);
-    let t = Instant::now();
-    let outs: Vec<BlockOut> = blocks.iter().map(|r| dec.decode(r, &mut local)).collect();
-    let t_decode_all = secs(t);
-    let events: u64 = outs.iter().map(|o| o.events.len() as u64).sum();
+    let decode_all = |shards: usize| {
+        let dec = decoder(shards);
+        let mut local = Local::new(&dec);
+        let t = Instant::now();
+        let n: usize = blocks
+            .iter()
+            .map(|r| {
+                dec.decode(r, &mut local, &mut Vec::new)
+                    .parts
+                    .iter()
+                    .map(Vec::len)
+                    .sum::<usize>()
+            })
+            .sum();
+        (secs(t), n as u64)
+    };
+    decode_all(1); // warm
+    let (t_decode_all, events) = decode_all(1);
+    let (t_route4, _) = decode_all(4);
 
-    // 5. merge
+    // 5. merge: the one shard's merge over blocks decoded beforehand
     let cpus = log.cpus();
-    let inputs: Vec<StreamInput> = cpus
+    let streams: Vec<Vec<CpuBlockRef>> = cpus
         .iter()
-        .map(|&cpu| StreamInput {
+        .map(|&c| blocks.iter().filter(|b| b.cpu == c).copied().collect())
+        .collect();
+    let dec1 = decoder(1);
+    let lens: Vec<usize> = streams.iter().map(Vec::len).collect();
+    let inputs = cpus
+        .iter()
+        .zip(&streams)
+        .map(|(&cpu, b)| StreamInput {
             cpu,
-            blocks: blocks
-                .iter()
-                .filter(|b| b.cpu == cpu)
-                .map(|b| (b.first_subbuf, b.count))
-                .collect(),
-            written: log.end_total(cpu).map(|t| t.subbufs),
+            blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
+            written: None,
         })
         .collect();
-    let mut per_cpu: Vec<Vec<Option<BlockOut>>> = cpus.iter().map(|_| Vec::new()).collect();
-    for (r, o) in blocks.iter().zip(outs) {
-        let i = cpus.binary_search(&r.cpu).expect("cpu");
-        per_cpu[i].push(Some(o));
-    }
-    let per_cpu = Mutex::new(per_cpu);
-    let submit: Submit<'_> = Box::new(|i, k| {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let out = per_cpu.lock().unwrap()[i][k].take().expect("block");
-        tx.send(out).unwrap();
-        rx
-    });
-    let t = Instant::now();
-    let mut m = Merger::new(inputs, submit, (4, 1 << 20), None);
+    let store = Blocks::new(&dec1, streams, Assembler::new(inputs), 1);
     let mut merged = Vec::with_capacity(events as usize);
-    while let Some(ev) = m.next_event() {
-        merged.push(ev);
-    }
-    let t_merge = secs(t);
-    let windows = std::mem::take(&mut m.windows);
-    drop(m);
+    let mut t_merge = 0.0;
+    std::thread::scope(|scope| {
+        let store = &store;
+        scope.spawn(move || store.work());
+        for (i, &n) in lens.iter().enumerate() {
+            for k in 0..n {
+                store.request(i, k);
+                // Wait for it: the merge below should not wait for decoding.
+                let (part, _) = store.take(i, k, 1);
+                drop(part);
+            }
+        }
+        let mut m = Merger::new(store, 0, 1);
+        // Written into memory touched beforehand: page faults are not the
+        // merge's.
+        if let Some(first) = m.next_event() {
+            merged.resize(events as usize, first);
+            let t = Instant::now();
+            let mut n = 1;
+            while let Some(x) = m.next_event() {
+                merged[n] = x;
+                n += 1;
+            }
+            t_merge = secs(t);
+            merged.truncate(n);
+        }
+        store.close();
+    });
 
-    // 6. analyse
+    // 6. analyse, one shard (its own peaks), then the peaks' deltas
     let syms = Symbols {
         table: None,
         raw: true,
         source: String::new(),
     };
-    let mut passes = Passes {
+    let passes = |deltas: bool| Passes {
         objects: Objects::new(&filter, 32768, &sites, Box::new(|a| syms.name(a))),
-        slab: slab::SlabPass::new(&log.cpu_nodes, false),
+        slab: slab::SlabPass::new(&log.cpu_nodes, false, deltas),
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         page: page::PagePass::new(&filter, 4096),
         first_ts: None,
         last_ts: 0,
     };
-    let t = Instant::now();
-    for ev in &merged {
-        passes.event(ev, &windows);
+    let mut t_analyse = 0.0;
+    for _ in 0..2 {
+        let mut one = passes(false);
+        let t = Instant::now();
+        for (ev, k) in &merged {
+            one.event(ev, *k);
+        }
+        t_analyse = secs(t);
     }
-    passes.finish();
-    let t_analyse = secs(t);
+    let mut two = passes(true);
+    let assembler = Mutex::new(Assembler::new(Vec::new()));
+    let mut combiner = Combiner::default();
+    let t = Instant::now();
+    let mut epoch = None;
+    for (ev, k) in &merged {
+        let e = k.ts >> EPOCH_SHIFT;
+        if epoch.is_some_and(|c| e > c) {
+            let out = two.end_epoch();
+            combiner.epoch(epoch.unwrap_or(0), vec![out], &assembler);
+        }
+        epoch = Some(e);
+        two.event(ev, *k);
+    }
+    let t_with_deltas = secs(t);
+    let t_deltas = (t_with_deltas - t_analyse).max(0.0);
 
     let n = events.max(1) as f64;
     let t_decode = (t_decode_all - t_read - t_zstd - t_walk).max(0.0);
@@ -199,21 +247,25 @@ fn main() {
         cpus.len()
     );
     println!("{:<12} {:>9} {:>10}", "stage", "seconds", "ns/event");
+    let t_route = (t_route4 - t_decode_all).max(0.0);
     for (name, s) in [
         ("read", t_read),
         ("decompress", t_zstd),
         ("walk", t_walk),
         ("decode", t_decode),
+        ("route (4)", t_route),
         ("merge", t_merge),
         ("analyse", t_analyse),
+        ("peak deltas", t_deltas),
     ] {
         println!("{name:<12} {s:>9.3} {:>10.1}", s * 1e9 / n);
     }
-    let serial = t_merge + t_analyse;
+    let shard = t_merge + t_analyse + t_deltas;
     println!(
-        "one thread in all: {:.3} s; the serial part (merge + analyse) alone allows {:.1} M events/s",
-        t_decode_all + serial,
-        n / serial / 1e6
+        "one thread in all: {:.3} s; a shard's part (merge, analyse, deltas) is {:.1} ns/event, the decoders' {:.1}",
+        t_decode_all + t_merge + t_analyse,
+        shard * 1e9 / n,
+        (t_decode_all + t_route) * 1e9 / n
     );
 
     // 7. the whole pipeline, by decoder threads

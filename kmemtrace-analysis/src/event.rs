@@ -113,6 +113,11 @@ pub struct Event {
     pub pid: i32,
     pub cpu: u16,
     pub kind: Kind,
+    /// Position among the events its decoder kept from the block.
+    pub pos: u32,
+    /// How far the time stamp lies behind the latest one before it in the
+    /// block (0 unless time went backwards): `ts + lag` orders the events.
+    pub lag: u32,
     /// Slab events only: slab events of this CPU were lost right before
     /// this one (missed-events flag, a gap in the block sequence, or an
     /// undecodable sub-buffer). Loss windows are measured between slab
@@ -121,7 +126,30 @@ pub struct Event {
     pub body: Body,
 }
 
+/// Buckets that pointers and page frames are hashed into. Fixed, whatever
+/// the number of threads: a shard takes whole buckets, and state kept per
+/// bucket (an object table and its double-free horizon) is the same for
+/// every shard count.
+pub const BUCKETS: usize = 64;
+
+/// The bucket of a pointer or page frame: the top bits of a multiplicative
+/// hash (aligned pointers differ in their middle bits).
+#[inline]
+pub fn bucket(key: u64) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize
+}
+
 impl Event {
+    /// The key that places the event in a shard: the pointer of a slab
+    /// event, the page frame of a page event.
+    #[inline]
+    pub fn key(&self) -> u64 {
+        match &self.body {
+            Body::Slab(s) => s.ptr,
+            Body::Page(p) => p.pfn,
+        }
+    }
+
     /// The slab fields, for a slab event.
     #[inline]
     pub fn slab(&self) -> Option<&Slab> {
@@ -147,7 +175,7 @@ mod tests {
     #[test]
     fn event_is_compact() {
         assert!(
-            std::mem::size_of::<Event>() <= 72,
+            std::mem::size_of::<Event>() <= 80,
             "{}",
             std::mem::size_of::<Event>()
         );

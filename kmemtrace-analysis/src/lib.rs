@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod combine;
 pub mod event;
 pub mod filter;
 pub mod intern;

@@ -1,12 +1,14 @@
-//! Runs the stream and the passes over a log and builds the [`Report`].
+//! Runs the sharded stream and the passes over a log, combines the shards
+//! and builds the [`Report`].
 
-use crate::build::{build, Built};
+use crate::build::{build, Built, Found};
+use crate::combine::Combiner;
 use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::model::{Report, Severity, SortKey};
 use crate::passes::objects::Objects;
 use crate::passes::{cross_cpu, leaks, misuse, page, slab, Passes};
-use crate::stream::{for_each_event, Progress, StreamSetup};
+use crate::stream::{run, Progress, StreamSetup};
 use crate::symbols::Symbols;
 use kmemtrace_format::log::Log;
 
@@ -23,7 +25,8 @@ pub struct Options {
     pub sort: Vec<SortKey>,
     /// Rows kept per table (`None`: all).
     pub lines: Option<usize>,
-    /// Decoder threads (`None`: one per core, at most 16).
+    /// Decoder threads, and half as many shards (`None`: one per core, at
+    /// most 16). The report is the same whatever the number.
     pub threads: Option<usize>,
 }
 
@@ -45,34 +48,70 @@ pub fn analyse(
     let sites = SiteTable::default();
     let page_size = u64::from(log.arch.page_size.unwrap_or(4096));
     let filter = &opts.filter;
-    let mut passes = Passes {
-        objects: Objects::new(
-            filter,
-            opts.remember_frees,
-            &sites,
-            Box::new(|addr| syms.name(addr)),
-        ),
-        slab: slab::SlabPass::new(&log.cpu_nodes, opts.per_pointer),
+    let threads = opts.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(1, 16)
+    });
+    // Decoding costs about what merging and the passes cost per event:
+    // half as many shards as decoders.
+    let nshards = threads.div_ceil(2);
+    let setup = StreamSetup {
+        kmem: &kmem,
+        filter,
+        sites: &sites,
+        workers: threads,
+        shards: nshards,
+    };
+    let namer = |addr: u64| syms.name(addr);
+    let make = |_shard: usize| Passes {
+        objects: Objects::new(filter, opts.remember_frees, &sites, Box::new(namer)),
+        slab: slab::SlabPass::new(&log.cpu_nodes, opts.per_pointer, nshards > 1),
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         page: page::PagePass::new(filter, page_size),
         first_ts: None,
         last_ts: 0,
     };
-    let workers = opts.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .clamp(1, 16)
-    });
-    let setup = StreamSetup {
-        kmem: &kmem,
-        filter,
-        sites: &sites,
-        workers,
+    let mut combiner = Combiner::default();
+    let (shards, end) = run(
+        log,
+        &setup,
+        make,
+        &mut |e, outs, a| combiner.epoch(e, outs, a),
+        progress,
+    );
+    combiner.finish(&end.windows);
+
+    // Add the shards up; the combiner has what does not add.
+    let mut shards = shards.into_iter();
+    let mut all = shards.next().unwrap_or_else(|| make(0));
+    let mut objects = Vec::new();
+    for s in shards {
+        all.absorb(&s);
+        objects.push(s.objects);
+    }
+    let mut first = make(0).objects;
+    std::mem::swap(&mut first, &mut all.objects);
+    objects.insert(0, first);
+    if nshards > 1 {
+        all.slab.set_peaks(&combiner.peaks);
+    }
+    all.slab.cut_gfp();
+    combiner.judge_findings(&mut all.misuse.findings);
+    all.slab.finish(
+        objects
+            .iter()
+            .flat_map(|o| o.live_selected().map(|(_, o)| o)),
+    );
+    let addrs = sites.addrs_from(0);
+    let addr = |id: u32| addrs.get(id as usize).copied().unwrap_or(0);
+    let leaks = leaks::leaks(&objects, addr, &end.windows, all.last_ts, opts.min_age);
+    let found = Found {
+        passes: &all,
+        sites: &addrs,
+        tracked: objects.iter().map(Objects::tracked).sum(),
     };
-    let end = for_each_event(log, &setup, |ev, w| passes.event(ev, w), progress);
-    passes.finish();
-    let leaks = leaks::leaks(&passes.objects, &end.windows, passes.last_ts, opts.min_age);
-    let Built { report, worst } = build(log, syms, &opts, &kmem, &passes, end, leaks);
+    let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
     Outcome { report, worst }
 }

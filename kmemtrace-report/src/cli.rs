@@ -92,8 +92,9 @@ pub struct Cli {
     pub min_age: u64,
 
     /// Double frees are recognised while the first free is among the last
-    /// N to 2N frees (N grows to a quarter of the live objects if that is
-    /// more; memory: about 80 bytes x 2N).
+    /// N to 2N frees (counted in each of 64 buckets of the pointer hash,
+    /// N/64 each; a bucket's N grows to a quarter of its live objects if
+    /// that is more; memory: about 80 bytes x 2N).
     #[arg(long = "remember-frees", value_name = "N", default_value = "32768")]
     pub remember_frees: usize,
 
@@ -131,8 +132,9 @@ pub struct Cli {
     #[arg(long = "fail-on", value_name = "SEVERITY", value_parser = parse_severity)]
     pub fail_on: Option<Severity>,
 
-    /// Decoder threads (default: one per core, at most 16). The report is
-    /// the same whatever the number.
+    /// Threads: N decoders and N/2 (rounded up) analysis shards, each
+    /// following the pointers of its buckets (default: one per core, at
+    /// most 16). The report is the same whatever the number.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 

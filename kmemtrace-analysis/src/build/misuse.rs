@@ -126,10 +126,10 @@ pub(crate) fn findings(
                 uncertain: f.uncertain,
                 certain: f.count - f.uncertain,
                 judgement,
-                first: f.first.as_ref().map(|o| ctx.occurrence(an, o)),
-                first_certain: f.first_certain.as_ref().map(|o| ctx.occurrence(an, o)),
-                top_alloc_callsites: ctx.top_sites(an, &f.alloc_sites),
-                top_free_callsites: ctx.top_sites(an, &f.free_sites),
+                first: f.first.as_ref().map(|o| ctx.occurrence(o)),
+                first_certain: f.first_certain.as_ref().map(|o| ctx.occurrence(o)),
+                top_alloc_callsites: ctx.top_sites(&f.alloc_sites),
+                top_free_callsites: ctx.top_sites(&f.free_sites),
                 cache_pairs: pairs,
             }
         })

@@ -22,6 +22,10 @@ use kmemtrace_format::records::StatsPhase;
 pub(crate) struct Ctx<'a> {
     log: &'a Log,
     an: &'a Passes<'a>,
+    /// Call-site addresses by id.
+    sites: &'a [u64],
+    /// Pointers the object tables held at the end.
+    tracked: usize,
     opts: &'a Options,
     syms: &'a Symbols,
     names: Vec<String>,
@@ -38,10 +42,14 @@ impl Ctx<'_> {
                 .unwrap_or_else(|| format!("#{id}"))
         })
     }
-    pub(crate) fn site_name(&self, p: &Passes<'_>, i: u32) -> Option<String> {
-        (i != NO_SITE).then(|| self.syms.name(p.objects.addr(i)))
+    /// A call site's address by id.
+    pub(crate) fn addr(&self, site: u32) -> u64 {
+        self.sites.get(site as usize).copied().unwrap_or(0)
     }
-    pub(crate) fn occurrence(&self, p: &Passes<'_>, o: &Occurrence) -> OccurrenceRow {
+    pub(crate) fn site_name(&self, i: u32) -> Option<String> {
+        (i != NO_SITE).then(|| self.syms.name(self.addr(i)))
+    }
+    pub(crate) fn occurrence(&self, o: &Occurrence) -> OccurrenceRow {
         OccurrenceRow {
             ts_ns: o.ts,
             rel_s: o.ts.saturating_sub(self.first_ts) as f64 / 1e9,
@@ -49,8 +57,8 @@ impl Ctx<'_> {
             pid: o.pid,
             comm: self.log.pids.comm(o.pid).map(str::to_string),
             ptr: Addr(o.ptr),
-            alloc_callsite: self.site_name(p, o.alloc_site),
-            free_callsite: self.site_name(p, o.free_site),
+            alloc_callsite: self.site_name(o.alloc_site),
+            free_callsite: self.site_name(o.free_site),
             earlier_ts_ns: o.earlier_ts,
             earlier_cpu: o.earlier_cpu,
             alloc_cache: self.cache(o.alloc_cache),
@@ -60,19 +68,15 @@ impl Ctx<'_> {
             uncertain: o.uncertain,
         }
     }
-    pub(crate) fn top_sites(
-        &self,
-        p: &Passes<'_>,
-        m: &crate::intern::FastMap<u32, u64>,
-    ) -> Vec<SiteCount> {
+    pub(crate) fn top_sites(&self, m: &crate::intern::FastMap<u32, u64>) -> Vec<SiteCount> {
         let mut v: Vec<(u32, u64)> = m.iter().map(|(&k, &c)| (k, c)).collect();
-        let addr = |i: u32| p.objects.addr(i);
+        let addr = |i: u32| self.addr(i);
         v.sort_by(|x, y| y.1.cmp(&x.1).then(addr(x.0).cmp(&addr(y.0))));
         v.truncate(5);
         v.into_iter()
             .map(|(s, count)| SiteCount {
-                callsite: self.syms.name(p.objects.addr(s)),
-                addr: Addr(p.objects.addr(s)),
+                callsite: self.syms.name(self.addr(s)),
+                addr: Addr(self.addr(s)),
                 count,
             })
             .collect()
@@ -146,6 +150,15 @@ pub(crate) enum KeyVal {
     F(f64),
 }
 
+/// What the passes found, added up over the shards.
+pub struct Found<'a> {
+    pub passes: &'a Passes<'a>,
+    /// Call-site addresses by id.
+    pub sites: &'a [u64],
+    /// Pointers the object tables held at the end.
+    pub tracked: usize,
+}
+
 /// The report, and the worst severity among certain findings.
 pub struct Built {
     pub report: Report,
@@ -158,7 +171,7 @@ pub fn build(
     syms: &Symbols,
     opts: &Options,
     kmem: &KmemDecoder,
-    an: &Passes<'_>,
+    found: Found<'_>,
     end: StreamEnd,
     leaks: Vec<LeakGroup>,
 ) -> Built {
@@ -168,6 +181,7 @@ pub fn build(
         cache_names: names,
     } = end;
     let windows = &windows;
+    let an = found.passes;
     let first_ts = an
         .first_ts
         .or_else(|| summaries.iter().filter_map(|s| s.first_ts).min())
@@ -175,6 +189,8 @@ pub fn build(
     let ctx = Ctx {
         log,
         an,
+        sites: found.sites,
+        tracked: found.tracked,
         opts,
         syms,
         names,
@@ -268,7 +284,7 @@ fn capture(
     summaries: &[crate::stream::CpuSummary],
     windows: &crate::stream::Windows,
 ) -> (Capture, Vec<Problem>) {
-    let (log, an) = (cx.log, cx.an);
+    let log = cx.log;
     let mut problems: Vec<Problem> = log.problems.iter().cloned().map(Problem::Log).collect();
     for w in kmem.warnings() {
         problems.push(Problem::Format(w.to_string()));
@@ -346,7 +362,7 @@ fn capture(
                 end_ns: (w.end != u64::MAX).then_some(w.end),
             })
             .collect(),
-        tracked_pointers: an.objects.tracked(),
+        tracked_pointers: cx.tracked,
     };
 
     (capture, problems)
@@ -389,7 +405,7 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
         .enumerate()
         .filter(|(_, s)| s.agg.hits > 0 || s.free_calls > 0)
         .map(|(id, s)| {
-            let addr = an.objects.addr(id as u32);
+            let addr = ctx.addr(id as u32);
             let g = &s.agg;
             let mut kinds = Vec::new();
             for (bit, k) in [
@@ -402,7 +418,7 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
                     kinds.push(k);
                 }
             }
-            let mut gfp: Vec<Gfp> = s.gfp.iter().map(|&(v, c)| ctx.gfp(v, c)).collect();
+            let mut gfp: Vec<Gfp> = s.gfp.iter().map(|&(v, c, _)| ctx.gfp(v, c)).collect();
             gfp.sort_by_key(|g| std::cmp::Reverse(g.count));
             CallsiteRow {
                 callsite: syms.name(addr),
@@ -552,8 +568,8 @@ fn leak_section(cx: &Ctx<'_>, leaks: &[LeakGroup]) -> Leaks {
     let leak_rows: Vec<LeakRow> = leaks
         .iter()
         .map(|g| LeakRow {
-            callsite: syms.name(an.objects.addr(g.site)),
-            addr: Addr(an.objects.addr(g.site)),
+            callsite: syms.name(cx.addr(g.site)),
+            addr: Addr(cx.addr(g.site)),
             objects: g.objects,
             bytes: g.bytes,
             oldest_age_ns: end.saturating_sub(g.oldest_ts),
@@ -599,7 +615,7 @@ fn allocs(cx: &Ctx<'_>) -> Option<Vec<AllocRow>> {
             .iter()
             .map(|(&ptr, g)| AllocRow {
                 ptr: Addr(ptr),
-                callsite: syms.name(an.objects.addr(g.site)),
+                callsite: syms.name(cx.addr(g.site)),
                 hits: g.hits,
                 bytes_req: g.bytes_req,
                 bytes_alloc: g.bytes_alloc,

@@ -25,13 +25,25 @@ impl CrossCpuPass {
 
     #[inline]
     fn add(&mut self, a: u32, f: u32) {
+        self.add_n(a, f, 1)
+    }
+
+    #[inline]
+    fn add_n(&mut self, a: u32, f: u32, n: u64) {
         if a < Self::DENSE && f < Self::DENSE {
             if self.dense.is_empty() {
                 self.dense = vec![0; (Self::DENSE * Self::DENSE) as usize];
             }
-            self.dense[(a * Self::DENSE + f) as usize] += 1;
+            self.dense[(a * Self::DENSE + f) as usize] += n;
         } else {
-            *self.sparse.entry((a, f)).or_insert(0) += 1;
+            *self.sparse.entry((a, f)).or_insert(0) += n;
+        }
+    }
+
+    /// Adds another shard's frees.
+    pub fn absorb(&mut self, o: &CrossCpuPass) {
+        for ((a, f), n) in o.iter() {
+            self.add_n(a, f, n);
         }
     }
 

@@ -40,11 +40,18 @@ impl LeakGroup {
     }
 }
 
-/// The leak groups at the end (`end`: the last event's time), largest
-/// first, equal ones by call-site address.
-pub fn leaks(objects: &Objects<'_>, windows: &Windows, end: u64, min_age: u64) -> Vec<LeakGroup> {
+/// The leak groups at the end (`end`: the last event's time) over every
+/// shard's objects, largest first, equal ones by call-site address
+/// (`addr`: a site id's address).
+pub fn leaks(
+    objects: &[Objects<'_>],
+    addr: impl Fn(u32) -> u64,
+    windows: &Windows,
+    end: u64,
+    min_age: u64,
+) -> Vec<LeakGroup> {
     let mut groups: FastMap<u32, LeakGroup> = fast_map();
-    for (ptr, o) in objects.live_selected() {
+    for (ptr, o) in objects.iter().flat_map(Objects::live_selected) {
         if end.saturating_sub(o.ts) < min_age {
             continue;
         }
@@ -58,10 +65,6 @@ pub fn leaks(objects: &Objects<'_>, windows: &Windows, end: u64, min_age: u64) -
             .add(ptr, o, windows);
     }
     let mut v: Vec<LeakGroup> = groups.into_values().collect();
-    v.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then(objects.addr(a.site).cmp(&objects.addr(b.site)))
-    });
+    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(addr(a.site).cmp(&addr(b.site))));
     v
 }

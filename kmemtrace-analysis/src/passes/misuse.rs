@@ -1,12 +1,14 @@
 //! Allocator misuse: double frees, frees through the wrong API or cache,
 //! pointers returned while still live, failed allocations, frees of objects
 //! never seen allocated. Each occurrence is judged uncertain when the log
-//! lost events where they could have explained it.
+//! lost events where they could have explained it: by the combiner
+//! ([`crate::combine`]), once every loss window that could matter is known,
+//! in the one order of the stream.
 
 use super::objects::{Obj, Resolution, SlabSeen, NO_SITE};
 use crate::event::{Kind, NO_CACHE};
 use crate::intern::FastMap;
-use crate::stream::Windows;
+use crate::stream::OrderKey;
 
 /// The misuse kinds, in report order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,15 +85,29 @@ pub struct FindingAgg {
     pub cache_pairs: FastMap<(u32, u32), u64>,
 }
 
+/// An occurrence waiting for its judgement.
+#[derive(Clone, Debug)]
+pub struct Pending {
+    pub key: OrderKey,
+    pub kind: Misuse,
+    /// Uncertain if events were lost between this time and the
+    /// occurrence's (`None`: never uncertain).
+    pub since: Option<u64>,
+    pub occurrence: Occurrence,
+}
+
 /// The misuse detector: one [`FindingAgg`] per [`Misuse`] kind.
 pub struct MisusePass {
     pub findings: Vec<FindingAgg>,
+    /// Occurrences of the current epoch, in order.
+    pub pending: Vec<Pending>,
 }
 
 impl Default for MisusePass {
     fn default() -> Self {
         MisusePass {
             findings: vec![FindingAgg::default(); Misuse::ALL.len()],
+            pending: Vec::new(),
         }
     }
 }
@@ -122,15 +138,29 @@ impl Earlier {
 }
 
 impl MisusePass {
-    /// One slab event, in time order. `windows` holds every lost window
-    /// that starts before the event.
+    /// Adds another shard's counts (the judgements are the combiner's).
+    pub fn absorb(&mut self, o: &MisusePass) {
+        for (f, g) in self.findings.iter_mut().zip(&o.findings) {
+            f.count += g.count;
+            for (&k, &n) in &g.alloc_sites {
+                *f.alloc_sites.entry(k).or_insert(0) += n;
+            }
+            for (&k, &n) in &g.free_sites {
+                *f.free_sites.entry(k).or_insert(0) += n;
+            }
+            for (&k, &n) in &g.cache_pairs {
+                *f.cache_pairs.entry(k).or_insert(0) += n;
+            }
+        }
+    }
+
+    /// One slab event, in order.
     #[inline]
-    pub fn slab(&mut self, s: &SlabSeen<'_>, windows: &Windows) {
+    pub fn slab(&mut self, s: &SlabSeen<'_>) {
         let (ev, slab) = (s.ev, s.slab);
-        let ts = ev.ts;
         // Uncertain when events lost between `o` and this event could
         // have explained it.
-        let lost_since = |o: &Obj| windows.touches(o.ts, ts);
+        let lost_since = |o: &Obj| Some(o.ts);
         match s.res {
             Resolution::FailedAlloc | Resolution::ZeroAlloc | Resolution::Alloc { .. } => {
                 let own = || Earlier {
@@ -139,10 +169,10 @@ impl MisusePass {
                     cache: slab.cache,
                 };
                 if s.selected && slab.bytes_alloc < slab.bytes_req {
-                    self.find(Misuse::ReqExceedsAlloc, s, own(), false);
+                    self.find(Misuse::ReqExceedsAlloc, s, own(), None);
                 }
                 if s.selected && s.res == Resolution::FailedAlloc {
-                    self.find(Misuse::FailedAlloc, s, own(), false);
+                    self.find(Misuse::FailedAlloc, s, own(), None);
                 }
                 if let Resolution::Alloc {
                     replaced: Some(old),
@@ -163,7 +193,7 @@ impl MisusePass {
             }
             Resolution::FreeOfUnseen => {
                 if s.selected {
-                    self.find(Misuse::FreeOfUnseen, s, Earlier::none(), false);
+                    self.find(Misuse::FreeOfUnseen, s, Earlier::none(), None);
                 }
             }
             Resolution::Free { object: o0 } => {
@@ -188,7 +218,7 @@ impl MisusePass {
         }
     }
 
-    fn find(&mut self, m: Misuse, s: &SlabSeen<'_>, earlier: Earlier, uncertain: bool) {
+    fn find(&mut self, m: Misuse, s: &SlabSeen<'_>, earlier: Earlier, since: Option<u64>) {
         let (ev, slab) = (s.ev, s.slab);
         let (alloc_site, free_site) = if ev.kind.is_alloc() {
             (earlier.site, NO_SITE)
@@ -197,7 +227,6 @@ impl MisusePass {
         };
         let f = &mut self.findings[m as usize];
         f.count += 1;
-        f.uncertain += u64::from(uncertain);
         if alloc_site != NO_SITE {
             *f.alloc_sites.entry(alloc_site).or_insert(0) += 1;
         }
@@ -209,10 +238,7 @@ impl MisusePass {
                 .entry((earlier.cache, slab.cache))
                 .or_insert(0) += 1;
         }
-        if f.first.is_some() && (uncertain || f.first_certain.is_some()) {
-            return;
-        }
-        let o = Occurrence {
+        let occurrence = Occurrence {
             ts: ev.ts,
             cpu: u32::from(ev.cpu),
             pid: ev.pid,
@@ -231,13 +257,13 @@ impl MisusePass {
                 .kind
                 .is_alloc()
                 .then_some((slab.bytes_req, slab.bytes_alloc)),
-            uncertain,
+            uncertain: false,
         };
-        if f.first.is_none() {
-            f.first = Some(o.clone());
-        }
-        if !uncertain && f.first_certain.is_none() {
-            f.first_certain = Some(o);
-        }
+        self.pending.push(Pending {
+            key: s.key,
+            kind: m,
+            since,
+            occurrence,
+        });
     }
 }

@@ -1,11 +1,15 @@
-//! The analyses, each a pass over the time-ordered event stream: an event
-//! in, a section of the model out (built in [`crate::build`]).
+//! The analyses, each a pass over the ordered event stream: an event in, a
+//! section of the model out (built in [`crate::build`]).
 //!
 //! Slab events are first resolved by the object tracker ([`objects`]):
 //! what the pointer was before (live, freed, never seen). The slab passes
 //! read that resolution instead of tracking objects of their own. A new
 //! analysis is a new pass: a type implementing [`Pass`] and a field of
 //! [`Passes`].
+//!
+//! Each shard runs its own [`Passes`] over the events of its buckets; the
+//! shards' passes are then added up ([`Passes::absorb`]), and what is not
+//! additive (peaks, judgements, first occurrences) comes from the combiner.
 
 pub mod cross_cpu;
 pub mod leaks;
@@ -15,33 +19,33 @@ pub mod page;
 pub mod slab;
 
 use crate::event::{Body, Event, Page};
-use crate::stream::Windows;
+use crate::stream::{OrderKey, Shard};
 use objects::{Objects, SlabSeen};
 
-/// One analysis over the stream. Events come in time order (ties by CPU);
-/// `windows` holds every lost window that starts before the event.
+/// One analysis over the stream. A shard's events come in the stream's
+/// order.
 pub trait Pass {
-    fn slab(&mut self, _s: &SlabSeen<'_>, _windows: &Windows) {}
+    fn slab(&mut self, _s: &SlabSeen<'_>) {}
     fn page(&mut self, _ev: &Event, _p: &Page) {}
 }
 
 impl Pass for slab::SlabPass {
     #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>, _: &Windows) {
+    fn slab(&mut self, s: &SlabSeen<'_>) {
         slab::SlabPass::slab(self, s)
     }
 }
 
 impl Pass for misuse::MisusePass {
     #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>, windows: &Windows) {
-        misuse::MisusePass::slab(self, s, windows)
+    fn slab(&mut self, s: &SlabSeen<'_>) {
+        misuse::MisusePass::slab(self, s)
     }
 }
 
 impl Pass for cross_cpu::CrossCpuPass {
     #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>, _: &Windows) {
+    fn slab(&mut self, s: &SlabSeen<'_>) {
         cross_cpu::CrossCpuPass::slab(self, s)
     }
 }
@@ -65,25 +69,54 @@ pub struct Passes<'a> {
     pub last_ts: u64,
 }
 
+/// What a shard hands the combiner at the end of an epoch.
+pub struct EpochOut {
+    pub deltas: Vec<slab::Delta>,
+    pub pending: Vec<misuse::Pending>,
+}
+
 impl Passes<'_> {
     #[inline]
-    pub fn event(&mut self, ev: &Event, windows: &Windows) {
+    pub fn event(&mut self, ev: &Event, key: OrderKey) {
         match &ev.body {
             Body::Slab(slab) => {
-                self.first_ts.get_or_insert(ev.ts);
+                self.first_ts = Some(self.first_ts.map_or(ev.ts, |t| t.min(ev.ts)));
                 self.last_ts = self.last_ts.max(ev.ts);
-                let seen = self.objects.resolve(ev, slab);
-                Pass::slab(&mut self.slab, &seen, windows);
-                Pass::slab(&mut self.misuse, &seen, windows);
-                Pass::slab(&mut self.cross_cpu, &seen, windows);
+                let seen = self.objects.resolve(ev, key, slab);
+                Pass::slab(&mut self.slab, &seen);
+                Pass::slab(&mut self.misuse, &seen);
+                Pass::slab(&mut self.cross_cpu, &seen);
             }
             Body::Page(p) => Pass::page(&mut self.page, ev, p),
         }
     }
 
-    /// After the last event: what depends on the objects left live.
-    pub fn finish(&mut self) {
-        self.slab
-            .finish(self.objects.live_selected().map(|(_, o)| o));
+    /// Adds another shard's passes (its objects stay with it).
+    pub fn absorb(&mut self, o: &Passes<'_>) {
+        self.slab.absorb(&o.slab);
+        self.misuse.absorb(&o.misuse);
+        self.cross_cpu.absorb(&o.cross_cpu);
+        self.page.absorb(&o.page);
+        self.first_ts = match (self.first_ts, o.first_ts) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_ts = self.last_ts.max(o.last_ts);
+    }
+}
+
+impl Shard for Passes<'_> {
+    type Epoch = EpochOut;
+
+    #[inline]
+    fn event(&mut self, ev: &Event, key: OrderKey) {
+        Passes::event(self, ev, key)
+    }
+
+    fn end_epoch(&mut self) -> EpochOut {
+        EpochOut {
+            deltas: std::mem::take(&mut self.slab.deltas),
+            pending: std::mem::take(&mut self.misuse.pending),
+        }
     }
 }

@@ -6,10 +6,14 @@
 //! Memory grows with the objects the kernel has (live ones, and freed
 //! pointers remembered for double-free detection until they are reused or
 //! forgotten), never with the length of the log.
+//!
+//! Pointers are kept in [`BUCKETS`] tables by the bucket of their hash,
+//! each forgetting freed pointers on its own clock: a shard holds whole
+//! buckets, so what is remembered does not depend on the shard count.
 
-use crate::event::{Event, Kind, Slab, NO_CACHE};
+use crate::event::{bucket, Event, Kind, Slab, BUCKETS, NO_CACHE};
 use crate::filter::Filter;
-use crate::intern::{fast_map, FastMap, SiteTable};
+use crate::intern::{FastMap, SiteTable};
 use std::collections::hash_map::Entry;
 
 /// `ZERO_SIZE_PTR`: pointers up to this are "no object" (`kfree(NULL)`,
@@ -106,6 +110,8 @@ pub enum Resolution {
 /// passes the filters, and what it did to its pointer.
 pub struct SlabSeen<'a> {
     pub ev: &'a Event,
+    /// The event's place in the one ordered stream.
+    pub key: crate::stream::OrderKey,
     pub slab: &'a Slab,
     /// The event passes the CPU, pid, comm and call-site filters.
     pub selected: bool,
@@ -119,51 +125,60 @@ impl SlabSeen<'_> {
     }
 }
 
+/// One bucket's pointers: live objects, and recently freed pointers (for
+/// double-free detection). Freed ones are forgotten a generation of
+/// `remember` frees of the bucket after their free (a generation lasts at
+/// least a quarter of the bucket's tracked pointers).
+#[derive(Default)]
+struct Table {
+    objs: FastMap<u64, Obj>,
+    gen: u32,
+    frees_in_gen: usize,
+}
+
 /// The tracker.
 pub struct Objects<'a> {
     filter: &'a Filter,
     /// Names a call site for the `--callsite` filter.
-    namer: Box<dyn Fn(u64) -> String + 'a>,
+    namer: Box<dyn Fn(u64) -> String + Send + 'a>,
     site_table: &'a SiteTable,
     /// By site id ([`SiteTable`]).
     pub sites: Vec<SiteInfo>,
-    /// Live objects, and recently freed pointers (for double-free
-    /// detection), by pointer. Freed ones are forgotten a generation of
-    /// `remember` frees after their free: at most `2 * remember` are kept.
-    objs: FastMap<u64, Obj>,
-    gen: u32,
-    frees_in_gen: usize,
+    /// By bucket (only the buckets of this tracker's shard fill).
+    tables: Vec<Table>,
+    /// Frees per generation and bucket.
     remember: usize,
 }
 
 impl<'a> Objects<'a> {
+    /// `remember_frees`: freed pointers remembered per generation, over all
+    /// buckets.
     pub fn new(
         filter: &'a Filter,
         remember_frees: usize,
         site_table: &'a SiteTable,
-        namer: Box<dyn Fn(u64) -> String + 'a>,
+        namer: Box<dyn Fn(u64) -> String + Send + 'a>,
     ) -> Self {
         Objects {
             filter,
             namer,
             site_table,
             sites: Vec::new(),
-            objs: fast_map(),
-            gen: 0,
-            frees_in_gen: 0,
-            remember: remember_frees.max(1),
+            tables: (0..BUCKETS).map(|_| Table::default()).collect(),
+            remember: remember_frees.div_ceil(BUCKETS).max(1),
         }
     }
 
     /// Tracked pointers (live and remembered freed ones).
     pub fn tracked(&self) -> usize {
-        self.objs.len()
+        self.tables.iter().map(|t| t.objs.len()).sum()
     }
 
     /// Live objects whose allocation passed the filters: (pointer, object).
     pub fn live_selected(&self) -> impl Iterator<Item = (u64, &Obj)> {
-        self.objs
+        self.tables
             .iter()
+            .flat_map(|t| t.objs.iter())
             .filter(|(_, o)| o.live() && o.selected())
             .map(|(&p, o)| (p, o))
     }
@@ -195,7 +210,12 @@ impl<'a> Objects<'a> {
 
     /// Resolves one slab event (in time order) and updates the pointer.
     #[inline]
-    pub fn resolve<'e>(&mut self, ev: &'e Event, slab: &'e Slab) -> SlabSeen<'e> {
+    pub fn resolve<'e>(
+        &mut self,
+        ev: &'e Event,
+        key: crate::stream::OrderKey,
+        slab: &'e Slab,
+    ) -> SlabSeen<'e> {
         let site = self.site(slab.site);
         let selected =
             self.filter.cpu_pid(u32::from(ev.cpu), ev.pid) && self.sites[site as usize].selected;
@@ -206,6 +226,7 @@ impl<'a> Objects<'a> {
         };
         SlabSeen {
             ev,
+            key,
             slab,
             selected,
             res,
@@ -230,7 +251,7 @@ impl<'a> Objects<'a> {
             state: State::new(true, sel),
             gen: 0,
         };
-        let replaced = match self.objs.entry(s.ptr) {
+        let replaced = match self.tables[bucket(s.ptr)].objs.entry(s.ptr) {
             Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), new)),
             Entry::Vacant(v) => {
                 v.insert(new);
@@ -246,8 +267,10 @@ impl<'a> Objects<'a> {
         if s.ptr <= ZERO_SIZE_PTR {
             return Resolution::NullFree;
         }
-        let gen = self.gen;
-        let prior = match self.objs.get_mut(&s.ptr) {
+        let remember = self.remember;
+        let table = &mut self.tables[bucket(s.ptr)];
+        let gen = table.gen;
+        let prior = match table.objs.get_mut(&s.ptr) {
             Some(o) => {
                 let p = *o;
                 o.ts = ev.ts;
@@ -261,12 +284,12 @@ impl<'a> Objects<'a> {
             }
             None => None,
         };
-        self.note_free();
+        table.note_free(remember);
         match prior {
             Some(o) if o.live() => Resolution::Free { object: o },
             Some(earlier) => Resolution::FreeOfFreed { earlier },
             None => {
-                self.objs.insert(
+                table.objs.insert(
                     s.ptr,
                     Obj {
                         ts: ev.ts,
@@ -288,16 +311,18 @@ impl<'a> Objects<'a> {
             }
         }
     }
+}
 
+impl Table {
     /// Counts a free; at the end of a generation (`remember` frees, or a
     /// quarter of the tracked pointers if more), forgets the pointers freed
     /// in the generation before it.
     #[inline]
-    fn note_free(&mut self) {
+    fn note_free(&mut self, remember: usize) {
         self.frees_in_gen += 1;
         // A generation lasts at least a quarter of the tracked pointers, so
         // sweeping stays a few entries per free with millions live.
-        if self.frees_in_gen >= self.remember.max(self.objs.len() / 4) {
+        if self.frees_in_gen >= remember.max(self.objs.len() / 4) {
             let keep = self.gen;
             self.objs.retain(|_, o| o.live() || o.gen == keep);
             self.gen = self.gen.wrapping_add(1);

@@ -27,6 +27,23 @@ impl<'a> PagePass<'a> {
         }
     }
 
+    /// Adds another shard's counts.
+    pub fn absorb(&mut self, o: &PagePass<'_>) {
+        let (p, q) = (&mut self.stats, &o.stats);
+        p.allocs += q.allocs;
+        p.alloc_bytes = p.alloc_bytes.saturating_add(q.alloc_bytes);
+        p.failed += q.failed;
+        p.frees += q.frees;
+        p.free_bytes = p.free_bytes.saturating_add(q.free_bytes);
+        p.batched_frees += q.batched_frees;
+        p.zone_locked += q.zone_locked;
+        p.pcpu_drains += q.pcpu_drains;
+        p.extfrag += q.extfrag;
+        for (a, b) in p.allocs_by_order.iter_mut().zip(&q.allocs_by_order) {
+            *a += b;
+        }
+    }
+
     /// One page-allocator event, in time order.
     #[inline]
     pub fn page(&mut self, ev: &Event, pg: &Page) {

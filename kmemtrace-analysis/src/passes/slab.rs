@@ -1,13 +1,48 @@
 //! Slab aggregates: totals as `perf kmem stat` prints them, per call site,
 //! per cache, per kmalloc size class and (with `--alloc`) per pointer,
-//! with live and peak-live bytes.
+//! with live bytes.
+//!
+//! Everything here adds up across shards but the peaks: a shard records
+//! each change of live bytes as a [`Delta`], and the combiner replays them
+//! in the one order ([`crate::combine`]).
 
 use super::objects::{unnamed_cache, Obj, Resolution, SlabSeen};
 use crate::event::{Kind, NO_CACHE, NO_NODE};
 use crate::intern::{fast_map, FastMap};
+use crate::stream::OrderKey;
 
-/// Distinct GFP values remembered per call site.
-const MAX_GFP: usize = 8;
+/// Distinct GFP values listed per call site (the first ones met).
+pub const MAX_GFP: usize = 8;
+
+/// Where a [`Delta`]'s bytes count besides the total and the call site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// A kmalloc size class, by `bytes_alloc`.
+    Size(u64),
+    /// A named cache, by interned id.
+    Cache(u32),
+    /// A `kmem_cache_alloc` of a cache not named yet.
+    None,
+}
+
+/// A change of live bytes, at an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delta {
+    pub key: OrderKey,
+    pub site: u32,
+    pub class: Class,
+    pub bytes: i64,
+}
+
+impl Class {
+    fn of(kind: Kind, cache: u32, bytes: u64) -> Self {
+        match kind {
+            Kind::Kmalloc => Class::Size(bytes),
+            _ if cache != NO_CACHE => Class::Cache(cache),
+            _ => Class::None,
+        }
+    }
+}
 
 /// Running totals of allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,6 +88,18 @@ impl Agg {
         self.freed_bytes = self.freed_bytes.saturating_add(bytes);
         self.cross_cpu_frees += u64::from(cross);
     }
+    /// Adds another shard's counts (peaks are the combiner's).
+    fn absorb(&mut self, o: &Agg) {
+        self.hits += o.hits;
+        self.failed += o.failed;
+        self.bytes_req = self.bytes_req.saturating_add(o.bytes_req);
+        self.bytes_alloc = self.bytes_alloc.saturating_add(o.bytes_alloc);
+        self.frees += o.frees;
+        self.freed_bytes = self.freed_bytes.saturating_add(o.freed_bytes);
+        self.cross_cpu_frees += o.cross_cpu_frees;
+        self.live_objs += o.live_objs;
+        self.live_bytes = self.live_bytes.saturating_add(o.live_bytes);
+    }
 }
 
 /// A call site's figures (allocation and/or free site).
@@ -66,12 +113,37 @@ pub struct SiteAgg {
     pub missed_frees: u64,
     /// Bit 0 kmalloc, 1 kmem_cache_alloc, 2 kfree, 3 kmem_cache_free.
     pub kinds: u8,
-    /// Distinct GFP values with their counts (at most [`MAX_GFP`]; more
-    /// are counted in `gfp_other`).
-    pub gfp: Vec<(u64, u64)>,
+    /// Distinct GFP values: (value, allocations, the first one's key).
+    /// [`SlabPass::cut_gfp`] keeps the first [`MAX_GFP`] met.
+    pub gfp: Vec<(u64, u64, OrderKey)>,
+    /// Allocations with GFP values beyond those listed.
     pub gfp_other: u64,
-    /// A cache this site allocated from (the last one seen).
+    /// A cache this site allocated from (the last one seen), and when.
     pub cache: u32,
+    pub cache_key: OrderKey,
+}
+
+impl SiteAgg {
+    fn absorb(&mut self, o: &SiteAgg) {
+        self.agg.absorb(&o.agg);
+        self.free_calls += o.free_calls;
+        self.missed_frees += o.missed_frees;
+        self.kinds |= o.kinds;
+        for &(v, n, k) in &o.gfp {
+            match self.gfp.iter_mut().find(|g| g.0 == v) {
+                Some(g) => {
+                    g.1 += n;
+                    g.2 = g.2.min(k);
+                }
+                None => self.gfp.push((v, n, k)),
+            }
+        }
+        self.gfp_other += o.gfp_other;
+        if o.cache != NO_CACHE && (self.cache == NO_CACHE || o.cache_key > self.cache_key) {
+            self.cache = o.cache;
+            self.cache_key = o.cache_key;
+        }
+    }
 }
 
 /// kmalloc size classes by `bytes_alloc`: sizes up to 8 KiB in 8-byte
@@ -93,6 +165,12 @@ impl Classes {
             self.small[i].get_or_insert_with(Agg::default)
         } else {
             self.large.entry(size).or_default()
+        }
+    }
+
+    fn absorb(&mut self, o: &Classes) {
+        for (size, a) in o.iter() {
+            self.get(size).absorb(a);
         }
     }
 
@@ -147,10 +225,19 @@ pub struct SlabPass {
     classes: Classes,
     pub totals: Totals,
     pub ptrs: Option<FastMap<u64, PtrAgg>>,
+    /// Changes of live bytes in the current epoch, when recorded (with
+    /// more than one shard: one shard's own peaks are exact).
+    pub deltas: Vec<Delta>,
+    pub record_deltas: bool,
 }
 
 impl SlabPass {
-    pub fn new(cpu_nodes: &std::collections::BTreeMap<u32, u32>, per_pointer: bool) -> Self {
+    /// `record_deltas`: the peaks are the combiner's (more than one shard).
+    pub fn new(
+        cpu_nodes: &std::collections::BTreeMap<u32, u32>,
+        per_pointer: bool,
+        record_deltas: bool,
+    ) -> Self {
         let cpu_node = (!cpu_nodes.is_empty()).then(|| {
             let max = cpu_nodes.keys().max().copied().unwrap_or(0).min(1 << 16) as usize;
             let mut v = vec![-1; max + 1];
@@ -168,6 +255,15 @@ impl SlabPass {
             classes: Classes::default(),
             totals: Totals::default(),
             ptrs: per_pointer.then(fast_map),
+            deltas: Vec::new(),
+            record_deltas,
+        }
+    }
+
+    #[inline]
+    fn delta(&mut self, d: Delta) {
+        if self.record_deltas {
+            self.deltas.push(d);
         }
     }
 
@@ -217,9 +313,22 @@ impl SlabPass {
             // The trace never showed this object's free.
             self.drop_live(&old);
             self.site(old.site).missed_frees += 1;
+            let b = u64::from(old.bytes_alloc);
+            self.delta(Delta {
+                key: s.key,
+                site: old.site,
+                class: Class::of(old.kind, old.cache, b),
+                bytes: -(b as i64),
+            });
         }
         if s.selected {
             let b = slab.bytes_alloc.min(u64::from(u32::MAX));
+            self.delta(Delta {
+                key: s.key,
+                site: slab.site,
+                class: Class::of(ev.kind, slab.cache, b),
+                bytes: b as i64,
+            });
             self.totals.agg.live_add(b);
             self.site(slab.site).agg.live_add(b);
             match ev.kind {
@@ -274,13 +383,12 @@ impl SlabPass {
         site.kinds |= if ev.kind == Kind::Kmalloc { 1 } else { 2 };
         if let Some(g) = site.gfp.iter_mut().find(|g| g.0 == slab.gfp) {
             g.1 += 1;
-        } else if site.gfp.len() < MAX_GFP {
-            site.gfp.push((slab.gfp, 1));
         } else {
-            site.gfp_other += 1;
+            site.gfp.push((slab.gfp, 1, s.key));
         }
         if slab.cache != NO_CACHE {
             site.cache = slab.cache;
+            site.cache_key = s.key;
         }
         if failed {
             site.agg.failed += 1;
@@ -329,6 +437,12 @@ impl SlabPass {
         }
         let cross = ev.cpu != o0.cpu;
         let b = u64::from(o0.bytes_alloc);
+        self.delta(Delta {
+            key: s.key,
+            site: o0.site,
+            class: Class::of(o0.kind, o0.cache, b),
+            bytes: -(b as i64),
+        });
         let t = &mut self.totals;
         t.matched_frees += 1;
         t.agg.free(b, cross);
@@ -363,6 +477,63 @@ impl SlabPass {
                 let c = self.cache(id);
                 c.alloc(u64::from(o0.bytes_req), b);
                 c.free(b, cross);
+            }
+        }
+    }
+
+    /// Adds another shard's aggregates (everything but the peaks).
+    pub fn absorb(&mut self, o: &SlabPass) {
+        for (i, site) in o.sites.iter().enumerate() {
+            self.site(i as u32).absorb(site);
+        }
+        for (i, c) in o.caches.iter().enumerate() {
+            self.cache(i as u32).absorb(c);
+        }
+        self.classes.absorb(&o.classes);
+        let t = &mut self.totals;
+        let u = &o.totals;
+        t.agg.absorb(&u.agg);
+        t.alloc_events += u.alloc_events;
+        t.free_events += u.free_events;
+        t.null_frees += u.null_frees;
+        t.matched_frees += u.matched_frees;
+        t.node_requests += u.node_requests;
+        t.cross_node_allocs += u.cross_node_allocs;
+        t.perf_cross_allocs += u.perf_cross_allocs;
+        t.allocs_with_node_field += u.allocs_with_node_field;
+        if let (Some(p), Some(q)) = (&mut self.ptrs, &o.ptrs) {
+            // Pointers are in one shard each.
+            p.extend(q.iter().map(|(&k, v)| (k, v.clone())));
+        }
+    }
+
+    /// Sets the peaks the combiner found: the total's, and per call site,
+    /// cache and size class.
+    pub fn set_peaks(&mut self, peaks: &crate::combine::Peaks) {
+        self.totals.agg.peak_live_bytes = peaks.total;
+        for (i, s) in self.sites.iter_mut().enumerate() {
+            s.agg.peak_live_bytes = peaks.site(i as u32);
+        }
+        for (i, c) in self.caches.iter_mut().enumerate() {
+            c.peak_live_bytes = peaks.class(Class::Cache(i as u32));
+        }
+        for a in self.classes.small.iter_mut().enumerate() {
+            if let (i, Some(a)) = a {
+                a.peak_live_bytes = peaks.class(Class::Size(i as u64 * 8));
+            }
+        }
+        for (&size, a) in self.classes.large.iter_mut() {
+            a.peak_live_bytes = peaks.class(Class::Size(size));
+        }
+    }
+
+    /// Lists each site's first [`MAX_GFP`] GFP values met, in that order,
+    /// and counts the others' allocations in `gfp_other`.
+    pub fn cut_gfp(&mut self) {
+        for s in &mut self.sites {
+            s.gfp.sort_by_key(|g| g.2);
+            for g in s.gfp.drain(MAX_GFP.min(s.gfp.len())..) {
+                s.gfp_other += g.1;
             }
         }
     }

@@ -1,14 +1,15 @@
 //! Per-CPU decoding: one thread per CPU walks that CPU's sub-buffers
 //! ([`Log::visit_cpu`]), decodes kmem events with the recorded kernel's
 //! byte order (monomorphised once per block) and hands back compact events,
-//! slab and page alike, one vector per block.
+//! slab and page alike, already routed: one vector per shard, by the bucket
+//! of the event's pointer or page frame.
 //!
 //! Lost events are noticed here and marked on the next slab event of the
 //! CPU (`lost_before`): a sub-buffer's missed-events flag, a gap in the
 //! sub-buffer sequence (blocks lost between recorder and file), a block
 //! that cannot be read back, and a sub-buffer that stops decoding midway.
 
-use crate::event::{Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
+use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, SiteTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
@@ -16,8 +17,6 @@ use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind
 use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::Mutex;
 
 /// A decoded event's cache name, on the way to its interned id.
 enum Name<'a> {
@@ -76,19 +75,34 @@ impl CpuSummary {
     }
 }
 
-/// One decoded CPU data block.
-pub struct BlockOut {
-    /// Events, time-ordered as the CPU wrote them.
-    pub events: Vec<Event>,
+/// Where a block's slab events met losses, for the loss windows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockLoss {
+    /// The block's first and last slab events' times.
+    pub first_slab: Option<u64>,
+    pub last_slab: Option<u64>,
+    /// Slab events that follow a loss: (the slab event before it in the
+    /// block, if any; its own time).
+    pub ends: Vec<(Option<u64>, u64)>,
+}
+
+/// What every shard learns of a block besides its own events.
+#[derive(Clone, Debug, Default)]
+pub struct BlockMeta {
     /// Counts over this block (`cpu` set; `pending_loss`: events were lost
     /// after the block's last slab event).
     pub sum: CpuSummary,
+    pub loss: BlockLoss,
+    /// The latest time stamp in the block (0 if none): the next block's
+    /// events are ordered no earlier.
+    pub max_ts: u64,
 }
 
-/// A decoding job: a block, and where its result goes.
-pub struct Job {
-    pub block: CpuBlockRef,
-    pub reply: SyncSender<BlockOut>,
+/// One decoded CPU data block.
+pub struct Decoded {
+    /// Events by shard, each in the order the CPU wrote them.
+    pub parts: Vec<Vec<Event>>,
+    pub meta: BlockMeta,
 }
 
 /// A decoder thread's own caches (in front of the shared interners) and
@@ -118,35 +132,29 @@ pub struct Decoder<'a> {
     pub filter: &'a Filter,
     /// Sub-buffers decoded so far, all CPUs (progress).
     pub progress: &'a AtomicU64,
-    /// Emptied event vectors, for reuse.
-    pub pool: &'a Mutex<Vec<Vec<Event>>>,
+    /// Shards the events are routed to (at least 1).
+    pub shards: usize,
 }
 
 impl Decoder<'_> {
-    /// Serves jobs until the queue closes.
-    pub fn work(&self, jobs: &Mutex<Receiver<Job>>) {
-        let mut local = Local::new(self);
-        loop {
-            let job = match jobs.lock() {
-                Ok(rx) => rx.recv(),
-                Err(_) => return,
-            };
-            let Ok(job) = job else { return };
-            let out = self.decode(&job.block, &mut local);
-            let _ = job.reply.send(out);
-        }
-    }
-
     /// Decodes one block with a thread's own caches and buffers.
-    pub fn decode(&self, block: &CpuBlockRef, local: &mut Local<'_>) -> BlockOut {
+    /// `spare` hands out emptied vectors for the events.
+    pub fn decode(
+        &self,
+        block: &CpuBlockRef,
+        local: &mut Local<'_>,
+        spare: &mut dyn FnMut() -> Vec<Event>,
+    ) -> Decoded {
         let Local {
             names,
             sites,
             scratch,
         } = local;
         match self.log.endian {
-            RunTimeEndian::Little => self.block(LittleEndian, block, (names, sites), scratch),
-            RunTimeEndian::Big => self.block(BigEndian, block, (names, sites), scratch),
+            RunTimeEndian::Little => {
+                self.block(LittleEndian, block, (names, sites), scratch, spare)
+            }
+            RunTimeEndian::Big => self.block(BigEndian, block, (names, sites), scratch, spare),
         }
     }
 
@@ -156,32 +164,49 @@ impl Decoder<'_> {
         r: &CpuBlockRef,
         (names, sites): (&mut LocalInterner<'_>, &mut LocalSites<'_>),
         scratch: &mut BlockScratch,
-    ) -> BlockOut {
+        spare: &mut dyn FnMut() -> Vec<Event>,
+    ) -> Decoded {
         let cpu = r.cpu;
         let mut sum = CpuSummary {
             cpu,
             ..Default::default()
         };
-        let mut events = self
-            .pool
-            .lock()
-            .ok()
-            .and_then(|mut p| p.pop())
-            .unwrap_or_default();
-        events.clear();
+        let shards = self.shards.max(1);
         // Events take 48 to 80 bytes of the block: room for the block's
         // without the doubling that growing would overshoot with.
-        events.reserve(
-            ((r.count as usize).saturating_mul(self.log.layout.data_size()) / 56).min(1 << 16),
-        );
+        let room = ((r.count as usize).saturating_mul(self.log.layout.data_size()) / 56 / shards)
+            .min(1 << 16);
+        let mut parts: Vec<Vec<Event>> = (0..shards)
+            .map(|_| {
+                let mut v = spare();
+                v.reserve(room);
+                v
+            })
+            .collect();
+        let mut loss = BlockLoss::default();
         let data = match self.log.read_cpu_block_into(r, scratch) {
             Ok(d) => d,
             Err(p) => {
                 sum.problem(p.offset, p.what);
                 sum.pending_loss = true;
                 sum.missing_subbufs += u64::from(r.count);
-                return BlockOut { events, sum };
+                let meta = BlockMeta {
+                    sum,
+                    loss,
+                    max_ts: 0,
+                };
+                return Decoded { parts, meta };
             }
+        };
+        let mut pos: u32 = 0;
+        let mut max_ts: u64 = 0;
+        let route = |ev: Event, parts: &mut Vec<Vec<Event>>| {
+            let shard = if shards == 1 {
+                0
+            } else {
+                bucket(ev.key()) % shards
+            };
+            parts[shard].push(ev);
         };
         let mut pending = false;
         let mut last_ts: Option<u64> = None;
@@ -270,16 +295,22 @@ impl Decoder<'_> {
                     KmemKind::MmPagePcpuDrain => Kind::PagePcpuDrain,
                     KmemKind::MmPageAllocExtfrag => Kind::PageAllocExtfrag,
                 };
+                max_ts = max_ts.max(ts);
+                let lag = (max_ts - ts).min(u64::from(u32::MAX)) as u32;
+                pos += 1;
                 if !kind.is_slab() {
                     sum.page_events += 1;
-                    events.push(Event {
+                    let ev = Event {
                         ts,
+                        pos: pos - 1,
+                        lag,
                         pid: ev.pid,
                         cpu: cpu16,
                         kind,
                         lost_before: false,
                         body: Body::Page(page_fields(&ev)),
-                    });
+                    };
+                    route(ev, &mut parts);
                     continue;
                 }
                 let cache = match name {
@@ -288,12 +319,20 @@ impl Decoder<'_> {
                     Name::None => NO_CACHE,
                 };
                 sum.slab_events += 1;
-                events.push(Event {
+                let lost_before = std::mem::take(&mut pending);
+                if lost_before {
+                    loss.ends.push((loss.last_slab, ts));
+                }
+                loss.first_slab.get_or_insert(ts);
+                loss.last_slab = Some(ts);
+                let ev = Event {
                     ts,
+                    pos: pos - 1,
+                    lag,
                     pid: ev.pid,
                     cpu: cpu16,
                     kind,
-                    lost_before: std::mem::take(&mut pending),
+                    lost_before,
                     body: Body::Slab(Slab {
                         ptr: ev.ptr,
                         site: sites.get(ev.call_site),
@@ -303,13 +342,15 @@ impl Decoder<'_> {
                         cache,
                         node: ev.node.unwrap_or(NO_NODE),
                     }),
-                });
+                };
+                route(ev, &mut parts);
             }
         }
         self.progress
             .fetch_add(u64::from(r.count), Ordering::Relaxed);
         sum.pending_loss = pending;
-        BlockOut { events, sum }
+        let meta = BlockMeta { sum, loss, max_ts };
+        Decoded { parts, meta }
     }
 }
 

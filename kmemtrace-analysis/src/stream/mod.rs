@@ -1,23 +1,44 @@
-//! The ordered event stream: per-CPU decoder threads ([`decode`]) and the
-//! k-way merge by time stamp ([`merge`]), which learns the loss windows on
-//! the way. [`for_each_event`] hands every event, in order, to a sink.
+//! The ordered event stream, in shards: decoder threads ([`decode`]) turn
+//! blocks into events routed by the bucket of their pointer or page frame
+//! ([`blocks`]); each shard merges its per-CPU sub-streams into time order
+//! ([`merge`]) and feeds its own passes, epoch by epoch; the calling thread
+//! combines the shards' epochs in time order (what is not additive: peaks,
+//! first occurrences, loss judgements). The loss windows and per-CPU counts
+//! are assembled once, from every block in stream order ([`losses`]).
+//!
+//! A shard sees all events of its buckets, in the one order (see
+//! [`merge::OrderKey`]), so whatever the number of shards the passes see
+//! each pointer's life the same way.
 
+pub mod blocks;
 pub mod decode;
+pub mod losses;
 pub mod merge;
 
 pub use decode::CpuSummary;
-pub use merge::{Window, Windows};
+pub use losses::{Assembler, StreamInput, Window, Windows};
+pub use merge::OrderKey;
 
 use crate::event::Event;
 use crate::filter::Filter;
 use crate::intern::{Interner, SiteTable};
-use decode::{Decoder, Job};
+use blocks::Blocks;
+use decode::Decoder;
 use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::{CpuBlockRef, Log};
-use merge::{Merger, StreamInput, Submit};
+use merge::Merger;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// Time stamps per epoch, as a shift: 2^22 ns, about 4 ms of trace time.
+/// Any value gives the same results; it sets how much a shard hands the
+/// combiner at a time.
+pub const EPOCH_SHIFT: u32 = 22;
+/// Epochs a shard may run ahead of the slowest one (bounds the blocks kept
+/// decoded for it).
+const EPOCH_LAG: u64 = 8;
 
 /// How far the stream has got, for a progress indicator.
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +65,36 @@ pub struct StreamSetup<'a> {
     pub sites: &'a SiteTable,
     /// Decoder threads (at least 1).
     pub workers: usize,
+    /// Shards (at least 1), each a thread.
+    pub shards: usize,
+}
+
+/// A shard's consumer of events.
+pub trait Shard: Send {
+    /// What the combiner needs of one epoch.
+    type Epoch: Send;
+    /// One event of the shard, in order.
+    fn event(&mut self, ev: &Event, key: OrderKey);
+    /// Ends the current epoch.
+    fn end_epoch(&mut self) -> Self::Epoch;
+}
+
+/// The combiner's callback: an epoch, the shards' outputs for it, and the
+/// loss assembler (for the windows known so far).
+pub type Combine<'c, E> = dyn FnMut(u64, Vec<E>, &Mutex<Assembler>) + 'c;
+
+/// The epochs the shards have handed over, and how far each has got.
+struct Exchange<E> {
+    epochs: BTreeMap<u64, Vec<E>>,
+    /// Per shard: every epoch before this one is handed over (`u64::MAX`:
+    /// the shard is done).
+    watermark: Vec<u64>,
+}
+
+impl<E> Exchange<E> {
+    fn low(&self) -> u64 {
+        self.watermark.iter().copied().min().unwrap_or(u64::MAX)
+    }
 }
 
 /// The CPUs to read: those with data, and those END says had data whose
@@ -58,30 +109,23 @@ fn stream_cpus(log: &Log) -> Vec<u32> {
     cpus
 }
 
-/// Decodes and merges the log, calling `sink` with every event in time
-/// order (ties by CPU) and the loss windows that start before it, and
-/// `progress` now and then (about every 250 ms).
-pub fn for_each_event(
+/// Runs the shards over the log. `combine` is called on this thread with
+/// each epoch's outputs, in epoch order, and the loss assembler; `progress`
+/// about every 250 ms. Returns the shards and what the stream learned.
+pub fn run<S: Shard>(
     log: &Log,
     setup: &StreamSetup<'_>,
-    mut sink: impl FnMut(&Event, &Windows),
+    make: impl Fn(usize) -> S + Sync,
+    combine: &mut Combine<'_, S::Epoch>,
     progress: &mut dyn FnMut(Progress),
-) -> StreamEnd {
+) -> (Vec<S>, StreamEnd) {
     let interner = Interner::new();
     let done = AtomicU64::new(0);
+    let events = AtomicU64::new(0);
     let subbufs_total: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
     let cpus = stream_cpus(log);
     let start = Instant::now();
-    let pool = Mutex::new(Vec::new());
-    let workers = setup.workers.max(1);
-    // Blocks decoded ahead (~1.2 MB of events each): per CPU, enough to
-    // keep every decoder busy on a log whose events are mostly on one CPU;
-    // in all, twice the decoders. On 2 cores, 4 ahead ran 1.3-1.7x faster
-    // than 1 (the merge waited less, and slept less).
-    let ahead = (2 * workers).clamp(2, 8);
-    let cap = 2 * workers;
-    let (job_tx, job_rx) = mpsc::channel::<Job>();
-    let job_rx = Mutex::new(job_rx);
+    let shards = setup.shards.max(1);
     let dec = Decoder {
         log,
         kmem: setup.kmem,
@@ -89,65 +133,142 @@ pub fn for_each_event(
         sites: setup.sites,
         filter: setup.filter,
         progress: &done,
-        pool: &pool,
+        shards,
     };
-    let (windows, summaries) = std::thread::scope(|scope| {
-        for w in 0..workers {
-            let (dec, job_rx) = (&dec, &job_rx);
-            std::thread::Builder::new()
-                .name(format!("decode-{w}"))
-                .spawn_scoped(scope, move || dec.work(job_rx))
-                .expect("spawn a decoder thread");
+    let streams: Vec<Vec<CpuBlockRef>> = cpus
+        .iter()
+        .map(|&c| log.cpu_blocks(c).into_iter().copied().collect())
+        .collect();
+    let inputs = cpus
+        .iter()
+        .zip(&streams)
+        .map(|(&cpu, b)| StreamInput {
+            cpu,
+            blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
+            written: log.end_total(cpu).map(|t| t.subbufs),
+        })
+        .collect();
+    // Blocks decoded ahead: per stream, enough to keep every decoder busy
+    // on a log whose events are mostly on one CPU; in all, twice the
+    // decoders (a decoded block holds about 1.6 times its raw size).
+    let ahead = (2 * setup.workers).clamp(2, 8);
+    let blocks = Blocks::new(&dec, streams, Assembler::new(inputs), 2 * setup.workers);
+    let exchange = Mutex::new(Exchange::<S::Epoch> {
+        epochs: BTreeMap::new(),
+        watermark: vec![0; shards],
+    });
+    let changed = Condvar::new();
+    let lock = || exchange.lock().unwrap_or_else(|e| e.into_inner());
+    let hand_over = |shard: usize, epoch: u64, out: Option<S::Epoch>, next: u64| {
+        let mut x = lock();
+        if let Some(out) = out {
+            x.epochs.entry(epoch).or_default().push(out);
         }
-        let blocks: Vec<Vec<CpuBlockRef>> = cpus
-            .iter()
-            .map(|&c| log.cpu_blocks(c).into_iter().copied().collect())
-            .collect();
-        let inputs = cpus
-            .iter()
-            .zip(&blocks)
-            .map(|(&cpu, b)| StreamInput {
-                cpu,
-                blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
-                written: log.end_total(cpu).map(|t| t.subbufs),
-            })
-            .collect();
-        let submit: Submit<'_> = Box::new(move |i, k| {
-            let (tx, rx) = mpsc::sync_channel(1);
-            let _ = job_tx.send(Job {
-                block: blocks[i][k],
-                reply: tx,
-            });
-            rx
-        });
-        let mut m = Merger::new(inputs, submit, (ahead, cap), Some(&pool));
+        x.watermark[shard] = next;
+        changed.notify_all();
+        while next != u64::MAX && next > x.low().saturating_add(EPOCH_LAG) {
+            x = changed.wait(x).unwrap_or_else(|e| e.into_inner());
+        }
+    };
+    let shard_loop = |shard: usize| -> S {
+        let mut sink = make(shard);
+        let mut m = Merger::new(&blocks, shard, ahead);
+        let mut epoch: Option<u64> = None;
         let mut n: u64 = 0;
-        let mut last_report = Instant::now();
-        while let Some(ev) = m.next_event() {
-            sink(&ev, &m.windows);
+        while let Some((ev, key)) = m.next_event() {
+            let e = key.ts >> EPOCH_SHIFT;
+            match epoch {
+                Some(cur) if e > cur => {
+                    hand_over(shard, cur, Some(sink.end_epoch()), e);
+                    epoch = Some(e);
+                }
+                None => epoch = Some(e),
+                _ => {}
+            }
+            sink.event(&ev, key);
             n += 1;
-            if n & 0xffff == 0 && last_report.elapsed() > Duration::from_millis(250) {
-                last_report = Instant::now();
-                progress(Progress {
-                    subbufs_done: done.load(Ordering::Relaxed),
-                    subbufs_total,
-                    events: n,
-                    elapsed: start.elapsed(),
-                });
+            if n & 0xffff == 0 {
+                events.fetch_add(0x10000, Ordering::Relaxed);
             }
         }
-        let out = (
-            std::mem::take(&mut m.windows),
-            std::mem::take(&mut m.summaries),
-        );
-        drop(m); // closes the job queue: the workers end
-        out
+        events.fetch_add(n & 0xffff, Ordering::Relaxed);
+        let last = epoch.map(|_| sink.end_epoch());
+        hand_over(shard, epoch.unwrap_or(0), last, u64::MAX);
+        sink
+    };
+    let sinks = std::thread::scope(|scope| {
+        for w in 0..setup.workers.max(1) {
+            let blocks = &blocks;
+            std::thread::Builder::new()
+                .name(format!("decode-{w}"))
+                .spawn_scoped(scope, move || blocks.work())
+                .expect("spawn a decoder thread");
+        }
+        let handles: Vec<_> = (0..shards)
+            .map(|s| {
+                let shard_loop = &shard_loop;
+                std::thread::Builder::new()
+                    .name(format!("shard-{s}"))
+                    .spawn_scoped(scope, move || shard_loop(s))
+                    .expect("spawn a shard thread")
+            })
+            .collect();
+        // Combine every epoch all shards are past, in order.
+        let mut last_report = Instant::now();
+        loop {
+            let mut x = lock();
+            let ready = loop {
+                let low = x.low();
+                if x.epochs.first_key_value().is_some_and(|(&e, _)| e < low) {
+                    let later = x.epochs.split_off(&low);
+                    break std::mem::replace(&mut x.epochs, later);
+                }
+                if low == u64::MAX {
+                    break BTreeMap::new();
+                }
+                let (g, _) = changed
+                    .wait_timeout(x, Duration::from_millis(250))
+                    .unwrap_or_else(|e| e.into_inner());
+                x = g;
+                if last_report.elapsed() >= Duration::from_millis(250) {
+                    last_report = Instant::now();
+                    drop(x);
+                    progress(Progress {
+                        subbufs_done: done.load(Ordering::Relaxed),
+                        subbufs_total,
+                        events: events.load(Ordering::Relaxed),
+                        elapsed: start.elapsed(),
+                    });
+                    x = lock();
+                }
+            };
+            let finished = ready.is_empty() && x.low() == u64::MAX;
+            drop(x);
+            for (e, outs) in ready {
+                combine(e, outs, &blocks.assembler);
+            }
+            if finished {
+                break;
+            }
+        }
+        let sinks: Vec<S> = handles
+            .into_iter()
+            .map(|h| h.join().expect("a shard thread panicked"))
+            .collect();
+        blocks.close();
+        sinks
     });
-    let mut summaries = summaries;
-    summaries.sort_by_key(|s| s.cpu);
-    StreamEnd {
-        windows,
-        summaries,
-        cache_names: interner.names(),
-    }
+    let assembler = blocks
+        .assembler
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    let (windows, summaries) = assembler.finish();
+    (
+        sinks,
+        StreamEnd {
+            windows,
+            summaries,
+            cache_names: interner.names(),
+        },
+    )
 }

@@ -1,0 +1,179 @@
+//! Decoded blocks, shared by the shards: each block is decoded once, on
+//! the first shard's request, by whichever decoder thread is free; its
+//! events wait, routed by shard, until each shard takes its part. The
+//! loss assembler hears of every block as it is decoded.
+
+use super::decode::{Decoded, Decoder, Local};
+use super::losses::Assembler;
+use crate::event::Event;
+use kmemtrace_format::log::CpuBlockRef;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Condvar, Mutex};
+
+/// One block's place.
+struct Slot {
+    queued: AtomicBool,
+    /// Shards that have taken their part.
+    taken: AtomicUsize,
+    state: Mutex<Option<Ready>>,
+    ready: Condvar,
+}
+
+/// A decoded block's parts, as the shards take them.
+struct Ready {
+    parts: Vec<Option<Vec<Event>>>,
+    max_ts: u64,
+}
+
+/// The blocks of every stream (one per CPU), decoded on demand.
+pub struct Blocks<'a> {
+    decoder: &'a Decoder<'a>,
+    streams: Vec<Vec<CpuBlockRef>>,
+    slots: Vec<Vec<Slot>>,
+    jobs: Mutex<Option<Sender<(usize, usize)>>>,
+    queue: Mutex<Receiver<(usize, usize)>>,
+    pub assembler: Mutex<Assembler>,
+    /// Emptied event vectors, for reuse (a fresh one per block costs page
+    /// faults and zeroing).
+    pool: Mutex<Vec<Vec<Event>>>,
+    shards: usize,
+    /// Blocks asked for and not yet taken by every shard, and how many
+    /// may be asked for ahead of need (decoded blocks are the memory).
+    in_flight: AtomicUsize,
+    cap: usize,
+}
+
+impl<'a> Blocks<'a> {
+    /// `cap`: blocks decoded ahead of need, at most.
+    pub fn new(
+        decoder: &'a Decoder<'a>,
+        streams: Vec<Vec<CpuBlockRef>>,
+        assembler: Assembler,
+        cap: usize,
+    ) -> Self {
+        let slots = streams
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .map(|_| Slot {
+                        queued: AtomicBool::new(false),
+                        taken: AtomicUsize::new(0),
+                        state: Mutex::new(None),
+                        ready: Condvar::new(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let (tx, rx) = channel();
+        Blocks {
+            decoder,
+            streams,
+            slots,
+            jobs: Mutex::new(Some(tx)),
+            queue: Mutex::new(rx),
+            assembler: Mutex::new(assembler),
+            pool: Mutex::new(Vec::new()),
+            shards: decoder.shards.max(1),
+            in_flight: AtomicUsize::new(0),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Blocks of stream `i`.
+    pub fn len(&self, i: usize) -> usize {
+        self.streams[i].len()
+    }
+
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Asks for block `k` of stream `i` to be decoded ahead of need, if
+    /// fewer than the cap are.
+    pub fn request_ahead(&self, i: usize, k: usize) {
+        if self.in_flight.load(Ordering::Relaxed) < self.cap {
+            self.request(i, k);
+        }
+    }
+
+    /// Asks for block `k` of stream `i` to be decoded (once).
+    pub fn request(&self, i: usize, k: usize) {
+        let Some(slot) = self.slots[i].get(k) else {
+            return;
+        };
+        if !slot.queued.swap(true, Ordering::AcqRel) {
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+            if let Some(tx) = &*self.jobs.lock().unwrap_or_else(|e| e.into_inner()) {
+                let _ = tx.send((i, k));
+            }
+        }
+    }
+
+    /// Shard `shard`'s events of block `k` of stream `i`, and the block's
+    /// latest time stamp; waits for the decoding.
+    pub fn take(&self, i: usize, k: usize, shard: usize) -> (Vec<Event>, u64) {
+        self.request(i, k);
+        let slot = &self.slots[i][k];
+        let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = st.as_mut() {
+                let part = r.parts.get_mut(shard).and_then(Option::take);
+                if slot.taken.fetch_add(1, Ordering::AcqRel) + 1 == self.shards {
+                    self.in_flight.fetch_sub(1, Ordering::Relaxed);
+                }
+                return (part.unwrap_or_default(), r.max_ts);
+            }
+            st = slot.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Gives an emptied event vector back for reuse.
+    pub fn recycle(&self, mut v: Vec<Event>) {
+        if v.capacity() == 0 {
+            return;
+        }
+        v.clear();
+        let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if p.len() < 64 {
+            p.push(v);
+        }
+    }
+
+    /// A decoder thread: serves requests until [`Blocks::close`].
+    pub fn work(&self) {
+        let mut local = Local::new(self.decoder);
+        loop {
+            let job = self.queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+            let Ok((i, k)) = job else { return };
+            let spare = || self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Decoded { parts, meta } =
+                self.decoder
+                    .decode(&self.streams[i][k], &mut local, &mut || {
+                        spare().unwrap_or_default()
+                    });
+            let max_ts = meta.max_ts;
+            self.assembler
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(i, k, meta);
+            let slot = &self.slots[i][k];
+            *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ready {
+                parts: parts.into_iter().map(Some).collect(),
+                max_ts,
+            });
+            slot.ready.notify_all();
+        }
+    }
+
+    /// Every block not yet asked for is decoded now (for the loss windows
+    /// and counts of blocks no shard needed), then the decoders stop.
+    pub fn close(&self) {
+        for i in 0..self.streams.len() {
+            for k in 0..self.streams[i].len() {
+                self.request(i, k);
+            }
+        }
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
