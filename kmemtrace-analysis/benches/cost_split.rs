@@ -13,11 +13,12 @@
 //! of live bytes and replaying them in the combiner adds, with more than
 //! one shard). Decoders and shards run in parallel in the real pipeline.
 
-use kmemtrace_analysis::combine::Combiner;
+use kmemtrace_analysis::combine::{summarise, Combiner};
+use kmemtrace_analysis::event::bucket;
 use kmemtrace_analysis::filter::Filter;
 use kmemtrace_analysis::intern::{Interner, SiteTable};
 use kmemtrace_analysis::passes::objects::Objects;
-use kmemtrace_analysis::passes::{cross_cpu, misuse, page, slab, Passes};
+use kmemtrace_analysis::passes::{cross_cpu, misuse, page, slab, EpochOut, Passes};
 use kmemtrace_analysis::stream::blocks::Blocks;
 use kmemtrace_analysis::stream::decode::{Decoder, Local};
 use kmemtrace_analysis::stream::merge::Merger;
@@ -220,22 +221,48 @@ fn main() {
         }
         t_analyse = secs(t);
     }
-    let mut two = passes(true);
+    // The combiner's part with four shards: each shard's epochs recorded,
+    // then replayed (merged by order, peaks applied, occurrences judged).
+    const SHARDS: usize = 4;
+    // The same split without deltas: what four shards' separate state costs.
+    let mut plain: Vec<Passes> = (0..SHARDS).map(|_| passes(false)).collect();
+    let t = Instant::now();
+    for (ev, k) in &merged {
+        plain[bucket(ev.key()) % SHARDS].event(ev, *k);
+    }
+    let t_split4 = secs(t);
+    drop(plain);
+    let mut shards: Vec<Passes> = (0..SHARDS).map(|_| passes(true)).collect();
     let assembler = Mutex::new(Assembler::new(Vec::new()));
     let mut combiner = Combiner::default();
+    let (mut t_summarise, mut t_combine) = (0.0, 0.0);
+    let mut epoch: Option<u64> = None;
+    // Epochs are handed over as the stream passes them, as in the pipeline
+    // (keeping them all would time page faults, not the work).
+    let mut hand_over = |e: u64, shards: &mut Vec<Passes>, ts: &mut f64, tc: &mut f64| {
+        let outs: Vec<EpochOut> = shards.iter_mut().map(|s| s.end_epoch()).collect();
+        let t = Instant::now();
+        let sum = summarise(e, outs);
+        *ts += secs(t);
+        let t = Instant::now();
+        combiner.fold(sum, &assembler);
+        *tc += secs(t);
+    };
     let t = Instant::now();
-    let mut epoch = None;
     for (ev, k) in &merged {
         let e = k.ts >> EPOCH_SHIFT;
-        if epoch.is_some_and(|c| e > c) {
-            let out = two.end_epoch();
-            combiner.epoch(epoch.unwrap_or(0), vec![out], &assembler);
+        if let Some(c) = epoch.filter(|&c| e > c) {
+            hand_over(c, &mut shards, &mut t_summarise, &mut t_combine);
         }
         epoch = Some(e);
-        two.event(ev, *k);
+        shards[bucket(ev.key()) % SHARDS].event(ev, *k);
     }
-    let t_with_deltas = secs(t);
-    let t_deltas = (t_with_deltas - t_analyse).max(0.0);
+    if let Some(c) = epoch {
+        hand_over(c, &mut shards, &mut t_summarise, &mut t_combine);
+    }
+    let t_shards4 = secs(t) - t_summarise - t_combine;
+    let t_deltas = (t_shards4 - t_split4).max(0.0);
+    let t_split = (t_split4 - t_analyse).max(0.0);
 
     let n = events.max(1) as f64;
     let t_decode = (t_decode_all - t_read - t_zstd - t_walk).max(0.0);
@@ -256,16 +283,24 @@ fn main() {
         ("route (4)", t_route),
         ("merge", t_merge),
         ("analyse", t_analyse),
-        ("peak deltas", t_deltas),
+        ("split (4)", t_split),
+        ("deltas (4)", t_deltas),
+        ("summarise (4)", t_summarise),
+        ("fold (serial)", t_combine),
     ] {
         println!("{name:<12} {s:>9.3} {:>10.1}", s * 1e9 / n);
     }
-    let shard = t_merge + t_analyse + t_deltas;
+    let shard = t_merge + t_analyse + t_split + t_deltas;
     println!(
-        "one thread in all: {:.3} s; a shard's part (merge, analyse, deltas) is {:.1} ns/event, the decoders' {:.1}",
+        "one thread in all: {:.3} s. Per event: decoders {:.1} ns, shards {:.1} ns, the combiner (serial) {:.1} ns: \
+         with D decoders, S shards and S/2 combiners on as many cores, about min(D/{:.1}, S/{:.1}, 1/{:.1}) G events/s",
         t_decode_all + t_merge + t_analyse,
-        shard * 1e9 / n,
-        (t_decode_all + t_route) * 1e9 / n
+        (t_decode_all + t_route) * 1e9 / n,
+        (shard + t_summarise) * 1e9 / n,
+        t_combine * 1e9 / n,
+        (t_decode_all + t_route) * 1e9 / n,
+        (shard + 2.0 * t_summarise) * 1e9 / n,
+        t_combine * 1e9 / n,
     );
 
     // 7. the whole pipeline, by decoder threads

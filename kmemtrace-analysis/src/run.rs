@@ -2,7 +2,7 @@
 //! and builds the [`Report`].
 
 use crate::build::{build, Built, Found};
-use crate::combine::Combiner;
+use crate::combine::{summarise, Combiner};
 use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::model::{Report, Severity, SortKey};
@@ -78,7 +78,8 @@ pub fn analyse(
         log,
         &setup,
         make,
-        &mut |e, outs, a| combiner.epoch(e, outs, a),
+        summarise,
+        &mut |s, a| combiner.fold(s, a),
         progress,
     );
     combiner.finish(&end.windows);

@@ -79,9 +79,9 @@ pub trait Shard: Send {
     fn end_epoch(&mut self) -> Self::Epoch;
 }
 
-/// The combiner's callback: an epoch, the shards' outputs for it, and the
-/// loss assembler (for the windows known so far).
-pub type Combine<'c, E> = dyn FnMut(u64, Vec<E>, &Mutex<Assembler>) + 'c;
+/// The combiner's fold: an epoch's summary, in epoch order, and the loss
+/// assembler (for the windows known so far).
+pub type Fold<'c, T> = dyn FnMut(T, &Mutex<Assembler>) + 'c;
 
 /// The epochs the shards have handed over, and how far each has got.
 struct Exchange<E> {
@@ -109,14 +109,16 @@ fn stream_cpus(log: &Log) -> Vec<u32> {
     cpus
 }
 
-/// Runs the shards over the log. `combine` is called on this thread with
-/// each epoch's outputs, in epoch order, and the loss assembler; `progress`
-/// about every 250 ms. Returns the shards and what the stream learned.
-pub fn run<S: Shard>(
+/// Runs the shards over the log. Each epoch all shards are past is
+/// summarised (`summarise`, on combiner threads, in parallel) and folded
+/// (`fold`, on this thread, in epoch order); `progress` is called about
+/// every 250 ms. Returns the shards and what the stream learned.
+pub fn run<S: Shard, T: Send>(
     log: &Log,
     setup: &StreamSetup<'_>,
     make: impl Fn(usize) -> S + Sync,
-    combine: &mut Combine<'_, S::Epoch>,
+    summarise: impl Fn(u64, Vec<S::Epoch>) -> T + Sync,
+    fold: &mut Fold<'_, T>,
     progress: &mut dyn FnMut(Progress),
 ) -> (Vec<S>, StreamEnd) {
     let interner = Interner::new();
@@ -157,17 +159,27 @@ pub fn run<S: Shard>(
         epochs: BTreeMap::new(),
         watermark: vec![0; shards],
     });
-    let changed = Condvar::new();
+    // Shards ahead of the slowest wait on `lagging`; the combiner polls
+    // (waking it per epoch would cost a context switch per epoch) and hears
+    // at once when a shard is done.
+    let lagging = Condvar::new();
+    let finished_one = Condvar::new();
     let lock = || exchange.lock().unwrap_or_else(|e| e.into_inner());
     let hand_over = |shard: usize, epoch: u64, out: Option<S::Epoch>, next: u64| {
         let mut x = lock();
         if let Some(out) = out {
             x.epochs.entry(epoch).or_default().push(out);
         }
+        let low = x.low();
         x.watermark[shard] = next;
-        changed.notify_all();
+        if x.low() != low {
+            lagging.notify_all();
+        }
+        if next == u64::MAX {
+            finished_one.notify_all();
+        }
         while next != u64::MAX && next > x.low().saturating_add(EPOCH_LAG) {
-            x = changed.wait(x).unwrap_or_else(|e| e.into_inner());
+            x = lagging.wait(x).unwrap_or_else(|e| e.into_inner());
         }
     };
     let shard_loop = |shard: usize| -> S {
@@ -196,6 +208,9 @@ pub fn run<S: Shard>(
         hand_over(shard, epoch.unwrap_or(0), last, u64::MAX);
         sink
     };
+    let (job_tx, job_rx) = std::sync::mpsc::channel::<(u64, u64, Vec<S::Epoch>)>();
+    let (sum_tx, sum_rx) = std::sync::mpsc::channel::<(u64, T)>();
+    let job_rx = Mutex::new(job_rx);
     let sinks = std::thread::scope(|scope| {
         for w in 0..setup.workers.max(1) {
             let blocks = &blocks;
@@ -213,7 +228,32 @@ pub fn run<S: Shard>(
                     .expect("spawn a shard thread")
             })
             .collect();
-        // Combine every epoch all shards are past, in order.
+        // Summarise every epoch all shards are past, on combiner threads;
+        // fold the summaries here, in epoch order.
+        // With one shard there is nothing to merge: summarise here.
+        let combiners = if shards == 1 { 0 } else { shards.div_ceil(2) };
+        for c in 0..combiners {
+            let (job_rx, sum_tx, summarise) = (&job_rx, sum_tx.clone(), &summarise);
+            std::thread::Builder::new()
+                .name(format!("combine-{c}"))
+                .spawn_scoped(scope, move || loop {
+                    let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok((seq, epoch, outs)) = job else { return };
+                    if sum_tx.send((seq, summarise(epoch, outs))).is_err() {
+                        return;
+                    }
+                })
+                .expect("spawn a combiner thread");
+        }
+        drop(sum_tx);
+        let (mut sent, mut folded) = (0u64, 0u64);
+        let mut done_out: BTreeMap<u64, T> = BTreeMap::new();
+        let mut fold_ready = |done_out: &mut BTreeMap<u64, T>, folded: &mut u64| {
+            while let Some(t) = done_out.remove(folded) {
+                fold(t, &blocks.assembler);
+                *folded += 1;
+            }
+        };
         let mut last_report = Instant::now();
         loop {
             let mut x = lock();
@@ -226,31 +266,49 @@ pub fn run<S: Shard>(
                 if low == u64::MAX {
                     break BTreeMap::new();
                 }
-                let (g, _) = changed
-                    .wait_timeout(x, Duration::from_millis(250))
+                let (g, _) = finished_one
+                    .wait_timeout(x, Duration::from_millis(10))
                     .unwrap_or_else(|e| e.into_inner());
                 x = g;
+                drop(x);
+                while let Ok((seq, t)) = sum_rx.try_recv() {
+                    done_out.insert(seq, t);
+                }
+                fold_ready(&mut done_out, &mut folded);
                 if last_report.elapsed() >= Duration::from_millis(250) {
                     last_report = Instant::now();
-                    drop(x);
                     progress(Progress {
                         subbufs_done: done.load(Ordering::Relaxed),
                         subbufs_total,
                         events: events.load(Ordering::Relaxed),
                         elapsed: start.elapsed(),
                     });
-                    x = lock();
                 }
+                x = lock();
             };
             let finished = ready.is_empty() && x.low() == u64::MAX;
             drop(x);
             for (e, outs) in ready {
-                combine(e, outs, &blocks.assembler);
+                if combiners == 0 {
+                    done_out.insert(sent, summarise(e, outs));
+                } else {
+                    let _ = job_tx.send((sent, e, outs));
+                }
+                sent += 1;
             }
+            while let Ok((seq, t)) = sum_rx.try_recv() {
+                done_out.insert(seq, t);
+            }
+            fold_ready(&mut done_out, &mut folded);
             if finished {
                 break;
             }
         }
+        drop(job_tx);
+        for (seq, t) in sum_rx.iter() {
+            done_out.insert(seq, t);
+        }
+        fold_ready(&mut done_out, &mut folded);
         let sinks: Vec<S> = handles
             .into_iter()
             .map(|h| h.join().expect("a shard thread panicked"))
