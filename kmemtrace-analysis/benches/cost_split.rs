@@ -157,15 +157,7 @@ fn main() {
         .collect();
     let dec1 = decoder(1);
     let lens: Vec<usize> = streams.iter().map(Vec::len).collect();
-    let inputs = cpus
-        .iter()
-        .zip(&streams)
-        .map(|(&cpu, b)| StreamInput {
-            cpu,
-            blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
-            written: None,
-        })
-        .collect();
+    let inputs = StreamInput::of(&log, &cpus, &streams);
     let store = Blocks::new(&dec1, streams, Assembler::new(inputs), 1);
     let mut merged = Vec::with_capacity(events as usize);
     let mut t_merge = 0.0;

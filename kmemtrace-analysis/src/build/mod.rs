@@ -128,6 +128,39 @@ struct Figures<'a> {
     peak: u64,
 }
 
+/// Rows sorted by [`Figures`].
+trait HasFigures {
+    fn figures(&self) -> Figures<'_>;
+}
+
+/// The sort key of a call-site or cache row.
+fn figure_key<T: HasFigures>(r: &T, k: SortKey) -> KeyVal {
+    r.figures().key(k)
+}
+
+/// Call-site and cache rows share these figures, under other names.
+macro_rules! has_figures {
+    ($row:ty, $name:ident) => {
+        impl HasFigures for $row {
+            fn figures(&self) -> Figures<'_> {
+                Figures {
+                    name: &self.$name,
+                    bytes_alloc: self.bytes_alloc,
+                    bytes_req: self.bytes_req,
+                    hits: self.hits,
+                    frag: self.fragmentation_pct,
+                    waste: self.bytes_wasted,
+                    pingpong: self.cross_cpu_frees,
+                    live: self.live_bytes,
+                    peak: self.peak_live_bytes,
+                }
+            }
+        }
+    };
+}
+has_figures!(CallsiteRow, callsite);
+has_figures!(CacheRow, name);
+
 impl Figures<'_> {
     fn key(&self, k: SortKey) -> KeyVal {
         match k {
@@ -445,20 +478,6 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
             }
         })
         .collect();
-    let row_key = |r: &CallsiteRow, k: SortKey| {
-        Figures {
-            name: &r.callsite,
-            bytes_alloc: r.bytes_alloc,
-            bytes_req: r.bytes_req,
-            hits: r.hits,
-            frag: r.fragmentation_pct,
-            waste: r.bytes_wasted,
-            pingpong: r.cross_cpu_frees,
-            live: r.live_bytes,
-            peak: r.peak_live_bytes,
-        }
-        .key(k)
-    };
     // Allocation sites first, then free-only ones; equal keys by address
     // (site ids depend on which decoder saw a site first).
     callsites.sort_by_key(|a| (a.hits == 0, a.addr));
@@ -466,8 +485,8 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
         .iter()
         .position(|r| r.hits == 0)
         .unwrap_or(callsites.len());
-    sort_rows(&mut callsites[..split], &opts.sort, row_key);
-    sort_rows(&mut callsites[split..], &[SortKey::Callsite], row_key);
+    sort_rows(&mut callsites[..split], &opts.sort, figure_key);
+    sort_rows(&mut callsites[split..], &[SortKey::Callsite], figure_key);
     // Tie-break stability by address is already given by sort order of
     // equal keys being the site order (first seen).
     if let Some(l) = opts.lines {
@@ -493,20 +512,6 @@ fn caches(cx: &Ctx<'_>) -> (Vec<CacheRow>, Vec<CacheRow>) {
         live_bytes: g.live_bytes,
         peak_live_bytes: g.peak_live_bytes,
     };
-    let cache_key = |r: &CacheRow, k: SortKey| {
-        Figures {
-            name: &r.name,
-            bytes_alloc: r.bytes_alloc,
-            bytes_req: r.bytes_req,
-            hits: r.hits,
-            frag: r.fragmentation_pct,
-            waste: r.bytes_wasted,
-            pingpong: r.cross_cpu_frees,
-            live: r.live_bytes,
-            peak: r.peak_live_bytes,
-        }
-        .key(k)
-    };
     let mut caches: Vec<CacheRow> = an
         .slab
         .caches
@@ -523,7 +528,7 @@ fn caches(cx: &Ctx<'_>) -> (Vec<CacheRow>, Vec<CacheRow>) {
         })
         .collect();
     caches.sort_by(|a, b| a.name.cmp(&b.name));
-    sort_rows(&mut caches, &opts.sort, cache_key);
+    sort_rows(&mut caches, &opts.sort, figure_key);
     let mut size_classes: Vec<CacheRow> = an
         .slab
         .size_classes()

@@ -298,33 +298,33 @@ impl Decoder<'_> {
                 max_ts = max_ts.max(ts);
                 let lag = (max_ts - ts).min(u64::from(u32::MAX)) as u32;
                 pos += 1;
-                if !kind.is_slab() {
-                    sum.page_events += 1;
-                    let ev = Event {
-                        ts,
-                        pos: pos - 1,
-                        lag,
-                        pid: ev.pid,
-                        cpu: cpu16,
-                        kind,
-                        lost_before: false,
-                        body: Body::Page(page_fields(&ev)),
+                let (lost_before, body) = if kind.is_slab() {
+                    let cache = match name {
+                        Name::Known(id) => id,
+                        Name::New(n) => names.get(n),
+                        Name::None => NO_CACHE,
                     };
-                    route(ev, &mut parts);
-                    continue;
-                }
-                let cache = match name {
-                    Name::Known(id) => id,
-                    Name::New(n) => names.get(n),
-                    Name::None => NO_CACHE,
+                    sum.slab_events += 1;
+                    let lost_before = std::mem::take(&mut pending);
+                    if lost_before {
+                        loss.ends.push((loss.last_slab, ts));
+                    }
+                    loss.first_slab.get_or_insert(ts);
+                    loss.last_slab = Some(ts);
+                    let slab = Slab {
+                        ptr: ev.ptr,
+                        site: sites.get(ev.call_site),
+                        bytes_req: ev.bytes_req,
+                        bytes_alloc: ev.bytes_alloc,
+                        gfp: ev.gfp_flags,
+                        cache,
+                        node: ev.node.unwrap_or(NO_NODE),
+                    };
+                    (lost_before, Body::Slab(slab))
+                } else {
+                    sum.page_events += 1;
+                    (false, Body::Page(page_fields(&ev)))
                 };
-                sum.slab_events += 1;
-                let lost_before = std::mem::take(&mut pending);
-                if lost_before {
-                    loss.ends.push((loss.last_slab, ts));
-                }
-                loss.first_slab.get_or_insert(ts);
-                loss.last_slab = Some(ts);
                 let ev = Event {
                     ts,
                     pos: pos - 1,
@@ -333,15 +333,7 @@ impl Decoder<'_> {
                     cpu: cpu16,
                     kind,
                     lost_before,
-                    body: Body::Slab(Slab {
-                        ptr: ev.ptr,
-                        site: sites.get(ev.call_site),
-                        bytes_req: ev.bytes_req,
-                        bytes_alloc: ev.bytes_alloc,
-                        gfp: ev.gfp_flags,
-                        cache,
-                        node: ev.node.unwrap_or(NO_NODE),
-                    }),
+                    body,
                 };
                 route(ev, &mut parts);
             }

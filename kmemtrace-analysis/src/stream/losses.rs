@@ -70,6 +70,25 @@ pub struct StreamInput {
     pub written: Option<u64>,
 }
 
+impl StreamInput {
+    /// The inputs of `cpus`, whose blocks are `streams` (in order), with
+    /// what the log's END says was written.
+    pub fn of(
+        log: &kmemtrace_format::log::Log,
+        cpus: &[u32],
+        streams: &[Vec<kmemtrace_format::log::CpuBlockRef>],
+    ) -> Vec<StreamInput> {
+        cpus.iter()
+            .zip(streams)
+            .map(|(&cpu, b)| StreamInput {
+                cpu,
+                blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
+                written: log.end_total(cpu).map(|t| t.subbufs),
+            })
+            .collect()
+    }
+}
+
 /// One CPU's assembly state.
 struct Cpu {
     input: StreamInput,

@@ -141,15 +141,7 @@ pub fn run<S: Shard, T: Send>(
         .iter()
         .map(|&c| log.cpu_blocks(c).into_iter().copied().collect())
         .collect();
-    let inputs = cpus
-        .iter()
-        .zip(&streams)
-        .map(|(&cpu, b)| StreamInput {
-            cpu,
-            blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
-            written: log.end_total(cpu).map(|t| t.subbufs),
-        })
-        .collect();
+    let inputs = StreamInput::of(log, &cpus, &streams);
     // Blocks decoded ahead: per stream, enough to keep every decoder busy
     // on a log whose events are mostly on one CPU; in all, twice the
     // decoders (a decoded block holds about 1.6 times its raw size).
