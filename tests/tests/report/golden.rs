@@ -147,10 +147,13 @@ fn the_golden_comparison_catches_drops_and_changes_not_additions() {
 
 /// A busy synthetic log: four CPUs, pointers and pages reused at random
 /// (double frees, pointers returned live, cross-CPU frees, frees of unseen
-/// objects), losses, about a second of trace time (hundreds of epochs).
+/// objects), losses, time going back on a CPU now and then, about a second
+/// of trace time (hundreds of epochs).
 fn shuffled() -> Vec<u8> {
     use crate::synthetic::Synth;
     let mut s = Synth::new("6.18.44");
+    // A block per sub-buffer: clocks also go back across blocks.
+    s.b.subbufs_per_block = 1;
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let mut rnd = |n: u64| {
         x ^= x << 13;
@@ -164,6 +167,14 @@ fn shuffled() -> Vec<u8> {
     for _ in 0..40_000 {
         ts += 1 + rnd(50_000);
         let cpu = rnd(4) as u32;
+        // A CPU's clock behind its last event (by up to 60 ms: several
+        // events of the same pointer on other CPUs).
+        let ts = if rnd(40) == 0 {
+            s.absolute = true;
+            ts - 1_000_000 - rnd(60_000_000).min(ts - 1_000_000_000)
+        } else {
+            ts
+        };
         let ptr = 0xffff_8880_2000_0000 + 64 * rnd(600);
         let pid = 100 + rnd(3) as i32;
         match rnd(12) {
@@ -203,6 +214,13 @@ fn the_report_does_not_depend_on_the_thread_count() {
         "double frees"
     );
     assert!(busy["capture"]["lost_windows_total"].as_u64().unwrap() > 10);
+    let backwards: u64 = busy["capture"]["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["backwards"].as_u64().unwrap())
+        .sum();
+    assert!(backwards > 20, "{backwards} backwards");
     let uncertain: u64 = busy["misuse"]
         .as_array()
         .unwrap()

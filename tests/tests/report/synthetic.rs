@@ -55,6 +55,9 @@ pub struct Synth {
     fork: EventFormat,
     pub allocs: u64,
     pub frees: u64,
+    /// Write the next event with an absolute time stamp (which may go
+    /// back in time, as a CPU's clock can).
+    pub absolute: bool,
 }
 
 impl Synth {
@@ -98,6 +101,7 @@ impl Synth {
             fork,
             allocs: 0,
             frees: 0,
+            absolute: false,
         }
     }
 
@@ -142,7 +146,7 @@ impl Synth {
         )
         .unwrap();
         self.allocs += 1;
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -172,7 +176,7 @@ impl Synth {
         )
         .unwrap();
         self.allocs += 1;
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     pub fn kfree(&mut self, cpu: u32, ts: u64, pid: i32, func: &str, ptr: u64) {
@@ -187,7 +191,7 @@ impl Synth {
         )
         .unwrap();
         self.frees += 1;
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -204,7 +208,7 @@ impl Synth {
         )
         .unwrap();
         self.frees += 1;
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     pub fn page_alloc(&mut self, cpu: u32, ts: u64, pfn: u64, order: u64) {
@@ -219,19 +223,19 @@ impl Synth {
             ],
         )
         .unwrap();
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     pub fn page_free(&mut self, cpu: u32, ts: u64, pfn: u64, order: u64) {
         let fields = [("pfn", Value::Uint(pfn)), ("order", Value::Uint(order))];
         let p = encode_event(LittleEndian, &self.page_free, 1, &fields).unwrap();
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     pub fn page_free_batched(&mut self, cpu: u32, ts: u64, pfn: u64) {
         let fields = [("pfn", Value::Uint(pfn))];
         let p = encode_event(LittleEndian, &self.page_free_batched, 1, &fields).unwrap();
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     /// `parent` forks `child` (recorded with the parent's pid).
@@ -243,7 +247,7 @@ impl Synth {
             ("child_pid", Value::Int(i64::from(child))),
         ];
         let p = encode_event(LittleEndian, &self.fork, parent, &fields).unwrap();
-        self.b.event(cpu, ts, p);
+        self.push(cpu, ts, p);
     }
 
     /// The log says it was recorded with `kmemtraced --pid` of `pids`.
@@ -251,6 +255,14 @@ impl Synth {
         let mut m = Meta::new(MetaKind::Other, pids);
         m.name = kmemtrace_format::tasks::PID_FILTER_META.into();
         self.b.meta(m);
+    }
+
+    fn push(&mut self, cpu: u32, ts: u64, payload: Vec<u8>) {
+        if std::mem::take(&mut self.absolute) {
+            self.b.record(cpu, SynthRecord::AbsEvent { ts, payload });
+        } else {
+            self.b.event(cpu, ts, payload);
+        }
     }
 
     /// Events of `cpu` are lost here (a new sub-buffer flagged as such).
