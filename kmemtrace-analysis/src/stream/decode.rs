@@ -138,6 +138,27 @@ pub struct Decoder<'a> {
 
 impl Decoder<'_> {
     /// Decodes one block with a thread's own caches and buffers.
+    /// A block whose decoding failed: no events, its sub-buffers missing.
+    pub fn lost(&self, r: &CpuBlockRef) -> Decoded {
+        let mut sum = CpuSummary {
+            cpu: r.cpu,
+            pending_loss: true,
+            missing_subbufs: u64::from(r.count),
+            ..Default::default()
+        };
+        sum.problem(
+            r.offset,
+            format!("CPU {} block {}: the decoder failed", r.cpu, r.block_seq),
+        );
+        Decoded {
+            parts: vec![Vec::new(); self.shards.max(1)],
+            meta: BlockMeta {
+                sum,
+                ..Default::default()
+            },
+        }
+    }
+
     /// `spare` hands out emptied vectors for the events.
     pub fn decode(
         &self,

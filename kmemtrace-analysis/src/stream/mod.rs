@@ -175,6 +175,23 @@ pub fn run<S: Shard, T: Send>(
         }
     };
     let shard_loop = |shard: usize| -> S {
+        // A shard that panics still says it is done (as it unwinds), so
+        // that nothing waits for it; the panic reaches the caller at join.
+        struct Done<'x, F: Fn()>(&'x F);
+        impl<F: Fn()> Drop for Done<'_, F> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    (self.0)()
+                }
+            }
+        }
+        let give_up = || {
+            let mut x = lock();
+            x.watermark[shard] = u64::MAX;
+            lagging.notify_all();
+            finished_one.notify_all();
+        };
+        let _done = Done(&give_up);
         let mut sink = make(shard);
         let mut m = Merger::new(&blocks, shard, ahead);
         let mut epoch: Option<u64> = None;
