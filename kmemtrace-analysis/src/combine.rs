@@ -276,7 +276,9 @@ impl Combiner {
     fn judge(&mut self, pending: Vec<Pending>, windows: &Windows) {
         for p in pending {
             let mut o = p.occurrence;
-            o.uncertain = p.since.is_some_and(|t0| windows.touches(t0, o.ts));
+            // On the monotonic clock of the windows' `since`: the event's
+            // place in the stream.
+            o.uncertain = p.since.is_some_and(|t0| windows.touches(t0, p.key.ts));
             let j = &mut self.judged[p.kind as usize];
             j.uncertain += u64::from(o.uncertain);
             if j.first.is_none() {

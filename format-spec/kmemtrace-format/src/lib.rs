@@ -49,6 +49,7 @@ pub mod walk;
 
 pub mod human;
 pub mod log;
+pub mod losses;
 pub mod machine;
 #[cfg(any(test, feature = "testkit"))]
 pub mod synth;

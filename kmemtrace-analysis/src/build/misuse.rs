@@ -116,7 +116,7 @@ pub(crate) fn findings(
                     )
                 })
                 .collect();
-            pairs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+            pairs.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
             pairs.truncate(10);
             Finding {
                 kind: m.id(),

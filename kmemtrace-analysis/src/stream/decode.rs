@@ -81,9 +81,21 @@ pub struct BlockLoss {
     /// The block's first and last slab events' times.
     pub first_slab: Option<u64>,
     pub last_slab: Option<u64>,
-    /// Slab events that follow a loss: (the slab event before it in the
-    /// block, if any; its own time).
-    pub ends: Vec<(Option<u64>, u64)>,
+    /// The latest slab time stamp in the block (0 if none).
+    pub max_slab: u64,
+    /// Slab events that follow a loss.
+    pub ends: Vec<LossEnd>,
+}
+
+/// A slab event that follows a loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LossEnd {
+    /// The slab event before it in the block, if any.
+    pub prev: Option<u64>,
+    /// The latest slab time stamp in the block up to `prev` (0 if none).
+    pub prev_max: u64,
+    /// Its own time.
+    pub end: u64,
 }
 
 /// What every shard learns of a block besides its own events.
@@ -328,10 +340,15 @@ impl Decoder<'_> {
                     sum.slab_events += 1;
                     let lost_before = std::mem::take(&mut pending);
                     if lost_before {
-                        loss.ends.push((loss.last_slab, ts));
+                        loss.ends.push(LossEnd {
+                            prev: loss.last_slab,
+                            prev_max: loss.max_slab,
+                            end: ts,
+                        });
                     }
                     loss.first_slab.get_or_insert(ts);
                     loss.last_slab = Some(ts);
+                    loss.max_slab = loss.max_slab.max(ts);
                     let slab = Slab {
                         ptr: ev.ptr,
                         site: sites.get(ev.call_site),

@@ -9,55 +9,8 @@
 //! after the last block present.
 
 use super::decode::{BlockMeta, CpuSummary};
+pub use kmemtrace_format::losses::{SubBufSequence, Window, Windows};
 use std::collections::BTreeMap;
-
-/// A stretch of time on one CPU in which events were lost: after the
-/// event at `start` (0: before the CPU's first event) and before the one at
-/// `end` (`u64::MAX`: after its last).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
-    pub cpu: u32,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Lost-event windows, sorted by start with a running maximum of the ends,
-/// so that "does any window touch `[t0, t1]`" is a binary search.
-#[derive(Clone, Debug, Default)]
-pub struct Windows {
-    list: Vec<Window>,
-    /// `max_end[i]` = the largest `end` among `list[..=i]`.
-    max_end: Vec<u64>,
-}
-
-impl Windows {
-    pub fn add(&mut self, w: Window) {
-        let i = self.list.partition_point(|x| x.start <= w.start);
-        self.list.insert(i, w);
-        self.max_end.truncate(i);
-        let mut m = if i == 0 { 0 } else { self.max_end[i - 1] };
-        for x in &self.list[i..] {
-            m = m.max(x.end);
-            self.max_end.push(m);
-        }
-    }
-
-    /// True if events lost in some window may have fallen in `[t0, t1]`.
-    #[inline]
-    pub fn touches(&self, t0: u64, t1: u64) -> bool {
-        let n = self.list.partition_point(|x| x.start <= t1);
-        n > 0 && self.max_end[n - 1] >= t0
-    }
-
-    /// True if events were lost anywhere at or after `t`.
-    pub fn after(&self, t: u64) -> bool {
-        self.max_end.last().is_some_and(|&m| m >= t)
-    }
-
-    pub fn list(&self) -> &[Window] {
-        &self.list
-    }
-}
 
 /// One CPU's blocks, in stream order.
 pub struct StreamInput {
@@ -96,13 +49,15 @@ struct Cpu {
     waiting: BTreeMap<usize, BlockMeta>,
     /// The next block to assemble.
     next: usize,
-    /// Sub-buffer index the next block should start at (every stream starts
-    /// at 0, so a lost first block is a gap too).
-    expected: u64,
+    /// Holes in the sub-buffer sequence (a lost first block is one too).
+    seq: SubBufSequence,
     /// Events were lost after the last slab event assembled.
     carry: bool,
     /// The last slab event's time (0: none yet).
     last_slab: u64,
+    /// The latest slab time stamp assembled: every window not yet known
+    /// will have `since` at least this.
+    slab_floor: u64,
     sum: CpuSummary,
     done: bool,
 }
@@ -127,9 +82,10 @@ impl Assembler {
                     input,
                     waiting: BTreeMap::new(),
                     next: 0,
-                    expected: 0,
+                    seq: SubBufSequence::default(),
                     carry: false,
                     last_slab: 0,
+                    slab_floor: 0,
                     done: false,
                 })
                 .collect(),
@@ -152,40 +108,50 @@ impl Assembler {
         while let Some(meta) = c.waiting.remove(&c.next) {
             let (first, count) = c.input.blocks[c.next];
             c.next += 1;
-            if first > c.expected {
-                c.sum.missing_subbufs += first - c.expected;
+            let missing = c.seq.block(first, count);
+            if missing > 0 {
+                c.sum.missing_subbufs += missing;
                 c.carry = true;
             }
-            c.expected = first + u64::from(count);
             let loss = &meta.loss;
-            let before = c.last_slab;
+            let (before, floor) = (c.last_slab, c.slab_floor);
+            let cpu = c.input.cpu;
             if let Some(f) = loss.first_slab {
                 // Events lost before the block reach its first slab event,
                 // unless the decoder already marked that one.
-                if std::mem::take(&mut c.carry) && loss.ends.first() != Some(&(None, f)) {
+                let marked = loss.ends.first().is_some_and(|e| e.prev.is_none());
+                if std::mem::take(&mut c.carry) && !marked {
                     self.windows.add(Window {
-                        cpu: c.input.cpu,
+                        cpu,
                         start: before,
                         end: f,
+                        since: floor,
                     });
                 }
                 c.last_slab = loss.last_slab.unwrap_or(f);
             }
-            for &(prev, end) in &loss.ends {
+            for e in &loss.ends {
                 self.windows.add(Window {
-                    cpu: c.input.cpu,
-                    start: prev.unwrap_or(before),
-                    end,
+                    cpu,
+                    start: e.prev.unwrap_or(before),
+                    end: e.end,
+                    since: if e.prev.is_some() {
+                        e.prev_max.max(floor)
+                    } else {
+                        floor
+                    },
                 });
             }
+            c.slab_floor = c.slab_floor.max(loss.max_slab);
             c.carry |= meta.sum.pending_loss;
             c.sum.absorb(&meta.sum);
         }
         if c.next == c.input.blocks.len() && !c.done {
             // The stream is over; sub-buffers written after the last block
             // present are missing.
-            if let Some(w) = c.input.written.filter(|&w| w > c.expected) {
-                c.sum.missing_subbufs += w - c.expected;
+            let missing = c.seq.after_last(c.input.written);
+            if missing > 0 {
+                c.sum.missing_subbufs += missing;
                 c.carry = true;
             }
             c.done = true;
@@ -195,17 +161,18 @@ impl Assembler {
                     cpu: c.input.cpu,
                     start: c.last_slab,
                     end: u64::MAX,
+                    since: c.slab_floor,
                 });
             }
         }
     }
 
-    /// Every window that starts before this time is known (`u64::MAX`: every
-    /// window).
+    /// Every window whose `since` lies before this time is known, and none
+    /// found later will (`u64::MAX`: every window is known).
     pub fn known_until(&self) -> u64 {
         self.cpus
             .iter()
-            .map(|c| if c.done { u64::MAX } else { c.last_slab })
+            .map(|c| if c.done { u64::MAX } else { c.slab_floor })
             .min()
             .unwrap_or(u64::MAX)
     }
@@ -221,7 +188,7 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::decode::BlockLoss;
+    use crate::stream::decode::{BlockLoss, LossEnd};
 
     fn meta(
         first: Option<u64>,
@@ -237,7 +204,15 @@ mod tests {
             loss: BlockLoss {
                 first_slab: first,
                 last_slab: last,
-                ends: ends.to_vec(),
+                max_slab: last.unwrap_or(0),
+                ends: ends
+                    .iter()
+                    .map(|&(prev, end)| LossEnd {
+                        prev,
+                        prev_max: prev.unwrap_or(0),
+                        end,
+                    })
+                    .collect(),
             },
             max_ts: last.unwrap_or(0),
         }
@@ -285,26 +260,31 @@ mod tests {
                 cpu: 0,
                 start: 5,
                 end: 9,
+                since: 5,
             },
             Window {
                 cpu: 1,
                 start: 4,
                 end: 6,
+                since: 4,
             },
             Window {
                 cpu: 1,
                 start: 8,
                 end: u64::MAX,
+                since: 8,
             },
             Window {
                 cpu: 2,
                 start: 0,
                 end: u64::MAX,
+                since: 0,
             },
             Window {
                 cpu: 3,
                 start: 2,
                 end: 7,
+                since: 2,
             },
         ];
         for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]] {
@@ -322,28 +302,5 @@ mod tests {
             let missing: Vec<u64> = sums.iter().map(|s| s.missing_subbufs).collect();
             assert_eq!(missing, [0, 2, 2, 4]);
         }
-    }
-
-    #[test]
-    fn windows_touch() {
-        let mut w = Windows::default();
-        assert!(!w.touches(0, 100));
-        w.add(Window {
-            cpu: 0,
-            start: 50,
-            end: 60,
-        });
-        w.add(Window {
-            cpu: 1,
-            start: 10,
-            end: 20,
-        });
-        assert!(w.touches(15, 16));
-        assert!(w.touches(0, 10));
-        assert!(!w.touches(21, 49));
-        assert!(w.touches(55, 1000));
-        assert!(!w.touches(61, 1000));
-        assert!(w.after(60));
-        assert!(!w.after(61));
     }
 }

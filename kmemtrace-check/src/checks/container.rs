@@ -6,6 +6,7 @@ use super::Sink;
 use crate::findings::{thousands, Finding, Kind, Location};
 use kmemtrace_format::block::VERSION_MINOR;
 use kmemtrace_format::log::{CpuBlockRef, Log, ProblemKind};
+use kmemtrace_format::losses::SubBufSequence;
 use kmemtrace_format::machine::machine_facts;
 use std::collections::BTreeMap;
 
@@ -176,7 +177,8 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
         by_cpu.entry(b.cpu).or_default().push(b);
     }
     for (cpu, blocks) in by_cpu {
-        let (mut seq, mut sub) = (0u64, 0u64);
+        let mut seq = 0u64;
+        let mut subbufs = SubBufSequence::default();
         let mut prev: Option<u64> = None;
         let (mut miss_b, mut miss_s) = (0u64, 0u64);
         for b in blocks {
@@ -196,9 +198,10 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
             } else {
                 format!("; damaged region at {}", damage.join(", "))
             };
-            if b.block_seq > seq || (b.block_seq == seq && b.first_subbuf > sub) {
+            let sub = subbufs.expected;
+            let ns = subbufs.block(b.first_subbuf, b.count);
+            if b.block_seq > seq || (b.block_seq == seq && ns > 0) {
                 let nb = b.block_seq - seq;
-                let ns = b.first_subbuf.saturating_sub(sub);
                 miss_b += nb;
                 miss_s += ns;
                 let what = match prev {
@@ -237,14 +240,13 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
                 ));
             }
             seq = seq.max(b.block_seq.saturating_add(1));
-            sub = sub.max(b.first_subbuf.saturating_add(u64::from(b.count)));
             prev = Some(b.offset);
         }
         // Blocks written after the last one present (END's totals; the
         // mismatch itself is reported by check_end) are missing too.
         if let Some(t) = log.end_total(cpu) {
             miss_b += t.blocks.saturating_sub(seq);
-            miss_s += t.subbufs.saturating_sub(sub);
+            miss_s += subbufs.after_last(Some(t.subbufs));
         }
         out.missing.insert(cpu, (miss_b, miss_s));
     }
