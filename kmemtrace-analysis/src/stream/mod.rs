@@ -12,6 +12,7 @@
 
 pub mod blocks;
 pub mod decode;
+pub mod epochs;
 pub mod losses;
 pub mod merge;
 
@@ -24,21 +25,18 @@ use crate::filter::Filter;
 use crate::intern::{Interner, SiteTable};
 use blocks::Blocks;
 use decode::Decoder;
+use epochs::{Epochs, InOrder};
 use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use merge::Merger;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Time stamps per epoch, as a shift: 2^22 ns, about 4 ms of trace time.
 /// Any value gives the same results; it sets how much a shard hands the
 /// combiner at a time.
 pub const EPOCH_SHIFT: u32 = 22;
-/// Epochs a shard may run ahead of the slowest one (bounds the blocks kept
-/// decoded for it).
-const EPOCH_LAG: u64 = 8;
 
 /// How far the stream has got, for a progress indicator.
 #[derive(Clone, Copy, Debug)]
@@ -82,20 +80,6 @@ pub trait Shard: Send {
 /// The combiner's fold: an epoch's summary, in epoch order, and the loss
 /// assembler (for the windows known so far).
 pub type Fold<'c, T> = dyn FnMut(T, &Mutex<Assembler>) + 'c;
-
-/// The epochs the shards have handed over, and how far each has got.
-struct Exchange<E> {
-    epochs: BTreeMap<u64, Vec<E>>,
-    /// Per shard: every epoch before this one is handed over (`u64::MAX`:
-    /// the shard is done).
-    watermark: Vec<u64>,
-}
-
-impl<E> Exchange<E> {
-    fn low(&self) -> u64 {
-        self.watermark.iter().copied().min().unwrap_or(u64::MAX)
-    }
-}
 
 /// The CPUs to read: those with data, and those END says had data whose
 /// blocks are all missing (a loss over the whole capture).
@@ -149,76 +133,7 @@ pub fn run<S: Shard, T: Send>(
     // four (+6 MB), no faster with six.
     let ahead = (2 * setup.workers).clamp(2, 8);
     let blocks = Blocks::new(&dec, streams, Assembler::new(inputs), 4 * setup.workers);
-    let exchange = Mutex::new(Exchange::<S::Epoch> {
-        epochs: BTreeMap::new(),
-        watermark: vec![0; shards],
-    });
-    // Shards ahead of the slowest wait on `lagging`; the combiner polls
-    // (waking it per epoch would cost a context switch per epoch) and hears
-    // at once when a shard is done.
-    let lagging = Condvar::new();
-    let finished_one = Condvar::new();
-    let lock = || exchange.lock().unwrap_or_else(|e| e.into_inner());
-    let hand_over = |shard: usize, epoch: u64, out: Option<S::Epoch>, next: u64| {
-        let mut x = lock();
-        if let Some(out) = out {
-            x.epochs.entry(epoch).or_default().push(out);
-        }
-        let low = x.low();
-        x.watermark[shard] = next;
-        if x.low() != low {
-            lagging.notify_all();
-        }
-        if next == u64::MAX {
-            finished_one.notify_all();
-        }
-        while next != u64::MAX && next > x.low().saturating_add(EPOCH_LAG) {
-            x = lagging.wait(x).unwrap_or_else(|e| e.into_inner());
-        }
-    };
-    let shard_loop = |shard: usize| -> S {
-        // A shard that panics still says it is done (as it unwinds), so
-        // that nothing waits for it; the panic reaches the caller at join.
-        struct Done<'x, F: Fn()>(&'x F);
-        impl<F: Fn()> Drop for Done<'_, F> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    (self.0)()
-                }
-            }
-        }
-        let give_up = || {
-            let mut x = lock();
-            x.watermark[shard] = u64::MAX;
-            lagging.notify_all();
-            finished_one.notify_all();
-        };
-        let _done = Done(&give_up);
-        let mut sink = make(shard);
-        let mut m = Merger::new(&blocks, shard, ahead);
-        let mut epoch: Option<u64> = None;
-        let mut n: u64 = 0;
-        while let Some((ev, key)) = m.next_event() {
-            let e = key.ts >> EPOCH_SHIFT;
-            match epoch {
-                Some(cur) if e > cur => {
-                    hand_over(shard, cur, Some(sink.end_epoch()), e);
-                    epoch = Some(e);
-                }
-                None => epoch = Some(e),
-                _ => {}
-            }
-            sink.event(&ev, key);
-            n += 1;
-            if n & 0xffff == 0 {
-                events.fetch_add(0x10000, Ordering::Relaxed);
-            }
-        }
-        events.fetch_add(n & 0xffff, Ordering::Relaxed);
-        let last = epoch.map(|_| sink.end_epoch());
-        hand_over(shard, epoch.unwrap_or(0), last, u64::MAX);
-        sink
-    };
+    let epochs = Epochs::<S::Epoch>::new(shards);
     let (job_tx, job_rx) = std::sync::mpsc::channel::<(u64, u64, Vec<S::Epoch>)>();
     let (sum_tx, sum_rx) = std::sync::mpsc::channel::<(u64, T)>();
     let job_rx = Mutex::new(job_rx);
@@ -232,16 +147,19 @@ pub fn run<S: Shard, T: Send>(
         }
         let handles: Vec<_> = (0..shards)
             .map(|s| {
-                let shard_loop = &shard_loop;
+                let (blocks, epochs, events, make) = (&blocks, &epochs, &events, &make);
                 std::thread::Builder::new()
                     .name(format!("shard-{s}"))
-                    .spawn_scoped(scope, move || shard_loop(s))
+                    .spawn_scoped(scope, move || {
+                        let merger = Merger::new(blocks, s, ahead);
+                        shard_loop(s, make(s), merger, epochs, events)
+                    })
                     .expect("spawn a shard thread")
             })
             .collect();
-        // Summarise every epoch all shards are past, on combiner threads;
-        // fold the summaries here, in epoch order.
-        // With one shard there is nothing to merge: summarise here.
+        // Summarise every epoch all shards are past, on combiner threads
+        // (with one shard there is nothing to merge: here); fold the
+        // summaries here, in epoch order.
         let combiners = if shards == 1 { 0 } else { shards.div_ceil(2) };
         for c in 0..combiners {
             let (job_rx, sum_tx, summarise) = (&job_rx, sum_tx.clone(), &summarise);
@@ -257,69 +175,45 @@ pub fn run<S: Shard, T: Send>(
                 .expect("spawn a combiner thread");
         }
         drop(sum_tx);
-        let (mut sent, mut folded) = (0u64, 0u64);
-        let mut done_out: BTreeMap<u64, T> = BTreeMap::new();
-        let mut fold_ready = |done_out: &mut BTreeMap<u64, T>, folded: &mut u64| {
-            while let Some(t) = done_out.remove(folded) {
-                fold(t, &blocks.assembler);
-                *folded += 1;
-            }
-        };
+        let mut summaries = InOrder::default();
+        let mut sent = 0u64;
         let mut last_report = Instant::now();
         loop {
-            let mut x = lock();
-            let ready = loop {
-                let low = x.low();
-                if x.epochs.first_key_value().is_some_and(|(&e, _)| e < low) {
-                    let later = x.epochs.split_off(&low);
-                    break std::mem::replace(&mut x.epochs, later);
-                }
-                if low == u64::MAX {
-                    break BTreeMap::new();
-                }
-                let (g, _) = finished_one
-                    .wait_timeout(x, Duration::from_millis(10))
-                    .unwrap_or_else(|e| e.into_inner());
-                x = g;
-                drop(x);
-                while let Ok((seq, t)) = sum_rx.try_recv() {
-                    done_out.insert(seq, t);
-                }
-                fold_ready(&mut done_out, &mut folded);
-                if last_report.elapsed() >= Duration::from_millis(250) {
-                    last_report = Instant::now();
-                    progress(Progress {
-                        subbufs_done: done.load(Ordering::Relaxed),
-                        subbufs_total,
-                        events: events.load(Ordering::Relaxed),
-                        elapsed: start.elapsed(),
-                    });
-                }
-                x = lock();
-            };
-            let finished = ready.is_empty() && x.low() == u64::MAX;
-            drop(x);
+            let (ready, finished) = epochs.ready(Duration::from_millis(10));
             for (e, outs) in ready {
                 if combiners == 0 {
-                    done_out.insert(sent, summarise(e, outs));
+                    summaries.put(sent, summarise(e, outs));
                 } else {
                     let _ = job_tx.send((sent, e, outs));
                 }
                 sent += 1;
             }
-            while let Ok((seq, t)) = sum_rx.try_recv() {
-                done_out.insert(seq, t);
-            }
-            fold_ready(&mut done_out, &mut folded);
             if finished {
                 break;
+            }
+            while let Ok((seq, t)) = sum_rx.try_recv() {
+                summaries.put(seq, t);
+            }
+            while let Some(t) = summaries.take() {
+                fold(t, &blocks.assembler);
+            }
+            if last_report.elapsed() >= Duration::from_millis(250) {
+                last_report = Instant::now();
+                progress(Progress {
+                    subbufs_done: done.load(Ordering::Relaxed),
+                    subbufs_total,
+                    events: events.load(Ordering::Relaxed),
+                    elapsed: start.elapsed(),
+                });
             }
         }
         drop(job_tx);
         for (seq, t) in sum_rx.iter() {
-            done_out.insert(seq, t);
+            summaries.put(seq, t);
         }
-        fold_ready(&mut done_out, &mut folded);
+        while let Some(t) = summaries.take() {
+            fold(t, &blocks.assembler);
+        }
         let sinks: Vec<S> = handles
             .into_iter()
             .map(|h| h.join().expect("a shard thread panicked"))
@@ -340,4 +234,48 @@ pub fn run<S: Shard, T: Send>(
             cache_names: interner.names(),
         },
     )
+}
+
+/// One shard: its events in order into its sink, its epochs handed over as
+/// it passes them.
+fn shard_loop<S: Shard>(
+    shard: usize,
+    mut sink: S,
+    mut merger: Merger<'_, '_>,
+    epochs: &Epochs<S::Epoch>,
+    events: &AtomicU64,
+) -> S {
+    // A shard that panics still says it is done (as it unwinds), so that
+    // nothing waits for it; the panic reaches the caller at join.
+    struct GiveUp<'x, E>(&'x Epochs<E>, usize);
+    impl<E> Drop for GiveUp<'_, E> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.give_up(self.1)
+            }
+        }
+    }
+    let _guard = GiveUp(epochs, shard);
+    let mut epoch: Option<u64> = None;
+    let mut n: u64 = 0;
+    while let Some((ev, key)) = merger.next_event() {
+        let e = key.ts >> EPOCH_SHIFT;
+        match epoch {
+            Some(cur) if e > cur => {
+                epochs.hand_over(shard, cur, Some(sink.end_epoch()), e);
+                epoch = Some(e);
+            }
+            None => epoch = Some(e),
+            _ => {}
+        }
+        sink.event(&ev, key);
+        n += 1;
+        if n & 0xffff == 0 {
+            events.fetch_add(0x10000, Ordering::Relaxed);
+        }
+    }
+    events.fetch_add(n & 0xffff, Ordering::Relaxed);
+    let last = epoch.map(|_| sink.end_epoch());
+    epochs.hand_over(shard, epoch.unwrap_or(0), last, u64::MAX);
+    sink
 }
