@@ -278,7 +278,7 @@ impl Combiner {
             let mut o = p.occurrence;
             // On the monotonic clock of the windows' `since`: the event's
             // place in the stream.
-            o.uncertain = p.since.is_some_and(|t0| windows.touches(t0, p.key.ts));
+            o.uncertain = o.earlier_ts.is_some_and(|t0| windows.touches(t0, p.key.ts));
             let j = &mut self.judged[p.kind as usize];
             j.uncertain += u64::from(o.uncertain);
             if j.first.is_none() {

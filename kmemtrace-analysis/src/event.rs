@@ -118,11 +118,6 @@ pub struct Event {
     /// How far the time stamp lies behind the latest one before it in the
     /// block (0 unless time went backwards): `ts + lag` orders the events.
     pub lag: u32,
-    /// Slab events only: slab events of this CPU were lost right before
-    /// this one (missed-events flag, a gap in the block sequence, or an
-    /// undecodable sub-buffer). Loss windows are measured between slab
-    /// events, the events whose pairing they qualify.
-    pub lost_before: bool,
     pub body: Body,
 }
 

@@ -84,17 +84,16 @@ pub fn analyse(
     );
     combiner.finish(&end.windows);
 
-    // Add the shards up; the combiner has what does not add.
-    let mut shards = shards.into_iter();
-    let mut all = shards.next().unwrap_or_else(|| make(0));
-    let mut objects = Vec::new();
-    for s in shards {
-        all.absorb(&s);
-        objects.push(s.objects);
-    }
-    let mut first = make(0).objects;
-    std::mem::swap(&mut first, &mut all.objects);
-    objects.insert(0, first);
+    // Add the shards up (each keeps its objects); the combiner has what
+    // does not add.
+    let mut all = make(0);
+    let objects: Vec<Objects> = shards
+        .into_iter()
+        .map(|s| {
+            all.absorb(&s);
+            s.objects
+        })
+        .collect();
     if nshards > 1 {
         all.slab.set_peaks(&combiner.peaks);
     }

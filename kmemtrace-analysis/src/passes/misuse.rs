@@ -90,9 +90,8 @@ pub struct FindingAgg {
 pub struct Pending {
     pub key: OrderKey,
     pub kind: Misuse,
-    /// Uncertain if events were lost between this time and the
-    /// occurrence's (`None`: never uncertain).
-    pub since: Option<u64>,
+    /// Uncertain if events were lost between its `earlier_ts` (the object's
+    /// allocation, or the earlier free) and itself; never without one.
     pub occurrence: Occurrence,
 }
 
@@ -158,9 +157,6 @@ impl MisusePass {
     #[inline]
     pub fn slab(&mut self, s: &SlabSeen<'_>) {
         let (ev, slab) = (s.ev, s.slab);
-        // Uncertain when events lost between `o` and this event could
-        // have explained it.
-        let lost_since = |o: &Obj| Some(o.ts);
         match s.res {
             Resolution::FailedAlloc | Resolution::ZeroAlloc | Resolution::Alloc { .. } => {
                 let own = || Earlier {
@@ -169,31 +165,29 @@ impl MisusePass {
                     cache: slab.cache,
                 };
                 if s.selected && slab.bytes_alloc < slab.bytes_req {
-                    self.find(Misuse::ReqExceedsAlloc, s, own(), None);
+                    self.find(Misuse::ReqExceedsAlloc, s, own());
                 }
                 if s.selected && s.res == Resolution::FailedAlloc {
-                    self.find(Misuse::FailedAlloc, s, own(), None);
+                    self.find(Misuse::FailedAlloc, s, own());
                 }
                 if let Resolution::Alloc {
                     replaced: Some(old),
                 } = s.res
                 {
                     if old.selected() || s.selected {
-                        let unc = lost_since(&old);
-                        self.find(Misuse::LivePointerReturned, s, Earlier::of(&old), unc);
+                        self.find(Misuse::LivePointerReturned, s, Earlier::of(&old));
                     }
                 }
             }
             Resolution::NullFree => {}
             Resolution::FreeOfFreed { earlier } => {
                 if earlier.selected() || s.selected {
-                    let unc = lost_since(&earlier);
-                    self.find(Misuse::DoubleFree, s, Earlier::of(&earlier), unc);
+                    self.find(Misuse::DoubleFree, s, Earlier::of(&earlier));
                 }
             }
             Resolution::FreeOfUnseen => {
                 if s.selected {
-                    self.find(Misuse::FreeOfUnseen, s, Earlier::none(), None);
+                    self.find(Misuse::FreeOfUnseen, s, Earlier::none());
                 }
             }
             Resolution::Free { object: o0 } => {
@@ -212,13 +206,12 @@ impl MisusePass {
                     }
                     _ => return,
                 };
-                let unc = lost_since(&o0);
-                self.find(m, s, Earlier::of(&o0), unc);
+                self.find(m, s, Earlier::of(&o0));
             }
         }
     }
 
-    fn find(&mut self, m: Misuse, s: &SlabSeen<'_>, earlier: Earlier, since: Option<u64>) {
+    fn find(&mut self, m: Misuse, s: &SlabSeen<'_>, earlier: Earlier) {
         let (ev, slab) = (s.ev, s.slab);
         let (alloc_site, free_site) = if ev.kind.is_alloc() {
             (earlier.site, NO_SITE)
@@ -262,7 +255,6 @@ impl MisusePass {
         self.pending.push(Pending {
             key: s.key,
             kind: m,
-            since,
             occurrence,
         });
     }

@@ -88,8 +88,10 @@ impl Agg {
         self.freed_bytes = self.freed_bytes.saturating_add(bytes);
         self.cross_cpu_frees += u64::from(cross);
     }
-    /// Adds another shard's counts (peaks are the combiner's).
+    /// Adds another shard's counts. The peak of one shard alone is exact;
+    /// with several, [`SlabPass::set_peaks`] puts the combiner's in.
     fn absorb(&mut self, o: &Agg) {
+        self.peak_live_bytes = self.peak_live_bytes.max(o.peak_live_bytes);
         self.hits += o.hits;
         self.failed += o.failed;
         self.bytes_req = self.bytes_req.saturating_add(o.bytes_req);
@@ -481,7 +483,7 @@ impl SlabPass {
         }
     }
 
-    /// Adds another shard's aggregates (everything but the peaks).
+    /// Adds another shard's aggregates (see [`Agg::absorb`] for the peaks).
     pub fn absorb(&mut self, o: &SlabPass) {
         for (i, site) in o.sites.iter().enumerate() {
             self.site(i as u32).absorb(site);

@@ -147,11 +147,21 @@ impl<'a> Blocks<'a> {
             let job = self.queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
             let Ok((i, k)) = job else { return };
             let spare = || self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let Decoded { parts, meta } =
+            let block = &self.streams[i][k];
+            // A decoder that panics on a block (a bug) leaves the block
+            // lost, not a shard waiting for it forever.
+            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 self.decoder
-                    .decode(&self.streams[i][k], &mut local, &mut || {
-                        spare().unwrap_or_default()
-                    });
+                    .decode(block, &mut local, &mut || spare().unwrap_or_default())
+            }));
+            let Decoded { parts, meta } = decoded.unwrap_or_else(|_| {
+                local = Local::new(self.decoder);
+                let what = format!(
+                    "CPU {} block {}: the decoder failed",
+                    block.cpu, block.block_seq
+                );
+                self.decoder.lost(block, block.offset, what)
+            });
             let max_ts = meta.max_ts;
             self.assembler
                 .lock()
@@ -166,14 +176,10 @@ impl<'a> Blocks<'a> {
         }
     }
 
-    /// Every block not yet asked for is decoded now (for the loss windows
-    /// and counts of blocks no shard needed), then the decoders stop.
+    /// The decoders stop once the queue is empty. (Every shard takes every
+    /// block, so by the time the shards are done every block was decoded
+    /// and assembled.)
     pub fn close(&self) {
-        for i in 0..self.streams.len() {
-            for k in 0..self.streams[i].len() {
-                self.request(i, k);
-            }
-        }
         self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }

@@ -1,13 +1,13 @@
-//! Per-CPU decoding: one thread per CPU walks that CPU's sub-buffers
-//! ([`Log::visit_cpu`]), decodes kmem events with the recorded kernel's
-//! byte order (monomorphised once per block) and hands back compact events,
-//! slab and page alike, already routed: one vector per shard, by the bucket
-//! of the event's pointer or page frame.
+//! Decoding one block at a time, on any decoder thread: its sub-buffers
+//! (through [`kmemtrace_format::walk`]), kmem events decoded with the
+//! recorded kernel's byte order (monomorphised once per block), handed back
+//! as compact events, slab and page alike, already routed: one vector per
+//! shard, by the bucket of the event's pointer or page frame.
 //!
-//! Lost events are noticed here and marked on the next slab event of the
-//! CPU (`lost_before`): a sub-buffer's missed-events flag, a gap in the
-//! sub-buffer sequence (blocks lost between recorder and file), a block
-//! that cannot be read back, and a sub-buffer that stops decoding midway.
+//! Losses inside a block are noted here ([`BlockLoss`]): a sub-buffer's
+//! missed-events flag, a sub-buffer that stops decoding midway, a block
+//! that cannot be read back. The loss assembler ([`super::losses`]) adds
+//! the gaps between blocks and turns them into windows.
 
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
@@ -28,7 +28,8 @@ enum Name<'a> {
 /// Problems kept per CPU (the rest are counted).
 const MAX_PROBLEMS: usize = 20;
 
-/// What one CPU's decoder saw, sent after its last batch.
+/// What the decoder saw of one CPU: per block, then added up in stream
+/// order by the loss assembler.
 #[derive(Clone, Debug, Default)]
 pub struct CpuSummary {
     pub cpu: u32,
@@ -149,19 +150,16 @@ pub struct Decoder<'a> {
 }
 
 impl Decoder<'_> {
-    /// Decodes one block with a thread's own caches and buffers.
-    /// A block whose decoding failed: no events, its sub-buffers missing.
-    pub fn lost(&self, r: &CpuBlockRef) -> Decoded {
+    /// A block that could not be decoded (`what` says why, at `offset`):
+    /// no events, its sub-buffers missing, events lost after it.
+    pub fn lost(&self, r: &CpuBlockRef, offset: u64, what: String) -> Decoded {
         let mut sum = CpuSummary {
             cpu: r.cpu,
             pending_loss: true,
             missing_subbufs: u64::from(r.count),
             ..Default::default()
         };
-        sum.problem(
-            r.offset,
-            format!("CPU {} block {}: the decoder failed", r.cpu, r.block_seq),
-        );
+        sum.problem(offset, what);
         Decoded {
             parts: vec![Vec::new(); self.shards.max(1)],
             meta: BlockMeta {
@@ -171,7 +169,8 @@ impl Decoder<'_> {
         }
     }
 
-    /// `spare` hands out emptied vectors for the events.
+    /// Decodes one block with a thread's own caches and buffers; `spare`
+    /// hands out emptied vectors for the events.
     pub fn decode(
         &self,
         block: &CpuBlockRef,
@@ -216,21 +215,11 @@ impl Decoder<'_> {
                 v
             })
             .collect();
-        let mut loss = BlockLoss::default();
         let data = match self.log.read_cpu_block_into(r, scratch) {
             Ok(d) => d,
-            Err(p) => {
-                sum.problem(p.offset, p.what);
-                sum.pending_loss = true;
-                sum.missing_subbufs += u64::from(r.count);
-                let meta = BlockMeta {
-                    sum,
-                    loss,
-                    max_ts: 0,
-                };
-                return Decoded { parts, meta };
-            }
+            Err(p) => return self.lost(r, p.offset, p.what),
         };
+        let mut loss = BlockLoss::default();
         let mut pos: u32 = 0;
         let mut max_ts: u64 = 0;
         let route = |ev: Event, parts: &mut Vec<Vec<Event>>| {
@@ -331,15 +320,14 @@ impl Decoder<'_> {
                 max_ts = max_ts.max(ts);
                 let lag = (max_ts - ts).min(u64::from(u32::MAX)) as u32;
                 pos += 1;
-                let (lost_before, body) = if kind.is_slab() {
+                let body = if kind.is_slab() {
                     let cache = match name {
                         Name::Known(id) => id,
                         Name::New(n) => names.get(n),
                         Name::None => NO_CACHE,
                     };
                     sum.slab_events += 1;
-                    let lost_before = std::mem::take(&mut pending);
-                    if lost_before {
+                    if std::mem::take(&mut pending) {
                         loss.ends.push(LossEnd {
                             prev: loss.last_slab,
                             prev_max: loss.max_slab,
@@ -358,10 +346,10 @@ impl Decoder<'_> {
                         cache,
                         node: ev.node.unwrap_or(NO_NODE),
                     };
-                    (lost_before, Body::Slab(slab))
+                    Body::Slab(slab)
                 } else {
                     sum.page_events += 1;
-                    (false, Body::Page(page_fields(&ev)))
+                    Body::Page(page_fields(&ev))
                 };
                 let ev = Event {
                     ts,
@@ -370,7 +358,6 @@ impl Decoder<'_> {
                     pid: ev.pid,
                     cpu: cpu16,
                     kind,
-                    lost_before,
                     body,
                 };
                 route(ev, &mut parts);
