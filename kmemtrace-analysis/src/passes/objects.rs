@@ -22,14 +22,6 @@ pub const ZERO_SIZE_PTR: u64 = 16;
 /// "No call site" in [`Obj`].
 pub const NO_SITE: u32 = u32::MAX;
 
-/// A call site the stream has named: its address, and whether the
-/// `--callsite` filter selects it.
-#[derive(Clone, Debug)]
-pub struct SiteInfo {
-    pub addr: u64,
-    pub selected: bool,
-}
-
 /// One tracked pointer: 32 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Obj {
@@ -142,8 +134,8 @@ pub struct Objects<'a> {
     /// Names a call site for the `--callsite` filter.
     namer: Box<dyn Fn(u64) -> String + Send + 'a>,
     site_table: &'a SiteTable,
-    /// By site id ([`SiteTable`]).
-    pub sites: Vec<SiteInfo>,
+    /// By site id ([`SiteTable`]): the `--callsite` filter selects it.
+    selected_sites: Vec<bool>,
     /// By bucket (only the buckets of this tracker's shard fill).
     tables: Vec<Table>,
     /// Frees per generation and bucket.
@@ -163,7 +155,7 @@ impl<'a> Objects<'a> {
             filter,
             namer,
             site_table,
-            sites: Vec::new(),
+            selected_sites: Vec::new(),
             tables: (0..BUCKETS).map(|_| Table::default()).collect(),
             remember: remember_frees.div_ceil(BUCKETS).max(1),
         }
@@ -183,28 +175,24 @@ impl<'a> Objects<'a> {
             .map(|(&p, o)| (p, o))
     }
 
-    /// The address of a site id.
-    pub fn addr(&self, site: u32) -> u64 {
-        self.sites[site as usize].addr
-    }
-
+    /// Whether the `--callsite` filter selects site `id`.
     #[inline]
-    fn site(&mut self, id: u32) -> u32 {
-        if id as usize >= self.sites.len() {
+    fn site_selected(&mut self, id: u32) -> bool {
+        if id as usize >= self.selected_sites.len() {
             self.grow_sites();
         }
-        id
+        self.selected_sites[id as usize]
     }
 
     /// Adds the sites the decoders have named since the last time.
     #[cold]
     fn grow_sites(&mut self) {
-        for addr in self.site_table.addrs_from(self.sites.len()) {
+        for addr in self.site_table.addrs_from(self.selected_sites.len()) {
             let selected = self.filter.callsite.is_none() || {
                 let n = (self.namer)(addr);
                 self.filter.callsite_matches(&n)
             };
-            self.sites.push(SiteInfo { addr, selected });
+            self.selected_sites.push(selected);
         }
     }
 
@@ -216,9 +204,8 @@ impl<'a> Objects<'a> {
         key: crate::stream::OrderKey,
         slab: &'e Slab,
     ) -> SlabSeen<'e> {
-        let site = self.site(slab.site);
         let selected =
-            self.filter.cpu_pid(u32::from(ev.cpu), ev.pid) && self.sites[site as usize].selected;
+            self.filter.cpu_pid(u32::from(ev.cpu), ev.pid) && self.site_selected(slab.site);
         let res = if ev.kind.is_alloc() {
             self.alloc(ev, slab, selected)
         } else {
