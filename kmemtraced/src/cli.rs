@@ -18,7 +18,10 @@ Examples:
   kmemtraced --import dump.tar.gz -o board.kmt  log from a kmemtrace-capture.sh dump
 
 Without -F or -p the whole system is traced, the recorder's own threads
-excepted (--trace-self keeps them); COMMAND is traced. Recording stops on SIGINT,
+too (the log lists them and the report leaves their own events out;
+--trace-self counts them), and the switches from and to the idle task
+(the report learns from them which tasks the kernel does not record);
+COMMAND is traced. Recording stops on SIGINT,
 SIGTERM or SIGHUP, when -d runs out, or when COMMAND exits; the command's own
 exit status is stored in the log and does not change kmemtraced's.
 
@@ -116,8 +119,10 @@ pub struct Cli {
     #[arg(short = 'F', long = "follow-command")]
     pub follow_command: bool,
 
-    /// Also record the events the recorder's own threads cause (the main
-    /// thread's include forking COMMAND).
+    /// Count the recorder's own allocations in the report like the
+    /// workload's. The kernel records every task's events either way; by
+    /// default the log lists the recorder's threads and the report leaves
+    /// their own (not interrupt) events out of its figures.
     #[arg(long = "trace-self")]
     pub trace_self: bool,
 

@@ -198,24 +198,45 @@ fn set_events(dir: &TraceDir, events: &[Event], on: bool) -> Result<()> {
     first_err.map_or(Ok(()), Err)
 }
 
-/// Keeps the recorder's own threads out of the trace (their allocations
-/// would be recorded otherwise).
-///
-/// The main thread (statistics, pid->comm snapshots) too, except when the
-/// recording is pid-filtered: there `event-fork` is on, under which the
-/// kernel adds the children of excluded tasks to the exclusion (the traced
-/// command would be excluded), and the main thread is not traced anyway.
-fn exclude_own_threads(dir: &TraceDir, session: &mut Session, cli: &Cli) {
+/// Lists the recorder's own threads in the log (META
+/// `kmemtraced/own_tids`), for the report to leave their own events out of
+/// the workload's figures. The kernel still records them: excluding them
+/// there (`set_event_notrace_pid`) also drops the interrupt and RCU work
+/// run while one of them is current, and the frees of what they allocate,
+/// which other tasks' objects then show as double frees and missed frees.
+fn declare_own_threads(session: &mut Session) {
     let mut tids = session.thread_ids();
-    if !pid_filtered(cli) {
-        tids.push(sys::gettid());
+    tids.push(sys::gettid());
+    let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
+    let mut m = Meta::new(MetaKind::Other, list.join(" ").into_bytes());
+    m.name = kmemtrace_format::tasks::RECORDER_TIDS_META.into();
+    session.write_meta(m);
+}
+
+/// Adds `sched:sched_switch` filtered to switches from and to the idle
+/// task (a few events per wake-up of an idle CPU): the report learns from
+/// them which tasks ran with no event of their own, whose allocations and
+/// frees the trace then lacks (kernels can hide tasks from tracing).
+/// Nothing is added where the kernel refuses the filter, or where the user
+/// asked for the event (then unfiltered).
+fn add_idle_switches(dir: &TraceDir, events: &mut Vec<Event>) {
+    let before = events.len();
+    if events
+        .iter()
+        .any(|e| e.system == "sched" && e.name == "sched_switch")
+    {
+        return;
     }
-    let tids: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
-    if let Err(e) = dir.write("set_event_notrace_pid", &tids.join(" ")) {
-        session.note(format!(
-            "the recorder's own threads are traced too: {}",
-            e.msg
-        ));
+    events::add_if_present(dir, events, "sched", "sched_switch");
+    if events.len() > before
+        && dir
+            .write(
+                "events/sched/sched_switch/filter",
+                kmemtrace_format::tasks::IDLE_SWITCH_FILTER,
+            )
+            .is_err()
+    {
+        events.truncate(before);
     }
 }
 
@@ -261,6 +282,9 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let mut inst = Instance::create(&tfs)?;
     let guardian = Guardian::start(&inst);
     let asked_pids = configure(&inst.dir, cli, pid_filter)?;
+    if !pid_filter {
+        add_idle_switches(&inst.dir, &mut events);
+    }
     let layout = metadata::layout(&inst.dir)?;
     let out = output::open(&output)?;
     let plan = Plan {
@@ -283,13 +307,16 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         ));
     }
     if !cli.trace_self {
-        exclude_own_threads(&inst.dir, &mut session, cli);
+        declare_own_threads(&mut session);
     }
     if !asked_pids.is_empty() {
         session.write_meta(pid_filter_meta(&asked_pids));
     }
 
-    // Go.
+    // Go: every event at once. Turned on one after another while tracing,
+    // the allocations of the first would be traced and the frees of the
+    // last not yet (objects that look leaked, then returned while live).
+    let _ = inst.dir.write("tracing_on", "0");
     let enabled = set_events(&inst.dir, &events, true);
     let _ = inst.dir.write("tracing_on", "1");
     session.mark_started();
@@ -314,20 +341,14 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             reason: format!("error: {}", f.msg),
             exit_status: None,
         },
-        None => wait_for_end(
-            cli,
-            &mut session,
-            &inst,
-            &signals,
-            child.as_mut(),
-            tty,
-            color,
-        ),
+        None => wait_for_end(cli, &mut session, &signals, child.as_mut(), tty, color),
     };
 
-    // Stop: no new events, let writers in flight commit, then drain.
-    let _ = set_events(&inst.dir, &events, false);
+    // Stop: no new events (all at once: `tracing_on` first, else frees
+    // are traced after allocations are not, and look like double frees),
+    // let writers in flight commit, then drain.
     let _ = inst.dir.write("tracing_on", "0");
+    let _ = set_events(&inst.dir, &events, false);
     std::thread::sleep(QUIESCE);
     if let Some(c) = child.as_mut() {
         if end.exit_status.is_none() {
@@ -409,7 +430,6 @@ struct End {
 fn wait_for_end(
     cli: &Cli,
     session: &mut Session,
-    inst: &Instance,
     signals: &nix::sys::signalfd::SignalFd,
     mut child: Option<&mut Child>,
     tty: bool,
@@ -508,7 +528,7 @@ fn wait_for_end(
         }
         if now >= next_status {
             if !session.adopt_onlined_cpus().is_empty() && !cli.trace_self {
-                exclude_own_threads(&inst.dir, session, cli);
+                declare_own_threads(session);
             }
             if let Some(sl) = status_line.as_mut() {
                 sl.update(&session.counters, &session.lost_so_far());

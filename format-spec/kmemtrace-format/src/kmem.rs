@@ -162,6 +162,11 @@ pub struct KmemEvent<'a> {
     pub id: u32,
     /// `common_pid` (0 if the format has none).
     pub pid: i32,
+    /// Recorded in hard or soft interrupt or NMI context (`common_flags`'
+    /// TRACE_FLAG_HARDIRQ, _SOFTIRQ, _NMI bits; false if the format has no
+    /// `common_flags`): the work of whatever task `pid` was current, not
+    /// the task's own.
+    pub in_interrupt: bool,
     pub call_site: u64,
     pub ptr: u64,
     pub bytes_req: u64,
@@ -296,11 +301,17 @@ enum Accounted {
     Mask(Loc, u64),
 }
 
+/// `common_flags` bits of interrupt context (`include/linux/trace_events.h`
+/// `TRACE_FLAG_HARDIRQ` 0x08, `TRACE_FLAG_SOFTIRQ` 0x10, `TRACE_FLAG_NMI`
+/// 0x40; unchanged since they were introduced).
+const INTERRUPT_FLAGS: u64 = 0x08 | 0x10 | 0x40;
+
 #[derive(Clone, Debug)]
 struct Plan {
     id: u32,
     kind: KmemKind,
     pid: Option<Loc>,
+    flags: Option<Loc>,
     call_site: Option<Loc>,
     ptr: Option<Loc>,
     bytes_req: Option<Loc>,
@@ -326,6 +337,7 @@ impl Plan {
     fn locs(&self) -> impl Iterator<Item = &Loc> {
         [
             &self.pid,
+            &self.flags,
             &self.call_site,
             &self.ptr,
             &self.bytes_req,
@@ -489,6 +501,7 @@ impl KmemDecoder {
                 id: f.id,
                 kind,
                 pid: scalar_loc(f, "common_pid", w),
+                flags: scalar_loc(f, "common_flags", w),
                 call_site: scalar_loc(f, "call_site", w),
                 ptr: scalar_loc(f, "ptr", w),
                 bytes_req: scalar_loc(f, "bytes_req", w),
@@ -762,6 +775,7 @@ impl KmemDecoder {
             kind: plan.kind,
             id,
             pid: i32_of(&plan.pid).unwrap_or(0),
+            in_interrupt: u(&plan.flags) & INTERRUPT_FLAGS != 0,
             call_site: u(&plan.call_site),
             ptr: u(&plan.ptr),
             bytes_req: u(&plan.bytes_req),

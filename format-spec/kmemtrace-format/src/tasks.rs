@@ -19,6 +19,139 @@ use std::collections::HashSet;
 /// The META `other` name under which the recorder stores its pid filter.
 pub const PID_FILTER_META: &str = "set_event_pid";
 
+/// The META `other` name under which the recorder lists its own threads
+/// (tids, space-separated; a later one replaces an earlier one). The
+/// kernel records their events like any task's: excluding them in the
+/// kernel (`set_event_notrace_pid`) would also drop the interrupt and RCU
+/// work run while one of them is current, and the frees of objects they
+/// allocated, which leaves the rest of the trace with holes. Readers leave
+/// their own (not interrupt-context) events out of the workload's figures.
+pub const RECORDER_TIDS_META: &str = "kmemtraced/own_tids";
+
+/// The recorder's own threads, as the log lists them (empty if it does
+/// not).
+pub fn recorder_tids(log: &Log) -> Vec<i32> {
+    log.meta(MetaKind::Other, RECORDER_TIDS_META)
+        .map(|m| {
+            String::from_utf8_lossy(&m.content)
+                .split_ascii_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The filter the recorder puts on `sched:sched_switch`: only switches from
+/// and to the idle task, a few per wake-up of an idle CPU, enough to see
+/// which tasks ran and which of them the kernel records events of.
+pub const IDLE_SWITCH_FILTER: &str = "prev_pid == 0 || next_pid == 0";
+
+/// Reads what tells tasks the kernel records from tasks it does not:
+/// every record's `common_pid`, and `sched_switch`'s `prev_pid` and
+/// `next_pid`. A task switched to from the idle task (an event recorded in
+/// the idle task's context) whose own events (its switch back to idle, its
+/// allocations) never appear ran while the kernel recorded nothing of it:
+/// a task hidden from tracing, whose allocations and frees the trace lacks.
+#[derive(Clone, Debug)]
+pub struct SwitchReader {
+    id: u64,
+    common_pid: crate::event_format::Field,
+    prev_pid: crate::event_format::Field,
+    next_pid: crate::event_format::Field,
+}
+
+impl SwitchReader {
+    /// `None` if the log has no `sched_switch` format with those fields.
+    pub fn new(log: &Log) -> Option<SwitchReader> {
+        let f = log
+            .formats
+            .iter()
+            .find(|f| f.name == "sched_switch" && f.system == "sched")?;
+        Some(SwitchReader {
+            id: u64::from(f.id),
+            common_pid: f.field("common_pid")?.clone(),
+            prev_pid: f.field("prev_pid")?.clone(),
+            next_pid: f.field("next_pid")?.clone(),
+        })
+    }
+
+    /// The record's `common_pid` (every event has it where this format
+    /// has it: the common fields are shared).
+    #[inline]
+    pub fn pid<E: Endian>(&self, e: E, payload: &[u8]) -> Option<i32> {
+        self.common_pid.read_i64(e, payload).map(|p| p as i32)
+    }
+
+    /// `(prev_pid, next_pid)` if the record is a `sched_switch`.
+    #[inline]
+    pub fn switch<E: Endian>(&self, e: E, payload: &[u8]) -> Option<(i32, i32)> {
+        if e.read_uint(payload, 0, 2)? != self.id {
+            return None;
+        }
+        let prev = self.prev_pid.read_i64(e, payload)?;
+        let next = self.next_pid.read_i64(e, payload)?;
+        Some((prev as i32, next as i32))
+    }
+}
+
+/// What a stretch of the trace shows of tasks (see [`SwitchReader`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskSightings {
+    /// Tasks switched to from the idle task, with how often.
+    pub woken_from_idle: std::collections::BTreeMap<i32, u32>,
+    /// Tasks with an event of their own (`common_pid`), sorted, once each.
+    pub seen: Vec<i32>,
+    /// The last pid pushed to `seen` (consecutive events share it).
+    last: Option<i32>,
+}
+
+impl TaskSightings {
+    /// One record.
+    #[inline]
+    pub fn record<E: Endian>(&mut self, r: &SwitchReader, e: E, payload: &[u8]) {
+        if let Some(pid) = r.pid(e, payload) {
+            if self.last != Some(pid) {
+                self.last = Some(pid);
+                self.seen.push(pid);
+                if self.seen.len() >= 4096 {
+                    self.compact();
+                }
+            }
+        }
+        if let Some((0, next)) = r.switch(e, payload) {
+            *self.woken_from_idle.entry(next).or_insert(0) += 1;
+        }
+    }
+
+    fn compact(&mut self) {
+        self.seen.sort_unstable();
+        self.seen.dedup();
+    }
+
+    /// Adds another stretch's sightings.
+    pub fn absorb(&mut self, o: &TaskSightings) {
+        for (&p, &n) in &o.woken_from_idle {
+            *self.woken_from_idle.entry(p).or_insert(0) += n;
+        }
+        self.seen.extend_from_slice(&o.seen);
+        self.compact();
+        self.last = None;
+    }
+
+    /// Tasks switched to from idle at least `min` times that never had an
+    /// event of their own: `(pid, times)`, by pid.
+    pub fn unrecorded(&self, min: u32) -> Vec<(i32, u32)> {
+        let mut seen = self.seen.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        self.woken_from_idle
+            .iter()
+            .filter(|(&p, &n)| p != 0 && n >= min && seen.binary_search(&p).is_err())
+            .map(|(&p, &n)| (p, n))
+            .collect()
+    }
+}
+
 /// What a pid-filtered recording traced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TracedTasks {
