@@ -128,6 +128,7 @@ fn main() {
         filter: &filter,
         progress: &progress,
         shards,
+        switches: kmemtrace_format::tasks::SwitchReader::new(&log),
     };
     let decode_all = |shards: usize| {
         let dec = decoder(shards);
@@ -200,6 +201,7 @@ fn main() {
         slab: slab::SlabPass::new(&log.cpu_nodes, false, deltas),
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
+        untraced: kmemtrace_analysis::passes::untraced::UntracedPass::default(),
         page: page::PagePass::new(&filter, 4096),
         first_ts: None,
         last_ts: 0,

@@ -13,8 +13,10 @@
 //! of shards, the same windows judge it.
 
 use crate::intern::FastMap;
-use crate::passes::misuse::{FindingAgg, Misuse, Pending};
+use crate::judge::Judge;
+use crate::passes::misuse::Pending;
 use crate::passes::slab::{Class, Delta};
+use crate::passes::untraced::Spans;
 use crate::passes::EpochOut;
 use crate::stream::{Assembler, Windows, EPOCH_SHIFT};
 use std::cmp::Reverse;
@@ -151,12 +153,17 @@ pub struct EpochSummary {
     small: Vec<(u32, Step)>,
     large: Vec<(u64, Step)>,
     pending: Vec<Pending>,
+    spans: Spans,
 }
 
 /// Summarises one epoch's outputs from the shards that had events in it:
 /// the shards' deltas visited in the one order (a head-to-head merge; the
 /// shards are few), each added to the total and to its keys.
 pub fn summarise(epoch: u64, outs: Vec<EpochOut>) -> EpochSummary {
+    let mut spans = Spans::default();
+    for o in &outs {
+        spans.absorb(&o.spans);
+    }
     let (lists, pending): (Vec<_>, Vec<_>) =
         outs.into_iter().map(|o| (o.deltas, o.pending)).unzip();
     let mut total = Step::default();
@@ -191,33 +198,17 @@ pub fn summarise(epoch: u64, outs: Vec<EpochOut>) -> EpochSummary {
         small: small.into_list(),
         large: large.into_iter().collect(),
         pending: merge_sorted(pending, |p: &Pending| p.key),
+        spans,
     }
-}
-
-/// Judgements per misuse kind.
-#[derive(Clone, Debug, Default)]
-pub struct Judged {
-    pub uncertain: u64,
-    pub first: Option<crate::passes::misuse::Occurrence>,
-    pub first_certain: Option<crate::passes::misuse::Occurrence>,
 }
 
 /// The combiner.
+#[derive(Default)]
 pub struct Combiner {
     pub peaks: Peaks,
-    pub judged: Vec<Judged>,
+    pub judge: Judge,
     /// Occurrences waiting for their windows: (epoch end, in order).
     waiting: VecDeque<(u64, Vec<Pending>)>,
-}
-
-impl Default for Combiner {
-    fn default() -> Self {
-        Combiner {
-            peaks: Peaks::default(),
-            judged: vec![Judged::default(); Misuse::ALL.len()],
-            waiting: VecDeque::new(),
-        }
-    }
 }
 
 /// Merges lists sorted by `key` into one, stable across lists in the order
@@ -253,6 +244,7 @@ impl Combiner {
     /// occurrences whose windows are all known.
     pub fn fold(&mut self, e: EpochSummary, assembler: &Mutex<Assembler>) {
         self.peaks.fold(&e);
+        self.judge.spans(&e.spans);
         if !e.pending.is_empty() {
             let end = (e.epoch + 1).saturating_mul(1 << EPOCH_SHIFT);
             self.waiting.push_back((end, e.pending));
@@ -261,42 +253,17 @@ impl Combiner {
         let known = a.known_until();
         while self.waiting.front().is_some_and(|(end, _)| *end <= known) {
             if let Some((_, p)) = self.waiting.pop_front() {
-                self.judge(p, &a.windows);
+                p.into_iter().for_each(|p| self.judge.judge(p, &a.windows));
             }
         }
     }
 
-    /// Judges what still waits, with every window known.
+    /// Judges what still waits, with every window and epoch known.
     pub fn finish(&mut self, windows: &Windows) {
         while let Some((_, p)) = self.waiting.pop_front() {
-            self.judge(p, windows);
+            p.into_iter().for_each(|p| self.judge.judge(p, windows));
         }
-    }
-
-    fn judge(&mut self, pending: Vec<Pending>, windows: &Windows) {
-        for p in pending {
-            let mut o = p.occurrence;
-            // On the monotonic clock of the windows' `since`: the event's
-            // place in the stream.
-            o.uncertain = o.earlier_ts.is_some_and(|t0| windows.touches(t0, p.key.ts));
-            let j = &mut self.judged[p.kind as usize];
-            j.uncertain += u64::from(o.uncertain);
-            if j.first.is_none() {
-                j.first = Some(o.clone());
-            }
-            if !o.uncertain && j.first_certain.is_none() {
-                j.first_certain = Some(o);
-            }
-        }
-    }
-
-    /// Puts the judgements into the findings.
-    pub fn judge_findings(&self, findings: &mut [FindingAgg]) {
-        for (f, j) in findings.iter_mut().zip(&self.judged) {
-            f.uncertain = j.uncertain;
-            f.first = j.first.clone();
-            f.first_certain = j.first_certain.clone();
-        }
+        self.judge.finish();
     }
 }
 
@@ -391,6 +358,7 @@ mod tests {
                         .map(|deltas| EpochOut {
                             deltas,
                             pending: Vec::new(),
+                            spans: Spans::default(),
                         })
                         .collect();
                     c.fold(summarise(e, outs), &a);

@@ -113,6 +113,9 @@ pub struct Event {
     pub pid: i32,
     pub cpu: u16,
     pub kind: Kind,
+    /// Recorded in interrupt context: the work of whatever task `pid` was
+    /// current, not the task's own.
+    pub in_interrupt: bool,
     /// Position among the events its decoder kept from the block.
     pub pos: u32,
     /// How far the time stamp lies behind the latest one before it in the

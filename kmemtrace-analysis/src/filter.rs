@@ -25,6 +25,9 @@ pub struct Filter {
     pub callsite: Option<String>,
     /// Task name, looked up in the log's pid -> comm map.
     pub comm: Option<(String, PidMap)>,
+    /// The recorder's own threads (from the log): their own events are not
+    /// the workload's; interrupt work recorded while one was current is.
+    pub recorder: HashSet<i32>,
 }
 
 impl Filter {
@@ -34,6 +37,13 @@ impl Filter {
             None => true,
             Some((a, b)) => ts >= a && ts <= b,
         }
+    }
+
+    /// Whether an event is selected by its CPU and task.
+    #[inline]
+    pub fn selects(&self, ev: &crate::event::Event) -> bool {
+        (ev.in_interrupt || !self.recorder.contains(&ev.pid))
+            && self.cpu_pid(u32::from(ev.cpu), ev.pid)
     }
 
     #[inline]

@@ -14,6 +14,7 @@ pub mod combine;
 pub mod event;
 pub mod filter;
 pub mod intern;
+pub mod judge;
 pub mod model;
 pub mod passes;
 pub mod run;

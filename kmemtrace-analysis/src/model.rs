@@ -115,6 +115,7 @@ pub struct Report {
     pub size_classes: Vec<CacheRow>,
     pub cross_cpu: CrossCpu,
     pub misuse: Vec<Finding>,
+    pub trace_completeness: TraceCompleteness,
     pub leaks: Leaks,
     /// Per pointer (`--alloc` only), else null.
     pub allocs: Option<Vec<AllocRow>>,
@@ -223,6 +224,10 @@ pub struct Filters {
     pub time_end_ns: Option<u64>,
     pub callsite: Option<String>,
     pub min_age_ns: u64,
+    /// The recorder's own threads (listed by the log): their own events
+    /// are left out of the figures (interrupt work recorded while one was
+    /// current is not).
+    pub recorder_tasks: Vec<i32>,
 }
 
 /// The tasks a pid-filtered recording traced (kmemtrace_format::tasks).
@@ -414,18 +419,91 @@ pub struct Finding {
     pub title: &'static str,
     /// `error`, `warning` or `info`.
     pub severity: Severity,
+    /// Every occurrence (the raw count).
     pub count: u64,
+    /// Occurrences where the log lost events that could explain them.
     pub uncertain: u64,
+    /// Occurrences whose lacking event (the allocation between two frees,
+    /// the free between two allocations) falls where the trace did not
+    /// have that kind of event yet or any more: the capture's edges.
+    pub at_capture_edges: u64,
+    /// Occurrences the capture's own untraced traffic explains
+    /// ([`TraceCompleteness`]); `reasons` says which.
+    pub explained: u64,
+    /// `count - uncertain - at_capture_edges - explained`: what
+    /// `--fail-on` counts.
     pub certain: u64,
     /// Why this severity (for kfree of kmem_cache objects: the kernel
     /// release rule).
     pub judgement: String,
+    /// Per cache (or kmalloc size, and call site): why occurrences were
+    /// set apart or kept, the most first (at most 10).
+    pub reasons: Vec<FindingReason>,
     pub first: Option<OccurrenceRow>,
     pub first_certain: Option<OccurrenceRow>,
     pub top_alloc_callsites: Vec<SiteCount>,
     pub top_free_callsites: Vec<SiteCount>,
     /// Cache mismatches: "alloc-cache -> free-cache" with counts.
     pub cache_pairs: Vec<(String, String, u64)>,
+}
+
+/// Why a group's occurrences of a finding were kept or set apart.
+#[derive(Clone, Debug, Serialize)]
+pub struct FindingReason {
+    /// The cache, or `kmalloc-N` (N: bytes_alloc).
+    pub cache: String,
+    /// For double frees the second free's call site; for live pointers
+    /// returned the replaced object's allocation call site.
+    pub callsite: Option<String>,
+    /// Occurrences neither uncertain nor at the capture's edges.
+    pub count: u64,
+    /// Kept as a finding (no untraced traffic explains it) or set apart.
+    pub kept: bool,
+    pub because: String,
+}
+
+/// What the capture shows of allocations and frees the kernel did not
+/// trace, per cache (or kmalloc size): see JSON.md.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceCompleteness {
+    /// The log was recorded with a pid filter: other tasks' events,
+    /// including RCU callbacks and interrupts run beside them, are missing.
+    pub pid_filtered: bool,
+    /// Tasks that ran during the capture (switched to from the idle task,
+    /// in the log's `sched_switch` events) with no event of their own: the
+    /// kernel does not record them, and the trace lacks what they allocate
+    /// and free.
+    pub unrecorded_tasks: Vec<UnrecordedTask>,
+    /// Groups with any mark of untraced traffic, the most first.
+    pub groups: Vec<UntracedRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UnrecordedTask {
+    pub pid: i32,
+    pub comm: Option<String>,
+    pub switched_in_from_idle: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UntracedRow {
+    pub cache: String,
+    /// Frees of pointers never seen allocated.
+    pub unseen_frees: u64,
+    /// Frees of pointers already freed, no traced allocation between.
+    pub freed_again: u64,
+    /// ... whose earlier free had no traced allocation either.
+    pub freed_again_twice: u64,
+    /// Allocations returning a pointer the trace had live.
+    pub live_returned: u64,
+    /// `none`, `one` or `many` pointers among them.
+    pub live_returned_pointers: &'static str,
+    /// Untraced allocations shown (unseen frees, or pointers freed again
+    /// twice).
+    pub untraced_allocs: bool,
+    /// Untraced frees shown (live pointers returned on more than one
+    /// object).
+    pub untraced_frees: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -450,6 +528,12 @@ pub struct LeakRow {
     /// untraced path (`kmem_cache_free_bulk`, `kfree_bulk`) leaves
     /// objects that only look leaked.
     pub site_missed_frees: u64,
+    /// Live objects (and bytes), not in `objects`, whose free may have
+    /// taken a path the kernel does not trace: their cache (or kmalloc
+    /// size) shows pointers returned while live on more than one object,
+    /// or this call site has `site_missed_frees`.
+    pub freed_untraced: u64,
+    pub freed_untraced_bytes: u64,
     pub examples: Vec<LeakExample>,
 }
 
@@ -460,6 +544,10 @@ pub struct Leaks {
     pub objects: u64,
     pub bytes: u64,
     pub uncertain: u64,
+    /// Live objects (and bytes) counted apart: their free may have been
+    /// untraced (see `LeakRow::freed_untraced`).
+    pub freed_untraced: u64,
+    pub freed_untraced_bytes: u64,
     pub groups_total: usize,
     pub groups: Vec<LeakRow>,
 }

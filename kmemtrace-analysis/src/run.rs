@@ -7,7 +7,7 @@ use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::model::{Report, Severity, SortKey};
 use crate::passes::objects::Objects;
-use crate::passes::{cross_cpu, leaks, misuse, page, slab, Passes};
+use crate::passes::{cross_cpu, leaks, misuse, page, slab, untraced, Passes};
 use crate::stream::{run, Progress, StreamSetup};
 use crate::symbols::Symbols;
 use kmemtrace_format::log::Log;
@@ -69,6 +69,7 @@ pub fn analyse(
         slab: slab::SlabPass::new(&log.cpu_nodes, opts.per_pointer, nshards > 1),
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
+        untraced: untraced::UntracedPass::default(),
         page: page::PagePass::new(filter, page_size),
         first_ts: None,
         last_ts: 0,
@@ -98,7 +99,6 @@ pub fn analyse(
         all.slab.set_peaks(&combiner.peaks);
     }
     all.slab.cut_gfp();
-    combiner.judge_findings(&mut all.misuse.findings);
     all.slab.finish(
         objects
             .iter()
@@ -106,11 +106,20 @@ pub fn analyse(
     );
     let addrs = sites.addrs_from(0);
     let addr = |id: u32| addrs.get(id as usize).copied().unwrap_or(0);
-    let leaks = leaks::leaks(&objects, addr, &end.windows, all.last_ts, opts.min_age);
+    let untraced = |o: &crate::passes::objects::Obj| leaks::freed_untraced(&all, o);
+    let leaks = leaks::leaks(
+        &objects,
+        addr,
+        untraced,
+        &end.windows,
+        all.last_ts,
+        opts.min_age,
+    );
     let found = Found {
         passes: &all,
         sites: &addrs,
         tracked: objects.iter().map(Objects::tracked).sum(),
+        judge: &combiner.judge,
     };
     let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
     Outcome { report, worst }

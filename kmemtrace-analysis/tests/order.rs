@@ -80,6 +80,7 @@ fn merged(log: &Log, shards: usize) -> Vec<Vec<(u64, OrderKey)>> {
         filter: &filter,
         progress: &progress,
         shards,
+        switches: None,
     };
     let cpus = log.cpus();
     let streams: Vec<Vec<CpuBlockRef>> = cpus

@@ -151,6 +151,10 @@ fn main() -> ExitCode {
     if let Some(c) = &cli.comm {
         filter.comm = Some((c.clone(), log.pids.clone()));
     }
+    // The recorder's own events are not the workload's.
+    filter.recorder = kmemtrace_format::tasks::recorder_tids(&log)
+        .into_iter()
+        .collect();
     if let Some((a, b)) = window {
         let first = kmemtrace_format::walk::first_event_ts(&log).unwrap_or(0);
         let start = a.map_or(0, |t| t.resolve(first));

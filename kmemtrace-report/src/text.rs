@@ -476,16 +476,44 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 f.title,
                 thousands(f.count)
             );
-            if f.uncertain > 0 {
+            let apart: Vec<String> = [
+                (f.uncertain, "in lost-event windows"),
+                (f.at_capture_edges, "at the capture's edges"),
+                (f.explained, "explained by untraced traffic"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{} {what}", thousands(*n)))
+            .collect();
+            if !apart.is_empty() {
                 let _ = write!(
                     o,
-                    " ({} uncertain: in lost-event windows, not reported as kernel bugs)",
-                    thousands(f.uncertain)
+                    " ({}; {} certain)",
+                    apart.join(", "),
+                    thousands(f.certain)
                 );
             }
             o.push('\n');
             if !f.judgement.is_empty() {
                 let _ = writeln!(o, "    {}", f.judgement);
+            }
+            for r in f.reasons.iter().take(5) {
+                let _ = writeln!(
+                    o,
+                    "    {} {}{}: {}{}",
+                    if r.kept { "kept" } else { "set apart" },
+                    r.cache,
+                    r.callsite
+                        .as_deref()
+                        .map(|c| format!(" at {c}"))
+                        .unwrap_or_default(),
+                    thousands(r.count),
+                    if r.kept {
+                        String::new()
+                    } else {
+                        format!(" ({})", r.because)
+                    }
+                );
             }
             if let Some(x) = f.first_certain.as_ref().or(f.first.as_ref()) {
                 let label = if x.uncertain {
@@ -545,13 +573,14 @@ pub fn render(r: &Report, s: &Sections) -> String {
         if !none.is_empty() {
             let _ = writeln!(o, "none of: {}", none.join(", "));
         }
+        completeness(&mut o, &r.trace_completeness, s.lines);
     }
 
     if s.leaks {
         let l = &r.leaks;
         let _ = writeln!(
             o,
-            "\nLEAKS (objects still live at the end{}): {} objects, {} bytes in {} call sites{}",
+            "\nLEAKS (objects still live at the end{}): {} objects, {} bytes in {} call sites{}{}",
             if l.min_age_ns > 0 {
                 format!(", {} old or more", age(l.min_age_ns))
             } else {
@@ -560,6 +589,15 @@ pub fn render(r: &Report, s: &Sections) -> String {
             thousands(l.objects),
             thousands(l.bytes),
             thousands(l.groups_total as u64),
+            if l.freed_untraced > 0 {
+                format!(
+                    "; besides, {} objects ({} bytes) whose free may have been untraced",
+                    thousands(l.freed_untraced),
+                    thousands(l.freed_untraced_bytes)
+                )
+            } else {
+                String::new()
+            },
             if l.uncertain > 0 {
                 format!(
                     "; {} uncertain (events were lost after their allocation)",
@@ -578,6 +616,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 "Newest age",
                 "Uncertain",
                 "Missed frees",
+                "Freed untraced?",
                 "Oldest object",
             ]);
             t.left_last = true;
@@ -590,6 +629,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
                     age(g.newest_age_ns),
                     thousands(g.uncertain),
                     thousands(g.site_missed_frees),
+                    thousands(g.freed_untraced),
                     g.examples
                         .first()
                         .map(|e| format!("{} (CPU {})", e.ptr, e.cpu))
@@ -600,12 +640,60 @@ pub fn render(r: &Report, s: &Sections) -> String {
             if l.groups.iter().any(|g| g.site_missed_frees > 0) {
                 let _ = writeln!(
                     o,
-                    " Missed frees: the site's objects whose free the trace never showed; where there are any, \"leaks\" may be frees by an untraced path (kmem_cache_free_bulk, kfree_bulk)."
+                    " Missed frees: the site's objects whose free the trace never showed. Freed untraced?: live objects, not counted as leaks, of a site with missed frees or of a cache whose frees the trace misses (kfree_rcu's kfree_bulk, kmem_cache_free_bulk, sheaves)."
                 );
             }
         }
     }
     o
+}
+
+/// The trace-completeness table: caches whose traffic the trace shows
+/// only in part.
+fn completeness(o: &mut String, c: &kmemtrace_analysis::model::TraceCompleteness, lines: usize) {
+    if c.pid_filtered {
+        let _ = writeln!(
+            o,
+            "\nTRACE COMPLETENESS: recorded with a pid filter; other tasks' events (RCU callbacks, interrupts and workers run beside the traced ones included) are not in the trace"
+        );
+    }
+    if c.groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nTRACE COMPLETENESS (allocations and frees the kernel did not trace, as the capture shows them; see JSON.md)"
+    );
+    let mut t = Table::new(&[
+        "Cache",
+        "Unseen frees",
+        "Freed again",
+        "Again twice",
+        "Live returned",
+        "Shows untraced",
+    ]);
+    t.left_last = true;
+    for g in c.groups.iter().take(lines) {
+        let allocs = if g.freed_again_twice > 0 {
+            "allocations"
+        } else {
+            "allocations (or before the capture)"
+        };
+        let shows: Vec<&str> = [(g.untraced_allocs, allocs), (g.untraced_frees, "frees")]
+            .iter()
+            .filter(|(b, _)| *b)
+            .map(|(_, w)| *w)
+            .collect();
+        t.row(vec![
+            g.cache.clone(),
+            thousands(g.unseen_frees),
+            thousands(g.freed_again),
+            thousands(g.freed_again_twice),
+            thousands(g.live_returned),
+            shows.join(", "),
+        ]);
+    }
+    t.render(o);
 }
 
 #[cfg(test)]

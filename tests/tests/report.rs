@@ -14,6 +14,8 @@ mod synthetic;
 mod cli;
 #[path = "report/foreign.rs"]
 mod foreign;
+#[path = "report/gate.rs"]
+mod gate;
 #[path = "report/golden.rs"]
 mod golden;
 #[path = "report/live.rs"]

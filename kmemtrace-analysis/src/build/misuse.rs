@@ -1,10 +1,19 @@
 //! The misuse section: each kind described, judged (kfree() of a
-//! kmem_cache object by the recorded kernel's release), and summarised.
+//! kmem_cache object by the recorded kernel's release), its occurrences
+//! told apart (lost events, the capture's edges, untraced traffic the
+//! capture shows), and summarised; and the trace-completeness section.
 
 use super::Ctx;
-use crate::model::{Finding, Severity};
-use crate::passes::misuse::{FindingAgg, Misuse};
+use crate::judge::{Judge, Judged, UnallocatedFree, Where};
+use crate::model::{
+    Finding, FindingReason, Severity, TraceCompleteness, UnrecordedTask, UntracedRow,
+};
+use crate::passes::misuse::{FindingAgg, Misuse, Occurrence};
+use crate::passes::objects::NO_SITE;
+use crate::passes::untraced::{Group, Pointers, Traffic, UntracedPass};
 use crate::passes::Passes;
+use crate::stream::OrderKey;
+use kmemtrace_format::human::thousands;
 
 /// `major.minor` of a release string such as `6.1.0-50-armmp-lpae`.
 pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
@@ -83,10 +92,280 @@ fn describe(m: Misuse) -> (&'static str, Severity, &'static str) {
     }
 }
 
+/// A group's name in the report.
+fn group_name(ctx: &Ctx<'_>, g: Group) -> String {
+    match g {
+        Group::Cache(id) => ctx.cache(id).unwrap_or_default(),
+        Group::Kmalloc(n) => format!("kmalloc-{n}"),
+        Group::KmallocUnknownSize => "kmalloc (size unknown)".into(),
+        Group::UnnamedCache => "a kmem_cache (unnamed)".into(),
+        Group::None => String::new(),
+    }
+}
+
+/// What the capture shows of untraced traffic, and whether the log was
+/// recorded with a pid filter.
+pub(crate) struct Evidence<'a> {
+    pub untraced: &'a UntracedPass,
+    /// Tasks that ran (switched to from idle) with no event of their own
+    /// in the trace: (pid, times).
+    pub unrecorded: Vec<(i32, u32)>,
+    pub pid_filtered: bool,
+}
+
+/// Switches from idle a task needs before its having no event of its own
+/// says the kernel does not record it (a task that ran once may simply
+/// have gone on to another task each time, never back to idle, without
+/// allocating).
+pub(crate) const UNRECORDED_MIN_RUNS: u32 = 3;
+
+impl Evidence<'_> {
+    /// Why the occurrences of `m` at `w` are set apart, if they are.
+    fn explains(&self, ctx: &Ctx<'_>, m: Misuse, w: &Where) -> Option<String> {
+        if !matches!(m, Misuse::DoubleFree | Misuse::LivePointerReturned) {
+            return None;
+        }
+        if self.pid_filtered {
+            return Some("recorded with a pid filter: the kernel dropped every other task's events, and with them RCU callbacks, interrupts and workers run while those tasks were current".into());
+        }
+        if let Some(&(pid, n)) = self.unrecorded.first() {
+            return Some(format!(
+                "the kernel recorded no event of {} task(s) that ran during the capture ({}, switched to from idle {n} times, among them): what they allocate and free is missing from the trace",
+                self.unrecorded.len(),
+                ctx.task(pid)
+            ));
+        }
+        let t = self
+            .untraced
+            .groups
+            .get(&w.group)
+            .copied()
+            .unwrap_or_default();
+        let name = group_name(ctx, w.group);
+        let site = self.untraced.site(w.site);
+        let site_name = || ctx.syms.name(ctx.addr(w.site));
+        if m == Misuse::LivePointerReturned {
+            if t.untraced_frees() {
+                return Some(format!(
+                    "{name} has pointers returned while live on more than one object ({} in all): it is freed by a path the kernel does not trace (kfree_rcu's kfree_bulk, kmem_cache_free_bulk, slab sheaves)",
+                    thousands(t.live_returned)
+                ));
+            }
+            return (w.site != NO_SITE && site.matched_frees_of_its_objects == 0).then(|| {
+                format!(
+                    "no object allocated at {} is ever seen freed: they are freed by a path or task the trace does not show",
+                    site_name()
+                )
+            });
+        }
+        if t.freed_again_twice > 0 {
+            return Some(format!(
+                "{name} has {} pointers freed again twice with no traced allocation: it is allocated by a path the kernel does not trace (kmem_cache_alloc_bulk, slab sheaves)",
+                thousands(t.freed_again_twice)
+            ));
+        }
+        if t.unseen_frees > 0 {
+            return Some(format!(
+                "{name} has {} frees of objects never seen allocated: allocated before the capture or by a path the kernel does not trace (kmem_cache_alloc_bulk)",
+                thousands(t.unseen_frees)
+            ));
+        }
+        if w.site == NO_SITE {
+            return None;
+        }
+        if w.group.is_kmalloc() && site.unseen_frees_here > 0 {
+            return Some(format!(
+                "{} also frees {} kmalloc objects never seen allocated: allocated before the capture or by a path the kernel does not trace",
+                site_name(),
+                thousands(site.unseen_frees_here)
+            ));
+        }
+        if site.matched_frees_here == 0 {
+            return Some(format!(
+                "{} frees no object whose allocation the trace shows: what it frees is allocated by a path or task the trace does not show",
+                site_name()
+            ));
+        }
+        // The code at the second free frees other sites' objects, and the
+        // allocation site's objects are freed elsewhere, never there: the
+        // pointer most likely came back from an allocation the trace does
+        // not show.
+        let freed_at = self
+            .untraced
+            .free_sites_of(w.alloc_site)
+            .filter(|f| !f.is_empty());
+        freed_at.filter(|f| !f.includes(w.site)).map(|_| {
+            format!(
+                "{} never frees objects of {} otherwise (they are freed elsewhere), but frees others: most likely a reuse of the pointer by an allocation the trace does not show",
+                site_name(),
+                ctx.syms.name(ctx.addr(w.alloc_site))
+            )
+        })
+    }
+}
+
+/// A finding's occurrences added up over its [`Where`]s.
+#[derive(Default)]
+struct Tally {
+    count: u64,
+    lost: u64,
+    edge: u64,
+    explained: u64,
+    first: Option<(OrderKey, Occurrence)>,
+    first_certain: Option<(OrderKey, Occurrence)>,
+    reasons: Vec<FindingReason>,
+}
+
+fn earliest(slot: &mut Option<(OrderKey, Occurrence)>, c: &Option<(OrderKey, Occurrence)>) {
+    if let Some((k, o)) = c {
+        if slot.as_ref().map_or(true, |(s, _)| k < s) {
+            *slot = Some((*k, o.clone()));
+        }
+    }
+}
+
+/// How close in time (same task, same CPU) a free must be to a double free
+/// to count as made together with it: the frees of one structure (an skb's
+/// head and the skb) come within microseconds.
+const TOGETHER_NS: u64 = 100_000;
+
+/// Double frees made together with a free the capture shows had no traced
+/// allocation (a free of an unseen object, or a double free set apart):
+/// the structure they belong to was allocated by a path or task the trace
+/// does not show. `explained` says which double-free [`Where`]s are set
+/// apart. Returns the keys of such double frees.
+fn freed_together(judge: &Judge, explained: &[Where]) -> std::collections::HashSet<OrderKey> {
+    let mut marks: Vec<(u32, i32, u64, u64, bool, Option<OrderKey>)> = judge
+        .unallocated
+        .iter()
+        .map(|u| {
+            let untraced = u.kind == Misuse::FreeOfUnseen || explained.binary_search(&u.at).is_ok();
+            let kept_double_free = (u.kind == Misuse::DoubleFree && !untraced).then_some(u.key);
+            (u.cpu, u.pid, u.key.ts, u.ptr, untraced, kept_double_free)
+        })
+        .collect();
+    marks.sort_unstable_by_key(|m| (m.0, m.1, m.2));
+    let mut out = std::collections::HashSet::new();
+    for (i, m) in marks.iter().enumerate() {
+        let Some(key) = m.5 else { continue };
+        let near = |o: &&(u32, i32, u64, u64, bool, Option<OrderKey>)| {
+            o.0 == m.0 && o.1 == m.1 && o.2.abs_diff(m.2) <= TOGETHER_NS
+        };
+        let before = marks[..i].iter().rev().take_while(near);
+        let after = marks[i + 1..].iter().take_while(near);
+        if before.chain(after).any(|o| o.4 && o.3 != m.3) {
+            out.insert(key);
+        }
+    }
+    out
+}
+
+fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
+    let judged = &judge.by_kind[m as usize];
+    let mut t = Tally::default();
+    let mut wheres: Vec<(&Where, &Judged)> = judged.iter().collect();
+    wheres.sort_by_key(|(w, _)| **w);
+    let because: Vec<Option<String>> = wheres.iter().map(|(w, _)| ev.explains(ctx, m, w)).collect();
+    let together = if m == Misuse::DoubleFree {
+        let explained: Vec<Where> = wheres
+            .iter()
+            .zip(&because)
+            .filter(|(_, b)| b.is_some())
+            .map(|((w, _), _)| **w)
+            .collect();
+        freed_together(judge, &explained)
+    } else {
+        Default::default()
+    };
+    let mut reason = |w: &Where, count: u64, kept: bool, because: String| {
+        if count > 0 && matches!(m, Misuse::DoubleFree | Misuse::LivePointerReturned) {
+            t.reasons.push(FindingReason {
+                cache: group_name(ctx, w.group),
+                callsite: (w.site != NO_SITE).then(|| ctx.syms.name(ctx.addr(w.site))),
+                count,
+                kept,
+                because,
+            });
+        }
+    };
+    let mut counts = (0u64, 0u64, 0u64, 0u64);
+    let mut first = None;
+    let mut first_certain = None;
+    for ((w, j), because) in wheres.iter().zip(because) {
+        counts.0 += j.count;
+        counts.1 += j.lost;
+        counts.2 += j.edge;
+        earliest(&mut first, &j.first);
+        let rest = j.count - j.lost - j.edge;
+        if let Some(b) = because {
+            counts.3 += rest;
+            reason(w, rest, false, b);
+            continue;
+        }
+        if m == Misuse::LivePointerReturned {
+            // Kept only after a double free of the pointer.
+            let kept = j.after_double_free;
+            counts.3 += rest - kept;
+            reason(
+                w,
+                rest - kept,
+                false,
+                "no double free of the pointer came before: the allocator hands out a live object only after one, so the trace missed this object's free".into(),
+            );
+            earliest(&mut first_certain, &j.first_after_double_free);
+            reason(w, kept, true, KEPT.into());
+            continue;
+        }
+        // Kept, but for the double frees made together with untraced ones.
+        let mine: Vec<&UnallocatedFree> = judge
+            .unallocated
+            .iter()
+            .filter(|u| u.kind == m && u.at == **w)
+            .collect();
+        let apart = mine.iter().filter(|u| together.contains(&u.key)).count() as u64;
+        if apart > 0 && mine.len() as u64 == rest {
+            counts.3 += apart;
+            reason(
+                w,
+                apart,
+                false,
+                format!("freed by the same task within {} us of an object the capture shows was allocated untraced: the structure they belong to was allocated by a path or task the trace does not show", TOGETHER_NS / 1000),
+            );
+            let left = mine
+                .iter()
+                .filter(|u| !together.contains(&u.key))
+                .filter_map(|u| u.occurrence.as_ref().map(|o| (u.key, o.clone())))
+                .min_by_key(|(k, _)| *k);
+            earliest(&mut first_certain, &left);
+            reason(w, rest - apart, true, KEPT.into());
+        } else {
+            earliest(&mut first_certain, &j.first_other);
+            reason(w, rest, true, KEPT.into());
+        }
+    }
+    t.count = counts.0;
+    t.lost = counts.1;
+    t.edge = counts.2;
+    t.explained = counts.3;
+    t.first = first;
+    t.first_certain = first_certain;
+    t.reasons.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| (&a.cache, &a.callsite, a.kept).cmp(&(&b.cache, &b.callsite, b.kept)))
+    });
+    t.reasons.truncate(10);
+    t
+}
+
+const KEPT: &str = "kept: the capture shows no untraced traffic that explains it";
+
 /// The misuse section, and the worst severity among certain findings.
 pub(crate) fn findings(
     ctx: &Ctx<'_>,
     an: &Passes<'_>,
+    judge: &Judge,
+    ev: &Evidence<'_>,
     release: Option<&str>,
 ) -> (Vec<Finding>, Option<Severity>) {
     let mut worst: Option<Severity> = None;
@@ -94,6 +373,7 @@ pub(crate) fn findings(
         .iter()
         .map(|&m| {
             let f: &FindingAgg = &an.misuse.findings[m as usize];
+            let t = tally(ctx, ev, m, judge);
             let (title, mut sev, why) = describe(m);
             let judgement = if m == Misuse::CacheAllocFreedByKfree {
                 let (s, j) = kfree_cache_judgement(release);
@@ -102,7 +382,8 @@ pub(crate) fn findings(
             } else {
                 why.to_string()
             };
-            if f.count > f.uncertain {
+            let certain = t.count - t.lost - t.edge - t.explained;
+            if certain > 0 {
                 worst = worst.max(Some(sev));
             }
             let mut pairs: Vec<(String, String, u64)> = f
@@ -123,11 +404,14 @@ pub(crate) fn findings(
                 title,
                 severity: sev,
                 count: f.count,
-                uncertain: f.uncertain,
-                certain: f.count - f.uncertain,
+                uncertain: t.lost,
+                at_capture_edges: t.edge,
+                explained: t.explained,
+                certain,
                 judgement,
-                first: f.first.as_ref().map(|o| ctx.occurrence(o)),
-                first_certain: f.first_certain.as_ref().map(|o| ctx.occurrence(o)),
+                reasons: t.reasons,
+                first: t.first.as_ref().map(|(_, o)| ctx.occurrence(o)),
+                first_certain: t.first_certain.as_ref().map(|(_, o)| ctx.occurrence(o)),
                 top_alloc_callsites: ctx.top_sites(&f.alloc_sites),
                 top_free_callsites: ctx.top_sites(&f.free_sites),
                 cache_pairs: pairs,
@@ -136,6 +420,49 @@ pub(crate) fn findings(
         .collect();
 
     (misuse, worst)
+}
+
+/// The trace-completeness section: every group with a mark of untraced
+/// traffic, the most marked first.
+pub(crate) fn completeness(ctx: &Ctx<'_>, ev: &Evidence<'_>) -> TraceCompleteness {
+    let weight = |t: &Traffic| t.unseen_frees + t.freed_again + t.live_returned;
+    // Interned ids depend on the threads' timing: ties go by name.
+    let mut groups: Vec<(String, &Traffic)> = ev
+        .untraced
+        .groups
+        .iter()
+        .map(|(&g, t)| (group_name(ctx, g), t))
+        .collect();
+    groups.sort_by(|a, b| weight(b.1).cmp(&weight(a.1)).then_with(|| a.0.cmp(&b.0)));
+    TraceCompleteness {
+        pid_filtered: ev.pid_filtered,
+        unrecorded_tasks: ev
+            .unrecorded
+            .iter()
+            .map(|&(pid, n)| UnrecordedTask {
+                pid,
+                comm: ctx.comm(pid),
+                switched_in_from_idle: n,
+            })
+            .collect(),
+        groups: groups
+            .into_iter()
+            .map(|(cache, t)| UntracedRow {
+                cache,
+                unseen_frees: t.unseen_frees,
+                freed_again: t.freed_again,
+                freed_again_twice: t.freed_again_twice,
+                live_returned: t.live_returned,
+                live_returned_pointers: match t.live_returned_pointers {
+                    Pointers::None => "none",
+                    Pointers::One(_) => "one",
+                    Pointers::Many => "many",
+                },
+                untraced_allocs: t.untraced_allocs(),
+                untraced_frees: t.untraced_frees(),
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

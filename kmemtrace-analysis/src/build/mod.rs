@@ -42,6 +42,17 @@ impl Ctx<'_> {
                 .unwrap_or_else(|| format!("#{id}"))
         })
     }
+    /// A task's name from the log, if it has one.
+    pub(crate) fn comm(&self, pid: i32) -> Option<String> {
+        self.log.pids.comm(pid).map(str::to_string)
+    }
+    /// `comm pid`, or `pid N`.
+    pub(crate) fn task(&self, pid: i32) -> String {
+        match self.comm(pid) {
+            Some(c) => format!("{c} {pid}"),
+            None => format!("pid {pid}"),
+        }
+    }
     /// A call site's address by id.
     pub(crate) fn addr(&self, site: u32) -> u64 {
         self.sites.get(site as usize).copied().unwrap_or(0)
@@ -190,6 +201,8 @@ pub struct Found<'a> {
     pub sites: &'a [u64],
     /// Pointers the object tables held at the end.
     pub tracked: usize,
+    /// The misuse occurrences, judged.
+    pub judge: &'a crate::judge::Judge,
 }
 
 /// The report, and the worst severity among certain findings.
@@ -237,7 +250,22 @@ pub fn build(
     let callsites = callsites(&ctx);
     let (caches, size_classes) = caches(&ctx);
     let cross_cpu = cross_cpu(an);
-    let (misuse, worst) = misuse::findings(&ctx, an, a.release.as_deref());
+    let mut tasks = kmemtrace_format::tasks::TaskSightings::default();
+    for c in &summaries {
+        tasks.absorb(&c.tasks);
+    }
+    let evidence = misuse::Evidence {
+        untraced: &an.untraced,
+        unrecorded: tasks.unrecorded(misuse::UNRECORDED_MIN_RUNS),
+        pid_filtered: log
+            .meta(
+                kmemtrace_format::records::MetaKind::Other,
+                kmemtrace_format::tasks::PID_FILTER_META,
+            )
+            .is_some(),
+    };
+    let (misuse, worst) = misuse::findings(&ctx, an, found.judge, &evidence, a.release.as_deref());
+    let trace_completeness = misuse::completeness(&ctx, &evidence);
     let leaks_m = leak_section(&ctx, &leaks);
     let allocs = allocs(&ctx);
 
@@ -293,6 +321,11 @@ pub fn build(
             time_end_ns: f.time.map(|t| t.1),
             callsite: f.callsite.clone(),
             min_age_ns: opts.min_age,
+            recorder_tasks: {
+                let mut v: Vec<i32> = f.recorder.iter().copied().collect();
+                v.sort_unstable();
+                v
+            },
         },
         capture,
         summary,
@@ -302,6 +335,7 @@ pub fn build(
         size_classes,
         cross_cpu,
         misuse,
+        trace_completeness,
         leaks: leaks_m,
         allocs,
         page_allocator: an.page.stats.clone(),
@@ -585,6 +619,8 @@ fn leak_section(cx: &Ctx<'_>, leaks: &[LeakGroup]) -> Leaks {
                 .sites
                 .get(g.site as usize)
                 .map_or(0, |s| s.missed_frees),
+            freed_untraced: g.freed_untraced,
+            freed_untraced_bytes: g.freed_untraced_bytes,
             examples: g
                 .examples
                 .iter()
@@ -603,6 +639,8 @@ fn leak_section(cx: &Ctx<'_>, leaks: &[LeakGroup]) -> Leaks {
         objects: leak_rows.iter().map(|r| r.objects).sum(),
         bytes: leak_rows.iter().map(|r| r.bytes).sum(),
         uncertain: leak_rows.iter().map(|r| r.uncertain).sum(),
+        freed_untraced: leak_rows.iter().map(|r| r.freed_untraced).sum(),
+        freed_untraced_bytes: leak_rows.iter().map(|r| r.freed_untraced_bytes).sum(),
         groups_total: leak_rows.len(),
         groups: leak_rows,
     };

@@ -2,8 +2,22 @@
 //! `min_age` old, grouped by allocation call site.
 
 use super::objects::{Obj, Objects};
+use super::untraced::Group;
+use crate::event::NO_CACHE;
 use crate::intern::{fast_map, FastMap};
 use crate::stream::Windows;
+
+/// Whether a live object's free may have been untraced: its group shows
+/// untraced frees, or its call site frees the trace missed.
+pub fn freed_untraced(an: &super::Passes<'_>, o: &Obj) -> bool {
+    let group = an.untraced.groups.get(&Group::of(o, NO_CACHE));
+    group.is_some_and(|t| t.untraced_frees())
+        || an
+            .slab
+            .sites
+            .get(o.site as usize)
+            .is_some_and(|s| s.missed_frees > 0)
+}
 
 /// Live objects of one call site at the end.
 #[derive(Clone, Debug, Default)]
@@ -15,13 +29,23 @@ pub struct LeakGroup {
     pub newest_ts: u64,
     /// Objects whose free may have been among lost events.
     pub uncertain: u64,
+    /// Objects (and bytes), not counted above, whose free may have taken a
+    /// path the kernel does not trace: their cache (or kmalloc size), or
+    /// their call site, shows frees the trace missed.
+    pub freed_untraced: u64,
+    pub freed_untraced_bytes: u64,
     /// Up to 5 oldest objects: (ptr, alloc ts, cpu, bytes).
     pub examples: Vec<(u64, u64, u32, u64)>,
 }
 
 impl LeakGroup {
-    fn add(&mut self, ptr: u64, o: &Obj, windows: &Windows) {
+    fn add(&mut self, ptr: u64, o: &Obj, windows: &Windows, untraced: bool) {
         let b = u64::from(o.bytes_alloc);
+        if untraced {
+            self.freed_untraced += 1;
+            self.freed_untraced_bytes = self.freed_untraced_bytes.saturating_add(b);
+            return;
+        }
         self.objects += 1;
         self.bytes = self.bytes.saturating_add(b);
         self.oldest_ts = self.oldest_ts.min(o.ts);
@@ -42,10 +66,12 @@ impl LeakGroup {
 
 /// The leak groups at the end (`end`: the last event's time) over every
 /// shard's objects, largest first, equal ones by call-site address
-/// (`addr`: a site id's address).
+/// (`addr`: a site id's address); `untraced` says whether an object's free
+/// may have been untraced.
 pub fn leaks(
     objects: &[Objects<'_>],
     addr: impl Fn(u32) -> u64,
+    untraced: impl Fn(&Obj) -> bool,
     windows: &Windows,
     end: u64,
     min_age: u64,
@@ -62,9 +88,13 @@ pub fn leaks(
                 oldest_ts: u64::MAX,
                 ..Default::default()
             })
-            .add(ptr, o, windows);
+            .add(ptr, o, windows, untraced(o));
     }
     let mut v: Vec<LeakGroup> = groups.into_values().collect();
-    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(addr(a.site).cmp(&addr(b.site))));
+    v.sort_by(|a, b| {
+        (b.bytes, b.freed_untraced_bytes)
+            .cmp(&(a.bytes, a.freed_untraced_bytes))
+            .then(addr(a.site).cmp(&addr(b.site)))
+    });
     v
 }

@@ -1,11 +1,11 @@
 //! Allocator misuse: double frees, frees through the wrong API or cache,
 //! pointers returned while still live, failed allocations, frees of objects
-//! never seen allocated. Each occurrence is judged uncertain when the log
-//! lost events where they could have explained it: by the combiner
-//! ([`crate::combine`]), once every loss window that could matter is known,
-//! in the one order of the stream.
+//! never seen allocated. Each occurrence is judged by the combiner
+//! ([`crate::judge`]), in the one order of the stream, once every loss
+//! window that could matter is known.
 
 use super::objects::{Obj, Resolution, SlabSeen, NO_SITE};
+use super::untraced::Group;
 use crate::event::{Kind, NO_CACHE};
 use crate::intern::FastMap;
 use crate::stream::OrderKey;
@@ -68,16 +68,15 @@ pub struct Occurrence {
     /// when a free did).
     pub bytes: Option<(u64, u64)>,
     pub uncertain: bool,
+    /// Where the object's traffic is counted (for the kinds that untraced
+    /// traffic can explain), else [`Group::None`].
+    pub group: Group,
 }
 
 /// All occurrences of one misuse kind.
 #[derive(Clone, Debug, Default)]
 pub struct FindingAgg {
     pub count: u64,
-    /// Occurrences that fall where the log lost events.
-    pub uncertain: u64,
-    pub first: Option<Occurrence>,
-    pub first_certain: Option<Occurrence>,
     /// Allocation / free call sites with counts.
     pub alloc_sites: FastMap<u32, u64>,
     pub free_sites: FastMap<u32, u64>,
@@ -117,6 +116,7 @@ struct Earlier {
     site: u32,
     at: Option<(u64, u32)>,
     cache: u32,
+    group: Group,
 }
 
 impl Earlier {
@@ -125,6 +125,7 @@ impl Earlier {
             site: NO_SITE,
             at: None,
             cache: NO_CACHE,
+            group: Group::None,
         }
     }
     fn of(o: &Obj) -> Self {
@@ -132,7 +133,12 @@ impl Earlier {
             site: o.site,
             at: Some((o.ts, u32::from(o.cpu))),
             cache: o.cache,
+            group: Group::None,
         }
+    }
+    /// The object's traffic group, for the kinds untraced traffic explains.
+    fn in_group(self, group: Group) -> Self {
+        Earlier { group, ..self }
     }
 }
 
@@ -163,6 +169,7 @@ impl MisusePass {
                     site: slab.site,
                     at: None,
                     cache: slab.cache,
+                    group: Group::None,
                 };
                 if s.selected && slab.bytes_alloc < slab.bytes_req {
                     self.find(Misuse::ReqExceedsAlloc, s, own());
@@ -175,19 +182,26 @@ impl MisusePass {
                 } = s.res
                 {
                     if old.selected() || s.selected {
-                        self.find(Misuse::LivePointerReturned, s, Earlier::of(&old));
+                        let g = Group::of(&old, slab.cache);
+                        self.find(
+                            Misuse::LivePointerReturned,
+                            s,
+                            Earlier::of(&old).in_group(g),
+                        );
                     }
                 }
             }
             Resolution::NullFree => {}
             Resolution::FreeOfFreed { earlier } => {
                 if earlier.selected() || s.selected {
-                    self.find(Misuse::DoubleFree, s, Earlier::of(&earlier));
+                    let g = Group::of(&earlier, slab.cache);
+                    self.find(Misuse::DoubleFree, s, Earlier::of(&earlier).in_group(g));
                 }
             }
             Resolution::FreeOfUnseen => {
                 if s.selected {
-                    self.find(Misuse::FreeOfUnseen, s, Earlier::none());
+                    let g = Group::of_unseen_free(ev.kind, slab);
+                    self.find(Misuse::FreeOfUnseen, s, Earlier::none().in_group(g));
                 }
             }
             Resolution::Free { object: o0 } => {
@@ -251,6 +265,7 @@ impl MisusePass {
                 .is_alloc()
                 .then_some((slab.bytes_req, slab.bytes_alloc)),
             uncertain: false,
+            group: earlier.group,
         };
         self.pending.push(Pending {
             key: s.key,

@@ -17,6 +17,7 @@ pub mod misuse;
 pub mod objects;
 pub mod page;
 pub mod slab;
+pub mod untraced;
 
 use crate::event::{Body, Event, Page};
 use crate::stream::{OrderKey, Shard};
@@ -43,6 +44,13 @@ impl Pass for misuse::MisusePass {
     }
 }
 
+impl Pass for untraced::UntracedPass {
+    #[inline]
+    fn slab(&mut self, s: &SlabSeen<'_>) {
+        untraced::UntracedPass::slab(self, s)
+    }
+}
+
 impl Pass for cross_cpu::CrossCpuPass {
     #[inline]
     fn slab(&mut self, s: &SlabSeen<'_>) {
@@ -63,6 +71,7 @@ pub struct Passes<'a> {
     pub slab: slab::SlabPass,
     pub misuse: misuse::MisusePass,
     pub cross_cpu: cross_cpu::CrossCpuPass,
+    pub untraced: untraced::UntracedPass,
     pub page: page::PagePass<'a>,
     /// The first and last slab events' times.
     pub first_ts: Option<u64>,
@@ -73,6 +82,8 @@ pub struct Passes<'a> {
 pub struct EpochOut {
     pub deltas: Vec<slab::Delta>,
     pub pending: Vec<misuse::Pending>,
+    /// The span of each slab event kind in the epoch.
+    pub spans: untraced::Spans,
 }
 
 impl Passes<'_> {
@@ -86,6 +97,7 @@ impl Passes<'_> {
                 Pass::slab(&mut self.slab, &seen);
                 Pass::slab(&mut self.misuse, &seen);
                 Pass::slab(&mut self.cross_cpu, &seen);
+                Pass::slab(&mut self.untraced, &seen);
             }
             Body::Page(p) => Pass::page(&mut self.page, ev, p),
         }
@@ -96,6 +108,7 @@ impl Passes<'_> {
         self.slab.absorb(&o.slab);
         self.misuse.absorb(&o.misuse);
         self.cross_cpu.absorb(&o.cross_cpu);
+        self.untraced.absorb(&o.untraced);
         self.page.absorb(&o.page);
         self.first_ts = match (self.first_ts, o.first_ts) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -117,6 +130,7 @@ impl Shard for Passes<'_> {
         EpochOut {
             deltas: std::mem::take(&mut self.slab.deltas),
             pending: std::mem::take(&mut self.misuse.pending),
+            spans: self.untraced.end_epoch(),
         }
     }
 }

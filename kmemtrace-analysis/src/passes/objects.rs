@@ -52,6 +52,11 @@ impl Obj {
     pub fn selected(&self) -> bool {
         self.state.selected()
     }
+    /// A freed pointer whose free had no traced allocation before it (a
+    /// free of an unseen pointer, or a second free).
+    pub fn freed_unallocated(&self) -> bool {
+        self.state.unallocated()
+    }
 }
 
 /// `state` values: live or freed, and whether the allocation passed the
@@ -62,8 +67,16 @@ struct State(u8);
 impl State {
     const LIVE: u8 = 1;
     const SELECTED: u8 = 2;
+    /// Freed with no traced allocation before the free.
+    const UNALLOCATED: u8 = 4;
     fn new(live: bool, selected: bool) -> Self {
         State((u8::from(live) * Self::LIVE) | (u8::from(selected) * Self::SELECTED))
+    }
+    fn freed_unallocated(selected: bool) -> Self {
+        State(Self::UNALLOCATED | (u8::from(selected) * Self::SELECTED))
+    }
+    fn unallocated(self) -> bool {
+        self.0 & Self::UNALLOCATED != 0
     }
     fn live(self) -> bool {
         self.0 & Self::LIVE != 0
@@ -204,8 +217,7 @@ impl<'a> Objects<'a> {
         key: crate::stream::OrderKey,
         slab: &'e Slab,
     ) -> SlabSeen<'e> {
-        let selected =
-            self.filter.cpu_pid(u32::from(ev.cpu), ev.pid) && self.site_selected(slab.site);
+        let selected = self.filter.selects(ev) && self.site_selected(slab.site);
         let res = if ev.kind.is_alloc() {
             self.alloc(ev, slab, selected)
         } else {
@@ -266,6 +278,8 @@ impl<'a> Objects<'a> {
                     // Remembered as freed, by the freeing CPU.
                     o.cpu = ev.cpu;
                     o.state = State::new(false, p.selected());
+                } else {
+                    o.state = State::freed_unallocated(p.selected());
                 }
                 Some(p)
             }
@@ -290,7 +304,7 @@ impl<'a> Objects<'a> {
                         } else {
                             Kind::CacheAlloc
                         },
-                        state: State::new(false, fsel),
+                        state: State::freed_unallocated(fsel),
                         gen,
                     },
                 );
@@ -333,6 +347,8 @@ mod tests {
         let s = State::new(true, false);
         assert!(s.live() && !s.selected());
         let s = State::new(false, true);
-        assert!(!s.live() && s.selected());
+        assert!(!s.live() && s.selected() && !s.unallocated());
+        let s = State::freed_unallocated(false);
+        assert!(!s.live() && !s.selected() && s.unallocated());
     }
 }

@@ -47,7 +47,7 @@ impl<'a> PagePass<'a> {
     /// One page-allocator event, in time order.
     #[inline]
     pub fn page(&mut self, ev: &Event, pg: &Page) {
-        if !self.filter.cpu_pid(u32::from(ev.cpu), ev.pid) {
+        if !self.filter.selects(ev) {
             return;
         }
         let p = &mut self.stats;

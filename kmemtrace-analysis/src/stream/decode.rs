@@ -14,6 +14,7 @@ use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, SiteTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
+use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
 use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +61,8 @@ pub struct CpuSummary {
     pub last_ts: Option<u64>,
     pub problems: Vec<Problem>,
     pub problems_dropped: u64,
+    /// Tasks switched to from idle, and tasks with events of their own.
+    pub tasks: TaskSightings,
 }
 
 impl CpuSummary {
@@ -147,6 +150,9 @@ pub struct Decoder<'a> {
     pub progress: &'a AtomicU64,
     /// Shards the events are routed to (at least 1).
     pub shards: usize,
+    /// Which tasks the trace records ([`TaskSightings`]), where the log has
+    /// `sched_switch`.
+    pub switches: Option<SwitchReader>,
 }
 
 impl Decoder<'_> {
@@ -273,6 +279,9 @@ impl Decoder<'_> {
                     sum.first_ts = Some(ts);
                 }
                 sum.last_ts = Some(ts);
+                if let Some(r) = &self.switches {
+                    sum.tasks.record(r, e, payload);
+                }
                 // Names already met are recognised by their bytes; only new
                 // ones are checked to be UTF-8 (as `decode` would, with its
                 // error), and interned where slab events are kept.
@@ -358,6 +367,7 @@ impl Decoder<'_> {
                     pid: ev.pid,
                     cpu: cpu16,
                     kind,
+                    in_interrupt: ev.in_interrupt,
                     body,
                 };
                 route(ev, &mut parts);
@@ -414,5 +424,6 @@ impl CpuSummary {
             self.problem(p.offset, p.what.clone());
         }
         self.problems_dropped += o.problems_dropped;
+        self.tasks.absorb(&o.tasks);
     }
 }

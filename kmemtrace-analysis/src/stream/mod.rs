@@ -120,6 +120,7 @@ pub fn run<S: Shard, T: Send>(
         filter: setup.filter,
         progress: &done,
         shards,
+        switches: kmemtrace_format::tasks::SwitchReader::new(log),
     };
     let streams: Vec<Vec<CpuBlockRef>> = cpus
         .iter()

@@ -187,6 +187,7 @@ fn json_has_the_documented_top_level_fields() {
         "size_classes",
         "cross_cpu",
         "misuse",
+        "trace_completeness",
         "leaks",
         "allocs",
         "page_allocator",

@@ -194,6 +194,11 @@ fn findings_where_events_were_lost_are_uncertain() {
     s.kmalloc(1, 500, 100, "alloc_b", r0, 16, 16);
     s.kfree(1, 510, 100, "free_b", r0);
     s.kfree(1, 520, 100, "free_b", r0);
+    // Allocations go on being traced after it (else it would be at the
+    // capture's edge: the allocation it lacks could have come after the
+    // recorder turned allocations off).
+    s.kmalloc(0, 600, 100, "alloc_a", 0xffff_8880_2000_9000, 16, 16);
+    s.kfree(0, 610, 100, "free_a", 0xffff_8880_2000_9000);
     let log = temp_log(&s.build());
     let r = report_json(log.path(), &[]);
     assert_eq!(r["capture"]["lost_windows_total"], 1);

@@ -28,6 +28,7 @@ pub const FUNCS: &[&str] = &[
     "cache_free_x",
     "bulk_user",
     "odd_alloc",
+    "free_u",
 ];
 pub const TEXT: u64 = 0xffff_ffff_8100_0000;
 
@@ -366,9 +367,12 @@ pub fn planted(release: &str) -> Synth {
         let (t, _) = next(&mut ts, &mut ptr);
         s.kmalloc(0, t, 100, "alloc_c", 0, 4096, 4096);
     }
+    // Frees of unseen objects at a call site of their own: a site that
+    // also frees objects never seen allocated would explain free_b's double
+    // frees (untraced allocations).
     for _ in 0..p.unseen {
         let (t, q) = next(&mut ts, &mut ptr);
-        s.kfree(1, t, 100, "free_b", q);
+        s.kfree(1, t, 100, "free_u", q);
     }
     for _ in 0..p.null_frees {
         let (t, _) = next(&mut ts, &mut ptr);

@@ -1,0 +1,368 @@
+//! Trace completeness: what the capture itself shows of allocations and
+//! frees the kernel did not trace. The bulk APIs (`kmem_cache_alloc_bulk`,
+//! `kmem_cache_free_bulk`, `kfree_bulk` under `kfree_rcu`), slab sheaves
+//! (6.18) and tasks whose events a recording left out move objects without
+//! per-object tracepoints; their marks on the trace are frees of objects
+//! never seen allocated, pointers freed again with no allocation between,
+//! and allocations returning pointers still live. Counted per [`Group`]
+//! (cache or kmalloc size) over every event, whatever the filters: they say
+//! what the trace is, not what was selected. The misuse judgement
+//! ([`crate::build::misuse`]) reads them to tell the kernel's misuse from
+//! the trace's gaps.
+
+use super::objects::{Obj, Resolution, SlabSeen, NO_SITE};
+use crate::event::{Kind, Slab, NO_CACHE};
+use crate::intern::FastMap;
+
+/// Where an object's traffic is counted: its cache, or for kmalloc its size
+/// (`bytes_alloc`, its kmalloc cache).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Group {
+    /// A named kmem_cache (interned name).
+    Cache(u32),
+    /// A kmalloc object of this `bytes_alloc`.
+    Kmalloc(u32),
+    /// A kfree()d object never seen allocated: its size is unknown.
+    KmallocUnknownSize,
+    /// A kmem_cache object on a kernel whose events name no cache.
+    UnnamedCache,
+    /// Not about an object's traffic (failed allocations, sizes).
+    #[default]
+    None,
+}
+
+impl Group {
+    /// The group of a traced object (as allocated, or as a free of an
+    /// unseen object left it); `cache` names the cache where the object
+    /// does not (`kmem_cache_alloc` without a name before 6.2).
+    pub fn of(o: &Obj, cache: u32) -> Group {
+        match o.kind {
+            Kind::Kmalloc if o.bytes_alloc > 0 => Group::Kmalloc(o.bytes_alloc),
+            Kind::Kmalloc => Group::KmallocUnknownSize,
+            _ if o.cache != NO_CACHE => Group::Cache(o.cache),
+            _ if cache != NO_CACHE => Group::Cache(cache),
+            _ => Group::UnnamedCache,
+        }
+    }
+
+    /// The group of a free of a pointer never seen allocated.
+    pub fn of_unseen_free(kind: Kind, slab: &Slab) -> Group {
+        match kind {
+            Kind::Kfree => Group::KmallocUnknownSize,
+            _ if slab.cache != NO_CACHE => Group::Cache(slab.cache),
+            _ => Group::UnnamedCache,
+        }
+    }
+
+    /// Whether frees of this group name no size or cache (kfree): their
+    /// evidence is counted per call site instead.
+    pub fn is_kmalloc(self) -> bool {
+        matches!(self, Group::Kmalloc(_) | Group::KmallocUnknownSize)
+    }
+}
+
+/// Pointers seen: none, one, or more than one (enough to tell "this
+/// object" from "this cache").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pointers {
+    #[default]
+    None,
+    One(u64),
+    Many,
+}
+
+impl Pointers {
+    fn add(&mut self, p: u64) {
+        *self = match *self {
+            Pointers::None => Pointers::One(p),
+            Pointers::One(q) if q == p => Pointers::One(p),
+            _ => Pointers::Many,
+        }
+    }
+    fn absorb(&mut self, o: Pointers) {
+        match o {
+            Pointers::None => {}
+            Pointers::One(p) => self.add(p),
+            Pointers::Many => *self = Pointers::Many,
+        }
+    }
+}
+
+/// The marks of untraced traffic in one group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Frees of pointers never seen allocated (allocated before the
+    /// capture, or by an untraced path).
+    pub unseen_frees: u64,
+    /// Frees of pointers already freed, no traced allocation between.
+    pub freed_again: u64,
+    /// ... of which the earlier free had no traced allocation either: the
+    /// pointer went round an untraced allocation at least twice.
+    pub freed_again_twice: u64,
+    /// Allocations returning a pointer the trace still had live.
+    pub live_returned: u64,
+    pub live_returned_pointers: Pointers,
+}
+
+impl Traffic {
+    fn absorb(&mut self, o: &Traffic) {
+        self.unseen_frees += o.unseen_frees;
+        self.freed_again += o.freed_again;
+        self.freed_again_twice += o.freed_again_twice;
+        self.live_returned += o.live_returned;
+        self.live_returned_pointers.absorb(o.live_returned_pointers);
+    }
+    /// Untraced allocations shown.
+    pub fn untraced_allocs(&self) -> bool {
+        self.unseen_frees > 0 || self.freed_again_twice > 0
+    }
+    /// Untraced frees shown on more than one object.
+    pub fn untraced_frees(&self) -> bool {
+        self.live_returned_pointers == Pointers::Many
+    }
+}
+
+/// The first and last traced event of each slab kind: outside that span an
+/// event of the kind could not be traced (the recorder turns events on and
+/// off one after another).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spans {
+    /// By [`Kind`] (the four slab kinds): (first, last).
+    pub by_kind: [Option<(u64, u64)>; 4],
+}
+
+impl Spans {
+    #[inline]
+    pub fn add(&mut self, kind: Kind, ts: u64) {
+        if let Some(s) = self.by_kind.get_mut(kind as usize) {
+            *s = Some(s.map_or((ts, ts), |(a, b)| (a.min(ts), b.max(ts))));
+        }
+    }
+    pub fn absorb(&mut self, o: &Spans) {
+        for (k, s) in o.by_kind.iter().enumerate() {
+            if let Some((a, b)) = *s {
+                let m = &mut self.by_kind[k];
+                *m = Some(m.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+            }
+        }
+    }
+    pub fn of(&self, kind: Kind) -> Option<(u64, u64)> {
+        self.by_kind.get(kind as usize).copied().flatten()
+    }
+}
+
+/// What a call site shows (by site id).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteTraffic {
+    /// Frees here of objects whose allocation the trace showed.
+    pub matched_frees_here: u64,
+    /// Frees anywhere of objects allocated here.
+    pub matched_frees_of_its_objects: u64,
+    /// Frees here of pointers never seen allocated.
+    pub unseen_frees_here: u64,
+}
+
+impl SiteTraffic {
+    fn absorb(&mut self, o: &SiteTraffic) {
+        self.matched_frees_here += o.matched_frees_here;
+        self.matched_frees_of_its_objects += o.matched_frees_of_its_objects;
+        self.unseen_frees_here += o.unseen_frees_here;
+    }
+}
+
+/// The call sites that free an allocation site's objects (in matched
+/// frees): a few per site in kernel code; past [`FreeSites::MAX`] the
+/// list stops and every site counts as one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FreeSites {
+    sites: Vec<u32>,
+    overflow: bool,
+}
+
+impl FreeSites {
+    const MAX: usize = 32;
+    #[inline]
+    fn add(&mut self, site: u32) {
+        if !self.overflow && !self.sites.contains(&site) {
+            if self.sites.len() == Self::MAX {
+                self.overflow = true;
+                self.sites = Vec::new();
+            } else {
+                self.sites.push(site);
+            }
+        }
+    }
+    fn absorb(&mut self, o: &FreeSites) {
+        if o.overflow {
+            self.overflow = true;
+            self.sites = Vec::new();
+        }
+        for &s in &o.sites {
+            self.add(s);
+        }
+    }
+    /// Whether `site` frees these objects (unknown past the limit: yes).
+    pub fn includes(&self, site: u32) -> bool {
+        self.overflow || self.sites.contains(&site)
+    }
+    pub fn is_empty(&self) -> bool {
+        !self.overflow && self.sites.is_empty()
+    }
+}
+
+/// The pass.
+#[derive(Default)]
+pub struct UntracedPass {
+    pub groups: FastMap<Group, Traffic>,
+    /// By call-site id.
+    pub sites: Vec<SiteTraffic>,
+    /// By allocation call-site id: where its objects are freed.
+    pub free_sites_of: Vec<FreeSites>,
+    pub spans: Spans,
+    /// The spans of the current epoch (for the combiner).
+    pub epoch_spans: Spans,
+}
+
+impl UntracedPass {
+    pub fn absorb(&mut self, o: &UntracedPass) {
+        for (g, t) in &o.groups {
+            self.groups.entry(*g).or_default().absorb(t);
+        }
+        if self.sites.len() < o.sites.len() {
+            self.sites.resize(o.sites.len(), SiteTraffic::default());
+        }
+        for (a, b) in self.sites.iter_mut().zip(&o.sites) {
+            a.absorb(b);
+        }
+        if self.free_sites_of.len() < o.free_sites_of.len() {
+            self.free_sites_of
+                .resize(o.free_sites_of.len(), FreeSites::default());
+        }
+        for (a, b) in self.free_sites_of.iter_mut().zip(&o.free_sites_of) {
+            a.absorb(b);
+        }
+        self.spans.absorb(&o.spans);
+    }
+
+    /// A call site's traffic.
+    pub fn site(&self, id: u32) -> SiteTraffic {
+        self.sites.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// Where an allocation site's objects are freed.
+    pub fn free_sites_of(&self, id: u32) -> Option<&FreeSites> {
+        self.free_sites_of.get(id as usize)
+    }
+
+    #[inline]
+    fn site_mut(&mut self, id: u32) -> Option<&mut SiteTraffic> {
+        if id == NO_SITE {
+            return None;
+        }
+        let i = id as usize;
+        if self.sites.len() <= i {
+            self.sites.resize(i + 1, SiteTraffic::default());
+        }
+        Some(&mut self.sites[i])
+    }
+
+    #[inline]
+    pub fn slab(&mut self, s: &SlabSeen<'_>) {
+        let (ev, slab) = (s.ev, s.slab);
+        self.epoch_spans.add(ev.kind, ev.ts);
+        match s.res {
+            Resolution::FreeOfUnseen => {
+                let g = Group::of_unseen_free(ev.kind, slab);
+                self.groups.entry(g).or_default().unseen_frees += 1;
+                if let Some(t) = self.site_mut(slab.site) {
+                    t.unseen_frees_here += 1;
+                }
+            }
+            Resolution::Free { object } => {
+                if let Some(t) = self.site_mut(slab.site) {
+                    t.matched_frees_here += 1;
+                }
+                if let Some(t) = self.site_mut(object.site) {
+                    t.matched_frees_of_its_objects += 1;
+                    let i = object.site as usize;
+                    if self.free_sites_of.len() <= i {
+                        self.free_sites_of.resize(i + 1, FreeSites::default());
+                    }
+                    self.free_sites_of[i].add(slab.site);
+                }
+            }
+            Resolution::FreeOfFreed { earlier } => {
+                let t = self
+                    .groups
+                    .entry(Group::of(&earlier, slab.cache))
+                    .or_default();
+                t.freed_again += 1;
+                t.freed_again_twice += u64::from(earlier.freed_unallocated());
+            }
+            Resolution::Alloc {
+                replaced: Some(old),
+            } => {
+                let t = self.groups.entry(Group::of(&old, slab.cache)).or_default();
+                t.live_returned += 1;
+                t.live_returned_pointers.add(slab.ptr);
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends an epoch: its spans, added to the whole capture's.
+    pub fn end_epoch(&mut self) -> Spans {
+        let e = std::mem::take(&mut self.epoch_spans);
+        self.spans.absorb(&e);
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_tell_one_from_many() {
+        let mut p = Pointers::default();
+        p.add(1);
+        p.add(1);
+        assert_eq!(p, Pointers::One(1));
+        let mut q = Pointers::One(2);
+        q.absorb(p);
+        assert_eq!(q, Pointers::Many);
+        let mut r = Pointers::None;
+        r.absorb(Pointers::One(1));
+        r.absorb(Pointers::One(1));
+        assert_eq!(r, Pointers::One(1));
+    }
+
+    #[test]
+    fn free_sites_stop_listing_past_the_limit() {
+        let mut f = FreeSites::default();
+        assert!(f.is_empty() && !f.includes(1));
+        f.add(1);
+        f.add(1);
+        assert!(f.includes(1) && !f.includes(2));
+        let mut g = FreeSites::default();
+        for s in 0..=FreeSites::MAX as u32 {
+            g.add(s + 100);
+        }
+        assert!(g.includes(7));
+        f.absorb(&g);
+        assert!(f.includes(12345));
+    }
+
+    #[test]
+    fn spans_cover_first_to_last() {
+        let mut s = Spans::default();
+        s.add(Kind::Kfree, 5);
+        s.add(Kind::Kfree, 2);
+        s.add(Kind::PageAlloc, 1);
+        let mut t = Spans::default();
+        t.add(Kind::Kfree, 9);
+        t.absorb(&s);
+        assert_eq!(t.of(Kind::Kfree), Some((2, 9)));
+        assert_eq!(t.of(Kind::Kmalloc), None);
+    }
+}
