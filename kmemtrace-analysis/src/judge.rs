@@ -22,8 +22,6 @@ use crate::stream::{OrderKey, Windows};
 pub struct Where {
     pub group: Group,
     pub site: u32,
-    /// For double frees: the object's allocation call site.
-    pub alloc_site: u32,
 }
 
 /// The occurrences of one kind at one [`Where`].
@@ -62,24 +60,37 @@ fn missing_kind(kind: Misuse, group: Group) -> Option<Kind> {
     }
 }
 
-/// A free the trace shows no allocation for (a double free, or a free of an
-/// unseen object), neither uncertain nor at an edge: kept to find the frees
-/// made together with it.
-#[derive(Clone, Debug)]
-pub struct UnallocatedFree {
-    pub key: OrderKey,
+/// A task's free in process context, by CPU, pid and time: the frees of
+/// one structure come together (interrupt-context frees run on behalf of
+/// any task, and are left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TaskFree {
     pub cpu: u32,
     pub pid: i32,
+    pub ts: u64,
     pub ptr: u64,
-    pub kind: Misuse,
-    pub at: Where,
-    /// The occurrence, for double frees (to show the first certain one).
-    pub occurrence: Option<Occurrence>,
 }
 
-/// Frees kept in [`Judge::unallocated`] (past it, double frees are judged
-/// without their companions).
-pub const MAX_UNALLOCATED: usize = 1 << 20;
+impl TaskFree {
+    fn of(o: &Occurrence) -> Option<TaskFree> {
+        (!o.in_interrupt && o.pid != 0).then_some(TaskFree {
+            cpu: o.cpu,
+            pid: o.pid,
+            ts: o.ts,
+            ptr: o.ptr,
+        })
+    }
+}
+
+/// A double free neither lost nor at an edge.
+#[derive(Clone, Debug)]
+pub struct DoubleFree {
+    pub key: OrderKey,
+    pub at: Where,
+    /// Made in process context.
+    pub free: Option<TaskFree>,
+    pub occurrence: Box<Occurrence>,
+}
 
 /// The judge.
 pub struct Judge {
@@ -90,11 +101,11 @@ pub struct Judge {
     /// Occurrences later than the last traced event of the kind they lack,
     /// so far: at an edge unless a later one comes.
     held: Vec<(Pending, Kind)>,
-    /// Double frees and frees of unseen objects (up to [`MAX_UNALLOCATED`]),
-    /// in the order filed.
-    pub unallocated: Vec<UnallocatedFree>,
-    /// Pointers with a double free filed.
-    double_freed: std::collections::HashSet<u64>,
+    /// Double frees (to find the frees made together with them), in the
+    /// order filed.
+    pub double_frees: Vec<DoubleFree>,
+    /// Frees of unseen objects in process context.
+    pub unseen_frees: Vec<TaskFree>,
 }
 
 impl Default for Judge {
@@ -103,8 +114,8 @@ impl Default for Judge {
             by_kind: vec![FastMap::default(); Misuse::ALL.len()],
             spans: Spans::default(),
             held: Vec::new(),
-            unallocated: Vec::new(),
-            double_freed: Default::default(),
+            double_frees: Vec::new(),
+            unseen_frees: Vec::new(),
         }
     }
 }
@@ -163,37 +174,27 @@ impl Judge {
         let w = Where {
             group: o.group,
             site,
-            alloc_site: if p.kind == Misuse::DoubleFree {
-                o.alloc_site
-            } else {
-                NO_SITE
-            },
         };
         let j = self.by_kind[p.kind as usize].entry(w).or_default();
         j.count += 1;
         j.lost += u64::from(o.uncertain);
         j.edge += u64::from(edge && !o.uncertain);
         keep_first(&mut j.first, p.key, o);
-        if p.kind == Misuse::DoubleFree {
-            self.double_freed.insert(o.ptr);
-        }
         if !o.uncertain && !edge {
             keep_first(&mut j.first_other, p.key, o);
-            if p.kind == Misuse::LivePointerReturned && self.double_freed.contains(&o.ptr) {
+            if p.kind == Misuse::LivePointerReturned && o.after_double_free {
                 j.after_double_free += 1;
                 keep_first(&mut j.first_after_double_free, p.key, o);
             }
-            let unallocated = matches!(p.kind, Misuse::DoubleFree | Misuse::FreeOfUnseen);
-            if unallocated && self.unallocated.len() < MAX_UNALLOCATED {
-                self.unallocated.push(UnallocatedFree {
+            match p.kind {
+                Misuse::DoubleFree => self.double_frees.push(DoubleFree {
                     key: p.key,
-                    cpu: o.cpu,
-                    pid: o.pid,
-                    ptr: o.ptr,
-                    kind: p.kind,
                     at: w,
-                    occurrence: (p.kind == Misuse::DoubleFree).then(|| o.clone()),
-                });
+                    free: TaskFree::of(o),
+                    occurrence: Box::new(o.clone()),
+                }),
+                Misuse::FreeOfUnseen => self.unseen_frees.extend(TaskFree::of(o)),
+                _ => {}
             }
         }
     }

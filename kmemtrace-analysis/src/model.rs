@@ -455,6 +455,8 @@ pub struct FindingReason {
     /// For double frees the second free's call site; for live pointers
     /// returned the replaced object's allocation call site.
     pub callsite: Option<String>,
+    #[serde(skip)]
+    pub addr: Addr,
     /// Occurrences neither uncertain nor at the capture's edges.
     pub count: u64,
     /// Kept as a finding (no untraced traffic explains it) or set apart.

@@ -657,6 +657,22 @@ fn completeness(o: &mut String, c: &kmemtrace_analysis::model::TraceCompleteness
             "\nTRACE COMPLETENESS: recorded with a pid filter; other tasks' events (RCU callbacks, interrupts and workers run beside the traced ones included) are not in the trace"
         );
     }
+    if !c.unrecorded_tasks.is_empty() {
+        let v: Vec<String> = c
+            .unrecorded_tasks
+            .iter()
+            .map(|t| match &t.comm {
+                Some(n) => format!("{n} {} ({}x)", t.pid, t.switched_in_from_idle),
+                None => format!("pid {} ({}x)", t.pid, t.switched_in_from_idle),
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "\nTRACE COMPLETENESS: the kernel recorded no event of {} task(s) that ran (switched to from idle): {}; what they allocate and free is missing from the trace",
+            v.len(),
+            v.join(", ")
+        );
+    }
     if c.groups.is_empty() {
         return;
     }

@@ -204,13 +204,21 @@ fn set_events(dir: &TraceDir, events: &[Event], on: bool) -> Result<()> {
 /// there (`set_event_notrace_pid`) also drops the interrupt and RCU work
 /// run while one of them is current, and the frees of what they allocate,
 /// which other tasks' objects then show as double frees and missed frees.
-fn declare_own_threads(session: &mut Session) {
-    let mut tids = session.thread_ids();
+fn declare_own_threads(session: &mut Session) -> Vec<i32> {
+    let tids = session.thread_ids();
+    write_own_threads(session, tids)
+}
+
+/// Writes the META of [`declare_own_threads`] for `tids` (and this
+/// thread); returns what it listed.
+fn write_own_threads(session: &mut Session, mut tids: Vec<i32>) -> Vec<i32> {
     tids.push(sys::gettid());
+    tids.sort_unstable();
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
     let mut m = Meta::new(MetaKind::Other, list.join(" ").into_bytes());
     m.name = kmemtrace_format::tasks::RECORDER_TIDS_META.into();
     session.write_meta(m);
+    tids
 }
 
 /// Adds `sched:sched_switch` filtered to switches from and to the idle
@@ -306,9 +314,11 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             "no guardian process ({e}): if the recorder is killed, `kmemtraced --cleanup` removes its instance"
         ));
     }
-    if !cli.trace_self {
-        declare_own_threads(&mut session);
-    }
+    let mut declared = if cli.trace_self {
+        Vec::new()
+    } else {
+        declare_own_threads(&mut session)
+    };
     if !asked_pids.is_empty() {
         session.write_meta(pid_filter_meta(&asked_pids));
     }
@@ -341,7 +351,15 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             reason: format!("error: {}", f.msg),
             exit_status: None,
         },
-        None => wait_for_end(cli, &mut session, &signals, child.as_mut(), tty, color),
+        None => wait_for_end(
+            cli,
+            &mut session,
+            &mut declared,
+            &signals,
+            child.as_mut(),
+            tty,
+            color,
+        ),
     };
 
     // Stop: no new events (all at once: `tracing_on` first, else frees
@@ -430,6 +448,7 @@ struct End {
 fn wait_for_end(
     cli: &Cli,
     session: &mut Session,
+    declared: &mut Vec<i32>,
     signals: &nix::sys::signalfd::SignalFd,
     mut child: Option<&mut Child>,
     tty: bool,
@@ -527,8 +546,17 @@ fn wait_for_end(
             };
         }
         if now >= next_status {
-            if !session.adopt_onlined_cpus().is_empty() && !cli.trace_self {
-                declare_own_threads(session);
+            let onlined = !session.adopt_onlined_cpus().is_empty();
+            if !cli.trace_self {
+                // Threads started late (or for CPUs come online): listed
+                // again, whole (a later META replaces the earlier).
+                let mut now_tids = session.thread_ids_now();
+                now_tids.push(sys::gettid());
+                now_tids.sort_unstable();
+                if onlined || now_tids != *declared {
+                    now_tids.retain(|&t| t != sys::gettid());
+                    *declared = write_own_threads(session, now_tids);
+                }
             }
             if let Some(sl) = status_line.as_mut() {
                 sl.update(&session.counters, &session.lost_so_far());

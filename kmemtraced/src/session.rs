@@ -318,6 +318,15 @@ impl Session {
         started
     }
 
+    /// Task ids of the reader, writer and sync threads started so far.
+    pub fn thread_ids_now(&self) -> Vec<i32> {
+        self.shared
+            .tids
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default()
+    }
+
     /// Task ids of the reader, writer and sync threads, once they all
     /// started.
     pub fn thread_ids(&self) -> Vec<i32> {

@@ -99,9 +99,9 @@ impl SwitchReader {
 pub struct TaskSightings {
     /// Tasks switched to from the idle task, with how often.
     pub woken_from_idle: std::collections::BTreeMap<i32, u32>,
-    /// Tasks with an event of their own (`common_pid`), sorted, once each.
-    pub seen: Vec<i32>,
-    /// The last pid pushed to `seen` (consecutive events share it).
+    /// Tasks with an event of their own (`common_pid`).
+    pub seen: HashSet<i32>,
+    /// The last pid seen (consecutive events mostly share it).
     last: Option<i32>,
 }
 
@@ -112,10 +112,7 @@ impl TaskSightings {
         if let Some(pid) = r.pid(e, payload) {
             if self.last != Some(pid) {
                 self.last = Some(pid);
-                self.seen.push(pid);
-                if self.seen.len() >= 4096 {
-                    self.compact();
-                }
+                self.seen.insert(pid);
             }
         }
         if let Some((0, next)) = r.switch(e, payload) {
@@ -123,30 +120,21 @@ impl TaskSightings {
         }
     }
 
-    fn compact(&mut self) {
-        self.seen.sort_unstable();
-        self.seen.dedup();
-    }
-
     /// Adds another stretch's sightings.
     pub fn absorb(&mut self, o: &TaskSightings) {
         for (&p, &n) in &o.woken_from_idle {
             *self.woken_from_idle.entry(p).or_insert(0) += n;
         }
-        self.seen.extend_from_slice(&o.seen);
-        self.compact();
+        self.seen.extend(&o.seen);
         self.last = None;
     }
 
     /// Tasks switched to from idle at least `min` times that never had an
     /// event of their own: `(pid, times)`, by pid.
     pub fn unrecorded(&self, min: u32) -> Vec<(i32, u32)> {
-        let mut seen = self.seen.clone();
-        seen.sort_unstable();
-        seen.dedup();
         self.woken_from_idle
             .iter()
-            .filter(|(&p, &n)| p != 0 && n >= min && seen.binary_search(&p).is_err())
+            .filter(|(&p, &n)| p != 0 && n >= min && !self.seen.contains(&p))
             .map(|(&p, &n)| (p, n))
             .collect()
     }

@@ -4,9 +4,10 @@
 //! capture shows), and summarised; and the trace-completeness section.
 
 use super::Ctx;
-use crate::judge::{Judge, Judged, UnallocatedFree, Where};
+use crate::intern::FastMap;
+use crate::judge::{DoubleFree, Judge, Judged, TaskFree, Where};
 use crate::model::{
-    Finding, FindingReason, Severity, TraceCompleteness, UnrecordedTask, UntracedRow,
+    Addr, Finding, FindingReason, Severity, TraceCompleteness, UnrecordedTask, UntracedRow,
 };
 use crate::passes::misuse::{FindingAgg, Misuse, Occurrence};
 use crate::passes::objects::NO_SITE;
@@ -128,13 +129,6 @@ impl Evidence<'_> {
         if self.pid_filtered {
             return Some("recorded with a pid filter: the kernel dropped every other task's events, and with them RCU callbacks, interrupts and workers run while those tasks were current".into());
         }
-        if let Some(&(pid, n)) = self.unrecorded.first() {
-            return Some(format!(
-                "the kernel recorded no event of {} task(s) that ran during the capture ({}, switched to from idle {n} times, among them): what they allocate and free is missing from the trace",
-                self.unrecorded.len(),
-                ctx.task(pid)
-            ));
-        }
         let t = self
             .untraced
             .groups
@@ -145,7 +139,8 @@ impl Evidence<'_> {
         let site = self.untraced.site(w.site);
         let site_name = || ctx.syms.name(ctx.addr(w.site));
         if m == Misuse::LivePointerReturned {
-            if t.untraced_frees() {
+            // Caches whose events name none share one group: too coarse.
+            if w.group != Group::UnnamedCache && t.untraced_frees() {
                 return Some(format!(
                     "{name} has pointers returned while live on more than one object ({} in all): it is freed by a path the kernel does not trace (kfree_rcu's kfree_bulk, kmem_cache_free_bulk, slab sheaves)",
                     thousands(t.live_returned)
@@ -158,47 +153,17 @@ impl Evidence<'_> {
                 )
             });
         }
-        if t.freed_again_twice > 0 {
+        if t.untraced_allocs() {
             return Some(format!(
-                "{name} has {} pointers freed again twice with no traced allocation: it is allocated by a path the kernel does not trace (kmem_cache_alloc_bulk, slab sheaves)",
+                "{name} has pointers freed again and again with no traced allocation, on more than one object ({} times in all): it is allocated by a path the kernel does not trace (kmem_cache_alloc_bulk, slab sheaves)",
                 thousands(t.freed_again_twice)
             ));
         }
-        if t.unseen_frees > 0 {
-            return Some(format!(
-                "{name} has {} frees of objects never seen allocated: allocated before the capture or by a path the kernel does not trace (kmem_cache_alloc_bulk)",
-                thousands(t.unseen_frees)
-            ));
-        }
-        if w.site == NO_SITE {
-            return None;
-        }
-        if w.group.is_kmalloc() && site.unseen_frees_here > 0 {
-            return Some(format!(
-                "{} also frees {} kmalloc objects never seen allocated: allocated before the capture or by a path the kernel does not trace",
+        (w.site != NO_SITE && site.unseen_frees_here > 0).then(|| {
+            format!(
+                "{} also frees {} objects never seen allocated: allocated before the capture or by a path or task the trace does not show",
                 site_name(),
                 thousands(site.unseen_frees_here)
-            ));
-        }
-        if site.matched_frees_here == 0 {
-            return Some(format!(
-                "{} frees no object whose allocation the trace shows: what it frees is allocated by a path or task the trace does not show",
-                site_name()
-            ));
-        }
-        // The code at the second free frees other sites' objects, and the
-        // allocation site's objects are freed elsewhere, never there: the
-        // pointer most likely came back from an allocation the trace does
-        // not show.
-        let freed_at = self
-            .untraced
-            .free_sites_of(w.alloc_site)
-            .filter(|f| !f.is_empty());
-        freed_at.filter(|f| !f.includes(w.site)).map(|_| {
-            format!(
-                "{} never frees objects of {} otherwise (they are freed elsewhere), but frees others: most likely a reuse of the pointer by an allocation the trace does not show",
-                site_name(),
-                ctx.syms.name(ctx.addr(w.alloc_site))
             )
         })
     }
@@ -229,32 +194,34 @@ fn earliest(slot: &mut Option<(OrderKey, Occurrence)>, c: &Option<(OrderKey, Occ
 /// head and the skb) come within microseconds.
 const TOGETHER_NS: u64 = 100_000;
 
-/// Double frees made together with a free the capture shows had no traced
-/// allocation (a free of an unseen object, or a double free set apart):
-/// the structure they belong to was allocated by a path or task the trace
-/// does not show. `explained` says which double-free [`Where`]s are set
-/// apart. Returns the keys of such double frees.
+/// Double frees made in process context together with a free the capture
+/// shows had no traced allocation (a free of an unseen object, or a double
+/// free set apart), by the same task on the same CPU: the structure they
+/// belong to was allocated by a path or task the trace does not show.
+/// `explained`: the double-free [`Where`]s set apart, sorted. Returns the
+/// keys of such double frees.
 fn freed_together(judge: &Judge, explained: &[Where]) -> std::collections::HashSet<OrderKey> {
-    let mut marks: Vec<(u32, i32, u64, u64, bool, Option<OrderKey>)> = judge
-        .unallocated
+    // (the free, untraced, the key of a kept double free)
+    let mut marks: Vec<(TaskFree, bool, Option<OrderKey>)> = judge
+        .unseen_frees
         .iter()
-        .map(|u| {
-            let untraced = u.kind == Misuse::FreeOfUnseen || explained.binary_search(&u.at).is_ok();
-            let kept_double_free = (u.kind == Misuse::DoubleFree && !untraced).then_some(u.key);
-            (u.cpu, u.pid, u.key.ts, u.ptr, untraced, kept_double_free)
-        })
+        .map(|f| (*f, true, None))
+        .chain(judge.double_frees.iter().filter_map(|d| {
+            let untraced = explained.binary_search(&d.at).is_ok();
+            d.free.map(|f| (f, untraced, (!untraced).then_some(d.key)))
+        }))
         .collect();
-    marks.sort_unstable_by_key(|m| (m.0, m.1, m.2));
+    marks.sort_unstable_by_key(|m| m.0);
     let mut out = std::collections::HashSet::new();
-    for (i, m) in marks.iter().enumerate() {
-        let Some(key) = m.5 else { continue };
-        let near = |o: &&(u32, i32, u64, u64, bool, Option<OrderKey>)| {
-            o.0 == m.0 && o.1 == m.1 && o.2.abs_diff(m.2) <= TOGETHER_NS
+    for (i, (f, _, kept)) in marks.iter().enumerate() {
+        let Some(key) = kept else { continue };
+        let near = |o: &&(TaskFree, bool, Option<OrderKey>)| {
+            o.0.cpu == f.cpu && o.0.pid == f.pid && o.0.ts.abs_diff(f.ts) <= TOGETHER_NS
         };
         let before = marks[..i].iter().rev().take_while(near);
         let after = marks[i + 1..].iter().take_while(near);
-        if before.chain(after).any(|o| o.4 && o.3 != m.3) {
-            out.insert(key);
+        if before.chain(after).any(|o| o.1 && o.0.ptr != f.ptr) {
+            out.insert(*key);
         }
     }
     out
@@ -266,22 +233,26 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
     let mut wheres: Vec<(&Where, &Judged)> = judged.iter().collect();
     wheres.sort_by_key(|(w, _)| **w);
     let because: Vec<Option<String>> = wheres.iter().map(|(w, _)| ev.explains(ctx, m, w)).collect();
-    let together = if m == Misuse::DoubleFree {
+    let mut together = std::collections::HashSet::new();
+    let mut double_frees: FastMap<Where, Vec<&DoubleFree>> = FastMap::default();
+    if m == Misuse::DoubleFree {
         let explained: Vec<Where> = wheres
             .iter()
             .zip(&because)
             .filter(|(_, b)| b.is_some())
             .map(|((w, _), _)| **w)
             .collect();
-        freed_together(judge, &explained)
-    } else {
-        Default::default()
-    };
+        together = freed_together(judge, &explained);
+        for d in &judge.double_frees {
+            double_frees.entry(d.at).or_default().push(d);
+        }
+    }
     let mut reason = |w: &Where, count: u64, kept: bool, because: String| {
         if count > 0 && matches!(m, Misuse::DoubleFree | Misuse::LivePointerReturned) {
             t.reasons.push(FindingReason {
                 cache: group_name(ctx, w.group),
                 callsite: (w.site != NO_SITE).then(|| ctx.syms.name(ctx.addr(w.site))),
+                addr: Addr(ctx.addr(w.site)),
                 count,
                 kept,
                 because,
@@ -316,32 +287,27 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
             reason(w, kept, true, KEPT.into());
             continue;
         }
-        // Kept, but for the double frees made together with untraced ones.
-        let mine: Vec<&UnallocatedFree> = judge
-            .unallocated
-            .iter()
-            .filter(|u| u.kind == m && u.at == **w)
-            .collect();
-        let apart = mine.iter().filter(|u| together.contains(&u.key)).count() as u64;
-        if apart > 0 && mine.len() as u64 == rest {
-            counts.3 += apart;
-            reason(
-                w,
-                apart,
-                false,
-                format!("freed by the same task within {} us of an object the capture shows was allocated untraced: the structure they belong to was allocated by a path or task the trace does not show", TOGETHER_NS / 1000),
-            );
-            let left = mine
-                .iter()
-                .filter(|u| !together.contains(&u.key))
-                .filter_map(|u| u.occurrence.as_ref().map(|o| (u.key, o.clone())))
-                .min_by_key(|(k, _)| *k);
-            earliest(&mut first_certain, &left);
-            reason(w, rest - apart, true, KEPT.into());
-        } else {
+        if m != Misuse::DoubleFree {
             earliest(&mut first_certain, &j.first_other);
-            reason(w, rest, true, KEPT.into());
+            continue;
         }
+        // Kept, but for the double frees made together with untraced ones.
+        let mine = double_frees.get(*w).map_or(&[][..], Vec::as_slice);
+        let apart = mine.iter().filter(|d| together.contains(&d.key)).count() as u64;
+        counts.3 += apart;
+        reason(
+            w,
+            apart,
+            false,
+            format!("freed by the same task within {} us of an object the capture shows was allocated untraced: the structure they belong to was allocated by a path or task the trace does not show", TOGETHER_NS / 1000),
+        );
+        let left = mine
+            .iter()
+            .filter(|d| !together.contains(&d.key))
+            .map(|d| (d.key, (*d.occurrence).clone()))
+            .min_by_key(|(k, _)| *k);
+        earliest(&mut first_certain, &left);
+        reason(w, rest - apart, true, KEPT.into());
     }
     t.count = counts.0;
     t.lost = counts.1;
@@ -349,10 +315,12 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
     t.explained = counts.3;
     t.first = first;
     t.first_certain = first_certain;
+    // Kept ones first (a gate's reader needs them), then the most; ties by
+    // name, call-site address and reason (interned ids vary between runs).
     t.reasons.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then_with(|| (&a.cache, &a.callsite, a.kept).cmp(&(&b.cache, &b.callsite, b.kept)))
+        (b.kept, b.count)
+            .cmp(&(a.kept, a.count))
+            .then_with(|| (&a.cache, a.addr.0, &a.because).cmp(&(&b.cache, b.addr.0, &b.because)))
     });
     t.reasons.truncate(10);
     t
@@ -427,13 +395,26 @@ pub(crate) fn findings(
 pub(crate) fn completeness(ctx: &Ctx<'_>, ev: &Evidence<'_>) -> TraceCompleteness {
     let weight = |t: &Traffic| t.unseen_frees + t.freed_again + t.live_returned;
     // Interned ids depend on the threads' timing: ties go by name.
-    let mut groups: Vec<(String, &Traffic)> = ev
+    // The group's kind breaks ties between equal names (a cache named
+    // kmalloc-64 and kmalloc objects of 64 bytes).
+    let kind = |g: Group| match g {
+        Group::Cache(_) => 0,
+        Group::Kmalloc(_) => 1,
+        Group::KmallocUnknownSize => 2,
+        Group::UnnamedCache => 3,
+        Group::None => 4,
+    };
+    let mut groups: Vec<(String, u8, &Traffic)> = ev
         .untraced
         .groups
         .iter()
-        .map(|(&g, t)| (group_name(ctx, g), t))
+        .map(|(&g, t)| (group_name(ctx, g), kind(g), t))
         .collect();
-    groups.sort_by(|a, b| weight(b.1).cmp(&weight(a.1)).then_with(|| a.0.cmp(&b.0)));
+    groups.sort_by(|a, b| {
+        weight(b.2)
+            .cmp(&weight(a.2))
+            .then_with(|| (&a.0, a.1).cmp(&(&b.0, b.1)))
+    });
     TraceCompleteness {
         pid_filtered: ev.pid_filtered,
         unrecorded_tasks: ev
@@ -447,7 +428,7 @@ pub(crate) fn completeness(ctx: &Ctx<'_>, ev: &Evidence<'_>) -> TraceCompletenes
             .collect(),
         groups: groups
             .into_iter()
-            .map(|(cache, t)| UntracedRow {
+            .map(|(cache, _, t)| UntracedRow {
                 cache,
                 unseen_frees: t.unseen_frees,
                 freed_again: t.freed_again,

@@ -46,13 +46,6 @@ impl Ctx<'_> {
     pub(crate) fn comm(&self, pid: i32) -> Option<String> {
         self.log.pids.comm(pid).map(str::to_string)
     }
-    /// `comm pid`, or `pid N`.
-    pub(crate) fn task(&self, pid: i32) -> String {
-        match self.comm(pid) {
-            Some(c) => format!("{c} {pid}"),
-            None => format!("pid {pid}"),
-        }
-    }
     /// A call site's address by id.
     pub(crate) fn addr(&self, site: u32) -> u64 {
         self.sites.get(site as usize).copied().unwrap_or(0)

@@ -7,10 +7,16 @@ use crate::event::NO_CACHE;
 use crate::intern::{fast_map, FastMap};
 use crate::stream::Windows;
 
-/// Whether a live object's free may have been untraced: its group shows
-/// untraced frees, or its call site frees the trace missed.
+/// Whether a live object's free may have been untraced: its cache (or
+/// kmalloc size) shows untraced frees, or its call site frees the trace
+/// missed.
 pub fn freed_untraced(an: &super::Passes<'_>, o: &Obj) -> bool {
-    let group = an.untraced.groups.get(&Group::of(o, NO_CACHE));
+    // Objects of caches whose events name none (before 6.2) share one
+    // group: too coarse to set a whole boot's live objects apart.
+    let g = Group::of(o, NO_CACHE);
+    let group = (g != Group::UnnamedCache)
+        .then(|| an.untraced.groups.get(&g))
+        .flatten();
     group.is_some_and(|t| t.untraced_frees())
         || an
             .slab

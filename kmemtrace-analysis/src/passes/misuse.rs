@@ -71,6 +71,11 @@ pub struct Occurrence {
     /// Where the object's traffic is counted (for the kinds that untraced
     /// traffic can explain), else [`Group::None`].
     pub group: Group,
+    /// The event was recorded in interrupt context.
+    pub in_interrupt: bool,
+    /// A live pointer returned whose object was allocated while its
+    /// pointer stood freed twice.
+    pub after_double_free: bool,
 }
 
 /// All occurrences of one misuse kind.
@@ -117,6 +122,7 @@ struct Earlier {
     at: Option<(u64, u32)>,
     cache: u32,
     group: Group,
+    after_double_free: bool,
 }
 
 impl Earlier {
@@ -126,6 +132,7 @@ impl Earlier {
             at: None,
             cache: NO_CACHE,
             group: Group::None,
+            after_double_free: false,
         }
     }
     fn of(o: &Obj) -> Self {
@@ -134,6 +141,7 @@ impl Earlier {
             at: Some((o.ts, u32::from(o.cpu))),
             cache: o.cache,
             group: Group::None,
+            after_double_free: o.live() && o.after_double_free(),
         }
     }
     /// The object's traffic group, for the kinds untraced traffic explains.
@@ -170,6 +178,7 @@ impl MisusePass {
                     at: None,
                     cache: slab.cache,
                     group: Group::None,
+                    after_double_free: false,
                 };
                 if s.selected && slab.bytes_alloc < slab.bytes_req {
                     self.find(Misuse::ReqExceedsAlloc, s, own());
@@ -266,6 +275,8 @@ impl MisusePass {
                 .then_some((slab.bytes_req, slab.bytes_alloc)),
             uncertain: false,
             group: earlier.group,
+            in_interrupt: ev.in_interrupt,
+            after_double_free: earlier.after_double_free,
         };
         self.pending.push(Pending {
             key: s.key,

@@ -57,6 +57,11 @@ impl Obj {
     pub fn freed_unallocated(&self) -> bool {
         self.state.unallocated()
     }
+    /// A live object whose pointer, before this allocation, was freed
+    /// twice: the allocator may hand it out again while it is live.
+    pub fn after_double_free(&self) -> bool {
+        self.state.0 & State::AFTER_DOUBLE_FREE != 0
+    }
 }
 
 /// `state` values: live or freed, and whether the allocation passed the
@@ -69,6 +74,10 @@ impl State {
     const SELECTED: u8 = 2;
     /// Freed with no traced allocation before the free.
     const UNALLOCATED: u8 = 4;
+    /// Freed twice (no allocation between).
+    const FREED_TWICE: u8 = 8;
+    /// Allocated while its pointer stood freed twice.
+    const AFTER_DOUBLE_FREE: u8 = 16;
     fn new(live: bool, selected: bool) -> Self {
         State((u8::from(live) * Self::LIVE) | (u8::from(selected) * Self::SELECTED))
     }
@@ -251,7 +260,14 @@ impl<'a> Objects<'a> {
             gen: 0,
         };
         let replaced = match self.tables[bucket(s.ptr)].objs.entry(s.ptr) {
-            Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), new)),
+            Entry::Occupied(mut o) => {
+                let old = *o.get();
+                let mut new = new;
+                if !old.live() && old.state.0 & State::FREED_TWICE != 0 {
+                    new.state.0 |= State::AFTER_DOUBLE_FREE;
+                }
+                Some(std::mem::replace(o.get_mut(), new))
+            }
             Entry::Vacant(v) => {
                 v.insert(new);
                 None
@@ -280,6 +296,7 @@ impl<'a> Objects<'a> {
                     o.state = State::new(false, p.selected());
                 } else {
                     o.state = State::freed_unallocated(p.selected());
+                    o.state.0 |= State::FREED_TWICE;
                 }
                 Some(p)
             }

@@ -5,8 +5,9 @@
 //! per-object tracepoints; their marks on the trace are frees of objects
 //! never seen allocated, pointers freed again with no allocation between,
 //! and allocations returning pointers still live. Counted per [`Group`]
-//! (cache or kmalloc size) over every event, whatever the filters: they say
-//! what the trace is, not what was selected. The misuse judgement
+//! (cache or kmalloc size) and per call site over every event of the time
+//! window, whatever the other filters: they say what the trace is, not
+//! what was selected. The misuse judgement
 //! ([`crate::build::misuse`]) reads them to tell the kernel's misuse from
 //! the trace's gaps.
 
@@ -99,6 +100,7 @@ pub struct Traffic {
     /// ... of which the earlier free had no traced allocation either: the
     /// pointer went round an untraced allocation at least twice.
     pub freed_again_twice: u64,
+    pub freed_again_twice_pointers: Pointers,
     /// Allocations returning a pointer the trace still had live.
     pub live_returned: u64,
     pub live_returned_pointers: Pointers,
@@ -109,12 +111,16 @@ impl Traffic {
         self.unseen_frees += o.unseen_frees;
         self.freed_again += o.freed_again;
         self.freed_again_twice += o.freed_again_twice;
+        self.freed_again_twice_pointers
+            .absorb(o.freed_again_twice_pointers);
         self.live_returned += o.live_returned;
         self.live_returned_pointers.absorb(o.live_returned_pointers);
     }
-    /// Untraced allocations shown.
+    /// Untraced allocations shown: pointers going round an untraced
+    /// allocation again and again, on more than one object (a triple free
+    /// of one object is not evidence of a path).
     pub fn untraced_allocs(&self) -> bool {
-        self.unseen_frees > 0 || self.freed_again_twice > 0
+        self.freed_again_twice_pointers == Pointers::Many
     }
     /// Untraced frees shown on more than one object.
     pub fn untraced_frees(&self) -> bool {
@@ -154,8 +160,6 @@ impl Spans {
 /// What a call site shows (by site id).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SiteTraffic {
-    /// Frees here of objects whose allocation the trace showed.
-    pub matched_frees_here: u64,
     /// Frees anywhere of objects allocated here.
     pub matched_frees_of_its_objects: u64,
     /// Frees here of pointers never seen allocated.
@@ -164,49 +168,8 @@ pub struct SiteTraffic {
 
 impl SiteTraffic {
     fn absorb(&mut self, o: &SiteTraffic) {
-        self.matched_frees_here += o.matched_frees_here;
         self.matched_frees_of_its_objects += o.matched_frees_of_its_objects;
         self.unseen_frees_here += o.unseen_frees_here;
-    }
-}
-
-/// The call sites that free an allocation site's objects (in matched
-/// frees): a few per site in kernel code; past [`FreeSites::MAX`] the
-/// list stops and every site counts as one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FreeSites {
-    sites: Vec<u32>,
-    overflow: bool,
-}
-
-impl FreeSites {
-    const MAX: usize = 32;
-    #[inline]
-    fn add(&mut self, site: u32) {
-        if !self.overflow && !self.sites.contains(&site) {
-            if self.sites.len() == Self::MAX {
-                self.overflow = true;
-                self.sites = Vec::new();
-            } else {
-                self.sites.push(site);
-            }
-        }
-    }
-    fn absorb(&mut self, o: &FreeSites) {
-        if o.overflow {
-            self.overflow = true;
-            self.sites = Vec::new();
-        }
-        for &s in &o.sites {
-            self.add(s);
-        }
-    }
-    /// Whether `site` frees these objects (unknown past the limit: yes).
-    pub fn includes(&self, site: u32) -> bool {
-        self.overflow || self.sites.contains(&site)
-    }
-    pub fn is_empty(&self) -> bool {
-        !self.overflow && self.sites.is_empty()
     }
 }
 
@@ -216,8 +179,6 @@ pub struct UntracedPass {
     pub groups: FastMap<Group, Traffic>,
     /// By call-site id.
     pub sites: Vec<SiteTraffic>,
-    /// By allocation call-site id: where its objects are freed.
-    pub free_sites_of: Vec<FreeSites>,
     pub spans: Spans,
     /// The spans of the current epoch (for the combiner).
     pub epoch_spans: Spans,
@@ -234,24 +195,12 @@ impl UntracedPass {
         for (a, b) in self.sites.iter_mut().zip(&o.sites) {
             a.absorb(b);
         }
-        if self.free_sites_of.len() < o.free_sites_of.len() {
-            self.free_sites_of
-                .resize(o.free_sites_of.len(), FreeSites::default());
-        }
-        for (a, b) in self.free_sites_of.iter_mut().zip(&o.free_sites_of) {
-            a.absorb(b);
-        }
         self.spans.absorb(&o.spans);
     }
 
     /// A call site's traffic.
     pub fn site(&self, id: u32) -> SiteTraffic {
         self.sites.get(id as usize).copied().unwrap_or_default()
-    }
-
-    /// Where an allocation site's objects are freed.
-    pub fn free_sites_of(&self, id: u32) -> Option<&FreeSites> {
-        self.free_sites_of.get(id as usize)
     }
 
     #[inline]
@@ -279,16 +228,8 @@ impl UntracedPass {
                 }
             }
             Resolution::Free { object } => {
-                if let Some(t) = self.site_mut(slab.site) {
-                    t.matched_frees_here += 1;
-                }
                 if let Some(t) = self.site_mut(object.site) {
                     t.matched_frees_of_its_objects += 1;
-                    let i = object.site as usize;
-                    if self.free_sites_of.len() <= i {
-                        self.free_sites_of.resize(i + 1, FreeSites::default());
-                    }
-                    self.free_sites_of[i].add(slab.site);
                 }
             }
             Resolution::FreeOfFreed { earlier } => {
@@ -297,7 +238,10 @@ impl UntracedPass {
                     .entry(Group::of(&earlier, slab.cache))
                     .or_default();
                 t.freed_again += 1;
-                t.freed_again_twice += u64::from(earlier.freed_unallocated());
+                if earlier.freed_unallocated() {
+                    t.freed_again_twice += 1;
+                    t.freed_again_twice_pointers.add(slab.ptr);
+                }
             }
             Resolution::Alloc {
                 replaced: Some(old),
@@ -335,22 +279,6 @@ mod tests {
         r.absorb(Pointers::One(1));
         r.absorb(Pointers::One(1));
         assert_eq!(r, Pointers::One(1));
-    }
-
-    #[test]
-    fn free_sites_stop_listing_past_the_limit() {
-        let mut f = FreeSites::default();
-        assert!(f.is_empty() && !f.includes(1));
-        f.add(1);
-        f.add(1);
-        assert!(f.includes(1) && !f.includes(2));
-        let mut g = FreeSites::default();
-        for s in 0..=FreeSites::MAX as u32 {
-            g.add(s + 100);
-        }
-        assert!(g.includes(7));
-        f.absorb(&g);
-        assert!(f.includes(12345));
     }
 
     #[test]

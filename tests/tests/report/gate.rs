@@ -116,8 +116,8 @@ fn bulk_cache(s: &mut Synth, cache: &str, base: u64, ts: u64) {
     for i in 0..4u64 {
         let p = base + i * 0x100;
         let t = ts + i * 1000;
-        s.cache_free(1, t, 7, "cache_free_x", p, cache); // never seen
-        s.cache_free(1, t + 100, 7, "cache_free_x", p, cache); // again, no alloc
+        s.cache_free(1, t, 7, "free_u", p, cache); // never seen
+        s.cache_free(1, t + 100, 7, "free_u", p, cache); // again, no alloc
         s.cache_alloc(1, t + 200, 7, "bulk_user", p, cache, 256);
         s.cache_alloc(1, t + 300, 7, "bulk_user", p, cache, 256); // live: free untraced
     }
@@ -212,6 +212,29 @@ fn a_double_free_in_a_cache_with_bulk_traffic_is_still_reported() {
 }
 
 #[test]
+fn textbook_double_frees_in_a_clean_cache_are_kept() {
+    let mut s = Synth::new("6.18.44");
+    opener(&mut s);
+    // Two kfree() statements on one path: the second site never frees
+    // anything else.
+    let a = 0xffff_8880_4800_0000u64;
+    s.kmalloc(0, 10_000, 5, "alloc_b", a, 64, 64);
+    s.kfree(0, 10_100, 5, "free_a", a);
+    s.kfree(0, 10_200, 5, "free_b", a);
+    // A triple free of one object: not a path that allocates untraced.
+    let b = 0xffff_8880_4900_0000u64;
+    s.cache_alloc(0, 20_000_000, 5, "cache_alloc_x", b, "dentry", 192);
+    s.cache_free(0, 20_000_100, 5, "cache_free_x", b, "dentry");
+    s.cache_free(0, 20_000_200, 5, "cache_free_x", b, "dentry");
+    s.cache_free(0, 20_000_300, 5, "cache_free_x", b, "dentry");
+    trailer(&mut s, 50_000_000);
+    let log = temp_log(&s.build());
+    let d = finding(&report_json(log.path(), &[]), "double_free").clone();
+    assert_eq!((n(&d, "count"), n(&d, "certain")), (3, 3), "{d}");
+    assert_eq!(gate(log.path()).0, Some(1));
+}
+
+#[test]
 fn a_double_free_made_together_with_an_untraced_free_is_set_apart() {
     let mut s = Synth::new("6.18.44");
     opener(&mut s);
@@ -221,7 +244,7 @@ fn a_double_free_made_together_with_an_untraced_free_is_set_apart() {
     s.kmalloc(0, 10_000, 5, "alloc_b", head, 512, 512);
     s.kfree(0, 10_100, 5, "free_b", head);
     s.kfree(1, 5_000_000, 6, "free_b", head);
-    s.cache_free(1, 5_001_000, 6, "cache_free_x", skb, "skbuff_head_cache");
+    s.cache_free(1, 5_001_000, 6, "free_u", skb, "skbuff_head_cache");
     // The same shape with a structure whose allocation the trace showed,
     // double freed itself: a real double free of both, kept.
     let (head2, skb2) = (0xffff_8880_4600_0000u64, 0xffff_8880_4700_0000u64);
