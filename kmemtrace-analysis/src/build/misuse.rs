@@ -315,6 +315,7 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
     t.explained = counts.3;
     t.first = first;
     t.first_certain = first_certain;
+    t.reasons = merge_reasons(std::mem::take(&mut t.reasons));
     // Kept ones first (a gate's reader needs them), then the most; ties by
     // name, call-site address and reason (interned ids vary between runs).
     t.reasons.sort_by(|a, b| {
@@ -324,6 +325,30 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
     });
     t.reasons.truncate(10);
     t
+}
+
+/// One row per cache and reason: a reason about the cache as a whole
+/// (its call sites differ, the reason does not) loses its call site.
+fn merge_reasons(rows: Vec<FindingReason>) -> Vec<FindingReason> {
+    let mut at: std::collections::HashMap<(String, bool, String), usize> = Default::default();
+    let mut out: Vec<FindingReason> = Vec::new();
+    for r in rows {
+        match at.entry((r.cache.clone(), r.kept, r.because.clone())) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let o = &mut out[*e.get()];
+                o.count += r.count;
+                if o.callsite != r.callsite {
+                    o.callsite = None;
+                    o.addr = Addr(0);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push(r);
+            }
+        }
+    }
+    out
 }
 
 const KEPT: &str = "kept: the capture shows no untraced traffic that explains it";
