@@ -203,6 +203,7 @@ fn main() {
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: kmemtrace_analysis::passes::untraced::UntracedPass::default(),
         page: page::PagePass::new(&filter, 4096),
+        pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096),
         first_ts: None,
         last_ts: 0,
     };

@@ -120,6 +120,8 @@ pub struct Report {
     /// Per pointer (`--alloc` only), else null.
     pub allocs: Option<Vec<AllocRow>>,
     pub page_allocator: PageStats,
+    /// Page frames followed from allocation to free.
+    pub pages: PageReport,
     pub problems: Vec<Problem>,
 }
 
@@ -181,6 +183,88 @@ pub struct PageStats {
     /// Successful allocations by order (index = order; the last one
     /// collects orders of 10 and more).
     pub allocs_by_order: Vec<u64>,
+}
+
+/// Requests and the bytes they asked for.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct PageRequests {
+    pub requests: u64,
+    pub bytes: u64,
+}
+
+/// The page-allocator report: `perf kmem stat --page`'s summary and more.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageReport {
+    /// The recorded kernel's migratetype names by number.
+    pub migratetypes: Vec<String>,
+    /// Why the names are a guess (the log has no /proc/pagetypeinfo).
+    pub migratetype_names_fallback: Option<String>,
+    pub pageblock_order: Option<u32>,
+    /// Successful `mm_page_alloc`.
+    pub allocations: PageRequests,
+    /// `mm_page_free`.
+    pub frees: PageRequests,
+    /// Allocations whose free came in the capture.
+    pub alloc_freed: PageRequests,
+    /// Allocations still live at the end.
+    pub alloc_only: PageRequests,
+    /// Frees of blocks not allocated in the capture.
+    pub free_only: PageRequests,
+    pub allocation_failures: u64,
+    /// Frees of a live block with another order than its allocation
+    /// (split_page(), alloc_pages_exact()).
+    pub order_mismatch_frees: u64,
+    /// Allocations returning a block the trace had live.
+    pub allocated_while_live: u64,
+    /// Allocations by order: `order` ("10+" for 10 and more) and counts by
+    /// migratetype number (the last column also takes unknown ones).
+    pub by_order_migratetype: Vec<OrderRow>,
+    /// Blocks still allocated at the end, by order and migratetype.
+    pub live_by_order_migratetype: Vec<OrderRow>,
+    pub live_oldest_age_ns: Option<u64>,
+    /// Per-CPU page lists (events-kmem.rst section 4).
+    pub per_cpu_lists: Vec<PcpRow>,
+    /// Pages drained by a CPU from another CPU's list: (list's CPU,
+    /// draining CPU, pages).
+    pub drained_from_other_cpus: Vec<(u32, u32, u64)>,
+    /// External fragmentation (section 5): `mm_page_alloc_extfrag` by its
+    /// fields, the most first.
+    pub fallbacks: Vec<FallbackRow>,
+    pub fallbacks_total: u64,
+    /// Fallbacks from a block smaller than a pageblock (`fallback_order <
+    /// pageblock_order`): these split pageblocks between migratetypes.
+    pub fallbacks_fragmenting: u64,
+    /// Fallbacks per second of the capture: (second from the first event,
+    /// count).
+    pub fallbacks_per_second: Vec<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OrderRow {
+    pub order: String,
+    pub by_migratetype: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PcpRow {
+    pub cpu: u32,
+    /// Pages refilled into the CPU's list (`mm_page_alloc_zone_locked`
+    /// with `percpu_refill`).
+    pub refilled: u64,
+    /// Pages drained from a list by this CPU (`mm_page_pcpu_drain`).
+    pub drained: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FallbackRow {
+    pub alloc_order: u32,
+    pub fallback_order: i32,
+    pub alloc_migratetype: String,
+    pub fallback_migratetype: String,
+    /// -1 where the kernel has no `change_ownership` (before 3.17).
+    pub change_ownership: i32,
+    pub fragmenting: Option<bool>,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

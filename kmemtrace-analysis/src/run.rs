@@ -71,6 +71,7 @@ pub fn analyse(
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: untraced::UntracedPass::default(),
         page: page::PagePass::new(filter, page_size),
+        pages: crate::passes::pages::PagesPass::new(filter, page_size),
         first_ts: None,
         last_ts: 0,
     };
@@ -88,10 +89,12 @@ pub fn analyse(
     // Add the shards up (each keeps its objects); the combiner has what
     // does not add.
     let mut all = make(0);
+    let mut live_pages = crate::passes::pages::LivePages::default();
     let objects: Vec<Objects> = shards
         .into_iter()
         .map(|s| {
             all.absorb(&s);
+            live_pages.add(&s.pages);
             s.objects
         })
         .collect();
@@ -120,6 +123,7 @@ pub fn analyse(
         sites: &addrs,
         tracked: objects.iter().map(Objects::tracked).sum(),
         judge: &combiner.judge,
+        live_pages: &live_pages,
     };
     let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
     Outcome { report, worst }

@@ -86,6 +86,10 @@ pub struct Cli {
     /// Show the misuse findings.
     #[arg(long)]
     pub misuse: bool,
+    /// Show the page-allocator section: perf kmem --page's summary, order x
+    /// migratetype, per-CPU lists, external fragmentation.
+    #[arg(long)]
+    pub page: bool,
 
     /// Leaks: only objects at least this old at the end (`500ms`, `2s`).
     #[arg(long = "min-age", value_name = "DURATION", value_parser = kmemtrace_analysis::filter::parse_duration_ns, default_value = "0")]

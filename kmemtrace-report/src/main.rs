@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod pages;
 mod text;
 
 use clap::Parser;
@@ -199,7 +200,7 @@ fn main() -> ExitCode {
     };
 
     let any_section =
-        cli.caller || cli.caches || cli.matrix || cli.alloc || cli.leaks || cli.misuse;
+        cli.caller || cli.caches || cli.matrix || cli.alloc || cli.leaks || cli.misuse || cli.page;
     let opts = kmemtrace_analysis::Options {
         filter,
         comm: cli.comm.clone(),
@@ -250,6 +251,7 @@ fn main() -> ExitCode {
             alloc: cli.alloc,
             leaks: !any_section || cli.leaks,
             misuse: !any_section || cli.misuse,
+            page: !any_section || cli.page,
             color,
             lines: cli.lines.unwrap_or(20),
         };

@@ -108,6 +108,7 @@ pub struct Sections {
     pub alloc: bool,
     pub leaks: bool,
     pub misuse: bool,
+    pub page: bool,
     pub color: bool,
     /// Rows per table.
     pub lines: usize,
@@ -459,6 +460,10 @@ pub fn render(r: &Report, s: &Sections) -> String {
             thousands(p.free_bytes),
             thousands(p.batched_frees)
         );
+    }
+
+    if s.page {
+        crate::pages::render(&mut o, &r.pages, s.lines);
     }
 
     if s.misuse {

@@ -327,6 +327,13 @@ pub fn static_metas(
     if let Ok(b) = fs::read("/proc/modules") {
         metas.push(Meta::new(MetaKind::Modules, b));
     }
+    // The recorded kernel's migratetype names, in enum order, and its
+    // pageblock order: they differ between kernels and configurations.
+    if let Ok(b) = crate::tracefs::read_whole(Path::new("/proc/pagetypeinfo")) {
+        let mut m = Meta::new(MetaKind::Other, b);
+        m.name = kmemtrace_format::pagetypes::PAGETYPEINFO_META.into();
+        metas.push(m);
+    }
     // Read with large reads, and trimmed: /proc reports size 0, so the
     // buffer grows by doubling; the slack would only raise the peak RSS.
     match crate::tracefs::read_whole(Path::new("/proc/kallsyms")) {

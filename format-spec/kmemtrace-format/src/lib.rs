@@ -41,6 +41,7 @@ pub mod event_format;
 pub mod header_page;
 pub mod kallsyms;
 pub mod kmem;
+pub mod pagetypes;
 pub mod print_flags;
 pub mod stats;
 pub mod subbuf;

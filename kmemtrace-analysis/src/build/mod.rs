@@ -5,6 +5,8 @@ mod misuse;
 
 pub use misuse::{kernel_version, kfree_cache_judgement};
 
+mod pages;
+
 use crate::event::NO_CACHE;
 use crate::model::*;
 use crate::passes::leaks::LeakGroup;
@@ -196,6 +198,8 @@ pub struct Found<'a> {
     pub tracked: usize,
     /// The misuse occurrences, judged.
     pub judge: &'a crate::judge::Judge,
+    /// Page blocks still allocated at the end.
+    pub live_pages: &'a crate::passes::pages::LivePages,
 }
 
 /// The report, and the worst severity among certain findings.
@@ -259,6 +263,7 @@ pub fn build(
     };
     let (misuse, worst) = misuse::findings(&ctx, an, found.judge, &evidence, a.release.as_deref());
     let trace_completeness = misuse::completeness(&ctx, &evidence);
+    let pages = pages::section(&ctx, &an.pages, found.live_pages);
     let leaks_m = leak_section(&ctx, &leaks);
     let allocs = allocs(&ctx);
 
@@ -332,6 +337,7 @@ pub fn build(
         leaks: leaks_m,
         allocs,
         page_allocator: an.page.stats.clone(),
+        pages,
         problems,
     };
     Built { report, worst }

@@ -16,6 +16,7 @@ pub mod leaks;
 pub mod misuse;
 pub mod objects;
 pub mod page;
+pub mod pages;
 pub mod slab;
 pub mod untraced;
 
@@ -73,6 +74,7 @@ pub struct Passes<'a> {
     pub cross_cpu: cross_cpu::CrossCpuPass,
     pub untraced: untraced::UntracedPass,
     pub page: page::PagePass<'a>,
+    pub pages: pages::PagesPass<'a>,
     /// The first and last slab events' times.
     pub first_ts: Option<u64>,
     pub last_ts: u64,
@@ -99,7 +101,10 @@ impl Passes<'_> {
                 Pass::slab(&mut self.cross_cpu, &seen);
                 Pass::slab(&mut self.untraced, &seen);
             }
-            Body::Page(p) => Pass::page(&mut self.page, ev, p),
+            Body::Page(p) => {
+                Pass::page(&mut self.page, ev, p);
+                self.pages.page(ev, p);
+            }
         }
     }
 
@@ -110,6 +115,7 @@ impl Passes<'_> {
         self.cross_cpu.absorb(&o.cross_cpu);
         self.untraced.absorb(&o.untraced);
         self.page.absorb(&o.page);
+        self.pages.absorb(&o.pages);
         self.first_ts = match (self.first_ts, o.first_ts) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

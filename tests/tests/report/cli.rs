@@ -191,6 +191,7 @@ fn json_has_the_documented_top_level_fields() {
         "leaks",
         "allocs",
         "page_allocator",
+        "pages",
         "problems",
     ];
     want.sort_unstable();

@@ -1,0 +1,124 @@
+//! The page-allocator section: the page tracker's counts, named with the
+//! recorded kernel's migratetypes.
+
+use super::Ctx;
+use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PcpRow};
+use crate::passes::pages::{LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
+
+fn requests(r: &Requests) -> PageRequests {
+    PageRequests {
+        requests: r.requests,
+        bytes: r.bytes,
+    }
+}
+
+/// Rows of a matrix by order, without the empty ones.
+fn order_rows(m: &[[u64; MIGRATETYPE_SLOTS]], columns: usize) -> Vec<OrderRow> {
+    let last = m.len().saturating_sub(1);
+    m.iter()
+        .enumerate()
+        .filter(|(_, r)| r.iter().any(|&n| n > 0))
+        .map(|(o, r)| OrderRow {
+            order: if o == last {
+                format!("{o}+")
+            } else {
+                o.to_string()
+            },
+            by_migratetype: r[..columns].to_vec(),
+        })
+        .collect()
+}
+
+pub(crate) fn section(cx: &Ctx<'_>, p: &PagesPass<'_>, live: &LivePages) -> PageReport {
+    let types = kmemtrace_format::pagetypes::of_log(cx.log);
+    let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
+    let name = |mt: i8| types.name(i32::from(mt));
+    let mut fallbacks: Vec<FallbackRow> = p
+        .fallbacks
+        .iter()
+        .map(|(k, &count)| FallbackRow {
+            alloc_order: k.alloc_order,
+            fallback_order: i32::from(k.fallback_order),
+            alloc_migratetype: name(k.alloc_migratetype),
+            fallback_migratetype: name(k.fallback_migratetype),
+            change_ownership: i32::from(k.change_ownership),
+            fragmenting: types
+                .pageblock_order
+                .map(|pb| i64::from(k.fallback_order) < i64::from(pb)),
+            count,
+        })
+        .collect();
+    fallbacks.sort_by(|a, b| {
+        b.count.cmp(&a.count).then_with(|| {
+            (
+                a.alloc_order,
+                a.fallback_order,
+                &a.alloc_migratetype,
+                &a.fallback_migratetype,
+            )
+                .cmp(&(
+                    b.alloc_order,
+                    b.fallback_order,
+                    &b.alloc_migratetype,
+                    &b.fallback_migratetype,
+                ))
+        })
+    });
+    let mut per_cpu: Vec<PcpRow> = p
+        .per_cpu
+        .iter()
+        .map(|(&cpu, &(refilled, drained))| PcpRow {
+            cpu: u32::from(cpu),
+            refilled,
+            drained,
+        })
+        .collect();
+    per_cpu.sort_by_key(|r| r.cpu);
+    let mut drained: Vec<(u32, u32, u64)> = p
+        .drained_from
+        .iter()
+        .filter(|((a, b), _)| a != b)
+        .map(|(&(a, b), &n)| (u32::from(a), u32::from(b), n))
+        .collect();
+    drained.sort_unstable();
+    let mut per_second: Vec<(u64, u64)> = p
+        .fallbacks_per_second
+        .iter()
+        .map(|(&s, &n)| (s, n))
+        .collect();
+    per_second.sort_unstable();
+    let first_s = cx.first_ts / 1_000_000_000;
+    let end = cx.an.last_ts;
+    PageReport {
+        migratetypes: types.names.clone(),
+        migratetype_names_fallback: types.fallback.clone(),
+        pageblock_order: types.pageblock_order,
+        allocations: requests(&p.allocated),
+        frees: requests(&p.freed),
+        alloc_freed: requests(&p.alloc_freed),
+        alloc_only: PageRequests {
+            requests: live.blocks,
+            bytes: live.bytes,
+        },
+        free_only: requests(&p.free_only),
+        allocation_failures: p.failed,
+        order_mismatch_frees: p.order_mismatch,
+        allocated_while_live: p.allocated_while_live,
+        by_order_migratetype: order_rows(&p.by_order_migratetype, columns),
+        live_by_order_migratetype: order_rows(&live.by_order_migratetype, columns),
+        live_oldest_age_ns: live.oldest_ts.map(|t| end.saturating_sub(t)),
+        per_cpu_lists: per_cpu,
+        drained_from_other_cpus: drained,
+        fallbacks_total: p.fallbacks.values().sum(),
+        fallbacks_fragmenting: fallbacks
+            .iter()
+            .filter(|f| f.fragmenting == Some(true))
+            .map(|f| f.count)
+            .sum(),
+        fallbacks,
+        fallbacks_per_second: per_second
+            .into_iter()
+            .map(|(s, n)| (s.saturating_sub(first_s), n))
+            .collect(),
+    }
+}

@@ -1,0 +1,291 @@
+//! Page frames followed from allocation to free, as `perf kmem stat
+//! --page` does and further (Documentation/trace/events-kmem.rst): which
+//! allocations were freed during the capture, which only allocated, which
+//! frees had no allocation in it; allocations by order and migratetype;
+//! the per-CPU page lists (pages refilled into a CPU's list or freed onto
+//! it, then drained by another CPU); external-fragmentation fallbacks.
+//!
+//! Pages are keyed by the head page frame the events report. Page events
+//! are routed to shards by the bucket of that frame, so a shard sees every
+//! event of its frames, in order.
+
+use crate::event::{Event, Kind, Page, NO_PFN};
+use crate::filter::Filter;
+use crate::intern::FastMap;
+
+/// Orders of 10 and more share the last slot.
+pub const ORDER_SLOTS: usize = 11;
+/// Migratetypes 0 to 7; the last slot also takes unknown ones (-1, 8+).
+pub const MIGRATETYPE_SLOTS: usize = 8;
+
+fn order_slot(order: u32) -> usize {
+    (order as usize).min(ORDER_SLOTS - 1)
+}
+
+fn migratetype_slot(mt: i32) -> usize {
+    usize::try_from(mt).map_or(MIGRATETYPE_SLOTS - 1, |m| m.min(MIGRATETYPE_SLOTS - 1))
+}
+
+/// An allocated block of pages.
+#[derive(Clone, Copy, Debug)]
+pub struct LivePage {
+    pub ts: u64,
+    pub order: u32,
+    pub migratetype: i32,
+    pub cpu: u16,
+    pub selected: bool,
+}
+
+/// Requests and bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub requests: u64,
+    pub bytes: u64,
+}
+
+impl Requests {
+    fn add(&mut self, bytes: u64) {
+        self.requests += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
+    fn absorb(&mut self, o: &Requests) {
+        self.requests += o.requests;
+        self.bytes = self.bytes.saturating_add(o.bytes);
+    }
+}
+
+/// `mm_page_alloc_extfrag`'s fields, the key of its counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fallback {
+    pub alloc_order: u32,
+    pub fallback_order: i8,
+    pub alloc_migratetype: i8,
+    pub fallback_migratetype: i8,
+    /// -1 where the kernel has no `change_ownership` (before 3.17).
+    pub change_ownership: i8,
+}
+
+/// The pass.
+pub struct PagesPass<'a> {
+    filter: &'a Filter,
+    page_size: u64,
+    /// Allocated blocks by head page frame (this shard's buckets).
+    pub live: FastMap<u64, LivePage>,
+    /// Pages on a CPU's per-CPU list: refilled into it, or freed onto it
+    /// (order 0 frees go to the freeing CPU's list), until allocated.
+    on_list_of: FastMap<u64, u16>,
+    pub allocated: Requests,
+    pub freed: Requests,
+    /// Allocations freed during the capture.
+    pub alloc_freed: Requests,
+    /// Frees of blocks not allocated during the capture.
+    pub free_only: Requests,
+    pub failed: u64,
+    /// Frees of a live block with another order than its allocation's
+    /// (split_page(), alloc_pages_exact(): informational).
+    pub order_mismatch: u64,
+    /// Allocations returning a block still live.
+    pub allocated_while_live: u64,
+    /// Successful allocations by [order][migratetype].
+    pub by_order_migratetype: Vec<[u64; MIGRATETYPE_SLOTS]>,
+    /// Refills and drains by CPU: (refilled pages, drained pages).
+    pub per_cpu: FastMap<u16, (u64, u64)>,
+    /// Drained pages by (the CPU whose list they were on, the draining CPU).
+    pub drained_from: FastMap<(u16, u16), u64>,
+    pub fallbacks: FastMap<Fallback, u64>,
+    /// Fallbacks per second of trace time (by `ts / 1e9`).
+    pub fallbacks_per_second: FastMap<u64, u64>,
+}
+
+impl<'a> PagesPass<'a> {
+    pub fn new(filter: &'a Filter, page_size: u64) -> Self {
+        PagesPass {
+            filter,
+            page_size,
+            live: FastMap::default(),
+            on_list_of: FastMap::default(),
+            allocated: Requests::default(),
+            freed: Requests::default(),
+            alloc_freed: Requests::default(),
+            free_only: Requests::default(),
+            failed: 0,
+            order_mismatch: 0,
+            allocated_while_live: 0,
+            by_order_migratetype: vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS],
+            per_cpu: FastMap::default(),
+            drained_from: FastMap::default(),
+            fallbacks: FastMap::default(),
+            fallbacks_per_second: FastMap::default(),
+        }
+    }
+
+    fn bytes(&self, order: u32) -> u64 {
+        self.page_size << order.min(40)
+    }
+
+    /// Adds another shard's counts (its live blocks stay with it).
+    pub fn absorb(&mut self, o: &PagesPass<'_>) {
+        self.allocated.absorb(&o.allocated);
+        self.freed.absorb(&o.freed);
+        self.alloc_freed.absorb(&o.alloc_freed);
+        self.free_only.absorb(&o.free_only);
+        self.failed += o.failed;
+        self.order_mismatch += o.order_mismatch;
+        self.allocated_while_live += o.allocated_while_live;
+        for (a, b) in self
+            .by_order_migratetype
+            .iter_mut()
+            .zip(&o.by_order_migratetype)
+        {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+        for (&c, &(r, d)) in &o.per_cpu {
+            let e = self.per_cpu.entry(c).or_default();
+            e.0 += r;
+            e.1 += d;
+        }
+        for (&k, &n) in &o.drained_from {
+            *self.drained_from.entry(k).or_insert(0) += n;
+        }
+        for (&k, &n) in &o.fallbacks {
+            *self.fallbacks.entry(k).or_insert(0) += n;
+        }
+        for (&k, &n) in &o.fallbacks_per_second {
+            *self.fallbacks_per_second.entry(k).or_insert(0) += n;
+        }
+    }
+
+    /// One page-allocator event, in time order.
+    #[inline]
+    pub fn page(&mut self, ev: &Event, pg: &Page) {
+        let selected = self.filter.selects(ev);
+        match ev.kind {
+            Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
+            Kind::PageAlloc => self.alloc(ev, pg, selected),
+            Kind::PageFree => self.free(ev, pg, selected),
+            Kind::PageAllocZoneLocked if pg.percpu_refill == 1 => {
+                self.on_list_of.insert(pg.pfn, ev.cpu);
+                if selected {
+                    self.per_cpu.entry(ev.cpu).or_default().0 += 1;
+                }
+            }
+            Kind::PagePcpuDrain => {
+                let owner = self.on_list_of.remove(&pg.pfn);
+                if selected {
+                    self.per_cpu.entry(ev.cpu).or_default().1 += 1;
+                    if let Some(owner) = owner {
+                        *self.drained_from.entry((owner, ev.cpu)).or_insert(0) += 1;
+                    }
+                }
+            }
+            Kind::PageAllocExtfrag if selected => {
+                let x = pg.extfrag;
+                let key = Fallback {
+                    alloc_order: pg.order,
+                    fallback_order: x.fallback_order,
+                    alloc_migratetype: x.alloc_migratetype,
+                    fallback_migratetype: x.fallback_migratetype,
+                    change_ownership: x.change_ownership,
+                };
+                *self.fallbacks.entry(key).or_insert(0) += 1;
+                *self
+                    .fallbacks_per_second
+                    .entry(ev.ts / 1_000_000_000)
+                    .or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn alloc(&mut self, ev: &Event, pg: &Page, selected: bool) {
+        self.on_list_of.remove(&pg.pfn);
+        let new = LivePage {
+            ts: ev.ts,
+            order: pg.order,
+            migratetype: pg.migratetype,
+            cpu: ev.cpu,
+            selected,
+        };
+        let old = self.live.insert(pg.pfn, new);
+        if !selected {
+            return;
+        }
+        self.allocated.add(self.bytes(pg.order));
+        self.allocated_while_live += u64::from(old.is_some());
+        self.by_order_migratetype[order_slot(pg.order)][migratetype_slot(pg.migratetype)] += 1;
+    }
+
+    fn free(&mut self, ev: &Event, pg: &Page, selected: bool) {
+        if pg.order == 0 {
+            self.on_list_of.insert(pg.pfn, ev.cpu);
+        }
+        let bytes = self.bytes(pg.order);
+        match self.live.remove(&pg.pfn) {
+            Some(p) => {
+                if p.selected || selected {
+                    self.freed.add(bytes);
+                }
+                if p.selected {
+                    self.alloc_freed.add(self.bytes(p.order));
+                    self.order_mismatch += u64::from(p.order != pg.order);
+                }
+            }
+            None if selected => {
+                self.freed.add(bytes);
+                self.free_only.add(bytes);
+            }
+            None => {}
+        }
+    }
+
+    /// Live blocks whose allocation passed the filters.
+    pub fn live_selected(&self) -> impl Iterator<Item = (&u64, &LivePage)> {
+        self.live.iter().filter(|(_, p)| p.selected)
+    }
+
+    /// Bytes of `order`.
+    pub fn order_bytes(&self, order: u32) -> u64 {
+        self.bytes(order)
+    }
+}
+
+/// Blocks still allocated at the end, over every shard.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LivePages {
+    pub blocks: u64,
+    pub bytes: u64,
+    pub oldest_ts: Option<u64>,
+    /// Blocks by [order][migratetype].
+    pub by_order_migratetype: Vec<[u64; MIGRATETYPE_SLOTS]>,
+}
+
+impl LivePages {
+    /// Adds a shard's live blocks (whose allocation passed the filters).
+    pub fn add(&mut self, p: &PagesPass<'_>) {
+        if self.by_order_migratetype.is_empty() {
+            self.by_order_migratetype = vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS];
+        }
+        for (_, l) in p.live_selected() {
+            self.blocks += 1;
+            self.bytes = self.bytes.saturating_add(p.order_bytes(l.order));
+            self.oldest_ts = Some(self.oldest_ts.map_or(l.ts, |t| t.min(l.ts)));
+            self.by_order_migratetype[order_slot(l.order)][migratetype_slot(l.migratetype)] += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_clamp() {
+        assert_eq!(order_slot(3), 3);
+        assert_eq!(order_slot(12), ORDER_SLOTS - 1);
+        assert_eq!(migratetype_slot(2), 2);
+        assert_eq!(migratetype_slot(-1), MIGRATETYPE_SLOTS - 1);
+        assert_eq!(migratetype_slot(40), MIGRATETYPE_SLOTS - 1);
+    }
+}

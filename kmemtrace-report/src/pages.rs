@@ -1,0 +1,122 @@
+//! The page-allocator section of the text report, after `perf kmem stat
+//! --page`'s summary, with the recorded kernel's migratetype names.
+
+use kmemtrace_analysis::model::{OrderRow, PageReport, PageRequests};
+use kmemtrace_format::human::thousands;
+use std::fmt::Write;
+
+fn line(o: &mut String, what: &str, r: &PageRequests) {
+    let _ = writeln!(
+        o,
+        "{what:<30}: {:>15}   [ {:>15} KB ]",
+        thousands(r.requests),
+        thousands(r.bytes / 1024)
+    );
+}
+
+fn matrix(o: &mut String, p: &PageReport, rows: &[OrderRow]) {
+    let names = &p.migratetypes;
+    let _ = write!(o, "{:>5}", "Order");
+    for n in names {
+        let _ = write!(o, "  {n:>12}");
+    }
+    o.push('\n');
+    let _ = write!(o, "-----");
+    for _ in names {
+        let _ = write!(o, "  ------------");
+    }
+    o.push('\n');
+    for r in rows {
+        let _ = write!(o, "{:>5}", r.order);
+        for n in &r.by_migratetype {
+            let _ = write!(
+                o,
+                "  {:>12}",
+                if *n == 0 { ".".into() } else { thousands(*n) }
+            );
+        }
+        o.push('\n');
+    }
+}
+
+/// Renders the page section.
+pub fn render(o: &mut String, p: &PageReport, lines: usize) {
+    if p.allocations.requests + p.frees.requests + p.allocation_failures == 0 {
+        return;
+    }
+    let _ = writeln!(o, "\nSUMMARY (page allocator)\n========================");
+    line(o, "Total allocation requests", &p.allocations);
+    line(o, "Total free requests", &p.frees);
+    line(o, "Total alloc+freed requests", &p.alloc_freed);
+    line(o, "Total alloc-only requests", &p.alloc_only);
+    line(o, "Total free-only requests", &p.free_only);
+    let _ = writeln!(
+        o,
+        "{:<30}: {:>15}",
+        "Total allocation failures",
+        thousands(p.allocation_failures)
+    );
+    if let Some(f) = &p.migratetype_names_fallback {
+        let _ = writeln!(o, "Migratetype names: {f}");
+    }
+    if !p.by_order_migratetype.is_empty() {
+        o.push('\n');
+        matrix(o, p, &p.by_order_migratetype);
+    }
+    if !p.live_by_order_migratetype.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nStill allocated at the end: {} blocks, {} KB",
+            thousands(p.alloc_only.requests),
+            thousands(p.alloc_only.bytes / 1024)
+        );
+        matrix(o, p, &p.live_by_order_migratetype);
+    }
+    if !p.per_cpu_lists.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nPer-CPU page lists (pages refilled into each CPU's list, pages drained by it)"
+        );
+        for r in p.per_cpu_lists.iter().take(lines) {
+            let _ = writeln!(
+                o,
+                "  CPU {:>3}: refilled {:>10}, drained {:>10}",
+                r.cpu,
+                thousands(r.refilled),
+                thousands(r.drained)
+            );
+        }
+        let other: u64 = p.drained_from_other_cpus.iter().map(|d| d.2).sum();
+        if other > 0 {
+            let _ = writeln!(
+                o,
+                "  {} pages drained by another CPU than the one whose list held them (cache lines bounce between CPUs)",
+                thousands(other)
+            );
+        }
+    }
+    if p.fallbacks_total > 0 {
+        let _ = writeln!(
+            o,
+            "\nExternal fragmentation: {} fallbacks to another migratetype, {} fragmenting (smaller than a pageblock)",
+            thousands(p.fallbacks_total),
+            thousands(p.fallbacks_fragmenting)
+        );
+        for f in p.fallbacks.iter().take(lines.min(10)) {
+            let _ = writeln!(
+                o,
+                "  order {} {} from order {} {}: {}{}",
+                f.alloc_order,
+                f.alloc_migratetype,
+                f.fallback_order,
+                f.fallback_migratetype,
+                thousands(f.count),
+                if f.change_ownership == 1 {
+                    " (took the pageblock over)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+}
