@@ -2,7 +2,8 @@
 //! slab events of a small workload; the kernel's own text rendering of the
 //! buffer (`trace`, read without consuming) is saved, then every CPU's
 //! `trace_pipe_raw` is drained into a log. The per-callsite totals of
-//! kmemtrace-report on that log must equal those read from the text.
+//! kmemtrace-report on that log, and its page figures (order x
+//! migratetype, frees, per-CPU lists), must equal those read from the text.
 
 use crate::raw::{text_totals, TextTotals};
 use crate::{common, report_json, temp_log};
@@ -17,7 +18,16 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-const EVENTS: [&str; 4] = ["kmalloc", "kfree", "kmem_cache_alloc", "kmem_cache_free"];
+const EVENTS: [&str; 8] = [
+    "kmalloc",
+    "kfree",
+    "kmem_cache_alloc",
+    "kmem_cache_free",
+    "mm_page_alloc",
+    "mm_page_free",
+    "mm_page_alloc_zone_locked",
+    "mm_page_pcpu_drain",
+];
 
 /// Removes the instance however the test ends.
 struct Instance(PathBuf);
@@ -223,4 +233,9 @@ fn live_callsite_totals_equal_the_kernels_text() {
     // This kernel (6.4+) makes kfree() of kmem_cache objects legal.
     let k = crate::finding(&r, "kmem_cache_alloc_freed_by_kfree");
     assert_eq!(k["severity"], "info");
+    // The page half: order x migratetype, frees and per-CPU lists equal a
+    // count from the kernel's own text of the same events.
+    let pages = crate::pages::text_pages(&text);
+    assert!(pages.frees > 0, "the workload freed no pages");
+    assert_eq!(crate::pages::report_pages(&r), pages);
 }

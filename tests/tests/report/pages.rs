@@ -61,12 +61,12 @@ fn page_requests_are_told_apart_exactly() {
 
 /// What the kernel's text says of the page events.
 #[derive(Default, Debug, PartialEq, Eq)]
-struct TextPages {
+pub struct TextPages {
     /// Successful allocations by (order, migratetype).
-    allocs: BTreeMap<(u64, u64), u64>,
-    frees: u64,
+    pub allocs: BTreeMap<(u64, u64), u64>,
+    pub frees: u64,
     /// By CPU: (refilled pages, drained pages).
-    per_cpu: BTreeMap<u32, (u64, u64)>,
+    pub per_cpu: BTreeMap<u32, (u64, u64)>,
 }
 
 fn field(line: &str, key: &str) -> Option<u64> {
@@ -77,7 +77,7 @@ fn field(line: &str, key: &str) -> Option<u64> {
     }
 }
 
-fn text_pages(text: &str) -> TextPages {
+pub fn text_pages(text: &str) -> TextPages {
     let mut t = TextPages::default();
     for line in text.lines() {
         let cpu = line
@@ -87,7 +87,8 @@ fn text_pages(text: &str) -> TextPages {
             .and_then(|c| c.trim().parse::<u32>().ok());
         if line.contains(" mm_page_alloc: ") {
             // A failed allocation has no page: pfn is absent or -1.
-            if field(line, "pfn=").is_some() {
+            let pfn = field(line, "pfn=");
+            if pfn.is_some_and(|p| p != u64::from(u32::MAX) && p != u64::MAX) {
                 let k = (
                     field(line, "order=").unwrap(),
                     field(line, "migratetype=").unwrap(),
@@ -107,7 +108,7 @@ fn text_pages(text: &str) -> TextPages {
     t
 }
 
-fn report_pages(r: &Value) -> TextPages {
+pub fn report_pages(r: &Value) -> TextPages {
     let p = &r["pages"];
     let mut t = TextPages {
         frees: n(&p["frees"]["requests"]),
