@@ -253,6 +253,11 @@ pub struct PcpRow {
     pub refilled: u64,
     /// Pages drained from a list by this CPU (`mm_page_pcpu_drain`).
     pub drained: u64,
+    /// Runs of consecutive refills on this CPU, each one acquisition of
+    /// `zone->lock` (in the `--time` window, whatever the other filters).
+    pub refill_lock_acquisitions: u64,
+    /// Runs of consecutive drains.
+    pub drain_lock_acquisitions: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -75,15 +75,26 @@ pub fn render(o: &mut String, p: &PageReport, lines: usize) {
     if !p.per_cpu_lists.is_empty() {
         let _ = writeln!(
             o,
-            "\nPer-CPU page lists (pages refilled into each CPU's list, pages drained by it)"
+            "\nPer-CPU page lists (pages refilled into each CPU's list and drained by it; zone->lock taken for each run)"
         );
+        let per = |pages: u64, runs: u64| {
+            if runs == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.1}", pages as f64 / runs as f64)
+            }
+        };
         for r in p.per_cpu_lists.iter().take(lines) {
             let _ = writeln!(
                 o,
-                "  CPU {:>3}: refilled {:>10}, drained {:>10}",
+                "  CPU {:>3}: refilled {:>10} in {:>8} lock runs ({:>5} pages each), drained {:>10} in {:>8} ({:>5} each)",
                 r.cpu,
                 thousands(r.refilled),
-                thousands(r.drained)
+                thousands(r.refill_lock_acquisitions),
+                per(r.refilled, r.refill_lock_acquisitions),
+                thousands(r.drained),
+                thousands(r.drain_lock_acquisitions),
+                per(r.drained, r.drain_lock_acquisitions)
             );
         }
         let other: u64 = p.drained_from_other_cpus.iter().map(|d| d.2).sum();

@@ -263,7 +263,7 @@ pub fn build(
     };
     let (misuse, worst) = misuse::findings(&ctx, an, found.judge, &evidence, a.release.as_deref());
     let trace_completeness = misuse::completeness(&ctx, &evidence);
-    let pages = pages::section(&ctx, &an.pages, found.live_pages);
+    let pages = pages::section(&ctx, &an.pages, found.live_pages, &summaries);
     let leaks_m = leak_section(&ctx, &leaks);
     let allocs = allocs(&ctx);
 

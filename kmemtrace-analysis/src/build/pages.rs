@@ -29,7 +29,12 @@ fn order_rows(m: &[[u64; MIGRATETYPE_SLOTS]], columns: usize) -> Vec<OrderRow> {
         .collect()
 }
 
-pub(crate) fn section(cx: &Ctx<'_>, p: &PagesPass<'_>, live: &LivePages) -> PageReport {
+pub(crate) fn section(
+    cx: &Ctx<'_>,
+    p: &PagesPass<'_>,
+    live: &LivePages,
+    summaries: &[crate::stream::CpuSummary],
+) -> PageReport {
     let types = kmemtrace_format::pagetypes::of_log(cx.log);
     let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
     let name = |mt: i8| types.name(i32::from(mt));
@@ -64,15 +69,24 @@ pub(crate) fn section(cx: &Ctx<'_>, p: &PagesPass<'_>, live: &LivePages) -> Page
                 ))
         })
     });
-    let mut per_cpu: Vec<PcpRow> = p
-        .per_cpu
-        .iter()
-        .map(|(&cpu, &(refilled, drained))| PcpRow {
-            cpu: u32::from(cpu),
-            refilled,
-            drained,
-        })
-        .collect();
+    let mut per_cpu: Vec<PcpRow> = Vec::new();
+    for c in summaries {
+        let (refilled, drained) = u16::try_from(c.cpu)
+            .ok()
+            .and_then(|k| p.per_cpu.get(&k))
+            .copied()
+            .unwrap_or_default();
+        let r = &c.list_runs;
+        if refilled + drained + r.refill_runs + r.drain_runs > 0 {
+            per_cpu.push(PcpRow {
+                cpu: c.cpu,
+                refilled,
+                drained,
+                refill_lock_acquisitions: r.refill_runs,
+                drain_lock_acquisitions: r.drain_runs,
+            });
+        }
+    }
     per_cpu.sort_by_key(|r| r.cpu);
     let mut drained: Vec<(u32, u32, u64)> = p
         .drained_from

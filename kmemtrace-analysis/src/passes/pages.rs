@@ -26,6 +26,79 @@ fn migratetype_slot(mt: i32) -> usize {
     usize::try_from(mt).map_or(MIGRATETYPE_SLOTS - 1, |m| m.min(MIGRATETYPE_SLOTS - 1))
 }
 
+/// Whether a `mm_page_alloc_zone_locked` moved the page into a per-CPU
+/// list: its `percpu_refill` field (5.13 and later); before, the kernel
+/// printed `percpu_refill` as `order == 0`, with no field behind it.
+pub fn refills_a_list(pg: &Page) -> bool {
+    match pg.percpu_refill {
+        -1 => pg.order == 0,
+        r => r == 1,
+    }
+}
+
+/// Which per-CPU-list event a CPU's event is, for runs of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListEvent {
+    Refill,
+    Drain,
+}
+
+/// Runs of consecutive refills or drains on one CPU: each run is one
+/// acquisition of `zone->lock` (events-kmem.rst section 4: the kernel
+/// refills and drains per-CPU lists in batches under the lock). Counted
+/// by the decoder in each CPU's own order; blocks joined in stream order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListRuns {
+    pub refill_runs: u64,
+    pub drain_runs: u64,
+    /// The run the stretch starts with (its first event is in it).
+    first: Option<ListEvent>,
+    /// The run in progress at the end.
+    last: Option<ListEvent>,
+    started: bool,
+}
+
+impl ListRuns {
+    /// The next event of the CPU (`None`: any other event).
+    #[inline]
+    pub fn event(&mut self, e: Option<ListEvent>) {
+        if e.is_some() && e != self.last {
+            match e {
+                Some(ListEvent::Refill) => self.refill_runs += 1,
+                Some(ListEvent::Drain) => self.drain_runs += 1,
+                None => {}
+            }
+        }
+        if !self.started {
+            self.started = true;
+            self.first = e;
+        }
+        self.last = e;
+    }
+
+    /// Appends the CPU's next stretch: a run going on across the join is
+    /// one run.
+    pub fn absorb(&mut self, o: &ListRuns) {
+        if !o.started {
+            return;
+        }
+        self.refill_runs += o.refill_runs;
+        self.drain_runs += o.drain_runs;
+        if self.started && o.first.is_some() && o.first == self.last {
+            match o.first {
+                Some(ListEvent::Refill) => self.refill_runs -= 1,
+                Some(ListEvent::Drain) => self.drain_runs -= 1,
+                None => {}
+            }
+        }
+        if !self.started {
+            self.started = true;
+            self.first = o.first;
+        }
+        self.last = o.last;
+    }
+}
+
 /// An allocated block of pages.
 #[derive(Clone, Copy, Debug)]
 pub struct LivePage {
@@ -165,7 +238,7 @@ impl<'a> PagesPass<'a> {
             Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
             Kind::PageAlloc => self.alloc(ev, pg, selected),
             Kind::PageFree => self.free(ev, pg, selected),
-            Kind::PageAllocZoneLocked if pg.percpu_refill == 1 => {
+            Kind::PageAllocZoneLocked if refills_a_list(pg) => {
                 self.on_list_of.insert(pg.pfn, ev.cpu);
                 if selected {
                     self.per_cpu.entry(ev.cpu).or_default().0 += 1;
@@ -279,6 +352,35 @@ impl LivePages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_join_across_stretches() {
+        use ListEvent::*;
+        let seq = [
+            Some(Refill),
+            Some(Refill),
+            None,
+            Some(Drain),
+            Some(Drain),
+            Some(Refill),
+            Some(Refill),
+            Some(Refill),
+        ];
+        let mut whole = ListRuns::default();
+        seq.iter().for_each(|&e| whole.event(e));
+        assert_eq!((whole.refill_runs, whole.drain_runs), (2, 1));
+        for cut in 0..=seq.len() {
+            let (mut a, mut b) = (ListRuns::default(), ListRuns::default());
+            seq[..cut].iter().for_each(|&e| a.event(e));
+            seq[cut..].iter().for_each(|&e| b.event(e));
+            a.absorb(&b);
+            assert_eq!(
+                (a.refill_runs, a.drain_runs),
+                (whole.refill_runs, whole.drain_runs),
+                "cut at {cut}"
+            );
+        }
+    }
 
     #[test]
     fn slots_clamp() {

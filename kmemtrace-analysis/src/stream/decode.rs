@@ -63,6 +63,8 @@ pub struct CpuSummary {
     pub problems_dropped: u64,
     /// Tasks switched to from idle, and tasks with events of their own.
     pub tasks: TaskSightings,
+    /// Runs of per-CPU list refills and drains (zone->lock acquisitions).
+    pub list_runs: crate::passes::pages::ListRuns,
 }
 
 impl CpuSummary {
@@ -300,7 +302,10 @@ impl Decoder<'_> {
                 });
                 let (ev, name) = match decoded {
                     Ok(Some(x)) => x,
-                    Ok(None) => continue,
+                    Ok(None) => {
+                        sum.list_runs.event(None);
+                        continue;
+                    }
                     Err(err) => {
                         sum.decode_errors += 1;
                         pending = true;
@@ -312,6 +317,7 @@ impl Decoder<'_> {
                 };
                 sum.kmem_events += 1;
                 if !filter.in_time(ts) {
+                    sum.list_runs.event(None);
                     continue;
                 }
                 let kind = match ev.kind {
@@ -326,6 +332,7 @@ impl Decoder<'_> {
                     KmemKind::MmPagePcpuDrain => Kind::PagePcpuDrain,
                     KmemKind::MmPageAllocExtfrag => Kind::PageAllocExtfrag,
                 };
+                sum.list_runs.event(list_event(kind, &ev));
                 max_ts = max_ts.max(ts);
                 let lag = (max_ts - ts).min(u64::from(u32::MAX)) as u32;
                 pos += 1;
@@ -399,6 +406,16 @@ fn page_fields(ev: &KmemEvent<'_>) -> Page {
     }
 }
 
+/// Which per-CPU-list event `ev` is.
+fn list_event(kind: Kind, ev: &KmemEvent<'_>) -> Option<crate::passes::pages::ListEvent> {
+    use crate::passes::pages::{refills_a_list, ListEvent};
+    match kind {
+        Kind::PagePcpuDrain => Some(ListEvent::Drain),
+        Kind::PageAllocZoneLocked if refills_a_list(&page_fields(ev)) => Some(ListEvent::Refill),
+        _ => None,
+    }
+}
+
 impl CpuSummary {
     /// Adds a later block's counts.
     pub fn absorb(&mut self, o: &CpuSummary) {
@@ -425,5 +442,6 @@ impl CpuSummary {
         }
         self.problems_dropped += o.problems_dropped;
         self.tasks.absorb(&o.tasks);
+        self.list_runs.absorb(&o.list_runs);
     }
 }

@@ -65,8 +65,8 @@ pub struct TextPages {
     /// Successful allocations by (order, migratetype).
     pub allocs: BTreeMap<(u64, u64), u64>,
     pub frees: u64,
-    /// By CPU: (refilled pages, drained pages).
-    pub per_cpu: BTreeMap<u32, (u64, u64)>,
+    /// By CPU: (refilled pages, drained pages, refill runs, drain runs).
+    pub per_cpu: BTreeMap<u32, (u64, u64, u64, u64)>,
 }
 
 fn field(line: &str, key: &str) -> Option<u64> {
@@ -79,12 +79,19 @@ fn field(line: &str, key: &str) -> Option<u64> {
 
 pub fn text_pages(text: &str) -> TextPages {
     let mut t = TextPages::default();
+    // The last list event kind of each CPU's own sequence (1 refill, 2
+    // drain, 0 anything else): a run is consecutive events of one kind.
+    let mut last: BTreeMap<u32, u8> = BTreeMap::new();
     for line in text.lines() {
-        let cpu = line
+        let Some(cpu) = line
             .split('[')
             .nth(1)
             .and_then(|r| r.split(']').next())
-            .and_then(|c| c.trim().parse::<u32>().ok());
+            .and_then(|c| c.trim().parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mut kind = 0u8;
         if line.contains(" mm_page_alloc: ") {
             // A failed allocation has no page: pfn is absent or -1.
             let pfn = field(line, "pfn=");
@@ -99,10 +106,21 @@ pub fn text_pages(text: &str) -> TextPages {
             t.frees += 1;
         } else if line.contains(" mm_page_alloc_zone_locked: ") {
             if field(line, "percpu_refill=") == Some(1) {
-                t.per_cpu.entry(cpu.unwrap()).or_default().0 += 1;
+                t.per_cpu.entry(cpu).or_default().0 += 1;
+                kind = 1;
             }
         } else if line.contains(" mm_page_pcpu_drain: ") {
-            t.per_cpu.entry(cpu.unwrap()).or_default().1 += 1;
+            t.per_cpu.entry(cpu).or_default().1 += 1;
+            kind = 2;
+        }
+        let prev = last.insert(cpu, kind).unwrap_or(0);
+        if kind != 0 && kind != prev {
+            let e = t.per_cpu.entry(cpu).or_default();
+            if kind == 1 {
+                e.2 += 1;
+            } else {
+                e.3 += 1;
+            }
         }
     }
     t
@@ -128,8 +146,15 @@ pub fn report_pages(r: &Value) -> TextPages {
         }
     }
     for c in p["per_cpu_lists"].as_array().unwrap() {
-        t.per_cpu
-            .insert(n(&c["cpu"]) as u32, (n(&c["refilled"]), n(&c["drained"])));
+        t.per_cpu.insert(
+            n(&c["cpu"]) as u32,
+            (
+                n(&c["refilled"]),
+                n(&c["drained"]),
+                n(&c["refill_lock_acquisitions"]),
+                n(&c["drain_lock_acquisitions"]),
+            ),
+        );
     }
     t
 }
