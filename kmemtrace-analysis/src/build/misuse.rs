@@ -159,11 +159,25 @@ impl Evidence<'_> {
                 thousands(t.freed_again_twice)
             ));
         }
-        (w.site != NO_SITE && site.unseen_frees_here > 0).then(|| {
-            format!(
+        if w.site == NO_SITE {
+            return None;
+        }
+        if site.unseen_frees_here > 0 {
+            return Some(format!(
                 "{} also frees {} objects never seen allocated: allocated before the capture or by a path or task the trace does not show",
                 site_name(),
                 thousands(site.unseen_frees_here)
+            ));
+        }
+        // A call site that, again and again, frees only objects whose
+        // allocation the trace did not show: what it frees comes from a
+        // path or task the trace does not show. (Once is kept: a second
+        // kfree() that runs only in the bug.)
+        (site.matched_frees_here == 0 && site.unallocated_frees_here >= 2).then(|| {
+            format!(
+                "{} frees only objects whose allocation the trace did not show ({} frees, none of a traced allocation): they come from a path or task the trace does not show",
+                site_name(),
+                thousands(site.unallocated_frees_here)
             )
         })
     }

@@ -160,6 +160,11 @@ impl Spans {
 /// What a call site shows (by site id).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SiteTraffic {
+    /// Frees here of objects whose allocation the trace showed.
+    pub matched_frees_here: u64,
+    /// Frees here with no traced allocation of the object before them
+    /// (frees of unseen objects, double frees).
+    pub unallocated_frees_here: u64,
     /// Frees anywhere of objects allocated here.
     pub matched_frees_of_its_objects: u64,
     /// Frees here of pointers never seen allocated.
@@ -168,6 +173,8 @@ pub struct SiteTraffic {
 
 impl SiteTraffic {
     fn absorb(&mut self, o: &SiteTraffic) {
+        self.matched_frees_here += o.matched_frees_here;
+        self.unallocated_frees_here += o.unallocated_frees_here;
         self.matched_frees_of_its_objects += o.matched_frees_of_its_objects;
         self.unseen_frees_here += o.unseen_frees_here;
     }
@@ -225,9 +232,13 @@ impl UntracedPass {
                 self.groups.entry(g).or_default().unseen_frees += 1;
                 if let Some(t) = self.site_mut(slab.site) {
                     t.unseen_frees_here += 1;
+                    t.unallocated_frees_here += 1;
                 }
             }
             Resolution::Free { object } => {
+                if let Some(t) = self.site_mut(slab.site) {
+                    t.matched_frees_here += 1;
+                }
                 if let Some(t) = self.site_mut(object.site) {
                     t.matched_frees_of_its_objects += 1;
                 }
@@ -241,6 +252,9 @@ impl UntracedPass {
                 if earlier.freed_unallocated() {
                     t.freed_again_twice += 1;
                     t.freed_again_twice_pointers.add(slab.ptr);
+                }
+                if let Some(s) = self.site_mut(slab.site) {
+                    s.unallocated_frees_here += 1;
                 }
             }
             Resolution::Alloc {

@@ -235,6 +235,32 @@ fn textbook_double_frees_in_a_clean_cache_are_kept() {
 }
 
 #[test]
+fn a_call_site_that_only_frees_untraced_allocations_again_and_again_is_set_apart() {
+    let mut s = Synth::new("6.18.44");
+    opener(&mut s);
+    // Two objects freed, then freed again at a call site that frees
+    // nothing the trace saw allocated: the objects it frees come from
+    // elsewhere (a task the kernel does not record, in this project's VM).
+    for (i, a) in [0xffff_8880_4a00_0000u64, 0xffff_8880_4b00_0000]
+        .into_iter()
+        .enumerate()
+    {
+        let t = 10_000_000 * (i as u64 + 1);
+        s.kmalloc(0, t, 5, "alloc_b", a, 2048, 2048);
+        s.kfree(0, t + 100, 5, "free_a", a);
+        s.kfree(1, t + 5_000_000, 6, "bulk_user", a);
+    }
+    trailer(&mut s, 50_000_000);
+    let log = temp_log(&s.build());
+    let d = finding(&report_json(log.path(), &[]), "double_free").clone();
+    assert_eq!((n(&d, "count"), n(&d, "explained")), (2, 2), "{d}");
+    assert!(d["reasons"][0]["because"]
+        .as_str()
+        .unwrap()
+        .contains("frees only objects whose allocation the trace did not show"));
+}
+
+#[test]
 fn a_double_free_made_together_with_an_untraced_free_is_set_apart() {
     let mut s = Synth::new("6.18.44");
     opener(&mut s);
