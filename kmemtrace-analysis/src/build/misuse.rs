@@ -208,20 +208,56 @@ fn earliest(slot: &mut Option<(OrderKey, Occurrence)>, c: &Option<(OrderKey, Occ
 /// head and the skb) come within microseconds.
 const TOGETHER_NS: u64 = 100_000;
 
+/// The gap between the two frees of a double free past which they are not
+/// two frees on one code path (an error path's kfree() and the cleanup's
+/// run within microseconds).
+const LONE_GAP_NS: u64 = 1_000_000;
+
+/// Double frees, in `Where`s not set apart, at a call site that frees no
+/// object whose allocation the trace shows, whose two frees are more than
+/// [`LONE_GAP_NS`] apart: the pointer was reused by an allocation the
+/// trace does not show, then freed by code that only ever frees such.
+fn lone_site_frees(
+    ev: &Evidence<'_>,
+    double_frees: &FastMap<Where, Vec<&DoubleFree>>,
+    explained: &[Where],
+) -> std::collections::HashSet<OrderKey> {
+    let mut out = std::collections::HashSet::new();
+    for (w, list) in double_frees {
+        let site = ev.untraced.site(w.site);
+        if w.site == NO_SITE || site.matched_frees_here > 0 || explained.binary_search(w).is_ok() {
+            continue;
+        }
+        for d in list {
+            let o = &d.occurrence;
+            if o.earlier_ts
+                .is_some_and(|t0| o.ts.saturating_sub(t0) > LONE_GAP_NS)
+            {
+                out.insert(d.key);
+            }
+        }
+    }
+    out
+}
+
 /// Double frees made in process context together with a free the capture
 /// shows had no traced allocation (a free of an unseen object, or a double
 /// free set apart), by the same task on the same CPU: the structure they
 /// belong to was allocated by a path or task the trace does not show.
 /// `explained`: the double-free [`Where`]s set apart, sorted. Returns the
 /// keys of such double frees.
-fn freed_together(judge: &Judge, explained: &[Where]) -> std::collections::HashSet<OrderKey> {
+fn freed_together(
+    judge: &Judge,
+    explained: &[Where],
+    apart: &std::collections::HashSet<OrderKey>,
+) -> std::collections::HashSet<OrderKey> {
     // (the free, untraced, the key of a kept double free)
     let mut marks: Vec<(TaskFree, bool, Option<OrderKey>)> = judge
         .unseen_frees
         .iter()
         .map(|f| (*f, true, None))
         .chain(judge.double_frees.iter().filter_map(|d| {
-            let untraced = explained.binary_search(&d.at).is_ok();
+            let untraced = explained.binary_search(&d.at).is_ok() || apart.contains(&d.key);
             d.free.map(|f| (f, untraced, (!untraced).then_some(d.key)))
         }))
         .collect();
@@ -248,6 +284,7 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
     wheres.sort_by_key(|(w, _)| **w);
     let because: Vec<Option<String>> = wheres.iter().map(|(w, _)| ev.explains(ctx, m, w)).collect();
     let mut together = std::collections::HashSet::new();
+    let mut lone = std::collections::HashSet::new();
     let mut double_frees: FastMap<Where, Vec<&DoubleFree>> = FastMap::default();
     if m == Misuse::DoubleFree {
         let explained: Vec<Where> = wheres
@@ -256,10 +293,11 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
             .filter(|(_, b)| b.is_some())
             .map(|((w, _), _)| **w)
             .collect();
-        together = freed_together(judge, &explained);
         for d in &judge.double_frees {
             double_frees.entry(d.at).or_default().push(d);
         }
+        lone = lone_site_frees(ev, &double_frees, &explained);
+        together = freed_together(judge, &explained, &lone);
     }
     let mut reason = |w: &Where, count: u64, kept: bool, because: String| {
         if count > 0 && matches!(m, Misuse::DoubleFree | Misuse::LivePointerReturned) {
@@ -307,7 +345,18 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
         }
         // Kept, but for the double frees made together with untraced ones.
         let mine = double_frees.get(*w).map_or(&[][..], Vec::as_slice);
-        let apart = mine.iter().filter(|d| together.contains(&d.key)).count() as u64;
+        let alone = mine.iter().filter(|d| lone.contains(&d.key)).count() as u64;
+        counts.3 += alone;
+        reason(
+            w,
+            alone,
+            false,
+            format!("its call site frees no object whose allocation the trace shows, and the two frees are more than {} ms apart (not two frees on one path): the object came back from a path or task the trace does not show", LONE_GAP_NS / 1_000_000),
+        );
+        let apart = mine
+            .iter()
+            .filter(|d| together.contains(&d.key) && !lone.contains(&d.key))
+            .count() as u64;
         counts.3 += apart;
         reason(
             w,
@@ -317,11 +366,11 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
         );
         let left = mine
             .iter()
-            .filter(|d| !together.contains(&d.key))
+            .filter(|d| !together.contains(&d.key) && !lone.contains(&d.key))
             .map(|d| (d.key, (*d.occurrence).clone()))
             .min_by_key(|(k, _)| *k);
         earliest(&mut first_certain, &left);
-        reason(w, rest - apart, true, KEPT.into());
+        reason(w, rest - apart - alone, true, KEPT.into());
     }
     t.count = counts.0;
     t.lost = counts.1;

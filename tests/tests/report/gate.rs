@@ -261,6 +261,27 @@ fn a_call_site_that_only_frees_untraced_allocations_again_and_again_is_set_apart
 }
 
 #[test]
+fn a_lone_late_second_free_at_a_call_site_of_untraced_frees_is_set_apart() {
+    let mut s = Synth::new("6.18.44");
+    opener(&mut s);
+    // Freed, then 5 ms later freed again where nothing traced is ever
+    // freed: the pointer came back untraced (a vsock skb of a task the
+    // kernel does not record, freed by its completion worker).
+    let a = 0xffff_8880_4c00_0000u64;
+    s.kmalloc(0, 10_000_000, 5, "alloc_b", a, 1024, 1024);
+    s.kfree(0, 10_000_100, 5, "free_a", a);
+    s.kfree(1, 15_000_000, 6, "leaky_alloc", a);
+    trailer(&mut s, 50_000_000);
+    let log = temp_log(&s.build());
+    let d = finding(&report_json(log.path(), &[]), "double_free").clone();
+    assert_eq!((n(&d, "count"), n(&d, "explained")), (1, 1), "{d}");
+    assert!(d["reasons"][0]["because"]
+        .as_str()
+        .unwrap()
+        .contains("more than 1 ms apart"));
+}
+
+#[test]
 fn a_double_free_made_together_with_an_untraced_free_is_set_apart() {
     let mut s = Synth::new("6.18.44");
     opener(&mut s);
