@@ -18,7 +18,7 @@ use kmemtrace_analysis::event::bucket;
 use kmemtrace_analysis::filter::Filter;
 use kmemtrace_analysis::intern::{Interner, SiteTable};
 use kmemtrace_analysis::passes::objects::Objects;
-use kmemtrace_analysis::passes::{cross_cpu, misuse, page, slab, EpochOut, Passes};
+use kmemtrace_analysis::passes::{cross_cpu, misuse, slab, EpochOut, Passes};
 use kmemtrace_analysis::stream::blocks::Blocks;
 use kmemtrace_analysis::stream::decode::{Decoder, Local};
 use kmemtrace_analysis::stream::merge::Merger;
@@ -202,7 +202,6 @@ fn main() {
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: kmemtrace_analysis::passes::untraced::UntracedPass::default(),
-        page: page::PagePass::new(&filter, 4096),
         pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096),
         first_ts: None,
         last_ts: 0,

@@ -27,7 +27,8 @@ pub struct Filter {
     pub comm: Option<(String, PidMap)>,
     /// The recorder's own threads (from the log): their own events are not
     /// the workload's; interrupt work recorded while one was current is.
-    pub recorder: HashSet<i32>,
+    /// Looked up for every event: the fast hasher.
+    pub recorder: crate::intern::FastSet<i32>,
 }
 
 impl Filter {

@@ -49,6 +49,8 @@ impl Hasher for MixHasher {
 }
 
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
+/// A set with [`MixHasher`].
+pub type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<MixHasher>>;
 
 pub fn fast_map<K, V>() -> FastMap<K, V> {
     HashMap::with_hasher(BuildHasherDefault::default())

@@ -7,7 +7,7 @@ use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::model::{Report, Severity, SortKey};
 use crate::passes::objects::Objects;
-use crate::passes::{cross_cpu, leaks, misuse, page, slab, untraced, Passes};
+use crate::passes::{cross_cpu, leaks, misuse, slab, untraced, Passes};
 use crate::stream::{run, Progress, StreamSetup};
 use crate::symbols::Symbols;
 use kmemtrace_format::log::Log;
@@ -70,7 +70,6 @@ pub fn analyse(
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: untraced::UntracedPass::default(),
-        page: page::PagePass::new(filter, page_size),
         pages: crate::passes::pages::PagesPass::new(filter, page_size),
         first_ts: None,
         last_ts: 0,

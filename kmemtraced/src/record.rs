@@ -205,20 +205,24 @@ fn set_events(dir: &TraceDir, events: &[Event], on: bool) -> Result<()> {
 /// run while one of them is current, and the frees of what they allocate,
 /// which other tasks' objects then show as double frees and missed frees.
 fn declare_own_threads(session: &mut Session) -> Vec<i32> {
-    let tids = session.thread_ids();
-    write_own_threads(session, tids)
+    let tids = with_main_thread(session.thread_ids());
+    write_own_threads(session, &tids);
+    tids
 }
 
-/// Writes the META of [`declare_own_threads`] for `tids` (and this
-/// thread); returns what it listed.
-fn write_own_threads(session: &mut Session, mut tids: Vec<i32>) -> Vec<i32> {
+/// `tids` and this (the main) thread, sorted.
+fn with_main_thread(mut tids: Vec<i32>) -> Vec<i32> {
     tids.push(sys::gettid());
     tids.sort_unstable();
+    tids
+}
+
+/// Writes the META of [`declare_own_threads`].
+fn write_own_threads(session: &mut Session, tids: &[i32]) {
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
     let mut m = Meta::new(MetaKind::Other, list.join(" ").into_bytes());
     m.name = kmemtrace_format::tasks::RECORDER_TIDS_META.into();
     session.write_meta(m);
-    tids
 }
 
 /// Adds `sched:sched_switch` filtered to switches from and to the idle
@@ -546,16 +550,14 @@ fn wait_for_end(
             };
         }
         if now >= next_status {
-            let onlined = !session.adopt_onlined_cpus().is_empty();
+            session.adopt_onlined_cpus();
             if !cli.trace_self {
                 // Threads started late (or for CPUs come online): listed
                 // again, whole (a later META replaces the earlier).
-                let mut now_tids = session.thread_ids_now();
-                now_tids.push(sys::gettid());
-                now_tids.sort_unstable();
-                if onlined || now_tids != *declared {
-                    now_tids.retain(|&t| t != sys::gettid());
-                    *declared = write_own_threads(session, now_tids);
+                let now_tids = with_main_thread(session.thread_ids_now());
+                if now_tids != *declared {
+                    write_own_threads(session, &now_tids);
+                    *declared = now_tids;
                 }
             }
             if let Some(sl) = status_line.as_mut() {

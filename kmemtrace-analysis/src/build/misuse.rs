@@ -346,24 +346,17 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
         // Kept, but for the double frees made together with untraced ones.
         let mine = double_frees.get(*w).map_or(&[][..], Vec::as_slice);
         let alone = mine.iter().filter(|d| lone.contains(&d.key)).count() as u64;
-        counts.3 += alone;
-        reason(
-            w,
-            alone,
-            false,
-            format!("its call site frees no object whose allocation the trace shows, and the two frees are more than {} ms apart (not two frees on one path): the object came back from a path or task the trace does not show", LONE_GAP_NS / 1_000_000),
-        );
         let apart = mine
             .iter()
             .filter(|d| together.contains(&d.key) && !lone.contains(&d.key))
             .count() as u64;
-        counts.3 += apart;
-        reason(
-            w,
-            apart,
-            false,
-            format!("freed by the same task within {} us of an object the capture shows was allocated untraced: the structure they belong to was allocated by a path or task the trace does not show", TOGETHER_NS / 1000),
-        );
+        for (n, because) in [
+            (alone, format!("its call site frees no object whose allocation the trace shows, and the two frees are more than {} ms apart (not two frees on one path): the object came back from a path or task the trace does not show", LONE_GAP_NS / 1_000_000)),
+            (apart, format!("freed by the same task within {} us of an object the capture shows was allocated untraced: the structure they belong to was allocated by a path or task the trace does not show", TOGETHER_NS / 1000)),
+        ] {
+            counts.3 += n;
+            reason(w, n, false, because);
+        }
         let left = mine
             .iter()
             .filter(|d| !together.contains(&d.key) && !lone.contains(&d.key))

@@ -336,7 +336,7 @@ pub fn build(
         trace_completeness,
         leaks: leaks_m,
         allocs,
-        page_allocator: an.page.stats.clone(),
+        page_allocator: an.pages.stats(),
         pages,
         problems,
     };

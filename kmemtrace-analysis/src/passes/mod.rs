@@ -15,7 +15,6 @@ pub mod cross_cpu;
 pub mod leaks;
 pub mod misuse;
 pub mod objects;
-pub mod page;
 pub mod pages;
 pub mod slab;
 pub mod untraced;
@@ -59,10 +58,10 @@ impl Pass for cross_cpu::CrossCpuPass {
     }
 }
 
-impl Pass for page::PagePass<'_> {
+impl Pass for pages::PagesPass<'_> {
     #[inline]
     fn page(&mut self, ev: &Event, p: &Page) {
-        page::PagePass::page(self, ev, p)
+        pages::PagesPass::page(self, ev, p)
     }
 }
 
@@ -73,7 +72,6 @@ pub struct Passes<'a> {
     pub misuse: misuse::MisusePass,
     pub cross_cpu: cross_cpu::CrossCpuPass,
     pub untraced: untraced::UntracedPass,
-    pub page: page::PagePass<'a>,
     pub pages: pages::PagesPass<'a>,
     /// The first and last slab events' times.
     pub first_ts: Option<u64>,
@@ -101,10 +99,7 @@ impl Passes<'_> {
                 Pass::slab(&mut self.cross_cpu, &seen);
                 Pass::slab(&mut self.untraced, &seen);
             }
-            Body::Page(p) => {
-                Pass::page(&mut self.page, ev, p);
-                self.pages.page(ev, p);
-            }
+            Body::Page(p) => Pass::page(&mut self.pages, ev, p),
         }
     }
 
@@ -114,7 +109,6 @@ impl Passes<'_> {
         self.misuse.absorb(&o.misuse);
         self.cross_cpu.absorb(&o.cross_cpu);
         self.untraced.absorb(&o.untraced);
-        self.page.absorb(&o.page);
         self.pages.absorb(&o.pages);
         self.first_ts = match (self.first_ts, o.first_ts) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -1,5 +1,6 @@
-//! Page frames followed from allocation to free, as `perf kmem stat
-//! --page` does and further (Documentation/trace/events-kmem.rst): which
+//! The page-allocator pass: event counts ([`PageStats`]), and page frames
+//! followed from allocation to free, as `perf kmem stat --page` does and
+//! further (Documentation/trace/events-kmem.rst): which
 //! allocations were freed during the capture, which only allocated, which
 //! frees had no allocation in it; allocations by order and migratetype;
 //! the per-CPU page lists (pages refilled into a CPU's list or freed onto
@@ -12,6 +13,7 @@
 use crate::event::{Event, Kind, Page, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::FastMap;
+use crate::model::PageStats;
 
 /// Orders of 10 and more share the last slot.
 pub const ORDER_SLOTS: usize = 11;
@@ -148,6 +150,11 @@ pub struct PagesPass<'a> {
     /// (order 0 frees go to the freeing CPU's list), until allocated.
     on_list_of: FastMap<u64, u16>,
     pub allocated: Requests,
+    /// `mm_page_free` events that pass the filters (`freed` also counts
+    /// the frees of selected allocations).
+    pub free_events: Requests,
+    pub batched_frees: u64,
+    pub zone_locked: u64,
     pub freed: Requests,
     /// Allocations freed during the capture.
     pub alloc_freed: Requests,
@@ -178,6 +185,9 @@ impl<'a> PagesPass<'a> {
             live: FastMap::default(),
             on_list_of: FastMap::default(),
             allocated: Requests::default(),
+            free_events: Requests::default(),
+            batched_frees: 0,
+            zone_locked: 0,
             freed: Requests::default(),
             alloc_freed: Requests::default(),
             free_only: Requests::default(),
@@ -199,6 +209,9 @@ impl<'a> PagesPass<'a> {
     /// Adds another shard's counts (its live blocks stay with it).
     pub fn absorb(&mut self, o: &PagesPass<'_>) {
         self.allocated.absorb(&o.allocated);
+        self.free_events.absorb(&o.free_events);
+        self.batched_frees += o.batched_frees;
+        self.zone_locked += o.zone_locked;
         self.freed.absorb(&o.freed);
         self.alloc_freed.absorb(&o.alloc_freed);
         self.free_only.absorb(&o.free_only);
@@ -237,11 +250,23 @@ impl<'a> PagesPass<'a> {
         match ev.kind {
             Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
             Kind::PageAlloc => self.alloc(ev, pg, selected),
-            Kind::PageFree => self.free(ev, pg, selected),
-            Kind::PageAllocZoneLocked if refills_a_list(pg) => {
-                self.on_list_of.insert(pg.pfn, ev.cpu);
+            Kind::PageFree => {
                 if selected {
-                    self.per_cpu.entry(ev.cpu).or_default().0 += 1;
+                    self.free_events.add(self.bytes(pg.order));
+                }
+                self.free(ev, pg, selected)
+            }
+            // A marker, not another free: every page freed in a batch
+            // passed free_pages_prepare() first, which emitted its
+            // mm_page_free (so on every kernel since 2.6.34).
+            Kind::PageFreeBatched => self.batched_frees += u64::from(selected),
+            Kind::PageAllocZoneLocked => {
+                self.zone_locked += u64::from(selected);
+                if refills_a_list(pg) {
+                    self.on_list_of.insert(pg.pfn, ev.cpu);
+                    if selected {
+                        self.per_cpu.entry(ev.cpu).or_default().0 += 1;
+                    }
                 }
             }
             Kind::PagePcpuDrain => {
@@ -310,6 +335,28 @@ impl<'a> PagesPass<'a> {
                 self.free_only.add(bytes);
             }
             None => {}
+        }
+    }
+
+    /// The event counts: successful allocations by order are the rows of
+    /// `by_order_migratetype`; drains and fallbacks are those counted per
+    /// CPU and per fallback.
+    pub fn stats(&self) -> PageStats {
+        PageStats {
+            allocs: self.allocated.requests + self.failed,
+            alloc_bytes: self.allocated.bytes,
+            failed: self.failed,
+            frees: self.free_events.requests,
+            free_bytes: self.free_events.bytes,
+            batched_frees: self.batched_frees,
+            zone_locked: self.zone_locked,
+            pcpu_drains: self.per_cpu.values().map(|c| c.1).sum(),
+            extfrag: self.fallbacks.values().sum(),
+            allocs_by_order: self
+                .by_order_migratetype
+                .iter()
+                .map(|r| r.iter().sum())
+                .collect(),
         }
     }
 

@@ -186,8 +186,7 @@ pub struct UntracedPass {
     pub groups: FastMap<Group, Traffic>,
     /// By call-site id.
     pub sites: Vec<SiteTraffic>,
-    pub spans: Spans,
-    /// The spans of the current epoch (for the combiner).
+    /// The spans of the current epoch (the combiner's judge folds them).
     pub epoch_spans: Spans,
 }
 
@@ -202,7 +201,6 @@ impl UntracedPass {
         for (a, b) in self.sites.iter_mut().zip(&o.sites) {
             a.absorb(b);
         }
-        self.spans.absorb(&o.spans);
     }
 
     /// A call site's traffic.
@@ -268,11 +266,9 @@ impl UntracedPass {
         }
     }
 
-    /// Ends an epoch: its spans, added to the whole capture's.
+    /// Ends an epoch: its spans.
     pub fn end_epoch(&mut self) -> Spans {
-        let e = std::mem::take(&mut self.epoch_spans);
-        self.spans.absorb(&e);
-        e
+        std::mem::take(&mut self.epoch_spans)
     }
 }
 

@@ -332,7 +332,6 @@ impl Decoder<'_> {
                     KmemKind::MmPagePcpuDrain => Kind::PagePcpuDrain,
                     KmemKind::MmPageAllocExtfrag => Kind::PageAllocExtfrag,
                 };
-                sum.list_runs.event(list_event(kind, &ev));
                 max_ts = max_ts.max(ts);
                 let lag = (max_ts - ts).min(u64::from(u32::MAX)) as u32;
                 pos += 1;
@@ -343,6 +342,7 @@ impl Decoder<'_> {
                         Name::None => NO_CACHE,
                     };
                     sum.slab_events += 1;
+                    sum.list_runs.event(None);
                     if std::mem::take(&mut pending) {
                         loss.ends.push(LossEnd {
                             prev: loss.last_slab,
@@ -365,7 +365,9 @@ impl Decoder<'_> {
                     Body::Slab(slab)
                 } else {
                     sum.page_events += 1;
-                    Body::Page(page_fields(&ev))
+                    let page = page_fields(&ev);
+                    sum.list_runs.event(list_event(kind, &page));
+                    Body::Page(page)
                 };
                 let ev = Event {
                     ts,
@@ -406,12 +408,12 @@ fn page_fields(ev: &KmemEvent<'_>) -> Page {
     }
 }
 
-/// Which per-CPU-list event `ev` is.
-fn list_event(kind: Kind, ev: &KmemEvent<'_>) -> Option<crate::passes::pages::ListEvent> {
+/// Which per-CPU-list event a page event is.
+fn list_event(kind: Kind, page: &Page) -> Option<crate::passes::pages::ListEvent> {
     use crate::passes::pages::{refills_a_list, ListEvent};
     match kind {
         Kind::PagePcpuDrain => Some(ListEvent::Drain),
-        Kind::PageAllocZoneLocked if refills_a_list(&page_fields(ev)) => Some(ListEvent::Refill),
+        Kind::PageAllocZoneLocked if refills_a_list(page) => Some(ListEvent::Refill),
         _ => None,
     }
 }
