@@ -120,6 +120,7 @@ fn main() {
     let interner = Interner::new();
     let sites = SiteTable::default();
     let progress = AtomicU64::new(0);
+    let stack_table = kmemtrace_analysis::intern::StackTable::default();
     let decoder = |shards: usize| Decoder {
         log: &log,
         kmem: &kmem,
@@ -129,6 +130,8 @@ fn main() {
         progress: &progress,
         shards,
         switches: kmemtrace_format::tasks::SwitchReader::new(&log),
+        stack_reader: kmemtrace_format::stacks::StackReader::new(&log),
+        stacks: &stack_table,
     };
     let decode_all = |shards: usize| {
         let dec = decoder(shards);
@@ -202,7 +205,7 @@ fn main() {
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: kmemtrace_analysis::passes::untraced::UntracedPass::default(),
-        pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096),
+        pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096, false),
         first_ts: None,
         last_ts: 0,
     };
@@ -302,15 +305,9 @@ fn main() {
     let mut threads = 1;
     while threads <= cores.max(1) {
         let opts = Options {
-            filter: Filter::default(),
-            comm: None,
-            traced: None,
-            per_pointer: false,
-            remember_frees: 32768,
-            min_age: 0,
             sort: vec![kmemtrace_analysis::model::SortKey::Bytes],
-            lines: None,
             threads: Some(threads),
+            ..Options::default()
         };
         let t = Instant::now();
         let out = analyse(&log, &syms, opts, &mut |_| {});

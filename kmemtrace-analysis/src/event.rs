@@ -76,6 +76,9 @@ pub struct Page {
     pub percpu_refill: i32,
     /// `mm_page_alloc_extfrag` only (its `alloc_order` is `order`).
     pub extfrag: Extfrag,
+    /// `mm_page_alloc`: the kernel stack taken with it, interned
+    /// ([`crate::intern::StackTable`]); [`crate::intern::NO_STACK`] if none.
+    pub stack: u32,
 }
 
 /// `mm_page_alloc_extfrag`'s other fields: orders and migratetypes are

@@ -206,6 +206,73 @@ impl<'a> LocalSites<'a> {
     }
 }
 
+/// No stack (the event has none, or the log holds no stacks).
+pub const NO_STACK: u32 = 0;
+
+/// A stack's return addresses, innermost first.
+pub type Frames = Box<[u64]>;
+
+/// Kernel stacks, interned to dense ids by the decoder workers; id 0 is
+/// [`NO_STACK`].
+pub struct StackTable {
+    inner: Mutex<(FastMap<Frames, u32>, Vec<Frames>)>,
+}
+
+impl Default for StackTable {
+    fn default() -> Self {
+        StackTable {
+            inner: Mutex::new((fast_map(), vec![Box::from([])])),
+        }
+    }
+}
+
+impl StackTable {
+    pub fn intern(&self, frames: &[u64]) -> u32 {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = g.0.get(frames) {
+            return id;
+        }
+        let id = g.1.len() as u32;
+        g.1.push(frames.into());
+        g.0.insert(frames.into(), id);
+        id
+    }
+
+    /// Every stack by id (index 0 is empty).
+    pub fn stacks(&self) -> Vec<Box<[u64]>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+}
+
+/// A worker's own cache in front of the shared [`StackTable`].
+pub struct LocalStacks<'a> {
+    shared: &'a StackTable,
+    local: FastMap<Box<[u64]>, u32>,
+}
+
+impl<'a> LocalStacks<'a> {
+    pub fn new(shared: &'a StackTable) -> Self {
+        LocalStacks {
+            shared,
+            local: fast_map(),
+        }
+    }
+
+    #[inline]
+    pub fn get(&mut self, frames: &[u64]) -> u32 {
+        if let Some(&id) = self.local.get(frames) {
+            return id;
+        }
+        let id = self.shared.intern(frames);
+        self.local.insert(frames.into(), id);
+        id
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +306,18 @@ mod tests {
         assert_eq!(b.get(0xffff_ffff_8100_0020), 1);
         assert_eq!(b.get(0xffff_ffff_8100_0010), 0);
         assert_eq!(t.addrs_from(1), [0xffff_ffff_8100_0020]);
+    }
+
+    #[test]
+    fn stacks_are_dense_and_shared() {
+        let t = StackTable::default();
+        let mut a = LocalStacks::new(&t);
+        let mut b = LocalStacks::new(&t);
+        let x = a.get(&[1, 2, 3]);
+        assert_ne!(x, NO_STACK);
+        assert_eq!(b.get(&[1, 2, 3]), x);
+        assert_ne!(b.get(&[1, 2]), x);
+        assert_eq!(&*t.stacks()[x as usize], &[1, 2, 3]);
     }
 
     #[test]

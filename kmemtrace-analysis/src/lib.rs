@@ -16,6 +16,7 @@ pub mod filter;
 pub mod intern;
 pub mod judge;
 pub mod model;
+pub mod page_callers;
 pub mod passes;
 pub mod run;
 pub mod stream;

@@ -53,10 +53,103 @@ impl SortKey {
     }
 }
 
-/// `-s`: sort keys, comma-separated, first key first.
-pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
+/// The page tables' sort keys (`perf kmem --page -s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSortKey {
+    Page,
+    Callsite,
+    Bytes,
+    Hit,
+    Order,
+    Migtype,
+    Gfp,
+}
+
+/// What live pages are grouped by (`page_owner_sort --cull`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CullKey {
+    Stack,
+    Callsite,
+    Pid,
+    Comm,
+}
+
+impl CullKey {
+    pub fn name(self) -> &'static str {
+        match self {
+            CullKey::Stack => "stack",
+            CullKey::Callsite => "callsite",
+            CullKey::Pid => "pid",
+            CullKey::Comm => "comm",
+        }
+    }
+}
+
+/// `--cull`: comma-separated `stack`, `callsite`, `pid`, `comm`.
+pub fn parse_cull(s: &str) -> Result<Vec<CullKey>, String> {
     let mut v = Vec::new();
     for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        let key = match k {
+            "stack" | "stacktrace" => CullKey::Stack,
+            "callsite" => CullKey::Callsite,
+            "pid" => CullKey::Pid,
+            "comm" | "name" => CullKey::Comm,
+            _ => {
+                return Err(format!(
+                    "unknown grouping {k:?}: use stack, callsite, pid, comm"
+                ))
+            }
+        };
+        if !v.contains(&key) {
+            v.push(key);
+        }
+    }
+    if v.is_empty() {
+        return Err("empty grouping list".into());
+    }
+    Ok(v)
+}
+
+/// Keys that only the page tables have.
+const PAGE_ONLY_KEYS: [&str; 4] = ["page", "order", "migtype", "gfp"];
+
+/// The page tables' keys among `-s`'s (the slab-only ones are theirs);
+/// `bytes,hit` (perf's default) if there is none.
+pub fn parse_page_sort(s: &str) -> Vec<PageSortKey> {
+    let v: Vec<PageSortKey> = s
+        .split(',')
+        .map(str::trim)
+        .filter_map(|k| {
+            Some(match k {
+                "page" => PageSortKey::Page,
+                "callsite" => PageSortKey::Callsite,
+                "bytes" | "alloc" => PageSortKey::Bytes,
+                "hit" | "hits" => PageSortKey::Hit,
+                "order" => PageSortKey::Order,
+                "migtype" => PageSortKey::Migtype,
+                "gfp" => PageSortKey::Gfp,
+                _ => return None,
+            })
+        })
+        .collect();
+    if v.is_empty() {
+        vec![PageSortKey::Bytes, PageSortKey::Hit]
+    } else {
+        v
+    }
+}
+
+/// `-s`: sort keys, comma-separated, first key first. Keys of the page
+/// tables only ([`parse_page_sort`]) are left to them; with none for the
+/// slab tables, theirs are `frag,hit,bytes`.
+pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
+    let mut v = Vec::new();
+    let mut page_keys = 0;
+    for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        if PAGE_ONLY_KEYS.contains(&k) {
+            page_keys += 1;
+            continue;
+        }
         v.push(match k {
             "callsite" | "ptr" => SortKey::Callsite,
             "bytes" | "alloc" => SortKey::Bytes,
@@ -69,10 +162,13 @@ pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
             "peak" => SortKey::Peak,
             _ => {
                 return Err(format!(
-                    "unknown sort key {k:?}: use callsite, bytes, req, hit, frag, waste, pingpong, live, peak"
+                    "unknown sort key {k:?}: use callsite, bytes, req, hit, frag, waste, pingpong, live, peak (slab), page, order, migtype, gfp (page)"
                 ))
             }
         });
+    }
+    if v.is_empty() && page_keys > 0 {
+        return Ok(vec![SortKey::Frag, SortKey::Hit, SortKey::Bytes]);
     }
     if v.is_empty() {
         return Err("empty sort key list".into());
@@ -237,6 +333,98 @@ pub struct PageReport {
     /// Fallbacks per second of the capture: (second from the first event,
     /// count).
     pub fallbacks_per_second: Vec<(u64, u64)>,
+    /// The kernel stacks taken with allocations.
+    pub stacks: PageStacks,
+    /// The recorded kernel's functions the page-allocator rule matched
+    /// (see `page_callers`): frames of these (and of the tracing
+    /// machinery) are passed over to find the call site.
+    pub allocator_functions: Vec<String>,
+    /// Allocations by call site, order, migratetype and GFP flags, as
+    /// `perf kmem stat --page --caller` groups them; sorted by `-s`.
+    pub callsites: Vec<PageCallsiteRow>,
+    /// The GFP flag names the tables use in short form, with the recorded
+    /// kernel's full names and values.
+    pub gfp_legend: Vec<GfpLegendEntry>,
+    /// Allocations by page frame (`--page --alloc` only), as `perf kmem
+    /// stat --page --alloc` groups them.
+    pub by_pfn: Option<Vec<PfnRow>>,
+    /// Blocks still allocated at the end, grouped by `--cull` (default:
+    /// stack), the most bytes first.
+    pub live: Vec<LiveGroupRow>,
+    /// What `live` is grouped by.
+    pub live_grouped_by: Vec<String>,
+}
+
+/// The kernel stacks taken with page allocations (`kmemtraced
+/// --page-stacks`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PageStacks {
+    /// The log holds the stack record's format (stacks were asked for).
+    pub recorded: bool,
+    /// `kernel_stack` records, and those matched to their allocation.
+    pub records: u64,
+    pub matched: u64,
+    /// Successful allocations (in the filters) that have a stack.
+    pub allocations_with_stack: u64,
+    /// Distinct stacks.
+    pub distinct: u64,
+}
+
+/// One row of the page call-site table.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageCallsiteRow {
+    /// `function+0xoff` of the first frame outside the allocator; `-`
+    /// without a stack.
+    pub callsite: String,
+    /// 0 without a stack.
+    pub addr: Addr,
+    pub order: u32,
+    pub migratetype: String,
+    pub gfp: Gfp,
+    pub hits: u64,
+    pub bytes: u64,
+    /// Of these, still allocated at the end.
+    pub live_blocks: u64,
+    pub live_bytes: u64,
+    /// Distinct stacks behind the row, and the most frequent one
+    /// (innermost first, from the call site; with `--stacks`, else empty).
+    pub stacks: u64,
+    pub top_stack: Vec<String>,
+}
+
+/// A GFP flag's short name, as the kernel names it.
+#[derive(Clone, Debug, Serialize)]
+pub struct GfpLegendEntry {
+    pub short: String,
+    pub name: String,
+    pub value: String,
+}
+
+/// One row of the per-page-frame table.
+#[derive(Clone, Debug, Serialize)]
+pub struct PfnRow {
+    pub pfn: Addr,
+    pub hits: u64,
+    pub bytes: u64,
+    pub order: u32,
+    pub migratetype: String,
+    pub gfp: Gfp,
+    pub callsite: String,
+}
+
+/// Live blocks of one group.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveGroupRow {
+    /// The call site (`-` without a stack).
+    pub callsite: String,
+    /// The whole stack, innermost first (when grouped by stack).
+    pub stack: Option<Vec<String>>,
+    pub pid: Option<i32>,
+    pub comm: Option<String>,
+    pub blocks: u64,
+    pub bytes: u64,
+    /// Age at the end of the capture of the oldest block.
+    pub oldest_age_ns: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -28,6 +28,36 @@ pub struct Options {
     /// Decoder threads, and half as many shards (`None`: one per core, at
     /// most 16). The report is the same whatever the number.
     pub threads: Option<usize>,
+    /// Keep page allocations by page frame (`--alloc` with `--page`).
+    pub pages_by_pfn: bool,
+    /// The page tables' sort keys.
+    pub page_sort: Vec<crate::model::PageSortKey>,
+    /// What live pages are grouped by.
+    pub page_cull: Vec<crate::model::CullKey>,
+    /// Whole stacks in the page tables.
+    pub page_stacks: bool,
+}
+
+impl Default for Options {
+    /// Everything selected, perf kmem's sort orders, live pages by stack.
+    fn default() -> Self {
+        use crate::model::{CullKey, PageSortKey, SortKey};
+        Options {
+            filter: Filter::default(),
+            comm: None,
+            traced: None,
+            per_pointer: false,
+            remember_frees: 32768,
+            min_age: 0,
+            sort: vec![SortKey::Frag, SortKey::Hit, SortKey::Bytes],
+            lines: None,
+            threads: None,
+            pages_by_pfn: false,
+            page_sort: vec![PageSortKey::Bytes, PageSortKey::Hit],
+            page_cull: vec![CullKey::Stack],
+            page_stacks: false,
+        }
+    }
 }
 
 /// The result of a run.
@@ -70,7 +100,7 @@ pub fn analyse(
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: untraced::UntracedPass::default(),
-        pages: crate::passes::pages::PagesPass::new(filter, page_size),
+        pages: crate::passes::pages::PagesPass::new(filter, page_size, opts.pages_by_pfn),
         first_ts: None,
         last_ts: 0,
     };

@@ -66,6 +66,7 @@ fn log() -> Vec<u8> {
 /// Every shard's merged events, with their keys.
 fn merged(log: &Log, shards: usize) -> Vec<Vec<(u64, OrderKey)>> {
     let kmem = log.kmem_decoder();
+    let stacks = kmemtrace_analysis::intern::StackTable::default();
     let (filter, interner, sites, progress) = (
         Filter::default(),
         Interner::new(),
@@ -81,6 +82,8 @@ fn merged(log: &Log, shards: usize) -> Vec<Vec<(u64, OrderKey)>> {
         progress: &progress,
         shards,
         switches: None,
+        stack_reader: None,
+        stacks: &stacks,
     };
     let cpus = log.cpus();
     let streams: Vec<Vec<CpuBlockRef>> = cpus

@@ -16,10 +16,22 @@ Examples:
   kmemtrace-report x.kmt --kallsyms System.map-6.1.0   symbols from another file
   kmemtrace-report x.kmt --json > report.json     everything, schema kmemtrace-report/1
   kmemtrace-report x.kmt --fail-on error          exit 1 on certain error findings (CI gates)
+  kmemtrace-report x.kmt --page --caller --stacks page call sites, each with its commonest stack
+  kmemtrace-report x.kmt --page --live --cull pid,callsite   pages still allocated, by owner
+  kmemtrace-report x.kmt --page --alloc -s page    allocations per page frame
 
 Sort keys (-s, comma-separated, first key first): callsite, bytes (allocated),
 req, hit, frag, waste, pingpong (cross-CPU frees), live (live bytes at the
 end), peak (peak live bytes). Default: frag,hit,bytes, as perf kmem.
+The page tables take page (frame), callsite, bytes, hit, order, migtype and
+gfp from the same list (numbers the largest first, the rest ascending);
+default bytes,hit, as perf kmem --page.
+
+Page call sites come from the kernel stack kmemtraced records with each page
+allocation (--page-stacks, on by default): the first frame outside the
+tracing machinery and the page allocator, whose functions in the recorded
+kernel the JSON lists (pages.allocator_functions). Without stacks the call
+site is `-`.
 
 Filters: --time cuts the capture to a window (seconds after the first event,
 or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,
@@ -90,6 +102,16 @@ pub struct Cli {
     /// migratetype, per-CPU lists, external fragmentation.
     #[arg(long)]
     pub page: bool,
+    /// With --page: the pages still allocated at the end, grouped by
+    /// --cull (page_owner_sort's question, answered from the trace).
+    #[arg(long)]
+    pub live: bool,
+    /// How --live groups pages: comma-separated stack, callsite, pid, comm.
+    #[arg(long, value_name = "KEYS", default_value = "stack")]
+    pub cull: String,
+    /// Whole kernel stacks in the page tables (each call site's commonest).
+    #[arg(long)]
+    pub stacks: bool,
 
     /// Leaks: only objects at least this old at the end (`500ms`, `2s`).
     #[arg(long = "min-age", value_name = "DURATION", value_parser = kmemtrace_analysis::filter::parse_duration_ns, default_value = "0")]

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod page_tables;
 mod pages;
 mod text;
 
@@ -75,6 +76,10 @@ fn main() -> ExitCode {
     let sort = match model::parse_sort(&cli.sort) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let page_cull = match model::parse_cull(&cli.cull) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_USAGE, format!("--cull: {e}")),
     };
     let mut filter = filter::Filter {
         callsite: cli.callsite.clone(),
@@ -199,18 +204,32 @@ fn main() -> ExitCode {
         syms
     };
 
-    let any_section =
-        cli.caller || cli.caches || cli.matrix || cli.alloc || cli.leaks || cli.misuse || cli.page;
+    let any_section = cli.caller
+        || cli.caches
+        || cli.matrix
+        || cli.alloc
+        || cli.leaks
+        || cli.misuse
+        || cli.page
+        || cli.live;
+    // With --page alone, --caller and --alloc name the page tables (as in
+    // perf kmem --page); with --slab sections beside, both.
+    let page_only =
+        (cli.page || cli.live) && !(cli.caches || cli.matrix || cli.leaks || cli.misuse);
     let opts = kmemtrace_analysis::Options {
         filter,
         comm: cli.comm.clone(),
         traced,
-        per_pointer: cli.alloc,
+        per_pointer: cli.alloc && !page_only,
         remember_frees: cli.remember_frees,
         min_age: cli.min_age,
         sort,
         lines: if cli.json { cli.lines } else { None },
         threads: cli.threads.map(usize::from),
+        pages_by_pfn: cli.alloc && (cli.page || cli.json),
+        page_sort: model::parse_page_sort(&cli.sort),
+        page_cull,
+        page_stacks: cli.stacks,
     };
     let out = if !cli.quiet && std::io::stderr().is_terminal() {
         let mut printed = false;
@@ -245,13 +264,16 @@ fn main() -> ExitCode {
     } else {
         let color = kmemtrace_format::human::use_color(std::io::stdout().is_terminal());
         let sections = text::Sections {
-            callsites: !any_section || cli.caller,
+            callsites: !any_section || (cli.caller && !page_only),
             caches: cli.caches,
             matrix: cli.matrix,
-            alloc: cli.alloc,
+            alloc: cli.alloc && !page_only,
             leaks: !any_section || cli.leaks,
             misuse: !any_section || cli.misuse,
-            page: !any_section || cli.page,
+            page: !any_section || cli.page || cli.live,
+            page_callers: !any_section || cli.caller || (cli.page && !cli.alloc && !cli.live),
+            page_alloc: cli.alloc && (cli.page || cli.live),
+            page_live: cli.live,
             color,
             lines: cli.lines.unwrap_or(20),
         };

@@ -1,6 +1,7 @@
 //! The page-allocator section of the text report, after `perf kmem stat
 //! --page`'s summary, with the recorded kernel's migratetype names.
 
+use crate::text::Sections;
 use kmemtrace_analysis::model::{OrderRow, PageReport, PageRequests};
 use kmemtrace_format::human::thousands;
 use std::fmt::Write;
@@ -40,9 +41,16 @@ fn matrix(o: &mut String, p: &PageReport, rows: &[OrderRow]) {
 }
 
 /// Renders the page section.
-pub fn render(o: &mut String, p: &PageReport, lines: usize) {
+pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
     if p.allocations.requests + p.frees.requests + p.allocation_failures == 0 {
         return;
+    }
+    let lines = s.lines;
+    if s.page_alloc {
+        crate::page_tables::by_pfn(o, p, lines);
+    }
+    if s.page_callers {
+        crate::page_tables::callsites(o, p, lines);
     }
     let _ = writeln!(o, "\nSUMMARY (page allocator)\n========================");
     line(o, "Total allocation requests", &p.allocations);
@@ -129,5 +137,11 @@ pub fn render(o: &mut String, p: &PageReport, lines: usize) {
                 }
             );
         }
+    }
+    if s.page_live {
+        crate::page_tables::live(o, p, lines);
+    }
+    if s.page_callers || s.page_alloc {
+        crate::page_tables::legend(o, p);
     }
 }

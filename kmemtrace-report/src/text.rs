@@ -109,6 +109,10 @@ pub struct Sections {
     pub leaks: bool,
     pub misuse: bool,
     pub page: bool,
+    /// Within the page section: call sites, page frames, live pages.
+    pub page_callers: bool,
+    pub page_alloc: bool,
+    pub page_live: bool,
     pub color: bool,
     /// Rows per table.
     pub lines: usize,
@@ -463,7 +467,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
     }
 
     if s.page {
-        crate::pages::render(&mut o, &r.pages, s.lines);
+        crate::pages::render(&mut o, &r.pages, s);
     }
 
     if s.misuse {

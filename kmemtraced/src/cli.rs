@@ -126,6 +126,14 @@ pub struct Cli {
     #[arg(long = "trace-self")]
     pub trace_self: bool,
 
+    /// Take a kernel stack with every page allocation (`mm_page_alloc`), for
+    /// the report's page call sites: the `stacktrace` event trigger in the
+    /// recorder's own instance. `off` records no stacks (smaller logs, less
+    /// overhead in the traced kernel; the page report then has no call
+    /// sites).
+    #[arg(long = "page-stacks", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    pub page_stacks: bool,
+
     /// Boot mode: drain what boot-time tracing (`trace_event=kmem:...` on the
     /// kernel command line) left in the top-level buffer, without resetting it
     /// or changing its events; no instance is created. Boot with
@@ -169,7 +177,7 @@ pub struct Cli {
     /// Turn a tracefs dump (a directory, or a tar, gzip'd or not, as
     /// kmemtrace-capture.sh writes on machines that cannot run kmemtraced)
     /// into a log, with the dump's own byte order and sizes.
-    #[arg(long = "import", value_name = "DIR|TAR", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self"])]
+    #[arg(long = "import", value_name = "DIR|TAR", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
     pub import: Option<PathBuf>,
 
     /// Internal: the guardian of a recording's instance (see guard.rs).
@@ -186,6 +194,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     match kmemtrace_format::human::parse_duration(s)? {
         d if d.is_zero() => Err(format!("duration `{s}` must be more than zero")),
         d => Ok(d),
+    }
+}
+
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "yes" | "1" => Ok(true),
+        "off" | "no" | "0" => Ok(false),
+        _ => Err(format!("`{s}`: expected on or off")),
     }
 }
 

@@ -252,6 +252,50 @@ fn add_idle_switches(dir: &TraceDir, events: &mut Vec<Event>) {
     }
 }
 
+/// The trigger that has the kernel take a stack with each page allocation.
+const PAGE_STACK_TRIGGER: &str = "stacktrace";
+
+/// The stack record's event, whose format the log carries when the
+/// kernel is to take a stack with every `mm_page_alloc` recorded here
+/// ([`start_page_stacks`]). `None` where `mm_page_alloc` is not recorded or
+/// the kernel has no `kernel_stack` format (said in a note).
+fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -> Option<Event> {
+    use kmemtrace_format::stacks::{STACK_EVENT, STACK_SYSTEM};
+    if !events
+        .iter()
+        .any(|e| e.system == "kmem" && e.name == "mm_page_alloc")
+    {
+        return None;
+    }
+    let stack = Event {
+        system: STACK_SYSTEM.into(),
+        name: STACK_EVENT.into(),
+    };
+    if dir
+        .file(&format!("events/{}/format", stack.path()))
+        .is_file()
+    {
+        Some(stack)
+    } else {
+        notes.push("no page stacks: this kernel has no ftrace/kernel_stack event".into());
+        None
+    }
+}
+
+/// Sets the `stacktrace` trigger on `mm_page_alloc`, in this instance only
+/// (kernels since 5.x write the stack to the instance's own buffer, right
+/// after the event). Call with tracing off and the event enabled: a
+/// trigger on a disabled event soft-disables it, and the kernel then takes
+/// stacks of allocations it does not record.
+fn start_page_stacks(dir: &TraceDir) -> std::result::Result<(), String> {
+    dir.write("events/kmem/mm_page_alloc/trigger", PAGE_STACK_TRIGGER)
+        .map_err(|e| {
+            format!(
+                "no page stacks: the kernel refused the stacktrace trigger on mm_page_alloc ({e})"
+            )
+        })
+}
+
 /// Whether the recording traces chosen processes (`-p`, `-F`) only.
 fn pid_filtered(cli: &Cli) -> bool {
     !cli.pids.is_empty() || cli.follow_command
@@ -297,13 +341,22 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     if !pid_filter {
         add_idle_switches(&inst.dir, &mut events);
     }
+    let mut stack_notes = Vec::new();
+    let stacks = if cli.page_stacks {
+        page_stack_event(&inst.dir, &events, &mut stack_notes)
+    } else {
+        None
+    };
     let layout = metadata::layout(&inst.dir)?;
     let out = output::open(&output)?;
+    // The log carries the stack record's format beside the events' (the
+    // kernel writes those records; there is nothing to enable).
+    let recorded: Vec<Event> = events.iter().cloned().chain(stacks.clone()).collect();
     let plan = Plan {
         dir: inst.dir.clone(),
         top: tfs.top.clone(),
         instance: inst.name.clone(),
-        events: events.clone(),
+        events: recorded,
         layout,
         compression: cli.compress,
         flush_interval: cli.flush_interval,
@@ -313,6 +366,10 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         command_line: metadata::shell_quote(argv),
     };
     let mut session = Session::start(plan, out.file)?;
+    for n in stack_notes {
+        say(cli.quiet, &n);
+        session.note(n);
+    }
     if let Err(e) = &guardian {
         session.note(format!(
             "no guardian process ({e}): if the recorder is killed, `kmemtraced --cleanup` removes its instance"
@@ -332,6 +389,12 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     // last not yet (objects that look leaked, then returned while live).
     let _ = inst.dir.write("tracing_on", "0");
     let enabled = set_events(&inst.dir, &events, true);
+    if stacks.is_some() {
+        if let Err(n) = start_page_stacks(&inst.dir) {
+            say(cli.quiet, &n);
+            session.note(n);
+        }
+    }
     let _ = inst.dir.write("tracing_on", "1");
     session.mark_started();
     let mut failure: Option<Failure> = enabled.err();

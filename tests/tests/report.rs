@@ -22,6 +22,8 @@ mod golden;
 mod live;
 #[path = "report/misuse.rs"]
 mod misuse;
+#[path = "report/page_stacks.rs"]
+mod page_stacks;
 #[path = "report/pages.rs"]
 mod pages;
 #[path = "report/pid.rs"]

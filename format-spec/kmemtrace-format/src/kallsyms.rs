@@ -389,6 +389,14 @@ impl Kallsyms {
         }
     }
 
+    /// The names of every text symbol, in address order.
+    pub fn text_names(&self) -> impl Iterator<Item = &str> {
+        self.syms
+            .iter()
+            .filter(|s| s.is_text())
+            .map(|s| self.name(s))
+    }
+
     /// The address of the first symbol called `name` (linear search).
     pub fn address_of(&self, name: &str) -> Option<u64> {
         self.syms

@@ -153,6 +153,30 @@ fn every_format_parses_here_and_foreign() {
     }
 }
 
+/// The `kernel_stack` formats of the foreign kernels and of this one give
+/// the stack reader its entries' offset and size: 4-byte longs at 12 on
+/// armhf, 8-byte at 16 on s390x and x86_64.
+#[test]
+fn kernel_stack_formats() {
+    use kmemtrace_format::stacks::StackReader;
+    let here = Path::new(TRACEFS).join("events/ftrace/kernel_stack/format");
+    let mut cases = Vec::new();
+    if here.is_file() {
+        cases.push(("this machine".to_string(), read_tracefs(&here), 16, 8));
+    }
+    if let Some(d) = common::data_dir("formats_real (kernel_stack)") {
+        for (arch, off, long) in [("armhf", 12, 4), ("s390x", 16, 8)] {
+            let p = d.join(arch).join("raw/events/ftrace/kernel_stack/format");
+            cases.push((arch.to_string(), fs::read_to_string(p).unwrap(), off, long));
+        }
+    }
+    for (what, text, off, long) in cases {
+        let f = EventFormat::parse(&text, Some("ftrace")).unwrap();
+        let r = StackReader::from_format(&f, 0).unwrap();
+        assert_eq!(r.layout(), (off, long), "{what}");
+    }
+}
+
 /// A line of the kernel's `trace` text: cpu, pid, comm, event, fields.
 #[derive(Debug)]
 struct TextEvent {

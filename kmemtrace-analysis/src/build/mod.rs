@@ -5,6 +5,7 @@ mod misuse;
 
 pub use misuse::{kernel_version, kfree_cache_judgement};
 
+mod page_sites;
 mod pages;
 
 use crate::event::NO_CACHE;
@@ -222,6 +223,7 @@ pub fn build(
         windows,
         summaries,
         cache_names: names,
+        stacks,
     } = end;
     let windows = &windows;
     let an = found.passes;
@@ -263,7 +265,7 @@ pub fn build(
     };
     let (misuse, worst) = misuse::findings(&ctx, an, found.judge, &evidence, a.release.as_deref());
     let trace_completeness = misuse::completeness(&ctx, &evidence);
-    let pages = pages::section(&ctx, &an.pages, found.live_pages, &summaries);
+    let pages = pages::section(&ctx, &an.pages, found.live_pages, &summaries, &stacks);
     let leaks_m = leak_section(&ctx, &leaks);
     let allocs = allocs(&ctx);
 

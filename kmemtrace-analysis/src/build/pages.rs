@@ -1,8 +1,9 @@
 //! The page-allocator section: the page tracker's counts, named with the
 //! recorded kernel's migratetypes.
 
+use super::page_sites::{self, StackSites};
 use super::Ctx;
-use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PcpRow};
+use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PageStacks, PcpRow};
 use crate::passes::pages::{LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
 
 fn requests(r: &Requests) -> PageRequests {
@@ -34,10 +35,29 @@ pub(crate) fn section(
     p: &PagesPass<'_>,
     live: &LivePages,
     summaries: &[crate::stream::CpuSummary],
+    stacks: &[Box<[u64]>],
 ) -> PageReport {
     let types = kmemtrace_format::pagetypes::of_log(cx.log);
     let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
     let name = |mt: i8| types.name(i32::from(mt));
+    let mt_name = |mt: i32| types.name(mt);
+    let ss = StackSites::new(cx, stacks);
+    let callsites = page_sites::callsites(&ss, p, live, &mt_name);
+    let gfp_legend = page_sites::gfp_legend(cx, p.by_site.keys().map(|k| k.gfp));
+    let lines = cx.opts.lines.unwrap_or(usize::MAX);
+    let mut by_pfn = page_sites::by_pfn(&ss, p, &mt_name);
+    if let Some(v) = by_pfn.as_mut() {
+        v.truncate(lines);
+    }
+    let mut live_rows = page_sites::live_groups(&ss, live);
+    live_rows.truncate(lines);
+    let stack_info = PageStacks {
+        recorded: kmemtrace_format::stacks::StackReader::new(cx.log).is_some(),
+        records: summaries.iter().map(|c| c.stacks).sum(),
+        matched: summaries.iter().map(|c| c.stacks_paired).sum(),
+        allocations_with_stack: p.with_stack,
+        distinct: stacks.len().saturating_sub(1) as u64,
+    };
     let mut fallbacks: Vec<FallbackRow> = p
         .fallbacks
         .iter()
@@ -133,6 +153,28 @@ pub(crate) fn section(
         fallbacks_per_second: per_second
             .into_iter()
             .map(|(s, n)| (s.saturating_sub(first_s), n))
+            .collect(),
+        allocator_functions: cx
+            .syms
+            .table
+            .as_ref()
+            .filter(|_| stack_info.recorded)
+            .map(crate::page_callers::allocator_functions)
+            .unwrap_or_default(),
+        callsites: {
+            let mut c = callsites;
+            c.truncate(lines);
+            c
+        },
+        gfp_legend,
+        by_pfn,
+        live: live_rows,
+        stacks: stack_info,
+        live_grouped_by: cx
+            .opts
+            .page_cull
+            .iter()
+            .map(|k| k.name().to_string())
             .collect(),
     }
 }

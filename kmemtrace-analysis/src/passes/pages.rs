@@ -105,10 +105,45 @@ impl ListRuns {
 #[derive(Clone, Copy, Debug)]
 pub struct LivePage {
     pub ts: u64,
+    pub gfp: u64,
     pub order: u32,
     pub migratetype: i32,
+    /// The stack taken with the allocation ([`crate::intern::NO_STACK`]
+    /// if none).
+    pub stack: u32,
+    pub pid: i32,
     pub cpu: u16,
     pub selected: bool,
+}
+
+impl LivePage {
+    fn site(&self) -> SiteKey {
+        SiteKey {
+            stack: self.stack,
+            order: self.order,
+            migratetype: self.migratetype,
+            gfp: self.gfp,
+        }
+    }
+}
+
+/// What `perf kmem stat --page --caller` groups allocations by: the stack
+/// (whose first frame outside the allocator is the call site), order,
+/// migratetype and GFP flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SiteKey {
+    pub stack: u32,
+    pub order: u32,
+    pub migratetype: i32,
+    pub gfp: u64,
+}
+
+/// `perf kmem stat --page --alloc`'s grouping: a page frame's allocations
+/// with one order, migratetype, GFP flags and stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PfnKey {
+    pub pfn: u64,
+    pub site: SiteKey,
 }
 
 /// Requests and bytes.
@@ -123,7 +158,7 @@ impl Requests {
         self.requests += 1;
         self.bytes = self.bytes.saturating_add(bytes);
     }
-    fn absorb(&mut self, o: &Requests) {
+    pub fn absorb(&mut self, o: &Requests) {
         self.requests += o.requests;
         self.bytes = self.bytes.saturating_add(o.bytes);
     }
@@ -175,10 +210,18 @@ pub struct PagesPass<'a> {
     pub fallbacks: FastMap<Fallback, u64>,
     /// Fallbacks per second of trace time (by `ts / 1e9`).
     pub fallbacks_per_second: FastMap<u64, u64>,
+    /// Successful allocations by stack, order, migratetype and GFP flags.
+    pub by_site: FastMap<SiteKey, Requests>,
+    /// Successful allocations that came with a stack.
+    pub with_stack: u64,
+    /// Successful allocations by page frame (kept on request only: one
+    /// entry per frame and grouping).
+    pub by_pfn: Option<FastMap<PfnKey, Requests>>,
 }
 
 impl<'a> PagesPass<'a> {
-    pub fn new(filter: &'a Filter, page_size: u64) -> Self {
+    /// `per_pfn`: keep the allocations by page frame ([`PagesPass::by_pfn`]).
+    pub fn new(filter: &'a Filter, page_size: u64, per_pfn: bool) -> Self {
         PagesPass {
             filter,
             page_size,
@@ -199,6 +242,9 @@ impl<'a> PagesPass<'a> {
             drained_from: FastMap::default(),
             fallbacks: FastMap::default(),
             fallbacks_per_second: FastMap::default(),
+            by_site: FastMap::default(),
+            with_stack: 0,
+            by_pfn: per_pfn.then(FastMap::default),
         }
     }
 
@@ -240,6 +286,15 @@ impl<'a> PagesPass<'a> {
         }
         for (&k, &n) in &o.fallbacks_per_second {
             *self.fallbacks_per_second.entry(k).or_insert(0) += n;
+        }
+        for (&k, r) in &o.by_site {
+            self.by_site.entry(k).or_default().absorb(r);
+        }
+        self.with_stack += o.with_stack;
+        if let (Some(mine), Some(theirs)) = (self.by_pfn.as_mut(), o.by_pfn.as_ref()) {
+            for (&k, r) in theirs {
+                mine.entry(k).or_default().absorb(r);
+            }
         }
     }
 
@@ -301,8 +356,11 @@ impl<'a> PagesPass<'a> {
         self.on_list_of.remove(&pg.pfn);
         let new = LivePage {
             ts: ev.ts,
+            gfp: pg.gfp,
             order: pg.order,
             migratetype: pg.migratetype,
+            stack: pg.stack,
+            pid: ev.pid,
             cpu: ev.cpu,
             selected,
         };
@@ -310,7 +368,17 @@ impl<'a> PagesPass<'a> {
         if !selected {
             return;
         }
-        self.allocated.add(self.bytes(pg.order));
+        let bytes = self.bytes(pg.order);
+        self.allocated.add(bytes);
+        self.by_site.entry(new.site()).or_default().add(bytes);
+        self.with_stack += u64::from(pg.stack != crate::intern::NO_STACK);
+        if let Some(m) = self.by_pfn.as_mut() {
+            let key = PfnKey {
+                pfn: pg.pfn,
+                site: new.site(),
+            };
+            m.entry(key).or_default().add(bytes);
+        }
         self.allocated_while_live += u64::from(old.is_some());
         self.by_order_migratetype[order_slot(pg.order)][migratetype_slot(pg.migratetype)] += 1;
     }
@@ -379,6 +447,28 @@ pub struct LivePages {
     pub oldest_ts: Option<u64>,
     /// Blocks by [order][migratetype].
     pub by_order_migratetype: Vec<[u64; MIGRATETYPE_SLOTS]>,
+    /// Blocks by what their allocation is counted under.
+    pub by_site: FastMap<SiteKey, Requests>,
+    /// Blocks by (stack, pid) of their allocation: the finest grouping
+    /// page_owner_sort's `--cull` offers, which coarser ones add up.
+    pub by_owner: FastMap<(u32, i32), LiveGroup>,
+}
+
+/// Live blocks of one group, and when the oldest was allocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveGroup {
+    pub pages: Requests,
+    pub oldest_ts: Option<u64>,
+}
+
+impl LiveGroup {
+    pub fn absorb(&mut self, o: &LiveGroup) {
+        self.pages.absorb(&o.pages);
+        self.oldest_ts = match (self.oldest_ts, o.oldest_ts) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 impl LivePages {
@@ -388,8 +478,13 @@ impl LivePages {
             self.by_order_migratetype = vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS];
         }
         for (_, l) in p.live_selected() {
+            let bytes = p.order_bytes(l.order);
             self.blocks += 1;
-            self.bytes = self.bytes.saturating_add(p.order_bytes(l.order));
+            self.bytes = self.bytes.saturating_add(bytes);
+            self.by_site.entry(l.site()).or_default().add(bytes);
+            let g = self.by_owner.entry((l.stack, l.pid)).or_default();
+            g.pages.add(bytes);
+            g.oldest_ts = Some(g.oldest_ts.map_or(l.ts, |t| t.min(l.ts)));
             self.oldest_ts = Some(self.oldest_ts.map_or(l.ts, |t| t.min(l.ts)));
             self.by_order_migratetype[order_slot(l.order)][migratetype_slot(l.migratetype)] += 1;
         }

@@ -3,7 +3,7 @@
 //! events wait, routed by shard, until each shard takes its part. The
 //! loss assembler hears of every block as it is decoded.
 
-use super::decode::{Decoded, Decoder, Local};
+use super::decode::{AwaitingStacks, Decoded, Decoder, LateStack, Local};
 use super::losses::Assembler;
 use crate::event::Event;
 use kmemtrace_format::log::CpuBlockRef;
@@ -18,12 +18,17 @@ struct Slot {
     taken: AtomicUsize,
     state: Mutex<Option<Ready>>,
     ready: Condvar,
+    /// The block's leading stacks, once decoded (for the block before).
+    leading: Mutex<Option<Vec<LateStack>>>,
 }
 
 /// A decoded block's parts, as the shards take them.
 struct Ready {
     parts: Vec<Option<Vec<Event>>>,
     max_ts: u64,
+    /// Allocations waiting for a stack from the next block, until it is
+    /// decoded; the parts are handed out only then.
+    trailing: Option<AwaitingStacks>,
 }
 
 /// The blocks of every stream (one per CPU), decoded on demand.
@@ -42,6 +47,8 @@ pub struct Blocks<'a> {
     /// may be asked for ahead of need (decoded blocks are the memory).
     in_flight: AtomicUsize,
     cap: usize,
+    /// Per stream, stacks matched across a block boundary.
+    pub late_stacks: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl<'a> Blocks<'a> {
@@ -61,12 +68,15 @@ impl<'a> Blocks<'a> {
                         taken: AtomicUsize::new(0),
                         state: Mutex::new(None),
                         ready: Condvar::new(),
+                        leading: Mutex::new(None),
                     })
                     .collect()
             })
             .collect();
         let (tx, rx) = channel();
+        let late_stacks = streams.iter().map(|_| Default::default()).collect();
         Blocks {
+            late_stacks,
             decoder,
             streams,
             slots,
@@ -117,7 +127,7 @@ impl<'a> Blocks<'a> {
         let slot = &self.slots[i][k];
         let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(r) = st.as_mut() {
+            if let Some(r) = st.as_mut().filter(|r| r.trailing.is_none()) {
                 let part = r.parts.get_mut(shard).and_then(Option::take);
                 if slot.taken.fetch_add(1, Ordering::AcqRel) + 1 == self.shards {
                     self.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -163,16 +173,76 @@ impl<'a> Blocks<'a> {
                 self.decoder.lost(block, block.offset, what)
             });
             let max_ts = meta.max_ts;
+            let leading = meta.leading_stacks.clone();
+            let trailing = meta.trailing.clone();
             self.assembler
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .add(i, k, meta);
-            let slot = &self.slots[i][k];
-            *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ready {
-                parts: parts.into_iter().map(Some).collect(),
-                max_ts,
-            });
-            slot.ready.notify_all();
+            self.publish(i, k, parts, max_ts, trailing);
+            self.hand_back(i, k, leading);
+        }
+    }
+
+    /// Makes block `k` of stream `i` ready, once its last allocations have
+    /// the stacks at the start of block `k + 1` (see [`Blocks::hand_back`]).
+    fn publish(
+        &self,
+        i: usize,
+        k: usize,
+        parts: Vec<Vec<Event>>,
+        max_ts: u64,
+        trailing: AwaitingStacks,
+    ) {
+        let slot = &self.slots[i][k];
+        let mut parts: Vec<Option<Vec<Event>>> = parts.into_iter().map(Some).collect();
+        let mut trailing = (!trailing.is_empty()).then_some(trailing);
+        // The next block's leading stacks stay locked until this block is
+        // in place: its decoder hands them back after setting them, and
+        // then finds this block waiting (see `hand_back`).
+        let next = self.slots[i].get(k + 1);
+        let lead = next.map(|n| n.leading.lock().unwrap_or_else(|e| e.into_inner()));
+        match (trailing.as_mut(), lead.as_ref()) {
+            (None, _) => {}
+            (Some(_), None) => trailing = None,
+            (Some(t), Some(l)) => {
+                if let Some(l) = l.as_ref() {
+                    let n = t.late(l, &mut parts);
+                    self.late_stacks[i].fetch_add(n, Ordering::Relaxed);
+                    trailing = None;
+                }
+            }
+        }
+        let waits = trailing.is_some();
+        *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ready {
+            parts,
+            max_ts,
+            trailing,
+        });
+        drop(lead);
+        slot.ready.notify_all();
+        if waits {
+            self.request(i, k + 1);
+        }
+    }
+
+    /// Block `k` of stream `i` is decoded: its leading stacks go to the
+    /// block before, if that one waits for them.
+    fn hand_back(&self, i: usize, k: usize, leading: Vec<LateStack>) {
+        *self.slots[i][k]
+            .leading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(leading.clone());
+        let Some(prev) = k.checked_sub(1).map(|p| &self.slots[i][p]) else {
+            return;
+        };
+        let mut st = prev.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = st.as_mut() {
+            if let Some(mut t) = r.trailing.take() {
+                let n = t.late(&leading, &mut r.parts);
+                self.late_stacks[i].fetch_add(n, Ordering::Relaxed);
+                prev.ready.notify_all();
+            }
         }
     }
 

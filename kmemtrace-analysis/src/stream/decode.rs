@@ -11,9 +11,10 @@
 
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
-use crate::intern::{Interner, LocalInterner, LocalSites, SiteTable};
+use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
+use kmemtrace_format::stacks::StackReader;
 use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
 use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
@@ -65,6 +66,10 @@ pub struct CpuSummary {
     pub tasks: TaskSightings,
     /// Runs of per-CPU list refills and drains (zone->lock acquisitions).
     pub list_runs: crate::passes::pages::ListRuns,
+    /// `kernel_stack` records, and those given to the page allocation
+    /// they were taken with.
+    pub stacks: u64,
+    pub stacks_paired: u64,
 }
 
 impl CpuSummary {
@@ -114,6 +119,21 @@ pub struct BlockMeta {
     /// The latest time stamp in the block (0 if none): the next block's
     /// events are ordered no earlier.
     pub max_ts: u64,
+    /// Stacks no allocation of the block took (the first few): those of
+    /// the previous block's last allocations, when the kernel wrote the
+    /// stack into the next sub-buffer and the recorder cut the block
+    /// between the two.
+    pub leading_stacks: Vec<LateStack>,
+    /// Allocations at the end of the block still waiting for their stack.
+    pub trailing: AwaitingStacks,
+}
+
+/// A stack the block's own allocations did not take.
+#[derive(Clone, Copy, Debug)]
+pub struct LateStack {
+    pub pid: i32,
+    pub in_interrupt: bool,
+    pub stack: u32,
 }
 
 /// One decoded CPU data block.
@@ -128,6 +148,8 @@ pub struct Decoded {
 pub struct Local<'a> {
     names: LocalInterner<'a>,
     sites: LocalSites<'a>,
+    stacks: LocalStacks<'a>,
+    frames: Vec<u64>,
     scratch: BlockScratch,
 }
 
@@ -136,6 +158,8 @@ impl<'a> Local<'a> {
         Local {
             names: LocalInterner::new(d.interner),
             sites: LocalSites::new(d.sites),
+            stacks: LocalStacks::new(d.stacks),
+            frames: Vec::new(),
             scratch: BlockScratch::new(),
         }
     }
@@ -155,6 +179,9 @@ pub struct Decoder<'a> {
     /// Which tasks the trace records ([`TaskSightings`]), where the log has
     /// `sched_switch`.
     pub switches: Option<SwitchReader>,
+    /// The stacks recorded with page allocations, where the log has them.
+    pub stack_reader: Option<StackReader>,
+    pub stacks: &'a StackTable,
 }
 
 impl Decoder<'_> {
@@ -185,16 +212,9 @@ impl Decoder<'_> {
         local: &mut Local<'_>,
         spare: &mut dyn FnMut() -> Vec<Event>,
     ) -> Decoded {
-        let Local {
-            names,
-            sites,
-            scratch,
-        } = local;
         match self.log.endian {
-            RunTimeEndian::Little => {
-                self.block(LittleEndian, block, (names, sites), scratch, spare)
-            }
-            RunTimeEndian::Big => self.block(BigEndian, block, (names, sites), scratch, spare),
+            RunTimeEndian::Little => self.block(LittleEndian, block, local, spare),
+            RunTimeEndian::Big => self.block(BigEndian, block, local, spare),
         }
     }
 
@@ -202,10 +222,16 @@ impl Decoder<'_> {
         &self,
         e: E,
         r: &CpuBlockRef,
-        (names, sites): (&mut LocalInterner<'_>, &mut LocalSites<'_>),
-        scratch: &mut BlockScratch,
+        local: &mut Local<'_>,
         spare: &mut dyn FnMut() -> Vec<Event>,
     ) -> Decoded {
+        let Local {
+            names,
+            sites,
+            stacks,
+            frames,
+            scratch,
+        } = local;
         let cpu = r.cpu;
         let mut sum = CpuSummary {
             cpu,
@@ -239,6 +265,8 @@ impl Decoder<'_> {
             parts[shard].push(ev);
         };
         let mut pending = false;
+        let mut awaiting = AwaitingStacks::default();
+        let mut leading: Vec<LateStack> = Vec::new();
         let mut last_ts: Option<u64> = None;
         let cpu16 = cpu.min(u32::from(u16::MAX)) as u16;
         let filter = self.filter;
@@ -284,6 +312,41 @@ impl Decoder<'_> {
                 if let Some(r) = &self.switches {
                     sum.tasks.record(r, e, payload);
                 }
+                if let Some(st) = self
+                    .stack_reader
+                    .as_ref()
+                    .and_then(|sr| sr.read(e, payload))
+                {
+                    sum.stacks += 1;
+                    let interrupt = st.context != 0;
+                    let intern = |frames: &mut Vec<u64>, stacks: &mut LocalStacks<'_>| {
+                        frames.clear();
+                        frames.extend(st.frames());
+                        stacks.get(frames)
+                    };
+                    match awaiting.take(st.pid, interrupt) {
+                        Some(at) => {
+                            sum.stacks_paired += 1;
+                            if let Some((shard, i)) = at {
+                                if let Body::Page(p) = &mut parts[shard][i].body {
+                                    p.stack = intern(frames, stacks);
+                                }
+                            }
+                        }
+                        // No allocation of this block took it: one of the
+                        // previous block's may (an interrupt's allocation
+                        // and stack can come between).
+                        None if leading.len() < AwaitingStacks::DEPTH => {
+                            leading.push(LateStack {
+                                pid: st.pid,
+                                in_interrupt: interrupt,
+                                stack: intern(frames, stacks),
+                            });
+                        }
+                        None => {}
+                    }
+                    continue;
+                }
                 // Names already met are recognised by their bytes; only new
                 // ones are checked to be UTF-8 (as `decode` would, with its
                 // error), and interned where slab events are kept.
@@ -316,8 +379,12 @@ impl Decoder<'_> {
                     }
                 };
                 sum.kmem_events += 1;
+                let stacked = ev.kind == KmemKind::MmPageAlloc && self.stack_reader.is_some();
                 if !filter.in_time(ts) {
                     sum.list_runs.event(None);
+                    if stacked {
+                        awaiting.push(ev.pid, ev.in_interrupt, None);
+                    }
                     continue;
                 }
                 let kind = match ev.kind {
@@ -379,14 +446,93 @@ impl Decoder<'_> {
                     in_interrupt: ev.in_interrupt,
                     body,
                 };
+                if stacked {
+                    let shard = if shards == 1 {
+                        0
+                    } else {
+                        bucket(ev.key()) % shards
+                    };
+                    awaiting.push(ev.pid, ev.in_interrupt, Some((shard, parts[shard].len())));
+                }
                 route(ev, &mut parts);
             }
         }
         self.progress
             .fetch_add(u64::from(r.count), Ordering::Relaxed);
         sum.pending_loss = pending;
-        let meta = BlockMeta { sum, loss, max_ts };
+        let meta = BlockMeta {
+            sum,
+            loss,
+            max_ts,
+            leading_stacks: leading,
+            trailing: awaiting,
+        };
         Decoded { parts, meta }
+    }
+}
+
+/// Where a decoded event went: its shard and index there (`None` for an
+/// allocation not kept).
+type Placed = (usize, usize);
+
+/// Page allocations of a block still waiting for the stack the kernel
+/// takes right after each (see [`kmemtrace_format::stacks`]): a stack
+/// belongs to the latest one of its task and context; an interrupt's
+/// allocation and stack nest inside. Older ones whose stack never came
+/// (lost, or in the next block) are passed over.
+#[derive(Clone, Debug, Default)]
+pub struct AwaitingStacks {
+    /// (pid, in interrupt, where the event went).
+    list: Vec<(i32, bool, Option<Placed>)>,
+}
+
+impl AwaitingStacks {
+    /// At most this many wait (process, soft and hard interrupt, NMI).
+    const DEPTH: usize = 4;
+
+    fn push(&mut self, pid: i32, in_interrupt: bool, at: Option<Placed>) {
+        if self.list.len() == Self::DEPTH {
+            self.list.remove(0);
+        }
+        self.list.push((pid, in_interrupt, at));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.iter().all(|a| a.2.is_none())
+    }
+
+    /// The allocation a stack of task `pid` was taken with, if one waits:
+    /// `Some(None)` when it was not kept.
+    fn take(&mut self, pid: i32, interrupt: bool) -> Option<Option<Placed>> {
+        let i = self
+            .list
+            .iter()
+            .rposition(|&(p, intr, _)| p == pid && intr == interrupt)?;
+        let at = self.list[i].2;
+        // Any later ones (nested in it) lost their stacks.
+        self.list.truncate(i);
+        Some(at)
+    }
+
+    /// Gives the previous block's waiting allocations (`self`) the next
+    /// block's leading stacks; returns how many were matched.
+    pub fn late(&mut self, stacks: &[LateStack], parts: &mut [Option<Vec<Event>>]) -> u64 {
+        let mut n = 0;
+        for l in stacks {
+            let Some(at) = self.take(l.pid, l.in_interrupt) else {
+                continue;
+            };
+            n += 1;
+            let ev = at.and_then(|(shard, i)| parts.get_mut(shard)?.as_mut()?.get_mut(i));
+            if let Some(Event {
+                body: Body::Page(p),
+                ..
+            }) = ev
+            {
+                p.stack = l.stack;
+            }
+        }
+        n
     }
 }
 
@@ -405,6 +551,7 @@ fn page_fields(ev: &KmemEvent<'_>) -> Page {
             fallback_migratetype: small(x.fallback_migratetype),
             change_ownership: x.change_ownership.map_or(-1, small),
         }),
+        stack: crate::intern::NO_STACK,
     }
 }
 
@@ -445,5 +592,7 @@ impl CpuSummary {
         self.problems_dropped += o.problems_dropped;
         self.tasks.absorb(&o.tasks);
         self.list_runs.absorb(&o.list_runs);
+        self.stacks += o.stacks;
+        self.stacks_paired += o.stacks_paired;
     }
 }

@@ -215,6 +215,7 @@ mod tests {
                     .collect(),
             },
             max_ts: last.unwrap_or(0),
+            ..Default::default()
         }
     }
 

@@ -22,7 +22,7 @@ pub use merge::OrderKey;
 
 use crate::event::Event;
 use crate::filter::Filter;
-use crate::intern::{Interner, SiteTable};
+use crate::intern::{Interner, SiteTable, StackTable};
 use blocks::Blocks;
 use decode::Decoder;
 use epochs::{Epochs, InOrder};
@@ -54,6 +54,9 @@ pub struct StreamEnd {
     pub summaries: Vec<CpuSummary>,
     /// Cache names by interned id (index 0 is empty).
     pub cache_names: Vec<String>,
+    /// Kernel stacks by interned id (index 0, [`crate::intern::NO_STACK`],
+    /// is empty).
+    pub stacks: Vec<Box<[u64]>>,
 }
 
 /// What the stream needs besides the log.
@@ -106,6 +109,7 @@ pub fn run<S: Shard, T: Send>(
     progress: &mut dyn FnMut(Progress),
 ) -> (Vec<S>, StreamEnd) {
     let interner = Interner::new();
+    let stack_table = StackTable::default();
     let done = AtomicU64::new(0);
     let events = AtomicU64::new(0);
     let subbufs_total: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
@@ -121,6 +125,8 @@ pub fn run<S: Shard, T: Send>(
         progress: &done,
         shards,
         switches: kmemtrace_format::tasks::SwitchReader::new(log),
+        stack_reader: kmemtrace_format::stacks::StackReader::new(log),
+        stacks: &stack_table,
     };
     let streams: Vec<Vec<CpuBlockRef>> = cpus
         .iter()
@@ -222,17 +228,28 @@ pub fn run<S: Shard, T: Send>(
         blocks.close();
         sinks
     });
+    let late: Vec<(u32, u64)> = cpus
+        .iter()
+        .zip(&blocks.late_stacks)
+        .map(|(&c, n)| (c, n.load(Ordering::Relaxed)))
+        .collect();
     let assembler = blocks
         .assembler
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
-    let (windows, summaries) = assembler.finish();
+    let (windows, mut summaries) = assembler.finish();
+    for s in &mut summaries {
+        if let Some(&(_, n)) = late.iter().find(|(c, _)| *c == s.cpu) {
+            s.stacks_paired += n;
+        }
+    }
     (
         sinks,
         StreamEnd {
             windows,
             summaries,
             cache_names: interner.names(),
+            stacks: stack_table.stacks(),
         },
     )
 }

@@ -415,22 +415,14 @@ impl FlagTable {
                         None => Ok(()),
                     };
                 }
-                let mut v = value;
                 let mut first = true;
-                for e in &self.entries {
-                    if v == 0 {
-                        break;
-                    }
-                    if v & e.value != e.value {
-                        continue;
-                    }
-                    v &= !e.value;
+                let v = self.each_flag(value, |e| {
                     if !first {
                         out.write_str(&self.delim)?;
                     }
                     first = false;
-                    out.write_str(if compact { e.short_name() } else { &e.name })?;
-                }
+                    out.write_str(if compact { e.short_name() } else { &e.name })
+                })?;
                 if v != 0 {
                     if !first {
                         out.write_str(&self.delim)?;
@@ -440,6 +432,41 @@ impl FlagTable {
                 Ok(())
             }
         }
+    }
+}
+
+impl FlagTable {
+    /// Calls `f` with each entry a flags `value` prints, as the kernel
+    /// picks them (in table order, each taking its bits off); returns the
+    /// bits no entry names.
+    fn each_flag<'t, F>(&'t self, value: u64, mut f: F) -> Result<u64, fmt::Error>
+    where
+        F: FnMut(&'t FlagEntry) -> fmt::Result,
+    {
+        let mut v = value;
+        for e in &self.entries {
+            if v == 0 {
+                break;
+            }
+            if v & e.value != e.value {
+                continue;
+            }
+            v &= !e.value;
+            f(e)?;
+        }
+        Ok(v)
+    }
+
+    /// The entries a flags `value` prints (for a legend of short names).
+    pub fn flags_of(&self, value: u64) -> Vec<&FlagEntry> {
+        let mut out = Vec::new();
+        if self.kind == TableKind::Flags {
+            let _ = self.each_flag(value, |e| {
+                out.push(e);
+                Ok(())
+            });
+        }
+        out
     }
 }
 

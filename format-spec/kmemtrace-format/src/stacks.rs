@@ -1,0 +1,239 @@
+//! Kernel stacks recorded with events: `ftrace/kernel_stack` records.
+//!
+//! The recorder has the kernel take a stack with every `mm_page_alloc`
+//! (the event trigger `stacktrace` in its own instance): the kernel then
+//! writes a `kernel_stack` record right after the event, on the same CPU,
+//! in the same context (an interrupt that comes in between writes its own
+//! event and stack before the interrupted one's stack: they nest). The
+//! record's format is in the log like any event's:
+//!
+//! ```text
+//! field:int size;                offset:8;   size:4;
+//! field:unsigned long caller[8]; offset:16;  size:64;   (x86_64, s390x)
+//! field:unsigned long caller[8]; offset:12;  size:32;   (armhf: 4-byte longs)
+//! ```
+//!
+//! `caller[8]` is only the format's declaration: the record holds `size`
+//! entries (the kernel sizes the record to the stack it took). Kernels
+//! before 5.2 filled a fixed array and ended a short stack with `ULONG_MAX`
+//! (or left zeros): both end the frames here. Each entry is a return
+//! address in the recorded kernel's `long` and byte order.
+
+use crate::endian::Endian;
+use crate::event_format::{EventFormat, Field, FieldKind};
+use crate::log::Log;
+
+/// The event's system and name.
+pub const STACK_SYSTEM: &str = "ftrace";
+pub const STACK_EVENT: &str = "kernel_stack";
+
+/// `common_flags` bits of the context an event was recorded in (hard and
+/// soft interrupt, NMI; `include/linux/trace_events.h`): an event and the
+/// stack taken with it share them.
+pub const CONTEXT_FLAGS: u8 = 0x08 | 0x10 | 0x40;
+
+/// Reads `kernel_stack` records with the recorded kernel's layout.
+#[derive(Clone, Debug)]
+pub struct StackReader {
+    id: u64,
+    pid: Field,
+    flags: Option<Field>,
+    size: Field,
+    caller_offset: usize,
+    long: usize,
+}
+
+/// One recorded stack, its frames still in the record.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelStack<'a, E: Endian> {
+    /// `common_pid`.
+    pub pid: i32,
+    /// `common_flags` & [`CONTEXT_FLAGS`].
+    pub context: u8,
+    frames: &'a [u8],
+    long: usize,
+    e: E,
+}
+
+impl StackReader {
+    /// The reader for the log's `kernel_stack` format; `None` if the log
+    /// has none (no stacks were recorded).
+    pub fn new(log: &Log) -> Option<StackReader> {
+        let f = log
+            .formats
+            .iter()
+            .find(|f| f.system == STACK_SYSTEM && f.name == STACK_EVENT)?;
+        StackReader::from_format(f, usize::from(log.arch.long_size))
+    }
+
+    /// The reader for `format`; `long_size` (4 or 8) is used where the
+    /// `caller` field does not say its element size.
+    pub fn from_format(format: &EventFormat, long_size: usize) -> Option<StackReader> {
+        let caller = format.field("caller")?;
+        let long = match caller.kind {
+            FieldKind::Array { len } if len > 0 && caller.size % len == 0 => caller.size / len,
+            _ => long_size,
+        };
+        if long != 4 && long != 8 {
+            return None;
+        }
+        Some(StackReader {
+            id: u64::from(format.id),
+            pid: format.field("common_pid")?.clone(),
+            flags: format.field("common_flags").cloned(),
+            size: format.field("size")?.clone(),
+            caller_offset: caller.offset,
+            long,
+        })
+    }
+
+    /// Where the entries start in a record, and their size (the recorded
+    /// kernel's `long`).
+    pub fn layout(&self) -> (usize, usize) {
+        (self.caller_offset, self.long)
+    }
+
+    /// The event id of `kernel_stack` records.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The stack in `payload`, if the record is a `kernel_stack` (`None`
+    /// for any other record, or one too short for its own fields).
+    #[inline]
+    pub fn read<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<KernelStack<'a, E>> {
+        if e.read_uint(payload, 0, 2)? != self.id {
+            return None;
+        }
+        let pid = self.pid.read_i64(e, payload)? as i32;
+        let context = self
+            .flags
+            .as_ref()
+            .and_then(|f| f.read_u64(e, payload))
+            .map_or(0, |v| v as u8 & CONTEXT_FLAGS);
+        let room = payload.len().checked_sub(self.caller_offset)? / self.long;
+        let declared = self.size.read_i64(e, payload)?.max(0) as usize;
+        let n = declared.min(room);
+        let frames = &payload[self.caller_offset..self.caller_offset + n * self.long];
+        Some(KernelStack {
+            pid,
+            context,
+            frames,
+            long: self.long,
+            e,
+        })
+    }
+}
+
+impl<'a, E: Endian> KernelStack<'a, E> {
+    /// The return addresses, innermost first, up to the first 0 or
+    /// `ULONG_MAX` (the end marker of kernels before 5.2).
+    pub fn frames(&self) -> impl Iterator<Item = u64> + 'a {
+        let (long, e) = (self.long, self.e);
+        let all_ones = if long == 8 {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        self.frames
+            .chunks_exact(long)
+            .map(move |c| e.read_uint(c, 0, long).unwrap_or(0))
+            .take_while(move |&a| a != 0 && a != all_ones)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BigEndian, LittleEndian};
+
+    fn format(caller_offset: usize, long: usize) -> EventFormat {
+        let text = format!(
+            "name: kernel_stack\nID: 4\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:unsigned long caller[8];\toffset:{caller_offset};\tsize:{};\tsigned:0;\n\n\
+print fmt: \"\\t=> %ps\\n\", (void *)REC->caller[0]\n",
+            8 * long
+        );
+        EventFormat::parse(&text, Some("ftrace")).unwrap()
+    }
+
+    fn record<E: Endian>(
+        e: E,
+        caller_offset: usize,
+        long: usize,
+        size: i32,
+        frames: &[u64],
+    ) -> Vec<u8> {
+        let mut p = Vec::new();
+        e.write_uint(&mut p, 4, 2);
+        p.push(0x10 | 0x01); // softirq, irqs off
+        p.push(0);
+        e.write_uint(&mut p, 77, 4);
+        e.write_uint(&mut p, size as u32 as u64, 4);
+        p.resize(caller_offset, 0);
+        for f in frames {
+            e.write_uint(&mut p, *f, long);
+        }
+        p
+    }
+
+    #[test]
+    fn every_layout() {
+        let frames = [0xc012_3456u64, 0xc0ab_cdef, 0xc000_0010];
+        // armhf: little-endian, 4-byte longs, entries at 12.
+        let r = StackReader::from_format(&format(12, 4), 4).unwrap();
+        let p = record(LittleEndian, 12, 4, 3, &frames);
+        let s = r.read(LittleEndian, &p).unwrap();
+        assert_eq!((s.pid, s.context), (77, 0x10));
+        assert_eq!(s.frames().collect::<Vec<_>>(), frames);
+        // s390x: big-endian, 8-byte longs, entries at 16.
+        let r = StackReader::from_format(&format(16, 8), 8).unwrap();
+        let big = [0x0010_2030u64, 0xffff_ffff_8100_0000];
+        let p = record(BigEndian, 16, 8, 2, &big);
+        assert_eq!(
+            r.read(BigEndian, &p).unwrap().frames().collect::<Vec<_>>(),
+            big
+        );
+    }
+
+    #[test]
+    fn ends() {
+        let r = StackReader::from_format(&format(16, 8), 8).unwrap();
+        // More entries than the format declares (the record is sized to
+        // the stack).
+        let long: Vec<u64> = (1..=12).map(|i| 0xffff_ffff_8100_0000 + i).collect();
+        let p = record(LittleEndian, 16, 8, 12, &long);
+        assert_eq!(r.read(LittleEndian, &p).unwrap().frames().count(), 12);
+        // A size beyond the record reads what is there.
+        let p = record(LittleEndian, 16, 8, 40, &long[..3]);
+        assert_eq!(r.read(LittleEndian, &p).unwrap().frames().count(), 3);
+        // The old fixed array: ULONG_MAX ends the stack.
+        let p = record(LittleEndian, 16, 8, 8, &[5, 6, u64::MAX, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            r.read(LittleEndian, &p)
+                .unwrap()
+                .frames()
+                .collect::<Vec<_>>(),
+            [5, 6]
+        );
+        let r4 = StackReader::from_format(&format(12, 4), 4).unwrap();
+        let p = record(LittleEndian, 12, 4, 8, &[5, 0xffff_ffff, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            r4.read(LittleEndian, &p)
+                .unwrap()
+                .frames()
+                .collect::<Vec<_>>(),
+            [5]
+        );
+        // Another event's record is not a stack.
+        let mut p = record(LittleEndian, 16, 8, 1, &[5]);
+        p[0] = 9;
+        assert!(r.read(LittleEndian, &p).is_none());
+        assert!(r.read(LittleEndian, &p[..6]).is_none());
+    }
+}

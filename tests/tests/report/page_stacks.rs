@@ -1,0 +1,278 @@
+//! Page call sites from the kernel stacks recorded with `mm_page_alloc`:
+//! synthetic logs laid out with each kernel's own `kernel_stack` and
+//! `mm_page_alloc` formats (x86_64 6.18; armhf and s390x 6.1 from the
+//! foreign captures: 4-byte longs, big-endian), with stacks that nest
+//! (an interrupt's allocation inside a task's) and stacks the recorder's
+//! block cuts separate from their allocation. Every allocation gets its
+//! stack, the call sites' counts are exact, whatever the thread count.
+
+use crate::{common, report_json, temp_log};
+use kmemtrace_format::event_format::EventFormat;
+use kmemtrace_format::records::{Meta, MetaKind};
+use kmemtrace_format::synth::{encode_event, LogBuilder, Value};
+use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+
+const PAGE: &str = include_str!("data/x86_64-6.18/mm_page_alloc.format");
+const PAGE_FREE: &str = include_str!("data/x86_64-6.18/mm_page_free.format");
+const STACK: &str = include_str!("data/x86_64-6.18/kernel_stack.format");
+
+/// The synthetic kernel's functions, 0x100 bytes each.
+const FUNCS: [&str; 9] = [
+    "trace_event_raw_event_mm_page_alloc",
+    "__alloc_pages_noprof",
+    "alloc_pages_mpol",
+    "pgd_alloc",
+    "copy_process",
+    "do_anonymous_page",
+    "handle_mm_fault",
+    "net_rx_refill",
+    "__do_softirq",
+];
+
+/// One kernel's layout.
+struct Kernel {
+    order: RunTimeEndian,
+    long: u8,
+    text: u64,
+    page: String,
+    page_free: String,
+    stack: String,
+}
+
+fn at(k: &Kernel, func: &str) -> u64 {
+    let i = FUNCS.iter().position(|f| *f == func).unwrap() as u64;
+    k.text + 0x100 * i + 0x10
+}
+
+/// The stacks, innermost first, and the call site each should give.
+fn stacks() -> Vec<(Vec<&'static str>, &'static str)> {
+    vec![
+        (
+            vec![
+                "trace_event_raw_event_mm_page_alloc",
+                "__alloc_pages_noprof",
+                "alloc_pages_mpol",
+                "pgd_alloc",
+                "copy_process",
+            ],
+            "pgd_alloc+0x10",
+        ),
+        (
+            vec![
+                "trace_event_raw_event_mm_page_alloc",
+                "__alloc_pages_noprof",
+                "do_anonymous_page",
+                "handle_mm_fault",
+            ],
+            "do_anonymous_page+0x10",
+        ),
+        (
+            vec![
+                "trace_event_raw_event_mm_page_alloc",
+                "__alloc_pages_noprof",
+                "net_rx_refill",
+                "__do_softirq",
+            ],
+            "net_rx_refill+0x10",
+        ),
+    ]
+}
+
+const SOFTIRQ: u8 = 0x10;
+
+struct Writer<'a, E: Endian> {
+    e: E,
+    k: &'a Kernel,
+    b: LogBuilder,
+    page: EventFormat,
+    page_free: EventFormat,
+    stack: EventFormat,
+}
+
+impl<E: Endian> Writer<'_, E> {
+    fn flags(&self, mut p: Vec<u8>, f: &EventFormat, flags: u8) -> Vec<u8> {
+        let off = f.field("common_flags").unwrap().offset;
+        p[off] = flags;
+        p
+    }
+
+    fn alloc(&mut self, cpu: u32, ts: u64, pfn: u64, flags: u8) {
+        let fields = [
+            ("pfn", Value::Uint(pfn)),
+            ("order", Value::Uint(0)),
+            ("gfp_flags", Value::Uint(0xcc0)),
+        ];
+        let p = encode_event(self.e, &self.page, 100, &fields).unwrap();
+        let p = self.flags(p, &self.page, flags);
+        self.b.event(cpu, ts, p);
+    }
+
+    fn free(&mut self, cpu: u32, ts: u64, pfn: u64) {
+        let fields = [("pfn", Value::Uint(pfn)), ("order", Value::Uint(0))];
+        let p = encode_event(self.e, &self.page_free, 100, &fields).unwrap();
+        self.b.event(cpu, ts, p);
+    }
+
+    /// A `kernel_stack` record sized to its frames, as the kernel writes it.
+    fn stack(&mut self, cpu: u32, ts: u64, which: usize, flags: u8) {
+        let frames: Vec<u64> = stacks()[which].0.iter().map(|f| at(self.k, f)).collect();
+        let n = frames.len() as i64;
+        let p = encode_event(self.e, &self.stack, 100, &[("size", Value::Int(n))]).unwrap();
+        let mut p = self.flags(p, &self.stack, flags);
+        p.truncate(self.stack.field("caller").unwrap().offset);
+        for a in frames {
+            self.e.write_uint(&mut p, a, usize::from(self.k.long));
+        }
+        self.b.event(cpu, ts, p);
+    }
+}
+
+/// The log, and the allocations (all, live) planted per call site.
+fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, u64)>) {
+    let mut b = LogBuilder::new(k.order, k.long, 4096);
+    b.arch.release = Some("6.1.0".into());
+    b.arch.page_size = Some(4096);
+    // One sub-buffer per block: block cuts fall between many an
+    // allocation and its stack.
+    b.subbufs_per_block = 1;
+    let page = b.format("kmem", &k.page).unwrap();
+    let page_free = b.format("kmem", &k.page_free).unwrap();
+    let stack = b.format("ftrace", &k.stack).unwrap();
+    let mut ks = String::new();
+    let width = usize::from(k.long) * 2;
+    for (i, f) in FUNCS.iter().enumerate() {
+        ks.push_str(&format!("{:0width$x} T {f}\n", k.text + 0x100 * i as u64));
+    }
+    ks.push_str(&format!(
+        "{:0width$x} T _etext\n",
+        k.text + 0x100 * FUNCS.len() as u64
+    ));
+    b.meta(Meta::new(MetaKind::Kallsyms, ks));
+    let mut w = Writer {
+        e,
+        k,
+        b,
+        page,
+        page_free,
+        stack,
+    };
+    let mut planted: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let sites = stacks();
+    let mut pfn = 0x10_0000u64;
+    for cpu in 0..2u32 {
+        let mut ts = 1_000_000 + u64::from(cpu);
+        for i in 0..700u64 {
+            ts += 1_000;
+            pfn += 1;
+            let which = (i % 2) as usize;
+            let live = i % 5 == 0;
+            w.alloc(cpu, ts, pfn, 0);
+            if i % 7 == 3 {
+                // A softirq allocates between the task's allocation and
+                // its stack: the two nest.
+                pfn += 1;
+                w.alloc(cpu, ts + 100, pfn, SOFTIRQ);
+                w.stack(cpu, ts + 200, 2, SOFTIRQ);
+                w.free(cpu, ts + 250, pfn);
+                planted.entry(sites[2].1).or_default().0 += 1;
+                pfn -= 1;
+            }
+            w.stack(cpu, ts + 300, which, 0);
+            let e = planted.entry(sites[which].1).or_default();
+            e.0 += 1;
+            if live {
+                e.1 += 1;
+            } else {
+                w.free(cpu, ts + 500, pfn);
+            }
+            pfn += 1;
+        }
+    }
+    (w.b.build().unwrap(), planted)
+}
+
+fn check(what: &str, log: &[u8], planted: &BTreeMap<&'static str, (u64, u64)>) {
+    let f = temp_log(log);
+    let one = report_json(f.path(), &["-j", "1"]);
+    let p = &one["pages"];
+    let all = p["allocations"]["requests"].as_u64().unwrap();
+    assert_eq!(all, planted.values().map(|v| v.0).sum::<u64>(), "{what}");
+    assert_eq!(p["stacks"]["allocations_with_stack"], all, "{what}");
+    assert_eq!(p["stacks"]["records"], p["stacks"]["matched"], "{what}");
+    assert_eq!(p["stacks"]["distinct"], 3, "{what}");
+    let got: BTreeMap<String, (u64, u64)> = p["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r: &Json| {
+            (
+                r["callsite"].as_str().unwrap().to_string(),
+                (
+                    r["hits"].as_u64().unwrap(),
+                    r["live_blocks"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, (u64, u64)> =
+        planted.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    assert_eq!(got, want, "{what}");
+    let fns: Vec<&str> = p["allocator_functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(fns, ["__alloc_pages_noprof", "alloc_pages_mpol"], "{what}");
+    for j in ["2", "3", "5"] {
+        assert_eq!(
+            one,
+            report_json(f.path(), &["-j", j]),
+            "{what}: -j 1 and -j {j} differ"
+        );
+    }
+}
+
+#[test]
+fn call_sites_from_stacks_on_this_kernels_layout() {
+    let k = Kernel {
+        order: RunTimeEndian::Little,
+        long: 8,
+        text: 0xffff_ffff_8100_0000,
+        page: PAGE.into(),
+        page_free: PAGE_FREE.into(),
+        stack: STACK.into(),
+    };
+    let (log, planted) = build(LittleEndian, &k);
+    check("x86_64", &log, &planted);
+}
+
+#[test]
+fn call_sites_from_stacks_on_foreign_layouts() {
+    let Some(d) = common::shared_data_or_skip("page_stacks (foreign layouts)") else {
+        return;
+    };
+    let read = |arch: &str, ev: &str| {
+        std::fs::read_to_string(d.join(arch).join("raw/events").join(ev).join("format")).unwrap()
+    };
+    for (arch, order, long, text) in [
+        ("armhf", RunTimeEndian::Little, 4u8, 0xc010_0000u64),
+        ("s390x", RunTimeEndian::Big, 8, 0x0010_0000),
+    ] {
+        let k = Kernel {
+            order,
+            long,
+            text,
+            page: read(arch, "kmem/mm_page_alloc"),
+            page_free: read(arch, "kmem/mm_page_free"),
+            stack: read(arch, "ftrace/kernel_stack"),
+        };
+        let (log, planted) = match order {
+            RunTimeEndian::Little => build(LittleEndian, &k),
+            RunTimeEndian::Big => build(BigEndian, &k),
+        };
+        check(arch, &log, &planted);
+    }
+}
