@@ -29,11 +29,16 @@ const EVENTS: [&str; 8] = [
     "mm_page_pcpu_drain",
 ];
 
+/// Where the instance has the kernel take a stack with each page
+/// allocation, as kmemtraced does.
+const STACK_TRIGGER_FILE: &str = "events/kmem/mm_page_alloc/trigger";
+
 /// Removes the instance however the test ends.
 struct Instance(PathBuf);
 impl Drop for Instance {
     fn drop(&mut self) {
         let _ = std::fs::write(self.0.join("tracing_on"), "0");
+        let _ = std::fs::write(self.0.join(STACK_TRIGGER_FILE), "!stacktrace");
         for e in EVENTS {
             let _ = std::fs::write(self.0.join(format!("events/kmem/{e}/enable")), "0");
         }
@@ -86,6 +91,16 @@ fn libc_o_nonblock() -> i32 {
     0o4000 // O_NONBLOCK on Linux (all architectures this runs on)
 }
 
+fn format_id(f: &[u8]) -> u32 {
+    String::from_utf8_lossy(f)
+        .lines()
+        .find_map(|l| l.strip_prefix("ID: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Records the workload in a private instance; returns (log bytes, text).
 fn capture(tracefs: &Path) -> Option<(Vec<u8>, String)> {
     let inst = tracefs.join(format!("instances/kmt-report-test-{}", std::process::id()));
@@ -104,6 +119,7 @@ fn capture(tracefs: &Path) -> Option<(Vec<u8>, String)> {
     for e in EVENTS {
         std::fs::write(d.join(format!("events/kmem/{e}/enable")), "1").unwrap();
     }
+    std::fs::write(d.join(STACK_TRIGGER_FILE), "stacktrace").unwrap();
     std::fs::write(d.join("tracing_on"), "1").unwrap();
     let st = std::process::Command::new("sh")
         .args([
@@ -156,15 +172,12 @@ fn capture(tracefs: &Path) -> Option<(Vec<u8>, String)> {
     .unwrap();
     for e in EVENTS {
         let f = read_tracefs(&d.join(format!("events/kmem/{e}/format")));
-        let id: u32 = String::from_utf8_lossy(&f)
-            .lines()
-            .find_map(|l| l.strip_prefix("ID: "))
-            .unwrap()
-            .trim()
-            .parse()
+        w.write_meta(&Meta::event_format("kmem", e, format_id(&f), f))
             .unwrap();
-        w.write_meta(&Meta::event_format("kmem", e, id, f)).unwrap();
     }
+    let f = read_tracefs(&d.join("events/ftrace/kernel_stack/format"));
+    w.write_meta(&Meta::event_format("ftrace", "kernel_stack", format_id(&f), f))
+        .unwrap();
     w.write_meta(&Meta::new(
         MetaKind::Kallsyms,
         read_tracefs(Path::new("/proc/kallsyms")),
@@ -238,4 +251,82 @@ fn live_callsite_totals_equal_the_kernels_text() {
     let pages = crate::pages::text_pages(&text);
     assert!(pages.frees > 0, "the workload freed no pages");
     assert_eq!(crate::pages::report_pages(&r), pages);
+
+    // Page call sites: the stacks the kernel printed under each
+    // allocation, read per CPU, give the same hits per function.
+    let want = text_page_sites(&text);
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for c in r["pages"]["callsites"].as_array().unwrap() {
+        let site = c["callsite"].as_str().unwrap();
+        let func = site.split('+').next().unwrap().to_string();
+        *got.entry(func).or_insert(0) += c["hits"].as_u64().unwrap();
+    }
+    assert!(want.values().sum::<u64>() > 20, "{want:?}");
+    assert_eq!(got, want);
+    let s = &r["pages"]["stacks"];
+    assert_eq!(s["records"], s["matched"]);
+}
+
+/// Whether the kernel's text names a frame of the tracing machinery or of
+/// the page allocator (`alloc_pages*`, `__alloc_frozen_pages_noprof`,
+/// `folio_alloc*`, ... with `_noprof` and leading underscores off).
+fn allocator_or_tracing(f: &str) -> bool {
+    let b = f.split('.').next().unwrap();
+    let b = b.strip_suffix("_noprof").unwrap_or(b).trim_start_matches('_');
+    f.starts_with("trace_event_raw_event_")
+        || [
+            "alloc_page",
+            "alloc_frozen_page",
+            "get_free_page",
+            "get_zeroed_page",
+            "folio_alloc",
+            "vma_alloc_folio",
+        ]
+        .iter()
+        .any(|p| b.starts_with(p))
+}
+
+/// Hits per call-site function from the kernel's text: each CPU's
+/// `<stack trace>` belongs to its latest allocation still without one,
+/// of the same task and context (the flags column's hard/soft interrupt
+/// letter); its first frame outside the allocator is the call site.
+fn text_page_sites(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    // Per CPU: allocations waiting, as (pid, context letter).
+    let mut waiting: BTreeMap<String, Vec<(String, char)>> = BTreeMap::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some((head, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let w: Vec<&str> = head.split_whitespace().collect();
+        if w.len() < 4 || !w[w.len() - 3].starts_with('[') {
+            continue;
+        }
+        let (task, cpu, flags) = (w[w.len() - 4], w[w.len() - 3], w[w.len() - 2]);
+        let ctx = flags.chars().nth(2).unwrap_or('.');
+        let pid = task.rsplit('-').next().unwrap().to_string();
+        if rest.starts_with("mm_page_alloc: ") && !rest.contains("pfn=0xffffffff") {
+            waiting.entry(cpu.into()).or_default().push((pid, ctx));
+        } else if rest.starts_with("<stack trace>") {
+            let mut frames = Vec::new();
+            while let Some(f) = lines.peek().and_then(|l| l.strip_prefix(" => ")) {
+                frames.push(f.to_string());
+                lines.next();
+            }
+            let q = waiting.entry(cpu.into()).or_default();
+            let i = q
+                .iter()
+                .rposition(|(p, c)| *p == pid && *c == ctx)
+                .expect("a stack follows its allocation");
+            q.truncate(i);
+            let site = frames
+                .iter()
+                .find(|f| !allocator_or_tracing(f))
+                .cloned()
+                .unwrap_or_else(|| "-".into());
+            *out.entry(site).or_insert(0) += 1;
+        }
+    }
+    out
 }
