@@ -25,6 +25,8 @@
 #   page_size_bytes  nproc  cpus_online  node_cpulist  trace_clock
 #   buffer_size_kb  buffer_subbuf_size_kb  enabled_events  endianness
 #   capture_info (key=value: tool, version, instance, times, stop reason, ...)
+#   page_stacks  present when the kernel took a stack with each mm_page_alloc
+#                (events/ftrace/kernel_stack/format then decodes them)
 #
 # Exit status: 0 done; 1 error (one line on stderr saying what); 2 usage;
 # with `-- COMMAND`, the dump is written whatever the command's status, and
@@ -39,7 +41,7 @@ DEFAULT_EVENTS="kmalloc kfree kmem_cache_alloc kmem_cache_free mm_page_alloc mm_
 usage() {
     cat <<EOF
 usage: $PROG [-d SECONDS] [-b KB] [-o DIR|FILE.tar|FILE.tar.gz] [-e EVENTS]
-             [-t TRACEFS] [-q] [-- COMMAND [ARGS...]]
+             [-t TRACEFS] [-S] [-q] [-- COMMAND [ARGS...]]
 
 Records the kernel's kmem tracepoints into a dump for
 \`kmemtraced --import DUMP -o FILE.kmt\` on another machine.
@@ -53,6 +55,8 @@ Records the kernel's kmem tracepoints into a dump for
               kmalloc, kmem:kmalloc, kmem/kmalloc, or kmem:* for all
   -t TRACEFS  tracefs mount point (default: /sys/kernel/tracing, mounting it
               if needed, else /sys/kernel/debug/tracing)
+  -S          no kernel stacks with page allocations (by default the kernel
+              takes one with each mm_page_alloc: the report's page call sites)
   -q          quiet: only errors
   -h          this help
   -- COMMAND  record while COMMAND runs
@@ -76,13 +80,15 @@ OUT=
 EVENTS_OPT=
 TRACEFS=
 QUIET=
-while getopts "d:b:o:e:t:qh" opt; do
+NO_STACKS=
+while getopts "d:b:o:e:t:Sqh" opt; do
     case $opt in
     d) DURATION=$OPTARG ;;
     b) BUF_KB=$OPTARG ;;
     o) OUT=$OPTARG ;;
     e) EVENTS_OPT=$OPTARG ;;
     t) TRACEFS=$OPTARG ;;
+    S) NO_STACKS=1 ;;
     q) QUIET=1 ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -177,6 +183,7 @@ kill_readers() {
 remove_instance() {
     [ -d "$INST" ] || return 0
     echo 0 >"$INST/tracing_on" 2>/dev/null
+    [ -n "$STACKS" ] && echo '!stacktrace' >"$EVDIR/kmem/mm_page_alloc/trigger" 2>/dev/null
     echo 0 >"$INST/events/enable" 2>/dev/null
     n=0
     while ! rmdir "$INST" 2>/dev/null; do
@@ -423,6 +430,25 @@ quote() { # shell-quote each argument, space-separated
     printf '%s' "${q_out# }"
 }
 COMMAND=$(quote "$@")
+
+# A stack with each page allocation, in this instance only; set with the
+# event enabled and tracing off (a trigger on a disabled event soft-disables
+# it: stacks of allocations not recorded).
+STACKS=
+case " $ENABLED " in
+*" kmem/mm_page_alloc "*)
+    if [ -z "$NO_STACKS" ] && [ -f "$EVDIR/ftrace/kernel_stack/format" ]; then
+        if echo stacktrace >"$EVDIR/kmem/mm_page_alloc/trigger" 2>/dev/null; then
+            mkdir -p "$WORK/events/ftrace/kernel_stack"
+            copy "$EVDIR/ftrace/kernel_stack/format" "$WORK/events/ftrace/kernel_stack/format"
+            echo "kmem:mm_page_alloc stacktrace" >"$WORK/page_stacks"
+            STACKS=1
+        else
+            warn "the kernel refused the stacktrace trigger on mm_page_alloc: no page stacks"
+        fi
+    fi
+    ;;
+esac
 
 START_WALL=$(date +%s)
 STATE=recording

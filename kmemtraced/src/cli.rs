@@ -131,7 +131,7 @@ pub struct Cli {
     /// recorder's own instance. `off` records no stacks (smaller logs, less
     /// overhead in the traced kernel; the page report then has no call
     /// sites).
-    #[arg(long = "page-stacks", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long = "page-stacks", value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = parse_on_off)]
     pub page_stacks: bool,
 
     /// Boot mode: drain what boot-time tracing (`trace_event=kmem:...` on the

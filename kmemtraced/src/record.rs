@@ -390,9 +390,17 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let _ = inst.dir.write("tracing_on", "0");
     let enabled = set_events(&inst.dir, &events, true);
     if stacks.is_some() {
-        if let Err(n) = start_page_stacks(&inst.dir) {
-            say(cli.quiet, &n);
-            session.note(n);
+        match start_page_stacks(&inst.dir) {
+            Ok(()) => {
+                use kmemtrace_format::stacks::{PAGE_STACKS_META, PAGE_STACKS_TEXT};
+                let mut m = Meta::new(MetaKind::Other, PAGE_STACKS_TEXT);
+                m.name = PAGE_STACKS_META.into();
+                session.write_meta(m);
+            }
+            Err(n) => {
+                say(cli.quiet, &n);
+                session.note(n);
+            }
         }
     }
     let _ = inst.dir.write("tracing_on", "1");

@@ -201,6 +201,63 @@ fn touching_mapped_memory_shows_page_allocations() {
             && matches!(e.kind, KmemKind::MmPageFree | KmemKind::MmPageFreeBatched)));
 }
 
+/// The page report of a log, as JSON.
+fn page_report(log: &Path) -> serde_json::Value {
+    let out = Command::new(common::bin("kmemtrace-report"))
+        .arg(log)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["pages"].clone()
+}
+
+#[test]
+fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
+    if common::tracefs_or_skip("every_page_allocation_comes_with_its_stack").is_none() {
+        return;
+    }
+    let d = tmp();
+    let script = "exec dd if=/dev/zero of=/dev/null bs=4M count=2 status=none";
+    let with = d.path().join("stacks.kmt");
+    let out = run(kmemtraced()
+        .arg("-o")
+        .arg(&with)
+        .args(["-F", "--", "sh", "-c", script]));
+    assert_eq!(out.status.code(), Some(0));
+    let p = page_report(&with);
+    let allocs = p["allocations"]["requests"].as_u64().unwrap();
+    assert!(allocs >= 1024, "{allocs} page allocations");
+    assert_eq!(p["stacks"]["recorded"], true);
+    assert_eq!(p["stacks"]["records"], p["stacks"]["matched"]);
+    assert_eq!(p["stacks"]["allocations_with_stack"], allocs);
+    let top = p["callsites"][0]["callsite"].as_str().unwrap();
+    assert!(top != "-" && !top.starts_with("0x"), "{top}");
+    let fns = p["allocator_functions"].as_array().unwrap();
+    assert!(fns.len() >= 3, "{fns:?}");
+
+    let without = d.path().join("nostacks.kmt");
+    let out = run(kmemtraced().arg("-o").arg(&without).args([
+        "--page-stacks",
+        "off",
+        "-F",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]));
+    assert_eq!(out.status.code(), Some(0));
+    let p = page_report(&without);
+    assert_eq!(p["stacks"]["recorded"], false);
+    assert_eq!(p["stacks"]["records"], 0);
+    assert_eq!(p["callsites"][0]["callsite"], "-");
+}
+
 #[test]
 fn streaming_to_stdout_gives_the_same_log_as_a_file_and_two_recorders_run_at_once() {
     if common::tracefs_or_skip("streaming_to_stdout").is_none() {

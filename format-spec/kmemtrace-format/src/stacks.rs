@@ -23,6 +23,23 @@ use crate::endian::Endian;
 use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::log::Log;
 
+/// The META `other` name saying that stacks were asked for (its text: the
+/// event and trigger, `kmem:mm_page_alloc stacktrace`). kmemtraced writes
+/// it once the kernel took the trigger; `kmemtrace-capture.sh` leaves a
+/// `page_stacks` file in its dump, which `--import` carries under this
+/// name. A log without it has no stacks whatever formats it holds (tracefs
+/// dumps copy every `ftrace` format).
+pub const PAGE_STACKS_META: &str = "page_stacks";
+
+/// What the recorders write into [`PAGE_STACKS_META`].
+pub const PAGE_STACKS_TEXT: &str = "kmem:mm_page_alloc stacktrace\n";
+
+/// Whether the log says stacks were taken with page allocations.
+pub fn page_stacks_recorded(log: &Log) -> bool {
+    log.meta(crate::records::MetaKind::Other, PAGE_STACKS_META)
+        .is_some()
+}
+
 /// The event's system and name.
 pub const STACK_SYSTEM: &str = "ftrace";
 pub const STACK_EVENT: &str = "kernel_stack";

@@ -52,7 +52,8 @@ pub(crate) fn section(
     let mut live_rows = page_sites::live_groups(&ss, live);
     live_rows.truncate(lines);
     let stack_info = PageStacks {
-        recorded: kmemtrace_format::stacks::StackReader::new(cx.log).is_some(),
+        recorded: kmemtrace_format::stacks::page_stacks_recorded(cx.log)
+            && kmemtrace_format::stacks::StackReader::new(cx.log).is_some(),
         records: summaries.iter().map(|c| c.stacks).sum(),
         matched: summaries.iter().map(|c| c.stacks_paired).sum(),
         allocations_with_stack: p.with_stack,

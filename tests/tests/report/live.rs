@@ -11,6 +11,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::header_page::HeaderPage;
 use kmemtrace_format::records::{Meta, MetaKind};
+use kmemtrace_format::stacks;
 use kmemtrace_format::writer::LogWriter;
 use kmemtrace_format::RunTimeEndian;
 use std::collections::BTreeMap;
@@ -176,8 +177,16 @@ fn capture(tracefs: &Path) -> Option<(Vec<u8>, String)> {
             .unwrap();
     }
     let f = read_tracefs(&d.join("events/ftrace/kernel_stack/format"));
-    w.write_meta(&Meta::event_format("ftrace", "kernel_stack", format_id(&f), f))
-        .unwrap();
+    w.write_meta(&Meta::event_format(
+        "ftrace",
+        "kernel_stack",
+        format_id(&f),
+        f,
+    ))
+    .unwrap();
+    let mut m = Meta::new(MetaKind::Other, stacks::PAGE_STACKS_TEXT);
+    m.name = stacks::PAGE_STACKS_META.into();
+    w.write_meta(&m).unwrap();
     w.write_meta(&Meta::new(
         MetaKind::Kallsyms,
         read_tracefs(Path::new("/proc/kallsyms")),
@@ -272,7 +281,10 @@ fn live_callsite_totals_equal_the_kernels_text() {
 /// `folio_alloc*`, ... with `_noprof` and leading underscores off).
 fn allocator_or_tracing(f: &str) -> bool {
     let b = f.split('.').next().unwrap();
-    let b = b.strip_suffix("_noprof").unwrap_or(b).trim_start_matches('_');
+    let b = b
+        .strip_suffix("_noprof")
+        .unwrap_or(b)
+        .trim_start_matches('_');
     f.starts_with("trace_event_raw_event_")
         || [
             "alloc_page",

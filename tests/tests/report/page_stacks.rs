@@ -9,6 +9,7 @@
 use crate::{common, report_json, temp_log};
 use kmemtrace_format::event_format::EventFormat;
 use kmemtrace_format::records::{Meta, MetaKind};
+use kmemtrace_format::stacks::{PAGE_STACKS_META, PAGE_STACKS_TEXT};
 use kmemtrace_format::synth::{encode_event, LogBuilder, Value};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use serde_json::Value as Json;
@@ -150,6 +151,9 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
         k.text + 0x100 * FUNCS.len() as u64
     ));
     b.meta(Meta::new(MetaKind::Kallsyms, ks));
+    let mut m = Meta::new(MetaKind::Other, PAGE_STACKS_TEXT);
+    m.name = PAGE_STACKS_META.into();
+    b.meta(m);
     let mut w = Writer {
         e,
         k,
@@ -202,6 +206,7 @@ fn check(what: &str, log: &[u8], planted: &BTreeMap<&'static str, (u64, u64)>) {
     assert_eq!(p["stacks"]["allocations_with_stack"], all, "{what}");
     assert_eq!(p["stacks"]["records"], p["stacks"]["matched"], "{what}");
     assert_eq!(p["stacks"]["distinct"], 3, "{what}");
+    assert_eq!(p["stacks"]["recorded"], true, "{what}");
     let got: BTreeMap<String, (u64, u64)> = p["callsites"]
         .as_array()
         .unwrap()
