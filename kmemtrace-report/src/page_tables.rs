@@ -39,7 +39,11 @@ pub fn callsites(o: &mut String, p: &PageReport, lines: usize) {
     }
     let _ = writeln!(
         o,
-        "\n{:>12} | {:>9} | {:>10} | {:>5} | {:>11} | {:<24} | Callsite",
+        "\nPage allocations by call site (first frame outside the page allocator), order, migratetype, GFP flags"
+    );
+    let _ = writeln!(
+        o,
+        "{:>12} | {:>9} | {:>10} | {:>5} | {:>11} | {:<24} | Callsite",
         "Total KB", "Hits", "Live KB", "Order", "Migratetype", "GFP flags"
     );
     rule(o, 110);
@@ -68,9 +72,10 @@ pub fn callsites(o: &mut String, p: &PageReport, lines: usize) {
 /// The per-page-frame table.
 pub fn by_pfn(o: &mut String, p: &PageReport, lines: usize) {
     let Some(rows) = &p.by_pfn else { return };
+    let _ = writeln!(o, "\nPage allocations by page frame");
     let _ = writeln!(
         o,
-        "\n{:>12} | {:>12} | {:>7} | {:>5} | {:>11} | {:<24} | Callsite",
+        "{:>12} | {:>12} | {:>7} | {:>5} | {:>11} | {:<24} | Callsite",
         "PFN", "Total KB", "Hits", "Order", "Migratetype", "GFP flags"
     );
     rule(o, 110);

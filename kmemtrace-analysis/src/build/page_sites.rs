@@ -44,8 +44,9 @@ impl<'a> StackSites<'a> {
         self.stacks.get(stack as usize).map_or(&[], |s| &s[..])
     }
 
-    pub(crate) fn site_name(&self, stack: u32) -> String {
-        match self.site(stack) {
+    /// A call site's name: `-` for none.
+    pub(crate) fn name(&self, site: u64) -> String {
+        match site {
             0 => "-".into(),
             a => self.cx.syms.name(a),
         }
@@ -116,10 +117,7 @@ pub(crate) fn callsites(
                 .max_by(|a, b| a.1.cmp(b.1).then_with(|| ss.raw(*b.0).cmp(ss.raw(*a.0))))
                 .map(|(&id, _)| id);
             PageCallsiteRow {
-                callsite: match k.site {
-                    0 => "-".into(),
-                    a => cx.syms.name(a),
-                },
+                callsite: ss.name(k.site),
                 addr: Addr(k.site),
                 order: k.order,
                 migratetype: mt_name(k.migratetype),
@@ -192,16 +190,24 @@ pub(crate) fn by_pfn(
 ) -> Option<Vec<PfnRow>> {
     let cx = ss.cx;
     let m = p.by_pfn.as_ref()?;
-    let mut rows: Vec<PfnRow> = m
-        .iter()
-        .map(|(k, r)| PfnRow {
-            pfn: Addr(k.pfn),
+    // Stacks with one call site make one row, as in the call-site table.
+    let mut merged: FastMap<(u64, RowKey), Requests> = FastMap::default();
+    for (k, r) in m {
+        merged
+            .entry((k.pfn, row_key(ss, &k.site)))
+            .or_default()
+            .absorb(r);
+    }
+    let mut rows: Vec<PfnRow> = merged
+        .into_iter()
+        .map(|((pfn, k), r)| PfnRow {
+            pfn: Addr(pfn),
             hits: r.requests,
             bytes: r.bytes,
-            order: k.site.order,
-            migratetype: mt_name(k.site.migratetype),
-            gfp: cx.gfp(k.site.gfp, r.requests),
-            callsite: ss.site_name(k.site.stack),
+            order: k.order,
+            migratetype: mt_name(k.migratetype),
+            gfp: cx.gfp(k.gfp, r.requests),
+            callsite: ss.name(k.site),
         })
         .collect();
     let keys = &cx.opts.page_sort;
