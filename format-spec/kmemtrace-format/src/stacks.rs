@@ -110,11 +110,6 @@ impl StackReader {
         (self.caller_offset, self.long)
     }
 
-    /// The event id of `kernel_stack` records.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// The stack in `payload`, if the record is a `kernel_stack` (`None`
     /// for any other record, or one too short for its own fields).
     #[inline]

@@ -300,10 +300,8 @@ pub(crate) fn gfp_legend(cx: &Ctx<'_>, values: impl Iterator<Item = u64>) -> Vec
     };
     let mut used = vec![false; t.entries.len()];
     for v in values {
-        for e in t.flags_of(v) {
-            if let Some(i) = t.entries.iter().position(|x| std::ptr::eq(x, e)) {
-                used[i] = true;
-            }
+        for i in t.flags_of(v) {
+            used[i] = true;
         }
     }
     t.entries

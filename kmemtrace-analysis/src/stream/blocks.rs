@@ -164,7 +164,7 @@ impl<'a> Blocks<'a> {
                 self.decoder
                     .decode(block, &mut local, &mut || spare().unwrap_or_default())
             }));
-            let Decoded { parts, meta } = decoded.unwrap_or_else(|_| {
+            let Decoded { parts, mut meta } = decoded.unwrap_or_else(|_| {
                 local = Local::new(self.decoder);
                 let what = format!(
                     "CPU {} block {}: the decoder failed",
@@ -173,8 +173,8 @@ impl<'a> Blocks<'a> {
                 self.decoder.lost(block, block.offset, what)
             });
             let max_ts = meta.max_ts;
-            let leading = meta.leading_stacks.clone();
-            let trailing = meta.trailing.clone();
+            let leading = std::mem::take(&mut meta.leading_stacks);
+            let trailing = std::mem::take(&mut meta.trailing);
             self.assembler
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

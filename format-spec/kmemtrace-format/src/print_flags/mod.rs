@@ -416,7 +416,8 @@ impl FlagTable {
                     };
                 }
                 let mut first = true;
-                let v = self.each_flag(value, |e| {
+                let v = self.each_flag(value, |i| {
+                    let e = &self.entries[i];
                     if !first {
                         out.write_str(&self.delim)?;
                     }
@@ -436,15 +437,15 @@ impl FlagTable {
 }
 
 impl FlagTable {
-    /// Calls `f` with each entry a flags `value` prints, as the kernel
-    /// picks them (in table order, each taking its bits off); returns the
-    /// bits no entry names.
-    fn each_flag<'t, F>(&'t self, value: u64, mut f: F) -> Result<u64, fmt::Error>
+    /// Calls `f` with the index of each entry a flags `value` prints, as
+    /// the kernel picks them (in table order, each taking its bits off);
+    /// returns the bits no entry names.
+    fn each_flag<F>(&self, value: u64, mut f: F) -> Result<u64, fmt::Error>
     where
-        F: FnMut(&'t FlagEntry) -> fmt::Result,
+        F: FnMut(usize) -> fmt::Result,
     {
         let mut v = value;
-        for e in &self.entries {
+        for (i, e) in self.entries.iter().enumerate() {
             if v == 0 {
                 break;
             }
@@ -452,17 +453,18 @@ impl FlagTable {
                 continue;
             }
             v &= !e.value;
-            f(e)?;
+            f(i)?;
         }
         Ok(v)
     }
 
-    /// The entries a flags `value` prints (for a legend of short names).
-    pub fn flags_of(&self, value: u64) -> Vec<&FlagEntry> {
+    /// The indices in `entries` of the entries a flags `value` prints (for
+    /// a legend of short names).
+    pub fn flags_of(&self, value: u64) -> Vec<usize> {
         let mut out = Vec::new();
         if self.kind == TableKind::Flags {
-            let _ = self.each_flag(value, |e| {
-                out.push(e);
+            let _ = self.each_flag(value, |i| {
+                out.push(i);
                 Ok(())
             });
         }
