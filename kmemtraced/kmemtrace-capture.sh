@@ -25,6 +25,7 @@
 #   page_size_bytes  nproc  cpus_online  node_cpulist  trace_clock
 #   buffer_size_kb  buffer_subbuf_size_kb  enabled_events  endianness
 #   capture_info (key=value: tool, version, instance, times, stop reason, ...)
+#   pagetypeinfo  min_free_kbytes  (/proc/pagetypeinfo, /proc/sys/vm/...)
 #   page_stacks  present when the kernel took a stack with each mm_page_alloc
 #                (events/ftrace/kernel_stack/format then decodes them)
 #
@@ -338,6 +339,8 @@ copy "$INST/buffer_size_kb" "$WORK/buffer_size_kb"
 copy "$INST/buffer_subbuf_size_kb" "$WORK/buffer_subbuf_size_kb"
 copy "$TRACEFS/printk_formats" "$WORK/printk_formats"
 copy /proc/modules "$WORK/modules"
+copy /proc/pagetypeinfo "$WORK/pagetypeinfo"
+copy /proc/sys/vm/min_free_kbytes "$WORK/min_free_kbytes"
 # The byte order of this userland's ELF binaries (EI_DATA: 1 little, 2 big),
 # which is the kernel's.
 ei=$(od -An -tu1 -j5 -N1 /proc/self/exe 2>/dev/null | sed 's/[^0-9]//g')

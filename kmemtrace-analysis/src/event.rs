@@ -133,6 +133,13 @@ pub struct Event {
 /// every shard count.
 pub const BUCKETS: usize = 64;
 
+/// Page frames are placed by aligned groups of `1 << PFN_GROUP_SHIFT`
+/// frames, so that a shard sees every event of a buddy block and of the
+/// frames inside it (the page-misuse pass follows frames freed inside a
+/// larger block): 13 is the largest `MAX_PAGE_ORDER` of the architectures'
+/// configurations (arm64 with 64K pages).
+pub const PFN_GROUP_SHIFT: u32 = 13;
+
 /// The bucket of a pointer or page frame: the top bits of a multiplicative
 /// hash (aligned pointers differ in their middle bits).
 #[inline]
@@ -140,14 +147,20 @@ pub fn bucket(key: u64) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize
 }
 
+/// The key that places a page frame's events: its group.
+#[inline]
+pub fn pfn_key(pfn: u64) -> u64 {
+    pfn >> PFN_GROUP_SHIFT
+}
+
 impl Event {
     /// The key that places the event in a shard: the pointer of a slab
-    /// event, the page frame of a page event.
+    /// event, the group of the page frame of a page event.
     #[inline]
     pub fn key(&self) -> u64 {
         match &self.body {
             Body::Slab(s) => s.ptr,
-            Body::Page(p) => p.pfn,
+            Body::Page(p) => pfn_key(p.pfn),
         }
     }
 

@@ -308,10 +308,14 @@ pub struct PageReport {
     pub free_only: PageRequests,
     pub allocation_failures: u64,
     /// Frees of a live block with another order than its allocation
-    /// (split_page(), alloc_pages_exact()).
+    /// (split_page(), alloc_pages_exact()): `misuse`'s two counts added.
     pub order_mismatch_frees: u64,
-    /// Allocations returning a block the trace had live.
+    /// Allocations returning a block the trace had live
+    /// (`misuse.allocated_while_live.count`).
     pub allocated_while_live: u64,
+    /// Frames freed twice, blocks allocated while live, frees with
+    /// another order: informational (see JSON.md).
+    pub misuse: PageMisuseReport,
     /// Allocations by order: `order` ("10+" for 10 and more) and counts by
     /// migratetype number (the last column also takes unknown ones).
     pub by_order_migratetype: Vec<OrderRow>,
@@ -333,6 +337,11 @@ pub struct PageReport {
     /// Fallbacks per second of the capture: (second from the first event,
     /// count).
     pub fallbacks_per_second: Vec<(u64, u64)>,
+    /// ... of them fragmenting (seconds with none left out).
+    pub fallbacks_fragmenting_per_second: Vec<(u64, u64)>,
+    /// What the per-CPU-list and fragmentation figures suggest, as
+    /// events-kmem.rst reads them (see JSON.md for the thresholds).
+    pub advice: Vec<PageAdvice>,
     /// The kernel stacks taken with allocations.
     pub stacks: PageStacks,
     /// The recorded kernel's functions the page-allocator rule matched
@@ -353,6 +362,97 @@ pub struct PageReport {
     pub live: Vec<LiveGroupRow>,
     /// What `live` is grouped by.
     pub live_grouped_by: Vec<String>,
+}
+
+/// What a page figure suggests.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageAdvice {
+    /// `per_cpu_lists_small`, `per_cpu_imbalance`, `cross_cpu_frees` or
+    /// `fragmentation_sustained`.
+    pub kind: &'static str,
+    /// The figures behind it.
+    pub observed: String,
+    pub suggests: String,
+    /// For sustained fragmentation: the document's `min_free_kbytes`
+    /// step, with the recorded kernel's numbers.
+    pub min_free_kbytes: Option<MinFreeKbytes>,
+}
+
+/// events-kmem.rst: raise `min_free_kbytes` in steps of 3 x pageblock
+/// size x online nodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct MinFreeKbytes {
+    /// The recorded kernel's value, if the log has it.
+    pub current: Option<u64>,
+    pub pageblock_kb: u64,
+    pub nodes: u32,
+    /// Where `nodes` comes from: `pagetypeinfo`, `cpu_node_map` or
+    /// `assumed`.
+    pub nodes_from: &'static str,
+    pub step: u64,
+    /// `current + step`.
+    pub suggested: Option<u64>,
+}
+
+/// Page misuse as the trace shows it. The kernel hands out pages without
+/// `mm_page_alloc` (the bulk allocator, compaction, alloc_contig_range), so
+/// every finding here is `info`: none is counted by `--fail-on`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageMisuseReport {
+    /// Frees of a frame the capture saw freed (itself, or inside a freed
+    /// buddy block), with no traced allocation of it since.
+    pub freed_twice: PageFinding,
+    /// Frees of frames the capture saw neither allocated nor freed before:
+    /// allocated before the capture (or freed so long before that the
+    /// bounded memory of freed frames forgot them).
+    pub freed_unseen: PageRequests,
+    /// Frees of a live block with a larger order than its allocation's,
+    /// and with a smaller one (split_page(), alloc_pages_exact()).
+    pub freed_with_larger_order: u64,
+    pub freed_with_smaller_order: u64,
+    /// Allocations returning a block the trace had live: its free was not
+    /// traced, or lost.
+    pub allocated_while_live: PageFinding,
+}
+
+/// One page finding.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageFinding {
+    pub kind: &'static str,
+    pub severity: Severity,
+    pub count: u64,
+    pub bytes: u64,
+    /// Occurrences where events were lost between the frame's two events
+    /// (judged at about a millisecond, erring towards uncertain).
+    pub uncertain: u64,
+    /// (order, occurrences), orders of 10 and more as `10+`.
+    pub by_order: Vec<(String, u64)>,
+    /// The tasks of the revealing events by name, the most first (at most
+    /// 10).
+    pub tasks: Vec<(String, u64)>,
+    pub first: Option<PageOccurrenceRow>,
+    /// What explains the occurrences besides misuse.
+    pub judgement: String,
+}
+
+/// The first occurrence of a page finding, and the frame's earlier event
+/// (the earlier free; the live block's allocation).
+#[derive(Clone, Debug, Serialize)]
+pub struct PageOccurrenceRow {
+    pub ts_ns: u64,
+    /// Seconds from the first event.
+    pub rel_s: f64,
+    pub pfn: Addr,
+    pub order: u32,
+    pub cpu: u32,
+    pub pid: i32,
+    pub comm: Option<String>,
+    pub earlier_ts_ns: u64,
+    pub earlier_order: u32,
+    pub earlier_cpu: u32,
+    pub earlier_pid: i32,
+    pub earlier_comm: Option<String>,
+    pub uncertain: bool,
 }
 
 /// The kernel stacks taken with page allocations (`kmemtraced

@@ -551,6 +551,24 @@ pub fn import<W: Write>(
             w.write_meta(&Meta::new(MetaKind::CpuNodeMap, m))?;
         }
     }
+    // /proc files the analysis reads under their recorder names.
+    for (file, name) in [
+        (
+            "pagetypeinfo",
+            kmemtrace_format::pagetypes::PAGETYPEINFO_META,
+        ),
+        (
+            "min_free_kbytes",
+            kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META,
+        ),
+    ] {
+        if let (Some(n), Some(b)) = (d.which(file), d.get(file)) {
+            used.insert(n);
+            let mut m = Meta::new(MetaKind::Other, b.to_vec());
+            m.name = name.into();
+            w.write_meta(&m)?;
+        }
+    }
     if d.get("kallsyms").is_none() {
         warnings.push("the dump has no kallsyms: call sites cannot be named".into());
     }

@@ -2,7 +2,7 @@
 //! --page`'s summary, with the recorded kernel's migratetype names.
 
 use crate::text::Sections;
-use kmemtrace_analysis::model::{OrderRow, PageReport, PageRequests};
+use kmemtrace_analysis::model::{OrderRow, PageFinding, PageReport, PageRequests};
 use kmemtrace_format::human::thousands;
 use std::fmt::Write;
 
@@ -42,7 +42,8 @@ fn matrix(o: &mut String, p: &PageReport, rows: &[OrderRow]) {
 
 /// Renders the page section.
 pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
-    if p.allocations.requests + p.frees.requests + p.allocation_failures == 0 {
+    let events = p.allocations.requests + p.frees.requests + p.allocation_failures;
+    if events + p.fallbacks_total == 0 && p.per_cpu_lists.is_empty() {
         return;
     }
     let lines = s.lines;
@@ -138,10 +139,94 @@ pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
             );
         }
     }
+    for a in &p.advice {
+        let _ = writeln!(
+            o,
+            "\nSuggests ({}): {}\n  {}",
+            a.kind, a.observed, a.suggests
+        );
+    }
+    misuse(o, p);
     if s.page_live {
         crate::page_tables::live(o, p, lines);
     }
     if s.page_callers || s.page_alloc {
         crate::page_tables::legend(o, p);
+    }
+}
+
+/// Page misuse: every finding is informational (the kernel hands out
+/// pages without tracing them), so each comes with what explains it.
+fn misuse(o: &mut String, p: &PageReport) {
+    let m = &p.misuse;
+    let any = m.freed_twice.count
+        + m.allocated_while_live.count
+        + m.freed_with_larger_order
+        + m.freed_with_smaller_order
+        + m.freed_unseen.requests;
+    if any == 0 {
+        return;
+    }
+    let _ = writeln!(o, "\nPage misuse (informational)");
+    finding(o, "Frames freed twice", &m.freed_twice);
+    finding(o, "Blocks allocated while live", &m.allocated_while_live);
+    if m.freed_with_larger_order + m.freed_with_smaller_order > 0 {
+        let _ = writeln!(
+            o,
+            "  Freed with another order than allocated: {} larger, {} smaller (split_page(), alloc_pages_exact())",
+            thousands(m.freed_with_larger_order),
+            thousands(m.freed_with_smaller_order)
+        );
+    }
+    if m.freed_unseen.requests > 0 {
+        let _ = writeln!(
+            o,
+            "  Frees of pages allocated before the capture: {} ({} KB)",
+            thousands(m.freed_unseen.requests),
+            thousands(m.freed_unseen.bytes / 1024)
+        );
+    }
+}
+
+fn finding(o: &mut String, what: &str, f: &PageFinding) {
+    if f.count == 0 {
+        return;
+    }
+    let tasks: Vec<String> = f
+        .tasks
+        .iter()
+        .map(|(comm, n)| format!("{comm} {}", thousands(*n)))
+        .collect();
+    let orders: Vec<String> = f
+        .by_order
+        .iter()
+        .map(|(order, n)| format!("order {order}: {}", thousands(*n)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "  {what}: {} ({} KB), {} where events were lost; {}\n    by {}\n    {}",
+        thousands(f.count),
+        thousands(f.bytes / 1024),
+        thousands(f.uncertain),
+        orders.join(", "),
+        tasks.join(", "),
+        f.judgement
+    );
+    if let Some(x) = &f.first {
+        let _ = writeln!(
+            o,
+            "    first: pfn {} order {} at {:.6}s on CPU {} by {} ({}), after order {} on CPU {} by {} ({}) {:.6}s before",
+            x.pfn,
+            x.order,
+            x.rel_s,
+            x.cpu,
+            x.comm.as_deref().unwrap_or("?"),
+            x.pid,
+            x.earlier_order,
+            x.earlier_cpu,
+            x.earlier_comm.as_deref().unwrap_or("?"),
+            x.earlier_pid,
+            x.ts_ns.saturating_sub(x.earlier_ts_ns) as f64 / 1e9
+        );
     }
 }

@@ -334,6 +334,13 @@ pub fn static_metas(
         m.name = kmemtrace_format::pagetypes::PAGETYPEINFO_META.into();
         metas.push(m);
     }
+    // The reserve the fragmentation advice raises, to put the current
+    // value in it.
+    if let Ok(b) = fs::read("/proc/sys/vm/min_free_kbytes") {
+        let mut m = Meta::new(MetaKind::Other, b);
+        m.name = kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META.into();
+        metas.push(m);
+    }
     // Read with large reads, and trimmed: /proc reports size 0, so the
     // buffer grows by doubling; the slack would only raise the peak RSS.
     match crate::tracefs::read_whole(Path::new("/proc/kallsyms")) {

@@ -337,6 +337,12 @@ fn script_records_a_workload_under_busybox_and_imports() {
     assert_eq!(log.end.as_ref().unwrap().exit_status, Some(3));
     assert!(log.kallsyms.is_some());
     assert!(meta_other(&log, "capture_info").is_some());
+    // The /proc files the page analysis reads, under the recorder's names.
+    use kmemtrace_format::pagetypes::{self, MIN_FREE_KBYTES_META, PAGETYPEINFO_META};
+    assert!(meta_other(&log, PAGETYPEINFO_META).is_some());
+    assert_eq!(pagetypes::of_log(&log).fallback, None);
+    assert!(meta_other(&log, MIN_FREE_KBYTES_META).is_some());
+    assert!(pagetypes::min_free_kbytes(&log).is_some_and(|k| k > 0));
     for c in 0..ncpu as u32 {
         assert_eq!(log.cpu_stats(c, StatsPhase::Start).count(), 1);
         assert_eq!(log.cpu_stats(c, StatsPhase::End).count(), 1);

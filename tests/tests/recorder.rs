@@ -240,6 +240,17 @@ fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
     assert!(top != "-" && !top.starts_with("0x"), "{top}");
     let fns = p["allocator_functions"].as_array().unwrap();
     assert!(fns.len() >= 3, "{fns:?}");
+    // The reserve the fragmentation advice raises, as this machine has it.
+    let log = kmemtrace_format::log::Log::open(&with).unwrap();
+    let want: u64 = std::fs::read_to_string("/proc/sys/vm/min_free_kbytes")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        kmemtrace_format::pagetypes::min_free_kbytes(&log),
+        Some(want)
+    );
 
     let without = d.path().join("nostacks.kmt");
     let out = run(kmemtraced().arg("-o").arg(&without).args([

@@ -16,6 +16,16 @@ use crate::records::MetaKind;
 /// The META `other` name of `/proc/pagetypeinfo`.
 pub const PAGETYPEINFO_META: &str = "proc/pagetypeinfo";
 
+/// The META `other` name of `/proc/sys/vm/min_free_kbytes`: the reserve
+/// the fragmentation advice of events-kmem.rst raises.
+pub const MIN_FREE_KBYTES_META: &str = "proc/sys/vm/min_free_kbytes";
+
+/// The recorded kernel's `vm.min_free_kbytes`, if the log has it.
+pub fn min_free_kbytes(log: &Log) -> Option<u64> {
+    log.meta(MetaKind::Other, MIN_FREE_KBYTES_META)
+        .and_then(|m| String::from_utf8_lossy(&m.content).trim().parse().ok())
+}
+
 /// Migratetype names and where they come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageTypes {

@@ -5,6 +5,8 @@ mod misuse;
 
 pub use misuse::{kernel_version, kfree_cache_judgement};
 
+mod page_advice;
+mod page_misuse;
 mod page_sites;
 mod pages;
 
@@ -265,7 +267,14 @@ pub fn build(
     };
     let (misuse, worst) = misuse::findings(&ctx, an, found.judge, &evidence, a.release.as_deref());
     let trace_completeness = misuse::completeness(&ctx, &evidence);
-    let pages = pages::section(&ctx, &an.pages, found.live_pages, &summaries, &stacks);
+    let pages = pages::section(
+        &ctx,
+        &an.pages,
+        found.live_pages,
+        &summaries,
+        &stacks,
+        windows,
+    );
     let leaks_m = leak_section(&ctx, &leaks);
     let allocs = allocs(&ctx);
 

@@ -36,6 +36,7 @@ pub(crate) fn section(
     live: &LivePages,
     summaries: &[crate::stream::CpuSummary],
     stacks: &[Box<[u64]>],
+    windows: &crate::stream::Windows,
 ) -> PageReport {
     let types = kmemtrace_format::pagetypes::of_log(cx.log);
     let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
@@ -116,15 +117,21 @@ pub(crate) fn section(
         .map(|(&(a, b), &n)| (u32::from(a), u32::from(b), n))
         .collect();
     drained.sort_unstable();
-    let mut per_second: Vec<(u64, u64)> = p
-        .fallbacks_per_second
-        .iter()
-        .map(|(&s, &n)| (s, n))
-        .collect();
-    per_second.sort_unstable();
     let first_s = cx.first_ts / 1_000_000_000;
+    // (all, fragmenting) by second from the first event.
+    let mut per_second: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    for (&(s, fallback_order), &n) in &p.fallbacks_per_second {
+        let e = per_second.entry(s.saturating_sub(first_s)).or_default();
+        e.0 += n;
+        if types
+            .pageblock_order
+            .is_some_and(|pb| i64::from(fallback_order) < i64::from(pb))
+        {
+            e.1 += n;
+        }
+    }
     let end = cx.an.last_ts;
-    PageReport {
+    let mut report = PageReport {
         migratetypes: types.names.clone(),
         migratetype_names_fallback: types.fallback.clone(),
         pageblock_order: types.pageblock_order,
@@ -137,8 +144,9 @@ pub(crate) fn section(
         },
         free_only: requests(&p.free_only),
         allocation_failures: p.failed,
-        order_mismatch_frees: p.order_mismatch,
-        allocated_while_live: p.allocated_while_live,
+        order_mismatch_frees: p.misuse.freed_larger + p.misuse.freed_smaller,
+        allocated_while_live: p.misuse.allocated_while_live.occurrences.requests,
+        misuse: super::page_misuse::section(cx, &p.misuse, &p.free_only, windows),
         by_order_migratetype: order_rows(&p.by_order_migratetype, columns),
         live_by_order_migratetype: order_rows(&live.by_order_migratetype, columns),
         live_oldest_age_ns: live.oldest_ts.map(|t| end.saturating_sub(t)),
@@ -151,9 +159,11 @@ pub(crate) fn section(
             .map(|f| f.count)
             .sum(),
         fallbacks,
-        fallbacks_per_second: per_second
-            .into_iter()
-            .map(|(s, n)| (s.saturating_sub(first_s), n))
+        fallbacks_per_second: per_second.iter().map(|(&s, &(n, _))| (s, n)).collect(),
+        fallbacks_fragmenting_per_second: per_second
+            .iter()
+            .filter(|(_, &(_, f))| f > 0)
+            .map(|(&s, &(_, f))| (s, f))
             .collect(),
         allocator_functions: cx
             .syms
@@ -177,5 +187,8 @@ pub(crate) fn section(
             .iter()
             .map(|k| k.name().to_string())
             .collect(),
-    }
+        advice: Vec::new(),
+    };
+    report.advice = super::page_advice::advise(cx, &report, &types);
+    report
 }

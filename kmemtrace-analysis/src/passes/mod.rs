@@ -15,6 +15,7 @@ pub mod cross_cpu;
 pub mod leaks;
 pub mod misuse;
 pub mod objects;
+pub mod page_misuse;
 pub mod pages;
 pub mod slab;
 pub mod untraced;

@@ -10,6 +10,7 @@
 //! are routed to shards by the bucket of that frame, so a shard sees every
 //! event of its frames, in order.
 
+use super::page_misuse::{FrameEvent, FreedFrame, PageMisuse};
 use crate::event::{Event, Kind, Page, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::FastMap;
@@ -35,6 +36,16 @@ pub fn refills_a_list(pg: &Page) -> bool {
     match pg.percpu_refill {
         -1 => pg.order == 0,
         r => r == 1,
+    }
+}
+
+fn frame_event(ev: &Event, pg: &Page) -> FrameEvent {
+    FrameEvent {
+        pfn: pg.pfn,
+        order: pg.order,
+        ts: ev.ts,
+        pid: ev.pid,
+        cpu: ev.cpu,
     }
 }
 
@@ -154,7 +165,7 @@ pub struct Requests {
 }
 
 impl Requests {
-    fn add(&mut self, bytes: u64) {
+    pub(crate) fn add(&mut self, bytes: u64) {
         self.requests += 1;
         self.bytes = self.bytes.saturating_add(bytes);
     }
@@ -196,11 +207,9 @@ pub struct PagesPass<'a> {
     /// Frees of blocks not allocated during the capture.
     pub free_only: Requests,
     pub failed: u64,
-    /// Frees of a live block with another order than its allocation's
-    /// (split_page(), alloc_pages_exact(): informational).
-    pub order_mismatch: u64,
-    /// Allocations returning a block still live.
-    pub allocated_while_live: u64,
+    /// Frames freed twice, blocks allocated while live, frees with
+    /// another order than the allocation's.
+    pub misuse: PageMisuse,
     /// Successful allocations by [order][migratetype].
     pub by_order_migratetype: Vec<[u64; MIGRATETYPE_SLOTS]>,
     /// Refills and drains by CPU: (refilled pages, drained pages).
@@ -208,8 +217,10 @@ pub struct PagesPass<'a> {
     /// Drained pages by (the CPU whose list they were on, the draining CPU).
     pub drained_from: FastMap<(u16, u16), u64>,
     pub fallbacks: FastMap<Fallback, u64>,
-    /// Fallbacks per second of trace time (by `ts / 1e9`).
-    pub fallbacks_per_second: FastMap<u64, u64>,
+    /// Fallbacks by (second of trace time, `ts / 1e9`; fallback order),
+    /// so that fragmenting ones can be told per second once the
+    /// pageblock order is read.
+    pub fallbacks_per_second: FastMap<(u64, i8), u64>,
     /// Successful allocations by stack, order, migratetype and GFP flags.
     pub by_site: FastMap<SiteKey, Requests>,
     /// Successful allocations that came with a stack.
@@ -235,8 +246,7 @@ impl<'a> PagesPass<'a> {
             alloc_freed: Requests::default(),
             free_only: Requests::default(),
             failed: 0,
-            order_mismatch: 0,
-            allocated_while_live: 0,
+            misuse: PageMisuse::default(),
             by_order_migratetype: vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS],
             per_cpu: FastMap::default(),
             drained_from: FastMap::default(),
@@ -262,8 +272,7 @@ impl<'a> PagesPass<'a> {
         self.alloc_freed.absorb(&o.alloc_freed);
         self.free_only.absorb(&o.free_only);
         self.failed += o.failed;
-        self.order_mismatch += o.order_mismatch;
-        self.allocated_while_live += o.allocated_while_live;
+        self.misuse.absorb(&o.misuse);
         for (a, b) in self
             .by_order_migratetype
             .iter_mut()
@@ -345,7 +354,7 @@ impl<'a> PagesPass<'a> {
                 *self.fallbacks.entry(key).or_insert(0) += 1;
                 *self
                     .fallbacks_per_second
-                    .entry(ev.ts / 1_000_000_000)
+                    .entry((ev.ts / 1_000_000_000, x.fallback_order))
                     .or_insert(0) += 1;
             }
             _ => {}
@@ -365,10 +374,18 @@ impl<'a> PagesPass<'a> {
             selected,
         };
         let old = self.live.insert(pg.pfn, new);
+        let bytes = self.bytes(pg.order);
+        let earlier = old.map(|o| FreedFrame {
+            ts: o.ts,
+            pid: o.pid,
+            cpu: o.cpu,
+            order: o.order.min(u32::from(u8::MAX)) as u8,
+        });
+        self.misuse
+            .alloc(frame_event(ev, pg), earlier, bytes, selected);
         if !selected {
             return;
         }
-        let bytes = self.bytes(pg.order);
         self.allocated.add(bytes);
         self.by_site.entry(new.site()).or_default().add(bytes);
         self.with_stack += u64::from(pg.stack != crate::intern::NO_STACK);
@@ -379,7 +396,6 @@ impl<'a> PagesPass<'a> {
             };
             m.entry(key).or_default().add(bytes);
         }
-        self.allocated_while_live += u64::from(old.is_some());
         self.by_order_migratetype[order_slot(pg.order)][migratetype_slot(pg.migratetype)] += 1;
     }
 
@@ -388,14 +404,20 @@ impl<'a> PagesPass<'a> {
             self.on_list_of.insert(pg.pfn, ev.cpu);
         }
         let bytes = self.bytes(pg.order);
-        match self.live.remove(&pg.pfn) {
+        let live = self.live.remove(&pg.pfn);
+        self.misuse.free(
+            frame_event(ev, pg),
+            live.map(|p| (p.order, p.selected)),
+            bytes,
+            selected,
+        );
+        match live {
             Some(p) => {
                 if p.selected || selected {
                     self.freed.add(bytes);
                 }
                 if p.selected {
                     self.alloc_freed.add(self.bytes(p.order));
-                    self.order_mismatch += u64::from(p.order != pg.order);
                 }
             }
             None if selected => {

@@ -14,6 +14,9 @@ const KCF: &str = include_str!("data/x86_64-6.18/kmem_cache_free.format");
 const PAGE: &str = include_str!("data/x86_64-6.18/mm_page_alloc.format");
 const PAGE_FREE: &str = include_str!("data/x86_64-6.18/mm_page_free.format");
 const PAGE_FREE_BATCHED: &str = include_str!("data/x86_64-6.18/mm_page_free_batched.format");
+const EXTFRAG: &str = include_str!("data/x86_64-6.18/mm_page_alloc_extfrag.format");
+const ZONE_LOCKED: &str = include_str!("data/x86_64-6.18/mm_page_alloc_zone_locked.format");
+const PCP_DRAIN: &str = include_str!("data/x86_64-6.18/mm_page_pcpu_drain.format");
 const FORK: &str = include_str!("data/x86_64-6.18/sched_process_fork.format");
 
 /// Functions of the synthetic kernel, 0x100 bytes each from `TEXT`.
@@ -53,6 +56,9 @@ pub struct Synth {
     page: EventFormat,
     page_free: EventFormat,
     page_free_batched: EventFormat,
+    extfrag: EventFormat,
+    zone_locked: EventFormat,
+    pcp_drain: EventFormat,
     fork: EventFormat,
     pub allocs: u64,
     pub frees: u64,
@@ -75,6 +81,9 @@ impl Synth {
         let page = b.format("kmem", PAGE).unwrap();
         let page_free = b.format("kmem", PAGE_FREE).unwrap();
         let page_free_batched = b.format("kmem", PAGE_FREE_BATCHED).unwrap();
+        let extfrag = b.format("kmem", EXTFRAG).unwrap();
+        let zone_locked = b.format("kmem", ZONE_LOCKED).unwrap();
+        let pcp_drain = b.format("kmem", PCP_DRAIN).unwrap();
         let fork = b.format("sched", FORK).unwrap();
         let mut ks = String::new();
         for (i, f) in FUNCS.iter().enumerate() {
@@ -99,6 +108,9 @@ impl Synth {
             page,
             page_free,
             page_free_batched,
+            extfrag,
+            zone_locked,
+            pcp_drain,
             fork,
             allocs: 0,
             frees: 0,
@@ -237,6 +249,51 @@ impl Synth {
         let fields = [("pfn", Value::Uint(pfn))];
         let p = encode_event(LittleEndian, &self.page_free_batched, 1, &fields).unwrap();
         self.push(cpu, ts, p);
+    }
+
+    /// An order-`alloc_order` Unmovable allocation fell back to an
+    /// order-`fallback_order` Movable block.
+    pub fn extfrag(&mut self, cpu: u32, ts: u64, pfn: u64, alloc_order: i64, fallback_order: i64) {
+        let fields = [
+            ("pfn", Value::Uint(pfn)),
+            ("alloc_order", Value::Int(alloc_order)),
+            ("fallback_order", Value::Int(fallback_order)),
+            ("alloc_migratetype", Value::Int(0)),
+            ("fallback_migratetype", Value::Int(1)),
+            ("change_ownership", Value::Int(0)),
+        ];
+        let p = encode_event(LittleEndian, &self.extfrag, 1, &fields).unwrap();
+        self.push(cpu, ts, p);
+    }
+
+    /// An order-0 page refilled into `cpu`'s per-CPU list.
+    pub fn pcp_refill(&mut self, cpu: u32, ts: u64, pfn: u64) {
+        let fields = [
+            ("pfn", Value::Uint(pfn)),
+            ("order", Value::Uint(0)),
+            ("migratetype", Value::Int(0)),
+            ("percpu_refill", Value::Int(1)),
+        ];
+        let p = encode_event(LittleEndian, &self.zone_locked, 1, &fields).unwrap();
+        self.push(cpu, ts, p);
+    }
+
+    /// An order-0 page drained from a per-CPU list by `cpu`.
+    pub fn pcp_drain(&mut self, cpu: u32, ts: u64, pfn: u64) {
+        let fields = [
+            ("pfn", Value::Uint(pfn)),
+            ("order", Value::Uint(0)),
+            ("migratetype", Value::Int(0)),
+        ];
+        let p = encode_event(LittleEndian, &self.pcp_drain, 1, &fields).unwrap();
+        self.push(cpu, ts, p);
+    }
+
+    /// A META `other` file of the recorded machine (`proc/...`).
+    pub fn other_meta(&mut self, name: &str, content: &str) {
+        let mut m = Meta::new(MetaKind::Other, content);
+        m.name = name.into();
+        self.b.meta(m);
     }
 
     /// `parent` forks `child` (recorded with the parent's pid).
