@@ -18,6 +18,7 @@ perf kmem --page record -o "$out/perf.data" -- \
   "$bin/kmemtraced" -q -o "$out/k.kmt" -- \
   stress-ng --quiet --fork 2 --vm 1 --vm-bytes 64M --timeout "${secs}s" >/dev/null 2>"$out/perf-record.log"
 perf kmem --page -i "$out/perf.data" stat >"$out/perf.txt" 2>/dev/null || true
+perf kmem -i "$out/perf.data" --page --caller stat >"$out/perf-caller.txt" 2>/dev/null || true
 "$bin/kmemtrace-report" -q --json "$out/k.kmt" >"$out/k.json"
 python3 - "$out" <<'PY'
 import json, re, sys
@@ -53,4 +54,33 @@ print("perf's columns are the pre-4.4 migratetype order (Unmovable, Reclaimable,
 print("Reserved): on 4.4+ kernels its 'Reclaimable' column holds Movable pages.")
 print("perf records system-wide for kmemtraced's whole run (start-up and stop included),")
 print("kmemtraced from its own start to its stop: perf's counts are a little higher.")
+
+# Call sites: perf kmem stat --page --caller beside kmemtrace-report --page --caller.
+print()
+rows = []
+for line in open(f"{out}/perf-caller.txt"):
+    f = [x.strip() for x in line.split("|")]
+    if len(f) == 6 and f[0].isdigit():
+        rows.append((int(f[0]), int(f[1]), f[2], f[3], f[4], f[5]))
+ours = k["callsites"]
+def sites(names):
+    return len(set(names))
+print(f"{'call sites':22} {'kmemtrace-report':>18}   {'perf kmem --page':>18}")
+print(f"{'rows':22} {len(ours):>18,}   {len(rows):>18,}")
+print(f"{'distinct call sites':22} {sites(r['callsite'] for r in ours):>18,}   {sites(r[5] for r in rows):>18,}")
+print(f"{'hits in the table':22} {sum(r['hits'] for r in ours):>18,}   {sum(r[1] for r in rows):>18,}")
+hex_named = sum(1 for r in rows if re.fullmatch(r"[0-9a-f]+", r[5]))
+print(f"{'sites left as numbers':22} {sum(1 for r in ours if r['callsite'] == '-' or r['callsite'].startswith('0x')):>18,}   {hex_named:>18,}")
+print()
+print("top call sites by KB, kmemtrace-report (first frame outside the allocator, named from the log's kallsyms):")
+for r in ours[:8]:
+    print(f"  {r['bytes']//1024:>10,} KB {r['hits']:>9,} hits  order {r['order']} {r['migratetype']:<12} {r['callsite']}")
+print("top call sites by KB, perf kmem stat --page --caller:")
+for r in rows[:8]:
+    print(f"  {r[0]:>10,} KB {r[1]:>9,} hits  order {r[2]} {r[3]:<12} {r[5]}")
+print()
+print("perf takes the first callchain entry its regex ^_?_?(alloc|get_free|get_zeroed)_pages? does not")
+print("match; on 6.x kernels the allocator's own __alloc_frozen_pages_noprof, alloc_pages_mpol and")
+print("folio_alloc* escape it, and where perf cannot map the kernel's text (here) it prints the raw")
+print("address. Its Mig.type column uses the pre-4.4 table (RECLAIM holds Movable pages).")
 PY
