@@ -466,6 +466,10 @@ pub struct PageStacks {
     pub matched: u64,
     /// Successful allocations (in the filters) that have a stack.
     pub allocations_with_stack: u64,
+    /// Allocations (any) still waiting for their stack when their CPU's
+    /// stream ended: the kernel takes the stack after the event, and the
+    /// capture stopped in between.
+    pub cut_at_end: u64,
     /// Distinct stacks.
     pub distinct: u64,
 }

@@ -122,6 +122,22 @@ pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
             thousands(p.fallbacks_total),
             thousands(p.fallbacks_fragmenting)
         );
+        let rate: Vec<String> = p
+            .fallbacks_per_second
+            .iter()
+            .take(30)
+            .map(|(sec, n)| format!("{sec}s:{}", thousands(*n)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  per second (from the first event): {}{}",
+            rate.join(" "),
+            if p.fallbacks_per_second.len() > 30 {
+                " ..."
+            } else {
+                ""
+            }
+        );
         for f in p.fallbacks.iter().take(lines.min(10)) {
             let _ = writeln!(
                 o,

@@ -58,6 +58,7 @@ pub(crate) fn section(
         records: summaries.iter().map(|c| c.stacks).sum(),
         matched: summaries.iter().map(|c| c.stacks_paired).sum(),
         allocations_with_stack: p.with_stack,
+        cut_at_end: summaries.iter().map(|c| c.stacks_cut_at_end).sum(),
         distinct: stacks.len().saturating_sub(1) as u64,
     };
     let mut fallbacks: Vec<FallbackRow> = p

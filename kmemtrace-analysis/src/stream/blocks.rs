@@ -49,6 +49,9 @@ pub struct Blocks<'a> {
     cap: usize,
     /// Per stream, stacks matched across a block boundary.
     pub late_stacks: Vec<std::sync::atomic::AtomicU64>,
+    /// Per stream, allocations still waiting for their stack when the
+    /// stream ended (the capture stopped between the two).
+    pub cut_at_end: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl<'a> Blocks<'a> {
@@ -75,8 +78,10 @@ impl<'a> Blocks<'a> {
             .collect();
         let (tx, rx) = channel();
         let late_stacks = streams.iter().map(|_| Default::default()).collect();
+        let cut_at_end = streams.iter().map(|_| Default::default()).collect();
         Blocks {
             late_stacks,
+            cut_at_end,
             decoder,
             streams,
             slots,
@@ -204,7 +209,12 @@ impl<'a> Blocks<'a> {
         let lead = next.map(|n| n.leading.lock().unwrap_or_else(|e| e.into_inner()));
         match (trailing.as_mut(), lead.as_ref()) {
             (None, _) => {}
-            (Some(_), None) => trailing = None,
+            // The stream's last block: the kernel takes a stack after its
+            // event, and tracing stopped in between.
+            (Some(t), None) => {
+                self.cut_at_end[i].fetch_add(t.waiting(), Ordering::Relaxed);
+                trailing = None;
+            }
             (Some(t), Some(l)) => {
                 if let Some(l) = l.as_ref() {
                     let n = t.late(l, &mut parts);

@@ -70,6 +70,9 @@ pub struct CpuSummary {
     /// they were taken with.
     pub stacks: u64,
     pub stacks_paired: u64,
+    /// Allocations still waiting for their stack when the CPU's stream
+    /// ended.
+    pub stacks_cut_at_end: u64,
 }
 
 impl CpuSummary {
@@ -498,7 +501,12 @@ impl AwaitingStacks {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.list.iter().all(|a| a.2.is_none())
+        self.waiting() == 0
+    }
+
+    /// Kept allocations waiting.
+    pub fn waiting(&self) -> u64 {
+        self.list.iter().filter(|a| a.2.is_some()).count() as u64
     }
 
     /// The allocation a stack of task `pid` was taken with, if one waits:

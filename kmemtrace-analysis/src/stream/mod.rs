@@ -228,10 +228,10 @@ pub fn run<S: Shard, T: Send>(
         blocks.close();
         sinks
     });
-    let late: Vec<(u32, u64)> = cpus
+    let late: Vec<(u32, u64, u64)> = cpus
         .iter()
-        .zip(&blocks.late_stacks)
-        .map(|(&c, n)| (c, n.load(Ordering::Relaxed)))
+        .zip(blocks.late_stacks.iter().zip(&blocks.cut_at_end))
+        .map(|(&c, (n, cut))| (c, n.load(Ordering::Relaxed), cut.load(Ordering::Relaxed)))
         .collect();
     let assembler = blocks
         .assembler
@@ -239,8 +239,9 @@ pub fn run<S: Shard, T: Send>(
         .unwrap_or_else(|e| e.into_inner());
     let (windows, mut summaries) = assembler.finish();
     for s in &mut summaries {
-        if let Some(&(_, n)) = late.iter().find(|(c, _)| *c == s.cpu) {
+        if let Some(&(_, n, cut)) = late.iter().find(|(c, _, _)| *c == s.cpu) {
             s.stacks_paired += n;
+            s.stacks_cut_at_end += cut;
         }
     }
     (

@@ -288,10 +288,14 @@ fn live_callsite_totals_equal_the_kernels_text() {
     let s = &r["pages"]["stacks"];
     let unmatched = s["records"].as_u64().unwrap() - s["matched"].as_u64().unwrap();
     assert!(unmatched <= unplaced, "{s}");
-    assert_eq!(
-        s["allocations_with_stack"],
-        r["pages"]["allocations"]["requests"]
-    );
+    // An allocation made as tracing stopped may miss its stack (the
+    // kernel takes it after the event): at most one per CPU, counted.
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let requests = n(&r["pages"]["allocations"]["requests"]);
+    let cut = n(&s["cut_at_end"]);
+    assert!(requests - n(&s["allocations_with_stack"]) <= cut, "{s}");
+    let cpus = r["capture"]["cpus"].as_array().unwrap().len() as u64;
+    assert!(cut <= cpus, "{s}");
 }
 
 /// Whether the kernel's text names a frame of the tracing machinery or of
@@ -348,7 +352,9 @@ fn text_page_sites(text: &str) -> BTreeMap<String, u64> {
             }
             let q = waiting.entry(cpu.into()).or_default();
             let Some(i) = q.iter().rposition(|(p, c, _)| *p == pid && *c == ctx) else {
-                // Seen now and then, not understood yet (see the caller).
+                // The start's mirror of the stop's cut: an event written
+                // with tracing off (to the kernel's temporary buffer) whose
+                // trigger took its stack after tracing came on.
                 eprintln!("text: a stack without its allocation: {line}");
                 *out.entry("<unmatched>".to_string()).or_insert(0) += 1;
                 continue;

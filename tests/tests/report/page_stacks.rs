@@ -4,7 +4,8 @@
 //! foreign captures: 4-byte longs, big-endian), with stacks that nest
 //! (an interrupt's allocation inside a task's) and stacks the recorder's
 //! block cuts separate from their allocation. Every allocation gets its
-//! stack, the call sites' counts are exact, whatever the thread count.
+//! stack (but the last one, whose stack the capture's stop cut off: it is
+//! counted), the call sites' counts are exact, whatever the thread count.
 
 use crate::{common, report_json, temp_log};
 use kmemtrace_format::event_format::EventFormat;
@@ -193,6 +194,14 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
             }
             pfn += 1;
         }
+        if cpu == 1 {
+            // The capture stops between the last allocation and its stack.
+            pfn += 1;
+            w.alloc(cpu, ts + 1_000, pfn, 0);
+            let e = planted.entry("-").or_default();
+            e.0 += 1;
+            e.1 += 1;
+        }
     }
     (w.b.build().unwrap(), planted)
 }
@@ -203,7 +212,8 @@ fn check(what: &str, log: &[u8], planted: &BTreeMap<&'static str, (u64, u64)>) {
     let p = &one["pages"];
     let all = p["allocations"]["requests"].as_u64().unwrap();
     assert_eq!(all, planted.values().map(|v| v.0).sum::<u64>(), "{what}");
-    assert_eq!(p["stacks"]["allocations_with_stack"], all, "{what}");
+    assert_eq!(p["stacks"]["allocations_with_stack"], all - 1, "{what}");
+    assert_eq!(p["stacks"]["cut_at_end"], 1, "{what}");
     assert_eq!(p["stacks"]["records"], p["stacks"]["matched"], "{what}");
     assert_eq!(p["stacks"]["distinct"], 3, "{what}");
     assert_eq!(p["stacks"]["recorded"], true, "{what}");
