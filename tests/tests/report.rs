@@ -12,6 +12,8 @@ mod synthetic;
 
 #[path = "report/cli.rs"]
 mod cli;
+#[path = "report/diff.rs"]
+mod diff;
 #[path = "report/foreign.rs"]
 mod foreign;
 #[path = "report/gate.rs"]
