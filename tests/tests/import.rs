@@ -198,17 +198,11 @@ fn check_json(log: &Path) -> (i32, serde_json::Value) {
 }
 
 fn report_json(log: &Path) -> serde_json::Value {
-    let o = Command::new(common::bin("kmemtrace-report"))
-        .args(["--json", "-q"])
-        .arg(log)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "report: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    common::json_stdout(
+        Command::new(common::bin("kmemtrace-report"))
+            .args(["--json", "-q"])
+            .arg(log),
+    )
 }
 
 /// One shared capture: import, decode, compare with the kernel's text,

@@ -203,17 +203,11 @@ fn touching_mapped_memory_shows_page_allocations() {
 
 /// The page report of a log, as JSON.
 fn page_report(log: &Path) -> serde_json::Value {
-    let out = Command::new(common::bin("kmemtrace-report"))
-        .arg(log)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = common::json_stdout(
+        Command::new(common::bin("kmemtrace-report"))
+            .arg(log)
+            .arg("--json"),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["pages"].clone()
 }
 

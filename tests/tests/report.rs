@@ -46,16 +46,13 @@ pub fn report(args: &[&str]) -> Output {
 
 /// Runs kmemtrace-report --json on a log file, asserting success.
 pub fn report_json(path: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![path.to_str().unwrap(), "--json"];
-    args.extend_from_slice(extra);
-    let out = report(&args);
-    assert!(
-        out.status.success(),
-        "kmemtrace-report {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
+    common::json_stdout(
+        Command::new(common::bin("kmemtrace-report"))
+            .arg(path)
+            .arg("--json")
+            .args(extra)
+            .env("NO_COLOR", "1"),
+    )
 }
 
 /// Writes bytes to a temporary file that lives as long as the returned

@@ -53,14 +53,7 @@ fn finding(
         .iter()
         .enumerate()
         .filter(|(_, &n)| n > 0)
-        .map(|(o, &n)| {
-            let name = if o == last {
-                format!("{o}+")
-            } else {
-                o.to_string()
-            };
-            (name, n)
-        })
+        .map(|(o, &n)| (super::pages::order_name(o, last), n))
         .collect();
     let mut by_comm: BTreeMap<String, u64> = BTreeMap::new();
     for (&pid, &n) in &c.by_pid {

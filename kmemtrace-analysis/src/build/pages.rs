@@ -5,12 +5,31 @@ use super::page_sites::{self, StackSites};
 use super::Ctx;
 use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PageStacks, PcpRow};
 use crate::passes::pages::{LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
+use kmemtrace_format::pagetypes::PageTypes;
 
 fn requests(r: &Requests) -> PageRequests {
     PageRequests {
         requests: r.requests,
         bytes: r.bytes,
     }
+}
+
+/// An order slot's name: the last slot (`last`) collects the larger
+/// orders (`"10+"`).
+pub(crate) fn order_name(o: usize, last: usize) -> String {
+    if o == last {
+        format!("{o}+")
+    } else {
+        o.to_string()
+    }
+}
+
+/// Whether a fallback from a block of `fallback_order` splits a pageblock
+/// between migratetypes (`None` without the pageblock order).
+fn fragmenting(types: &PageTypes, fallback_order: i8) -> Option<bool> {
+    types
+        .pageblock_order
+        .map(|pb| i64::from(fallback_order) < i64::from(pb))
 }
 
 /// Rows of a matrix by order, without the empty ones.
@@ -20,11 +39,7 @@ fn order_rows(m: &[[u64; MIGRATETYPE_SLOTS]], columns: usize) -> Vec<OrderRow> {
         .enumerate()
         .filter(|(_, r)| r.iter().any(|&n| n > 0))
         .map(|(o, r)| OrderRow {
-            order: if o == last {
-                format!("{o}+")
-            } else {
-                o.to_string()
-            },
+            order: order_name(o, last),
             by_migratetype: r[..columns].to_vec(),
         })
         .collect()
@@ -70,9 +85,7 @@ pub(crate) fn section(
             alloc_migratetype: name(k.alloc_migratetype),
             fallback_migratetype: name(k.fallback_migratetype),
             change_ownership: i32::from(k.change_ownership),
-            fragmenting: types
-                .pageblock_order
-                .map(|pb| i64::from(k.fallback_order) < i64::from(pb)),
+            fragmenting: fragmenting(&types, k.fallback_order),
             count,
         })
         .collect();
@@ -124,10 +137,7 @@ pub(crate) fn section(
     for (&(s, fallback_order), &n) in &p.fallbacks_per_second {
         let e = per_second.entry(s.saturating_sub(first_s)).or_default();
         e.0 += n;
-        if types
-            .pageblock_order
-            .is_some_and(|pb| i64::from(fallback_order) < i64::from(pb))
-        {
+        if fragmenting(&types, fallback_order) == Some(true) {
             e.1 += n;
         }
     }

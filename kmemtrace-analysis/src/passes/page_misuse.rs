@@ -43,6 +43,18 @@ pub struct FreedFrame {
     pub order: u8,
 }
 
+impl FreedFrame {
+    /// `order` kept in a byte (orders past 255 are not real).
+    pub fn new(ts: u64, pid: i32, cpu: u16, order: u32) -> Self {
+        FreedFrame {
+            ts,
+            pid,
+            cpu,
+            order: order.min(u32::from(u8::MAX)) as u8,
+        }
+    }
+}
+
 /// One bucket's freed frames: the recent generation, and the one before.
 #[derive(Default)]
 struct Generations {
@@ -94,7 +106,7 @@ impl Generations {
                 map.range(..=pfn).next_back().map(|(&h, &f)| (h, f))
             };
             if let Some((h, f)) = below {
-                if u32::from(f.order) > order && h + (1u64 << f.order) > pfn {
+                if u32::from(f.order) > order && h.saturating_add(1u64 << f.order) > pfn {
                     holder = holder.or(Some(h));
                 }
             }
@@ -104,12 +116,8 @@ impl Generations {
         let mut o = u32::from(f.order);
         while o > order {
             o -= 1;
-            let half = 1u64 << o;
-            let (kept, next) = if pfn >= head + half {
-                (head, head + half)
-            } else {
-                (head + half, head)
-            };
+            let mid = head.saturating_add(1u64 << o);
+            let (kept, next) = if pfn >= mid { (head, mid) } else { (mid, head) };
             self.insert(
                 kept,
                 FreedFrame {
@@ -256,13 +264,11 @@ pub struct FrameEvent {
 }
 
 impl FrameEvent {
+    /// The free as remembered: blocks above the group size are not buddy
+    /// blocks, and are remembered by their first group (as [`PageMisuse::alloc`]
+    /// clears them), which keeps the block arithmetic within 64 bits.
     fn freed(&self) -> FreedFrame {
-        FreedFrame {
-            ts: self.ts,
-            pid: self.pid,
-            cpu: self.cpu,
-            order: self.order.min(u32::from(u8::MAX)) as u8,
-        }
+        FreedFrame::new(self.ts, self.pid, self.cpu, self.order.min(MAX_BLOCK_ORDER))
     }
     fn occurrence(&self, earlier: FreedFrame) -> PageOccurrence {
         PageOccurrence {

@@ -375,12 +375,7 @@ impl<'a> PagesPass<'a> {
         };
         let old = self.live.insert(pg.pfn, new);
         let bytes = self.bytes(pg.order);
-        let earlier = old.map(|o| FreedFrame {
-            ts: o.ts,
-            pid: o.pid,
-            cpu: o.cpu,
-            order: o.order.min(u32::from(u8::MAX)) as u8,
-        });
+        let earlier = old.map(|o| FreedFrame::new(o.ts, o.pid, o.cpu, o.order));
         self.misuse
             .alloc(frame_event(ev, pg), earlier, bytes, selected);
         if !selected {

@@ -45,6 +45,19 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// Runs `cmd`, asserting success (its stderr in the message), and parses
+/// its standard output as JSON.
+pub fn json_stdout(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().expect("run the program");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
 /// The mounted tracefs, mounting it if we are root and it is not mounted.
 /// `None` (after printing why the caller skips) where tracing cannot be had.
 pub fn tracefs() -> Option<PathBuf> {

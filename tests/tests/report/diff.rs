@@ -28,18 +28,12 @@ fn workload(extra: u64) -> Vec<u8> {
 }
 
 fn diff_json(base: &std::path::Path, new: &std::path::Path) -> Value {
-    let out = Command::new(common::bin("kmemtrace-diff"))
-        .arg(base)
-        .arg(new)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_stdout(
+        Command::new(common::bin("kmemtrace-diff"))
+            .arg(base)
+            .arg(new)
+            .arg("--json"),
+    )
 }
 
 fn change<'a>(d: &'a Value, scope: &str, name: &str, metric: &str) -> Option<&'a Value> {
