@@ -206,6 +206,8 @@ pub struct Report {
     pub capture: Capture,
     pub summary: Summary,
     pub sort: Vec<String>,
+    /// The `-l N` that cut the row arrays; `None`: they are complete.
+    pub lines: Option<usize>,
     pub callsites: Vec<CallsiteRow>,
     pub caches: Vec<CacheRow>,
     pub size_classes: Vec<CacheRow>,

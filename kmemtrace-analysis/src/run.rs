@@ -60,6 +60,25 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// What the log itself says to select: the recorder's own threads left
+    /// out (META `kmemtraced/own_tids`: their events are not the
+    /// workload's), and with `traced_tree`, a pid-filtered recording's
+    /// traced tasks and their descendants (the kernel's pid filter lets
+    /// neighbours' events through). `kmemtrace-report LOG` with no
+    /// options, and `kmemtrace-diff` on a log, analyse this way.
+    pub fn select_as_recorded(&mut self, log: &Log, traced_tree: bool) {
+        use kmemtrace_format::tasks::{recorder_tids, traced_tasks};
+        self.filter.recorder = recorder_tids(log).into_iter().collect();
+        if traced_tree {
+            if let Some(t) = traced_tasks(log) {
+                self.filter.pids = Some(t.tree.iter().copied().collect());
+                self.traced = Some(t);
+            }
+        }
+    }
+}
+
 /// The result of a run.
 pub struct Outcome {
     pub report: Report,

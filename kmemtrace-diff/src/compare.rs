@@ -15,6 +15,8 @@ pub struct Capture {
     /// `release machine` of the recorded kernel.
     pub kernel: String,
     pub figures: Figures,
+    /// The report's `filters`: what was selected.
+    pub filters: serde_json::Value,
 }
 
 /// Captures of one side.
@@ -91,9 +93,30 @@ pub fn number<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     }
 }
 
-fn opt_number<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+/// [`number`] for an optional figure.
+pub fn opt_number<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     match v {
         Some(v) => number(v, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// [`number`] for an optional `[low, high]`.
+pub fn opt_pair<S: Serializer>(v: &Option<[f64; 2]>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeTuple;
+    match v {
+        Some([lo, hi]) => {
+            struct N(f64);
+            impl Serialize for N {
+                fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    number(&self.0, s)
+                }
+            }
+            let mut t = s.serialize_tuple(2)?;
+            t.serialize_element(&N(*lo))?;
+            t.serialize_element(&N(*hi))?;
+            t.end()
+        }
         None => s.serialize_none(),
     }
 }
@@ -113,13 +136,16 @@ pub struct Change {
     pub new: Option<f64>,
     #[serde(serialize_with = "number")]
     pub delta: f64,
-    /// `100 * delta / base`; `None` where base is absent or 0.
+    /// `100 * delta / base`; `None` where either side is absent or base
+    /// is 0.
     pub pct: Option<f64>,
     /// Median rates per second (counts only).
     pub base_per_s: Option<f64>,
     pub new_per_s: Option<f64>,
     /// Lowest and highest over the side's captures (two or more).
+    #[serde(serialize_with = "opt_pair")]
     pub base_spread: Option<[f64; 2]>,
+    #[serde(serialize_with = "opt_pair")]
     pub new_spread: Option<[f64; 2]>,
     /// The new value lies outside the baseline's spread; `None` with one
     /// baseline capture (no noise known).
@@ -127,9 +153,10 @@ pub struct Change {
 }
 
 impl Change {
-    /// The figure differs, or the row is on one side only.
+    /// The figure differs (a row on one side only counts 0 on the other:
+    /// a new row whose figure is 0 is no change).
     pub fn changed(&self) -> bool {
-        self.delta != 0.0 || self.base.is_some() != self.new.is_some()
+        self.delta != 0.0
     }
 
     /// Counts as a change for people and gates: outside the noise, or no
@@ -171,7 +198,9 @@ pub fn compare(base: &Group, new: &Group, key: &Key) -> Option<Change> {
         base: b,
         new: n,
         delta,
-        pct: b.filter(|&b| b != 0.0).map(|b| 100.0 * delta / b),
+        pct: b
+            .filter(|&b| b != 0.0 && n.is_some())
+            .map(|b| 100.0 * delta / b),
         base_per_s: rate(base, hb),
         new_per_s: rate(new, hn),
         base_spread,

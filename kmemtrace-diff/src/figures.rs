@@ -5,6 +5,7 @@
 //! metric; the metrics are one table, shared by the comparison, the gates'
 //! validation and `--help`.
 
+use kmemtrace_analysis::page_callers::base_name;
 use kmemtrace_analysis::passes::misuse::Misuse;
 use serde::Serialize;
 use serde_json::Value;
@@ -88,7 +89,7 @@ pub const METRICS: &[Metric] = &[
         "frees",
         Kind::Count,
         SLAB_ROWS,
-        "frees (totals: free events; rows: their objects freed in the capture)",
+        "objects allocated and freed in the capture",
     ),
     m(
         "cross_cpu_frees",
@@ -112,7 +113,7 @@ pub const METRICS: &[Metric] = &[
         "live_bytes",
         Kind::Level,
         &[Total, Callsite, Cache, PageCallsite],
-        "their bytes (page blocks for page call sites)",
+        "their bytes (slab; page blocks' bytes for page call sites)",
     ),
     m(
         "peak_live_bytes",
@@ -219,15 +220,20 @@ pub struct Key {
 /// One capture's figures.
 pub type Figures = BTreeMap<Key, f64>;
 
-/// A call site's function, as different kernels compare: `name+0xoff
-/// [module]` becomes `name [module]`.
+/// A call site's function, as different kernels and compilers compare:
+/// `name.part.0+0xoff [module]` becomes `name [module]` (the offset, the
+/// compiler's suffixes and the allocation-profiling wrapper's `_noprof`
+/// taken off, as the page-allocator rule reads names).
 pub fn function_of(callsite: &str) -> String {
-    match callsite.split_once("+0x") {
-        None => callsite.to_string(),
-        Some((f, rest)) => match rest.split_once(' ') {
-            Some((_, module)) => format!("{f} {module}"),
-            None => f.to_string(),
-        },
+    let (symbol, module) = match callsite.split_once(' ') {
+        Some((s, m)) => (s, Some(m)),
+        None => (callsite, None),
+    };
+    let f = symbol.split_once("+0x").map_or(symbol, |(f, _)| f);
+    let f = if f.starts_with("0x") { f } else { base_name(f) };
+    match module {
+        Some(m) => format!("{f} {m}"),
+        None => f.to_string(),
     }
 }
 
@@ -252,7 +258,7 @@ pub fn read(report: &Value) -> Figures {
         ("req", "bytes_requested"),
         ("bytes", "bytes_allocated"),
         ("waste", "bytes_wasted"),
-        ("frees", "free_events"),
+        ("frees", "matched_frees"),
         ("cross_cpu_frees", "cross_cpu_frees"),
         ("failed", "failed_allocs"),
         ("live_objects", "live_objects"),

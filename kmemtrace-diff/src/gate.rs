@@ -11,7 +11,7 @@
 //! max = 0
 //! ```
 
-use crate::compare::{median, spread, Group};
+use crate::compare::{median, opt_number, opt_pair, spread, Group};
 use crate::figures::{self, Key, Kind, Scope};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -26,11 +26,16 @@ pub struct Gate {
     pub scope: Scope,
     /// Glob on the row's name (`*`, `?`); `None` for the totals.
     pub pattern: Option<String>,
+    #[serde(serialize_with = "opt_number")]
     pub max_increase_pct: Option<f64>,
+    #[serde(serialize_with = "opt_number")]
     pub max_increase: Option<f64>,
+    #[serde(serialize_with = "opt_number")]
     pub max: Option<f64>,
     /// Compare rates per second of capture rather than totals.
     pub per_second: bool,
+    /// A pattern that matches no row passes (else it fails: a typo).
+    pub allow_no_match: bool,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +59,8 @@ struct RawGate {
     max: Option<Spanned<f64>>,
     #[serde(default)]
     per_second: bool,
+    #[serde(default)]
+    allow_no_match: bool,
 }
 
 /// The 1-based line holding byte `at` of `text`.
@@ -99,18 +106,21 @@ fn gate(g: RawGate, file: &str, text: &str) -> Result<Gate, String> {
         None => None,
         Some(o) => {
             let span = o.span();
+            let why = "order is a number, 0 to 10 (10: the row of orders 10 and above, `10+`), or a glob on those names";
             match o.into_inner() {
                 toml::Value::String(s) => Some(Spanned::new(span, s)),
-                toml::Value::Integer(i) if i >= 0 => Some(Spanned::new(span, i.to_string())),
-                _ => {
-                    return Err(at(
-                        span,
-                        "order is a number (0 to 10) or a glob such as \"1?\"".into(),
-                    ))
-                }
+                toml::Value::Integer(i @ 0..=9) => Some(Spanned::new(span, i.to_string())),
+                toml::Value::Integer(10) => Some(Spanned::new(span, "10+".to_string())),
+                _ => return Err(at(span, why.into())),
             }
         }
     };
+    if let Some(p) = g.callsite.as_ref().filter(|p| p.get_ref().contains("+0x")) {
+        return Err(at(
+            p.span(),
+            "call sites compare by function: leave out the +0x offset".into(),
+        ));
+    }
     let selectors: Vec<(Scope, Spanned<String>)> = [
         (Scope::Callsite, g.callsite),
         (Scope::Cache, g.cache),
@@ -180,6 +190,7 @@ fn gate(g: RawGate, file: &str, text: &str) -> Result<Gate, String> {
         max_increase,
         max,
         per_second: g.per_second,
+        allow_no_match: g.allow_no_match,
     };
     if gate.name.is_empty() {
         gate.name = gate.describe();
@@ -240,8 +251,11 @@ pub struct Checked {
     pub name: String,
     /// Median over each side's captures (rates with `per_second`);
     /// `None`: the row is not on that side.
+    #[serde(serialize_with = "opt_number")]
     pub base: Option<f64>,
+    #[serde(serialize_with = "opt_number")]
     pub new: Option<f64>,
+    #[serde(serialize_with = "opt_pair")]
     pub base_spread: Option<[f64; 2]>,
     /// The limits this row breaks, as text; empty when it keeps them.
     pub breaches: Vec<String>,
@@ -288,8 +302,9 @@ pub fn check(gate: &Gate, base: &Group, new: &Group) -> Verdict {
             row(gate, base, new, key)
         })
         .collect();
+    let matched = !checked.is_empty() || gate.allow_no_match;
     Verdict {
-        passed: checked.iter().all(|c| c.breaches.is_empty()),
+        passed: matched && checked.iter().all(|c| c.breaches.is_empty()),
         gate: gate.clone(),
         checked,
     }
@@ -335,7 +350,8 @@ fn row(gate: &Gate, base: &Group, new: &Group, key: Key) -> Checked {
                 ));
             }
             None if nv > 0.0 && above_noise => {
-                breaches.push(format!("from none to {} (limit {}%)", fmt(nv), fmt(lim)));
+                let from = if b.is_some() { "0" } else { "none" };
+                breaches.push(format!("from {from} to {} (limit {}%)", fmt(nv), fmt(lim)));
             }
             _ => {}
         }

@@ -5,7 +5,10 @@
 use crate::gate::{fmt, Checked, Verdict};
 use crate::{Comparison, Diff};
 
-fn escape(s: &str) -> String {
+/// Text for XML 1.0: markup escaped; characters XML forbids even escaped
+/// (most controls, U+FFFE, U+FFFF) replaced; in attributes, newlines and
+/// tabs as references, which parsers would otherwise turn into spaces.
+fn escape_as(s: &str, attribute: bool) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -14,12 +17,40 @@ fn escape(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&apos;"),
-            // XML 1.0 allows no other control characters, even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
+            '\n' if attribute => o.push_str("&#10;"),
+            '\t' if attribute => o.push_str("&#9;"),
+            '\r' => o.push_str("&#13;"),
+            '\n' | '\t' => o.push(c),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => o.push('\u{fffd}'),
             c => o.push(c),
         }
     }
     o
+}
+
+fn escape(s: &str) -> String {
+    escape_as(s, false)
+}
+
+fn attr(s: &str) -> String {
+    escape_as(s, true)
+}
+
+/// A class name CI servers will not split: Jenkins takes what follows the
+/// last `.` as the class and the rest as the package.
+fn class_name(board: &str) -> String {
+    let base = board.rsplit('/').next().unwrap_or(board);
+    let clean: String = base
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("kmemtrace-diff.{clean}")
 }
 
 /// `alloc_pipe_info: 2,000 -> 3,000 (spread 1,990..2,010): increase 50.0% > 20%`.
@@ -40,8 +71,8 @@ fn row_text(c: &Checked) -> String {
 fn testcase(o: &mut String, board: &str, v: &Verdict) {
     o.push_str(&format!(
         "    <testcase name=\"{}\" classname=\"{}\" time=\"0\">\n",
-        escape(&v.gate.name),
-        escape(board)
+        attr(&v.gate.name),
+        attr(&class_name(board))
     ));
     let failures: Vec<&Checked> = v.failures().collect();
     if let Some(first) = failures.first() {
@@ -51,7 +82,7 @@ fn testcase(o: &mut String, board: &str, v: &Verdict) {
         };
         o.push_str(&format!(
             "      <failure type=\"gate\" message=\"{}\">{}</failure>\n",
-            escape(&format!("{}{more}", row_text(first))),
+            attr(&format!("{}{more}", row_text(first))),
             escape(
                 &failures
                     .iter()
@@ -60,6 +91,15 @@ fn testcase(o: &mut String, board: &str, v: &Verdict) {
                     .join("\n")
             )
         ));
+    } else if v.checked.is_empty() {
+        let why = "matched no row in either capture";
+        if v.passed {
+            o.push_str(&format!("      <skipped message=\"{why}\"/>\n"));
+        } else {
+            o.push_str(&format!(
+                "      <failure type=\"gate\" message=\"{why}\">{why}: call sites are named by function (no +0x offset), caches and size classes by name, orders 0..9 and 10+ (allow_no_match = true lets it pass)</failure>\n"
+            ));
+        }
     }
     let seen = if v.checked.is_empty() {
         "no row matched in either capture".to_string()
@@ -82,9 +122,14 @@ fn testcase(o: &mut String, board: &str, v: &Verdict) {
 fn suite(o: &mut String, d: &Diff, c: &Comparison) {
     let board = c.new.label();
     let failures = c.gates.iter().filter(|v| !v.passed).count();
+    let skipped = c
+        .gates
+        .iter()
+        .filter(|v| v.passed && v.checked.is_empty())
+        .count();
     o.push_str(&format!(
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"0\">\n",
-        escape(&board),
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"0\">\n",
+        attr(&board),
         c.gates.len()
     ));
     o.push_str("    <properties>\n");
@@ -96,7 +141,7 @@ fn suite(o: &mut String, d: &Diff, c: &Comparison) {
     ] {
         o.push_str(&format!(
             "      <property name=\"{k}\" value=\"{}\"/>\n",
-            escape(&v)
+            attr(&v)
         ));
     }
     o.push_str("    </properties>\n");
@@ -119,4 +164,34 @@ pub fn write(d: &Diff) -> String {
     }
     o.push_str("</testsuites>\n");
     o
+}
+
+/// A report for CI when no comparison could be made (bad rules, an input
+/// that cannot be read): one test case in error, so the run shows as
+/// broken rather than as a missing report.
+pub fn error(message: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+         <testsuites name=\"kmemtrace-diff\" tests=\"1\" failures=\"0\" errors=\"1\" time=\"0\">\n\
+         \x20 <testsuite name=\"kmemtrace-diff\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\">\n\
+         \x20   <testcase name=\"compare the captures\" classname=\"kmemtrace-diff.run\" time=\"0\">\n\
+         \x20     <error type=\"kmemtrace-diff\" message=\"{}\">{}</error>\n\
+         \x20   </testcase>\n\
+         \x20 </testsuite>\n\
+         </testsuites>\n",
+        attr(message),
+        escape(message)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_for_xml() {
+        assert_eq!(attr("a<&\"b\nc\td"), "a&lt;&amp;&quot;b&#10;c&#9;d");
+        assert_eq!(escape("x\ny\u{1}\u{fffe}"), "x\ny\u{fffd}\u{fffd}");
+        assert_eq!(class_name("/tmp/board 1.kmt"), "kmemtrace-diff.board_1_kmt");
+    }
 }

@@ -80,6 +80,45 @@ pub struct Comparison {
     pub vanished_page_callsites: Vec<String>,
     pub gates: Vec<Verdict>,
     pub gates_failed: usize,
+    /// Selections (`kmemtrace-report` filters) that differ between the
+    /// sides' captures: their figures cover different things.
+    pub filters_differ: Vec<String>,
+}
+
+/// The filters a person chooses (pids and time windows differ between runs
+/// in their values, so only whether they were given counts).
+fn selection(filters: &serde_json::Value) -> Vec<(&'static str, String)> {
+    let given = |k: &str| (!filters[k].is_null()).to_string();
+    vec![
+        ("cpus", filters["cpus"].to_string()),
+        ("comm", filters["comm"].to_string()),
+        ("callsite", filters["callsite"].to_string()),
+        ("min_age_ns", filters["min_age_ns"].to_string()),
+        ("pids given", given("pids")),
+        (
+            "time window given",
+            (!filters["time_start_ns"].is_null() || !filters["time_end_ns"].is_null()).to_string(),
+        ),
+    ]
+}
+
+/// Which selections differ among the captures of both sides.
+fn filters_differ(base: &Group, new: &Group) -> Vec<String> {
+    let all: Vec<Vec<(&str, String)>> = base
+        .captures
+        .iter()
+        .chain(&new.captures)
+        .map(|c| selection(&c.filters))
+        .collect();
+    let Some(first) = all.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| all.iter().any(|s| s[*i].1 != first[*i].1))
+        .map(|(_, (k, _))| k.to_string())
+        .collect()
 }
 
 /// The whole comparison: one baseline, one or more new sides.
@@ -116,6 +155,7 @@ pub fn diff(base: &Group, news: &[Group], gates: &[Gate], sort: &[String]) -> Di
                 vanished_page_callsites,
                 gates_failed: verdicts.iter().filter(|v| !v.passed).count(),
                 gates: verdicts,
+                filters_differ: filters_differ(base, new),
             }
         })
         .collect();

@@ -1,14 +1,21 @@
 //! An input: a `kmemtrace-report --json` document, or a log analysed here
-//! with the report's defaults (what `kmemtrace-report --json` would print).
+//! as `kmemtrace-report LOG --json` analyses it (the same selection: the
+//! recorder's own threads out, a pid-filtered recording's traced tree), so
+//! a stored baseline and its log give the same figures.
 
 use crate::compare::Capture;
 use crate::figures;
 use kmemtrace_analysis::Symbols;
 use kmemtrace_format::log::Log;
 use serde_json::Value;
+use std::io::Read;
 use std::path::Path;
 
-/// Reads `path`: JSON if it starts with `{`, else a kmemtrace log.
+/// The report schema whose meanings this version knows.
+pub const REPORT_SCHEMA: &str = "kmemtrace-report/1";
+
+/// Reads `path`: a JSON document if its first character (after a BOM and
+/// white space) is `{`, else a kmemtrace log.
 pub fn capture(path: &Path) -> Result<Capture, String> {
     let name = path.display().to_string();
     let report = report(path).map_err(|e| format!("{name}: {e}"))?;
@@ -17,7 +24,6 @@ pub fn capture(path: &Path) -> Result<Capture, String> {
 
 /// A capture from a report document.
 pub fn of_report(name: String, report: &Value) -> Capture {
-    let ns = report["capture"]["duration_ns"].as_u64().unwrap_or(0);
     let k = &report["kernel"];
     let kernel = format!(
         "{} {}",
@@ -26,28 +32,53 @@ pub fn of_report(name: String, report: &Value) -> Capture {
     );
     Capture {
         name,
-        // At least a microsecond, so rates stay finite.
-        seconds: (ns as f64 / 1e9).max(1e-6),
+        seconds: seconds(report),
         kernel,
         figures: figures::read(report),
+        filters: report["filters"].clone(),
     }
 }
 
+/// Seconds the figures cover: the capture's span, cut to the `--time`
+/// window the document was made with; at least a microsecond, so rates
+/// stay finite.
+fn seconds(report: &Value) -> f64 {
+    let c = &report["capture"];
+    let f = &report["filters"];
+    let first = c["first_ts_ns"].as_u64().unwrap_or(0);
+    let last = c["last_ts_ns"].as_u64().unwrap_or(first);
+    let start = f["time_start_ns"].as_u64().map_or(first, |t| t.max(first));
+    let end = f["time_end_ns"].as_u64().map_or(last, |t| t.min(last));
+    let ns = match (f["time_start_ns"].is_null(), f["time_end_ns"].is_null()) {
+        (true, true) => c["duration_ns"].as_u64().unwrap_or(0),
+        _ => end.saturating_sub(start),
+    };
+    (ns as f64 / 1e9).max(1e-6)
+}
+
+/// Whether the file starts like JSON: `{` after an optional BOM and white
+/// space, read from its first bytes only.
+fn looks_like_json(path: &Path) -> std::io::Result<bool> {
+    let mut head = Vec::with_capacity(4096);
+    std::fs::File::open(path)?
+        .take(4096)
+        .read_to_end(&mut head)?;
+    let text = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&head);
+    Ok(text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
+}
+
 fn report(path: &Path) -> Result<Value, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        let v: Value =
-            serde_json::from_slice(&bytes).map_err(|e| format!("not a report document: {e}"))?;
-        if !v["schema"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("kmemtrace-report/"))
-        {
-            return Err("JSON without a kmemtrace-report schema".into());
-        }
+    if looks_like_json(path).map_err(|e| e.to_string())? {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+            .map_err(|e| format!("not a report document: {e}"))?;
+        check_document(&v)?;
         return Ok(v);
     }
-    drop(bytes);
     let mut log = Log::open(path).map_err(|e| e.to_string())?;
+    if log.kmem_decoder().ids().next().is_none() {
+        return Err("the log has no readable kmem event formats: nothing to compare".into());
+    }
     let table = log.kallsyms.take().filter(|k| !k.is_empty());
     let syms = Symbols {
         source: if table.is_some() {
@@ -58,6 +89,50 @@ fn report(path: &Path) -> Result<Value, String> {
         table,
         raw: false,
     };
-    let out = kmemtrace_analysis::analyse(&log, &syms, Default::default(), &mut |_| {});
+    let mut opts = kmemtrace_analysis::Options::default();
+    opts.select_as_recorded(&log, true);
+    let out = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {});
     serde_json::to_value(&out.report).map_err(|e| e.to_string())
+}
+
+/// A document this version can compare: schema `/1`, the objects the
+/// figures come from, and complete row arrays.
+fn check_document(v: &Value) -> Result<(), String> {
+    match v["schema"].as_str() {
+        Some(REPORT_SCHEMA) => {}
+        Some(s) if s.starts_with("kmemtrace-report/") => {
+            return Err(format!(
+                "schema {s}: this kmemtrace-diff reads {REPORT_SCHEMA}"
+            ))
+        }
+        _ => return Err("JSON without a kmemtrace-report schema".into()),
+    }
+    for key in ["capture", "summary", "leaks", "pages", "filters"] {
+        if !v[key].is_object() {
+            return Err(format!("a report document without `{key}`"));
+        }
+    }
+    for key in ["callsites", "caches", "size_classes", "misuse"] {
+        if !v[key].is_array() {
+            return Err(format!("a report document without `{key}[]`"));
+        }
+    }
+    for key in ["alloc_events", "bytes_allocated", "live_bytes"] {
+        if !v["summary"][key].is_u64() {
+            return Err(format!("`summary.{key}` is not a count"));
+        }
+    }
+    let cut = v["lines"].as_u64().or_else(|| {
+        // Documents from before `lines`: a cut shows in the leak groups.
+        let total = v["leaks"]["groups_total"].as_u64()?;
+        let listed = v["leaks"]["groups"].as_array()?.len() as u64;
+        (listed < total).then_some(listed)
+    });
+    if let Some(n) = cut {
+        return Err(format!(
+            "made with -l {n}: its rows are cut, and the rest would look vanished; \
+             store baselines with `kmemtrace-report LOG --json` without -l"
+        ));
+    }
+    Ok(())
 }

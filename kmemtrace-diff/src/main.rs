@@ -9,6 +9,8 @@ use std::process::ExitCode;
 const EXIT_GATE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_INPUT: u8 = 3;
+/// Writing the output failed (a full disk): no verdict was delivered.
+const EXIT_OUTPUT: u8 = 4;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -27,6 +29,7 @@ totals), and one or more limits:
   max_increase_pct = 20   NEW may exceed BASE by at most 20% (a row absent from BASE breaks it)
   max_increase = 100      ... by at most 100
   max = 0                 NEW itself at most 0
+  allow_no_match = true   a pattern matching no row passes (else it fails: likely a typo)
   per_second = true       compare rates per second of capture (counts only), for captures of
                           different lengths
   name = \"...\"            the test case's name in JUnit (default: the rule in words)
@@ -48,7 +51,8 @@ METRICS
                                freed_with_larger_order, freed_with_smaller_order, freed_unseen)
 
 Exit status: 0 every gate holds (or none given), 1 a gate failed, 2 usage (a bad rule says its
-line and why), 3 an input that cannot be read.";
+line and why), 3 an input that cannot be read or compared, 4 the output could not be written.
+With --junit, exits 2 and 3 leave a JUnit file with the error.";
 
 /// Compare kmem captures: per call site (by function, so different kernels
 /// and architectures compare), per cache, page call site, page order and in
@@ -62,8 +66,8 @@ struct Cli {
     /// --base, every one is a new capture.
     captures: Vec<PathBuf>,
     /// Baseline captures; several are runs of one build, whose spread is the
-    /// noise. Without --new or other captures, the first is the baseline and
-    /// the rest are compared with it one by one.
+    /// noise. Without --new or other captures (`--base BASE NEW1 NEW2`), the
+    /// first is the baseline and the rest are compared with it one by one.
     #[arg(long, num_args = 1.., value_name = "FILE")]
     base: Vec<PathBuf>,
     /// One new side of several captures (runs of one build), compared by
@@ -123,32 +127,75 @@ fn after_help() -> String {
     AFTER_HELP.replace("METRICS", &rows.join("\n"))
 }
 
-fn usage(msg: &str) -> ExitCode {
+/// Says why and exits with `code`; with --junit, leaves a report in error
+/// there too, so CI shows a broken run rather than a missing report.
+fn fail(code: u8, msg: &str, junit: Option<&PathBuf>) -> ExitCode {
     eprintln!("kmemtrace-diff: {msg}");
-    ExitCode::from(EXIT_USAGE)
+    if let Some(path) = junit {
+        if let Err(e) = std::fs::write(path, junit::error(msg)) {
+            eprintln!("kmemtrace-diff: {}: {e}", path.display());
+        }
+    }
+    ExitCode::from(code)
 }
 
-/// The baseline's files and the new sides' files, from the arguments.
-fn sides(
-    cli: &Cli,
-    new_groups: Vec<Vec<PathBuf>>,
-) -> Result<(Vec<PathBuf>, Vec<Vec<PathBuf>>), String> {
-    let mut positional = cli.captures.clone();
-    let mut base = cli.base.clone();
+/// Values of `id`, each occurrence together, with the command-line index
+/// of its first value.
+fn occurrences(m: &clap::ArgMatches, id: &str) -> Vec<(usize, Vec<PathBuf>)> {
+    let mut indices = m.indices_of(id).into_iter().flatten();
+    m.get_occurrences::<PathBuf>(id)
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let files: Vec<PathBuf> = o.cloned().collect();
+            let first = indices.next().unwrap_or(0);
+            indices
+                .by_ref()
+                .take(files.len().saturating_sub(1))
+                .for_each(drop);
+            (first, files)
+        })
+        .collect()
+}
+
+/// The baseline's files and the new sides' files, in command-line order.
+/// `BASE NEW...`; `--base B... --new N... [--new ...]`; and without --new
+/// or other captures, `--base BASE NEW...`: the first is the baseline.
+fn sides(m: &clap::ArgMatches) -> Result<(Vec<PathBuf>, Vec<Vec<PathBuf>>), String> {
+    let mut positional: Vec<(usize, Vec<PathBuf>)> = m
+        .get_many::<PathBuf>("captures")
+        .into_iter()
+        .flatten()
+        .zip(m.indices_of("captures").into_iter().flatten())
+        .map(|(p, i)| (i, vec![p.clone()]))
+        .collect();
+    let mut base: Vec<PathBuf> = m
+        .get_many::<PathBuf>("base")
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    let mut news = occurrences(m, "new");
     if base.is_empty() {
         if positional.is_empty() {
             return Err("no baseline: give BASE NEW, or --base".into());
         }
-        base.push(positional.remove(0));
-    } else if cli.new.is_empty() && positional.is_empty() {
-        positional = base.split_off(1);
+        base = positional.remove(0).1;
+    } else if news.is_empty() && positional.is_empty() {
+        let first = m.indices_of("base").and_then(|mut i| i.next()).unwrap_or(0);
+        positional = base
+            .split_off(1)
+            .into_iter()
+            .enumerate()
+            .map(|(k, p)| (first + 1 + k, vec![p]))
+            .collect();
     }
-    let mut news = new_groups;
-    news.extend(positional.into_iter().map(|p| vec![p]));
+    news.extend(positional);
+    news.sort_by_key(|(i, _)| *i);
     if news.is_empty() {
         return Err("nothing to compare with the baseline: give NEW captures".into());
     }
-    Ok((base, news))
+    Ok((base, news.into_iter().map(|(_, f)| f).collect()))
 }
 
 fn group(files: &[PathBuf]) -> Result<Group, String> {
@@ -159,6 +206,17 @@ fn group(files: &[PathBuf]) -> Result<Group, String> {
     Ok(Group { captures })
 }
 
+/// Writes to standard output; a reader that went away (`| head`) is no
+/// error.
+fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
     let matches = Cli::command().get_matches();
@@ -166,20 +224,14 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    // Each --new is one side: its values stay together.
-    let new_groups: Vec<Vec<PathBuf>> = matches
-        .get_occurrences::<PathBuf>("new")
-        .map(|o| o.map(|g| g.cloned().collect()).collect())
-        .unwrap_or_default();
+    let junit_path = cli.junit.as_ref();
     if let Some(bad) = cli.sort.iter().find(|k| !SORT_KEYS.contains(&k.as_str())) {
-        return usage(&format!(
-            "sort key \"{bad}\": one of {}",
-            SORT_KEYS.join(", ")
-        ));
+        let msg = format!("sort key \"{bad}\": one of {}", SORT_KEYS.join(", "));
+        return fail(EXIT_USAGE, &msg, junit_path);
     }
-    let (base_files, new_files) = match sides(&cli, new_groups) {
+    let (base_files, new_files) = match sides(&matches) {
         Ok(s) => s,
-        Err(e) => return usage(&e),
+        Err(e) => return fail(EXIT_USAGE, &e, junit_path),
     };
     let gates = match &cli.gate {
         None => Vec::new(),
@@ -190,12 +242,13 @@ fn main() -> ExitCode {
                 .and_then(|t| gate::parse(&name, &t));
             match parsed {
                 Ok(g) => g,
-                Err(e) => return usage(&e),
+                Err(e) => return fail(EXIT_USAGE, &e, junit_path),
             }
         }
     };
     if cli.junit.is_some() && gates.is_empty() {
-        return usage("--junit writes the gates' results: give --gate RULES");
+        let msg = "--junit writes the gates' results: give --gate RULES";
+        return fail(EXIT_USAGE, msg, junit_path);
     }
     let groups = group(&base_files).and_then(|b| {
         let news = new_files
@@ -206,39 +259,48 @@ fn main() -> ExitCode {
     });
     let (base, news) = match groups {
         Ok(g) => g,
-        Err(e) => {
-            eprintln!("kmemtrace-diff: {e}");
-            return ExitCode::from(EXIT_INPUT);
-        }
+        Err(e) => return fail(EXIT_INPUT, &e, junit_path),
     };
-    let mut d = kmemtrace_diff::diff(&base, &news, &gates, &cli.sort);
-    if !cli.metrics.is_empty() {
-        for c in &mut d.comparisons {
-            c.changes
-                .retain(|ch| cli.metrics.iter().any(|m| gate::glob(m, &ch.metric)));
-            c.within_noise = c.changes.iter().filter(|ch| !ch.flagged()).count();
-        }
+    let d = kmemtrace_diff::diff(&base, &news, &gates, &cli.sort);
+    for c in d
+        .comparisons
+        .iter()
+        .filter(|c| !c.filters_differ.is_empty())
+    {
+        eprintln!(
+            "kmemtrace-diff: warning: {} and {} were analysed with different selections ({})",
+            d.base.label(),
+            c.new.label(),
+            c.filters_differ.join(", ")
+        );
     }
-    if let Some(path) = &cli.junit {
+    if let Some(path) = junit_path {
         if let Err(e) = std::fs::write(path, junit::write(&d)) {
             eprintln!("kmemtrace-diff: {}: {e}", path.display());
-            return ExitCode::from(EXIT_INPUT);
+            return ExitCode::from(EXIT_OUTPUT);
         }
     }
-    if cli.json {
-        match serde_json::to_string_pretty(&d) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("kmemtrace-diff: {e}");
-                return ExitCode::from(EXIT_INPUT);
-            }
+    let opts = text::Options {
+        lines: cli.lines,
+        all: cli.all,
+        metrics: cli.metrics.clone(),
+    };
+    let printed = if cli.json {
+        // -m selects the changes in the document as in the table.
+        let mut shown = d.clone();
+        for c in &mut shown.comparisons {
+            c.changes.retain(|ch| opts.keeps(&ch.metric));
+            c.within_noise = c.changes.iter().filter(|ch| !ch.flagged()).count();
         }
+        serde_json::to_string_pretty(&shown)
+            .map_err(std::io::Error::other)
+            .and_then(|s| emit(&(s + "\n")))
     } else {
-        let opts = text::Options {
-            lines: cli.lines,
-            all: cli.all,
-        };
-        print!("{}", text::write(&d, &opts));
+        emit(&text::write(&d, &opts))
+    };
+    if let Err(e) = printed {
+        eprintln!("kmemtrace-diff: {e}");
+        return ExitCode::from(EXIT_OUTPUT);
     }
     if d.gates_failed > 0 {
         ExitCode::from(EXIT_GATE)

@@ -14,6 +14,15 @@ pub struct Options {
     pub lines: usize,
     /// Show changes inside the baseline's spread too.
     pub all: bool,
+    /// Only these metrics in the tables of changes (globs; empty: all).
+    pub metrics: Vec<String>,
+}
+
+impl Options {
+    /// Whether `-m` keeps `metric`.
+    pub fn keeps(&self, metric: &str) -> bool {
+        self.metrics.is_empty() || self.metrics.iter().any(|m| crate::gate::glob(m, metric))
+    }
 }
 
 /// A figure with thousands separators; a fraction (a median of an even
@@ -81,7 +90,7 @@ fn changes_table(o: &mut String, c: &Comparison, noisy: bool, opts: &Options) {
     let shown: Vec<&Change> = c
         .changes
         .iter()
-        .filter(|ch| opts.all || ch.flagged())
+        .filter(|ch| (opts.all || ch.flagged()) && opts.keeps(&ch.metric))
         .collect();
     o.push_str(&format!(
         "{:<13} {:<34} {:<24} {:>14} {:>14} {:>14} {:>8} {:>11} {:>11}",
@@ -121,10 +130,14 @@ fn changes_table(o: &mut String, c: &Comparison, noisy: bool, opts: &Options) {
             shown.len() - opts.lines
         ));
     }
-    if noisy && !opts.all && c.within_noise > 0 {
+    let hidden = c
+        .changes
+        .iter()
+        .filter(|ch| !ch.flagged() && opts.keeps(&ch.metric))
+        .count();
+    if noisy && !opts.all && hidden > 0 {
         o.push_str(&format!(
-            "{} changes inside the baseline's own spread not shown (--all)\n",
-            c.within_noise
+            "{hidden} changes inside the baseline's own spread not shown (--all)\n"
         ));
     }
 }
@@ -147,7 +160,11 @@ fn gates(o: &mut String, verdicts: &[Verdict]) {
             v.gate.line
         ));
         if v.checked.is_empty() {
-            o.push_str("        no row matched in either capture\n");
+            o.push_str(if v.passed {
+                "        no row matched in either capture (allow_no_match)\n"
+            } else {
+                "        no row matched in either capture: call sites are named by function, orders 0..9 and 10+\n"
+            });
         }
         for c in v.failures() {
             let spread = c
@@ -171,6 +188,12 @@ fn comparison(o: &mut String, d: &Diff, c: &Comparison, opts: &Options) {
         side(&d.base),
         side(&c.new)
     ));
+    if !c.filters_differ.is_empty() {
+        o.push_str(&format!(
+            "The captures were analysed with different selections ({}): their figures cover different things.\n\n",
+            c.filters_differ.join(", ")
+        ));
+    }
     let noisy = d.base.captures.len() > 1;
     changes_table(o, c, noisy, opts);
     for (what, list) in [

@@ -145,22 +145,9 @@ fn main() -> ExitCode {
     if !cli.pid.is_empty() {
         filter.pids = Some(cli.pid.iter().copied().collect());
     }
-    // A pid-filtered recording: its traced tree, unless asked otherwise.
-    let traced = if cli.pid.is_empty() && cli.comm.is_none() && !cli.all_tasks {
-        kmemtrace_format::tasks::traced_tasks(&log)
-    } else {
-        None
-    };
-    if let Some(t) = &traced {
-        filter.pids = Some(t.tree.iter().copied().collect());
-    }
     if let Some(c) = &cli.comm {
         filter.comm = Some((c.clone(), log.pids.clone()));
     }
-    // The recorder's own events are not the workload's.
-    filter.recorder = kmemtrace_format::tasks::recorder_tids(&log)
-        .into_iter()
-        .collect();
     if let Some((a, b)) = window {
         let first = kmemtrace_format::walk::first_event_ts(&log).unwrap_or(0);
         let start = a.map_or(0, |t| t.resolve(first));
@@ -216,10 +203,10 @@ fn main() -> ExitCode {
     // perf kmem --page); with --slab sections beside, both.
     let page_only =
         (cli.page || cli.live) && !(cli.caches || cli.matrix || cli.leaks || cli.misuse);
-    let opts = kmemtrace_analysis::Options {
+    let mut opts = kmemtrace_analysis::Options {
         filter,
         comm: cli.comm.clone(),
-        traced,
+        traced: None,
         per_pointer: cli.alloc && !page_only,
         remember_frees: cli.remember_frees,
         min_age: cli.min_age,
@@ -231,6 +218,9 @@ fn main() -> ExitCode {
         page_cull,
         page_stacks: cli.stacks,
     };
+    // A pid-filtered recording: its traced tree, unless asked otherwise.
+    let traced_tree = cli.pid.is_empty() && cli.comm.is_none() && !cli.all_tasks;
+    opts.select_as_recorded(&log, traced_tree);
     let out = if !cli.quiet && std::io::stderr().is_terminal() {
         let mut printed = false;
         let out = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |p| {

@@ -339,6 +339,7 @@ pub fn build(
         capture,
         summary,
         sort: opts.sort.iter().map(|k| k.name().to_string()).collect(),
+        lines: opts.lines,
         callsites,
         caches,
         size_classes,
