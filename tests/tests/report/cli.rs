@@ -182,6 +182,7 @@ fn json_has_the_documented_top_level_fields() {
         "capture",
         "summary",
         "sort",
+        "lines",
         "callsites",
         "caches",
         "size_classes",
