@@ -737,6 +737,10 @@ pub struct CallsiteRow {
     pub live_bytes: u64,
     pub peak_live_bytes: u64,
     pub cache: Option<String>,
+    /// Misuse occurrences by kind whose object was allocated here: all of
+    /// them, as `top_alloc_callsites` counts them (uncertain and explained
+    /// ones included); kinds with none left out.
+    pub misuse: std::collections::BTreeMap<&'static str, u64>,
     pub gfp: Vec<Gfp>,
     /// Allocations with GFP values beyond the 8 listed.
     pub gfp_other: u64,

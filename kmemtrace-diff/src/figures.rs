@@ -186,19 +186,23 @@ pub const PAGE_MISUSE: [(&str, &str); 5] = [
 ];
 
 /// The kind and scopes of the metric named `name`: a table entry, or a
-/// misuse count (totals only: `misuse:KIND` is the slab finding's `certain`,
-/// what a gate can trust; `page_misuse:KIND` the page finding's count, all
-/// informational).
+/// misuse count: `misuse:KIND` is the slab finding's `certain` in the
+/// totals (what a gate can trust) and, per call site, every occurrence
+/// whose object was allocated there (the report has no per-site judgement);
+/// `page_misuse:KIND` the page finding's count, totals only, informational.
 pub fn lookup(name: &str) -> Option<(Kind, &'static [Scope])> {
     if let Some(t) = METRICS.iter().find(|t| t.name == name) {
         return Some((t.kind, t.scopes));
     }
-    let known = match name.split_once(':') {
-        Some(("misuse", kind)) => Misuse::ALL.iter().any(|k| k.id() == kind),
-        Some(("page_misuse", kind)) => PAGE_MISUSE.iter().any(|(k, _)| *k == kind),
-        _ => false,
-    };
-    known.then_some((Kind::Count, &[Total][..]))
+    match name.split_once(':') {
+        Some(("misuse", kind)) if Misuse::ALL.iter().any(|k| k.id() == kind) => {
+            Some((Kind::Count, &[Total, Callsite][..]))
+        }
+        Some(("page_misuse", kind)) if PAGE_MISUSE.iter().any(|(k, _)| *k == kind) => {
+            Some((Kind::Count, &[Total][..]))
+        }
+        _ => None,
+    }
 }
 
 /// Every metric name, for messages and `--help`.
@@ -329,6 +333,16 @@ fn slab_rows(report: &Value, f: &mut Figures) {
                     _ => r["name"].as_str().map(str::to_string),
                 };
                 let Some(name) = name else { continue };
+                if scope == Callsite {
+                    for (kind, n) in r["misuse"].as_object().into_iter().flatten() {
+                        let k = Key {
+                            scope,
+                            name: name.clone(),
+                            metric: format!("misuse:{kind}"),
+                        };
+                        *f.entry(k).or_insert(0.0) += u(n);
+                    }
+                }
                 for (metric, key) in ROW_METRICS {
                     if scope == Cache && metric == "failed" {
                         continue;

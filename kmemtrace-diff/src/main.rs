@@ -46,7 +46,9 @@ With several baseline captures an increase limit breaks only above the highest o
 
 Metrics (scopes: t total, c callsite, k cache, p page_callsite, o order):
 METRICS
-  misuse:KIND            t     the slab finding's certain count (KIND as in the report's misuse[])
+  misuse:KIND            tc    totals: the slab finding's certain count (KIND as in the
+                               report's misuse[]); call sites: every occurrence whose object
+                               was allocated there, uncertain and explained ones included
   page_misuse:KIND       t     page findings (freed_twice, allocated_while_live,
                                freed_with_larger_order, freed_with_smaller_order, freed_unseen)
 

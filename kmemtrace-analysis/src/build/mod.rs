@@ -498,6 +498,15 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
             }
             let mut gfp: Vec<Gfp> = s.gfp.iter().map(|&(v, c, _)| ctx.gfp(v, c)).collect();
             gfp.sort_by_key(|g| std::cmp::Reverse(g.count));
+            let misuse = crate::passes::misuse::Misuse::ALL
+                .iter()
+                .filter_map(|&m| {
+                    let n = an.misuse.findings[m as usize]
+                        .alloc_sites
+                        .get(&(id as u32))?;
+                    Some((m.id(), *n))
+                })
+                .collect();
             CallsiteRow {
                 callsite: syms.name(addr),
                 addr: Addr(addr),
@@ -518,6 +527,7 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
                 live_bytes: g.live_bytes,
                 peak_live_bytes: g.peak_live_bytes,
                 cache: ctx.cache(s.cache),
+                misuse,
                 gfp,
                 gfp_other: s.gfp_other,
             }

@@ -15,6 +15,11 @@ use std::process::{Command, Output};
 /// 400 kmalloc/kfree pairs from `alloc_a` over 0.8 s, and `extra` more
 /// 192-byte kmallocs from `alloc_b`, freed on the other CPU.
 fn workload(extra: u64) -> Vec<u8> {
+    workload_with(extra, 0)
+}
+
+/// [`workload`], with the first `double_frees` alloc_b objects freed twice.
+fn workload_with(extra: u64, double_frees: u64) -> Vec<u8> {
     let mut s = Synth::new("6.18.44");
     let mut ts = 1_000_000_000u64;
     let mut ptr = 0xffff_8880_1000_0000u64;
@@ -28,6 +33,9 @@ fn workload(extra: u64) -> Vec<u8> {
         ts += 1_000;
         s.kmalloc(0, ts, 100, "alloc_b", ptr, 160, 192);
         s.kfree(1, ts + 500, 100, "free_b", ptr);
+        if i < double_frees {
+            s.kfree(1, ts + 700, 100, "free_b", ptr);
+        }
         ptr += 0x100 + i % 2 * 0x40;
     }
     s.build()
@@ -217,6 +225,26 @@ fn gates_fail_with_exit_1_and_their_figures_and_hold_on_the_same_workload() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // Misuse: the total's certain count, and per call site every
+    // occurrence whose object was allocated there.
+    let twice = temp_log(&workload_with(100, 3));
+    let out = diff(
+        &[base.path(), twice.path()],
+        &["--gate", r.path().to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &d["comparisons"][0];
+    assert_eq!(
+        change(c, "total", "total", "misuse:double_free").unwrap()["delta"],
+        3
+    );
+    assert_eq!(
+        change(c, "callsite", "alloc_b", "misuse:double_free").unwrap()["new"],
+        3
+    );
+    assert_eq!(c["gates"][1]["checked"][0]["new"], 3);
+    assert_eq!(c["gates"][1]["passed"], false);
     // A pattern that matches nothing is a typo unless allowed.
     let typo = rules("[[gate]]\nmetric = \"hits\"\ncallsite = \"alloc_pipe*\"\nmax = 0\n");
     let out = diff(
