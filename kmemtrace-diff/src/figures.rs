@@ -334,6 +334,20 @@ fn slab_rows(report: &Value, f: &mut Figures) {
                 };
                 let Some(name) = name else { continue };
                 if scope == Callsite {
+                    // A site with no misuse or leak has those figures at
+                    // 0 (not absent), so a change to 0 is no vanished row.
+                    let zero = Misuse::ALL
+                        .iter()
+                        .map(|k| format!("misuse:{}", k.id()))
+                        .chain(["leaks".to_string(), "leak_bytes".to_string()]);
+                    for metric in zero {
+                        let k = Key {
+                            scope,
+                            name: name.clone(),
+                            metric,
+                        };
+                        f.entry(k).or_insert(0.0);
+                    }
                     for (kind, n) in r["misuse"].as_object().into_iter().flatten() {
                         let k = Key {
                             scope,

@@ -92,28 +92,44 @@ fn changes_table(o: &mut String, c: &Comparison, noisy: bool, opts: &Options) {
         .iter()
         .filter(|ch| (opts.all || ch.flagged()) && opts.keeps(&ch.metric))
         .collect();
-    o.push_str(&format!(
-        "{:<13} {:<34} {:<24} {:>14} {:>14} {:>14} {:>8} {:>11} {:>11}",
-        "scope", "name", "metric", "base", "new", "change", "change%", "base/s", "new/s"
-    ));
+    // Names and metrics as wide as the longest shown (cache names such as
+    // `kmalloc-large (order 3, 32768 bytes)` run long), within reason.
+    let width = |f: fn(&Change) -> usize, least: usize| {
+        shown
+            .iter()
+            .take(opts.lines)
+            .map(|c| f(c))
+            .max()
+            .unwrap_or(0)
+            .clamp(least, 60)
+    };
+    let nw = width(|c| c.name.chars().count(), 34);
+    let mw = width(|c| c.metric.len(), 15);
+    let line = |cols: [&str; 9]| {
+        format!(
+            "{:<13} {:<nw$} {:<mw$} {:>14} {:>14} {:>14} {:>8} {:>11} {:>11}",
+            cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8]
+        )
+    };
+    let head = line([
+        "scope", "name", "metric", "base", "new", "change", "change%", "base/s", "new/s",
+    ]);
+    let rule = "-".repeat(head.len() + if noisy { 16 } else { 0 });
+    o.push_str(&head);
     o.push_str(if noisy { "  baseline range\n" } else { "\n" });
-    o.push_str(&format!(
-        "{}\n",
-        "-".repeat(WIDE + if noisy { 16 } else { 0 })
-    ));
+    o.push_str(&format!("{rule}\n"));
     for ch in shown.iter().take(opts.lines) {
-        o.push_str(&format!(
-            "{:<13} {:<34} {:<24} {:>14} {:>14} {:>14} {:>8} {:>11} {:>11}",
+        o.push_str(&line([
             ch.scope.id(),
-            ch.name,
-            ch.metric,
-            opt(ch.base),
-            opt(ch.new),
-            signed(ch.delta),
-            pct(ch),
-            rate(ch.base_per_s),
-            rate(ch.new_per_s),
-        ));
+            &ch.name,
+            &ch.metric,
+            &opt(ch.base),
+            &opt(ch.new),
+            &signed(ch.delta),
+            &pct(ch),
+            &rate(ch.base_per_s),
+            &rate(ch.new_per_s),
+        ]));
         match ch.base_spread {
             Some([lo, hi]) if noisy => {
                 let mark = if ch.flagged() { "" } else { " (noise)" };
