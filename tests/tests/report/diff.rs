@@ -49,6 +49,16 @@ fn diff(args: &[&Path], more: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `kmemtrace-diff BASE NEW --gate RULES EXTRA...`: exit status, stdout.
+fn gated(base: &Path, new: &Path, rules: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["--gate", rules.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = diff(&[base, new], &args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), format!("{stdout}{stderr}"))
+}
+
 fn diff_json(base: &Path, new: &Path) -> Value {
     common::json_stdout(
         Command::new(common::bin("kmemtrace-diff"))
@@ -173,17 +183,8 @@ fn gates_fail_with_exit_1_and_their_figures_and_hold_on_the_same_workload() {
          cache = \"kmalloc-1*\"\n\
          max_increase = 100\n",
     );
-    let out = diff(
-        &[base.path(), more.path()],
-        &["--gate", r.path().to_str().unwrap()],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (code, text) = gated(base.path(), more.path(), r.path(), &[]);
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("Gates: 1 of 3 failed"), "{text}");
     assert!(
         text.contains("FAIL  alloc_b grows  (rules line 4)"),
@@ -194,12 +195,12 @@ fn gates_fail_with_exit_1_and_their_figures_and_hold_on_the_same_workload() {
         "{text}"
     );
     // The JSON has each gate's rows.
-    let out = diff(
-        &[base.path(), more.path()],
-        &["--gate", r.path().to_str().unwrap(), "--json"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = |new: &Path| {
+        let (code, out) = gated(base.path(), new, r.path(), &["--json"]);
+        (code, serde_json::from_str::<Value>(&out).unwrap())
+    };
+    let (code, d) = json(more.path());
+    assert_eq!(code, Some(1));
     let g = &d["comparisons"][0]["gates"];
     assert_eq!(d["gates_failed"], 1);
     let checked = g[0]["checked"].as_array().unwrap();
@@ -215,25 +216,13 @@ fn gates_fail_with_exit_1_and_their_figures_and_hold_on_the_same_workload() {
         "kmalloc-128 and -192 grew by 0 and 50"
     );
     // The same workload twice passes every gate.
-    let out = diff(
-        &[base.path(), same.path()],
-        &["--gate", r.path().to_str().unwrap()],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let (code, text) = gated(base.path(), same.path(), r.path(), &[]);
+    assert_eq!(code, Some(0), "{text}");
     // Misuse: the total's certain count, and per call site every
     // occurrence whose object was allocated there.
     let twice = temp_log(&workload_with(100, 3));
-    let out = diff(
-        &[base.path(), twice.path()],
-        &["--gate", r.path().to_str().unwrap(), "--json"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, d) = json(twice.path());
+    assert_eq!(code, Some(1));
     let c = &d["comparisons"][0];
     assert_eq!(
         change(c, "total", "total", "misuse:double_free").unwrap()["delta"],
@@ -246,29 +235,23 @@ fn gates_fail_with_exit_1_and_their_figures_and_hold_on_the_same_workload() {
     assert_eq!(c["gates"][1]["checked"][0]["new"], 3);
     assert_eq!(c["gates"][1]["passed"], false);
     // A pattern that matches nothing is a typo unless allowed.
-    let typo = rules("[[gate]]\nmetric = \"hits\"\ncallsite = \"alloc_pipe*\"\nmax = 0\n");
-    let out = diff(
-        &[base.path(), same.path()],
-        &["--gate", typo.path().to_str().unwrap()],
+    let typo = "[[gate]]\nmetric = \"hits\"\ncallsite = \"alloc_pipe*\"\nmax = 0\n";
+    let (code, text) = gated(base.path(), same.path(), rules(typo).path(), &[]);
+    assert_eq!(code, Some(1));
+    assert!(text.contains("no row matched in either capture"), "{text}");
+    let allowed = rules(&format!("{typo}allow_no_match = true\n"));
+    assert_eq!(
+        gated(base.path(), same.path(), allowed.path(), &[]).0,
+        Some(0)
     );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("no row matched in either capture"));
-    let allowed = rules(
-        "[[gate]]\nmetric = \"hits\"\ncallsite = \"alloc_pipe*\"\nmax = 0\nallow_no_match = true\n",
-    );
-    let out = diff(
-        &[base.path(), same.path()],
-        &["--gate", allowed.path().to_str().unwrap()],
-    );
-    assert_eq!(out.status.code(), Some(0));
     // A call site the baseline lacks breaks an increase limit.
     let none = temp_log(&workload(0));
-    let out = diff(
-        &[none.path(), more.path()],
-        &["--gate", r.path().to_str().unwrap()],
+    let (code, text) = gated(none.path(), more.path(), r.path(), &[]);
+    assert_eq!(code, Some(1));
+    assert!(
+        text.contains("alloc_b: - -> 150: from none to 150"),
+        "{text}"
     );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("alloc_b: - -> 150: from none to 150"));
 }
 
 #[test]
@@ -638,20 +621,11 @@ fn foreign_kernels_compare_by_function_as_their_own_text_counts() {
     let mut logs = Vec::new();
     let mut want = Vec::new();
     for arch in ["armhf", "s390x"] {
-        let out = dir.path().join(format!("{arch}.kmt"));
-        let st = Command::new(common::bin("kmemtraced"))
-            .arg("--import")
-            .arg(data.join(arch).join("raw"))
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "{}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        logs.push(out);
+        logs.push(crate::foreign::import(
+            &data.join(arch).join("raw"),
+            dir.path(),
+            arch,
+        ));
         // Allocation hits per function, from the kernel's own text.
         let mut by_fn: BTreeMap<String, u64> = BTreeMap::new();
         for (site, t) in text_totals(&gunzip(&data.join(arch).join("trace.txt.gz"))) {

@@ -162,6 +162,25 @@ fn dump_foreign_logs_when_asked() {
     }
 }
 
+/// `kmemtraced --import INPUT -o DIR/NAME.kmt`, asserting success.
+pub fn import(input: &std::path::Path, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let out = dir.join(format!("{name}.kmt"));
+    let st = std::process::Command::new(common::bin("kmemtraced"))
+        .arg("--import")
+        .arg(input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "kmemtraced --import {}: {}",
+        input.display(),
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out
+}
+
 /// The same captures through the recorder's importer
 /// (`kmemtraced --import DIR`): the report is the same.
 #[test]
@@ -174,20 +193,7 @@ fn foreign_captures_imported_by_kmemtraced_report_the_same() {
     let dir = tempfile::tempdir().unwrap();
     for c in CAPTURES {
         let raw = data.join(c.arch).join("raw");
-        let out = dir.path().join(format!("{}.kmt", c.arch));
-        let st = std::process::Command::new(common::bin("kmemtraced"))
-            .arg("--import")
-            .arg(&raw)
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "kmemtraced --import {}: {}",
-            raw.display(),
-            String::from_utf8_lossy(&st.stderr)
-        );
+        let out = import(&raw, dir.path(), c.arch);
         let imported = report_json(&out, &[]);
         let want = text_totals(&gunzip(&data.join(c.arch).join("trace.txt.gz")));
         assert_eq!(callsite_totals(&imported), want, "{}", c.arch);
