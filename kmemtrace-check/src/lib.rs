@@ -95,7 +95,7 @@ pub fn check_path(path: &Path, opts: &Options, progress: &AtomicU64) -> Report {
     } else {
         path.display().to_string()
     };
-    match Log::open(path) {
+    match kmemtrace_import::open_log(path) {
         Ok(log) => check_log(&log, opts, progress),
         Err(e) => {
             let mut r = open_failure(&name, e);

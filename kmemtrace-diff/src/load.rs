@@ -6,7 +6,6 @@
 use crate::compare::Capture;
 use crate::figures;
 use kmemtrace_analysis::Symbols;
-use kmemtrace_format::log::Log;
 use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
@@ -75,7 +74,7 @@ fn report(path: &Path) -> Result<Value, String> {
         check_document(&v)?;
         return Ok(v);
     }
-    let mut log = Log::open(path).map_err(|e| e.to_string())?;
+    let mut log = kmemtrace_import::open_log(path).map_err(|e| e.to_string())?;
     if log.kmem_decoder().ids().next().is_none() {
         return Err("the log has no readable kmem event formats: nothing to compare".into());
     }

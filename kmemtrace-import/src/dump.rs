@@ -36,6 +36,8 @@ pub struct RawFile {
 enum RawLoc {
     File(PathBuf),
     Member(u64),
+    /// A CPU's flyrecord data in a trace.dat.
+    TraceDat(crate::tracedat::CpuData),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +45,8 @@ pub enum Container {
     Dir,
     Tar,
     TarGz,
+    /// trace-cmd's trace.dat, of this version.
+    TraceDat(u32),
 }
 
 /// A dump, read.
@@ -57,6 +61,8 @@ pub struct Dump {
     pub raw: BTreeMap<u32, RawFile>,
     /// Things left out while reading (too large, unsafe paths).
     pub warnings: Vec<String>,
+    /// What the input says of itself (NOTE lines, not warnings).
+    pub notes: Vec<String>,
 }
 
 fn bad(msg: impl Into<String>) -> ImportError {
@@ -108,16 +114,61 @@ impl Dump {
         let mut f = File::open(input).map_err(|e| io_err(input, e))?;
         let mut magic = [0u8; 512];
         let n = read_up_to(&mut f, &mut magic).map_err(|e| io_err(input, e))?;
-        if n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+        if crate::tracedat::looks_like(&magic[..n]) {
+            Self::open_tracedat(input)
+        } else if n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
             Self::open_tar(input, true)
         } else if ustar::looks_like_tar(&magic[..n]) {
             Self::open_tar(input, false)
         } else {
             Err(bad(format!(
-                "{} is neither a directory nor a tar archive (plain or gzip'd)",
+                "{} is neither a directory, a tar archive (plain or gzip'd) nor a trace.dat",
                 input.display()
             )))
         }
+    }
+
+    /// A trace.dat: its metadata as the files of a dump, its CPU data
+    /// where the file has it.
+    fn open_tracedat(input: &Path) -> Result<Dump, ImportError> {
+        let t = crate::tracedat::open(input)?;
+        let mut raw = BTreeMap::new();
+        for (cpu, data) in t.cpus {
+            let mut head = Vec::new();
+            let r = crate::tracedat::stream_cpu(input, &data, |chunk| {
+                let room = HEAD_BYTES - head.len();
+                head.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if head.len() < HEAD_BYTES {
+                    Ok(())
+                } else {
+                    Err(io::Error::new(io::ErrorKind::Interrupted, "head read"))
+                }
+            });
+            match r {
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                    return Err(bad(format!("{}: CPU {cpu}: {e}", input.display())))
+                }
+                _ => {}
+            }
+            let len = data.bytes();
+            raw.insert(
+                cpu,
+                RawFile {
+                    len,
+                    head,
+                    loc: RawLoc::TraceDat(data),
+                },
+            );
+        }
+        Ok(Dump {
+            input: input.to_path_buf(),
+            container: Container::TraceDat(t.version),
+            root: String::new(),
+            files: t.files,
+            raw,
+            warnings: Vec::new(),
+            notes: t.notes,
+        })
     }
 
     fn open_dir(input: &Path) -> Result<Dump, ImportError> {
@@ -165,6 +216,7 @@ impl Dump {
             files: BTreeMap::new(),
             raw: BTreeMap::new(),
             warnings: Vec::new(),
+            notes: Vec::new(),
         };
         let mut total = 0u64;
         // Top-level files.
@@ -331,6 +383,7 @@ impl Dump {
             files,
             raw,
             warnings,
+            notes: Vec::new(),
         })
     }
 
@@ -371,6 +424,16 @@ impl Dump {
         mut sink: impl FnMut(u32, &[u8]) -> io::Result<()>,
     ) -> Result<(), ImportError> {
         match self.container {
+            Container::TraceDat(_) => {
+                for (&cpu, r) in &self.raw {
+                    let RawLoc::TraceDat(data) = &r.loc else {
+                        continue;
+                    };
+                    crate::tracedat::stream_cpu(&self.input, data, |chunk| sink(cpu, chunk))
+                        .map_err(|e| bad(format!("{}: CPU {cpu}: {e}", self.input.display())))?;
+                }
+                Ok(())
+            }
             Container::Dir => {
                 let mut buf = vec![0u8; 1 << 20];
                 for (&cpu, r) in &self.raw {
@@ -395,7 +458,7 @@ impl Dump {
                     .iter()
                     .filter_map(|(&cpu, r)| match r.loc {
                         RawLoc::Member(off) => Some((off, (cpu, r.len))),
-                        RawLoc::File(_) => None,
+                        _ => None,
                     })
                     .collect();
                 let mut ar = Archive::new(Self::reader(

@@ -31,6 +31,7 @@
 
 pub mod byteorder;
 mod dump;
+pub mod tracedat;
 mod ustar;
 
 use byteorder::{Evidence, Plausibility};
@@ -440,9 +441,10 @@ pub fn import<W: Write>(
     // --- notes -------------------------------------------------------------------
     note(&mut w, false, bo.note.clone())?;
     let container = match d.container {
-        Container::Dir => "directory",
-        Container::Tar => "tar archive",
-        Container::TarGz => "gzip'd tar archive",
+        Container::Dir => "directory".to_string(),
+        Container::Tar => "tar archive".to_string(),
+        Container::TarGz => "gzip'd tar archive".to_string(),
+        Container::TraceDat(v) => format!("trace-cmd trace.dat (version {v})"),
     };
     let mut origin = format!("imported from the {container} {}", d.input.display());
     if !d.root.is_empty() {
@@ -458,6 +460,9 @@ pub fn import<W: Write>(
         }
     }
     note(&mut w, false, origin)?;
+    for n in &d.notes {
+        note(&mut w, false, n.clone())?;
+    }
     if let Some(r) = info.get("stop_reason") {
         let mut t = format!("the capture stopped: {r}");
         if let Some(c) = info.get("command") {
@@ -712,6 +717,46 @@ pub fn import<W: Write>(
         lost: lost_total,
         warnings,
     })
+}
+
+/// Opens `path` for reading as a log: a kmemtrace log as it is, or a
+/// trace-cmd trace.dat (recognised by its magic) imported on the fly into
+/// an unnamed temporary log, so every tool reads trace.dat files directly.
+pub fn open_log(
+    path: &Path,
+) -> Result<kmemtrace_format::log::Log, kmemtrace_format::log::LogError> {
+    use kmemtrace_format::log::{Log, LogError};
+    let is_tracedat = path.as_os_str() != "-"
+        && std::fs::File::open(path)
+            .and_then(|mut f| {
+                let mut head = [0u8; 10];
+                let n = io::Read::read(&mut f, &mut head)?;
+                Ok(tracedat::looks_like(&head[..n]))
+            })
+            .unwrap_or(false);
+    if !is_tracedat {
+        return Log::open(path);
+    }
+    let tmp = std::env::temp_dir().join(format!(
+        "kmemtrace-import-{}-{}.kmt",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let result = std::fs::File::create(&tmp)
+        .map_err(ImportError::Io)
+        .and_then(|f| {
+            let out = io::BufWriter::with_capacity(1 << 20, f);
+            import(path, out, Compression::None, "opened as a trace.dat".into())
+        })
+        .map_err(|e| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))
+        .and_then(|_| Log::open(&tmp));
+    // The open log keeps its file; the name goes at once.
+    let _ = std::fs::remove_file(&tmp);
+    let mut log = result?;
+    log.name = format!("{} (trace.dat)", path.display());
+    Ok(log)
 }
 
 #[cfg(test)]

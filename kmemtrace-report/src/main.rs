@@ -107,7 +107,7 @@ fn main() -> ExitCode {
         },
     };
 
-    let mut log = match Log::open(&cli.file) {
+    let mut log = match kmemtrace_import::open_log(&cli.file) {
         Ok(l) => l,
         Err(e) => {
             let name = if cli.file.as_os_str() == "-" {

@@ -30,6 +30,8 @@ mod page_stacks;
 mod pages;
 #[path = "report/pid.rs"]
 mod pid;
+#[path = "report/tracedat.rs"]
+mod tracedat;
 
 use serde_json::Value;
 use std::path::Path;

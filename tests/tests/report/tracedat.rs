@@ -1,0 +1,288 @@
+//! trace-cmd's trace.dat read by every tool: the real files of the foreign
+//! kernels (`../shared/data/*/tracecmd/`: v7 zstd as recorded in the guest,
+//! and the same converted to v6) give the totals of the in-guest
+//! `trace-cmd report` text beside them; a trace.dat recorded here by
+//! trace-cmd in an instance of its own, while kmemtraced records, gives the
+//! same figures as kmemtraced's log.
+
+use crate::foreign::import;
+use crate::raw::{gunzip, text_totals, TextTotals};
+use crate::{common, report_json};
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+
+/// `trace-cmd report` prints `kmalloc:  (sym+0x2c) call_site=sym+0x2c ...`:
+/// without the parenthesised symbol, the kernel's own line shape.
+fn kernel_shape(line: &str) -> String {
+    let Some(j) = line.find(" call_site=") else {
+        return line.to_string();
+    };
+    let head = &line[..j];
+    match head.rfind(" (") {
+        Some(open) if head[..open].trim_end().ends_with(':') => {
+            format!("{}{}", head[..open].trim_end(), &line[j..])
+        }
+        _ => line.to_string(),
+    }
+}
+
+fn report_text_totals(text: &str) -> BTreeMap<String, TextTotals> {
+    let shaped: String = text.lines().map(|l| kernel_shape(l) + "\n").collect();
+    text_totals(&shaped)
+}
+
+/// Events of `name` in trace-cmd report text.
+fn count(text: &str, name: &str) -> u64 {
+    let tag = format!(" {name}:");
+    text.lines().filter(|l| l.contains(&tag)).count() as u64
+}
+
+fn callsite_totals(r: &serde_json::Value) -> BTreeMap<String, TextTotals> {
+    r["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let n = |k: &str| c[k].as_u64().unwrap();
+            (
+                c["callsite"].as_str().unwrap().to_string(),
+                TextTotals {
+                    hits: n("hits"),
+                    bytes_req: n("bytes_req"),
+                    bytes_alloc: n("bytes_alloc"),
+                    free_calls: n("free_calls"),
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
+    let test = "foreign_trace_dat_files_report_what_trace_cmd_printed";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (arch, big) in [("armhf", false), ("s390x", true)] {
+        let td = data.join(arch).join("tracecmd");
+        let text = gunzip(&td.join("report.txt.gz"));
+        let want = report_text_totals(&text);
+        assert!(want.values().map(|t| t.hits).sum::<u64>() > 1000, "{arch}");
+        let mut reports = Vec::new();
+        for file in ["trace.dat", "trace.v6.dat"] {
+            let dat = td.join(file);
+            // Read directly, and through kmemtraced --import.
+            let direct = report_json(&dat, &[]);
+            let log = import(&dat, dir.path(), &format!("{arch}-{file}"));
+            let imported = report_json(&log, &[]);
+            for r in [&direct, &imported] {
+                assert_eq!(callsite_totals(r), want, "{arch} {file}");
+                let pa = &r["page_allocator"];
+                assert_eq!(pa["allocs"], count(&text, "mm_page_alloc"), "{arch} {file}");
+                assert_eq!(pa["frees"], count(&text, "mm_page_free"), "{arch} {file}");
+                assert_eq!(
+                    r["kernel"]["byte_order"],
+                    if big { "big" } else { "little" }
+                );
+                assert_eq!(r["kernel"]["trace_clock"], "local");
+                assert_eq!(r["capture"]["lost_windows_total"], 0);
+            }
+            assert!(direct["input"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("(trace.dat)"));
+            reports.push(imported);
+            // kmemtrace-check reads it too, and says what it lacks.
+            let out = Command::new(common::bin("kmemtrace-check"))
+                .arg(&dat)
+                .output()
+                .unwrap();
+            let says = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(0), "{says}");
+            assert!(says.contains("no start statistics"), "{says}");
+        }
+        // Version 7 (zstd) and 6 (plain) hold the same events.
+        let strip = |r: &serde_json::Value| {
+            let mut r = r.clone();
+            r["input"] = serde_json::Value::Null;
+            r["problems"] = serde_json::Value::Null;
+            r
+        };
+        assert_eq!(strip(&reports[0]), strip(&reports[1]), "{arch}");
+    }
+}
+
+#[test]
+fn kernel_shape_takes_off_trace_cmds_symbol() {
+    let l = "  sh-469 [001] 27.263808: kmalloc:    (alloc_bprm+0x2c) call_site=alloc_bprm+0x2c ptr=0xc230ec00 bytes_req=348";
+    assert_eq!(
+        kernel_shape(l),
+        "  sh-469 [001] 27.263808: kmalloc: call_site=alloc_bprm+0x2c ptr=0xc230ec00 bytes_req=348"
+    );
+}
+
+/// `tests/data/trace-cmd-in-instance.sh`, if trace-cmd is installed.
+fn trace_cmd() -> Option<std::path::PathBuf> {
+    let have = Command::new("trace-cmd")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    have.then(|| common::workspace().join("tests/data/trace-cmd-in-instance.sh"))
+}
+
+/// A recorder stopped (SIGTERM) and waited for when dropped, so a failing
+/// assertion leaves no recorder behind.
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn stop(mut self) -> std::process::Output {
+        let child = self.0.take().unwrap();
+        term(child.id());
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            term(c.id());
+            let _ = c.wait();
+        }
+    }
+}
+
+fn term(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+}
+
+/// Removes the instance when dropped (trace-cmd leaves one it did not make).
+struct Instance(std::path::PathBuf);
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
+    let test = "a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures";
+    let Some(tracefs) = common::tracefs_or_skip(test) else {
+        return;
+    };
+    let Some(wrapper) = trace_cmd() else {
+        common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("k.kmt");
+    let dat = dir.path().join("t.dat");
+    let comm = format!("kmtdat{}", std::process::id() % 100_000);
+    let rec = Running(Some(
+        Command::new(common::bin("kmemtraced"))
+            .args(["--page-stacks", "off", "-o"])
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    // kmemtraced is tracing once its instance is there and a moment passed.
+    let prefix = format!("kmemtraced-{}-", rec.0.as_ref().unwrap().id());
+    assert!(common::wait_until(10, || !common::instances_with_prefix(
+        &prefix
+    )
+    .is_empty()));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The workload names itself, so its events are told apart from the
+    // rest of the machine's in both recordings.
+    let script = format!(
+        "open('/proc/self/comm', 'w').write('{comm}')\nimport os, time\ntime.sleep(0.3)\nfor i in range(300):\n    r, w = os.pipe()\n    os.close(r)\n    os.close(w)\n"
+    );
+    let name = format!("kmt-tracedat-{}", std::process::id());
+    let _instance = Instance(tracefs.join("instances").join(&name));
+    let st = Command::new(&wrapper)
+        .args([
+            &name,
+            "record",
+            "-B",
+            &name,
+            "-e",
+            "kmem:kmalloc",
+            "-e",
+            "kmem:kfree",
+        ])
+        .args([
+            "-e",
+            "kmem:kmem_cache_alloc",
+            "-e",
+            "kmem:kmem_cache_free",
+            "-o",
+        ])
+        .arg(&dat)
+        .args(["--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = rec.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The same span of time: trace-cmd's, which started later and stopped
+    // sooner.
+    let theirs_all = report_json(&dat, &["--comm", &comm]);
+    // Each instance's ring buffer reads the clock for itself, so one event
+    // has times a little apart in the two (under a microsecond here), and
+    // the child trace-cmd forks runs before trace-cmd traces: the window
+    // starts 100 ms in, while the workload sleeps, and ends 5 us late.
+    let at = |k: &str, margin: i64| {
+        let ns = theirs_all["capture"][k]
+            .as_u64()
+            .unwrap()
+            .saturating_add_signed(margin);
+        format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    };
+    let window = format!(
+        "{}..{}",
+        at("first_ts_ns", 100_000_000),
+        at("last_ts_ns", 5_000)
+    );
+    let ours = report_json(&log, &["--comm", &comm, "--time", &window]);
+    let theirs = report_json(&dat, &["--comm", &comm, "--time", &window]);
+    let hits = |r: &serde_json::Value| r["summary"]["alloc_events"].as_u64().unwrap();
+    assert!(
+        hits(&ours) >= 600,
+        "the workload made {} allocations",
+        hits(&ours)
+    );
+    let (a, b) = (callsite_totals(&ours), callsite_totals(&theirs));
+    let differ: Vec<_> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| (k, a.get(k), b.get(k)))
+        .collect();
+    assert!(differ.is_empty(), "{differ:?}");
+    for k in [
+        "alloc_events",
+        "free_events",
+        "bytes_requested",
+        "bytes_allocated",
+    ] {
+        assert_eq!(ours["summary"][k], theirs["summary"][k], "{k}");
+    }
+
+    assert_eq!(theirs["capture"]["lost_windows_total"], 0);
+}
