@@ -623,7 +623,7 @@ mod tests {
         assert!(e.contains("no events/header_page"), "{e}");
         fs::write(tmp.path().join("f"), b"hello").unwrap();
         let e = Dump::open(&tmp.path().join("f")).unwrap_err().to_string();
-        assert!(e.contains("neither a directory nor a tar"), "{e}");
+        assert!(e.contains("neither a directory, a tar archive"), "{e}");
         let e = Dump::open(&tmp.path().join("missing"))
             .unwrap_err()
             .to_string();

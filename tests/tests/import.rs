@@ -594,7 +594,7 @@ fn broken_dumps_fail_with_one_line() {
     import_fails(&tmp.path().join("missing"), &out, "does not exist");
     let junk = tmp.path().join("junk.bin");
     fs::write(&junk, vec![0x5a; 4096]).unwrap();
-    import_fails(&junk, &out, "neither a directory nor a tar");
+    import_fails(&junk, &out, "neither a directory, a tar archive");
 
     // --import without -o is a usage error.
     let o = kmemtraced(&["--import".as_ref(), d.as_os_str()]);
