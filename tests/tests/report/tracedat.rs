@@ -286,3 +286,133 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
 
     assert_eq!(theirs["capture"]["lost_windows_total"], 0);
 }
+
+/// `kmemtrace-export INPUT --to trace-dat -o OUT`, asserting success.
+fn export(input: &std::path::Path, out: &std::path::Path) {
+    let st = Command::new(common::bin("kmemtrace-export"))
+        .arg(input)
+        .args(["--to", "trace-dat", "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+/// `trace-cmd report -i FILE`'s output.
+fn trace_cmd_report(dat: &std::path::Path) -> String {
+    let out = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(dat)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn foreign_captures_exported_list_the_same_events_in_trace_cmd() {
+    let test = "foreign_captures_exported_list_the_same_events_in_trace_cmd";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    if trace_cmd().is_none() {
+        common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["armhf", "s390x"] {
+        let original = data.join(arch).join("tracecmd/trace.dat");
+        let want = trace_cmd_report(&original);
+        // trace.dat (v7, zstd) -> our log -> trace.dat (v6): trace-cmd
+        // prints every event as it printed the original, line for line.
+        let log = import(&original, dir.path(), arch);
+        let out = dir.path().join(format!("{arch}.dat"));
+        export(&log, &out);
+        let got = trace_cmd_report(&out);
+        assert!(want.lines().count() > 30_000, "{arch}");
+        if got != want {
+            let first = got.lines().zip(want.lines()).position(|(a, b)| a != b);
+            panic!("{arch}: first differing line {first:?}");
+        }
+    }
+}
+
+#[test]
+fn a_log_of_this_kernel_exported_reads_back_the_same() {
+    let test = "a_log_of_this_kernel_exported_reads_back_the_same";
+    if common::tracefs_or_skip(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("k.kmt");
+    let st = Command::new(common::bin("kmemtraced"))
+        // A trace.dat has no place for the recorder's own threads: count
+        // them as the workload's in both.
+        .args(["--trace-self", "-o"])
+        .arg(&log)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "for i in 1 2 3 4 5 6 7 8; do ls / >/dev/null; done",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let dat = dir.path().join("k.dat");
+    export(&log, &dat);
+    // Read back by our own reader, the figures are the same, page call
+    // sites from the kernel stacks included.
+    // Nor for the CPU -> node map.
+    let strip = |mut r: serde_json::Value| {
+        for k in ["input", "problems", "filters"] {
+            r[k] = serde_json::Value::Null;
+        }
+        r["summary"]["cross_node_allocs"] = serde_json::Value::Null;
+        r
+    };
+    let a = strip(report_json(&log, &["--all-tasks"]));
+    let b = strip(report_json(&dat, &["--all-tasks"]));
+    assert!(a["summary"]["alloc_events"].as_u64().unwrap() > 100);
+    for k in [
+        "summary",
+        "callsites",
+        "caches",
+        "page_allocator",
+        "misuse",
+        "leaks",
+    ] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    assert_eq!(a["pages"]["callsites"], b["pages"]["callsites"]);
+    // trace-cmd lists as many kmem events as the log holds, by name.
+    if trace_cmd().is_none() {
+        common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
+        return;
+    }
+    let text = trace_cmd_report(&dat);
+    let (_, evs) = common::decode_kmem(&log);
+    for (name, kind) in [
+        ("kmalloc", kmemtrace_format::kmem::KmemKind::Kmalloc),
+        ("kfree", kmemtrace_format::kmem::KmemKind::Kfree),
+        (
+            "mm_page_alloc",
+            kmemtrace_format::kmem::KmemKind::MmPageAlloc,
+        ),
+    ] {
+        let want = evs.iter().filter(|e| e.kind == kind).count() as u64;
+        assert_eq!(count(&text, name), want, "{name}");
+    }
+}

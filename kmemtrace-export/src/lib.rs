@@ -1,0 +1,6 @@
+//! kmemtrace-export: a log written in other tools' formats. One module a
+//! format; each reads the log through `kmemtrace-format` (or, for a
+//! trace.dat given as input, through `kmemtrace-import`'s `open_log`).
+#![forbid(unsafe_code)]
+
+pub mod tracedat;
