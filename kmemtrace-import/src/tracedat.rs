@@ -80,6 +80,8 @@ pub fn looks_like(head: &[u8]) -> bool {
 struct Src {
     f: File,
     order: RunTimeEndian,
+    /// The file's length: no count can ask for more than it holds.
+    len: u64,
 }
 
 impl Src {
@@ -88,6 +90,16 @@ impl Src {
     }
     fn pos(&mut self) -> io::Result<u64> {
         self.f.stream_position()
+    }
+    /// `count` items of at least `each` bytes must fit in the file.
+    fn fits(&self, count: u64, each: u64) -> io::Result<()> {
+        if count.saturating_mul(each) > self.len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{count} entries of {each} bytes: more than the file holds"),
+            ));
+        }
+        Ok(())
     }
     fn bytes(&mut self, n: u64) -> io::Result<Vec<u8>> {
         if n > MAX_TEXT {
@@ -430,9 +442,11 @@ impl Reader {
 /// Opens `path` as a trace.dat and reads everything but the CPU data.
 pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
     let f = File::open(path).map_err(|e| bad(path, e))?;
+    let len = f.metadata().map_err(|e| bad(path, e))?.len();
     let mut src = Src {
         f,
         order: RunTimeEndian::Little,
+        len,
     };
     let head = src.bytes(10).map_err(|e| bad(path, e))?;
     if !looks_like(&head) {
@@ -486,6 +500,7 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
         metadata(id, &mut r.src, &mut r.files)?;
     }
     let cpus = r.src.u32()?;
+    r.src.fits(u64::from(cpus), 16)?;
     let mut clock_text = false;
     loop {
         let tag = r.src.bytes(10)?;
@@ -745,6 +760,7 @@ fn section_header(r: &mut Reader, at: u64) -> io::Result<(u16, u16)> {
 fn chunks(src: &mut Src, at: u64) -> io::Result<Vec<Chunk>> {
     src.seek(at)?;
     let count = src.u32()?;
+    src.fits(u64::from(count), 8)?;
     let mut out = Vec::with_capacity(count.min(1 << 20) as usize);
     let mut pos = at + 4;
     for _ in 0..count {

@@ -416,3 +416,53 @@ fn a_log_of_this_kernel_exported_reads_back_the_same() {
         assert_eq!(count(&text, name), want, "{name}");
     }
 }
+
+#[test]
+fn damaged_trace_dat_files_are_refused_or_read_never_a_crash() {
+    let test = "damaged_trace_dat_files_are_refused_or_read_never_a_crash";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["armhf/tracecmd/trace.dat", "s390x/tracecmd/trace.v6.dat"] {
+        let good = std::fs::read(data.join(file)).unwrap();
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        // Cut at 30 places, the header and metadata most of all.
+        for i in 0..30usize {
+            let at = if i < 20 {
+                i * i * 97
+            } else {
+                good.len() * (i - 19) / 11
+            };
+            cases.push(good[..at.min(good.len())].to_vec());
+        }
+        // 40 single bytes flipped, spread by a fixed sequence.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..40 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut b = good.clone();
+            let at = (x % (b.len() as u64 / 4)) as usize;
+            b[at] ^= 0xff;
+            cases.push(b);
+        }
+        for (i, bytes) in cases.iter().enumerate() {
+            let input = dir.path().join("bad.dat");
+            std::fs::write(&input, bytes).unwrap();
+            let out = Command::new(common::bin("kmemtraced"))
+                .arg("--import")
+                .arg(&input)
+                .arg("-o")
+                .arg(dir.path().join("bad.kmt"))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.code().is_some(),
+                "{file} case {i}: killed by a signal"
+            );
+            assert!(!err.contains("panicked"), "{file} case {i}: {err}");
+        }
+    }
+}
