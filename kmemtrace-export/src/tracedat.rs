@@ -8,7 +8,7 @@
 
 use kmemtrace_format::log::{BlockScratch, Log};
 use kmemtrace_format::records::{MetaKind, StatsPhase};
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_format::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::io::{self, Seek, Write};
 
@@ -31,11 +31,8 @@ struct Out<W> {
 
 impl<W: Write> Out<W> {
     fn num(&mut self, v: u64, width: usize) -> io::Result<()> {
-        let b = v.to_le_bytes();
-        let mut n = b[..width].to_vec();
-        if self.order == RunTimeEndian::Big {
-            n.reverse();
-        }
+        let mut n = Vec::with_capacity(8);
+        self.order.write_uint(&mut n, v, width);
         self.w.write_all(&n)
     }
     fn u16(&mut self, v: u16) -> io::Result<()> {

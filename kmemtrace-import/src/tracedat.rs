@@ -11,7 +11,7 @@
 //! kernel's long size comes from `header_page`, as the import reads it.
 
 use crate::ImportError;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_format::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -170,13 +170,9 @@ impl Input for Buf<'_> {
     }
 }
 
-/// A number of `b.len()` bytes in `order`.
+/// A number of `b.len()` (2, 4 or 8) bytes in `order`.
 fn number(order: RunTimeEndian, b: &[u8]) -> u64 {
-    let it = b.iter().map(|&x| u64::from(x));
-    match order {
-        RunTimeEndian::Little => it.rev().fold(0, |v, x| v << 8 | x),
-        RunTimeEndian::Big => it.fold(0, |v, x| v << 8 | x),
-    }
+    order.read_uint(b, 0, b.len()).unwrap_or(0)
 }
 
 /// A slice read as the file's numbers and strings (a decompressed section).
@@ -226,6 +222,11 @@ fn decompress(algo: Algo, data: &[u8], usize: u32) -> io::Result<Vec<u8>> {
             Ok(out)
         }
     }
+}
+
+/// `e` with where it happened.
+fn context(what: String, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 /// The metadata blocks, each in its encoding (section ids 16..=21).
@@ -513,7 +514,8 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
                 let size = r.src.u32()?;
                 let data = r.src.bytes(u64::from(size))?;
                 clock_text |= id == opt::TRACECLOCK;
-                r.option(id, &data)?;
+                r.option(id, &data)
+                    .map_err(|e| context(format!("option {id} ({size} bytes)"), e))?;
             }
         } else if tag.starts_with(b"latency") {
             return Err(io::Error::new(
@@ -639,7 +641,8 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
                 };
                 break;
             }
-            r.option(id, data)?;
+            r.option(id, data)
+                .map_err(|e| context(format!("option {id} ({size} bytes)"), e))?;
         }
     }
     for id in HEADER_INFO..=CMDLINES {
@@ -648,15 +651,13 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
         };
         let (_, payload) = section(r, at, id)?;
         let order = r.src.order;
-        metadata(
-            id,
-            &mut Buf {
-                b: &payload,
-                at: 0,
-                order,
-            },
-            &mut r.files,
-        )?;
+        let mut b = Buf {
+            b: &payload,
+            at: 0,
+            order,
+        };
+        metadata(id, &mut b, &mut r.files)
+            .map_err(|e| context(format!("section {id} at {at} ({} bytes)", payload.len()), e))?;
     }
     Ok(())
 }
