@@ -130,14 +130,54 @@ pub fn fallback(release: Option<&str>) -> PageTypes {
 
 /// The log's migratetype names.
 pub fn of_log(log: &Log) -> PageTypes {
-    log.meta(MetaKind::Other, PAGETYPEINFO_META)
+    let mut t = log
+        .meta(MetaKind::Other, PAGETYPEINFO_META)
         .and_then(|m| parse(&String::from_utf8_lossy(&m.content)))
-        .unwrap_or_else(|| fallback(log.arch.release.as_deref()))
+        .unwrap_or_else(|| fallback(log.arch.release.as_deref()));
+    if t.pageblock_order.is_none() {
+        t.pageblock_order = log
+            .formats
+            .iter()
+            .find(|f| f.name == "mm_page_alloc_extfrag")
+            .and_then(|f| pageblock_order_in_print_fmt(&f.print_fmt));
+    }
+    t
+}
+
+/// The pageblock order compiled into `mm_page_alloc_extfrag`'s print fmt:
+/// its `pageblock_order=%d` argument is a constant expression
+/// (`min(HPAGE_SHIFT - PAGE_SHIFT, MAX_ORDER - 1)` spelled out), so logs
+/// without `/proc/pagetypeinfo` (older recordings, foreign dumps) know it.
+pub fn pageblock_order_in_print_fmt(print_fmt: &str) -> Option<u32> {
+    let arg = crate::print_flags::arg_after_label(print_fmt, "pageblock_order=")?;
+    let v = crate::print_flags::eval_const(arg).ok()?;
+    u32::try_from(v).ok().filter(|&o| o < 64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_extfrag_print_fmt_gives_the_pageblock_order() {
+        let fmt = |expr: &str| {
+            format!(
+                "\"page=%p pfn=0x%lx alloc_order=%d fallback_order=%d pageblock_order=%d alloc_migratetype=%d\", (vmemmap + (REC->pfn)), REC->pfn, REC->alloc_order, REC->fallback_order, {expr}, REC->alloc_migratetype"
+            )
+        };
+        // x86_64 6.18, s390x 6.1, armhf 6.1 as their format files spell it.
+        for (expr, want) in [
+            ("(((unsigned int)((21 - 12))) < ((unsigned int)(10)) ? ((unsigned int)((21 - 12))) : ((unsigned int)(10)))", 9),
+            ("(((unsigned int)((20 - 12))) < ((unsigned int)(11 - 1)) ? ((unsigned int)((20 - 12))) : ((unsigned int)(11 - 1)))", 8),
+            ("(((unsigned int)((21 - 12))) < ((unsigned int)(12 - 1)) ? ((unsigned int)((21 - 12))) : ((unsigned int)(12 - 1)))", 9),
+            ("10", 10),
+        ] {
+            assert_eq!(pageblock_order_in_print_fmt(&fmt(expr)), Some(want), "{expr}");
+        }
+        // Not a constant (a kernel variable): unknown.
+        assert_eq!(pageblock_order_in_print_fmt(&fmt("pageblock_order_var")), None);
+        assert_eq!(pageblock_order_in_print_fmt("\"order=%d\", REC->order"), None);
+    }
 
     const X86_618: &str = "Page block order: 9
 Pages per block:  512
