@@ -175,8 +175,14 @@ mod tests {
             assert_eq!(pageblock_order_in_print_fmt(&fmt(expr)), Some(want), "{expr}");
         }
         // Not a constant (a kernel variable): unknown.
-        assert_eq!(pageblock_order_in_print_fmt(&fmt("pageblock_order_var")), None);
-        assert_eq!(pageblock_order_in_print_fmt("\"order=%d\", REC->order"), None);
+        assert_eq!(
+            pageblock_order_in_print_fmt(&fmt("pageblock_order_var")),
+            None
+        );
+        assert_eq!(
+            pageblock_order_in_print_fmt("\"order=%d\", REC->order"),
+            None
+        );
     }
 
     const X86_618: &str = "Page block order: 9
