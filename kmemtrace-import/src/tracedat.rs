@@ -144,6 +144,15 @@ trait Input {
     fn num(&mut self, width: u64) -> io::Result<u64>;
     fn take_vec(&mut self, n: u64) -> io::Result<Vec<u8>>;
     fn cstring(&mut self) -> io::Result<String>;
+    /// Up to `n` bytes: all of them where the block ends first. trace-cmd
+    /// writes a tracefs file's size from one read and its text from a
+    /// second (`save_tracing_file_data`), so a file that changed between
+    /// the two (`saved_cmdlines` while tasks start) leaves a text shorter
+    /// than its size. In v7 the block is a section of its own, so the rest
+    /// is still found; v6 has no such boundary, and reads strictly.
+    fn take_up_to(&mut self, n: u64) -> io::Result<Vec<u8>> {
+        self.take_vec(n)
+    }
 }
 
 impl Input for Src {
@@ -164,6 +173,10 @@ impl Input for Buf<'_> {
     }
     fn take_vec(&mut self, n: u64) -> io::Result<Vec<u8>> {
         self.take(n).map(<[u8]>::to_vec)
+    }
+    fn take_up_to(&mut self, n: u64) -> io::Result<Vec<u8>> {
+        let left = (self.b.len() - self.at.min(self.b.len())) as u64;
+        self.take(n.min(left)).map(<[u8]>::to_vec)
     }
     fn cstring(&mut self) -> io::Result<String> {
         self.cstr()
@@ -286,7 +299,7 @@ fn metadata(id: u16, b: &mut dyn Input, files: &mut BTreeMap<String, Vec<u8>>) -
         }
         KALLSYMS | PRINTK => {
             let n = b.num(4)?;
-            let text = b.take_vec(n)?;
+            let text = b.take_up_to(n)?;
             let name = if id == KALLSYMS {
                 "kallsyms"
             } else {
@@ -298,7 +311,7 @@ fn metadata(id: u16, b: &mut dyn Input, files: &mut BTreeMap<String, Vec<u8>>) -
         }
         CMDLINES => {
             let n = b.num(8)?;
-            files.insert("saved_cmdlines".into(), b.take_vec(n)?);
+            files.insert("saved_cmdlines".into(), b.take_up_to(n)?);
         }
         _ => {}
     }
@@ -815,4 +828,36 @@ pub fn stream_cpu(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_shorter_than_its_size_is_kept_within_its_section() {
+        // saved_cmdlines changed while trace-cmd copied it: the size says
+        // 100 bytes, the section holds 18.
+        let mut block = 100u64.to_le_bytes().to_vec();
+        block.extend(b"1 init\n2 kthreadd\n");
+        let mut files = BTreeMap::new();
+        let order = RunTimeEndian::Little;
+        let mut b = Buf {
+            b: &block,
+            at: 0,
+            order,
+        };
+        metadata(CMDLINES, &mut b, &mut files).unwrap();
+        assert_eq!(files["saved_cmdlines"], b"1 init\n2 kthreadd\n");
+        // A format list that ends early is still an error.
+        let mut short = 2u32.to_le_bytes().to_vec();
+        short.extend(50u64.to_le_bytes());
+        short.extend(b"name: x\n");
+        let mut b = Buf {
+            b: &short,
+            at: 0,
+            order,
+        };
+        assert!(metadata(FTRACE_EVENTS, &mut b, &mut files).is_err());
+    }
 }

@@ -182,7 +182,6 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("k.kmt");
     let dat = dir.path().join("t.dat");
-    let comm = format!("kmtdat{}", std::process::id() % 100_000);
     let rec = Running(Some(
         Command::new(common::bin("kmemtraced"))
             .args(["--page-stacks", "off", "-o"])
@@ -199,10 +198,13 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
     )
     .is_empty()));
     std::thread::sleep(std::time::Duration::from_millis(500));
-    // The workload names itself, so its events are told apart from the
-    // rest of the machine's in both recordings.
+    // The workload says its pid, so its events are told apart from the
+    // rest of the machine's in both recordings (by pid: trace-cmd's copy of
+    // saved_cmdlines can be cut short while tasks start, see tracedat.rs).
+    let pidfile = dir.path().join("pid");
     let script = format!(
-        "open('/proc/self/comm', 'w').write('{comm}')\nimport os, time\ntime.sleep(0.3)\nfor i in range(300):\n    r, w = os.pipe()\n    os.close(r)\n    os.close(w)\n"
+        "import os, time\nopen('{}', 'w').write(str(os.getpid()))\ntime.sleep(0.3)\nfor i in range(300):\n    r, w = os.pipe()\n    os.close(r)\n    os.close(w)\n",
+        pidfile.display()
     );
     let name = format!("kmt-tracedat-{}", std::process::id());
     let _instance = Instance(tracefs.join("instances").join(&name));
@@ -242,7 +244,8 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
     );
     // The same span of time: trace-cmd's, which started later and stopped
     // sooner.
-    let theirs_all = report_json(&dat, &["--comm", &comm]);
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let theirs_all = report_json(&dat, &["--pid", &pid]);
     // Each instance's ring buffer reads the clock for itself, so one event
     // has times a little apart in the two (under a microsecond here), and
     // the child trace-cmd forks runs before trace-cmd traces: the window
@@ -259,8 +262,8 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
         at("first_ts_ns", 100_000_000),
         at("last_ts_ns", 5_000)
     );
-    let ours = report_json(&log, &["--comm", &comm, "--time", &window]);
-    let theirs = report_json(&dat, &["--comm", &comm, "--time", &window]);
+    let ours = report_json(&log, &["--pid", &pid, "--time", &window]);
+    let theirs = report_json(&dat, &["--pid", &pid, "--time", &window]);
     let hits = |r: &serde_json::Value| r["summary"]["alloc_events"].as_u64().unwrap();
     assert!(
         hits(&ours) >= 600,
