@@ -30,10 +30,6 @@ impl Group {
         median(self.captures.iter().map(|c| c.seconds).collect()).unwrap_or(0.0)
     }
 
-    pub fn names(&self) -> Vec<String> {
-        self.captures.iter().map(|c| c.name.clone()).collect()
-    }
-
     /// Each capture's value of `key`, where the group has that row at all:
     /// a row seen in some captures counts 0 in the others (a call site not
     /// reached in one run), except for ratios, which have no value there.
@@ -84,12 +80,16 @@ pub fn spread(v: &[f64]) -> Option<[f64; 2]> {
     })
 }
 
+/// `v` as an integer, where it is a whole number an f64 holds exactly.
+pub fn whole(v: f64) -> Option<i64> {
+    (v.fract() == 0.0 && v.abs() < 9.0e15).then_some(v as i64)
+}
+
 /// Writes whole numbers as JSON integers, the rest as they are.
 pub fn number<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-    if v.fract() == 0.0 && v.abs() < 9.0e15 {
-        s.serialize_i64(*v as i64)
-    } else {
-        s.serialize_f64(*v)
+    match whole(*v) {
+        Some(i) => s.serialize_i64(i),
+        None => s.serialize_f64(*v),
     }
 }
 

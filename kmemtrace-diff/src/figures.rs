@@ -224,6 +224,16 @@ pub struct Key {
 /// One capture's figures.
 pub type Figures = BTreeMap<Key, f64>;
 
+/// The figure at (`scope`, `name`, `metric`), 0 until something adds to it.
+fn at<'f>(f: &'f mut Figures, scope: Scope, name: &str, metric: &str) -> &'f mut f64 {
+    let k = Key {
+        scope,
+        name: name.to_string(),
+        metric: metric.to_string(),
+    };
+    f.entry(k).or_insert(0.0)
+}
+
 /// A call site's function, as different kernels and compilers compare:
 /// `name.part.0+0xoff [module]` becomes `name [module]` (the offset, the
 /// compiler's suffixes and the allocation-profiling wrapper's `_noprof`
@@ -248,14 +258,6 @@ fn u(v: &Value) -> f64 {
 /// Reads a report document's figures.
 pub fn read(report: &Value) -> Figures {
     let mut f = Figures::new();
-    let put = |f: &mut Figures, scope, name: &str, metric: &str, v: f64| {
-        let k = Key {
-            scope,
-            name: name.to_string(),
-            metric: metric.to_string(),
-        };
-        *f.entry(k).or_insert(0.0) += v;
-    };
     let s = &report["summary"];
     for (metric, key) in [
         ("hits", "alloc_events"),
@@ -269,31 +271,13 @@ pub fn read(report: &Value) -> Figures {
         ("live_bytes", "live_bytes"),
         ("peak_live_bytes", "peak_live_bytes"),
     ] {
-        put(&mut f, Total, "total", metric, u(&s[key]));
+        *at(&mut f, Total, "total", metric) += u(&s[key]);
     }
-    put(
-        &mut f,
-        Total,
-        "total",
-        "leaks",
-        u(&report["leaks"]["objects"]),
-    );
-    put(
-        &mut f,
-        Total,
-        "total",
-        "leak_bytes",
-        u(&report["leaks"]["bytes"]),
-    );
+    *at(&mut f, Total, "total", "leaks") += u(&report["leaks"]["objects"]);
+    *at(&mut f, Total, "total", "leak_bytes") += u(&report["leaks"]["bytes"]);
     for m in report["misuse"].as_array().into_iter().flatten() {
         if let Some(kind) = m["kind"].as_str() {
-            put(
-                &mut f,
-                Total,
-                "total",
-                &format!("misuse:{kind}"),
-                u(&m["certain"]),
-            );
+            *at(&mut f, Total, "total", &format!("misuse:{kind}")) += u(&m["certain"]);
         }
     }
     slab_rows(report, &mut f);
@@ -341,32 +325,17 @@ fn slab_rows(report: &Value, f: &mut Figures) {
                         .map(|k| format!("misuse:{}", k.id()))
                         .chain(["leaks".to_string(), "leak_bytes".to_string()]);
                     for metric in zero {
-                        let k = Key {
-                            scope,
-                            name: name.clone(),
-                            metric,
-                        };
-                        f.entry(k).or_insert(0.0);
+                        at(f, scope, &name, &metric);
                     }
                     for (kind, n) in r["misuse"].as_object().into_iter().flatten() {
-                        let k = Key {
-                            scope,
-                            name: name.clone(),
-                            metric: format!("misuse:{kind}"),
-                        };
-                        *f.entry(k).or_insert(0.0) += u(n);
+                        *at(f, scope, &name, &format!("misuse:{kind}")) += u(n);
                     }
                 }
                 for (metric, key) in ROW_METRICS {
                     if scope == Cache && metric == "failed" {
                         continue;
                     }
-                    let k = Key {
-                        scope,
-                        name: name.clone(),
-                        metric: metric.to_string(),
-                    };
-                    let e = f.entry(k).or_insert(0.0);
+                    let e = at(f, scope, &name, metric);
                     if metric == "peak_live_bytes" {
                         *e = e.max(u(&r[key]));
                     } else {
@@ -382,26 +351,14 @@ fn slab_rows(report: &Value, f: &mut Figures) {
         };
         let name = function_of(site);
         for (metric, key) in [("leaks", "objects"), ("leak_bytes", "bytes")] {
-            let k = Key {
-                scope: Callsite,
-                name: name.clone(),
-                metric: metric.to_string(),
-            };
-            *f.entry(k).or_insert(0.0) += u(&g[key]);
+            *at(f, Callsite, &name, metric) += u(&g[key]);
         }
     }
 }
 
 /// The page half: totals, call sites by function, orders.
 fn pages(p: &Value, f: &mut Figures) {
-    let mut put = |scope, name: &str, metric: &str, v: f64| {
-        let k = Key {
-            scope,
-            name: name.to_string(),
-            metric: metric.to_string(),
-        };
-        *f.entry(k).or_insert(0.0) += v;
-    };
+    let mut put = |scope, name: &str, metric: &str, v: f64| *at(f, scope, name, metric) += v;
     for (metric, v) in [
         ("page_allocs", &p["allocations"]["requests"]),
         ("page_bytes", &p["allocations"]["bytes"]),
@@ -475,14 +432,7 @@ fn ratios(f: &mut Figures) {
         } else {
             0.0
         };
-        f.insert(
-            Key {
-                scope,
-                name,
-                metric: "frag_pct".into(),
-            },
-            pct,
-        );
+        *at(f, scope, &name, "frag_pct") = pct;
     }
 }
 

@@ -11,7 +11,7 @@
 //! max = 0
 //! ```
 
-use crate::compare::{median, opt_number, opt_pair, spread, Group};
+use crate::compare::{median, opt_number, opt_pair, spread, whole, Group};
 use crate::figures::{self, Key, Kind, Scope};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -367,11 +367,7 @@ fn row(gate: &Gate, base: &Group, new: &Group, key: Key) -> Checked {
 
 /// A figure for messages: whole numbers without decimals.
 pub fn fmt(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 9.0e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v:.2}")
-    }
+    whole(v).map_or_else(|| format!("{v:.2}"), |i| i.to_string())
 }
 
 #[cfg(test)]

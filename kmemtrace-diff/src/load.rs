@@ -78,16 +78,7 @@ fn report(path: &Path) -> Result<Value, String> {
     if log.kmem_decoder().ids().next().is_none() {
         return Err("the log has no readable kmem event formats: nothing to compare".into());
     }
-    let table = log.kallsyms.take().filter(|k| !k.is_empty());
-    let syms = Symbols {
-        source: if table.is_some() {
-            "the log's kallsyms".into()
-        } else {
-            "none".into()
-        },
-        table,
-        raw: false,
-    };
+    let syms = Symbols::of_log(&mut log);
     let mut opts = kmemtrace_analysis::Options::default();
     opts.select_as_recorded(&log, true);
     let out = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {});

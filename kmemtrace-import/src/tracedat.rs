@@ -250,6 +250,9 @@ const KALLSYMS: u16 = 19;
 const PRINTK: u16 = 20;
 const CMDLINES: u16 = 21;
 
+/// The section id of an options section (the id of the DONE option).
+const OPTIONS_SECTION: u16 = 0;
+
 /// Option ids that matter here.
 mod opt {
     pub const DONE: u16 = 0;
@@ -575,22 +578,29 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads a v7 section's payload at `at`, checking its id and
-/// decompressing a compressed one.
-fn section(r: &mut Reader, at: u64, want: u16) -> io::Result<(u16, Vec<u8>)> {
-    r.src.seek(at)?;
-    let id = r.src.u16()?;
-    let flags = r.src.u16()?;
-    let _desc = r.src.u32()?;
-    let size = r.src.u64()?;
+/// A v7 section's header at `at`, which must be section `want`: its flags
+/// and payload size.
+fn section_header(src: &mut Src, at: u64, want: u16) -> io::Result<(u16, u64)> {
+    src.seek(at)?;
+    let id = src.u16()?;
+    let flags = src.u16()?;
+    let _desc = src.u32()?;
+    let size = src.u64()?;
     if id != want {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("section at {at} is id {id}, expected {want}"),
         ));
     }
+    Ok((flags, size))
+}
+
+/// Reads a v7 section's payload at `at`, checking its id and
+/// decompressing a compressed one.
+fn section(r: &mut Reader, at: u64, want: u16) -> io::Result<Vec<u8>> {
+    let (flags, size) = section_header(&mut r.src, at, want)?;
     if flags & 1 == 0 {
-        return Ok((flags, r.src.bytes(size)?));
+        return r.src.bytes(size);
     }
     let algo = r.algo.ok_or_else(|| {
         io::Error::new(
@@ -601,7 +611,7 @@ fn section(r: &mut Reader, at: u64, want: u16) -> io::Result<(u16, Vec<u8>)> {
     let csize = r.src.u32()?;
     let usize = r.src.u32()?;
     let data = r.src.bytes(u64::from(csize))?;
-    Ok((flags, decompress(algo, &data, usize)?))
+    decompress(algo, &data, usize)
 }
 
 /// v7: the compression, the chain of options sections, then each
@@ -634,7 +644,7 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
                 "the options sections loop",
             ));
         }
-        let (_, payload) = section(r, next, 0)?;
+        let payload = section(r, next, OPTIONS_SECTION)?;
         next = 0;
         let order = r.src.order;
         let mut b = Buf {
@@ -662,7 +672,7 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
         let Some(&at) = r.sections.get(&id) else {
             continue;
         };
-        let (_, payload) = section(r, at, id)?;
+        let payload = section(r, at, id)?;
         let order = r.src.order;
         let mut b = Buf {
             b: &payload,
@@ -709,7 +719,8 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
     }
     let mut cpus = BTreeMap::new();
     let compressed = if r.version >= 7 {
-        let (flags, _) = section_header(&mut r, buffer.offset).map_err(|e| r.err(e))?;
+        let (flags, _) =
+            section_header(&mut r.src, buffer.offset, opt::BUFFER).map_err(|e| r.err(e))?;
         flags & 1 != 0
     } else {
         false
@@ -759,13 +770,6 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
         cpus,
         notes: r.notes,
     })
-}
-
-fn section_header(r: &mut Reader, at: u64) -> io::Result<(u16, u16)> {
-    r.src.seek(at)?;
-    let id = r.src.u16()?;
-    let flags = r.src.u16()?;
-    Ok((flags, id))
 }
 
 /// A compressed CPU stream's chunks: `u32 count`, then count x (u32

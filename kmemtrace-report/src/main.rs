@@ -164,23 +164,10 @@ fn main() -> ExitCode {
             raw: cli.raw_ip,
             source: name,
         },
-        None => {
-            let t = log.kallsyms.take();
-            let restricted = t.as_ref().is_some_and(|k| k.is_restricted());
-            let t = t.filter(|k| !k.is_empty());
-            let source = match (&t, restricted) {
-                (Some(_), _) => "the log's kallsyms".to_string(),
-                (None, true) => {
-                    "none (the log's kallsyms has no addresses: recorded without privilege)".into()
-                }
-                _ => "none (the log has no kallsyms)".into(),
-            };
-            Symbols {
-                table: t,
-                raw: cli.raw_ip,
-                source,
-            }
-        }
+        None => Symbols {
+            raw: cli.raw_ip,
+            ..Symbols::of_log(&mut log)
+        },
     };
     let syms = if cli.raw_ip {
         Symbols {
