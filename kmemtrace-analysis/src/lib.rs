@@ -13,6 +13,7 @@ pub mod build;
 pub mod combine;
 pub mod event;
 pub mod filter;
+pub mod in_order;
 pub mod intern;
 pub mod judge;
 pub mod model;

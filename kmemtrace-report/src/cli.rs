@@ -19,6 +19,7 @@ Examples:
   kmemtrace-report x.kmt --page --caller --stacks page call sites, each with its commonest stack
   kmemtrace-report x.kmt --page --live --cull pid,callsite   pages still allocated, by owner
   kmemtrace-report x.kmt --page --alloc -s page    allocations per page frame
+  kmemtrace-report x.kmt --events --event 'mm_page*' --cpu 1   the events, as the kernel's trace file
 
 Sort keys (-s, comma-separated, first key first): callsite, bytes (allocated),
 req, hit, frag, waste, pingpong (cross-CPU frees), live (live bytes at the
@@ -66,6 +67,21 @@ pub struct Cli {
     /// Print everything as one JSON document (see JSON.md).
     #[arg(long)]
     pub json: bool,
+
+    /// List every event instead of a report: in time order across CPUs, as
+    /// the recorded kernel's own `trace` file prints it (with --cpu, --pid,
+    /// --comm, --time and --event).
+    #[arg(long, conflicts_with_all = ["json", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "callsite", "fail_on"])]
+    pub events: bool,
+    /// With --events: only these events (`name` or `system:name`, comma-
+    /// separated, globs with * and ?); the stacks taken with them follow them.
+    #[arg(
+        long = "event",
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        requires = "events"
+    )]
+    pub event: Vec<String>,
 
     /// Sort keys for call sites (and caches, pointers).
     #[arg(

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod events;
 mod page_tables;
 mod pages;
 mod text;
@@ -125,6 +126,13 @@ fn main() -> ExitCode {
             m.content = Vec::new();
         }
     }
+    if let Err(e) = select_tasks_and_time(&cli, &log, window, &mut filter) {
+        return fail(EXIT_USAGE, e);
+    }
+    let syms = symbols(&cli, &mut log, override_syms);
+    if cli.events {
+        return list_events(&cli, &log, &syms, &filter);
+    }
     let kmem = log.kmem_decoder();
     if kmem.ids().next().is_none() {
         return fail(
@@ -136,47 +144,6 @@ fn main() -> ExitCode {
         );
     }
     drop(kmem);
-
-    if let Some(asked) = &filter.cpus {
-        if let Err(e) = cpus_in_log(&log, asked) {
-            return fail(EXIT_USAGE, e);
-        }
-    }
-    if !cli.pid.is_empty() {
-        filter.pids = Some(cli.pid.iter().copied().collect());
-    }
-    if let Some(c) = &cli.comm {
-        filter.comm = Some((c.clone(), log.pids.clone()));
-    }
-    if let Some((a, b)) = window {
-        let first = kmemtrace_format::walk::first_event_ts(&log).unwrap_or(0);
-        let start = a.map_or(0, |t| t.resolve(first));
-        let end = b.map_or(u64::MAX, |t| t.resolve(first));
-        if end < start {
-            return fail(EXIT_USAGE, "the time window ends before it starts");
-        }
-        filter.time = Some((start, end));
-    }
-
-    let syms = match override_syms {
-        Some((k, name)) => Symbols {
-            table: Some(k),
-            raw: cli.raw_ip,
-            source: name,
-        },
-        None => Symbols {
-            raw: cli.raw_ip,
-            ..Symbols::of_log(&mut log)
-        },
-    };
-    let syms = if cli.raw_ip {
-        Symbols {
-            source: "raw addresses (--raw-ip)".into(),
-            ..syms
-        }
-    } else {
-        syms
-    };
 
     let any_section = cli.caller
         || cli.caches
@@ -278,4 +245,97 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The task, CPU and time filters, checked against the log.
+fn select_tasks_and_time(
+    cli: &Cli,
+    log: &Log,
+    window: Option<(Option<filter::TimePoint>, Option<filter::TimePoint>)>,
+    filter: &mut filter::Filter,
+) -> Result<(), String> {
+    if let Some(asked) = &filter.cpus {
+        cpus_in_log(log, asked)?;
+    }
+    if !cli.pid.is_empty() {
+        filter.pids = Some(cli.pid.iter().copied().collect());
+    }
+    if let Some(c) = &cli.comm {
+        filter.comm = Some((c.clone(), log.pids.clone()));
+    }
+    if let Some((a, b)) = window {
+        let first = kmemtrace_format::walk::first_event_ts(log).unwrap_or(0);
+        let start = a.map_or(0, |t| t.resolve(first));
+        let end = b.map_or(u64::MAX, |t| t.resolve(first));
+        if end < start {
+            return Err("the time window ends before it starts".into());
+        }
+        filter.time = Some((start, end));
+    }
+    Ok(())
+}
+
+/// Symbols from --kallsyms, else the log's; none with --raw-ip.
+fn symbols(cli: &Cli, log: &mut Log, override_syms: Option<(Kallsyms, String)>) -> Symbols {
+    let syms = match override_syms {
+        Some((k, name)) => Symbols {
+            table: Some(k),
+            raw: cli.raw_ip,
+            source: name,
+        },
+        None => Symbols {
+            raw: cli.raw_ip,
+            ..Symbols::of_log(log)
+        },
+    };
+    if cli.raw_ip {
+        Symbols {
+            source: "raw addresses (--raw-ip)".into(),
+            ..syms
+        }
+    } else {
+        syms
+    }
+}
+
+/// `--events`: the listing instead of a report.
+fn list_events(cli: &Cli, log: &Log, symbols: &Symbols, filter: &filter::Filter) -> ExitCode {
+    for p in &cli.event {
+        if !log
+            .formats
+            .iter()
+            .any(|f| events::event_selected(std::slice::from_ref(p), f))
+        {
+            let known: Vec<&str> = log.formats.iter().map(|f| f.name.as_str()).collect();
+            return fail(
+                EXIT_USAGE,
+                format!(
+                    "--event {p}: no such event in the log (it has: {})",
+                    known.join(", ")
+                ),
+            );
+        }
+    }
+    let listing = events::Listing {
+        log,
+        symbols,
+        filter,
+        events: &cli.event,
+    };
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match listing
+        .run(&mut stdout)
+        .and_then(|r| stdout.flush().map(|_| r))
+    {
+        Ok((_, limits)) => {
+            if !cli.quiet {
+                for l in limits {
+                    eprintln!("kmemtrace-report: {l}");
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_OUTPUT, format!("writing the events: {e}")),
+    }
 }

@@ -14,6 +14,8 @@ mod synthetic;
 mod cli;
 #[path = "report/diff.rs"]
 mod diff;
+#[path = "report/events.rs"]
+mod events;
 #[path = "report/foreign.rs"]
 mod foreign;
 #[path = "report/gate.rs"]

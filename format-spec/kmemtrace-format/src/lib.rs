@@ -43,6 +43,7 @@ pub mod kallsyms;
 pub mod kmem;
 pub mod pagetypes;
 pub mod print_flags;
+pub mod print_fmt;
 pub mod stacks;
 pub mod stats;
 pub mod subbuf;

@@ -7,7 +7,7 @@ use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Tok<'a> {
-    Num(u64),
+    Num(u64, Lit),
     Ident(&'a str),
     /// `REC->name`
     Field(&'a str),
@@ -28,7 +28,7 @@ pub(super) fn is_ident_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
 
-pub(super) fn lex_number(b: &[u8], start: usize) -> Result<(u64, usize), ExprError> {
+pub(super) fn lex_number(b: &[u8], start: usize) -> Result<(u64, Lit, usize), ExprError> {
     let bad = |m: &str| ExprError {
         offset: start,
         message: m.to_string(),
@@ -64,15 +64,25 @@ pub(super) fn lex_number(b: &[u8], start: usize) -> Result<(u64, usize), ExprErr
         return Err(bad("integer literal without digits"));
     }
     // Suffixes: u, l, ul, lu, ll, ull, llu (any case).
+    let mut lit = Lit {
+        decimal: radix == 10,
+        unsigned: false,
+        longs: 0,
+    };
     let mut n = 0;
     while i < b.len() && matches!(b[i], b'u' | b'U' | b'l' | b'L') && n < 3 {
+        if matches!(b[i], b'u' | b'U') {
+            lit.unsigned = true;
+        } else {
+            lit.longs = (lit.longs + 1).min(2);
+        }
         i += 1;
         n += 1;
     }
     if i < b.len() && (is_ident_char(b[i]) || b[i] == b'.') {
         return Err(bad("malformed integer literal"));
     }
-    Ok((v, i))
+    Ok((v, lit, i))
 }
 
 pub(super) fn tokenize(text: &str) -> Result<Vec<(usize, Tok<'_>)>, ExprError> {
@@ -87,8 +97,8 @@ pub(super) fn tokenize(text: &str) -> Result<Vec<(usize, Tok<'_>)>, ExprError> {
         }
         let start = i;
         if c.is_ascii_digit() {
-            let (v, end) = lex_number(b, i)?;
-            out.push((start, Tok::Num(v)));
+            let (v, lit, end) = lex_number(b, i)?;
+            out.push((start, Tok::Num(v, lit)));
             i = end;
             continue;
         }
@@ -221,15 +231,13 @@ pub(super) fn binop(op: &str) -> Option<(BinOp, u8)> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Node {
-    Num(u64),
+    Num(u64, Lit),
     /// Index into `CExpr::fields`.
     Field(usize),
-    /// Truncate to `bits` (1 = to bool), sign-extending if `signed`.
-    Cast {
-        bits: u8,
-        signed: bool,
-        inner: usize,
-    },
+    /// Index into `CExpr::symbols`: a kernel variable such as `mem_map`.
+    Symbol(usize),
+    /// Convert to a type.
+    Cast(CastTo, usize),
     Unary(UnOp, usize),
     Binary(BinOp, usize, usize),
     Cond(usize, usize, usize),
@@ -239,16 +247,17 @@ pub(super) enum Node {
 /// casts, unary `~ - ! +`, binary `* / % + - << >> < > <= >= == != & ^ | &&
 /// ||` and `?:`, with C precedence.
 ///
-/// Arithmetic is on `u64`, wrapping; comparisons are unsigned. Casts to
-/// explicitly narrow types (`char`, `short`, `int`, `u8`..`u32`, `gfp_t`,
-/// `bool`) truncate (and sign-extend for signed ones); casts to `long`,
-/// pointers and unknown typedefs are dropped, since the recorded kernel's
-/// `long` width is not the evaluator's business.
+/// Evaluation follows C's types (see [`Env`]): literals typed by their
+/// value and suffix, casts to the named type (`long` and pointers at the
+/// recorded kernel's width; unknown typedefs dropped), the usual
+/// arithmetic conversions, wrapping. Symbols are parsed only by
+/// [`CExpr::parse_with_symbols`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CExpr {
-    nodes: Vec<(usize, Node)>,
+    pub(super) nodes: Vec<(usize, Node)>,
     root: usize,
-    fields: Vec<String>,
+    pub(super) fields: Vec<String>,
+    pub(super) symbols: Vec<String>,
 }
 
 pub(super) struct Parser<'a> {
@@ -259,42 +268,64 @@ pub(super) struct Parser<'a> {
     nodes: Vec<(usize, Node)>,
     heights: Vec<usize>,
     fields: Vec<String>,
+    symbols: Vec<String>,
+    symbols_allowed: bool,
 }
 
-/// What a type name cast does: `None` to drop it.
-pub(super) fn cast_effect(words: &[&str], pointer: bool) -> Option<(u8, bool)> {
+/// What a type name cast does: `None` to drop it (an unknown typedef,
+/// which keeps the operand's type).
+pub(super) fn cast_effect(words: &[&str], pointer: bool) -> Option<CastTo> {
     if pointer {
-        return None;
+        return Some(CastTo::Long { signed: false });
     }
     let has = |w: &str| words.contains(&w);
     let unsigned = has("unsigned");
-    if has("long") {
-        return None;
+    let fixed = |bits, signed| Some(CastTo::Fixed(CType { bits, signed }));
+    let longs = words.iter().filter(|w| **w == "long").count();
+    if longs >= 2 {
+        return fixed(64, !unsigned);
+    }
+    if longs == 1 {
+        return Some(CastTo::Long { signed: !unsigned });
     }
     if has("bool") || has("_Bool") {
-        return Some((1, false));
+        return fixed(1, false);
     }
     if has("char") {
-        return Some((8, has("signed")));
+        return fixed(8, has("signed"));
     }
     if has("short") {
-        return Some((16, !unsigned));
+        return fixed(16, !unsigned);
     }
     if has("int") || has("signed") || unsigned {
-        return Some((32, !unsigned));
+        return fixed(32, !unsigned);
     }
     if words.len() != 1 {
         return None;
     }
     match words[0] {
-        "u8" | "__u8" | "uint8_t" => Some((8, false)),
-        "s8" | "__s8" | "int8_t" => Some((8, true)),
-        "u16" | "__u16" | "uint16_t" => Some((16, false)),
-        "s16" | "__s16" | "int16_t" => Some((16, true)),
+        "u8" | "__u8" | "uint8_t" => fixed(8, false),
+        "s8" | "__s8" | "int8_t" => fixed(8, true),
+        "u16" | "__u16" | "uint16_t" => fixed(16, false),
+        "s16" | "__s16" | "int16_t" => fixed(16, true),
         // The kernel's gfp_t is an unsigned int.
-        "u32" | "__u32" | "uint32_t" | "gfp_t" => Some((32, false)),
-        "s32" | "__s32" | "int32_t" => Some((32, true)),
+        "u32" | "__u32" | "uint32_t" | "gfp_t" => fixed(32, false),
+        "s32" | "__s32" | "int32_t" => fixed(32, true),
+        "u64" | "__u64" | "uint64_t" => fixed(64, false),
+        "s64" | "__s64" | "int64_t" => fixed(64, true),
+        "size_t" | "uintptr_t" => Some(CastTo::Long { signed: false }),
+        "ssize_t" | "intptr_t" => Some(CastTo::Long { signed: true }),
         _ => None,
+    }
+}
+
+fn intern_name(names: &mut Vec<String>, name: &str) -> usize {
+    match names.iter().position(|f| f == name) {
+        Some(i) => i,
+        None => {
+            names.push(name.to_string());
+            names.len() - 1
+        }
     }
 }
 
@@ -357,8 +388,8 @@ impl<'a> Parser<'a> {
 
     fn push(&mut self, offset: usize, node: Node) -> Result<usize, ExprError> {
         let h = 1 + match &node {
-            Node::Num(_) | Node::Field(_) => 0,
-            Node::Cast { inner, .. } | Node::Unary(_, inner) => self.heights[*inner],
+            Node::Num(..) | Node::Field(_) | Node::Symbol(_) => 0,
+            Node::Cast(_, inner) | Node::Unary(_, inner) => self.heights[*inner],
             Node::Binary(_, a, b) => self.heights[*a].max(self.heights[*b]),
             Node::Cond(a, b, c) => self.heights[*a].max(self.heights[*b]).max(self.heights[*c]),
         };
@@ -454,7 +485,7 @@ impl<'a> Parser<'a> {
         let next = self.peek_at(k + 1);
         let operand_follows = matches!(
             next,
-            Some(Tok::Num(_) | Tok::Ident(_) | Tok::Field(_) | Tok::LParen | Tok::Op("~" | "!"))
+            Some(Tok::Num(..) | Tok::Ident(_) | Tok::Field(_) | Tok::LParen | Tok::Op("~" | "!"))
         ) || (certain && matches!(next, Some(Tok::Op("-" | "+"))));
         if operand_follows {
             Some((words, pointer, k + 1))
@@ -485,14 +516,7 @@ impl<'a> Parser<'a> {
                     self.pos += ntok;
                     let inner = self.unary()?;
                     match cast_effect(&words, pointer) {
-                        Some((bits, signed)) => self.push(
-                            at,
-                            Node::Cast {
-                                bits,
-                                signed,
-                                inner,
-                            },
-                        )?,
+                        Some(to) => self.push(at, Node::Cast(to, inner))?,
                         None => inner,
                     }
                 } else {
@@ -505,20 +529,19 @@ impl<'a> Parser<'a> {
                     e
                 }
             }
-            Some(Tok::Num(v)) => {
+            Some(Tok::Num(v, lit)) => {
                 self.pos += 1;
-                self.push(at, Node::Num(v))?
+                self.push(at, Node::Num(v, lit))?
             }
             Some(Tok::Field(name)) => {
                 self.pos += 1;
-                let idx = match self.fields.iter().position(|f| f == name) {
-                    Some(i) => i,
-                    None => {
-                        self.fields.push(name.to_string());
-                        self.fields.len() - 1
-                    }
-                };
+                let idx = intern_name(&mut self.fields, name);
                 self.push(at, Node::Field(idx))?
+            }
+            Some(Tok::Ident(id)) if self.symbols_allowed => {
+                self.pos += 1;
+                let idx = intern_name(&mut self.symbols, id);
+                self.push(at, Node::Symbol(idx))?
             }
             Some(Tok::Ident(id)) => {
                 return self.err(
@@ -539,24 +562,20 @@ pub(super) fn op_static(op: &str) -> &'static str {
     OPS.iter().copied().find(|o| *o == op).unwrap_or("")
 }
 
-pub(super) fn truncate(v: u64, bits: u8, signed: bool) -> u64 {
-    match bits {
-        1 => u64::from(v != 0),
-        8 | 16 | 32 => {
-            let shift = 64 - u32::from(bits);
-            if signed {
-                (((v << shift) as i64) >> shift) as u64
-            } else {
-                (v << shift) >> shift
-            }
-        }
-        _ => v,
-    }
-}
-
 impl CExpr {
-    /// Parses `text` (at most [`MAX_EXPR_LEN`] bytes).
+    /// Parses `text` (at most [`MAX_EXPR_LEN`] bytes), refusing symbols: a
+    /// constant expression, possibly reading `REC->` fields.
     pub fn parse(text: &str) -> Result<Self, ExprError> {
+        Self::parse_inner(text, false)
+    }
+
+    /// Parses `text` accepting symbols (`mem_map`, `vmemmap`): kernel
+    /// variables whose values only an [`Env`] can give.
+    pub fn parse_with_symbols(text: &str) -> Result<Self, ExprError> {
+        Self::parse_inner(text, true)
+    }
+
+    fn parse_inner(text: &str, symbols_allowed: bool) -> Result<Self, ExprError> {
         if text.len() > MAX_EXPR_LEN {
             return Err(ExprError {
                 offset: 0,
@@ -575,6 +594,8 @@ impl CExpr {
             nodes: Vec::new(),
             heights: Vec::new(),
             fields: Vec::new(),
+            symbols: Vec::new(),
+            symbols_allowed,
         };
         let root = p.cond()?;
         if p.pos != p.toks.len() {
@@ -591,6 +612,7 @@ impl CExpr {
             nodes: p.nodes,
             root,
             fields: p.fields,
+            symbols: p.symbols,
         })
     }
 
@@ -599,17 +621,28 @@ impl CExpr {
         &self.fields
     }
 
-    /// True if the expression reads no field.
+    /// The symbols (kernel variables) the expression reads.
+    pub fn symbols(&self) -> &[String] {
+        &self.symbols
+    }
+
+    /// True if the expression reads no field and no symbol.
     pub fn is_const(&self) -> bool {
-        self.fields.is_empty()
+        self.fields.is_empty() && self.symbols.is_empty()
     }
 
     /// If the expression is just `REC->name` (possibly in parentheses or
     /// under casts that do not change it), that name.
     pub fn as_plain_field(&self) -> Option<&str> {
-        match self.nodes.get(self.root)?.1 {
-            Node::Field(i) => self.fields.get(i).map(String::as_str),
-            _ => None,
+        let mut i = self.root;
+        loop {
+            match self.nodes.get(i)?.1 {
+                Node::Field(f) => return self.fields.get(f).map(String::as_str),
+                // Widening to long or 64 bits keeps a field's value.
+                Node::Cast(CastTo::Long { .. }, inner) => i = inner,
+                Node::Cast(CastTo::Fixed(CType { bits: 64, .. }), inner) => i = inner,
+                _ => return None,
+            }
         }
     }
 
@@ -619,7 +652,8 @@ impl CExpr {
     /// `(1 && (REC->gfp_flags & ( unsigned long)(( gfp_t)0x400000u)))`.
     /// Lets callers test a bit instead of walking the tree per event.
     pub fn as_mask_test(&self) -> Option<(&str, u64)> {
-        let konst = |i: usize| self.eval_node(i, &|_| None).ok();
+        let env = Env::constants();
+        let konst = |i: usize| self.eval_node(i, &env).ok().map(|v| v.bits);
         let mut i = self.root;
         loop {
             match self.nodes.get(i)?.1 {
@@ -634,7 +668,7 @@ impl CExpr {
                     }
                 }
                 // A cast to bool keeps the truth value.
-                Node::Cast { bits: 1, inner, .. } => i = inner,
+                Node::Cast(CastTo::Fixed(CType { bits: 1, .. }), inner) => i = inner,
                 Node::Binary(BinOp::BitAnd, a, b) => {
                     let (f, m) = match (&self.nodes.get(a)?.1, &self.nodes.get(b)?.1) {
                         (Node::Field(f), _) => (*f, konst(b)?),
@@ -648,10 +682,16 @@ impl CExpr {
         }
     }
 
-    /// Evaluates, reading fields through `field` (which returns `None` for
-    /// a field it does not have).
+    /// Evaluates on a 64-bit kernel, reading fields through `field` (which
+    /// returns `None` for a field it does not have) as `u64`s.
     pub fn eval(&self, field: &dyn Fn(&str) -> Option<u64>) -> Result<u64, ExprError> {
-        self.eval_node(self.root, field)
+        let typed = |name: &str| field(name).map(|v| Value::new(v, CType::U64));
+        let env = Env {
+            long_bits: 64,
+            field: &typed,
+            symbol: &|_| None,
+        };
+        self.eval_in(&env).map(|v| v.bits)
     }
 
     /// Evaluates an expression without fields.
@@ -659,88 +699,10 @@ impl CExpr {
         self.eval(&|_| None)
     }
 
-    fn eval_node(&self, i: usize, field: &dyn Fn(&str) -> Option<u64>) -> Result<u64, ExprError> {
-        let (offset, node) = match self.nodes.get(i) {
-            Some(n) => n,
-            None => {
-                return Err(ExprError {
-                    offset: 0,
-                    message: "internal: bad node".into(),
-                })
-            }
-        };
-        let err = |m: String| ExprError {
-            offset: *offset,
-            message: m,
-        };
-        Ok(match *node {
-            Node::Num(v) => v,
-            Node::Field(f) => {
-                let name = self.fields.get(f).map_or("", String::as_str);
-                field(name).ok_or_else(|| err(format!("no value for `REC->{name}`")))?
-            }
-            Node::Cast {
-                bits,
-                signed,
-                inner,
-            } => truncate(self.eval_node(inner, field)?, bits, signed),
-            Node::Unary(op, a) => {
-                let v = self.eval_node(a, field)?;
-                match op {
-                    UnOp::Neg => v.wrapping_neg(),
-                    UnOp::Not => u64::from(v == 0),
-                    UnOp::BitNot => !v,
-                }
-            }
-            Node::Cond(c, t, e) => {
-                if self.eval_node(c, field)? != 0 {
-                    self.eval_node(t, field)?
-                } else {
-                    self.eval_node(e, field)?
-                }
-            }
-            Node::Binary(BinOp::LogAnd, a, b) => {
-                u64::from(self.eval_node(a, field)? != 0 && self.eval_node(b, field)? != 0)
-            }
-            Node::Binary(BinOp::LogOr, a, b) => {
-                u64::from(self.eval_node(a, field)? != 0 || self.eval_node(b, field)? != 0)
-            }
-            Node::Binary(op, a, b) => {
-                let x = self.eval_node(a, field)?;
-                let y = self.eval_node(b, field)?;
-                match op {
-                    BinOp::Mul => x.wrapping_mul(y),
-                    BinOp::Div => x
-                        .checked_div(y)
-                        .ok_or_else(|| err("division by zero".into()))?,
-                    BinOp::Rem => x
-                        .checked_rem(y)
-                        .ok_or_else(|| err("division by zero".into()))?,
-                    BinOp::Add => x.wrapping_add(y),
-                    BinOp::Sub => x.wrapping_sub(y),
-                    BinOp::Shl | BinOp::Shr => {
-                        if y >= 64 {
-                            return Err(err(format!("shift by {y}")));
-                        }
-                        if op == BinOp::Shl {
-                            x << y
-                        } else {
-                            x >> y
-                        }
-                    }
-                    BinOp::Lt => u64::from(x < y),
-                    BinOp::Gt => u64::from(x > y),
-                    BinOp::Le => u64::from(x <= y),
-                    BinOp::Ge => u64::from(x >= y),
-                    BinOp::Eq => u64::from(x == y),
-                    BinOp::Ne => u64::from(x != y),
-                    BinOp::BitAnd => x & y,
-                    BinOp::BitXor => x ^ y,
-                    BinOp::BitOr => x | y,
-                    BinOp::LogAnd | BinOp::LogOr => 0, // handled above
-                }
-            }
-        })
+    /// Evaluates with C's types: the recorded kernel's `long` width, the
+    /// fields' own types, the usual arithmetic conversions.
+    pub fn eval_in(&self, env: &Env<'_>) -> Result<Value, ExprError> {
+        self.eval_node(self.root, env)
     }
 }
 

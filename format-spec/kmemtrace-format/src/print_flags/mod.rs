@@ -101,8 +101,10 @@ fn quote(s: &str) -> String {
     format!("{out:?}")
 }
 
+mod eval;
 mod expr;
 mod scan;
+pub use eval::*;
 pub use expr::*;
 pub use scan::*;
 
@@ -163,7 +165,7 @@ const TABLE_FUNCS: &[(&str, TableKind)] = &[
 ];
 
 /// Strips whitespace and outer parentheses that enclose everything.
-fn strip_parens(mut s: &str) -> &str {
+pub fn strip_parens(mut s: &str) -> &str {
     loop {
         s = s.trim();
         if s.starts_with('(') && s.ends_with(')') {

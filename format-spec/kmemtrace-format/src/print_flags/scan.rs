@@ -20,7 +20,7 @@ pub(super) fn skip_literal(b: &[u8], i: usize) -> Option<usize> {
 }
 
 /// Index of the bracket closing the one at `open`, skipping literals.
-pub(super) fn find_close(s: &str, open: usize, base: usize) -> Result<usize, FlagsError> {
+pub fn find_close(s: &str, open: usize, base: usize) -> Result<usize, FlagsError> {
     let b = s.as_bytes();
     let mut stack: Vec<u8> = Vec::new();
     let mut i = open;

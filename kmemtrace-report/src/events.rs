@@ -1,0 +1,442 @@
+//! `--events`: every recorded event, in time order across CPUs, printed
+//! as the recorded kernel's own `trace` file prints it (kernel/trace/
+//! trace_output.c): the context (`comm-pid [cpu] flags time:`), the event's
+//! name and its print fmt applied to its fields, stacks as `<stack trace>`
+//! with ` => function` lines.
+//!
+//! Losses: where a CPU lost records before its first one in the log (the
+//! kernel's buffer had overrun before it was read, the case of a `trace`
+//! file read after an overflow), every CPU's first record but the
+//! listing's first has the `trace` file's `##### CPU N buffer started ####`
+//! before it, and the header counts the lost records as written; records
+//! lost later (while recording) are marked as `trace_pipe` marks them,
+//! `CPU:N [LOST n EVENTS]`.
+
+use kmemtrace_analysis::filter::{glob, Filter};
+use kmemtrace_analysis::in_order::{for_each_record, Lost, Record};
+use kmemtrace_analysis::Symbols;
+use kmemtrace_format::endian::{Endian, RunTimeEndian};
+use kmemtrace_format::event_format::EventFormat;
+use kmemtrace_format::log::Log;
+use kmemtrace_format::print_fmt::{Kernel, PrintFmt};
+use kmemtrace_format::stacks::StackReader;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write;
+
+/// `--event` patterns: `name`, `system:name`, globs of either.
+pub fn event_selected(patterns: &[String], f: &EventFormat) -> bool {
+    patterns.is_empty()
+        || patterns.iter().any(|p| {
+            let full = format!("{}:{}", f.system, f.name);
+            let target = if p.contains(':') { &full } else { &f.name };
+            glob(p.as_bytes(), target.as_bytes())
+        })
+}
+
+/// The `common_flags` bits `trace_print_lat_fmt()` reads.
+mod flag {
+    pub const IRQS_OFF: u8 = 0x01;
+    /// `TRACE_FLAG_NEED_RESCHED_LAZY` from 6.13, `TRACE_FLAG_IRQS_NOSUPPORT`
+    /// before.
+    pub const BIT1: u8 = 0x02;
+    pub const NEED_RESCHED: u8 = 0x04;
+    pub const HARDIRQ: u8 = 0x08;
+    pub const SOFTIRQ: u8 = 0x10;
+    pub const PREEMPT_RESCHED: u8 = 0x20;
+    pub const NMI: u8 = 0x40;
+    pub const BH_OFF: u8 = 0x80;
+}
+
+/// The five latency columns (`d.s.1`) for an event's flags and preempt
+/// count; `lazy` says bit 1 is the lazy-resched flag (kernels from 6.13).
+pub fn lat_fmt(flags: u8, preempt: u8, lazy: bool) -> [u8; 5] {
+    use flag::*;
+    let bh_off = flags & BH_OFF != 0;
+    let irqs_off = flags & IRQS_OFF != 0;
+    let c0 = match (irqs_off, bh_off) {
+        (true, true) => b'D',
+        (true, false) => b'd',
+        (false, true) => b'b',
+        _ if !lazy && flags & BIT1 != 0 => b'X',
+        _ => b'.',
+    };
+    let need = flags & NEED_RESCHED != 0;
+    let preempt_resched = flags & PREEMPT_RESCHED != 0;
+    let lazy_bit = lazy && flags & BIT1 != 0;
+    let c1 = match (need, lazy_bit, preempt_resched) {
+        (true, true, true) => b'B',
+        (true, false, true) => b'N',
+        (false, true, true) => b'L',
+        (true, true, false) => b'b',
+        (true, false, false) => b'n',
+        (false, false, true) => b'p',
+        (false, true, false) => b'l',
+        (false, false, false) => b'.',
+    };
+    let (nmi, hard, soft) = (flags & NMI != 0, flags & HARDIRQ != 0, flags & SOFTIRQ != 0);
+    let c2 = match (nmi, hard, soft) {
+        (true, true, _) => b'Z',
+        (true, false, _) => b'z',
+        (false, true, true) => b'H',
+        (false, true, false) => b'h',
+        (false, false, true) => b's',
+        _ => b'.',
+    };
+    let hex = |n: u8| {
+        if n == 0 {
+            b'.'
+        } else {
+            b"0123456789abcdef"[usize::from(n)]
+        }
+    };
+    [c0, c1, c2, hex(preempt & 0xf), hex(preempt >> 4)]
+}
+
+/// Whether the kernel's `common_flags` bit 1 means lazy resched: from
+/// Linux 6.13 (`release` as `uname -r` prints it).
+pub fn lazy_resched_bit(release: Option<&str>) -> bool {
+    let Some(r) = release else { return true };
+    let mut nums = r
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|s| s.parse::<u32>().ok());
+    match (nums.next().flatten(), nums.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (6, 13),
+        _ => true,
+    }
+}
+
+/// Trace clocks whose time stamps are nanoseconds (`trace_clocks[]`'s
+/// `in_ns`); the others (`counter`, `uptime`, `x86-tsc`, ...) print raw.
+pub fn clock_in_ns(clock: Option<&str>) -> bool {
+    matches!(
+        clock.unwrap_or("local"),
+        "local" | "global" | "perf" | "mono" | "mono_raw" | "boot" | "tai"
+    )
+}
+
+/// The `trace` file's header, with the entry counts given.
+pub fn header(out: &mut String, in_buffer: u64, written: u64, cpus: u32) {
+    let _ = write!(
+        out,
+        "# tracer: nop\n#\n# entries-in-buffer/entries-written: {in_buffer}/{written}   #P:{cpus}\n#\n"
+    );
+    out.push_str(
+        "#                                _-----=> irqs-off/BH-disabled
+#                               / _----=> need-resched
+#                              | / _---=> hardirq/softirq
+#                              || / _--=> preempt-depth
+#                              ||| / _-=> migrate-disable
+#                              |||| /     delay
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+",
+    );
+}
+
+/// An event type, ready to print.
+struct Kind<'a> {
+    format: &'a EventFormat,
+    print: PrintFmt,
+    selected: bool,
+}
+
+/// What `--events` prints from.
+pub struct Listing<'a> {
+    pub log: &'a Log,
+    pub symbols: &'a Symbols,
+    pub filter: &'a Filter,
+    /// `--event` patterns.
+    pub events: &'a [String],
+}
+
+struct Printer<'a> {
+    log: &'a Log,
+    kinds: HashMap<u32, Kind<'a>>,
+    stacks: Option<StackReader>,
+    kernel: Kernel<'a>,
+    lazy: bool,
+    in_ns: bool,
+    /// Per CPU: whether its last record was printed (a stack goes with the
+    /// event it was taken for).
+    last_printed: HashMap<u32, bool>,
+    /// Whether CPUs lost records before their first (see the module's
+    /// comment); the CPUs whose first record was printed.
+    annotate: bool,
+    started: std::collections::HashSet<u32>,
+    printed: u64,
+    /// The event types printed.
+    shown: std::collections::HashSet<u32>,
+}
+
+impl Listing<'_> {
+    /// Prints the listing to `w`; returns the number of events printed and
+    /// what could not be printed of them, one line per conversion that
+    /// never has a value (`kmem/mm_page_alloc: `page=`: reads `mem_map`...`).
+    pub fn run(&self, w: &mut dyn Write) -> std::io::Result<(u64, Vec<String>)> {
+        let log = self.log;
+        let kinds = log
+            .formats
+            .iter()
+            .map(|f| {
+                let kind = Kind {
+                    format: f,
+                    print: PrintFmt::compile(&f.print_fmt),
+                    selected: event_selected(self.events, f),
+                };
+                (f.id, kind)
+            })
+            .collect();
+        let mut p = Printer {
+            log,
+            kinds,
+            stacks: StackReader::new(log),
+            kernel: Kernel {
+                long_bits: log.arch.long_size.saturating_mul(8),
+                symbols: if self.symbols.raw {
+                    None
+                } else {
+                    self.symbols.table.as_ref()
+                },
+            },
+            lazy: lazy_resched_bit(log.arch.release.as_deref()),
+            in_ns: clock_in_ns(log.arch.trace_clock.as_deref()),
+            last_printed: HashMap::new(),
+            annotate: false,
+            started: Default::default(),
+            printed: 0,
+            shown: Default::default(),
+        };
+        let (in_buffer, lost, lost_at_start) = totals(log);
+        p.annotate = lost_at_start;
+        let mut out = String::with_capacity(1 << 16);
+        let cpus = log.arch.nr_cpus.unwrap_or(log.cpus().len() as u32);
+        header(&mut out, in_buffer, in_buffer + lost, cpus);
+        let mut result = Ok(());
+        let filter = self.filter;
+        for_each_record(
+            log,
+            |cpu| filter.cpus.as_ref().map_or(true, |s| s.contains(&cpu)),
+            |r| {
+                if result.is_err() {
+                    return;
+                }
+                if p.record(&mut out, &r, filter) {
+                    p.printed += 1;
+                }
+                if out.len() > 1 << 16 {
+                    result = w.write_all(out.as_bytes());
+                    out.clear();
+                }
+            },
+        );
+        result?;
+        w.write_all(out.as_bytes())?;
+        let mut limits = Vec::new();
+        let mut ids: Vec<&u32> = p.shown.iter().collect();
+        ids.sort();
+        for id in ids {
+            if let Some(k) = p.kinds.get(id) {
+                let name = k.format.full_name();
+                for why in k.print.unevaluated() {
+                    limits.push(format!("{name}: {why}; printed as `?`"));
+                }
+            }
+        }
+        Ok((p.printed, limits))
+    }
+}
+
+/// The records in the log and those it knows were lost (the kernel's
+/// `entries-in-buffer` and the difference to `entries-written`), and
+/// whether some CPU lost records before its first.
+fn totals(log: &Log) -> (u64, u64, bool) {
+    let (mut records, mut lost) = (0u64, 0u64);
+    let mut seen = std::collections::HashSet::new();
+    let mut lost_at_start = false;
+    for_each_record(
+        log,
+        |_| true,
+        |r| {
+            records += 1;
+            if let Some(Lost::Count(n)) = r.lost_before {
+                lost += n;
+            }
+            if seen.insert(r.cpu) && r.lost_before.is_some() {
+                lost_at_start = true;
+            }
+        },
+    );
+    let overruns: u64 = log
+        .cpus()
+        .into_iter()
+        .filter_map(|c| {
+            log.cpu_stats(c, kmemtrace_format::records::StatsPhase::End)
+                .last()
+                .and_then(|s| s.parsed.as_ref())
+                .and_then(|s| s.overrun)
+        })
+        .sum();
+    (records, lost.max(overruns), lost_at_start)
+}
+
+impl Printer<'_> {
+    /// Prints one record if the filters select it; true if printed.
+    fn record(&mut self, out: &mut String, r: &Record<'_>, filter: &Filter) -> bool {
+        match self.log.endian {
+            RunTimeEndian::Little => self.record_in(kmemtrace_format::LittleEndian, out, r, filter),
+            RunTimeEndian::Big => self.record_in(kmemtrace_format::BigEndian, out, r, filter),
+        }
+    }
+
+    fn record_in<E: Endian>(
+        &mut self,
+        e: E,
+        out: &mut String,
+        r: &Record<'_>,
+        filter: &Filter,
+    ) -> bool {
+        let id = e.read_uint(r.payload, 0, 2).unwrap_or(0) as u32;
+        let kind = self.kinds.get(&id);
+        let common = |name: &str| {
+            kind.and_then(|k| k.format.field(name))
+                .and_then(|f| f.read_i64(e, r.payload))
+                .unwrap_or(0)
+        };
+        let pid = common("common_pid") as i32;
+        let is_stack = self
+            .stacks
+            .as_ref()
+            .is_some_and(|s| s.read(e, r.payload).is_some());
+        let selected = filter.in_time(r.ts)
+            && filter.cpu_pid(r.cpu, pid)
+            && if is_stack {
+                self.last_printed.get(&r.cpu).copied().unwrap_or(false)
+            } else {
+                kind.map_or(true, |k| k.selected)
+            };
+        self.last_printed.insert(r.cpu, selected);
+        if !selected {
+            return false;
+        }
+        let lost_before = if self.started.insert(r.cpu) {
+            if self.annotate && self.printed > 0 {
+                let _ = writeln!(out, "##### CPU {} buffer started ####", r.cpu);
+            }
+            None
+        } else {
+            r.lost_before
+        };
+        if let Some(l) = lost_before {
+            match l {
+                Lost::Count(n) => {
+                    let _ = writeln!(out, "CPU:{} [LOST {n} EVENTS]", r.cpu);
+                }
+                Lost::Unknown => {
+                    let _ = writeln!(out, "CPU:{} [LOST EVENTS]", r.cpu);
+                }
+            }
+        }
+        self.context(
+            out,
+            r,
+            pid,
+            common("common_flags") as u8,
+            common("common_preempt_count") as u8,
+        );
+        match (kind, &self.stacks) {
+            (Some(_), Some(s)) if is_stack => {
+                out.push_str("<stack trace>\n");
+                if let Some(st) = s.read(e, r.payload) {
+                    for ip in st.frames() {
+                        out.push_str(" => ");
+                        self.ip_sym(out, ip);
+                        out.push('\n');
+                    }
+                }
+            }
+            (Some(k), _) => {
+                self.shown.insert(id);
+                out.push_str(&k.format.name);
+                out.push_str(": ");
+                k.print.write(out, e, k.format, r.payload, &self.kernel);
+                out.push('\n');
+            }
+            (None, _) => {
+                let _ = writeln!(out, "Unknown type {id}");
+            }
+        }
+        true
+    }
+
+    /// `trace_print_context()`: `%16s-%-7d [%03d] lat %5lu.%06lu: `.
+    fn context(&self, out: &mut String, r: &Record<'_>, pid: i32, flags: u8, preempt: u8) {
+        let comm = match pid {
+            0 => "<idle>",
+            p if p < 0 => "<XXX>",
+            p => self.log.pids.comm(p).unwrap_or("<...>"),
+        };
+        let lat = lat_fmt(flags, preempt, self.lazy);
+        let _ = write!(
+            out,
+            "{comm:>16}-{pid:<7} [{:03}] {} ",
+            r.cpu,
+            std::str::from_utf8(&lat).unwrap_or(".....")
+        );
+        if self.in_ns {
+            // ns2usecs() rounds to the nearest microsecond.
+            let us = r.ts.saturating_add(500) / 1000;
+            let _ = write!(out, "{:5}.{:06}: ", us / 1_000_000, us % 1_000_000);
+        } else {
+            let _ = write!(out, "{:12}: ", r.ts);
+        }
+    }
+
+    /// `seq_print_ip_sym()` without the sym-offset option: the function's
+    /// name, `0` for a zero address, `0x%08lx` without a symbol.
+    fn ip_sym(&self, out: &mut String, ip: u64) {
+        if ip == 0 {
+            out.push('0');
+            return;
+        }
+        match self.kernel.symbols.and_then(|s| s.resolve(ip)) {
+            Some(s) => out.push_str(s.name),
+            None => {
+                let _ = write!(out, "0x{ip:08x}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lat(flags: u8, preempt: u8, lazy: bool) -> String {
+        String::from_utf8(lat_fmt(flags, preempt, lazy).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn latency_columns_as_trace_print_lat_fmt() {
+        assert_eq!(lat(0, 0, true), ".....");
+        assert_eq!(lat(0x01, 1, true), "d..1.");
+        assert_eq!(lat(0x81, 0, true), "D....");
+        assert_eq!(lat(0x80, 0, true), "b....");
+        assert_eq!(lat(0x04 | 0x10, 0x12, true), ".ns21");
+        assert_eq!(lat(0x08 | 0x10, 0, true), "..H..");
+        assert_eq!(lat(0x40 | 0x08, 0, true), "..Z..");
+        assert_eq!(lat(0x04 | 0x20, 0, true), ".N...");
+        // Bit 1: lazy resched from 6.13, "no irq-flags support" before.
+        assert_eq!(lat(0x02 | 0x04, 0, true), ".b...");
+        assert_eq!(lat(0x02 | 0x04, 0, false), "Xn...");
+        assert!(lazy_resched_bit(Some("6.18.0-1-amd64")));
+        assert!(!lazy_resched_bit(Some("6.1.0-50-armmp-lpae")));
+        assert!(!lazy_resched_bit(Some("5.15.0")));
+    }
+
+    #[test]
+    fn clocks_that_count_nanoseconds() {
+        assert!(clock_in_ns(Some("local")) && clock_in_ns(Some("mono")) && clock_in_ns(None));
+        assert!(!clock_in_ns(Some("counter")) && !clock_in_ns(Some("x86-tsc")));
+    }
+}

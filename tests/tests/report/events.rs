@@ -1,0 +1,335 @@
+//! `kmemtrace-report --events`: the foreign kernels' own `trace` files,
+//! line for line, from their raw captures; trace-cmd's listing, event for
+//! event, of the foreign trace.dat files and of our export of a log
+//! recorded here; the filters cut the full listing and nothing else.
+
+use crate::common;
+use crate::foreign::import;
+use crate::raw::gunzip;
+use std::path::Path;
+use std::process::Command;
+
+fn events(log: &Path, args: &[&str]) -> String {
+    let out = Command::new(common::bin("kmemtrace-report"))
+        .arg("--events")
+        .args(args)
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The kernel's line with its `page=` pointer printed as we print a value
+/// no log holds (`mem_map + pfn`: a kernel variable).
+fn page_unknown(kernel_line: &str) -> String {
+    kernel_line
+        .split(' ')
+        .map(|t| if t.starts_with("page=") { "page=?" } else { t })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn events_of_the_foreign_captures_are_the_kernels_trace_file() {
+    let test = "events_of_the_foreign_captures_are_the_kernels_trace_file";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["armhf", "s390x"] {
+        for (dump, text) in [
+            ("raw", "trace.txt.gz"),
+            ("raw_overflow", "trace_overflow.txt.gz"),
+        ] {
+            let what = format!("{arch}/{dump}");
+            let log = import(
+                &data.join(arch).join(dump),
+                dir.path(),
+                &format!("{arch}-{dump}"),
+            );
+            let ours = events(&log, &[]);
+            let kernel = gunzip(&data.join(arch).join(text));
+            assert_eq!(ours.lines().count(), kernel.lines().count(), "{what}");
+            let mut pages = 0;
+            for (n, (a, b)) in ours.lines().zip(kernel.lines()).enumerate() {
+                if a == b {
+                    continue;
+                }
+                // The only difference allowed: the page pointer.
+                assert_eq!(a, page_unknown(b), "{what} line {}", n + 1);
+                pages += 1;
+            }
+            let page_events = kernel.lines().filter(|l| l.contains(": mm_page_")).count();
+            assert!(page_events > 100, "{what}");
+            assert_eq!(pages, page_events, "{what}");
+            if dump == "raw_overflow" {
+                assert!(ours.contains("buffer started ####"), "{what}");
+            }
+        }
+    }
+}
+
+/// A listed event: context and text, as both listings give them.
+#[derive(Debug, PartialEq, Eq)]
+struct Listed {
+    comm: String,
+    pid: i32,
+    cpu: u32,
+    ts: String,
+    name: String,
+    /// `key=value` tokens normalised, or the stack's functions.
+    fields: Vec<String>,
+}
+
+/// One token of an event's text with what the two listings print
+/// differently taken out: `0x` before hex numbers, the size after a
+/// symbol's offset (`/0x270`), the page pointer (a kernel variable).
+fn norm_token(t: &str) -> Option<String> {
+    let Some((k, v)) = t.split_once('=') else {
+        return Some(t.to_string());
+    };
+    if k == "page" {
+        return None;
+    }
+    // libtraceevent prints a NULL `%p` as `(nil)`.
+    let v = if v == "(nil)" { "0" } else { v };
+    let v = match v.find("+0x").and_then(|p| v[p..].find('/').map(|q| p + q)) {
+        Some(cut) => &v[..cut],
+        None => v,
+    };
+    let hex = v.strip_prefix("0x").unwrap_or(v);
+    match u64::from_str_radix(hex, 16) {
+        Ok(n) if !hex.is_empty() => Some(format!("{k}=0x{n:x}")),
+        _ => Some(format!("{k}={v}")),
+    }
+}
+
+/// Parses a listing, ours or `trace-cmd report`'s (with or without its
+/// plugins), into events; stacks become `kernel_stack` events of their
+/// functions.
+fn parse_listing(text: &str) -> Vec<Listed> {
+    let mut out: Vec<Listed> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(f) = t.strip_prefix("=>") {
+            // A stack frame: `=> fn` or `=> fn (ffffffff815c6efa)`.
+            let f = f.split_whitespace().next().unwrap_or("").to_string();
+            if let Some(last) = out.last_mut() {
+                last.fields.push(f);
+            }
+            continue;
+        }
+        let Some(open) = line.find(" [") else {
+            continue; // header, cpus=2, markers
+        };
+        if line.starts_with('#') {
+            continue;
+        }
+        let head = &line[..open];
+        let dash = head.rfind('-').unwrap();
+        let rest = &line[open + 2..];
+        let close = rest.find(']').unwrap();
+        let cpu: u32 = rest[..close].parse().unwrap();
+        let rest = rest[close + 1..].trim_start();
+        let colon = rest.find(": ").unwrap();
+        // Ours has the latency columns before the time.
+        let ts = rest[..colon].split_whitespace().last().unwrap().to_string();
+        let rest = &rest[colon + 2..];
+        let (name, body) = if rest.starts_with("<stack trace>") {
+            ("kernel_stack", "")
+        } else {
+            let c = rest.find(':').unwrap();
+            (&rest[..c], rest[c + 1..].trim())
+        };
+        let mut fields: Vec<String> = Vec::new();
+        let mut toks = body.split_whitespace().peekable();
+        if name == "kernel_stack" {
+            // trace-cmd: `<stack trace >` or the first `=> fn` here.
+            while let Some(t) = toks.next() {
+                if t == "=>" {
+                    fields.extend(toks.next().map(str::to_string));
+                }
+            }
+        } else {
+            if let Some(first) = toks.peek() {
+                // trace-cmd's kmem plugin: `(sym+0x2c)` before the fields.
+                if first.starts_with('(') && first.ends_with(')') {
+                    toks.next();
+                }
+            }
+            fields.extend(toks.filter_map(norm_token));
+        }
+        out.push(Listed {
+            comm: head[..dash].trim().to_string(),
+            pid: head[dash + 1..].trim().parse().unwrap(),
+            cpu,
+            ts,
+            name: name.to_string(),
+            fields,
+        });
+    }
+    out
+}
+
+fn assert_same_events(ours: &[Listed], theirs: &[Listed], what: &str) {
+    assert_eq!(ours.len(), theirs.len(), "{what}: events");
+    for (n, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        assert_eq!(a, b, "{what}: event {n}");
+    }
+}
+
+fn trace_cmd_listing(dat: &Path, plugins: bool) -> String {
+    let mut c = Command::new("trace-cmd");
+    c.arg("report");
+    if !plugins {
+        c.arg("-N");
+    }
+    let out = c.arg("-i").arg(dat).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn have_trace_cmd(test: &str) -> bool {
+    let ok = Command::new("trace-cmd")
+        .arg("-h")
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty());
+    if !ok {
+        common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
+    }
+    ok
+}
+
+#[test]
+fn foreign_trace_dat_files_list_as_the_guests_trace_cmd_listed_them() {
+    let test = "foreign_trace_dat_files_list_as_the_guests_trace_cmd_listed_them";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    for arch in ["armhf", "s390x"] {
+        let theirs = parse_listing(&gunzip(&data.join(arch).join("tracecmd/report.txt.gz")));
+        assert!(theirs.len() > 30_000, "{arch}");
+        for file in ["trace.dat", "trace.v6.dat"] {
+            let ours = parse_listing(&events(&data.join(arch).join("tracecmd").join(file), &[]));
+            assert_same_events(&ours, &theirs, &format!("{arch}/{file}"));
+        }
+    }
+}
+
+#[test]
+fn a_log_of_this_kernel_exported_lists_the_same_events_in_trace_cmd() {
+    let test = "a_log_of_this_kernel_exported_lists_the_same_events_in_trace_cmd";
+    if common::tracefs_or_skip(test).is_none() || !have_trace_cmd(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("k.kmt");
+    let st = Command::new(common::bin("kmemtraced"))
+        .arg("-o")
+        .arg(&log)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "for i in 1 2 3 4; do ls -R /usr/share/doc >/dev/null; done",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let dat = dir.path().join("k.dat");
+    let st = Command::new(common::bin("kmemtrace-export"))
+        .arg(&log)
+        .args(["--to", "trace-dat", "-o"])
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let ours = parse_listing(&events(&log, &[]));
+    assert!(ours.len() > 1000);
+    assert!(
+        ours.iter()
+            .any(|e| e.name == "kernel_stack" && e.fields.len() > 3),
+        "the page allocations' stacks are listed"
+    );
+    // Without its plugins trace-cmd prints each event's own print fmt,
+    // but a stack only as far as the format's `caller[8]`; with them, the
+    // whole stack (and other events in the plugins' own shapes).
+    let mut theirs = parse_listing(&trace_cmd_listing(&dat, false));
+    let mut stacks = parse_listing(&trace_cmd_listing(&dat, true))
+        .into_iter()
+        .filter(|e| e.name == "kernel_stack");
+    for e in theirs.iter_mut().filter(|e| e.name == "kernel_stack") {
+        *e = stacks.next().expect("as many stacks with plugins");
+    }
+    assert!(stacks.next().is_none());
+    assert_same_events(&ours, &theirs, "export");
+}
+
+/// The events of a listing (header and markers left out).
+fn event_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("CPU:"))
+        .collect()
+}
+
+#[test]
+fn filters_cut_the_full_listing() {
+    let test = "filters_cut_the_full_listing";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = import(&data.join("armhf/raw"), dir.path(), "armhf");
+    let full = events(&log, &[]);
+    let all = event_lines(&full);
+    let parsed = parse_listing(&full);
+    assert_eq!(all.len(), parsed.len());
+    let keep = |f: &dyn Fn(&Listed) -> bool| -> Vec<&str> {
+        all.iter()
+            .zip(&parsed)
+            .filter(|(_, e)| f(e))
+            .map(|(l, _)| *l)
+            .collect()
+    };
+    let cpu1 = events(&log, &["--cpu", "1"]);
+    assert_eq!(event_lines(&cpu1), keep(&|e| e.cpu == 1));
+    let pages = events(&log, &["--event", "mm_page*,kmem:kfree"]);
+    let want = keep(&|e| e.name.starts_with("mm_page") || e.name == "kfree");
+    assert!(!want.is_empty());
+    assert_eq!(event_lines(&pages), want);
+    let pid = parsed[parsed.len() / 2].pid;
+    let by_pid = events(&log, &["--pid", &pid.to_string()]);
+    assert_eq!(event_lines(&by_pid), keep(&|e| e.pid == pid));
+    let by_comm = events(&log, &["--comm", "sh"]);
+    let want = keep(&|e| e.comm == "sh");
+    assert!(!want.is_empty());
+    assert_eq!(event_lines(&by_comm), want);
+    // A time window is a run of the listing, its ends inside the window.
+    let window = events(&log, &["--time", "0.1..0.2"]);
+    let got = event_lines(&window);
+    let first = all.iter().position(|l| Some(l) == got.first()).unwrap();
+    assert_eq!(&all[first..first + got.len()], &got[..]);
+    let secs = |e: &Listed| e.ts.parse::<f64>().unwrap();
+    let t0 = secs(&parsed[0]);
+    let inside = |e: &Listed| (0.1 - 1e-6..=0.2 + 1e-6).contains(&(secs(e) - t0));
+    assert!(parsed[first..first + got.len()].iter().all(inside));
+    assert!(first > 0 && !inside(&parsed[first - 1]));
+    assert!(!inside(&parsed[first + got.len()]));
+}
