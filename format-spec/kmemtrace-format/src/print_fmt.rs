@@ -2,9 +2,11 @@
 //! text the kernel's `trace` file prints after `event_name: `.
 //!
 //! The kernel's path is `trace_raw_output_<event>()` ->
-//! `trace_event_printf()` -> `vsnprintf()`, with `%p` turned into `%px`
-//! unless the `hash-ptr` trace option is set (it is off by default), so
-//! pointers print raw. This module does the same with the recorded
+//! `trace_event_printf()` -> `vsnprintf()`. Its `%p` prints the pointer
+//! raw where the `hash-ptr` trace option is off or the kernel booted with
+//! `no_hash_pointers` (the foreign captures did); otherwise it prints a
+//! hash keyed by a secret of that boot, which no log can reproduce, so
+//! this module always prints the raw value. It does the rest with the recorded
 //! kernel's sizes: `%ld` and `%p` are as wide as its `long`, `-1UL` in an
 //! argument is too ([`crate::print_flags::Env`]).
 //!
