@@ -45,3 +45,7 @@ esac
 
 echo "== reporting: kmemtrace-report $out" >&2
 $bin/kmemtrace-report -l 15 "$out"
+
+echo "== the first events, as the kernel's trace file prints them: kmemtrace-report --events $out --event 'kmalloc,mm_page_alloc'" >&2
+# `head` closes the pipe early: the listing stops quietly.
+$bin/kmemtrace-report --events -q --event 'kmalloc,mm_page_alloc' "$out" | head -n 24
