@@ -6,6 +6,7 @@
 use crate::common;
 use crate::foreign::import;
 use crate::raw::gunzip;
+use crate::tracedat::{export, trace_cmd, trace_cmd_listing};
 use std::path::Path;
 use std::process::Command;
 
@@ -183,32 +184,6 @@ fn assert_same_events(ours: &[Listed], theirs: &[Listed], what: &str) {
     }
 }
 
-fn trace_cmd_listing(dat: &Path, plugins: bool) -> String {
-    let mut c = Command::new("trace-cmd");
-    c.arg("report");
-    if !plugins {
-        c.arg("-N");
-    }
-    let out = c.arg("-i").arg(dat).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn have_trace_cmd(test: &str) -> bool {
-    let ok = Command::new("trace-cmd")
-        .arg("-h")
-        .output()
-        .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty());
-    if !ok {
-        common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
-    }
-    ok
-}
-
 #[test]
 fn foreign_trace_dat_files_list_as_the_guests_trace_cmd_listed_them() {
     let test = "foreign_trace_dat_files_list_as_the_guests_trace_cmd_listed_them";
@@ -228,7 +203,11 @@ fn foreign_trace_dat_files_list_as_the_guests_trace_cmd_listed_them() {
 #[test]
 fn a_log_of_this_kernel_exported_lists_the_same_events_in_trace_cmd() {
     let test = "a_log_of_this_kernel_exported_lists_the_same_events_in_trace_cmd";
-    if common::tracefs_or_skip(test).is_none() || !have_trace_cmd(test) {
+    if common::tracefs_or_skip(test).is_none() {
+        return;
+    }
+    if trace_cmd().is_none() {
+        common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -250,17 +229,7 @@ fn a_log_of_this_kernel_exported_lists_the_same_events_in_trace_cmd() {
         String::from_utf8_lossy(&st.stderr)
     );
     let dat = dir.path().join("k.dat");
-    let st = Command::new(common::bin("kmemtrace-export"))
-        .arg(&log)
-        .args(["--to", "trace-dat", "-o"])
-        .arg(&dat)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    export(&log, &dat);
     let ours = parse_listing(&events(&log, &[]));
     assert!(ours.len() > 1000);
     assert!(

@@ -123,7 +123,7 @@ fn kernel_shape_takes_off_trace_cmds_symbol() {
 }
 
 /// `tests/data/trace-cmd-in-instance.sh`, if trace-cmd is installed.
-fn trace_cmd() -> Option<std::path::PathBuf> {
+pub(crate) fn trace_cmd() -> Option<std::path::PathBuf> {
     let have = Command::new("trace-cmd")
         .arg("-h")
         .stdout(Stdio::null())
@@ -291,7 +291,7 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
 }
 
 /// `kmemtrace-export INPUT --to trace-dat -o OUT`, asserting success.
-fn export(input: &std::path::Path, out: &std::path::Path) {
+pub(crate) fn export(input: &std::path::Path, out: &std::path::Path) {
     let st = Command::new(common::bin("kmemtrace-export"))
         .arg(input)
         .args(["--to", "trace-dat", "-o"])
@@ -307,11 +307,18 @@ fn export(input: &std::path::Path, out: &std::path::Path) {
 
 /// `trace-cmd report -i FILE`'s output.
 fn trace_cmd_report(dat: &std::path::Path) -> String {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-i"])
-        .arg(dat)
-        .output()
-        .unwrap();
+    trace_cmd_listing(dat, true)
+}
+
+/// `trace-cmd report [-N] -i FILE`'s output: with its plugins or without
+/// (`-N`: each event through its own print fmt).
+pub(crate) fn trace_cmd_listing(dat: &std::path::Path, plugins: bool) -> String {
+    let mut c = Command::new("trace-cmd");
+    c.arg("report");
+    if !plugins {
+        c.arg("-N");
+    }
+    let out = c.arg("-i").arg(dat).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
