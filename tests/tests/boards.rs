@@ -1,0 +1,130 @@
+//! The static board binaries (`scripts/cross-build.sh`, in
+//! `target/boards/TARGET/`) run under qemu user mode on real captures: a
+//! 32-bit ARM or arm64 build imports the foreign kernels' dumps, checks
+//! them and reports on them exactly as this host's build does, so a broken
+//! cross build is caught. `.ci/run` builds the aarch64 and armv7 ones; a
+//! machine without them skips, saying so.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The qemu user-mode emulator a target's binaries run under (`None`: this
+/// host runs them itself).
+fn emulator(target: &str) -> Option<&'static str> {
+    match target.split('-').next() {
+        Some("aarch64") => Some("qemu-aarch64-static"),
+        Some("armv7") | Some("arm") => Some("qemu-arm-static"),
+        Some("i686") => Some("qemu-i386-static"),
+        _ => None,
+    }
+}
+
+/// The board builds present: `(target, directory)`.
+fn boards() -> Vec<(String, PathBuf)> {
+    let dir = common::workspace().join("target/boards");
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                .filter(|(_, p)| p.join("kmemtrace-report").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn run(target: &str, bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    let mut c = match emulator(target) {
+        Some(q) => {
+            let mut c = Command::new(q);
+            c.arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    c.args(args).output().unwrap()
+}
+
+fn ok(what: &str, o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
+    let test = "board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let boards = boards();
+    if boards.is_empty() {
+        common::skip(
+            test,
+            common::Missing::Tool,
+            "no board binaries in target/boards (scripts/cross-build.sh builds them)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (target, bins) in &boards {
+        if let Some(q) = emulator(target) {
+            if Command::new(q).arg("--version").output().is_err() {
+                common::skip(
+                    test,
+                    common::Missing::Tool,
+                    &format!("{q} is not installed"),
+                );
+                return;
+            }
+        }
+        for arch in ["armhf", "s390x"] {
+            let what = format!("{target} on {arch}");
+            let log = dir.path().join(format!("{target}-{arch}.kmt"));
+            let dump = data.join(arch).join("raw");
+            ok(
+                &format!("{what}: --import"),
+                &run(
+                    target,
+                    &bins.join("kmemtraced"),
+                    &[
+                        "--import".as_ref(),
+                        dump.as_os_str(),
+                        "-o".as_ref(),
+                        log.as_os_str(),
+                    ],
+                ),
+            );
+            // The board's own check and report, beside this host's on the
+            // board's log.
+            for (tool, args) in [
+                ("kmemtrace-check", vec!["--json"]),
+                ("kmemtrace-report", vec!["--json"]),
+                ("kmemtrace-report", vec!["--events", "-q"]),
+            ] {
+                let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+                a.push(log.as_os_str());
+                let board = ok(
+                    &format!("{what}: {tool}"),
+                    &run(target, &bins.join(tool), &a),
+                );
+                let host = ok(
+                    &format!("{what}: host {tool}"),
+                    &Command::new(common::bin(tool)).args(&a).output().unwrap(),
+                );
+                assert!(board.len() > 1000, "{what}: {tool} {args:?}");
+                assert!(
+                    board == host,
+                    "{what}: {tool} {args:?} differs from this host's"
+                );
+            }
+        }
+    }
+}
