@@ -55,16 +55,7 @@ fn events_of_the_foreign_captures_are_the_kernels_trace_file() {
             );
             let ours = events(&log, &[]);
             let kernel = gunzip(&data.join(arch).join(text));
-            assert_eq!(ours.lines().count(), kernel.lines().count(), "{what}");
-            let mut pages = 0;
-            for (n, (a, b)) in ours.lines().zip(kernel.lines()).enumerate() {
-                if a == b {
-                    continue;
-                }
-                // The only difference allowed: the page pointer.
-                assert_eq!(a, page_unknown(b), "{what} line {}", n + 1);
-                pages += 1;
-            }
+            let pages = assert_kernel_text(&ours, &kernel, &what);
             let page_events = kernel.lines().filter(|l| l.contains(": mm_page_")).count();
             assert!(page_events > 100, "{what}");
             assert_eq!(pages, page_events, "{what}");
@@ -301,4 +292,55 @@ fn filters_cut_the_full_listing() {
     assert!(parsed[first..first + got.len()].iter().all(inside));
     assert!(first > 0 && !inside(&parsed[first - 1]));
     assert!(!inside(&parsed[first + got.len()]));
+}
+
+/// The kernel's text beside our listing: equal line for line but the page
+/// pointer; returns how many lines differed there.
+fn assert_kernel_text(ours: &str, kernel: &str, what: &str) -> usize {
+    assert_eq!(ours.lines().count(), kernel.lines().count(), "{what}");
+    let mut pages = 0;
+    for (n, (a, b)) in ours.lines().zip(kernel.lines()).enumerate() {
+        if a != b {
+            assert_eq!(a, page_unknown(b), "{what} line {}", n + 1);
+            pages += 1;
+        }
+    }
+    pages
+}
+
+#[test]
+fn captures_recorded_inside_emulated_boards_list_as_their_kernels_printed_them() {
+    // tests/data/make-board-capture.sh: Debian's arm64 and armhf (LPAE)
+    // kernels under qemu, the static board build of kmemtraced draining the
+    // buffer whose `trace` text the guest printed first.
+    let data = common::workspace().join("tests/data");
+    for arch in ["arm64", "armhf"] {
+        let log = data.join(format!("board-{arch}.kmt"));
+        let kernel = gunzip(&data.join(format!("board-{arch}.trace.txt.gz")));
+        let ours = events(&log, &[]);
+        assert!(ours.lines().count() > 5000, "{arch}");
+        let pages = assert_kernel_text(&ours, &kernel, arch);
+        assert!(pages > 0, "{arch}: the page events are there");
+        let check = Command::new(common::bin("kmemtrace-check"))
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(check.status.success(), "{arch}: kmemtrace-check");
+        let r = crate::report_json(&log, &[]);
+        let lines = |names: &[&str]| {
+            kernel
+                .lines()
+                .filter(|l| names.iter().any(|n| l.contains(&format!(": {n}: "))))
+                .count() as u64
+        };
+        let allocs = lines(&["kmalloc", "kmem_cache_alloc"]);
+        let frees = lines(&["kfree", "kmem_cache_free"]);
+        assert!(allocs > 1000 && frees > 1000, "{arch}");
+        assert_eq!(
+            r["summary"]["alloc_events"].as_u64(),
+            Some(allocs),
+            "{arch}"
+        );
+        assert_eq!(r["summary"]["free_events"].as_u64(), Some(frees), "{arch}");
+    }
 }

@@ -1,0 +1,139 @@
+#!/bin/bash
+# Makes tests/data/board-ARCH.kmt and board-ARCH.trace.txt.gz: a capture
+# recorded inside an emulated board by the static board build of
+# kmemtraced, with the guest kernel's own `trace` text of the same buffer,
+# and prints the recorder's cost inside the guest. Not run by the tests
+# (they use the files); run it, as root on Debian, to make them again:
+#
+#   tests/data/make-board-capture.sh arm64|armhf
+#   environment: OUT=DIR writes the files there (default: tests/data);
+#                KERNEL_DEB=, BUSYBOX_DEB= use these packages instead of
+#                downloading Debian's (linux-image-arm64 /
+#                linux-image-armmp-lpae, busybox-static of that arch).
+#
+# Needs qemu-system-arm, dpkg-deb, python3, and what scripts/cross-build.sh
+# needs (it is run with --install). The board is qemu's `virt` machine
+# under software emulation (TCG), 2 CPUs, booting Debian's own kernel with
+# a busybox initramfs whose init:
+#  1. enables the kmem events in the top-level buffer, runs a small
+#     allocation load, stops tracing, prints the kernel's `trace` text, then
+#     drains the same buffer with `kmemtraced --boot` (the text is printed
+#     with no_hash_pointers, so pointers are real);
+#  2. records the same load with kmemtraced in its own instance and prints
+#     its summary line (events, recorder CPU).
+# Both come back base64-encoded over the serial console.
+set -euo pipefail
+
+arch=${1:?usage: $0 arm64|armhf}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${OUT:-$here}
+case $arch in
+  arm64) target=aarch64-unknown-linux-musl; flavour=arm64
+         qemu=(qemu-system-aarch64 -M virt -cpu cortex-a57) ;;
+  armhf) target=armv7-unknown-linux-gnueabihf; flavour=armmp-lpae
+         qemu=(qemu-system-arm -M virt,highmem=off -cpu cortex-a15) ;;
+  *) echo "unknown ARCH $arch: arm64 or armhf" >&2; exit 2 ;;
+esac
+for t in "${qemu[0]}" dpkg-deb cpio gzip base64 python3; do
+  command -v "$t" >/dev/null || { echo "missing $t (apt-get install qemu-system-arm cpio)" >&2; exit 2; }
+done
+
+work=$(mktemp -d /tmp/kmt-board.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# Debian's kernel and static busybox for the board's architecture.
+fetch() { # PACKAGE -> path of the .deb
+  dpkg --print-foreign-architectures | grep -qx "$arch" || {
+    dpkg --add-architecture "$arch"; apt-get update -qq; }
+  (cd "$work" && apt-get download -qq "$1" >/dev/null) && ls "$work"/*.deb | grep -F "$(echo "${1%%:*}" | sed 's/:.*//')_" | head -1
+}
+kernel_deb=${KERNEL_DEB:-}
+if [ -z "$kernel_deb" ]; then
+  versioned=$(apt-cache depends "linux-image-$flavour:$arch" | awk '/Depends: linux-image-/ {print $2; exit}')
+  kernel_deb=$(fetch "$versioned")
+fi
+busybox_deb=${BUSYBOX_DEB:-$(fetch "busybox-static:$arch")}
+mkdir -p "$work/k" "$work/bb"
+dpkg-deb -x "$kernel_deb" "$work/k"
+dpkg-deb -x "$busybox_deb" "$work/bb"
+vmlinuz=$(ls "$work"/k/boot/vmlinuz-* | head -1)
+
+# The static board build.
+OUT="$work/boards" "$root/scripts/cross-build.sh" --install "$target" >&2
+
+mkdir -p "$work/rd"/{bin,proc,sys,dev,tmp}
+cp "$work/bb/bin/busybox" "$work/rd/bin/busybox"
+cp "$work/boards/$target/kmemtraced" "$work/rd/kmemtraced"
+cat >"$work/rd/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+mount -t tracefs nodev /sys/kernel/tracing
+mount -t tmpfs tmp /tmp
+t=/sys/kernel/tracing
+# A small allocation load: files made, read and removed, directories listed.
+load() {
+  i=0
+  while [ $i -lt 200 ]; do echo "$i" > /tmp/f$i; i=$((i + 1)); done
+  cat /tmp/f* > /dev/null
+  rm -f /tmp/f*
+  ls -l /sys/kernel/tracing/events/kmem > /dev/null 2>&1
+}
+events="kmalloc kfree kmem_cache_alloc kmem_cache_free mm_page_alloc mm_page_free"
+echo "KMT-INFO: kernel $(uname -r) $(uname -m), $(nproc) CPUs, clock $(sed 's/.*\[\(.*\)\].*/\1/' $t/trace_clock)"
+echo 0 > $t/tracing_on
+echo 4096 > $t/buffer_size_kb
+echo > $t/trace
+for e in $events; do echo 1 > $t/events/kmem/$e/enable; done
+echo 1 > $t/tracing_on
+load
+echo 0 > $t/tracing_on
+for e in $events; do echo 0 > $t/events/kmem/$e/enable; done
+echo KMT-TEXT-BEGIN
+gzip -9 -c $t/trace | base64
+echo KMT-TEXT-END
+/kmemtraced --boot -o /tmp/board.kmt 2>/tmp/err
+echo "KMT-RC: $?"
+cat /tmp/err
+echo KMT-LOG-BEGIN
+base64 /tmp/board.kmt
+echo KMT-LOG-END
+# The recorder's cost, in its own instance, under three rounds of the load.
+/kmemtraced -o /tmp/live.kmt -- sh -c '. /load.sh; load; load; load' 2>/tmp/live.err
+echo "KMT-LIVE-RC: $?"
+echo "KMT-LIVE: $(grep 'events in' /tmp/live.err)"
+poweroff -f
+EOF
+# The load again, for the recording in step 2.
+sed -n '/^load() {/,/^}/p' "$work/rd/init" >"$work/rd/load.sh"
+chmod +x "$work/rd/init"
+(cd "$work/rd" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/initrd.gz"
+
+timeout 1500 "${qemu[@]}" -m 1024 -smp 2 -nographic -no-reboot \
+  -kernel "$vmlinuz" -initrd "$work/initrd.gz" \
+  -append "console=ttyAMA0 rdinit=/init panic=-1 no_hash_pointers" \
+  >"$work/console.log" 2>&1 || true
+
+python3 - "$work/console.log" "$out" "$arch" <<'PY'
+import base64, sys
+t = open(sys.argv[1], 'rb').read().decode('latin1').replace('\r', '')
+out, arch = sys.argv[2], sys.argv[3]
+def between(a, b):
+    i = t.index(a) + len(a)
+    body = t[i:t.index(b, i)]
+    return base64.b64decode(''.join(l.strip() for l in body.splitlines()
+                                    if l.strip() and not l.strip().startswith('[')))
+def line(tag):
+    return t[t.index(tag):].split('\n')[0].strip() if tag in t else f"{tag} missing"
+if line('KMT-RC:') != 'KMT-RC: 0':
+    sys.exit(f"kmemtraced --boot in the guest: {line('KMT-RC:')}\n{t[-3000:]}")
+open(f"{out}/board-{arch}.trace.txt.gz", 'wb').write(between('KMT-TEXT-BEGIN', 'KMT-TEXT-END'))
+open(f"{out}/board-{arch}.kmt", 'wb').write(between('KMT-LOG-BEGIN', 'KMT-LOG-END'))
+for tag in ('KMT-INFO', 'KMT-LIVE-RC', 'KMT-LIVE:'):
+    print(line(tag))
+PY
+ls -l "$out/board-$arch".*
