@@ -20,8 +20,13 @@
 #     drains the same buffer with `kmemtraced --boot` (the text is printed
 #     with no_hash_pointers, so pointers are real);
 #  2. records the same load with kmemtraced in its own instance and prints
-#     its summary line (events, recorder CPU).
-# Both come back base64-encoded over the serial console.
+#     its summary line (events, recorder CPU);
+#  3. where the initramfs has the guest architecture's own trace-cmd
+#     (Debian's package and its libraries; TRACE_CMD=0 leaves it out),
+#     records a fixed load system-wide with each recorder in turn, the same
+#     six kmem events and buffer size, and prints each one's CPU, events
+#     and bytes.
+# The capture and text come back base64-encoded over the serial console.
 set -euo pipefail
 
 arch=${1:?usage: $0 arm64|armhf}
@@ -43,10 +48,13 @@ work=$(mktemp -d /tmp/kmt-board.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # Debian's kernel and static busybox for the board's architecture.
-fetch() { # PACKAGE -> path of the .deb
+fetch() { # PACKAGE -> path of its .deb, downloaded from Debian's archive
   dpkg --print-foreign-architectures | grep -qx "$arch" || {
     dpkg --add-architecture "$arch"; apt-get update -qq; }
-  (cd "$work" && apt-get download -qq "$1" >/dev/null) && ls "$work"/*.deb | grep -F "$(echo "${1%%:*}" | sed 's/:.*//')_" | head -1
+  local d
+  d=$(mktemp -d "$work/deb.XXXXXX")
+  (cd "$d" && apt-get download -qq "$1" >/dev/null)
+  ls "$d"/*.deb
 }
 kernel_deb=${KERNEL_DEB:-}
 if [ -z "$kernel_deb" ]; then
@@ -63,12 +71,18 @@ vmlinuz=$(ls "$work"/k/boot/vmlinuz-* | head -1)
 OUT="$work/boards" "$root/scripts/cross-build.sh" --install "$target" >&2
 
 mkdir -p "$work/rd"/{bin,proc,sys,dev,tmp}
+# The guest's own trace-cmd, with the libraries it loads.
+if [ "${TRACE_CMD:-1}" = 1 ]; then
+  for p in trace-cmd libtraceevent1 libtracefs1 libtraceevent1-plugin libzstd1 libc6 libgcc-s1; do
+    dpkg-deb -x "$(fetch "$p:$arch")" "$work/rd"
+  done
+fi
 cp "$work/bb/bin/busybox" "$work/rd/bin/busybox"
 cp "$work/boards/$target/kmemtraced" "$work/rd/kmemtraced"
 cat >"$work/rd/init" <<'EOF'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/bin
+export PATH=/bin:/usr/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs dev /dev
@@ -106,6 +120,29 @@ echo KMT-LOG-END
 /kmemtraced -o /tmp/live.kmt -- sh -c '. /load.sh; load; load; load' 2>/tmp/live.err
 echo "KMT-LIVE-RC: $?"
 echo "KMT-LIVE: $(grep 'events in' /tmp/live.err)"
+# Beside trace-cmd: each recorder started, given 8 s to settle, the same
+# load run (25 rounds: enough events that the start-up, such as reading
+# kallsyms, does not dominate), then stopped with SIGINT; its CPU time (its threads and the
+# children it reaped) read from the shell that waited for it.
+cost() { # NAME COMMAND...: prints NAME's CPU seconds
+  name=$1; shift
+  sh -c '"$@" >/dev/null 2>/tmp/$0.err & echo $! > /tmp/$0.pid; wait $!; set -- $(cat /proc/$$/stat)
+         echo "${14}" "${15}" "${16}" "${17}" > /tmp/$0.ticks' "$name" "$@" &
+  sleep 8
+  r=0; while [ $r -lt 25 ]; do load; r=$((r + 1)); done
+  sleep 1
+  kill -INT "$(cat /tmp/$name.pid)"; wait
+  set -- $(cat /tmp/$name.ticks)
+  echo "cpu $((($1 + $2 + $3 + $4) * 10)) ms"
+}
+if [ -x /usr/bin/trace-cmd ]; then
+  kmem=kmem:kmalloc,kmem:kfree,kmem:kmem_cache_alloc,kmem:kmem_cache_free,kmem:mm_page_alloc,kmem:mm_page_free
+  c=$(cost k /kmemtraced -o /tmp/k.kmt -b 1024 --page-stacks off -e $kmem)
+  echo "KMT-COST-KMEMTRACED: $c, $(stat -c %s /tmp/k.kmt) bytes; $(grep 'events in' /tmp/k.err)"
+  c=$(cost t trace-cmd record -q -b 1024 $(echo $kmem | sed 's/,/ /g; s/kmem:/-e kmem:/g') -o /tmp/t.dat)
+  n=$(trace-cmd report -i /tmp/t.dat 2>/dev/null | grep -c ': \(kmalloc\|kfree\|kmem_cache_alloc\|kmem_cache_free\|mm_page_alloc\|mm_page_free\):')
+  echo "KMT-COST-TRACE-CMD: $c, $(stat -c %s /tmp/t.dat) bytes; $n events"
+fi
 poweroff -f
 EOF
 # The load again, for the recording in step 2.
@@ -133,7 +170,7 @@ if line('KMT-RC:') != 'KMT-RC: 0':
     sys.exit(f"kmemtraced --boot in the guest: {line('KMT-RC:')}\n{t[-3000:]}")
 open(f"{out}/board-{arch}.trace.txt.gz", 'wb').write(between('KMT-TEXT-BEGIN', 'KMT-TEXT-END'))
 open(f"{out}/board-{arch}.kmt", 'wb').write(between('KMT-LOG-BEGIN', 'KMT-LOG-END'))
-for tag in ('KMT-INFO', 'KMT-LIVE-RC', 'KMT-LIVE:'):
+for tag in ('KMT-INFO', 'KMT-LIVE-RC', 'KMT-LIVE:', 'KMT-COST-KMEMTRACED', 'KMT-COST-TRACE-CMD'):
     print(line(tag))
 PY
 ls -l "$out/board-$arch".*
