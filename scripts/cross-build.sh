@@ -16,7 +16,9 @@
 # gcc-arm-linux-gnueabihf, gcc-i686-linux-gnu, musl-tools).
 #
 # Environment: OUT=DIR (default target/boards) gets DIR/TARGET/BINARY;
-# TARGET_DIR=DIR (default target) is cargo's target directory.
+# TARGET_DIR=DIR (default target) is cargo's target directory;
+# BOARD_OPT_LEVEL=s builds for size (about 30% smaller, speed unmeasured).
+# The build profile is Cargo.toml's `board` (release, whole-program LTO).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,11 +80,12 @@ for t in "${targets[@]}"; do
   [ "$t" = x86_64-unknown-linux-musl ] && linker=cc
   env "CC_${t//-/_}=$cc" "CARGO_TARGET_${key}_LINKER=$linker" \
     "CARGO_TARGET_${key}_RUSTFLAGS=$flags" \
-    cargo build --release -q --manifest-path "$root/Cargo.toml" --target "$t" \
+    ${BOARD_OPT_LEVEL:+CARGO_PROFILE_BOARD_OPT_LEVEL=$BOARD_OPT_LEVEL} \
+    cargo build --profile board -q --manifest-path "$root/Cargo.toml" --target "$t" \
     --target-dir "$target_dir" "${bins[@]/#/--package=}"
   mkdir -p "$out/$t"
   for b in "${bins[@]}"; do
-    src=$target_dir/$t/release/$b
+    src=$target_dir/$t/board/$b
     # The host's strip reads any ELF machine binutils knows; the cross
     # gcc packages bring their own.
     strip_tool=${cc%gcc}strip
