@@ -163,10 +163,10 @@ pub fn write<W: Write + Seek>(log: &Log, w: W) -> io::Result<Written> {
         4,
         &meta(log, MetaKind::PrintkFormats, None).unwrap_or_default(),
     )?;
-    o.sized(
-        8,
-        &meta(log, MetaKind::SavedCmdlines, Some("saved_cmdlines")).unwrap_or_default(),
-    )?;
+    // The log's whole pid map: the kernel's saved_cmdlines and the
+    // recorder's /proc walks merged (FORMAT.md §7.2), as our own tools name
+    // tasks.
+    o.sized(8, log.pids.cmdlines_text().as_bytes())?;
 
     let blocks = cpu_blocks(log);
     let cpus = log

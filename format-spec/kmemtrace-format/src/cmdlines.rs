@@ -142,6 +142,14 @@ impl PidMap {
         self.tgids.get(&pid).copied()
     }
 
+    /// Every pid with a name as `saved_cmdlines` lists them (`pid comm`
+    /// lines), by ascending pid.
+    pub fn cmdlines_text(&self) -> String {
+        let mut pids: Vec<(&i32, &String)> = self.comms.iter().collect();
+        pids.sort_unstable();
+        pids.iter().map(|(p, c)| format!("{p} {c}\n")).collect()
+    }
+
     /// Number of pids with a name.
     pub fn comm_count(&self) -> usize {
         self.comms.len()

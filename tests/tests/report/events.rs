@@ -6,7 +6,7 @@
 use crate::common;
 use crate::foreign::import;
 use crate::raw::gunzip;
-use crate::tracedat::{export, trace_cmd, trace_cmd_listing};
+use crate::tracedat::{export, record, trace_cmd, trace_cmd_listing};
 use std::path::Path;
 use std::process::Command;
 
@@ -116,12 +116,14 @@ fn parse_listing(text: &str) -> Vec<Listed> {
             }
             continue;
         }
-        let Some(open) = line.find(" [") else {
-            continue; // header, cpus=2, markers
-        };
-        if line.starts_with('#') {
+        // The header, trace-cmd's `cpus=2`, and the loss markers (ours
+        // `CPU:0 [LOST 5 EVENTS]`, trace-cmd's `CPU:0 [5 EVENTS DROPPED]`).
+        if line.starts_with('#') || line.starts_with("CPU:") {
             continue;
         }
+        let Some(open) = line.find(" [") else {
+            continue;
+        };
         let head = &line[..open];
         let dash = head.rfind('-').unwrap();
         let rest = &line[open + 2..];
@@ -203,21 +205,10 @@ fn a_log_of_this_kernel_exported_lists_the_same_events_in_trace_cmd() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("k.kmt");
-    let st = Command::new(common::bin("kmemtraced"))
-        .arg("-o")
-        .arg(&log)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "for i in 1 2 3 4; do ls -R /usr/share/doc >/dev/null; done",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    record(
+        &log,
+        &[],
+        "for i in 1 2 3 4; do ls -R /usr/share/doc >/dev/null; done",
     );
     let dat = dir.path().join("k.dat");
     export(&log, &dat);

@@ -290,6 +290,22 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
     assert_eq!(theirs["capture"]["lost_windows_total"], 0);
 }
 
+/// `kmemtraced [OPTIONS] -o LOG -- sh -c SCRIPT`, asserting success.
+pub(crate) fn record(log: &std::path::Path, options: &[&str], script: &str) {
+    let st = Command::new(common::bin("kmemtraced"))
+        .args(options)
+        .arg("-o")
+        .arg(log)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
 /// `kmemtrace-export INPUT --to trace-dat -o OUT`, asserting success.
 pub(crate) fn export(input: &std::path::Path, out: &std::path::Path) {
     let st = Command::new(common::bin("kmemtrace-export"))
@@ -363,23 +379,12 @@ fn a_log_of_this_kernel_exported_reads_back_the_same() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("k.kmt");
-    let st = Command::new(common::bin("kmemtraced"))
-        // A trace.dat has no place for the recorder's own threads: count
-        // them as the workload's in both.
-        .args(["--trace-self", "-o"])
-        .arg(&log)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "for i in 1 2 3 4 5 6 7 8; do ls / >/dev/null; done",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    // A trace.dat has no place for the recorder's own threads: count them
+    // as the workload's in both.
+    record(
+        &log,
+        &["--trace-self"],
+        "for i in 1 2 3 4 5 6 7 8; do ls / >/dev/null; done",
     );
     let dat = dir.path().join("k.dat");
     export(&log, &dat);
