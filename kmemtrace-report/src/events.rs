@@ -16,7 +16,7 @@ use kmemtrace_analysis::filter::{glob, Filter};
 use kmemtrace_analysis::in_order::{for_each_record, Lost, Record};
 use kmemtrace_analysis::Symbols;
 use kmemtrace_format::endian::{Endian, RunTimeEndian};
-use kmemtrace_format::event_format::EventFormat;
+use kmemtrace_format::event_format::{EventFormat, Field};
 use kmemtrace_format::log::Log;
 use kmemtrace_format::print_fmt::{Kernel, PrintFmt};
 use kmemtrace_format::stacks::StackReader;
@@ -34,24 +34,10 @@ pub fn event_selected(patterns: &[String], f: &EventFormat) -> bool {
         })
 }
 
-/// The `common_flags` bits `trace_print_lat_fmt()` reads.
-mod flag {
-    pub const IRQS_OFF: u8 = 0x01;
-    /// `TRACE_FLAG_NEED_RESCHED_LAZY` from 6.13, `TRACE_FLAG_IRQS_NOSUPPORT`
-    /// before.
-    pub const BIT1: u8 = 0x02;
-    pub const NEED_RESCHED: u8 = 0x04;
-    pub const HARDIRQ: u8 = 0x08;
-    pub const SOFTIRQ: u8 = 0x10;
-    pub const PREEMPT_RESCHED: u8 = 0x20;
-    pub const NMI: u8 = 0x40;
-    pub const BH_OFF: u8 = 0x80;
-}
-
 /// The five latency columns (`d.s.1`) for an event's flags and preempt
 /// count; `lazy` says bit 1 is the lazy-resched flag (kernels from 6.13).
 pub fn lat_fmt(flags: u8, preempt: u8, lazy: bool) -> [u8; 5] {
-    use flag::*;
+    use kmemtrace_format::event_format::trace_flags::*;
     let bh_off = flags & BH_OFF != 0;
     let irqs_off = flags & IRQS_OFF != 0;
     let c0 = match (irqs_off, bh_off) {
@@ -96,14 +82,9 @@ pub fn lat_fmt(flags: u8, preempt: u8, lazy: bool) -> [u8; 5] {
 /// Whether the kernel's `common_flags` bit 1 means lazy resched: from
 /// Linux 6.13 (`release` as `uname -r` prints it).
 pub fn lazy_resched_bit(release: Option<&str>) -> bool {
-    let Some(r) = release else { return true };
-    let mut nums = r
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|s| s.parse::<u32>().ok());
-    match (nums.next().flatten(), nums.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= (6, 13),
-        _ => true,
-    }
+    release
+        .and_then(kmemtrace_analysis::build::kernel_version)
+        .map_or(true, |v| v >= (6, 13))
 }
 
 /// Trace clocks whose time stamps are nanoseconds (`trace_clocks[]`'s
@@ -139,6 +120,9 @@ struct Kind<'a> {
     format: &'a EventFormat,
     print: PrintFmt,
     selected: bool,
+    /// `common_pid`, `common_flags`, `common_preempt_count`, looked up
+    /// once.
+    common: [Option<Field>; 3],
 }
 
 /// What `--events` prints from.
@@ -183,6 +167,8 @@ impl Listing<'_> {
                     format: f,
                     print: PrintFmt::compile(&f.print_fmt),
                     selected: event_selected(self.events, f),
+                    common: ["common_pid", "common_flags", "common_preempt_count"]
+                        .map(|n| f.field(n).cloned()),
                 };
                 (f.id, kind)
             })
@@ -298,19 +284,18 @@ impl Printer<'_> {
     ) -> bool {
         let id = e.read_uint(r.payload, 0, 2).unwrap_or(0) as u32;
         let kind = self.kinds.get(&id);
-        let common = |name: &str| {
-            kind.and_then(|k| k.format.field(name))
-                .and_then(|f| f.read_i64(e, r.payload))
-                .unwrap_or(0)
-        };
-        let pid = common("common_pid") as i32;
-        let is_stack = self
-            .stacks
-            .as_ref()
-            .is_some_and(|s| s.read(e, r.payload).is_some());
+        let [pid, flags, preempt] = kind.map_or([0; 3], |k| {
+            k.common.each_ref().map(|f| {
+                f.as_ref()
+                    .and_then(|f| f.read_i64(e, r.payload))
+                    .unwrap_or(0)
+            })
+        });
+        let pid = pid as i32;
+        let stack = self.stacks.as_ref().and_then(|s| s.read(e, r.payload));
         let selected = filter.in_time(r.ts)
             && filter.cpu_pid(r.cpu, pid)
-            && if is_stack {
+            && if stack.is_some() {
                 self.last_printed.get(&r.cpu).copied().unwrap_or(false)
             } else {
                 kind.map_or(true, |k| k.selected)
@@ -337,25 +322,17 @@ impl Printer<'_> {
                 }
             }
         }
-        self.context(
-            out,
-            r,
-            pid,
-            common("common_flags") as u8,
-            common("common_preempt_count") as u8,
-        );
-        match (kind, &self.stacks) {
-            (Some(_), Some(s)) if is_stack => {
+        self.context(out, r, pid, flags as u8, preempt as u8);
+        match (kind, stack) {
+            (_, Some(st)) => {
                 out.push_str("<stack trace>\n");
-                if let Some(st) = s.read(e, r.payload) {
-                    for ip in st.frames() {
-                        out.push_str(" => ");
-                        self.ip_sym(out, ip);
-                        out.push('\n');
-                    }
+                for ip in st.frames() {
+                    out.push_str(" => ");
+                    self.ip_sym(out, ip);
+                    out.push('\n');
                 }
             }
-            (Some(k), _) => {
+            (Some(k), None) => {
                 self.shown.insert(id);
                 out.push_str(&k.format.name);
                 out.push_str(": ");

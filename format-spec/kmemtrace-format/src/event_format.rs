@@ -459,6 +459,25 @@ impl Field {
     }
 }
 
+/// The bits of every event's `common_flags` (the kernel's `enum
+/// trace_flag_type`, `include/linux/trace_events.h`): the one place the
+/// decoders, the stack reader and the event listing take them from.
+pub mod trace_flags {
+    pub const IRQS_OFF: u8 = 0x01;
+    /// `TRACE_FLAG_NEED_RESCHED_LAZY` from Linux 6.13,
+    /// `TRACE_FLAG_IRQS_NOSUPPORT` before.
+    pub const BIT1: u8 = 0x02;
+    pub const NEED_RESCHED: u8 = 0x04;
+    pub const HARDIRQ: u8 = 0x08;
+    pub const SOFTIRQ: u8 = 0x10;
+    pub const PREEMPT_RESCHED: u8 = 0x20;
+    pub const NMI: u8 = 0x40;
+    pub const BH_OFF: u8 = 0x80;
+    /// Recorded in hard or soft interrupt or NMI context (these three are
+    /// unchanged since they were introduced).
+    pub const INTERRUPT: u8 = HARDIRQ | SOFTIRQ | NMI;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -301,10 +301,8 @@ enum Accounted {
     Mask(Loc, u64),
 }
 
-/// `common_flags` bits of interrupt context (`include/linux/trace_events.h`
-/// `TRACE_FLAG_HARDIRQ` 0x08, `TRACE_FLAG_SOFTIRQ` 0x10, `TRACE_FLAG_NMI`
-/// 0x40; unchanged since they were introduced).
-const INTERRUPT_FLAGS: u64 = 0x08 | 0x10 | 0x40;
+/// `common_flags` bits of interrupt context.
+const INTERRUPT_FLAGS: u64 = crate::event_format::trace_flags::INTERRUPT as u64;
 
 #[derive(Clone, Debug)]
 struct Plan {

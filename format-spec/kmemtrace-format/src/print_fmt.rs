@@ -431,7 +431,7 @@ impl PrintFmt {
         pad(out, &text, width, spec.left);
     }
 
-    fn eval<'r, E: Endian>(&self, i: usize, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> Out<'r> {
+    fn eval<'r, E: Endian>(&'r self, i: usize, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> Out<'r> {
         match self.args.get(i) {
             Some(a) => eval_arg(a, rec, k),
             None => Out::Unknown,
@@ -439,7 +439,7 @@ impl PrintFmt {
     }
 }
 
-fn eval_arg<'r, E: Endian>(a: &Arg, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> Out<'r> {
+fn eval_arg<'r, E: Endian>(a: &'r Arg, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> Out<'r> {
     let field = |n: &str| rec.value(n);
     let env = Env {
         long_bits: k.long_bits,
@@ -449,7 +449,7 @@ fn eval_arg<'r, E: Endian>(a: &Arg, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> Out<
     };
     match a {
         Arg::Expr(e) => e.eval_in(&env).map_or(Out::Unknown, |v| Out::Int(v.bits)),
-        Arg::Str(s) => Out::Text(s.clone().into()),
+        Arg::Str(s) => Out::Text(s.as_str().into()),
         Arg::Cond(c, t, f) => match c.eval_in(&env) {
             Ok(v) if v.bits != 0 => eval_arg(t, rec, k),
             Ok(_) => eval_arg(f, rec, k),

@@ -47,7 +47,7 @@ pub const STACK_EVENT: &str = "kernel_stack";
 /// `common_flags` bits of the context an event was recorded in (hard and
 /// soft interrupt, NMI; `include/linux/trace_events.h`): an event and the
 /// stack taken with it share them.
-pub const CONTEXT_FLAGS: u8 = 0x08 | 0x10 | 0x40;
+pub const CONTEXT_FLAGS: u8 = crate::event_format::trace_flags::INTERRUPT;
 
 /// Reads `kernel_stack` records with the recorded kernel's layout.
 #[derive(Clone, Debug)]
