@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// The qemu user-mode emulator a target's binaries run under (`None`: this
 /// host runs them itself).
@@ -36,7 +36,8 @@ fn boards() -> Vec<(String, PathBuf)> {
     out
 }
 
-fn run(target: &str, bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
+/// `bin ARGS`, under the target's emulator where it needs one.
+fn command(target: &str, bin: &Path, args: &[&std::ffi::OsStr]) -> Command {
     let mut c = match emulator(target) {
         Some(q) => {
             let mut c = Command::new(q);
@@ -45,17 +46,8 @@ fn run(target: &str, bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
         }
         None => Command::new(bin),
     };
-    c.args(args).output().unwrap()
-}
-
-fn ok(what: &str, o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "{what}: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
+    c.args(args);
+    c
 }
 
 #[test]
@@ -89,19 +81,16 @@ fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
             let what = format!("{target} on {arch}");
             let log = dir.path().join(format!("{target}-{arch}.kmt"));
             let dump = data.join(arch).join("raw");
-            ok(
-                &format!("{what}: --import"),
-                &run(
-                    target,
-                    &bins.join("kmemtraced"),
-                    &[
-                        "--import".as_ref(),
-                        dump.as_os_str(),
-                        "-o".as_ref(),
-                        log.as_os_str(),
-                    ],
-                ),
-            );
+            common::stdout_ok(&mut command(
+                target,
+                &bins.join("kmemtraced"),
+                &[
+                    "--import".as_ref(),
+                    dump.as_os_str(),
+                    "-o".as_ref(),
+                    log.as_os_str(),
+                ],
+            ));
             // The board's own check and report, beside this host's on the
             // board's log.
             for (tool, args) in [
@@ -111,14 +100,8 @@ fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
             ] {
                 let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
                 a.push(log.as_os_str());
-                let board = ok(
-                    &format!("{what}: {tool}"),
-                    &run(target, &bins.join(tool), &a),
-                );
-                let host = ok(
-                    &format!("{what}: host {tool}"),
-                    &Command::new(common::bin(tool)).args(&a).output().unwrap(),
-                );
+                let board = common::stdout_ok(&mut command(target, &bins.join(tool), &a));
+                let host = common::stdout_ok(Command::new(common::bin(tool)).args(&a));
                 assert!(board.len() > 1000, "{what}: {tool} {args:?}");
                 assert!(
                     board == host,

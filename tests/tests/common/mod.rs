@@ -45,9 +45,9 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
-/// Runs `cmd`, asserting success (its stderr in the message), and parses
-/// its standard output as JSON.
-pub fn json_stdout(cmd: &mut Command) -> serde_json::Value {
+/// Runs `cmd`, asserting success (its stderr in the message); its
+/// standard output.
+pub fn stdout_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("run the program");
     assert!(
         out.status.success(),
@@ -55,7 +55,13 @@ pub fn json_stdout(cmd: &mut Command) -> serde_json::Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Runs `cmd`, asserting success (its stderr in the message), and parses
+/// its standard output as JSON.
+pub fn json_stdout(cmd: &mut Command) -> serde_json::Value {
+    serde_json::from_str(&stdout_ok(cmd)).expect("valid JSON")
 }
 
 /// The mounted tracefs, mounting it if we are root and it is not mounted.

@@ -208,7 +208,8 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
     );
     let name = format!("kmt-tracedat-{}", std::process::id());
     let _instance = Instance(tracefs.join("instances").join(&name));
-    let st = Command::new(&wrapper)
+    let mut trace_cmd_record = Command::new(&wrapper);
+    trace_cmd_record
         .args([
             &name,
             "record",
@@ -227,14 +228,8 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
             "-o",
         ])
         .arg(&dat)
-        .args(["--", "python3", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+        .args(["--", "python3", "-c", &script]);
+    common::stdout_ok(&mut trace_cmd_record);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let out = rec.stop();
     assert!(
@@ -292,32 +287,22 @@ fn a_trace_dat_recorded_here_beside_kmemtraced_gives_the_same_figures() {
 
 /// `kmemtraced [OPTIONS] -o LOG -- sh -c SCRIPT`, asserting success.
 pub(crate) fn record(log: &std::path::Path, options: &[&str], script: &str) {
-    let st = Command::new(common::bin("kmemtraced"))
-        .args(options)
-        .arg("-o")
-        .arg(log)
-        .args(["--", "sh", "-c", script])
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    common::stdout_ok(
+        Command::new(common::bin("kmemtraced"))
+            .args(options)
+            .arg("-o")
+            .arg(log)
+            .args(["--", "sh", "-c", script]),
     );
 }
 
 /// `kmemtrace-export INPUT --to trace-dat -o OUT`, asserting success.
 pub(crate) fn export(input: &std::path::Path, out: &std::path::Path) {
-    let st = Command::new(common::bin("kmemtrace-export"))
-        .arg(input)
-        .args(["--to", "trace-dat", "-o"])
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    common::stdout_ok(
+        Command::new(common::bin("kmemtrace-export"))
+            .arg(input)
+            .args(["--to", "trace-dat", "-o"])
+            .arg(out),
     );
 }
 
@@ -334,13 +319,7 @@ pub(crate) fn trace_cmd_listing(dat: &std::path::Path, plugins: bool) -> String 
     if !plugins {
         c.arg("-N");
     }
-    let out = c.arg("-i").arg(dat).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::stdout_ok(c.arg("-i").arg(dat))
 }
 
 #[test]
