@@ -1,0 +1,143 @@
+//! What a cheaper codec for the recorder would have to beat (issue 15,
+//! part 3), measured on a real log:
+//!
+//!   cargo run --release -p kmemtrace-format --example codec_probe -- LOG.kmt
+//!
+//! The log's sub-buffers are cut into CPU_DATA-sized blocks (1 MiB, as the
+//! recorder writes them) and encoded two ways at zstd levels 1, -1 and -3:
+//! zstd alone, as the recorder does today; and `kpack` ([`kpack`]: each
+//! record's 8-byte words XORed with those of a predicted earlier record of
+//! the same kind, only the XORs' significant bytes kept) with zstd behind it
+//! as the entropy stage. It prints bytes per event and the nanoseconds per
+//! event of each stage on one core: packing, zstd over the packed stream,
+//! and decoding (zstd, unpacking), and checks that every block comes back
+//! bit for bit.
+
+mod kpack;
+
+use kmemtrace_format::endian::Endian;
+use kmemtrace_format::log::Log;
+use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+use kpack::{Packer, Shape, Unpacker};
+use std::time::Instant;
+
+/// Room for the CPU_DATA header the recorder puts before the sub-buffers.
+const HEAD: usize = kmemtrace_format::records::CPU_DATA_HEADER_LEN;
+
+/// Every CPU's sub-buffers, raw, and the number of data events.
+fn subbufs(log: &Log) -> (Vec<Vec<u8>>, u64) {
+    struct Collect<'a>(&'a Log);
+    impl WithEndian for Collect<'_> {
+        type Output = (Vec<Vec<u8>>, u64);
+        fn run<E: Endian>(self, e: E) -> Self::Output {
+            let mut per_cpu = Vec::new();
+            let mut events = 0u64;
+            for cpu in self.0.cpus() {
+                let mut bytes = Vec::new();
+                walk_cpu(
+                    self.0,
+                    e,
+                    cpu,
+                    |_, item| {
+                        if let Ok(sb) = &item.subbuf {
+                            events += sb.count_data_events(e).unwrap_or(0) as u64;
+                        }
+                        bytes.extend_from_slice(item.raw);
+                    },
+                    |_| {},
+                );
+                per_cpu.push(bytes);
+            }
+            (per_cpu, events)
+        }
+    }
+    with_endian(log.endian, Collect(log))
+}
+
+/// Seconds `f` takes.
+fn timed(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: codec_probe LOG.kmt");
+    let log = Log::open(std::path::Path::new(&path)).expect("a readable log");
+    let (raw, events) = subbufs(&log);
+    let ev = events as f64;
+    let total: usize = raw.iter().map(Vec::len).sum();
+    println!(
+        "{path}: {events} events, {:.1} MB of sub-buffers ({:.1} bytes/event)",
+        total as f64 / 1e6,
+        total as f64 / ev
+    );
+    let l = log.layout;
+    let shape = Shape {
+        big_endian: log.endian.is_big_endian(),
+        long_size: l.long_size as u8,
+        data_offset: l.data_offset as u16,
+        subbuf_size: l.subbuf_size as u32,
+    };
+    let per_block = (1 << 20) / l.subbuf_size * l.subbuf_size;
+    let blocks: Vec<Vec<u8>> = raw
+        .iter()
+        .flat_map(|b| b.chunks(per_block))
+        .map(|c| [&[0u8; HEAD][..], c].concat())
+        .collect();
+    let (mut packer, mut unpacker) = (Packer::new(shape), Unpacker::new());
+    let mut packed: Vec<Vec<u8>> = vec![Vec::new(); blocks.len()];
+    let mut pack = || {
+        for (b, p) in blocks.iter().zip(packed.iter_mut()) {
+            p.clear();
+            packer.pack(b, HEAD, p);
+        }
+    };
+    // The first pass also faults the output's pages in; the second is what
+    // a recorder reusing its buffers pays.
+    pack();
+    let pack_s = timed(pack);
+    let packed_len: usize = packed.iter().map(Vec::len).sum();
+    let ns = |s: f64| s * 1e9 / ev;
+    let per = |n: usize| n as f64 / ev;
+    println!(
+        "kpack: {:.1} bytes/event before the entropy stage, {:.0} ns/event to pack",
+        per(packed_len),
+        ns(pack_s)
+    );
+    println!("| zstd level | zstd alone: bytes/event | ns/event | decode ns/event | kpack + zstd: bytes/event | zstd over packed ns/event | pack + zstd ns/event | decode ns/event |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for level in [1, -1, -3] {
+        let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
+        let mut z_raw = Vec::new();
+        let t_raw = timed(|| z_raw = blocks.iter().map(|b| c.compress(b).expect("zstd")).collect());
+        let mut z_packed = Vec::new();
+        let t_packed =
+            timed(|| z_packed = packed.iter().map(|p| c.compress(p).expect("zstd")).collect());
+        let d_raw = timed(|| {
+            for (b, z) in blocks.iter().zip(&z_raw) {
+                let d = zstd::bulk::decompress(z, b.len()).expect("zstd");
+                assert!(d == *b);
+            }
+        });
+        let mut out = Vec::new();
+        let d_packed = timed(|| {
+            for ((b, p), z) in blocks.iter().zip(&packed).zip(&z_packed) {
+                let d = zstd::bulk::decompress(z, p.len()).expect("zstd");
+                unpacker.unpack(&d, &mut out).expect("kpack");
+                assert!(out == *b, "kpack did not give the block back");
+            }
+        });
+        let size = |zs: &[Vec<u8>]| per(zs.iter().map(Vec::len).sum());
+        println!(
+            "| {level} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} |",
+            size(&z_raw),
+            ns(t_raw),
+            ns(d_raw),
+            size(&z_packed),
+            ns(t_packed),
+            ns(pack_s + t_packed),
+            ns(d_packed)
+        );
+    }
+}
