@@ -3,4 +3,6 @@
 //! trace.dat given as input, through `kmemtrace-import`'s `open_log`).
 #![forbid(unsafe_code)]
 
+pub mod perfetto;
+mod proto;
 pub mod tracedat;

@@ -1,4 +1,4 @@
-//! `kmemtrace-export LOG --to trace-dat -o OUT`.
+//! `kmemtrace-export LOG --to trace-dat|perfetto -o OUT`.
 
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
@@ -12,6 +12,9 @@ enum Format {
     /// trace-cmd's trace.dat, version 6 (uncompressed): `trace-cmd report
     /// -i OUT` and KernelShark open it.
     TraceDat,
+    /// A Perfetto trace (protobuf): ui.perfetto.dev and trace_processor
+    /// open it; kmem events as Perfetto's typed events, others generic.
+    Perfetto,
 }
 
 /// Write a kmemtrace log (or a trace.dat) in another tool's format.
@@ -21,7 +24,7 @@ enum Format {
 #[derive(Parser)]
 #[command(
     version,
-    after_help = "Example:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat"
+    after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev"
 )]
 struct Cli {
     /// The log.
@@ -43,31 +46,55 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_INPUT);
         }
     };
-    let written = std::fs::File::create(&cli.output).and_then(|f| match cli.to {
-        Format::TraceDat => {
-            kmemtrace_export::tracedat::write(&log, std::io::BufWriter::with_capacity(1 << 20, f))
-        }
-    });
-    match written {
-        Ok(w) => {
-            eprintln!(
-                "kmemtrace-export: {} -> {}: trace.dat version 6, {} CPUs, {} pages, {} event formats{}",
-                log.name,
-                cli.output.display(),
+    let out = match std::fs::File::create(&cli.output) {
+        Ok(f) => std::io::BufWriter::with_capacity(1 << 20, f),
+        Err(e) => return output_failed(&cli, e),
+    };
+    let summary = match cli.to {
+        Format::TraceDat => kmemtrace_export::tracedat::write(&log, out).map(|w| {
+            format!(
+                "trace.dat version 6, {} CPUs, {} pages, {} event formats{}",
                 w.cpus,
                 w.pages,
                 w.formats,
                 if w.unreadable_pages > 0 {
-                    format!("; {} pages unreadable in the log, written empty", w.unreadable_pages)
+                    format!(
+                        "; {} pages unreadable in the log, written empty",
+                        w.unreadable_pages
+                    )
                 } else {
                     String::new()
                 }
+            )
+        }),
+        Format::Perfetto => kmemtrace_export::perfetto::write(&log, out).map(|w| {
+            let mut s = format!(
+                "Perfetto trace, {} typed kmem events, {} generic events, {} bundles",
+                w.typed, w.generic, w.bundles
+            );
+            if w.unknown > 0 {
+                s += &format!("; {} records of unknown events left out", w.unknown);
+            }
+            for (event, fields) in &w.dropped_fields {
+                s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
+            }
+            s
+        }),
+    };
+    match summary {
+        Ok(s) => {
+            eprintln!(
+                "kmemtrace-export: {} -> {}: {s}",
+                log.name,
+                cli.output.display()
             );
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("kmemtrace-export: {}: {e}", cli.output.display());
-            ExitCode::from(EXIT_OUTPUT)
-        }
+        Err(e) => output_failed(&cli, e),
     }
+}
+
+fn output_failed(cli: &Cli, e: std::io::Error) -> ExitCode {
+    eprintln!("kmemtrace-export: {}: {e}", cli.output.display());
+    ExitCode::from(EXIT_OUTPUT)
 }

@@ -150,6 +150,19 @@ impl PidMap {
         pids.iter().map(|(p, c)| format!("{p} {c}\n")).collect()
     }
 
+    /// Every pid the map knows (named or with a tgid), ascending.
+    pub fn pids(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .comms
+            .keys()
+            .chain(self.tgids.keys())
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Number of pids with a name.
     pub fn comm_count(&self) -> usize {
         self.comms.len()

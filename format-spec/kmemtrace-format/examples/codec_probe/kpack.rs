@@ -230,7 +230,13 @@ impl Packer {
     pub fn pack(&mut self, payload: &[u8], head: usize, out: &mut Vec<u8>) {
         self.predict.reset();
         let s = &mut self.s;
-        for v in [&mut s.ctl, &mut s.lens, &mut s.xor, &mut s.raw, &mut s.times] {
+        for v in [
+            &mut s.ctl,
+            &mut s.lens,
+            &mut s.xor,
+            &mut s.raw,
+            &mut s.times,
+        ] {
             v.clear();
         }
         let head = head.min(payload.len());
@@ -300,7 +306,10 @@ impl Packer {
             let w = self.shape.u32_at(&payload[q..]);
             put_varint(&mut self.s.ctl, u64::from(w) + 1);
             if ext.word2 {
-                put_varint(&mut self.s.ctl, u64::from(self.shape.u32_at(&payload[q + 4..])));
+                put_varint(
+                    &mut self.s.ctl,
+                    u64::from(self.shape.u32_at(&payload[q + 4..])),
+                );
             }
             let body = q + ext.head..q + ext.total;
             if ext.data {
@@ -428,7 +437,13 @@ impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], UnpackError> {
         let s = self
             .b
-            .get(self.at..self.at.checked_add(n).ok_or(UnpackError::Truncated(self.name))?)
+            .get(
+                self.at
+                    ..self
+                        .at
+                        .checked_add(n)
+                        .ok_or(UnpackError::Truncated(self.name))?,
+            )
             .ok_or(UnpackError::Truncated(self.name))?;
         self.at += n;
         Ok(s)

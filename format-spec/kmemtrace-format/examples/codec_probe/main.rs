@@ -110,10 +110,19 @@ fn main() {
     for level in [1, -1, -3] {
         let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
         let mut z_raw = Vec::new();
-        let t_raw = timed(|| z_raw = blocks.iter().map(|b| c.compress(b).expect("zstd")).collect());
+        let t_raw = timed(|| {
+            z_raw = blocks
+                .iter()
+                .map(|b| c.compress(b).expect("zstd"))
+                .collect()
+        });
         let mut z_packed = Vec::new();
-        let t_packed =
-            timed(|| z_packed = packed.iter().map(|p| c.compress(p).expect("zstd")).collect());
+        let t_packed = timed(|| {
+            z_packed = packed
+                .iter()
+                .map(|p| c.compress(p).expect("zstd"))
+                .collect()
+        });
         let d_raw = timed(|| {
             for (b, z) in blocks.iter().zip(&z_raw) {
                 let d = zstd::bulk::decompress(z, b.len()).expect("zstd");

@@ -1,0 +1,594 @@
+//! A log written as a Perfetto trace (`.pftrace`: a `perfetto.protos.Trace`
+//! of `TracePacket`s) that ui.perfetto.dev and `trace_processor` open:
+//!
+//! - a `SystemInfo` packet (the recorded kernel's uname) and a
+//!   `ProcessTree` packet (every task the log names: thread, thread group,
+//!   command name);
+//! - `FtraceStats` at the start and the end of the recording, from the
+//!   kernel's per-CPU counters the log stored (overruns are lost events);
+//! - the records as `FtraceEventBundle`s, one CPU each, in each CPU's
+//!   order: kmem events as Perfetto's own typed messages (`kmem.proto`:
+//!   Kmalloc, KmemCacheAlloc, MmPageAlloc, ...), every other event as a
+//!   `GenericFtraceEvent` with its fields (a `kernel_stack` as its frames,
+//!   innermost first, in hexadecimal in one `caller` field). A bundle
+//!   whose CPU lost records just before it says so (`lost_events`).
+//!
+//! Time stamps are the recorded trace clock's, as the kernel wrote them;
+//! the bundles leave `ftrace_clock` unset, so Perfetto takes them as its
+//! default clock (boot time): the `local` clock kmemtraced records with is
+//! the same count on a machine that did not suspend while recording.
+//!
+//! Field numbers are those of Perfetto's `protos/perfetto/trace/` (checked
+//! by decoding the output with Perfetto's own generated classes, in the
+//! tests).
+
+use crate::proto::Msg;
+use kmemtrace_analysis::in_order::{for_each_record, Record};
+use kmemtrace_format::event_format::{EventFormat, Field, FieldKind};
+use kmemtrace_format::kmem::KmemKind;
+use kmemtrace_format::log::Log;
+use kmemtrace_format::records::StatsPhase;
+use kmemtrace_format::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
+use kmemtrace_format::{Endian, RunTimeEndian};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+
+/// `Trace.packet`.
+const TRACE_PACKET: u32 = 1;
+
+/// `TracePacket` fields.
+mod packet {
+    pub const FTRACE_EVENTS: u32 = 1;
+    pub const PROCESS_TREE: u32 = 2;
+    pub const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
+    pub const FTRACE_STATS: u32 = 34;
+    pub const SYSTEM_INFO: u32 = 45;
+}
+
+/// `FtraceEventBundle` and `FtraceEvent` fields.
+mod bundle {
+    pub const CPU: u32 = 1;
+    pub const EVENT: u32 = 2;
+    pub const LOST_EVENTS: u32 = 3;
+    pub const EV_TIMESTAMP: u32 = 1;
+    pub const EV_PID: u32 = 2;
+    pub const EV_COMMON_FLAGS: u32 = 5;
+    /// `FtraceEvent.generic`: `GenericFtraceEvent { event_name = 1; field = 2 }`,
+    /// `Field { name = 1; str_value = 3; int_value = 4; uint_value = 5 }`.
+    pub const EV_GENERIC: u32 = 327;
+}
+
+/// Records per bundle: Perfetto's own producer writes bundles of a few
+/// hundred to a few thousand events.
+const BUNDLE_EVENTS: usize = 1024;
+
+/// How a proto field's value is written.
+#[derive(Clone, Copy)]
+enum Wire {
+    /// `uint64`/`uint32`: zero-extended (a `uint32` cut to 32 bits).
+    U64,
+    U32,
+    /// `int32`: sign-extended.
+    I32,
+}
+
+/// A kmem event Perfetto has a typed message for: the `FtraceEvent` oneof
+/// field, and (kernel field name, message field, wire) for its fields.
+struct Typed {
+    event: &'static str,
+    oneof: u32,
+    fields: &'static [(&'static str, u32, Wire)],
+}
+
+use Wire::{I32, U32, U64};
+
+/// `protos/perfetto/trace/ftrace/kmem.proto` and `ftrace_event.proto`.
+const TYPED: &[Typed] = &[
+    Typed {
+        event: "kfree",
+        oneof: 298,
+        fields: &[("call_site", 1, U64), ("ptr", 2, U64)],
+    },
+    Typed {
+        event: "kmalloc",
+        oneof: 299,
+        fields: &[
+            ("bytes_alloc", 1, U64),
+            ("bytes_req", 2, U64),
+            ("call_site", 3, U64),
+            ("gfp_flags", 4, U32),
+            ("ptr", 5, U64),
+        ],
+    },
+    Typed {
+        event: "kmalloc_node",
+        oneof: 300,
+        fields: &[
+            ("bytes_alloc", 1, U64),
+            ("bytes_req", 2, U64),
+            ("call_site", 3, U64),
+            ("gfp_flags", 4, U32),
+            ("node", 5, I32),
+            ("ptr", 6, U64),
+        ],
+    },
+    Typed {
+        event: "kmem_cache_alloc",
+        oneof: 301,
+        fields: &[
+            ("bytes_alloc", 1, U64),
+            ("bytes_req", 2, U64),
+            ("call_site", 3, U64),
+            ("gfp_flags", 4, U32),
+            ("ptr", 5, U64),
+        ],
+    },
+    Typed {
+        event: "kmem_cache_alloc_node",
+        oneof: 302,
+        fields: &[
+            ("bytes_alloc", 1, U64),
+            ("bytes_req", 2, U64),
+            ("call_site", 3, U64),
+            ("gfp_flags", 4, U32),
+            ("node", 5, I32),
+            ("ptr", 6, U64),
+        ],
+    },
+    Typed {
+        event: "kmem_cache_free",
+        oneof: 303,
+        fields: &[("call_site", 1, U64), ("ptr", 2, U64)],
+    },
+    Typed {
+        event: "mm_page_alloc",
+        oneof: 307,
+        fields: &[
+            ("gfp_flags", 1, U32),
+            ("migratetype", 2, I32),
+            ("order", 3, U32),
+            ("page", 4, U64),
+            ("pfn", 5, U64),
+        ],
+    },
+    Typed {
+        event: "mm_page_alloc_extfrag",
+        oneof: 308,
+        fields: &[
+            ("alloc_migratetype", 1, I32),
+            ("alloc_order", 2, I32),
+            ("fallback_migratetype", 3, I32),
+            ("fallback_order", 4, I32),
+            ("page", 5, U64),
+            ("change_ownership", 6, I32),
+            ("pfn", 7, U64),
+        ],
+    },
+    Typed {
+        event: "mm_page_alloc_zone_locked",
+        oneof: 309,
+        fields: &[
+            ("migratetype", 1, I32),
+            ("order", 2, U32),
+            ("page", 3, U64),
+            ("pfn", 4, U64),
+        ],
+    },
+    Typed {
+        event: "mm_page_free",
+        oneof: 310,
+        fields: &[("order", 1, U32), ("page", 2, U64), ("pfn", 3, U64)],
+    },
+    Typed {
+        event: "mm_page_free_batched",
+        oneof: 311,
+        fields: &[("cold", 1, I32), ("page", 2, U64), ("pfn", 3, U64)],
+    },
+    Typed {
+        event: "mm_page_pcpu_drain",
+        oneof: 312,
+        fields: &[
+            ("migratetype", 1, I32),
+            ("order", 2, U32),
+            ("page", 3, U64),
+            ("pfn", 4, U64),
+        ],
+    },
+];
+
+/// What was written.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Records as typed kmem messages and as generic events.
+    pub typed: u64,
+    pub generic: u64,
+    /// Records of an event id the log has no format for (left out).
+    pub unknown: u64,
+    pub bundles: u64,
+    /// Kernel fields of typed events that Perfetto's messages have no
+    /// place for, by event (`kmalloc: accounted, node`): left out.
+    pub dropped_fields: BTreeMap<String, Vec<String>>,
+}
+
+/// How the records of one event id are written.
+enum Mapping<'a> {
+    Typed {
+        oneof: u32,
+        fields: Vec<(&'a Field, u32, Wire)>,
+        common: Common<'a>,
+    },
+    Generic {
+        name: &'a str,
+        fields: &'a [Field],
+        common: Common<'a>,
+    },
+    /// A `kernel_stack` record: its frames may reach past the format's
+    /// `caller[8]`, so they are read as the stack reader reads them.
+    Stack {
+        reader: Box<StackReader>,
+        common: Common<'a>,
+    },
+}
+
+/// The common fields every record starts with.
+#[derive(Clone, Copy)]
+struct Common<'a> {
+    pid: Option<&'a Field>,
+    flags: Option<&'a Field>,
+}
+
+impl<'a> Mapping<'a> {
+    fn of(f: &'a EventFormat, long_size: usize, written: &mut Written) -> Mapping<'a> {
+        let common = Common {
+            pid: f.field("common_pid"),
+            flags: f.field("common_flags"),
+        };
+        if f.system == STACK_SYSTEM && f.name == STACK_EVENT {
+            if let Some(reader) = StackReader::from_format(f, long_size) {
+                return Mapping::Stack {
+                    reader: Box::new(reader),
+                    common,
+                };
+            }
+        }
+        // By kind, so that the names of older kernels (`mm_pagevec_free`,
+        // `mm_page_free_direct`) find their messages too.
+        let typed = (f.system == "kmem" || f.system.is_empty())
+            .then(|| KmemKind::from_event_name(&f.name))
+            .flatten()
+            .and_then(|k| TYPED.iter().find(|t| t.event == k.name()));
+        let Some(t) = typed else {
+            return Mapping::Generic {
+                name: &f.name,
+                fields: &f.fields,
+                common,
+            };
+        };
+        let mut fields = Vec::new();
+        let mut dropped = Vec::new();
+        for field in &f.fields {
+            match t.fields.iter().find(|(n, _, _)| *n == field.name) {
+                Some(&(_, number, wire)) if field.kind == FieldKind::Scalar => {
+                    fields.push((field, number, wire))
+                }
+                _ => dropped.push(field.name.clone()),
+            }
+        }
+        if !dropped.is_empty() {
+            written.dropped_fields.insert(f.name.clone(), dropped);
+        }
+        Mapping::Typed {
+            oneof: t.oneof,
+            fields,
+            common,
+        }
+    }
+}
+
+/// Writes `log` as a Perfetto trace.
+pub fn write<W: Write>(log: &Log, mut out: W) -> io::Result<Written> {
+    let mut written = Written::default();
+    put_packet(&mut out, packet::SYSTEM_INFO, &system_info(log))?;
+    put_packet(&mut out, packet::PROCESS_TREE, &process_tree(log))?;
+    if let Some(s) = ftrace_stats(log, StatsPhase::Start) {
+        put_packet(&mut out, packet::FTRACE_STATS, &s)?;
+    }
+    let e = log.endian;
+    let long_size = usize::from(log.arch.long_size);
+    let mut mappings: HashMap<u32, Option<Mapping<'_>>> = HashMap::new();
+    let mut bundles: BTreeMap<u32, Bundle> = BTreeMap::new();
+    let mut result = Ok(());
+    let mut event = Msg::new();
+    let mut body = Msg::new();
+    for_each_record(
+        log,
+        |_| true,
+        |r: Record<'_>| {
+            if result.is_err() {
+                return;
+            }
+            let b = bundles.entry(r.cpu).or_insert_with(|| Bundle::new(r.cpu));
+            if r.lost_before.is_some() && b.events > 0 {
+                result = b.flush(&mut out, &mut written);
+            }
+            b.lost |= r.lost_before.is_some();
+            let Some(id) = e.read_u16(r.payload, 0) else {
+                written.unknown += 1;
+                return;
+            };
+            let mapping = mappings.entry(u32::from(id)).or_insert_with(|| {
+                log.format_by_id(id.into())
+                    .map(|f| Mapping::of(f, long_size, &mut written))
+            });
+            let Some(mapping) = mapping else {
+                written.unknown += 1;
+                return;
+            };
+            event.clear();
+            event.uint(bundle::EV_TIMESTAMP, r.ts);
+            encode(e, mapping, r.payload, &mut event, &mut body, &mut written);
+            b.msg.msg(bundle::EVENT, &event);
+            b.events += 1;
+            if b.events >= BUNDLE_EVENTS {
+                result = b.flush(&mut out, &mut written);
+            }
+        },
+    );
+    result?;
+    for b in bundles.values_mut() {
+        b.flush(&mut out, &mut written)?;
+    }
+    if let Some(s) = ftrace_stats(log, StatsPhase::End) {
+        put_packet(&mut out, packet::FTRACE_STATS, &s)?;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+/// One CPU's bundle being filled.
+struct Bundle {
+    cpu: u32,
+    msg: Msg,
+    events: usize,
+    /// The CPU lost records before the first of these.
+    lost: bool,
+}
+
+impl Bundle {
+    fn new(cpu: u32) -> Self {
+        Bundle {
+            cpu,
+            msg: Msg::new(),
+            events: 0,
+            lost: false,
+        }
+    }
+
+    fn flush<W: Write>(&mut self, out: &mut W, written: &mut Written) -> io::Result<()> {
+        if self.events == 0 {
+            return Ok(());
+        }
+        let mut b = Msg::new();
+        b.uint(bundle::CPU, u64::from(self.cpu));
+        if self.lost {
+            b.uint(bundle::LOST_EVENTS, 1);
+        }
+        // The events follow the header fields: a bundle is their
+        // concatenation, as repeated fields may be written in pieces.
+        let mut whole = b.as_bytes().to_vec();
+        whole.extend_from_slice(self.msg.as_bytes());
+        put_packet_bytes(out, packet::FTRACE_EVENTS, &whole)?;
+        written.bundles += 1;
+        self.msg.clear();
+        self.events = 0;
+        self.lost = false;
+        Ok(())
+    }
+}
+
+/// The `FtraceEvent` fields after the time stamp.
+fn encode(
+    e: RunTimeEndian,
+    mapping: &Mapping<'_>,
+    payload: &[u8],
+    event: &mut Msg,
+    body: &mut Msg,
+    written: &mut Written,
+) {
+    let common = match mapping {
+        Mapping::Typed { common, .. }
+        | Mapping::Generic { common, .. }
+        | Mapping::Stack { common, .. } => *common,
+    };
+    if let Some(pid) = common.pid.and_then(|f| f.read_i64(e, payload)) {
+        event.uint(bundle::EV_PID, pid as u32 as u64);
+    }
+    if let Some(flags) = common.flags.and_then(|f| f.read_u64(e, payload)) {
+        event.uint(bundle::EV_COMMON_FLAGS, flags);
+    }
+    body.clear();
+    match mapping {
+        Mapping::Typed { oneof, fields, .. } => {
+            for &(field, number, wire) in fields {
+                match wire {
+                    U64 => field.read_u64(e, payload).map(|v| body.uint(number, v)),
+                    U32 => field
+                        .read_u64(e, payload)
+                        .map(|v| body.uint(number, v & 0xffff_ffff)),
+                    I32 => field.read_i64(e, payload).map(|v| body.int(number, v)),
+                };
+            }
+            event.msg(*oneof, body);
+            written.typed += 1;
+        }
+        Mapping::Generic { name, fields, .. } => {
+            body.string(1, name);
+            let mut f = Msg::new();
+            for field in fields.iter() {
+                f.clear();
+                f.string(1, &field.name);
+                generic_value(e, field, payload, &mut f);
+                body.msg(2, &f);
+            }
+            event.msg(bundle::EV_GENERIC, body);
+            written.generic += 1;
+        }
+        Mapping::Stack { reader, .. } => {
+            body.string(1, STACK_EVENT);
+            let frames: Vec<String> = reader
+                .read(e, payload)
+                .map(|s| s.frames().map(|ip| format!("{ip:#x}")).collect())
+                .unwrap_or_default();
+            let mut f = Msg::new();
+            f.string(1, "caller").string(3, &frames.join(" "));
+            body.msg(2, &f);
+            event.msg(bundle::EV_GENERIC, body);
+            written.generic += 1;
+        }
+    }
+}
+
+/// A generic field's value: strings and `char` arrays as text, other
+/// arrays as hexadecimal words, integers as
+/// `int_value` when signed, else `uint_value`.
+fn generic_value(e: RunTimeEndian, field: &Field, payload: &[u8], f: &mut Msg) {
+    if !field.is_bytes() {
+        if field.signed {
+            field.read_i64(e, payload).map(|v| f.int(4, v));
+        } else {
+            field.read_u64(e, payload).map(|v| f.uint(5, v));
+        }
+        return;
+    }
+    let text = field.type_decl.contains("char") || !matches!(field.kind, FieldKind::Array { .. });
+    if text {
+        if let Some(s) = field.read_bytes(e, payload) {
+            f.string(3, &String::from_utf8_lossy(s));
+        }
+        return;
+    }
+    // A fixed array of integers: as many whole words as the record holds.
+    let Some(elem) = array_elem_size(field) else {
+        return;
+    };
+    let start = field.offset.min(payload.len());
+    let end = field.offset.saturating_add(field.size).min(payload.len());
+    let words: Vec<String> = payload[start..end]
+        .chunks_exact(elem)
+        .filter_map(|w| e.read_uint(w, 0, elem))
+        .map(|v| format!("{v:#x}"))
+        .collect();
+    f.string(3, &words.join(" "));
+}
+
+/// The element size of a fixed integer array, from its size and count.
+fn array_elem_size(field: &Field) -> Option<usize> {
+    let FieldKind::Array { len } = field.kind else {
+        return None;
+    };
+    let elem = field.size.checked_div(len)?;
+    matches!(elem, 1 | 2 | 4 | 8).then_some(elem)
+}
+
+fn system_info(log: &Log) -> Msg {
+    let a = &log.arch;
+    let mut uts = Msg::new();
+    for (number, v) in [
+        (1, &a.sysname),
+        (2, &a.version),
+        (3, &a.release),
+        (4, &a.machine),
+    ] {
+        if let Some(v) = v {
+            uts.string(number, v);
+        }
+    }
+    let mut m = Msg::new();
+    m.msg(1, &uts);
+    if let Some(p) = a.page_size {
+        m.uint(6, u64::from(p));
+    }
+    if let Some(n) = a.nr_cpus {
+        m.uint(8, u64::from(n));
+    }
+    m
+}
+
+/// `ProcessTree { processes = 1; threads = 2 }`, `Process { pid = 1;
+/// cmdline = 3; cmdline_is_comm = 9 }`, `Thread { tid = 1; name = 2;
+/// tgid = 3 }`: every pid with its name; a thread group leader (or a pid
+/// whose group is not known) is also a process.
+fn process_tree(log: &Log) -> Msg {
+    let mut tree = Msg::new();
+    for pid in log.pids.pids() {
+        let comm = log.pids.comm(pid);
+        let tgid = log.pids.tgid(pid).unwrap_or(pid);
+        let mut t = Msg::new();
+        t.int(1, i64::from(pid));
+        if let Some(c) = comm {
+            t.string(2, c);
+        }
+        t.int(3, i64::from(tgid));
+        tree.msg(2, &t);
+        if tgid == pid {
+            let mut p = Msg::new();
+            p.int(1, i64::from(pid));
+            if let Some(c) = comm {
+                p.string(3, c).uint(9, 1);
+            }
+            tree.msg(1, &p);
+        }
+    }
+    tree
+}
+
+/// `FtraceStats { phase = 1; cpu_stats = 2 }` (phase 1 start of trace, 2
+/// end), `FtraceCpuStats { cpu = 1; entries = 2; overrun = 3;
+/// commit_overrun = 4; bytes_read = 5; dropped_events = 8; read_events =
+/// 9 }`, from the last snapshot of each CPU in that phase.
+fn ftrace_stats(log: &Log, phase: StatsPhase) -> Option<Msg> {
+    let mut m = Msg::new();
+    m.uint(1, if phase == StatsPhase::Start { 1 } else { 2 });
+    let mut any = false;
+    for cpu in log.cpus() {
+        let Some(s) = log
+            .cpu_stats(cpu, phase)
+            .last()
+            .and_then(|s| s.parsed.as_ref())
+        else {
+            continue;
+        };
+        let mut c = Msg::new();
+        c.uint(1, u64::from(cpu));
+        for (number, v) in [
+            (2, s.entries),
+            (3, s.overrun),
+            (4, s.commit_overrun),
+            (5, s.bytes),
+            (8, s.dropped_events),
+            (9, s.read_events),
+        ] {
+            if let Some(v) = v {
+                c.uint(number, v);
+            }
+        }
+        m.msg(2, &c);
+        any = true;
+    }
+    any.then_some(m)
+}
+
+fn put_packet<W: Write>(out: &mut W, field: u32, body: &Msg) -> io::Result<()> {
+    put_packet_bytes(out, field, body.as_bytes())
+}
+
+/// One `Trace.packet`: `TracePacket { <field> = body;
+/// trusted_packet_sequence_id = 1 }`.
+fn put_packet_bytes<W: Write>(out: &mut W, field: u32, body: &[u8]) -> io::Result<()> {
+    let mut p = Msg::new();
+    p.bytes(field, body)
+        .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1);
+    let mut t = Msg::new();
+    t.msg(TRACE_PACKET, &p);
+    out.write_all(t.as_bytes())
+}

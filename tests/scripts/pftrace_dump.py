@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Decodes a Perfetto trace with Perfetto's own generated protobuf classes
+(PyPI `perfetto`) and prints what the tests compare, as JSON:
+
+  events   per CPU, in bundle order: [ts, pid, event, {field: value}];
+           typed events are named by their FtraceEvent oneof field,
+           generic ones "generic:<event_name>"
+  lost     per CPU, the time stamps of bundles flagged lost_events
+  threads  tid -> [name, tgid]; processes: pid -> cmdline
+  stats    phase -> cpu -> {counter: value}
+  system   the utsname fields
+
+usage: pftrace_dump.py TRACE
+"""
+import json
+import sys
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+
+def fields(msg):
+    return {f.name: v for f, v in msg.ListFields()}
+
+
+def main():
+    trace = pb.Trace()
+    with open(sys.argv[1], "rb") as f:
+        trace.ParseFromString(f.read())
+    out = {"events": {}, "lost": {}, "threads": {}, "processes": {}, "stats": {}, "system": {}}
+    for p in trace.packet:
+        kind = p.WhichOneof("data")
+        if kind == "ftrace_events":
+            b = p.ftrace_events
+            evs = out["events"].setdefault(str(b.cpu), [])
+            if b.lost_events and b.event:
+                out["lost"].setdefault(str(b.cpu), []).append(b.event[0].timestamp)
+            for e in b.event:
+                name = e.WhichOneof("event")
+                if name == "generic":
+                    g = e.generic
+                    vals = {}
+                    for fl in g.field:
+                        vals[fl.name] = getattr(fl, fl.WhichOneof("value")) if fl.WhichOneof("value") else None
+                    evs.append([e.timestamp, e.pid, "generic:" + g.event_name, vals])
+                else:
+                    evs.append([e.timestamp, e.pid, name, fields(getattr(e, name))])
+        elif kind == "process_tree":
+            for t in p.process_tree.threads:
+                out["threads"][str(t.tid)] = [t.name, t.tgid]
+            for pr in p.process_tree.processes:
+                out["processes"][str(pr.pid)] = list(pr.cmdline)
+        elif kind == "ftrace_stats":
+            phase = pb.FtraceStats.Phase.Name(p.ftrace_stats.phase)
+            out["stats"][phase] = {str(c.cpu): fields(c) for c in p.ftrace_stats.cpu_stats}
+        elif kind == "system_info":
+            out["system"] = fields(p.system_info.utsname)
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

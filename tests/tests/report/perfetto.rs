@@ -1,0 +1,276 @@
+//! `kmemtrace-export --to perfetto`: the trace decoded with Perfetto's own
+//! generated protobuf classes (`tests/scripts/pftrace_dump.py`, PyPI
+//! `perfetto`) holds every record of the log, CPU by CPU in order: each kmem
+//! event as Perfetto's typed message with the values the log's decoder
+//! reads, every other event as a generic one; the tasks, the kernel's
+//! counters and the loss marks. On a 64-bit little-endian capture of this
+//! kernel, a 32-bit arm board's and a big-endian s390x one's (also after an
+//! overflow).
+
+use crate::common;
+use crate::foreign::import;
+use kmemtrace_format::log::Log;
+use kmemtrace_format::records::StatsPhase;
+use kmemtrace_format::stacks::StackReader;
+use kmemtrace_format::Endian;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The decoded trace, or `None` (skipped) without python3's `perfetto`.
+fn dump(test: &str, trace: &Path) -> Option<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pftrace_dump.py");
+    let probe = Command::new("python3")
+        .args([
+            "-c",
+            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        ])
+        .output();
+    if !probe.map(|o| o.status.success()).unwrap_or(false) {
+        common::skip(
+            test,
+            common::Missing::Tool,
+            "python3 with Perfetto's protobuf classes (pip install perfetto protobuf)",
+        );
+        return None;
+    }
+    let out = common::stdout_ok(Command::new("python3").arg(script).arg(trace));
+    Some(serde_json::from_str(&out).expect("the dump's JSON"))
+}
+
+fn export(log: &Path, out: &Path) {
+    common::stdout_ok(
+        Command::new(common::bin("kmemtrace-export"))
+            .arg(log)
+            .args(["--to", "perfetto", "-o"])
+            .arg(out),
+    );
+}
+
+/// One record as the log's decoders read it: time stamp, pid, the kmem
+/// kind's name (`None` for other events), the kmem decoder's values by
+/// Perfetto's field names, and a stack's frames as the export writes them.
+struct Want {
+    ts: u64,
+    pid: i32,
+    kind: Option<&'static str>,
+    vals: Vec<(&'static str, u64)>,
+    stack: Option<String>,
+}
+
+/// What the log holds, CPU by CPU.
+type Expected = BTreeMap<u32, Vec<Want>>;
+
+fn expected(log: &Log) -> Expected {
+    let dec = log.kmem_decoder();
+    let stacks = StackReader::new(log);
+    let e = log.endian;
+    let mut all = Expected::new();
+    for cpu in log.cpus() {
+        let evs = all.entry(cpu).or_default();
+        log.visit_cpu(
+            cpu,
+            |v| {
+                let Ok(sb) = v.subbuf else { return };
+                for r in sb.data_events(e) {
+                    let Ok((_, ts, payload)) = r else { break };
+                    let pid = e.read_uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
+                    let Some(k) = dec.decode(e, payload).ok().flatten() else {
+                        let stack = stacks.as_ref().and_then(|r| r.read(e, payload)).map(|s| {
+                            s.frames()
+                                .map(|ip| format!("{ip:#x}"))
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        });
+                        evs.push(Want {
+                            ts,
+                            pid,
+                            kind: None,
+                            vals: Vec::new(),
+                            stack,
+                        });
+                        continue;
+                    };
+                    let mut vals = Vec::new();
+                    if k.kind.is_slab_alloc() || k.kind.is_slab_free() {
+                        vals.push(("call_site", k.call_site));
+                        vals.push(("ptr", k.ptr));
+                    }
+                    if k.kind.is_slab_alloc() {
+                        vals.push(("bytes_req", k.bytes_req));
+                        vals.push(("bytes_alloc", k.bytes_alloc));
+                        vals.push(("gfp_flags", k.gfp_flags & 0xffff_ffff));
+                    }
+                    if let Some(pfn) = k.pfn {
+                        vals.push(("pfn", pfn));
+                    }
+                    if k.kind.is_page_event() && k.kind.name() != "mm_page_free_batched" {
+                        let order = if k.kind.name() == "mm_page_alloc_extfrag" {
+                            "alloc_order"
+                        } else {
+                            "order"
+                        };
+                        vals.push((order, u64::from(k.order)));
+                    }
+                    evs.push(Want {
+                        ts,
+                        pid,
+                        kind: Some(k.kind.name()),
+                        vals,
+                        stack: None,
+                    });
+                }
+            },
+            |_| {},
+        );
+    }
+    all
+}
+
+/// Exports `log_path` and compares; returns the dump for further checks.
+fn exported_equals_the_log(test: &str, log_path: &Path, dir: &Path) -> Option<(Log, Value)> {
+    let trace = dir.join(format!(
+        "{}.pftrace",
+        log_path.file_stem().unwrap().to_string_lossy()
+    ));
+    export(log_path, &trace);
+    let got = dump(test, &trace)?;
+    let log = Log::open(log_path).unwrap();
+    let want = expected(&log);
+    let (mut kmem, mut stacks, mut deep) = (0, 0, 0);
+    for (cpu, evs) in &want {
+        let have = got["events"][cpu.to_string()]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: no events for CPU {cpu}", log_path.display()));
+        assert_eq!(have.len(), evs.len(), "{}: CPU {cpu}", log_path.display());
+        for (i, (w, h)) in evs.iter().zip(have).enumerate() {
+            let at = format!("{} CPU {cpu} event {i}: {h}", log_path.display());
+            assert_eq!(h[0].as_u64(), Some(w.ts), "{at}");
+            assert_eq!(h[1].as_u64(), Some(w.pid as u32 as u64), "{at}");
+            let name = h[2].as_str().unwrap();
+            match w.kind {
+                Some(k) => {
+                    kmem += 1;
+                    assert_eq!(name, k, "{at}");
+                    for (field, v) in &w.vals {
+                        assert_eq!(h[3][field].as_u64(), Some(*v), "{at}: {field}");
+                    }
+                }
+                None => assert!(name.starts_with("generic:"), "{at}"),
+            }
+            if let Some(frames) = &w.stack {
+                stacks += 1;
+                deep += usize::from(frames.split(' ').count() > 8);
+                assert_eq!(name, "generic:kernel_stack", "{at}");
+                assert_eq!(h[3]["caller"].as_str(), Some(frames.as_str()), "{at}");
+            }
+        }
+    }
+    assert!(kmem > 0, "{}: no kmem events", log_path.display());
+    if kmemtrace_format::stacks::page_stacks_recorded(&log) {
+        assert!(
+            stacks > 0 && deep > 0,
+            "{}: {stacks} stacks, {deep} deeper than caller[8]",
+            log_path.display()
+        );
+    }
+    // Every task the log names, with its name.
+    for pid in log.pids.pids() {
+        let t = &got["threads"][pid.to_string()];
+        // (An unset name reads as "".)
+        assert_eq!(
+            t[0].as_str(),
+            Some(log.pids.comm(pid).unwrap_or("")),
+            "pid {pid}"
+        );
+        assert_eq!(
+            t[1].as_i64(),
+            Some(i64::from(log.pids.tgid(pid).unwrap_or(pid))),
+            "pid {pid}"
+        );
+    }
+    assert_eq!(
+        got["system"]["release"].as_str(),
+        log.arch.release.as_deref()
+    );
+    // The kernel's counters at the end, as the log stored them.
+    for cpu in log.cpus() {
+        if let Some(s) = log
+            .cpu_stats(cpu, StatsPhase::End)
+            .last()
+            .and_then(|s| s.parsed.as_ref())
+        {
+            let c = &got["stats"]["END_OF_TRACE"][cpu.to_string()];
+            assert_eq!(c["overrun"].as_u64(), s.overrun, "CPU {cpu}");
+            assert_eq!(c["entries"].as_u64(), s.entries, "CPU {cpu}");
+        }
+    }
+    Some((log, got))
+}
+
+#[test]
+fn a_perfetto_trace_holds_every_record_of_this_kernels_and_a_32_bit_boards_captures() {
+    let test = "a_perfetto_trace_holds_every_record_of_this_kernels_and_a_32_bit_boards_captures";
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    for name in ["sample-x86_64.kmt", "board-armhf.kmt"] {
+        if exported_equals_the_log(test, &data.join(name), dir.path()).is_none() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn a_perfetto_trace_of_a_recording_here_holds_its_page_stacks_whole() {
+    let test = "a_perfetto_trace_of_a_recording_here_holds_its_page_stacks_whole";
+    if common::tracefs_or_skip(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("here.kmt");
+    crate::tracedat::record(
+        &log,
+        &[],
+        "for i in 1 2 3; do ls -R /usr/share/doc >/dev/null; done",
+    );
+    assert!(kmemtrace_format::stacks::page_stacks_recorded(
+        &Log::open(&log).unwrap()
+    ));
+    exported_equals_the_log(test, &log, dir.path());
+}
+
+#[test]
+fn a_perfetto_trace_of_a_big_endian_kernel_marks_where_events_were_lost() {
+    let test = "a_perfetto_trace_of_a_big_endian_kernel_marks_where_events_were_lost";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (dump_dir, lossy) in [("raw", false), ("raw_overflow", true)] {
+        let log = import(&data.join("s390x").join(dump_dir), dir.path(), dump_dir);
+        let Some((log, got)) = exported_equals_the_log(test, &log, dir.path()) else {
+            return;
+        };
+        let marked: usize = got["lost"]
+            .as_object()
+            .map(|m| m.values().map(|v| v.as_array().unwrap().len()).sum())
+            .unwrap_or(0);
+        let mut lost_before = 0;
+        // The records after a loss, as the event listing marks them (and
+        // the kernel's own `trace` text: tests/tests/report/events.rs).
+        kmemtrace_analysis::in_order::for_each_record(
+            &log,
+            |_| true,
+            |r| {
+                lost_before += usize::from(r.lost_before.is_some());
+            },
+        );
+        assert_eq!(marked, lost_before, "{dump_dir}: bundles marked lost");
+        assert_eq!(
+            marked > 0,
+            lossy,
+            "{dump_dir}: {marked} bundles marked lost"
+        );
+    }
+}
