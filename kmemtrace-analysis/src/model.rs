@@ -220,7 +220,20 @@ pub struct Report {
     pub page_allocator: PageStats,
     /// Page frames followed from allocation to free.
     pub pages: PageReport,
+    /// Live slab bytes over time, for plots and counter tracks (not in
+    /// the JSON document).
+    #[serde(skip)]
+    pub live_timeline: LiveTimeline,
     pub problems: Vec<Problem>,
+}
+
+/// Live slab bytes (of the selected allocations) at the end of each time
+/// bin that changed them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveTimeline {
+    /// The bins' width, nanoseconds.
+    pub bin_ns: u64,
+    pub points: Vec<crate::passes::timeline::LivePoint>,
 }
 
 /// Something in the log that limits what the report can say, written in

@@ -39,7 +39,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let log = match kmemtrace_import::open_log(&cli.log) {
+    let mut log = match kmemtrace_import::open_log(&cli.log) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("kmemtrace-export: {}: {e}", cli.log.display());
@@ -67,10 +67,12 @@ fn main() -> ExitCode {
                 }
             )
         }),
-        Format::Perfetto => kmemtrace_export::perfetto::write(&log, out).map(|w| {
+        Format::Perfetto => {
+            let live = kmemtrace_export::perfetto::derived_series(&mut log);
+            kmemtrace_export::perfetto::write(&log, &live, out).map(|w| {
             let mut s = format!(
-                "Perfetto trace, {} typed kmem events, {} generic events, {} bundles",
-                w.typed, w.generic, w.bundles
+                "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
+                w.typed, w.generic, w.bundles, w.counter_points
             );
             if w.unknown > 0 {
                 s += &format!("; {} records of unknown events left out", w.unknown);
@@ -79,7 +81,8 @@ fn main() -> ExitCode {
                 s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
             }
             s
-        }),
+        })
+        }
     };
     match summary {
         Ok(s) => {

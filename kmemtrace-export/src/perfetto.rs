@@ -1,11 +1,16 @@
 //! A log written as a Perfetto trace (`.pftrace`: a `perfetto.protos.Trace`
 //! of `TracePacket`s) that ui.perfetto.dev and `trace_processor` open:
 //!
-//! - a `SystemInfo` packet (the recorded kernel's uname) and a
+//! - a `ClockSnapshot` tying the trace clock to the time of day (the
+//!   recorder's start as both clocks read it), a `SystemInfo` packet (the
+//!   recorded kernel's uname) and a
 //!   `ProcessTree` packet (every task the log names: thread, thread group,
 //!   command name);
 //! - `FtraceStats` at the start and the end of the recording, from the
 //!   kernel's per-CPU counters the log stored (overruns are lost events);
+//! - counter tracks of what the analysis derives: live slab bytes over
+//!   time (`kmemtrace-report`'s `live_bytes`, at the end of each bin of its
+//!   timeline);
 //! - the records as `FtraceEventBundle`s, one CPU each, in each CPU's
 //!   order: kmem events as Perfetto's own typed messages (`kmem.proto`:
 //!   Kmalloc, KmemCacheAlloc, MmPageAlloc, ...), every other event as a
@@ -24,6 +29,8 @@
 
 use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
+use kmemtrace_analysis::model::LiveTimeline;
+use kmemtrace_analysis::symbols::Symbols;
 use kmemtrace_format::event_format::{EventFormat, Field, FieldKind};
 use kmemtrace_format::kmem::KmemKind;
 use kmemtrace_format::log::Log;
@@ -40,7 +47,13 @@ const TRACE_PACKET: u32 = 1;
 mod packet {
     pub const FTRACE_EVENTS: u32 = 1;
     pub const PROCESS_TREE: u32 = 2;
+    pub const TIMESTAMP: u32 = 8;
+    pub const CLOCK_SNAPSHOT: u32 = 6;
     pub const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
+    pub const TRACK_EVENT: u32 = 11;
+    /// `SEQ_INCREMENTAL_STATE_CLEARED` on the sequence's first packet.
+    pub const SEQUENCE_FLAGS: u32 = 13;
+    pub const TRACK_DESCRIPTOR: u32 = 60;
     pub const FTRACE_STATS: u32 = 34;
     pub const SYSTEM_INFO: u32 = 45;
 }
@@ -205,6 +218,8 @@ pub struct Written {
     /// Records of an event id the log has no format for (left out).
     pub unknown: u64,
     pub bundles: u64,
+    /// Values written to counter tracks.
+    pub counter_points: u64,
     /// Kernel fields of typed events that Perfetto's messages have no
     /// place for, by event (`kmalloc: accounted, node`): left out.
     pub dropped_fields: BTreeMap<String, Vec<String>>,
@@ -285,14 +300,35 @@ impl<'a> Mapping<'a> {
     }
 }
 
-/// Writes `log` as a Perfetto trace.
-pub fn write<W: Write>(log: &Log, mut out: W) -> io::Result<Written> {
+/// What the analysis derives from `log` for counter tracks: the live
+/// slab bytes of `kmemtrace-report LOG` (its selection: the recorder's
+/// own threads left out), over time.
+pub fn derived_series(log: &mut Log) -> LiveTimeline {
+    let syms = Symbols::of_log(log);
+    let mut opts = kmemtrace_analysis::Options::default();
+    opts.select_as_recorded(log, true);
+    kmemtrace_analysis::analyse(log, &syms, opts, &mut |_| {})
+        .report
+        .live_timeline
+}
+
+/// Writes `log` as a Perfetto trace, with `live` as a counter track.
+pub fn write<W: Write>(log: &Log, live: &LiveTimeline, mut out: W) -> io::Result<Written> {
     let mut written = Written::default();
-    put_packet(&mut out, packet::SYSTEM_INFO, &system_info(log))?;
+    let mut first = Msg::new();
+    first
+        .msg(packet::SYSTEM_INFO, &system_info(log))
+        .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1)
+        .uint(packet::SEQUENCE_FLAGS, 1);
+    out.write_all(Msg::new().msg(TRACE_PACKET, &first).as_bytes())?;
     put_packet(&mut out, packet::PROCESS_TREE, &process_tree(log))?;
+    if let Some(c) = clock_snapshot(log) {
+        put_packet(&mut out, packet::CLOCK_SNAPSHOT, &c)?;
+    }
     if let Some(s) = ftrace_stats(log, StatsPhase::Start) {
         put_packet(&mut out, packet::FTRACE_STATS, &s)?;
     }
+    written.counter_points = counter_track(&mut out, LIVE_SLAB_TRACK, "slab live bytes", live)?;
     let e = log.endian;
     let long_size = usize::from(log.arch.long_size);
     let mut mappings: HashMap<u32, Option<Mapping<'_>>> = HashMap::new();
@@ -514,6 +550,23 @@ fn system_info(log: &Log) -> Msg {
     m
 }
 
+/// The recorder's start as the trace clock and the wall clock read it:
+/// `ClockSnapshot { clocks = 1; primary_trace_clock = 2 }`, `Clock {
+/// clock_id = 1; timestamp = 2 }`, with the trace clock as `BOOTTIME` (6),
+/// as the events' time stamps are taken, and the wall clock as `REALTIME`
+/// (1): Perfetto shows the events at their time of day.
+fn clock_snapshot(log: &Log) -> Option<Msg> {
+    let (trace, wall) = (log.arch.start_trace_ns?, log.arch.start_wall_ns?);
+    let mut m = Msg::new();
+    for (id, ts) in [(6, trace), (1, wall)] {
+        let mut c = Msg::new();
+        c.uint(1, id).uint(2, ts);
+        m.msg(1, &c);
+    }
+    m.uint(2, 6);
+    Some(m)
+}
+
 /// `ProcessTree { processes = 1; threads = 2 }`, `Process { pid = 1;
 /// cmdline = 3; cmdline_is_comm = 9 }`, `Thread { tid = 1; name = 2;
 /// tgid = 3 }`: every pid with its name; a thread group leader (or a pid
@@ -576,6 +629,38 @@ fn ftrace_stats(log: &Log, phase: StatsPhase) -> Option<Msg> {
         any = true;
     }
     any.then_some(m)
+}
+
+/// The counter track of live slab bytes: its uuid.
+const LIVE_SLAB_TRACK: u64 = 1;
+
+/// A counter track: `TrackDescriptor { uuid = 1; name = 2; counter = 8 }`
+/// with `CounterDescriptor { unit = 3 }` (`UNIT_SIZE_BYTES` = 3), then a
+/// packet per value: `TracePacket.timestamp` and `TrackEvent { type = 9
+/// (TYPE_COUNTER = 4); track_uuid = 11; counter_value = 30 }`.
+fn counter_track<W: Write>(
+    out: &mut W,
+    uuid: u64,
+    name: &str,
+    series: &LiveTimeline,
+) -> io::Result<u64> {
+    let mut counter = Msg::new();
+    counter.uint(3, 3);
+    let mut track = Msg::new();
+    track.uint(1, uuid).string(2, name).msg(8, &counter);
+    put_packet(out, packet::TRACK_DESCRIPTOR, &track)?;
+    let mut n = 0;
+    for p in &series.points {
+        let mut ev = Msg::new();
+        ev.uint(9, 4).uint(11, uuid).int(30, p.live_bytes);
+        let mut pkt = Msg::new();
+        pkt.uint(packet::TIMESTAMP, p.ts_ns)
+            .msg(packet::TRACK_EVENT, &ev)
+            .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1);
+        out.write_all(Msg::new().msg(TRACE_PACKET, &pkt).as_bytes())?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 fn put_packet<W: Write>(out: &mut W, field: u32, body: &Msg) -> io::Result<()> {

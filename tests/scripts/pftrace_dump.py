@@ -9,6 +9,8 @@
   threads  tid -> [name, tgid]; processes: pid -> cmdline
   stats    phase -> cpu -> {counter: value}
   system   the utsname fields
+  counters track name -> [[ts, value]] (counter tracks)
+  clocks   clock id -> time stamp (the clock snapshot)
 
 usage: pftrace_dump.py TRACE
 """
@@ -26,7 +28,9 @@ def main():
     trace = pb.Trace()
     with open(sys.argv[1], "rb") as f:
         trace.ParseFromString(f.read())
-    out = {"events": {}, "lost": {}, "threads": {}, "processes": {}, "stats": {}, "system": {}}
+    out = {"events": {}, "lost": {}, "threads": {}, "processes": {}, "stats": {}, "system": {},
+           "counters": {}}
+    tracks = {}
     for p in trace.packet:
         kind = p.WhichOneof("data")
         if kind == "ftrace_events":
@@ -54,6 +58,15 @@ def main():
             out["stats"][phase] = {str(c.cpu): fields(c) for c in p.ftrace_stats.cpu_stats}
         elif kind == "system_info":
             out["system"] = fields(p.system_info.utsname)
+        elif kind == "clock_snapshot":
+            out["clocks"] = {str(c.clock_id): c.timestamp for c in p.clock_snapshot.clocks}
+        elif kind == "track_descriptor":
+            tracks[p.track_descriptor.uuid] = p.track_descriptor.name
+            out["counters"][p.track_descriptor.name] = []
+        elif kind == "track_event":
+            te = p.track_event
+            assert te.type == pb.TrackEvent.TYPE_COUNTER, te
+            out["counters"][tracks[te.track_uuid]].append([p.timestamp, te.counter_value])
     json.dump(out, sys.stdout)
 
 

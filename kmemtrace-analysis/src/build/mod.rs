@@ -350,6 +350,10 @@ pub fn build(
         allocs,
         page_allocator: an.pages.stats(),
         pages,
+        live_timeline: crate::model::LiveTimeline {
+            bin_ns: an.slab.live_series.bin_ns(),
+            points: an.slab.live_series.points(),
+        },
         problems,
     };
     Built { report, worst }

@@ -18,6 +18,7 @@ pub mod objects;
 pub mod page_misuse;
 pub mod pages;
 pub mod slab;
+pub mod timeline;
 pub mod untraced;
 
 use crate::event::{Body, Event, Page};

@@ -231,6 +231,8 @@ pub struct SlabPass {
     /// more than one shard: one shard's own peaks are exact).
     pub deltas: Vec<Delta>,
     pub record_deltas: bool,
+    /// The same changes summed per time bin, always.
+    pub live_series: super::timeline::LiveSeries,
 }
 
 impl SlabPass {
@@ -259,11 +261,13 @@ impl SlabPass {
             ptrs: per_pointer.then(fast_map),
             deltas: Vec::new(),
             record_deltas,
+            live_series: Default::default(),
         }
     }
 
     #[inline]
     fn delta(&mut self, d: Delta) {
+        self.live_series.add(d.key.ts, d.bytes);
         if self.record_deltas {
             self.deltas.push(d);
         }
@@ -485,6 +489,7 @@ impl SlabPass {
 
     /// Adds another shard's aggregates (see [`Agg::absorb`] for the peaks).
     pub fn absorb(&mut self, o: &SlabPass) {
+        self.live_series.absorb(&o.live_series);
         for (i, site) in o.sites.iter().enumerate() {
             self.site(i as u32).absorb(site);
         }

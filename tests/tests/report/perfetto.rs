@@ -3,7 +3,8 @@
 //! `perfetto`) holds every record of the log, CPU by CPU in order: each kmem
 //! event as Perfetto's typed message with the values the log's decoder
 //! reads, every other event as a generic one; the tasks, the kernel's
-//! counters and the loss marks. On a 64-bit little-endian capture of this
+//! counters and the loss marks; and a counter track of live slab bytes
+//! that ends at the report's `live_bytes`. On a 64-bit little-endian capture of this
 //! kernel, a 32-bit arm board's and a big-endian s390x one's (also after an
 //! overflow).
 
@@ -206,6 +207,27 @@ fn exported_equals_the_log(test: &str, log_path: &Path, dir: &Path) -> Option<(L
             assert_eq!(c["entries"].as_u64(), s.entries, "CPU {cpu}");
         }
     }
+    // The live slab bytes over time end at the report's figure, and never
+    // pass its peak.
+    let report = crate::report_json(log_path, &[]);
+    let live = got["counters"]["slab live bytes"]
+        .as_array()
+        .expect("the live bytes track");
+    assert!(!live.is_empty());
+    let at = |i: usize| live[i][0].as_u64().unwrap();
+    assert!(
+        (1..live.len()).all(|i| at(i - 1) < at(i)),
+        "counter times ascend"
+    );
+    let value = |p: &Value| p[1].as_i64().unwrap();
+    assert_eq!(
+        live.last().map(value),
+        report["summary"]["live_bytes"].as_i64(),
+        "{}",
+        log_path.display()
+    );
+    let peak = report["summary"]["peak_live_bytes"].as_i64().unwrap();
+    assert!(live.iter().all(|p| (0..=peak).contains(&value(p))));
     Some((log, got))
 }
 
@@ -272,5 +294,27 @@ fn a_perfetto_trace_of_a_big_endian_kernel_marks_where_events_were_lost() {
             lossy,
             "{dump_dir}: {marked} bundles marked lost"
         );
+    }
+}
+
+/// The live-bytes timeline (the counter track's values) is the same
+/// whatever the number of threads, hence shards, the analysis runs on.
+#[test]
+fn the_live_bytes_timeline_is_the_same_whatever_the_thread_count() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample-x86_64.kmt");
+    let timeline = |threads: usize| {
+        let mut log = Log::open(&path).unwrap();
+        let syms = kmemtrace_analysis::Symbols::of_log(&mut log);
+        let mut opts = kmemtrace_analysis::Options::default();
+        opts.select_as_recorded(&log, true);
+        opts.threads = Some(threads);
+        kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
+            .report
+            .live_timeline
+    };
+    let one = timeline(1);
+    assert!(one.points.len() > 10, "{} points", one.points.len());
+    for threads in [2, 3, 8] {
+        assert_eq!(timeline(threads), one, "{threads} threads");
     }
 }
