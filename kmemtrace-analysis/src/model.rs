@@ -224,11 +224,15 @@ pub struct Report {
     /// the JSON document).
     #[serde(skip)]
     pub live_timeline: LiveTimeline,
+    /// Page-allocator bytes allocated minus freed since the start, over
+    /// time (the page stats' `alloc_bytes - free_bytes` at the end).
+    #[serde(skip)]
+    pub page_timeline: LiveTimeline,
     pub problems: Vec<Problem>,
 }
 
-/// Live slab bytes (of the selected allocations) at the end of each time
-/// bin that changed them.
+/// A running total of bytes (live slab bytes; page bytes held) at the end
+/// of each time bin that changed it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LiveTimeline {
     /// The bins' width, nanoseconds.

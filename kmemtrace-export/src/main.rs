@@ -68,8 +68,8 @@ fn main() -> ExitCode {
             )
         }),
         Format::Perfetto => {
-            let live = kmemtrace_export::perfetto::derived_series(&mut log);
-            kmemtrace_export::perfetto::write(&log, &live, out).map(|w| {
+            let series = kmemtrace_export::perfetto::derived_series(&mut log);
+            kmemtrace_export::perfetto::write(&log, &series, out).map(|w| {
             let mut s = format!(
                 "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
                 w.typed, w.generic, w.bundles, w.counter_points

@@ -8,9 +8,10 @@
 //!   command name);
 //! - `FtraceStats` at the start and the end of the recording, from the
 //!   kernel's per-CPU counters the log stored (overruns are lost events);
-//! - counter tracks of what the analysis derives: live slab bytes over
-//!   time (`kmemtrace-report`'s `live_bytes`, at the end of each bin of its
-//!   timeline);
+//! - counter tracks of what the analysis derives, at the end of each bin
+//!   of its timelines: live slab bytes (`kmemtrace-report`'s `live_bytes`)
+//!   and the page allocator's bytes allocated minus freed since the start
+//!   (its `alloc_bytes - free_bytes`);
 //! - the records as `FtraceEventBundle`s, one CPU each, in each CPU's
 //!   order: kmem events as Perfetto's own typed messages (`kmem.proto`:
 //!   Kmalloc, KmemCacheAlloc, MmPageAlloc, ...), every other event as a
@@ -300,20 +301,29 @@ impl<'a> Mapping<'a> {
     }
 }
 
-/// What the analysis derives from `log` for counter tracks: the live
-/// slab bytes of `kmemtrace-report LOG` (its selection: the recorder's
-/// own threads left out), over time.
-pub fn derived_series(log: &mut Log) -> LiveTimeline {
+/// What the analysis derives from a log, over time, for counter tracks.
+pub struct Series {
+    /// Live slab bytes.
+    pub slab_live: LiveTimeline,
+    /// Page-allocator bytes allocated minus freed since the start.
+    pub page_held: LiveTimeline,
+}
+
+/// The series `kmemtrace-report LOG` derives (its selection: the
+/// recorder's own threads left out).
+pub fn derived_series(log: &mut Log) -> Series {
     let syms = Symbols::of_log(log);
     let mut opts = kmemtrace_analysis::Options::default();
     opts.select_as_recorded(log, true);
-    kmemtrace_analysis::analyse(log, &syms, opts, &mut |_| {})
-        .report
-        .live_timeline
+    let r = kmemtrace_analysis::analyse(log, &syms, opts, &mut |_| {}).report;
+    Series {
+        slab_live: r.live_timeline,
+        page_held: r.page_timeline,
+    }
 }
 
-/// Writes `log` as a Perfetto trace, with `live` as a counter track.
-pub fn write<W: Write>(log: &Log, live: &LiveTimeline, mut out: W) -> io::Result<Written> {
+/// Writes `log` as a Perfetto trace, with `series` as counter tracks.
+pub fn write<W: Write>(log: &Log, series: &Series, mut out: W) -> io::Result<Written> {
     let mut written = Written::default();
     let mut first = Msg::new();
     first
@@ -328,7 +338,20 @@ pub fn write<W: Write>(log: &Log, live: &LiveTimeline, mut out: W) -> io::Result
     if let Some(s) = ftrace_stats(log, StatsPhase::Start) {
         put_packet(&mut out, packet::FTRACE_STATS, &s)?;
     }
-    written.counter_points = counter_track(&mut out, LIVE_SLAB_TRACK, "slab live bytes", live)?;
+    written.counter_points = counter_track(
+        &mut out,
+        LIVE_SLAB_TRACK,
+        "slab live bytes",
+        &series.slab_live,
+    )?;
+    if !series.page_held.points.is_empty() {
+        written.counter_points += counter_track(
+            &mut out,
+            PAGE_HELD_TRACK,
+            "page allocator: bytes allocated - freed",
+            &series.page_held,
+        )?;
+    }
     let e = log.endian;
     let long_size = usize::from(log.arch.long_size);
     let mut mappings: HashMap<u32, Option<Mapping<'_>>> = HashMap::new();
@@ -631,8 +654,9 @@ fn ftrace_stats(log: &Log, phase: StatsPhase) -> Option<Msg> {
     any.then_some(m)
 }
 
-/// The counter track of live slab bytes: its uuid.
+/// The counter tracks' uuids.
 const LIVE_SLAB_TRACK: u64 = 1;
+const PAGE_HELD_TRACK: u64 = 2;
 
 /// A counter track: `TrackDescriptor { uuid = 1; name = 2; counter = 8 }`
 /// with `CounterDescriptor { unit = 3 }` (`UNIT_SIZE_BYTES` = 3), then a

@@ -354,6 +354,10 @@ pub fn build(
             bin_ns: an.slab.live_series.bin_ns(),
             points: an.slab.live_series.points(),
         },
+        page_timeline: crate::model::LiveTimeline {
+            bin_ns: an.pages.held_series.bin_ns(),
+            points: an.pages.held_series.points(),
+        },
         problems,
     };
     Built { report, worst }

@@ -228,6 +228,9 @@ pub struct PagesPass<'a> {
     /// Successful allocations by page frame (kept on request only: one
     /// entry per frame and grouping).
     pub by_pfn: Option<FastMap<PfnKey, Requests>>,
+    /// Bytes allocated minus bytes freed (the `alloc_bytes` and
+    /// `free_bytes` of the stats), summed per time bin.
+    pub held_series: super::timeline::LiveSeries,
 }
 
 impl<'a> PagesPass<'a> {
@@ -255,6 +258,7 @@ impl<'a> PagesPass<'a> {
             by_site: FastMap::default(),
             with_stack: 0,
             by_pfn: per_pfn.then(FastMap::default),
+            held_series: Default::default(),
         }
     }
 
@@ -264,6 +268,7 @@ impl<'a> PagesPass<'a> {
 
     /// Adds another shard's counts (its live blocks stay with it).
     pub fn absorb(&mut self, o: &PagesPass<'_>) {
+        self.held_series.absorb(&o.held_series);
         self.allocated.absorb(&o.allocated);
         self.free_events.absorb(&o.free_events);
         self.batched_frees += o.batched_frees;
@@ -313,10 +318,16 @@ impl<'a> PagesPass<'a> {
         let selected = self.filter.selects(ev);
         match ev.kind {
             Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
-            Kind::PageAlloc => self.alloc(ev, pg, selected),
+            Kind::PageAlloc => {
+                if selected {
+                    self.held_series.add(ev.ts, self.bytes(pg.order) as i64);
+                }
+                self.alloc(ev, pg, selected)
+            }
             Kind::PageFree => {
                 if selected {
                     self.free_events.add(self.bytes(pg.order));
+                    self.held_series.add(ev.ts, -(self.bytes(pg.order) as i64));
                 }
                 self.free(ev, pg, selected)
             }

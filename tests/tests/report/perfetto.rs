@@ -228,6 +228,16 @@ fn exported_equals_the_log(test: &str, log_path: &Path, dir: &Path) -> Option<(L
     );
     let peak = report["summary"]["peak_live_bytes"].as_i64().unwrap();
     assert!(live.iter().all(|p| (0..=peak).contains(&value(p))));
+    // The page allocator's bytes held end at its allocated minus freed.
+    let pa = &report["page_allocator"];
+    let held = pa["alloc_bytes"].as_i64().unwrap() - pa["free_bytes"].as_i64().unwrap();
+    let track = &got["counters"]["page allocator: bytes allocated - freed"];
+    if pa["allocs"].as_u64() > Some(0) {
+        assert_eq!(
+            track.as_array().and_then(|t| t.last()).map(value),
+            Some(held)
+        );
+    }
     Some((log, got))
 }
 
@@ -297,10 +307,10 @@ fn a_perfetto_trace_of_a_big_endian_kernel_marks_where_events_were_lost() {
     }
 }
 
-/// The live-bytes timeline (the counter track's values) is the same
-/// whatever the number of threads, hence shards, the analysis runs on.
+/// The timelines (the counter tracks' values) are the same whatever the
+/// number of threads, hence shards, the analysis runs on.
 #[test]
-fn the_live_bytes_timeline_is_the_same_whatever_the_thread_count() {
+fn the_timelines_are_the_same_whatever_the_thread_count() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample-x86_64.kmt");
     let timeline = |threads: usize| {
         let mut log = Log::open(&path).unwrap();
@@ -308,12 +318,11 @@ fn the_live_bytes_timeline_is_the_same_whatever_the_thread_count() {
         let mut opts = kmemtrace_analysis::Options::default();
         opts.select_as_recorded(&log, true);
         opts.threads = Some(threads);
-        kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
-            .report
-            .live_timeline
+        let r = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {}).report;
+        (r.live_timeline, r.page_timeline)
     };
     let one = timeline(1);
-    assert!(one.points.len() > 10, "{} points", one.points.len());
+    assert!(one.0.points.len() > 10 && one.1.points.len() > 10);
     for threads in [2, 3, 8] {
         assert_eq!(timeline(threads), one, "{threads} threads");
     }
