@@ -91,68 +91,62 @@ enum Wire {
 struct Typed {
     event: &'static str,
     oneof: u32,
-    fields: &'static [(&'static str, u32, Wire)],
+    fields: Fields,
 }
 
 use Wire::{I32, U32, U64};
+
+/// Kmalloc and KmemCacheAlloc, their `_node` forms, Kfree and
+/// KmemCacheFree share their fields.
+type Fields = &'static [(&'static str, u32, Wire)];
+const SLAB_ALLOC: Fields = &[
+    ("bytes_alloc", 1, U64),
+    ("bytes_req", 2, U64),
+    ("call_site", 3, U64),
+    ("gfp_flags", 4, U32),
+    ("ptr", 5, U64),
+];
+const SLAB_ALLOC_NODE: Fields = &[
+    ("bytes_alloc", 1, U64),
+    ("bytes_req", 2, U64),
+    ("call_site", 3, U64),
+    ("gfp_flags", 4, U32),
+    ("node", 5, I32),
+    ("ptr", 6, U64),
+];
+const SLAB_FREE: Fields = &[("call_site", 1, U64), ("ptr", 2, U64)];
 
 /// `protos/perfetto/trace/ftrace/kmem.proto` and `ftrace_event.proto`.
 const TYPED: &[Typed] = &[
     Typed {
         event: "kfree",
         oneof: 298,
-        fields: &[("call_site", 1, U64), ("ptr", 2, U64)],
+        fields: SLAB_FREE,
     },
     Typed {
         event: "kmalloc",
         oneof: 299,
-        fields: &[
-            ("bytes_alloc", 1, U64),
-            ("bytes_req", 2, U64),
-            ("call_site", 3, U64),
-            ("gfp_flags", 4, U32),
-            ("ptr", 5, U64),
-        ],
+        fields: SLAB_ALLOC,
     },
     Typed {
         event: "kmalloc_node",
         oneof: 300,
-        fields: &[
-            ("bytes_alloc", 1, U64),
-            ("bytes_req", 2, U64),
-            ("call_site", 3, U64),
-            ("gfp_flags", 4, U32),
-            ("node", 5, I32),
-            ("ptr", 6, U64),
-        ],
+        fields: SLAB_ALLOC_NODE,
     },
     Typed {
         event: "kmem_cache_alloc",
         oneof: 301,
-        fields: &[
-            ("bytes_alloc", 1, U64),
-            ("bytes_req", 2, U64),
-            ("call_site", 3, U64),
-            ("gfp_flags", 4, U32),
-            ("ptr", 5, U64),
-        ],
+        fields: SLAB_ALLOC,
     },
     Typed {
         event: "kmem_cache_alloc_node",
         oneof: 302,
-        fields: &[
-            ("bytes_alloc", 1, U64),
-            ("bytes_req", 2, U64),
-            ("call_site", 3, U64),
-            ("gfp_flags", 4, U32),
-            ("node", 5, I32),
-            ("ptr", 6, U64),
-        ],
+        fields: SLAB_ALLOC_NODE,
     },
     Typed {
         event: "kmem_cache_free",
         oneof: 303,
-        fields: &[("call_site", 1, U64), ("ptr", 2, U64)],
+        fields: SLAB_FREE,
     },
     Typed {
         event: "mm_page_alloc",
