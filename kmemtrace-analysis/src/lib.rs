@@ -23,6 +23,6 @@ pub mod run;
 pub mod stream;
 pub mod symbols;
 
-pub use run::{analyse, Options, Outcome};
+pub use run::{analyse, analyse_as_recorded, Options, Outcome};
 pub use stream::Progress;
 pub use symbols::Symbols;

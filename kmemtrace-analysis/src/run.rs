@@ -86,6 +86,16 @@ pub struct Outcome {
     pub worst: Option<Severity>,
 }
 
+/// Analyses `log` as `kmemtrace-report LOG` does with no options (the
+/// selection the log itself says: [`Options::select_as_recorded`]), with
+/// `syms` (usually [`Symbols::of_log`]): what the diff and the exports
+/// derive their figures from, so that they equal the report's.
+pub fn analyse_as_recorded(log: &Log, syms: &Symbols) -> Report {
+    let mut opts = Options::default();
+    opts.select_as_recorded(log, true);
+    analyse(log, syms, opts, &mut |_| {}).report
+}
+
 /// Analyses `log`; `progress` is called now and then while the stream runs.
 pub fn analyse(
     log: &Log,

@@ -79,10 +79,8 @@ fn report(path: &Path) -> Result<Value, String> {
         return Err("the log has no readable kmem event formats: nothing to compare".into());
     }
     let syms = Symbols::of_log(&mut log);
-    let mut opts = kmemtrace_analysis::Options::default();
-    opts.select_as_recorded(&log, true);
-    let out = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {});
-    serde_json::to_value(&out.report).map_err(|e| e.to_string())
+    let report = kmemtrace_analysis::analyse_as_recorded(&log, &syms);
+    serde_json::to_value(&report).map_err(|e| e.to_string())
 }
 
 /// A document this version can compare: schema `/1`, the objects the

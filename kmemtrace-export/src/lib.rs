@@ -3,6 +3,7 @@
 //! trace.dat given as input, through `kmemtrace-import`'s `open_log`).
 #![forbid(unsafe_code)]
 
+pub mod parquet;
 pub mod perfetto;
 mod proto;
 pub mod tracedat;

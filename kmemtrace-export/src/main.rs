@@ -1,4 +1,4 @@
-//! `kmemtrace-export LOG --to trace-dat|perfetto -o OUT`.
+//! `kmemtrace-export LOG --to trace-dat|perfetto|parquet -o OUT`.
 
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
@@ -15,6 +15,9 @@ enum Format {
     /// A Perfetto trace (protobuf): ui.perfetto.dev and trace_processor
     /// open it; kmem events as Perfetto's typed events, others generic.
     Perfetto,
+    /// Parquet files in the directory OUT (slab, page and per-CPU list
+    /// events, call sites) and a manifest: for DuckDB, Spark, pandas.
+    Parquet,
 }
 
 /// Write a kmemtrace log (or a trace.dat) in another tool's format.
@@ -24,7 +27,7 @@ enum Format {
 #[derive(Parser)]
 #[command(
     version,
-    after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev"
+    after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev\n  kmemtrace-export board.kmt --to parquet -o dataset/capture=board1   # duckdb, spark"
 )]
 struct Cli {
     /// The log.
@@ -32,9 +35,13 @@ struct Cli {
     /// The format to write.
     #[arg(long, value_enum, default_value = "trace-dat")]
     to: Format,
-    /// Where to write.
+    /// Where to write (for parquet: a directory).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
+    /// The capture's name in Parquet rows and the manifest (default: the
+    /// log's file name without its extension).
+    #[arg(long, value_name = "NAME")]
+    capture: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +53,28 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_INPUT);
         }
     };
+    if let Format::Parquet = cli.to {
+        let capture = cli.capture.clone().unwrap_or_else(|| {
+            cli.log
+                .file_stem()
+                .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
+        });
+        let name = log.name.clone();
+        return match kmemtrace_export::parquet::write(log, &capture, &cli.output) {
+            Ok(w) => {
+                eprintln!(
+                    "kmemtrace-export: {name} -> {}: Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",
+                    cli.output.display(),
+                    w.slab_events,
+                    w.page_events,
+                    w.pcp_events,
+                    w.callsites
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => output_failed(&cli, e),
+        };
+    }
     let out = match std::fs::File::create(&cli.output) {
         Ok(f) => std::io::BufWriter::with_capacity(1 << 20, f),
         Err(e) => return output_failed(&cli, e),
@@ -77,12 +106,19 @@ fn main() -> ExitCode {
             if w.unknown > 0 {
                 s += &format!("; {} records of unknown events left out", w.unknown);
             }
+            if !kmemtrace_format::arch::clock_in_ns(log.arch.trace_clock.as_deref()) {
+                s += &format!(
+                    "; the trace clock {:?} does not count nanoseconds: times are its own counts",
+                    log.arch.trace_clock.as_deref().unwrap_or("?")
+                );
+            }
             for (event, fields) in &w.dropped_fields {
                 s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
             }
             s
         })
         }
+        Format::Parquet => unreachable!("written above"),
     };
     match summary {
         Ok(s) => {

@@ -21,8 +21,13 @@
 //!
 //! Time stamps are the recorded trace clock's, as the kernel wrote them;
 //! the bundles leave `ftrace_clock` unset, so Perfetto takes them as its
-//! default clock (boot time): the `local` clock kmemtraced records with is
-//! the same count on a machine that did not suspend while recording.
+//! default clock (boot time). The `local` clock kmemtraced records with
+//! (sched_clock) counts nanoseconds from about boot, close to boot time on
+//! a machine that did not suspend (an offset and a drift apart), so the
+//! time of day is approximate (to the second for imported dumps, whose
+//! wall time is whole seconds). A log recorded with a clock that does not
+//! count nanoseconds (`counter`, `x86-tsc`, `uptime`) gets no clock
+//! snapshot, and the summary says its times are not nanoseconds.
 //!
 //! Field numbers are those of Perfetto's `protos/perfetto/trace/` (checked
 //! by decoding the output with Perfetto's own generated classes, in the
@@ -31,7 +36,7 @@
 use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
 use kmemtrace_analysis::model::LiveTimeline;
-use kmemtrace_analysis::symbols::Symbols;
+use kmemtrace_format::arch::clock_in_ns;
 use kmemtrace_format::event_format::{EventFormat, Field, FieldKind};
 use kmemtrace_format::kmem::KmemKind;
 use kmemtrace_format::log::Log;
@@ -230,6 +235,8 @@ enum Mapping<'a> {
     Generic {
         name: &'a str,
         fields: &'a [Field],
+        /// The recorded kernel's `sizeof(long)`, for `long[]` fields.
+        long_size: usize,
         common: Common<'a>,
     },
     /// A `kernel_stack` record: its frames may reach past the format's
@@ -271,6 +278,7 @@ impl<'a> Mapping<'a> {
             return Mapping::Generic {
                 name: &f.name,
                 fields: &f.fields,
+                long_size,
                 common,
             };
         };
@@ -306,10 +314,8 @@ pub struct Series {
 /// The series `kmemtrace-report LOG` derives (its selection: the
 /// recorder's own threads left out).
 pub fn derived_series(log: &mut Log) -> Series {
-    let syms = Symbols::of_log(log);
-    let mut opts = kmemtrace_analysis::Options::default();
-    opts.select_as_recorded(log, true);
-    let r = kmemtrace_analysis::analyse(log, &syms, opts, &mut |_| {}).report;
+    let syms = kmemtrace_analysis::Symbols::of_log(log);
+    let r = kmemtrace_analysis::analyse_as_recorded(log, &syms);
     Series {
         slab_live: r.live_timeline,
         page_held: r.page_timeline,
@@ -363,6 +369,9 @@ pub fn write<W: Write>(log: &Log, series: &Series, mut out: W) -> io::Result<Wri
             let b = bundles.entry(r.cpu).or_insert_with(|| Bundle::new(r.cpu));
             if r.lost_before.is_some() && b.events > 0 {
                 result = b.flush(&mut out, &mut written);
+                if result.is_err() {
+                    return;
+                }
             }
             b.lost |= r.lost_before.is_some();
             let Some(id) = e.read_u16(r.payload, 0) else {
@@ -474,13 +483,18 @@ fn encode(
             event.msg(*oneof, body);
             written.typed += 1;
         }
-        Mapping::Generic { name, fields, .. } => {
+        Mapping::Generic {
+            name,
+            fields,
+            long_size,
+            ..
+        } => {
             body.string(1, name);
             let mut f = Msg::new();
             for field in fields.iter() {
                 f.clear();
                 f.string(1, &field.name);
-                generic_value(e, field, payload, &mut f);
+                generic_value(e, field, payload, *long_size, &mut f);
                 body.msg(2, &f);
             }
             event.msg(bundle::EV_GENERIC, body);
@@ -501,10 +515,10 @@ fn encode(
     }
 }
 
-/// A generic field's value: strings and `char` arrays as text, other
-/// arrays as hexadecimal words, integers as
+/// A generic field's value: `char` arrays and strings as text, other
+/// arrays (fixed or dynamic) as hexadecimal words, integers as
 /// `int_value` when signed, else `uint_value`.
-fn generic_value(e: RunTimeEndian, field: &Field, payload: &[u8], f: &mut Msg) {
+fn generic_value(e: RunTimeEndian, field: &Field, payload: &[u8], long: usize, f: &mut Msg) {
     if !field.is_bytes() {
         if field.signed {
             field.read_i64(e, payload).map(|v| f.int(4, v));
@@ -513,25 +527,43 @@ fn generic_value(e: RunTimeEndian, field: &Field, payload: &[u8], f: &mut Msg) {
         }
         return;
     }
-    let text = field.type_decl.contains("char") || !matches!(field.kind, FieldKind::Array { .. });
-    if text {
+    if field.type_decl.contains("char") {
         if let Some(s) = field.read_bytes(e, payload) {
             f.string(3, &String::from_utf8_lossy(s));
         }
         return;
     }
-    // A fixed array of integers: as many whole words as the record holds.
-    let Some(elem) = array_elem_size(field) else {
+    // An array of integers: as many whole words as the record holds.
+    let elem = array_elem_size(field).unwrap_or_else(|| decl_elem_size(&field.type_decl, long));
+    let Some(bytes) = field.read_raw_bytes(e, payload) else {
         return;
     };
-    let start = field.offset.min(payload.len());
-    let end = field.offset.saturating_add(field.size).min(payload.len());
-    let words: Vec<String> = payload[start..end]
+    let words: Vec<String> = bytes
         .chunks_exact(elem)
         .filter_map(|w| e.read_uint(w, 0, elem))
         .map(|v| format!("{v:#x}"))
         .collect();
     f.string(3, &words.join(" "));
+}
+
+/// The element size a dynamic array's declaration names (`__data_loc
+/// unsigned long[]`: the recorded kernel's `long`).
+fn decl_elem_size(decl: &str, long: usize) -> usize {
+    let has = |w: &str| {
+        decl.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|x| x == w)
+    };
+    if has("u64") || has("s64") || decl.contains("long long") {
+        8
+    } else if has("long") {
+        long
+    } else if has("u32") || has("s32") || has("int") {
+        4
+    } else if has("u16") || has("s16") || has("short") {
+        2
+    } else {
+        1
+    }
 }
 
 /// The element size of a fixed integer array, from its size and count.
@@ -573,6 +605,9 @@ fn system_info(log: &Log) -> Msg {
 /// as the events' time stamps are taken, and the wall clock as `REALTIME`
 /// (1): Perfetto shows the events at their time of day.
 fn clock_snapshot(log: &Log) -> Option<Msg> {
+    if !clock_in_ns(log.arch.trace_clock.as_deref()) {
+        return None;
+    }
     let (trace, wall) = (log.arch.start_trace_ns?, log.arch.start_wall_ns?);
     let mut m = Msg::new();
     for (id, ts) in [(6, trace), (1, wall)] {
@@ -586,21 +621,24 @@ fn clock_snapshot(log: &Log) -> Option<Msg> {
 
 /// `ProcessTree { processes = 1; threads = 2 }`, `Process { pid = 1;
 /// cmdline = 3; cmdline_is_comm = 9 }`, `Thread { tid = 1; name = 2;
-/// tgid = 3 }`: every pid with its name; a thread group leader (or a pid
-/// whose group is not known) is also a process.
+/// tgid = 3 }`: every pid with its name and, where the log knows it, its
+/// thread group; a thread group's leader is also a process (a pid whose
+/// group is not known is left to Perfetto to place).
 fn process_tree(log: &Log) -> Msg {
     let mut tree = Msg::new();
     for pid in log.pids.pids() {
         let comm = log.pids.comm(pid);
-        let tgid = log.pids.tgid(pid).unwrap_or(pid);
+        let tgid = log.pids.tgid(pid);
         let mut t = Msg::new();
         t.int(1, i64::from(pid));
         if let Some(c) = comm {
             t.string(2, c);
         }
-        t.int(3, i64::from(tgid));
+        if let Some(g) = tgid {
+            t.int(3, i64::from(g));
+        }
         tree.msg(2, &t);
-        if tgid == pid {
+        if tgid == Some(pid) {
             let mut p = Msg::new();
             p.int(1, i64::from(pid));
             if let Some(c) = comm {

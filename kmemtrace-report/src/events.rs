@@ -87,14 +87,7 @@ pub fn lazy_resched_bit(release: Option<&str>) -> bool {
         .map_or(true, |v| v >= (6, 13))
 }
 
-/// Trace clocks whose time stamps are nanoseconds (`trace_clocks[]`'s
-/// `in_ns`); the others (`counter`, `uptime`, `x86-tsc`, ...) print raw.
-pub fn clock_in_ns(clock: Option<&str>) -> bool {
-    matches!(
-        clock.unwrap_or("local"),
-        "local" | "global" | "perf" | "mono" | "mono_raw" | "boot" | "tai"
-    )
-}
+pub use kmemtrace_format::arch::clock_in_ns;
 
 /// The `trace` file's header, with the entry counts given.
 pub fn header(out: &mut String, in_buffer: u64, written: u64, cpus: u32) {

@@ -30,6 +30,8 @@ mod misuse;
 mod page_stacks;
 #[path = "report/pages.rs"]
 mod pages;
+#[path = "report/parquet.rs"]
+mod parquet;
 #[path = "report/perfetto.rs"]
 mod perfetto;
 #[path = "report/pid.rs"]

@@ -199,6 +199,17 @@ impl ArchTag {
     }
 }
 
+/// Trace clocks whose time stamps are nanoseconds (the kernel's
+/// `trace_clocks[]` `in_ns`); the others (`counter`, `uptime`, `x86-tsc`,
+/// ...) count in their own units. A log without a clock name recorded with
+/// `local`, the kernel's default.
+pub fn clock_in_ns(clock: Option<&str>) -> bool {
+    matches!(
+        clock.unwrap_or("local"),
+        "local" | "global" | "perf" | "mono" | "mono_raw" | "boot" | "tai"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,12 @@ pub const ORDER_SLOTS: usize = 11;
 /// Migratetypes 0 to 7; the last slot also takes unknown ones (-1, 8+).
 pub const MIGRATETYPE_SLOTS: usize = 8;
 
+/// The time the stream orders `ev` by (its time stamp, raised where the
+/// CPU's clock went backwards), as the slab pass's live-byte changes use.
+fn order_ts(ev: &Event) -> u64 {
+    ev.ts.saturating_add(u64::from(ev.lag))
+}
+
 fn order_slot(order: u32) -> usize {
     (order as usize).min(ORDER_SLOTS - 1)
 }
@@ -320,14 +326,16 @@ impl<'a> PagesPass<'a> {
             Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
             Kind::PageAlloc => {
                 if selected {
-                    self.held_series.add(ev.ts, self.bytes(pg.order) as i64);
+                    self.held_series
+                        .add(order_ts(ev), self.bytes(pg.order) as i64);
                 }
                 self.alloc(ev, pg, selected)
             }
             Kind::PageFree => {
                 if selected {
                     self.free_events.add(self.bytes(pg.order));
-                    self.held_series.add(ev.ts, -(self.bytes(pg.order) as i64));
+                    self.held_series
+                        .add(order_ts(ev), -(self.bytes(pg.order) as i64));
                 }
                 self.free(ev, pg, selected)
             }

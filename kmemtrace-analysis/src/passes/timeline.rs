@@ -1,7 +1,10 @@
-//! Live slab bytes over time: the slab pass's changes of live bytes summed
-//! per time bin. Sums add up across shards, so the series is the same
-//! whatever the shard count; the running total at each bin's end is the
-//! live bytes then (what `summary.live_bytes` is at the end).
+//! A running total over time, kept as its changes summed per time bin:
+//! the slab pass's live bytes, the pages pass's bytes held. Sums add up
+//! across shards, so the series is the same whatever the shard count; the
+//! running total at each bin's end is the figure then (for live slab
+//! bytes, what `summary.live_bytes` is at the end). Changes are binned by
+//! the stream's order time (a time stamp raised where a CPU's clock went
+//! backwards).
 //!
 //! Bins start at 2^22 ns (4.2 ms, the stream's epoch) and double in width
 //! whenever there would be more than [`MAX_BINS`], so memory stays bounded
@@ -47,7 +50,12 @@ impl LiveSeries {
             Some((b, v)) if *b == bin => *v += bytes,
             Some((b, _)) if *b > bin => match self.bins.binary_search_by_key(&bin, |x| x.0) {
                 Ok(i) => self.bins[i].1 += bytes,
-                Err(i) => self.bins.insert(i, (bin, bytes)),
+                Err(i) => {
+                    self.bins.insert(i, (bin, bytes));
+                    if self.bins.len() > MAX_BINS {
+                        self.coarsen(self.shift + 1);
+                    }
+                }
             },
             _ => {
                 self.bins.push((bin, bytes));
@@ -153,7 +161,8 @@ mod tests {
             for s in &shards {
                 folded.absorb(s);
             }
-            // The plain series may be narrower; bring it to the same width.
+            // Shards never coarsen past the width the whole series needs.
+            assert_eq!(folded.shift, all.shift);
             let mut plain = all.clone();
             plain.coarsen(folded.shift);
             folded.coarsen(plain.shift);

