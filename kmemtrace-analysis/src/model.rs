@@ -223,21 +223,58 @@ pub struct Report {
     /// Live slab bytes over time, for plots and counter tracks (not in
     /// the JSON document).
     #[serde(skip)]
-    pub live_timeline: LiveTimeline,
+    pub live_timeline: TimeSeries,
     /// Page-allocator bytes allocated minus freed since the start, over
     /// time (the page stats' `alloc_bytes - free_bytes` at the end).
     #[serde(skip)]
-    pub page_timeline: LiveTimeline,
+    pub page_timeline: TimeSeries,
+    /// Rates per CPU and live bytes per call site over time, when asked
+    /// for ([`crate::run::Options::timelines`]; not in the JSON document).
+    #[serde(skip)]
+    pub timelines: Option<Timelines>,
     pub problems: Vec<Problem>,
 }
 
-/// A running total of bytes (live slab bytes; page bytes held) at the end
-/// of each time bin that changed it.
+/// A value over time, at the end of each time bin that changed it: a
+/// running total (live slab bytes, page bytes held) or a count per bin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LiveTimeline {
-    /// The bins' width, nanoseconds.
+pub struct TimeSeries {
+    /// The bins' width, nanoseconds: a power of two; bin `i` spans
+    /// `[i * bin_ns, (i + 1) * bin_ns)` of the trace clock.
     pub bin_ns: u64,
-    pub points: Vec<crate::passes::timeline::LivePoint>,
+    pub points: Vec<crate::passes::timeline::BinPoint>,
+}
+
+/// The series a picture of the capture needs, beyond the live totals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Timelines {
+    /// Selected slab allocation (also failed) and free events per CPU.
+    pub slab_rates: Vec<CpuRateSeries>,
+    /// Selected successful page allocations and frees per CPU.
+    pub page_rates: Vec<CpuRateSeries>,
+    /// Live bytes of the call sites with the highest peaks (at most
+    /// [`Timelines::TOP_SITES`]), highest first.
+    pub site_live: Vec<SiteSeries>,
+}
+
+impl Timelines {
+    pub const TOP_SITES: usize = 8;
+}
+
+/// One CPU's events per bin.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuRateSeries {
+    pub cpu: u32,
+    pub allocs: TimeSeries,
+    pub frees: TimeSeries,
+}
+
+/// One call site's live bytes over time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiteSeries {
+    pub callsite: String,
+    pub peak_live_bytes: u64,
+    pub live: TimeSeries,
 }
 
 /// Something in the log that limits what the report can say, written in

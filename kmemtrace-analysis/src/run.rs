@@ -36,6 +36,8 @@ pub struct Options {
     pub page_cull: Vec<crate::model::CullKey>,
     /// Whole stacks in the page tables.
     pub page_stacks: bool,
+    /// Keep the series of [`crate::model::Timelines`] (for pictures).
+    pub timelines: bool,
 }
 
 impl Default for Options {
@@ -56,6 +58,7 @@ impl Default for Options {
             page_sort: vec![PageSortKey::Bytes, PageSortKey::Hit],
             page_cull: vec![CullKey::Stack],
             page_stacks: false,
+            timelines: false,
         }
     }
 }
@@ -125,11 +128,21 @@ pub fn analyse(
     let namer = |addr: u64| syms.name(addr);
     let make = |_shard: usize| Passes {
         objects: Objects::new(filter, opts.remember_frees, &sites, Box::new(namer)),
-        slab: slab::SlabPass::new(&log.cpu_nodes, opts.per_pointer, nshards > 1),
+        slab: slab::SlabPass::new(
+            &log.cpu_nodes,
+            opts.per_pointer,
+            nshards > 1,
+            opts.timelines,
+        ),
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: untraced::UntracedPass::default(),
-        pages: crate::passes::pages::PagesPass::new(filter, page_size, opts.pages_by_pfn),
+        pages: crate::passes::pages::PagesPass::new(
+            filter,
+            page_size,
+            opts.pages_by_pfn,
+            opts.timelines,
+        ),
         first_ts: None,
         last_ts: 0,
     };

@@ -35,7 +35,7 @@
 
 use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
-use kmemtrace_analysis::model::LiveTimeline;
+use kmemtrace_analysis::model::TimeSeries;
 use kmemtrace_format::arch::clock_in_ns;
 use kmemtrace_format::event_format::{EventFormat, Field, FieldKind};
 use kmemtrace_format::kmem::KmemKind;
@@ -306,9 +306,9 @@ impl<'a> Mapping<'a> {
 /// What the analysis derives from a log, over time, for counter tracks.
 pub struct Series {
     /// Live slab bytes.
-    pub slab_live: LiveTimeline,
+    pub slab_live: TimeSeries,
     /// Page-allocator bytes allocated minus freed since the start.
-    pub page_held: LiveTimeline,
+    pub page_held: TimeSeries,
 }
 
 /// The series `kmemtrace-report LOG` derives (its selection: the
@@ -698,7 +698,7 @@ fn counter_track<W: Write>(
     out: &mut W,
     uuid: u64,
     name: &str,
-    series: &LiveTimeline,
+    series: &TimeSeries,
 ) -> io::Result<u64> {
     let mut counter = Msg::new();
     counter.uint(3, 3);
@@ -708,7 +708,7 @@ fn counter_track<W: Write>(
     let mut n = 0;
     for p in &series.points {
         let mut ev = Msg::new();
-        ev.uint(9, 4).uint(11, uuid).int(30, p.live_bytes);
+        ev.uint(9, 4).uint(11, uuid).int(30, p.value);
         let mut pkt = Msg::new();
         pkt.uint(packet::TIMESTAMP, p.ts_ns)
             .msg(packet::TRACK_EVENT, &ev)

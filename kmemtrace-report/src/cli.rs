@@ -15,6 +15,7 @@ Examples:
   kmemtrace-report x.kmt --comm nginx --pid 4242,4243
   kmemtrace-report x.kmt --kallsyms System.map-6.1.0   symbols from another file
   kmemtrace-report x.kmt --json > report.json     everything, schema kmemtrace-report/1
+  kmemtrace-report x.kmt --html report.html       and a page with plots (one file, no network)
   kmemtrace-report x.kmt --fail-on error          exit 1 on certain error findings (CI gates)
   kmemtrace-report x.kmt --page --caller --stacks page call sites, each with its commonest stack
   kmemtrace-report x.kmt --page --live --cull pid,callsite   pages still allocated, by owner
@@ -68,10 +69,17 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
+    /// Also write the report as one self-contained HTML page with plots
+    /// (live bytes over time, rates per CPU with lost-event windows, heat
+    /// maps, sortable tables) to FILE (`-`: to standard output instead of
+    /// the text report).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
     /// List every event instead of a report: in time order across CPUs, as
     /// the recorded kernel's own `trace` file prints it (with --cpu, --pid,
     /// --comm, --time and --event).
-    #[arg(long, conflicts_with_all = ["json", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "callsite", "fail_on"])]
+    #[arg(long, conflicts_with_all = ["json", "html", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "callsite", "fail_on"])]
     pub events: bool,
     /// With --events: only these events (`name` or `system:name`, comma-
     /// separated, globs with * and ?); the stacks taken with them follow them.

@@ -3,11 +3,12 @@
 //!
 //! The analyses are the `kmemtrace-analysis` library (the ordered event
 //! stream, the passes, the typed model); this binary is the command line
-//! and the printers ([`text`], JSON via serde).
+//! and the printers ([`text`], [`html`], JSON via serde).
 #![forbid(unsafe_code)]
 
 mod cli;
 mod events;
+mod html;
 mod page_tables;
 mod pages;
 mod text;
@@ -24,6 +25,8 @@ const EXIT_FINDINGS: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_INPUT: u8 = 3;
 const EXIT_OUTPUT: u8 = 4;
+/// Rows per table of the HTML page unless `-l` says otherwise.
+const HTML_LINES: usize = 500;
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("kmemtrace-report: {msg}");
@@ -171,6 +174,7 @@ fn main() -> ExitCode {
         page_sort: model::parse_page_sort(&cli.sort),
         page_cull,
         page_stacks: cli.stacks,
+        timelines: cli.html.is_some(),
     };
     // A pid-filtered recording: its traced tree, unless asked otherwise.
     let traced_tree = cli.pid.is_empty() && cli.comm.is_none() && !cli.all_tasks;
@@ -197,7 +201,16 @@ fn main() -> ExitCode {
         kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
     };
 
-    let text = if cli.json {
+    let html_to_stdout = cli.html.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if let Some(path) = cli.html.as_deref().filter(|_| !html_to_stdout) {
+        let page = html::render(&out.report, cli.lines.unwrap_or(HTML_LINES));
+        if let Err(e) = std::fs::write(path, page) {
+            return fail(EXIT_OUTPUT, format!("{}: {e}", path.display()));
+        }
+    }
+    let text = if html_to_stdout {
+        html::render(&out.report, cli.lines.unwrap_or(HTML_LINES))
+    } else if cli.json {
         match serde_json::to_string_pretty(&out.report) {
             Ok(mut s) => {
                 s.push('\n');

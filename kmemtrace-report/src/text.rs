@@ -20,7 +20,7 @@ pub fn secs(ns: u64) -> String {
 }
 
 /// A short duration: `1.234 s`, `12.3 ms`.
-fn age(ns: u64) -> String {
+pub fn age(ns: u64) -> String {
     if ns >= 1_000_000_000 {
         format!("{:.3} s", ns as f64 / 1e9)
     } else if ns >= 1_000_000 {

@@ -15,6 +15,7 @@ use crate::model::*;
 use crate::passes::leaks::LeakGroup;
 use crate::passes::misuse::Occurrence;
 use crate::passes::objects::NO_SITE;
+use crate::passes::timeline::{CpuRates, TimeBins};
 use crate::passes::Passes;
 use crate::run::Options;
 use crate::stream::StreamEnd;
@@ -350,14 +351,9 @@ pub fn build(
         allocs,
         page_allocator: an.pages.stats(),
         pages,
-        live_timeline: crate::model::LiveTimeline {
-            bin_ns: an.slab.live_series.bin_ns(),
-            points: an.slab.live_series.points(),
-        },
-        page_timeline: crate::model::LiveTimeline {
-            bin_ns: an.pages.held_series.bin_ns(),
-            points: an.pages.held_series.points(),
-        },
+        live_timeline: running(&an.slab.live_series),
+        page_timeline: running(&an.pages.held_series),
+        timelines: timelines(&ctx),
         problems,
     };
     Built { report, worst }
@@ -479,6 +475,59 @@ fn summary(cx: &Ctx<'_>) -> Summary {
         live_bytes: t.agg.live_bytes,
         peak_live_bytes: t.agg.peak_live_bytes,
     }
+}
+
+fn running(b: &TimeBins) -> TimeSeries {
+    TimeSeries {
+        bin_ns: b.bin_ns(),
+        points: b.running(),
+    }
+}
+
+fn per_bin(b: &TimeBins) -> TimeSeries {
+    TimeSeries {
+        bin_ns: b.bin_ns(),
+        points: b.per_bin(),
+    }
+}
+
+/// The per-CPU rates and the live bytes of the call sites with the
+/// highest peaks, when the passes kept them.
+fn timelines(cx: &Ctx<'_>) -> Option<Timelines> {
+    let an = cx.an;
+    let rates = |r: &CpuRates| -> Vec<CpuRateSeries> {
+        r.iter()
+            .map(|(cpu, a, f)| CpuRateSeries {
+                cpu,
+                allocs: per_bin(a),
+                frees: per_bin(f),
+            })
+            .collect()
+    };
+    let site_bins = an.slab.site_live.as_ref()?;
+    let mut top: Vec<(u64, String, &TimeBins)> = site_bins
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| !b.is_empty())
+        .filter_map(|(id, b)| {
+            let peak = an.slab.sites.get(id)?.agg.peak_live_bytes;
+            Some((peak, cx.syms.name(cx.addr(id as u32)), b))
+        })
+        .collect();
+    top.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    top.truncate(Timelines::TOP_SITES);
+    Some(Timelines {
+        slab_rates: an.slab.rates.as_ref().map(rates).unwrap_or_default(),
+        page_rates: an.pages.rates.as_ref().map(rates).unwrap_or_default(),
+        site_live: top
+            .into_iter()
+            .map(|(peak, callsite, b)| SiteSeries {
+                callsite,
+                peak_live_bytes: peak,
+                live: running(b),
+            })
+            .collect(),
+    })
 }
 
 /// Call sites (allocation sites; free-only sites are in JSON too).

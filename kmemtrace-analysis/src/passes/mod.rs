@@ -29,7 +29,9 @@ use objects::{Objects, SlabSeen};
 /// order.
 pub trait Pass {
     fn slab(&mut self, _s: &SlabSeen<'_>) {}
-    fn page(&mut self, _ev: &Event, _p: &Page) {}
+    /// `key`: the event's place in the ordered stream (its time raised
+    /// where the CPU's clock went backwards), as [`SlabSeen::key`].
+    fn page(&mut self, _ev: &Event, _key: OrderKey, _p: &Page) {}
 }
 
 impl Pass for slab::SlabPass {
@@ -62,8 +64,8 @@ impl Pass for cross_cpu::CrossCpuPass {
 
 impl Pass for pages::PagesPass<'_> {
     #[inline]
-    fn page(&mut self, ev: &Event, p: &Page) {
-        pages::PagesPass::page(self, ev, p)
+    fn page(&mut self, ev: &Event, key: OrderKey, p: &Page) {
+        pages::PagesPass::page(self, ev, key, p)
     }
 }
 
@@ -101,7 +103,7 @@ impl Passes<'_> {
                 Pass::slab(&mut self.cross_cpu, &seen);
                 Pass::slab(&mut self.untraced, &seen);
             }
-            Body::Page(p) => Pass::page(&mut self.pages, ev, p),
+            Body::Page(p) => Pass::page(&mut self.pages, ev, key, p),
         }
     }
 

@@ -11,21 +11,17 @@
 //! event of its frames, in order.
 
 use super::page_misuse::{FrameEvent, FreedFrame, PageMisuse};
+use super::timeline::{CpuRates, TimeBins};
 use crate::event::{Event, Kind, Page, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::FastMap;
 use crate::model::PageStats;
+use crate::stream::OrderKey;
 
 /// Orders of 10 and more share the last slot.
 pub const ORDER_SLOTS: usize = 11;
 /// Migratetypes 0 to 7; the last slot also takes unknown ones (-1, 8+).
 pub const MIGRATETYPE_SLOTS: usize = 8;
-
-/// The time the stream orders `ev` by (its time stamp, raised where the
-/// CPU's clock went backwards), as the slab pass's live-byte changes use.
-fn order_ts(ev: &Event) -> u64 {
-    ev.ts.saturating_add(u64::from(ev.lag))
-}
 
 fn order_slot(order: u32) -> usize {
     (order as usize).min(ORDER_SLOTS - 1)
@@ -236,12 +232,15 @@ pub struct PagesPass<'a> {
     pub by_pfn: Option<FastMap<PfnKey, Requests>>,
     /// Bytes allocated minus bytes freed (the `alloc_bytes` and
     /// `free_bytes` of the stats), summed per time bin.
-    pub held_series: super::timeline::LiveSeries,
+    pub held_series: TimeBins,
+    /// With timelines asked for: selected allocations and frees per CPU.
+    pub rates: Option<CpuRates>,
 }
 
 impl<'a> PagesPass<'a> {
-    /// `per_pfn`: keep the allocations by page frame ([`PagesPass::by_pfn`]).
-    pub fn new(filter: &'a Filter, page_size: u64, per_pfn: bool) -> Self {
+    /// `per_pfn`: keep the allocations by page frame ([`PagesPass::by_pfn`]);
+    /// `timelines`: keep [`PagesPass::rates`].
+    pub fn new(filter: &'a Filter, page_size: u64, per_pfn: bool, timelines: bool) -> Self {
         PagesPass {
             filter,
             page_size,
@@ -265,6 +264,7 @@ impl<'a> PagesPass<'a> {
             with_stack: 0,
             by_pfn: per_pfn.then(FastMap::default),
             held_series: Default::default(),
+            rates: timelines.then(CpuRates::default),
         }
     }
 
@@ -275,6 +275,9 @@ impl<'a> PagesPass<'a> {
     /// Adds another shard's counts (its live blocks stay with it).
     pub fn absorb(&mut self, o: &PagesPass<'_>) {
         self.held_series.absorb(&o.held_series);
+        if let (Some(mine), Some(theirs)) = (&mut self.rates, &o.rates) {
+            mine.absorb(theirs);
+        }
         self.allocated.absorb(&o.allocated);
         self.free_events.absorb(&o.free_events);
         self.batched_frees += o.batched_frees;
@@ -320,22 +323,26 @@ impl<'a> PagesPass<'a> {
 
     /// One page-allocator event, in time order.
     #[inline]
-    pub fn page(&mut self, ev: &Event, pg: &Page) {
+    pub fn page(&mut self, ev: &Event, key: OrderKey, pg: &Page) {
         let selected = self.filter.selects(ev);
         match ev.kind {
             Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
             Kind::PageAlloc => {
                 if selected {
-                    self.held_series
-                        .add(order_ts(ev), self.bytes(pg.order) as i64);
+                    self.held_series.add(key.ts, self.bytes(pg.order) as i64);
+                    if let Some(r) = &mut self.rates {
+                        r.count(u32::from(ev.cpu), key.ts, true);
+                    }
                 }
                 self.alloc(ev, pg, selected)
             }
             Kind::PageFree => {
                 if selected {
                     self.free_events.add(self.bytes(pg.order));
-                    self.held_series
-                        .add(order_ts(ev), -(self.bytes(pg.order) as i64));
+                    self.held_series.add(key.ts, -(self.bytes(pg.order) as i64));
+                    if let Some(r) = &mut self.rates {
+                        r.count(u32::from(ev.cpu), key.ts, false);
+                    }
                 }
                 self.free(ev, pg, selected)
             }

@@ -7,6 +7,7 @@
 //! in the one order ([`crate::combine`]).
 
 use super::objects::{unnamed_cache, Obj, Resolution, SlabSeen};
+use super::timeline::{CpuRates, TimeBins, SMALL_MAX_BINS};
 use crate::event::{Kind, NO_CACHE, NO_NODE};
 use crate::intern::{fast_map, FastMap};
 use crate::stream::OrderKey;
@@ -232,15 +233,21 @@ pub struct SlabPass {
     pub deltas: Vec<Delta>,
     pub record_deltas: bool,
     /// The same changes summed per time bin, always.
-    pub live_series: super::timeline::LiveSeries,
+    pub live_series: TimeBins,
+    /// With timelines asked for: the changes per call site (by site id),
+    /// and the selected allocation and free events per CPU.
+    pub site_live: Option<Vec<TimeBins>>,
+    pub rates: Option<CpuRates>,
 }
 
 impl SlabPass {
     /// `record_deltas`: the peaks are the combiner's (more than one shard).
+    /// `timelines`: keep [`SlabPass::site_live`] and [`SlabPass::rates`].
     pub fn new(
         cpu_nodes: &std::collections::BTreeMap<u32, u32>,
         per_pointer: bool,
         record_deltas: bool,
+        timelines: bool,
     ) -> Self {
         let cpu_node = (!cpu_nodes.is_empty()).then(|| {
             let max = cpu_nodes.keys().max().copied().unwrap_or(0).min(1 << 16) as usize;
@@ -262,12 +269,21 @@ impl SlabPass {
             deltas: Vec::new(),
             record_deltas,
             live_series: Default::default(),
+            site_live: timelines.then(Vec::new),
+            rates: timelines.then(CpuRates::default),
         }
     }
 
     #[inline]
     fn delta(&mut self, d: Delta) {
         self.live_series.add(d.key.ts, d.bytes);
+        if let Some(v) = &mut self.site_live {
+            let i = d.site as usize;
+            if v.len() <= i {
+                v.resize(i + 1, TimeBins::with_max_bins(SMALL_MAX_BINS));
+            }
+            v[i].add(d.key.ts, d.bytes);
+        }
         if self.record_deltas {
             self.deltas.push(d);
         }
@@ -362,6 +378,9 @@ impl SlabPass {
             .cpu_node
             .as_ref()
             .map(|v| v.get(s.cpu() as usize).copied().unwrap_or(-1));
+        if let Some(r) = &mut self.rates {
+            r.count(s.cpu(), s.key.ts, true);
+        }
         let t = &mut self.totals;
         t.alloc_events += 1;
         t.agg.alloc(slab.bytes_req, slab.bytes_alloc);
@@ -427,6 +446,9 @@ impl SlabPass {
     fn free(&mut self, s: &SlabSeen<'_>) {
         let (ev, slab) = (s.ev, s.slab);
         if s.selected {
+            if let Some(r) = &mut self.rates {
+                r.count(s.cpu(), s.key.ts, false);
+            }
             self.totals.free_events += 1;
             let site = self.site(slab.site);
             site.free_calls += 1;
@@ -490,6 +512,17 @@ impl SlabPass {
     /// Adds another shard's aggregates (see [`Agg::absorb`] for the peaks).
     pub fn absorb(&mut self, o: &SlabPass) {
         self.live_series.absorb(&o.live_series);
+        if let (Some(mine), Some(theirs)) = (&mut self.site_live, &o.site_live) {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), TimeBins::with_max_bins(SMALL_MAX_BINS));
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                m.absorb(t);
+            }
+        }
+        if let (Some(mine), Some(theirs)) = (&mut self.rates, &o.rates) {
+            mine.absorb(theirs);
+        }
         for (i, site) in o.sites.iter().enumerate() {
             self.site(i as u32).absorb(site);
         }
