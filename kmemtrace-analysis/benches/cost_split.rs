@@ -201,11 +201,11 @@ fn main() {
     };
     let passes = |deltas: bool| Passes {
         objects: Objects::new(&filter, 32768, &sites, Box::new(|a| syms.name(a))),
-        slab: slab::SlabPass::new(&log.cpu_nodes, false, deltas),
+        slab: slab::SlabPass::new(&log.cpu_nodes, false, deltas, false),
         misuse: misuse::MisusePass::default(),
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: kmemtrace_analysis::passes::untraced::UntracedPass::default(),
-        pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096, false),
+        pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096, false, false),
         first_ts: None,
         last_ts: 0,
     };

@@ -22,6 +22,8 @@ mod foreign;
 mod gate;
 #[path = "report/golden.rs"]
 mod golden;
+#[path = "report/html.rs"]
+mod html;
 #[path = "report/live.rs"]
 mod live;
 #[path = "report/misuse.rs"]

@@ -1,0 +1,245 @@
+//! `kmemtrace-report --html`: the series behind the plots add up to the
+//! report's own totals whatever the thread count; the page is one file
+//! that needs nothing from the network and stays small at a million
+//! events, with each CPU's lost-event window shaded on that CPU's chart;
+//! and headless Chromium loads it without a console message, sorts a
+//! table from the address's `#sort=`, and draws the plots.
+
+use crate::common;
+use crate::synthetic::Synth;
+use kmemtrace_format::log::Log;
+use std::path::Path;
+use std::process::Command;
+
+fn sample() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample-x86_64.kmt")
+}
+
+fn report_with_timelines(path: &Path, threads: usize) -> kmemtrace_analysis::model::Report {
+    let mut log = Log::open(path).unwrap();
+    let syms = kmemtrace_analysis::Symbols::of_log(&mut log);
+    let mut opts = kmemtrace_analysis::Options::default();
+    opts.select_as_recorded(&log, true);
+    opts.threads = Some(threads);
+    opts.timelines = true;
+    kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {}).report
+}
+
+/// Per-CPU rates sum to the event counts, each plotted call site's live
+/// bytes end at its row's `live_bytes`, and all of it is the same for 1,
+/// 3 and 8 threads (1, 2 and 4 shards).
+#[test]
+fn the_plotted_series_add_up_to_the_report_for_any_thread_count() {
+    let one = report_with_timelines(&sample(), 1);
+    let t = one.timelines.as_ref().expect("timelines asked for");
+    let sum = |v: &[kmemtrace_analysis::model::CpuRateSeries], allocs: bool| -> i64 {
+        v.iter()
+            .flat_map(|c| if allocs { &c.allocs } else { &c.frees }.points.iter())
+            .map(|p| p.value)
+            .sum()
+    };
+    assert_eq!(sum(&t.slab_rates, true), one.summary.alloc_events as i64);
+    assert_eq!(sum(&t.slab_rates, false), one.summary.free_events as i64);
+    assert_eq!(sum(&t.page_rates, true), one.page_allocator.allocs as i64);
+    assert_eq!(sum(&t.page_rates, false), one.page_allocator.frees as i64);
+    assert!(t.slab_rates.len() >= 2, "{} CPUs", t.slab_rates.len());
+    assert_eq!(t.site_live.len(), 8);
+    for s in &t.site_live {
+        let row = one
+            .callsites
+            .iter()
+            .find(|c| c.callsite == s.callsite)
+            .unwrap_or_else(|| panic!("{} in the call-site table", s.callsite));
+        assert_eq!(s.peak_live_bytes, row.peak_live_bytes, "{}", s.callsite);
+        let last = s.live.points.last().map_or(0, |p| p.value);
+        assert_eq!(last, row.live_bytes as i64, "{}", s.callsite);
+        let top = s.live.points.iter().map(|p| p.value).max().unwrap_or(0);
+        assert!(top <= s.peak_live_bytes as i64, "{}", s.callsite);
+    }
+    let peaks: Vec<u64> = t.site_live.iter().map(|s| s.peak_live_bytes).collect();
+    assert!(peaks.windows(2).all(|w| w[0] >= w[1]), "{peaks:?}");
+    for threads in [3, 8] {
+        let r = report_with_timelines(&sample(), threads);
+        assert_eq!(r.timelines, one.timelines, "{threads} threads");
+    }
+}
+
+/// A million slab events on 4 CPUs over 20 s; CPU 2 loses events in the
+/// middle.
+fn million_event_log(dir: &Path) -> std::path::PathBuf {
+    let mut s = Synth::new("6.18.44");
+    let mut ts = 1_000_000_000u64;
+    let mut ptr = 0xffff_8880_1000_0000u64;
+    for i in 0..500_000u64 {
+        ts += 40_000;
+        let cpu = (i % 4) as u32;
+        if cpu == 2 && i == 250_002 {
+            s.lost(2, 1000);
+        }
+        let func = ["alloc_a", "alloc_b", "alloc_c"][(i % 3) as usize];
+        s.kmalloc(cpu, ts, 100, func, ptr, 100, 128);
+        s.kfree((cpu + 1) % 4, ts + 1_000, 100, "free_a", ptr);
+        ptr += 0x80;
+    }
+    let path = dir.join("million.kmt");
+    std::fs::write(&path, s.build()).unwrap();
+    path
+}
+
+fn html_of(log: &Path, out: &Path, extra: &[&str]) -> String {
+    common::stdout_ok(
+        Command::new(common::bin("kmemtrace-report"))
+            .arg(log)
+            .arg("--html")
+            .arg(out)
+            .args(extra),
+    );
+    std::fs::read_to_string(out).unwrap()
+}
+
+/// The `<figure>` whose caption is `caption`.
+fn figure<'a>(page: &'a str, caption: &str) -> &'a str {
+    let at = page
+        .find(&format!("<figcaption>{caption}</figcaption>"))
+        .unwrap_or_else(|| panic!("a figure captioned {caption}"));
+    let end = page[at..].find("</figure>").unwrap();
+    &page[at..at + end]
+}
+
+#[test]
+fn the_page_is_self_contained_and_small_at_a_million_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = million_event_log(dir.path());
+    let page = html_of(&log, &dir.path().join("m.html"), &[]);
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    // Nothing fetched at view time: no external script, style, image or
+    // font, and no address to fetch from.
+    for bad in [
+        "<script src",
+        "<link",
+        "<img",
+        "@import",
+        "url(",
+        "http://",
+        "https://",
+    ] {
+        assert!(!page.contains(bad), "the page contains {bad}");
+    }
+    assert!(page.len() < 1_500_000, "{} bytes", page.len());
+    // Every line is thinned to about a plot's width.
+    for (i, line) in page.match_indices("<polyline").enumerate() {
+        let pts = &page[line.0..];
+        let pts = &pts[pts.find("points=\"").unwrap() + 8..];
+        let n = pts[..pts.find('"').unwrap()].split(' ').count();
+        assert!(n <= 1600, "polyline {i}: {n} vertices");
+    }
+    // The live chart: all call sites and the three allocating ones.
+    let live = figure(
+        &page,
+        "Bytes allocated and not yet freed, since the capture&#39;s start",
+    );
+    assert_eq!(live.matches("<polyline").count(), 4);
+    // One chart per CPU; only CPU 2's has a lost-event window.
+    for cpu in 0..4 {
+        let f = figure(&page, &format!("CPU {cpu}"));
+        assert_eq!(f.matches("<polyline").count(), 2, "CPU {cpu}");
+        let shaded = f.matches(r#"<rect class="lost""#).count();
+        assert_eq!(shaded, usize::from(cpu == 2), "CPU {cpu}");
+    }
+    assert!(page.contains("CPU 2 lost events between"));
+    // The cross-CPU heat map: each CPU frees what the one before allocated.
+    let heat = figure(
+        &page,
+        "Objects freed, by the CPU that allocated them (rows) and the CPU that freed them (columns)",
+    );
+    assert_eq!(heat.matches("<title>allocating CPU").count(), 4);
+    assert!(heat.contains("<title>allocating CPU 3, freeing CPU 0: 125,000</title>"));
+}
+
+/// Headless Chromium: `(dom, console messages)` of `page#hash`, and a
+/// screenshot written to `png`; `None` (skipped) without Chromium.
+fn chromium(test: &str, page: &Path, hash: &str, png: &Path) -> Option<(String, Vec<String>)> {
+    if Command::new("chromium").arg("--version").output().is_err() {
+        common::skip(test, common::Missing::Tool, "chromium (Debian's package)");
+        return None;
+    }
+    let url = format!("file://{}{hash}", page.display());
+    let run = |what: &str| {
+        let out = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1000,2400",
+                what,
+                &url,
+            ])
+            .env("HOME", page.parent().unwrap())
+            .output()
+            .expect("run chromium");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let console: Vec<String> = stderr
+            .lines()
+            .filter(|l| l.contains(":CONSOLE"))
+            .map(str::to_string)
+            .collect();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), console)
+    };
+    let (dom, mut console) = run("--dump-dom");
+    let (_, more) = run(&format!("--screenshot={}", png.display()));
+    console.extend(more);
+    Some((dom, console))
+}
+
+#[test]
+fn chromium_loads_the_page_sorts_a_table_and_draws_the_plots() {
+    let test = "chromium_loads_the_page_sorts_a_table_and_draws_the_plots";
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("sample.html");
+    html_of(&sample(), &page, &[]);
+    let png = dir.path().join("shot.png");
+    let Some((dom, console)) = chromium(test, &page, "#sort=slab-callsites.1", &png) else {
+        return;
+    };
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    assert!(
+        dom.contains(r#"data-ready="yes""#),
+        "the script ran to its end"
+    );
+    assert!(
+        dom.contains(r#"<div id="errors" hidden="""#),
+        "no script error shown"
+    );
+    // The call sites sorted by hits (column 1), largest first.
+    let table = &dom[dom.find(r#"id="slab-callsites""#).unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains(r#"<th data-type="n" title="sort" class="desc">Hits</th>"#));
+    let hits: Vec<u64> = table
+        .split("<tr>")
+        .skip(2)
+        .map(|row| {
+            let cell = &row[row.find("data-v=\"").unwrap() + 8..];
+            cell[..cell.find('"').unwrap()].parse().unwrap()
+        })
+        .collect();
+    assert!(hits.len() > 20, "{} rows", hits.len());
+    assert!(hits.windows(2).all(|w| w[0] >= w[1]), "{hits:?}");
+    // The screenshot shows the plots: pixels of the allocation and free
+    // lines' colours (the palette's first two).
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/png_colours.py");
+    let out = common::stdout_ok(
+        Command::new("python3")
+            .arg(script)
+            .arg(&png)
+            .args(["4e79a7", "f28e2b"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["width"], 1000);
+    for colour in ["4e79a7", "f28e2b"] {
+        let n = v["counts"][colour].as_u64().unwrap();
+        assert!(n > 500, "{n} pixels of #{colour}");
+    }
+}
