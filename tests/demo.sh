@@ -43,8 +43,9 @@ case $status in
   *) echo "the capture is damaged or unusable (exit $status)" >&2; exit "$status" ;;
 esac
 
-echo "== reporting: kmemtrace-report $out" >&2
-$bin/kmemtrace-report -l 15 "$out"
+echo "== reporting: kmemtrace-report $out --html ${out%.kmt}.html" >&2
+$bin/kmemtrace-report -l 15 "$out" --html "${out%.kmt}.html"
+echo "(the same report with plots: ${out%.kmt}.html, one file, open it in any browser)" >&2
 
 echo "== the first events, as the kernel's trace file prints them: kmemtrace-report --events $out --event 'kmalloc,mm_page_alloc'" >&2
 # `head` closes the pipe early: the listing stops quietly.
