@@ -95,6 +95,30 @@ impl Table {
     }
 }
 
+/// Where and when a finding occurred: `4.449504 s (+0.102030) CPU 1 pid
+/// 42 (comm) ptr 0x..., allocated at f+0x1, freed at g+0x2`.
+pub fn occurrence(x: &OccurrenceRow) -> String {
+    let mut s = format!(
+        "{} s (+{:.6}) CPU {} pid {}{} ptr {}",
+        secs(x.ts_ns),
+        x.rel_s,
+        x.cpu,
+        x.pid,
+        x.comm
+            .as_deref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default(),
+        x.ptr
+    );
+    if let Some(a) = &x.alloc_callsite {
+        let _ = write!(s, ", allocated at {a}");
+    }
+    if let Some(fr) = &x.free_callsite {
+        let _ = write!(s, ", freed at {fr}");
+    }
+    s
+}
+
 fn pct(x: f64) -> String {
     format!("{x:.3}%")
 }
@@ -532,25 +556,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 } else {
                     "first"
                 };
-                let _ = write!(
-                    o,
-                    "    {label}: {} s (+{:.6}) CPU {} pid {}{} ptr {}",
-                    secs(x.ts_ns),
-                    x.rel_s,
-                    x.cpu,
-                    x.pid,
-                    x.comm
-                        .as_deref()
-                        .map(|c| format!(" ({c})"))
-                        .unwrap_or_default(),
-                    x.ptr
-                );
-                if let Some(a) = &x.alloc_callsite {
-                    let _ = write!(o, ", allocated at {a}");
-                }
-                if let Some(fr) = &x.free_callsite {
-                    let _ = write!(o, ", freed at {fr}");
-                }
+                let _ = write!(o, "    {label}: {}", occurrence(x));
                 if let (Some(q), Some(b)) = (x.bytes_req, x.bytes_alloc) {
                     if f.kind == "bytes_alloc_below_bytes_req" {
                         let _ = write!(o, ", bytes_req {q} bytes_alloc {b}");

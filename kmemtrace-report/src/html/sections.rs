@@ -199,24 +199,7 @@ fn first_occurrence(f: &Finding) -> String {
     let Some(x) = f.first_certain.as_ref().or(f.first.as_ref()) else {
         return String::new();
     };
-    let mut s = format!(
-        "{} s (+{:.6} s) CPU {} pid {}{} ptr {}",
-        secs(x.ts_ns),
-        x.rel_s,
-        x.cpu,
-        x.pid,
-        x.comm
-            .as_deref()
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default(),
-        x.ptr
-    );
-    if let Some(a) = &x.alloc_callsite {
-        let _ = write!(s, ", allocated at {a}");
-    }
-    if let Some(fr) = &x.free_callsite {
-        let _ = write!(s, ", freed at {fr}");
-    }
+    let mut s = crate::text::occurrence(x);
     if x.uncertain {
         s.push_str(" (uncertain)");
     }
