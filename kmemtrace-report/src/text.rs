@@ -104,10 +104,7 @@ pub fn occurrence(x: &OccurrenceRow) -> String {
         x.rel_s,
         x.cpu,
         x.pid,
-        x.comm
-            .as_deref()
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default(),
+        with_comm(x.comm.as_deref()),
         x.ptr
     );
     if let Some(a) = &x.alloc_callsite {
@@ -117,6 +114,11 @@ pub fn occurrence(x: &OccurrenceRow) -> String {
         let _ = write!(s, ", freed at {fr}");
     }
     s
+}
+
+/// ` (comm)` after a pid, or nothing when the task's name is unknown.
+pub fn with_comm(comm: Option<&str>) -> String {
+    comm.map(|c| format!(" ({c})")).unwrap_or_default()
 }
 
 fn pct(x: f64) -> String {

@@ -53,19 +53,15 @@ impl Page<'_> {
                 let a = w.start_ns.max(self.span.start_ns);
                 let b = w.end_ns.unwrap_or(self.span.end_ns).min(self.span.end_ns);
                 let what = format!(
-                    "CPU {} lost events between {} s and {} s",
+                    "CPU {} lost events between {:.6} s and {:.6} s",
                     w.cpu,
-                    trim(self.span.secs(a)),
-                    trim(self.span.secs(b.max(a)))
+                    self.span.secs(a),
+                    self.span.secs(b.max(a))
                 );
                 (self.span.secs(a), self.span.secs(b.max(a)), what)
             })
             .collect()
     }
-}
-
-fn trim(s: f64) -> String {
-    format!("{s:.6}")
 }
 
 /// The page for `r`, tables cut at `lines` rows.

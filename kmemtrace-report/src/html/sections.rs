@@ -6,7 +6,7 @@ use super::series::{rate, rate_width, running, total_rate};
 use super::svg::{HeatMap, Line, TimeChart, Unit, PALETTE};
 use super::table::Table;
 use super::{esc, heading, note, Page};
-use crate::text::{age, secs};
+use crate::text::{age, secs, with_comm};
 use kmemtrace_analysis::model::*;
 use kmemtrace_format::human::{bytes, thousands};
 use std::fmt::Write as _;
@@ -177,10 +177,7 @@ pub fn findings(p: &Page<'_>, o: &mut String) {
                     x.order,
                     x.cpu,
                     x.pid,
-                    x.comm
-                        .as_deref()
-                        .map(|c| format!(" ({c})"))
-                        .unwrap_or_default(),
+                    with_comm(x.comm.as_deref()),
                     if x.uncertain { " (uncertain)" } else { "" }
                 )
             }));
