@@ -137,6 +137,9 @@ struct Printer<'a> {
     /// Per CPU: whether its last record was printed (a stack goes with the
     /// event it was taken for).
     last_printed: HashMap<u32, bool>,
+    /// No `--event` given: a stack that is its CPU's first record (its
+    /// event fell before the capture) is printed, as trace-cmd does.
+    every_event: bool,
     /// Whether CPUs lost records before their first (see the module's
     /// comment); the CPUs whose first record was printed.
     annotate: bool,
@@ -181,6 +184,7 @@ impl Listing<'_> {
             lazy: lazy_resched_bit(log.arch.release.as_deref()),
             in_ns: clock_in_ns(log.arch.trace_clock.as_deref()),
             last_printed: HashMap::new(),
+            every_event: self.events.is_empty(),
             annotate: false,
             started: Default::default(),
             printed: 0,
@@ -289,7 +293,10 @@ impl Printer<'_> {
         let selected = filter.in_time(r.ts)
             && filter.cpu_pid(r.cpu, pid)
             && if stack.is_some() {
-                self.last_printed.get(&r.cpu).copied().unwrap_or(false)
+                self.last_printed
+                    .get(&r.cpu)
+                    .copied()
+                    .unwrap_or(self.every_event)
             } else {
                 kind.map_or(true, |k| k.selected)
             };
