@@ -42,6 +42,10 @@ struct Cli {
     /// log's file name without its extension).
     #[arg(long, value_name = "NAME")]
     capture: Option<String>,
+    /// Threads writing Parquet files (default: one per core). The files are
+    /// the same whatever the number.
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -60,7 +64,12 @@ fn main() -> ExitCode {
                 .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
         });
         let name = log.name.clone();
-        return match kmemtrace_export::parquet::write(log, &capture, &cli.output) {
+        return match kmemtrace_export::parquet::write(
+            log,
+            &capture,
+            &cli.output,
+            cli.threads.map(usize::from),
+        ) {
             Ok(w) => {
                 eprintln!(
                     "kmemtrace-export: {name} -> {}: Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",

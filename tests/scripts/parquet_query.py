@@ -9,6 +9,8 @@ as JSON, what the tests compare with the log and the report:
              differ from callsites.parquet's hits and bytes
   callsites  call site -> [hits, bytes_req, bytes_alloc] from callsites.parquet
   capture    the distinct capture names in the rows
+  cpu_back   rows, per event file, whose CPU is lower than the row
+             before's (rows come CPU by CPU)
 
 usage: parquet_query.py DIR
 """
@@ -48,6 +50,14 @@ def main():
         c for name in ["slab_events", "page_events", "pcp_events", "callsites"]
         for (c,) in con.sql(f"select distinct capture from {f(name)}").fetchall()
     })
+    out["cpu_back"] = {
+        name: con.sql(f"""
+            select count(*) from (
+              select cpu, lag(cpu) over (order by file_row_number) as before
+              from read_parquet('{d}/{name}.parquet', file_row_number = true))
+            where cpu < before""").fetchall()[0][0]
+        for name in ["slab_events", "page_events", "pcp_events"]
+    }
     json.dump(out, sys.stdout, default=str)
 
 

@@ -134,6 +134,77 @@ pub fn first_event_ts<S: SubBufSource + ?Sized>(src: &S) -> Option<u64> {
     with_endian(src.endian(), First(src))
 }
 
+/// A run of consecutive chunks of one CPU, itself a source: the unit of
+/// work where a log is read on several threads. Each record of the CPU is
+/// in exactly one run, and each run's records come in the CPU's order.
+pub struct ChunkRun<'a, S: ?Sized> {
+    pub src: &'a S,
+    pub cpu: u32,
+    pub chunks: Vec<&'a CpuBlockRef>,
+}
+
+/// `src` cut into runs of at least `min_bytes` of sub-buffers each (a CPU's
+/// last run may be shorter), CPU by CPU in ascending order: cut where the
+/// chunks are, so the same log always gives the same runs.
+pub fn chunk_runs<S: SubBufSource + ?Sized>(src: &S, min_bytes: u64) -> Vec<ChunkRun<'_, S>> {
+    let subbuf = src.layout().subbuf_size as u64;
+    let mut runs = Vec::new();
+    for cpu in src.cpus() {
+        let mut run = ChunkRun {
+            src,
+            cpu,
+            chunks: Vec::new(),
+        };
+        let mut bytes = 0;
+        for chunk in src.chunks(cpu) {
+            run.chunks.push(chunk);
+            bytes += u64::from(chunk.count) * subbuf;
+            if bytes >= min_bytes {
+                let next = ChunkRun {
+                    src,
+                    cpu,
+                    chunks: Vec::new(),
+                };
+                runs.push(std::mem::replace(&mut run, next));
+                bytes = 0;
+            }
+        }
+        if !run.chunks.is_empty() {
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+impl<S: SubBufSource + ?Sized> SubBufSource for ChunkRun<'_, S> {
+    fn endian(&self) -> RunTimeEndian {
+        self.src.endian()
+    }
+    fn layout(&self) -> &SubBufLayout {
+        self.src.layout()
+    }
+    fn cpus(&self) -> Vec<u32> {
+        vec![self.cpu]
+    }
+    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+        if cpu == self.cpu {
+            self.chunks.clone()
+        } else {
+            Vec::new()
+        }
+    }
+    fn read_chunk<'s>(
+        &self,
+        chunk: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem> {
+        self.src.read_chunk(chunk, scratch)
+    }
+    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
+        self.src.subbuf_offset(chunk, index)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +227,86 @@ mod tests {
         assert!(items[0].subbuf.is_ok() && items[2].subbuf.is_ok());
         assert!(items[1].subbuf.is_err());
         assert_eq!(items[1].raw.as_ptr(), data[64..].as_ptr());
+    }
+
+    /// CPUs 0 and 3 with chunks of the given sub-buffer counts.
+    struct Chunks {
+        layout: SubBufLayout,
+        refs: Vec<CpuBlockRef>,
+    }
+
+    impl SubBufSource for Chunks {
+        fn endian(&self) -> RunTimeEndian {
+            RunTimeEndian::Little
+        }
+        fn layout(&self) -> &SubBufLayout {
+            &self.layout
+        }
+        fn cpus(&self) -> Vec<u32> {
+            vec![0, 3]
+        }
+        fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+            self.refs.iter().filter(|r| r.cpu == cpu).collect()
+        }
+        fn read_chunk<'s>(
+            &self,
+            _: &CpuBlockRef,
+            _: &'s mut BlockScratch,
+        ) -> Result<&'s [u8], Problem> {
+            Ok(&[])
+        }
+        fn subbuf_offset(&self, _: &CpuBlockRef, _: u64) -> Option<u64> {
+            None
+        }
+    }
+
+    #[test]
+    fn chunk_runs_cover_each_cpus_chunks_once_in_order() {
+        use crate::block::{BlockHeader, BlockType};
+        let chunk = |cpu: u32, block_seq: u64, count: u32| CpuBlockRef {
+            offset: block_seq * 100,
+            header: BlockHeader {
+                block_type: BlockType::CpuData,
+                flags: 0,
+                stored_len: 0,
+                raw_len: 0,
+                crc: 0,
+            },
+            cpu,
+            block_seq,
+            first_subbuf: block_seq * 10,
+            count,
+        };
+        let src = Chunks {
+            layout: SubBufLayout {
+                long_size: 8,
+                data_offset: 16,
+                subbuf_size: 100,
+            },
+            refs: vec![
+                chunk(0, 0, 3),
+                chunk(3, 1, 1),
+                chunk(0, 2, 2),
+                chunk(0, 3, 4),
+                chunk(3, 4, 9),
+                chunk(0, 5, 1),
+            ],
+        };
+        // At least 500 bytes (5 sub-buffers) a run.
+        let runs = chunk_runs(&src, 500);
+        let got: Vec<(u32, Vec<u64>)> = runs
+            .iter()
+            .map(|r| (r.cpu, r.chunks.iter().map(|c| c.block_seq).collect()))
+            .collect();
+        assert_eq!(
+            got,
+            [(0, vec![0, 2]), (0, vec![3, 5]), (3, vec![1, 4])],
+            "3+2, then 4+1, then CPU 3's 1+9"
+        );
+        // A run is a source of its own CPU's chunks only.
+        assert_eq!(runs[1].cpus(), [0]);
+        assert_eq!(runs[1].chunks(0).len(), 2);
+        assert!(runs[1].chunks(3).is_empty());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! DuckDB and Spark read (no unsigned 64-bit columns); the call sites'
 //! allocations summed from the event rows equal the call-site table, and
 //! that table is `kmemtrace-report`'s. On this kernel's capture, a 32-bit
-//! arm board's and a big-endian s390x one's.
+//! arm board's and a big-endian s390x one's. The files are the same
+//! whatever the number of threads writing them.
 
 use crate::common;
 use crate::foreign::import;
@@ -66,6 +67,9 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
         }
     }
     assert_eq!(got["capture"], serde_json::json!([name]), "{at}");
+    for (file, n) in got["cpu_back"].as_object().unwrap() {
+        assert_eq!(n, 0, "{at}: {file}: rows come CPU by CPU");
+    }
     // The call sites' allocations from the events equal the table...
     assert_eq!(got["mismatches"], serde_json::json!([]), "{at}: call sites");
     // ...and the table is the report's.
@@ -106,4 +110,42 @@ fn parquet_files_hold_every_kmem_event_and_the_reports_call_sites() {
     };
     let log = import(&shared.join("s390x/raw"), dir.path(), "s390x");
     exported_equals_the_log(test, &log, dir.path(), "s390x-board");
+}
+
+#[test]
+fn parquet_files_are_the_same_whatever_the_number_of_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample-x86_64.kmt");
+    let export = |threads: &str| {
+        let out = dir.path().join(format!("j{threads}"));
+        common::stdout_ok(
+            Command::new(common::bin("kmemtrace-export"))
+                .arg(&log)
+                .args(["--to", "parquet", "--capture", "same", "-j", threads, "-o"])
+                .arg(&out),
+        );
+        out
+    };
+    let (one, three) = (export("1"), export("3"));
+    let mut files: Vec<_> = std::fs::read_dir(&one)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "callsites.parquet",
+            "manifest.json",
+            "page_events.parquet",
+            "pcp_events.parquet",
+            "slab_events.parquet"
+        ],
+        "no scratch files left"
+    );
+    for f in &files {
+        let a = std::fs::read(one.join(f)).unwrap();
+        let b = std::fs::read(three.join(f)).unwrap();
+        assert!(a == b, "{f:?} differs between -j 1 and -j 3");
+    }
 }

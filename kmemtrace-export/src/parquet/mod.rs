@@ -1,0 +1,346 @@
+//! A log written as Parquet files for DuckDB, Spark and the like, into a
+//! directory of its own (one capture; a dataset is many such directories,
+//! e.g. `dataset/capture=<name>/`):
+//!
+//! - `slab_events.parquet`: every kmalloc/kfree/kmem_cache_* event;
+//! - `page_events.parquet`: page allocations and frees (`mm_page_alloc`,
+//!   `mm_page_free`, `mm_page_free_batched`, `mm_page_alloc_extfrag`);
+//! - `pcp_events.parquet`: the per-CPU lists' refills and drains
+//!   (`mm_page_alloc_zone_locked`, `mm_page_pcpu_drain`);
+//! - `callsites.parquet`: `kmemtrace-report`'s call-site table;
+//! - `manifest.json`: which capture (kernel, machine, host, start).
+//!
+//! Types both engines read: time stamps as INT64 nanoseconds of the trace
+//! clock, addresses as INT64 (the 64-bit pattern: `call_site & 0xffff...`
+//! gives it back), counts as INT64, names as UTF-8 strings; no unsigned
+//! 64-bit columns. Every row has the capture's name, so that many captures
+//! can be read as one table. `by_recorder` marks the events of kmemtraced's
+//! own threads, which the report leaves out.
+//!
+//! Rows come CPU by CPU, each CPU's in its own order (by time): `order by
+//! ts_ns` gives the trace's order across CPUs. The log is read in runs of
+//! one CPU's chunks on every core at once, row groups of up to
+//! [`ROW_GROUP`] rows (128 Ki rows, about 12 MB of gathered slab rows) per
+//! run, each core holding one row group per table: memory is bounded by
+//! that, not by the log's length. The files are the same whatever the
+//! number of cores.
+
+mod table;
+
+use kmemtrace_analysis::in_order::for_each_record;
+use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};
+use kmemtrace_analysis::model::CallsiteRow;
+use kmemtrace_analysis::Symbols;
+use kmemtrace_format::kmem::{KmemEvent, KmemKind};
+use kmemtrace_format::log::Log;
+use kmemtrace_format::walk::{chunk_runs, ChunkRun};
+use std::io;
+use std::path::Path;
+pub use table::ROW_GROUP;
+use table::{write_tables, Enc, Field, Rows, TableSpec, Ty, V};
+
+/// Rows written per file.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub slab_events: u64,
+    pub page_events: u64,
+    pub pcp_events: u64,
+    pub callsites: u64,
+}
+
+const fn f(name: &'static str, ty: Ty, optional: bool, enc: Enc) -> Field {
+    Field {
+        name,
+        ty,
+        optional,
+        enc,
+    }
+}
+
+const SLAB_FIELDS: &[Field] = &[
+    f("capture", Ty::Str, false, Enc::Few),
+    f("ts_ns", Ty::I64, false, Enc::Ascending),
+    f("cpu", Ty::I32, false, Enc::Few),
+    f("pid", Ty::I32, false, Enc::Few),
+    f("comm", Ty::Str, true, Enc::Few),
+    f("by_recorder", Ty::Bool, false, Enc::Few),
+    f("in_interrupt", Ty::Bool, false, Enc::Few),
+    f("event", Ty::Str, false, Enc::Few),
+    f("call_site", Ty::I64, false, Enc::Few),
+    f("call_site_sym", Ty::Str, false, Enc::Few),
+    f("ptr", Ty::I64, false, Enc::Many),
+    f("bytes_req", Ty::I64, true, Enc::Few),
+    f("bytes_alloc", Ty::I64, true, Enc::Few),
+    f("gfp_flags", Ty::I64, true, Enc::Few),
+    f("node", Ty::I32, true, Enc::Few),
+    f("cache", Ty::Str, true, Enc::Few),
+];
+
+const PAGE_FIELDS: &[Field] = &[
+    f("capture", Ty::Str, false, Enc::Few),
+    f("ts_ns", Ty::I64, false, Enc::Ascending),
+    f("cpu", Ty::I32, false, Enc::Few),
+    f("pid", Ty::I32, false, Enc::Few),
+    f("comm", Ty::Str, true, Enc::Few),
+    f("by_recorder", Ty::Bool, false, Enc::Few),
+    f("in_interrupt", Ty::Bool, false, Enc::Few),
+    f("event", Ty::Str, false, Enc::Few),
+    f("pfn", Ty::I64, true, Enc::Many),
+    f("order", Ty::I32, false, Enc::Few),
+    f("migratetype", Ty::I32, true, Enc::Few),
+    f("gfp_flags", Ty::I64, true, Enc::Few),
+];
+
+const CALLSITE_FIELDS: &[Field] = &[
+    f("capture", Ty::Str, false, Enc::Few),
+    f("callsite", Ty::Str, false, Enc::Few),
+    f("addr", Ty::I64, false, Enc::Few),
+    f("hits", Ty::I64, false, Enc::Few),
+    f("failed", Ty::I64, false, Enc::Few),
+    f("bytes_req", Ty::I64, false, Enc::Few),
+    f("bytes_alloc", Ty::I64, false, Enc::Few),
+    f("frees", Ty::I64, false, Enc::Few),
+    f("cross_cpu_frees", Ty::I64, false, Enc::Few),
+    f("free_calls", Ty::I64, false, Enc::Few),
+    f("live_objects", Ty::I64, false, Enc::Few),
+    f("live_bytes", Ty::I64, false, Enc::Few),
+    f("peak_live_bytes", Ty::I64, false, Enc::Few),
+    f("cache", Ty::Str, true, Enc::Few),
+];
+
+/// The event tables, in [`Rows::push`]'s numbering.
+const EVENT_TABLES: &[TableSpec] = &[
+    TableSpec {
+        file: "slab_events.parquet",
+        name: "slab_events",
+        fields: SLAB_FIELDS,
+    },
+    TableSpec {
+        file: "page_events.parquet",
+        name: "page_events",
+        fields: PAGE_FIELDS,
+    },
+    TableSpec {
+        file: "pcp_events.parquet",
+        name: "pcp_events",
+        fields: PAGE_FIELDS,
+    },
+];
+const SLAB: usize = 0;
+const PAGE: usize = 1;
+const PCP: usize = 2;
+
+const CALLSITES: TableSpec = TableSpec {
+    file: "callsites.parquet",
+    name: "callsites",
+    fields: CALLSITE_FIELDS,
+};
+
+/// Sub-buffer bytes per work item: about 150 K events, so that items fill
+/// whole row groups and a many-core machine still has several per core.
+const RUN_BYTES: u64 = 8 << 20;
+
+/// Writes `log` into the directory `dir` (created if missing) as capture
+/// `capture`, on `threads` threads (`None`: one per core).
+pub fn write(
+    mut log: Log,
+    capture: &str,
+    dir: &Path,
+    threads: Option<usize>,
+) -> io::Result<Written> {
+    std::fs::create_dir_all(dir)?;
+    // Call sites named as the report names them.
+    let syms = Symbols::of_log(&mut log);
+    let (log, syms) = (&log, &syms);
+    let threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (events, sites) = std::thread::scope(|s| {
+        // The report's call-site table, worked out meanwhile.
+        let analysis = std::thread::Builder::new()
+            .name("analysis".into())
+            .spawn_scoped(s, || kmemtrace_analysis::analyse_as_recorded(log, syms))?;
+        let runs = chunk_runs(log, RUN_BYTES);
+        let names = Names::new(log, syms);
+        let events = write_tables(dir, EVENT_TABLES, runs.len(), threads, |i, rows| {
+            events(rows, &runs[i], &names, capture)
+        });
+        let report = analysis
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        Ok::<_, io::Error>((events, report))
+    })?;
+    let events = events?;
+    let sites = write_tables(dir, &[CALLSITES], 1, 1, |_, rows| {
+        sites
+            .callsites
+            .iter()
+            .try_for_each(|c| callsite_row(rows, capture, c))
+    })?;
+    let w = Written {
+        slab_events: events[SLAB],
+        page_events: events[PAGE],
+        pcp_events: events[PCP],
+        callsites: sites[0],
+    };
+    std::fs::write(dir.join("manifest.json"), manifest(log, capture, &w))?;
+    Ok(w)
+}
+
+/// What rows name, looked up once: tasks and call sites.
+struct Names<'a> {
+    log: &'a Log,
+    syms: &'a Symbols,
+    recorder: FastSet<i32>,
+}
+
+impl<'a> Names<'a> {
+    fn new(log: &'a Log, syms: &'a Symbols) -> Self {
+        let recorder = kmemtrace_format::tasks::recorder_tids(log)
+            .into_iter()
+            .collect();
+        Names {
+            log,
+            syms,
+            recorder,
+        }
+    }
+}
+
+/// One row per kmem event of the run `run`, in its order.
+fn events(
+    rows: &mut Rows<'_>,
+    run: &ChunkRun<'_, Log>,
+    names: &Names<'_>,
+    capture: &str,
+) -> io::Result<()> {
+    let log = names.log;
+    let dec = log.kmem_decoder();
+    let e = log.endian;
+    let mut result = Ok(());
+    // Per pid: its name and whether it is one of the recorder's threads;
+    // per call site: its name.
+    let mut tasks: FastMap<i32, (Option<&str>, bool)> = fast_map();
+    let mut sites: FastMap<u64, String> = fast_map();
+    for_each_record(
+        run,
+        |_| true,
+        |r| {
+            if result.is_err() {
+                return;
+            }
+            let Some(k) = dec.decode(e, r.payload).ok().flatten() else {
+                return;
+            };
+            let (comm, by_recorder) = *tasks
+                .entry(k.pid)
+                .or_insert_with(|| (log.pids.comm(k.pid), names.recorder.contains(&k.pid)));
+            let common = [
+                V::Known(0, capture),
+                V::I64(r.ts as i64),
+                V::I32(r.cpu as i32),
+                V::I32(k.pid),
+                comm.map_or(V::Null, |c| V::Known(k.pid as u64, c)),
+                V::Bool(by_recorder),
+                V::Bool(k.in_interrupt),
+                V::Known(k.kind as u64, k.kind.name()),
+            ];
+            result = if k.kind.is_slab_alloc() || k.kind.is_slab_free() {
+                let sym = sites
+                    .entry(k.call_site)
+                    .or_insert_with(|| names.syms.name(k.call_site));
+                slab_row(rows, &common, &k, sym)
+            } else {
+                let table = match k.kind {
+                    KmemKind::MmPageAllocZoneLocked | KmemKind::MmPagePcpuDrain => PCP,
+                    _ => PAGE,
+                };
+                page_row(rows, table, &common, &k)
+            };
+        },
+    );
+    result
+}
+
+fn slab_row(rows: &mut Rows<'_>, common: &[V<'_>], k: &KmemEvent<'_>, sym: &str) -> io::Result<()> {
+    let alloc = k.kind.is_slab_alloc();
+    let when = |v: i64| if alloc { V::I64(v) } else { V::Null };
+    let own = [
+        V::I64(k.call_site as i64),
+        V::Known(k.call_site, sym),
+        V::I64(k.ptr as i64),
+        when(k.bytes_req as i64),
+        when(k.bytes_alloc as i64),
+        when(k.gfp_flags as i64),
+        k.node.map_or(V::Null, V::I32),
+        k.cache_name.map_or(V::Null, V::Str),
+    ];
+    rows.push(SLAB, &[common, &own])
+}
+
+fn page_row(
+    rows: &mut Rows<'_>,
+    table: usize,
+    common: &[V<'_>],
+    k: &KmemEvent<'_>,
+) -> io::Result<()> {
+    let gfp = matches!(k.kind, KmemKind::MmPageAlloc);
+    let own = [
+        k.pfn.map_or(V::Null, |p| V::I64(p as i64)),
+        V::I32(k.order as i32),
+        k.migratetype.map_or(V::Null, V::I32),
+        if gfp {
+            V::I64(k.gfp_flags as i64)
+        } else {
+            V::Null
+        },
+    ];
+    rows.push(table, &[common, &own])
+}
+
+fn callsite_row(rows: &mut Rows<'_>, capture: &str, c: &CallsiteRow) -> io::Result<()> {
+    let n = |v: u64| V::I64(v as i64);
+    let row = [
+        V::Str(capture),
+        V::Str(&c.callsite),
+        V::I64(c.addr.0 as i64),
+        n(c.hits),
+        n(c.failed),
+        n(c.bytes_req),
+        n(c.bytes_alloc),
+        n(c.frees),
+        n(c.cross_cpu_frees),
+        n(c.free_calls),
+        n(c.live_objects),
+        n(c.live_bytes),
+        n(c.peak_live_bytes),
+        c.cache.as_deref().map_or(V::Null, V::Str),
+    ];
+    rows.push(0, &[&row])
+}
+
+/// `manifest.json`: the capture and its files.
+fn manifest(log: &Log, capture: &str, w: &Written) -> String {
+    let a = &log.arch;
+    let doc = serde_json::json!({
+        "schema": "kmemtrace-parquet/1",
+        "capture": capture,
+        "log": log.name,
+        "kernel": {
+            "sysname": a.sysname,
+            "release": a.release,
+            "version": a.version,
+            "machine": a.machine,
+        },
+        "hostname": a.hostname,
+        "trace_clock": a.trace_clock,
+        "start_wall_ns": a.start_wall_ns,
+        "start_trace_ns": a.start_trace_ns,
+        "files": {
+            "slab_events.parquet": w.slab_events,
+            "page_events.parquet": w.page_events,
+            "pcp_events.parquet": w.pcp_events,
+            "callsites.parquet": w.callsites,
+        },
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
