@@ -46,6 +46,9 @@ struct Cli {
     /// the same whatever the number.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
+    /// Sub-buffer bytes per unit of work (tests: many small ones).
+    #[arg(long, hide = true, default_value_t = kmemtrace_export::parquet::Options::default().run_bytes)]
+    run_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -64,12 +67,11 @@ fn main() -> ExitCode {
                 .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
         });
         let name = log.name.clone();
-        return match kmemtrace_export::parquet::write(
-            log,
-            &capture,
-            &cli.output,
-            cli.threads.map(usize::from),
-        ) {
+        let opts = kmemtrace_export::parquet::Options {
+            threads: cli.threads.map(usize::from),
+            run_bytes: cli.run_bytes.max(1),
+        };
+        return match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
             Ok(w) => {
                 eprintln!(
                     "kmemtrace-export: {name} -> {}: Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",

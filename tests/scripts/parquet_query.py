@@ -9,6 +9,8 @@ as JSON, what the tests compare with the log and the report:
              differ from callsites.parquet's hits and bytes
   callsites  call site -> [hits, bytes_req, bytes_alloc] from callsites.parquet
   capture    the distinct capture names in the rows
+  page_sites "call site|order" -> mm_page_alloc rows (kmemtraced's own
+             threads left out), `-` for no call site
   cpu_back   rows, per event file, whose CPU is lower than the row
              before's (rows come CPU by CPU)
 
@@ -50,6 +52,12 @@ def main():
         c for name in ["slab_events", "page_events", "pcp_events", "callsites"]
         for (c,) in con.sql(f"select distinct capture from {f(name)}").fetchall()
     })
+    out["page_sites"] = {
+        f"{s}|{o}": n
+        for s, o, n in con.sql(f"""
+            select coalesce(call_site_sym, '-'), "order", count(*) from {f('page_events')}
+            where event = 'mm_page_alloc' and not by_recorder group by 1, 2""").fetchall()
+    }
     out["cpu_back"] = {
         name: con.sql(f"""
             select count(*) from (

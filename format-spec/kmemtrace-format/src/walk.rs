@@ -141,6 +141,9 @@ pub struct ChunkRun<'a, S: ?Sized> {
     pub src: &'a S,
     pub cpu: u32,
     pub chunks: Vec<&'a CpuBlockRef>,
+    /// The CPU's chunk after the run, if any: records that belong with the
+    /// run's last ones (a stack taken with an event) can be there.
+    pub next: Option<&'a CpuBlockRef>,
 }
 
 /// `src` cut into runs of at least `min_bytes` of sub-buffers each (a CPU's
@@ -150,27 +153,21 @@ pub fn chunk_runs<S: SubBufSource + ?Sized>(src: &S, min_bytes: u64) -> Vec<Chun
     let subbuf = src.layout().subbuf_size as u64;
     let mut runs = Vec::new();
     for cpu in src.cpus() {
-        let mut run = ChunkRun {
-            src,
-            cpu,
-            chunks: Vec::new(),
-        };
+        let chunks = src.chunks(cpu);
+        let mut start = 0;
         let mut bytes = 0;
-        for chunk in src.chunks(cpu) {
-            run.chunks.push(chunk);
+        for (i, chunk) in chunks.iter().enumerate() {
             bytes += u64::from(chunk.count) * subbuf;
-            if bytes >= min_bytes {
-                let next = ChunkRun {
+            if bytes >= min_bytes || i + 1 == chunks.len() {
+                runs.push(ChunkRun {
                     src,
                     cpu,
-                    chunks: Vec::new(),
-                };
-                runs.push(std::mem::replace(&mut run, next));
+                    chunks: chunks[start..=i].to_vec(),
+                    next: chunks.get(i + 1).copied(),
+                });
+                start = i + 1;
                 bytes = 0;
             }
-        }
-        if !run.chunks.is_empty() {
-            runs.push(run);
         }
     }
     runs
@@ -303,6 +300,8 @@ mod tests {
             [(0, vec![0, 2]), (0, vec![3, 5]), (3, vec![1, 4])],
             "3+2, then 4+1, then CPU 3's 1+9"
         );
+        let next: Vec<Option<u64>> = runs.iter().map(|r| r.next.map(|c| c.block_seq)).collect();
+        assert_eq!(next, [Some(3), None, None]);
         // A run is a source of its own CPU's chunks only.
         assert_eq!(runs[1].cpus(), [0]);
         assert_eq!(runs[1].chunks(0).len(), 2);

@@ -4,7 +4,8 @@
 //!
 //! - `slab_events.parquet`: every kmalloc/kfree/kmem_cache_* event;
 //! - `page_events.parquet`: page allocations and frees (`mm_page_alloc`,
-//!   `mm_page_free`, `mm_page_free_batched`, `mm_page_alloc_extfrag`);
+//!   `mm_page_free`, `mm_page_free_batched`, `mm_page_alloc_extfrag`),
+//!   allocations with the call site of the stack taken with them;
 //! - `pcp_events.parquet`: the per-CPU lists' refills and drains
 //!   (`mm_page_alloc_zone_locked`, `mm_page_pcpu_drain`);
 //! - `callsites.parquet`: `kmemtrace-report`'s call-site table;
@@ -25,15 +26,14 @@
 //! that, not by the log's length. The files are the same whatever the
 //! number of cores.
 
+mod events;
+mod stacks;
 mod table;
 
-use kmemtrace_analysis::in_order::for_each_record;
-use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};
 use kmemtrace_analysis::model::CallsiteRow;
 use kmemtrace_analysis::Symbols;
-use kmemtrace_format::kmem::{KmemEvent, KmemKind};
 use kmemtrace_format::log::Log;
-use kmemtrace_format::walk::{chunk_runs, ChunkRun};
+use kmemtrace_format::walk::chunk_runs;
 use std::io;
 use std::path::Path;
 pub use table::ROW_GROUP;
@@ -89,7 +89,15 @@ const PAGE_FIELDS: &[Field] = &[
     f("order", Ty::I32, false, Enc::Few),
     f("migratetype", Ty::I32, true, Enc::Few),
     f("gfp_flags", Ty::I64, true, Enc::Few),
+    // mm_page_alloc's, from the stack taken with it (`--page-stacks`, on
+    // by default): the first frame outside the allocator, as the report's
+    // page call sites.
+    f("call_site", Ty::I64, true, Enc::Few),
+    f("call_site_sym", Ty::Str, true, Enc::Few),
 ];
+
+/// The per-CPU lists' events: no stacks, so no call sites.
+const PCP_FIELDS: &[Field] = PAGE_FIELDS.split_at(PAGE_FIELDS.len() - 2).0;
 
 const CALLSITE_FIELDS: &[Field] = &[
     f("capture", Ty::Str, false, Enc::Few),
@@ -123,7 +131,7 @@ const EVENT_TABLES: &[TableSpec] = &[
     TableSpec {
         file: "pcp_events.parquet",
         name: "pcp_events",
-        fields: PAGE_FIELDS,
+        fields: PCP_FIELDS,
     },
 ];
 const SLAB: usize = 0;
@@ -136,33 +144,45 @@ const CALLSITES: TableSpec = TableSpec {
     fields: CALLSITE_FIELDS,
 };
 
-/// Sub-buffer bytes per work item: about 150 K events, so that items fill
-/// whole row groups and a many-core machine still has several per core.
-const RUN_BYTES: u64 = 8 << 20;
+/// How to write.
+pub struct Options {
+    /// Threads (`None`: one per core).
+    pub threads: Option<usize>,
+    /// Sub-buffer bytes per work item, a run of one CPU's chunks (at
+    /// least; a chunk is not cut).
+    pub run_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: None,
+            // About 150 K events: items fill whole row groups, and a
+            // many-core machine still has several per core.
+            run_bytes: 8 << 20,
+        }
+    }
+}
 
 /// Writes `log` into the directory `dir` (created if missing) as capture
-/// `capture`, on `threads` threads (`None`: one per core).
-pub fn write(
-    mut log: Log,
-    capture: &str,
-    dir: &Path,
-    threads: Option<usize>,
-) -> io::Result<Written> {
+/// `capture`.
+pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     // Call sites named as the report names them.
     let syms = Symbols::of_log(&mut log);
     let (log, syms) = (&log, &syms);
-    let threads =
-        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = opts
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let (events, sites) = std::thread::scope(|s| {
         // The report's call-site table, worked out meanwhile.
         let analysis = std::thread::Builder::new()
             .name("analysis".into())
             .spawn_scoped(s, || kmemtrace_analysis::analyse_as_recorded(log, syms))?;
-        let runs = chunk_runs(log, RUN_BYTES);
-        let names = Names::new(log, syms);
+        let runs = chunk_runs(log, opts.run_bytes);
+        let names = events::Names::new(log, syms, capture);
         let events = write_tables(dir, EVENT_TABLES, runs.len(), threads, |i, rows| {
-            events(rows, &runs[i], &names, capture)
+            events::write_run(rows, &runs[i], &names)
         });
         let report = analysis
             .join()
@@ -184,117 +204,6 @@ pub fn write(
     };
     std::fs::write(dir.join("manifest.json"), manifest(log, capture, &w))?;
     Ok(w)
-}
-
-/// What rows name, looked up once: tasks and call sites.
-struct Names<'a> {
-    log: &'a Log,
-    syms: &'a Symbols,
-    recorder: FastSet<i32>,
-}
-
-impl<'a> Names<'a> {
-    fn new(log: &'a Log, syms: &'a Symbols) -> Self {
-        let recorder = kmemtrace_format::tasks::recorder_tids(log)
-            .into_iter()
-            .collect();
-        Names {
-            log,
-            syms,
-            recorder,
-        }
-    }
-}
-
-/// One row per kmem event of the run `run`, in its order.
-fn events(
-    rows: &mut Rows<'_>,
-    run: &ChunkRun<'_, Log>,
-    names: &Names<'_>,
-    capture: &str,
-) -> io::Result<()> {
-    let log = names.log;
-    let dec = log.kmem_decoder();
-    let e = log.endian;
-    let mut result = Ok(());
-    // Per pid: its name and whether it is one of the recorder's threads;
-    // per call site: its name.
-    let mut tasks: FastMap<i32, (Option<&str>, bool)> = fast_map();
-    let mut sites: FastMap<u64, String> = fast_map();
-    for_each_record(
-        run,
-        |_| true,
-        |r| {
-            if result.is_err() {
-                return;
-            }
-            let Some(k) = dec.decode(e, r.payload).ok().flatten() else {
-                return;
-            };
-            let (comm, by_recorder) = *tasks
-                .entry(k.pid)
-                .or_insert_with(|| (log.pids.comm(k.pid), names.recorder.contains(&k.pid)));
-            let common = [
-                V::Known(0, capture),
-                V::I64(r.ts as i64),
-                V::I32(r.cpu as i32),
-                V::I32(k.pid),
-                comm.map_or(V::Null, |c| V::Known(k.pid as u64, c)),
-                V::Bool(by_recorder),
-                V::Bool(k.in_interrupt),
-                V::Known(k.kind as u64, k.kind.name()),
-            ];
-            result = if k.kind.is_slab_alloc() || k.kind.is_slab_free() {
-                let sym = sites
-                    .entry(k.call_site)
-                    .or_insert_with(|| names.syms.name(k.call_site));
-                slab_row(rows, &common, &k, sym)
-            } else {
-                let table = match k.kind {
-                    KmemKind::MmPageAllocZoneLocked | KmemKind::MmPagePcpuDrain => PCP,
-                    _ => PAGE,
-                };
-                page_row(rows, table, &common, &k)
-            };
-        },
-    );
-    result
-}
-
-fn slab_row(rows: &mut Rows<'_>, common: &[V<'_>], k: &KmemEvent<'_>, sym: &str) -> io::Result<()> {
-    let alloc = k.kind.is_slab_alloc();
-    let when = |v: i64| if alloc { V::I64(v) } else { V::Null };
-    let own = [
-        V::I64(k.call_site as i64),
-        V::Known(k.call_site, sym),
-        V::I64(k.ptr as i64),
-        when(k.bytes_req as i64),
-        when(k.bytes_alloc as i64),
-        when(k.gfp_flags as i64),
-        k.node.map_or(V::Null, V::I32),
-        k.cache_name.map_or(V::Null, V::Str),
-    ];
-    rows.push(SLAB, &[common, &own])
-}
-
-fn page_row(
-    rows: &mut Rows<'_>,
-    table: usize,
-    common: &[V<'_>],
-    k: &KmemEvent<'_>,
-) -> io::Result<()> {
-    let gfp = matches!(k.kind, KmemKind::MmPageAlloc);
-    let own = [
-        k.pfn.map_or(V::Null, |p| V::I64(p as i64)),
-        V::I32(k.order as i32),
-        k.migratetype.map_or(V::Null, V::I32),
-        if gfp {
-            V::I64(k.gfp_flags as i64)
-        } else {
-            V::Null
-        },
-    ];
-    rows.push(table, &[common, &own])
 }
 
 fn callsite_row(rows: &mut Rows<'_>, capture: &str, c: &CallsiteRow) -> io::Result<()> {

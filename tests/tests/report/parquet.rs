@@ -38,7 +38,17 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
     common::stdout_ok(
         Command::new(common::bin("kmemtrace-export"))
             .arg(log)
-            .args(["--to", "parquet", "--capture", name, "-o"])
+            // Runs of 32 KiB: many, so that page allocations meet their
+            // stacks across the runs' ends too.
+            .args([
+                "--to",
+                "parquet",
+                "--capture",
+                name,
+                "--run-bytes",
+                "32768",
+                "-o",
+            ])
             .arg(&dir),
     );
     let got = query(test, &dir)?;
@@ -85,6 +95,20 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
             "{at}: {name}"
         );
     }
+    // Page allocations by call site (from the stacks) and order: the
+    // report's page call-site table.
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for c in report["pages"]["callsites"].as_array().unwrap() {
+        let key = format!("{}|{}", c["callsite"].as_str().unwrap(), c["order"]);
+        *want.entry(key).or_default() += c["hits"].as_u64().unwrap();
+    }
+    let have: BTreeMap<String, u64> = got["page_sites"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(have, want, "{at}: page call sites");
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["capture"], name);
@@ -121,7 +145,15 @@ fn parquet_files_are_the_same_whatever_the_number_of_threads() {
         common::stdout_ok(
             Command::new(common::bin("kmemtrace-export"))
                 .arg(&log)
-                .args(["--to", "parquet", "--capture", "same", "-j", threads, "-o"])
+                .args([
+                    "--to",
+                    "parquet",
+                    "--capture",
+                    "same",
+                    "--run-bytes",
+                    "16384",
+                ])
+                .args(["-j", threads, "-o"])
                 .arg(&out),
         );
         out
@@ -148,4 +180,42 @@ fn parquet_files_are_the_same_whatever_the_number_of_threads() {
         let b = std::fs::read(three.join(f)).unwrap();
         assert!(a == b, "{f:?} differs between -j 1 and -j 3");
     }
+}
+
+#[test]
+fn page_allocations_of_this_kernel_carry_the_reports_call_sites() {
+    let test = "page_allocations_of_this_kernel_carry_the_reports_call_sites";
+    if common::tracefs_or_skip(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("live.kmt");
+    // Forks and directory walks: page tables, stacks, page cache.
+    common::stdout_ok(
+        Command::new(common::bin("kmemtraced"))
+            .args(["-q", "-o"])
+            .arg(&log)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "for i in 1 2 3 4 5 6; do ls -R /usr/lib > /dev/null; done",
+            ]),
+    );
+    if exported_equals_the_log(test, &log, dir.path(), "live").is_none() {
+        return;
+    }
+    // The comparison above is only worth something with stacks.
+    let got = query(test, &dir.path().join("live")).unwrap();
+    let named = got["page_sites"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !k.starts_with("-|"))
+        .count();
+    assert!(
+        named > 0,
+        "no page allocation has a call site: {}",
+        got["page_sites"]
+    );
 }

@@ -1,0 +1,285 @@
+//! The event tables' rows: one per kmem event of a run of one CPU's
+//! records, in the CPU's order; page allocations with the call site of the
+//! stack taken with them.
+
+use super::stacks::{Held, Waiting};
+use super::table::{Rows, V};
+use super::{PAGE, PCP, SLAB};
+use kmemtrace_analysis::in_order::for_each_record;
+use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};
+use kmemtrace_analysis::page_callers::call_site_index;
+use kmemtrace_analysis::Symbols;
+use kmemtrace_format::endian::RunTimeEndian;
+use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
+use kmemtrace_format::log::Log;
+use kmemtrace_format::stacks::StackReader;
+use kmemtrace_format::walk::ChunkRun;
+use std::io;
+
+/// What every run's rows share: the capture, the tasks' names, symbols.
+pub struct Names<'a> {
+    log: &'a Log,
+    syms: &'a Symbols,
+    capture: &'a str,
+    recorder: FastSet<i32>,
+    stacks: Option<StackReader>,
+}
+
+impl<'a> Names<'a> {
+    pub fn new(log: &'a Log, syms: &'a Symbols, capture: &'a str) -> Self {
+        let recorder = kmemtrace_format::tasks::recorder_tids(log)
+            .into_iter()
+            .collect();
+        Names {
+            log,
+            syms,
+            capture,
+            recorder,
+            stacks: StackReader::new(log),
+        }
+    }
+}
+
+/// The columns every event table starts with.
+#[derive(Clone, Copy)]
+struct Common<'a> {
+    ts: u64,
+    cpu: u32,
+    pid: i32,
+    comm: Option<&'a str>,
+    by_recorder: bool,
+    in_interrupt: bool,
+    kind: KmemKind,
+}
+
+impl<'a> Common<'a> {
+    fn values(&self, capture: &'a str) -> [V<'a>; 8] {
+        [
+            V::Known(0, capture),
+            V::I64(self.ts as i64),
+            V::I32(self.cpu as i32),
+            V::I32(self.pid),
+            self.comm.map_or(V::Null, |c| V::Known(self.pid as u64, c)),
+            V::Bool(self.by_recorder),
+            V::Bool(self.in_interrupt),
+            V::Known(self.kind as u64, self.kind.name()),
+        ]
+    }
+}
+
+/// A page event's row, held until its stack has come.
+struct PageRow<'a> {
+    common: Common<'a>,
+    pfn: Option<u64>,
+    order: u32,
+    migratetype: Option<i32>,
+    gfp: Option<u64>,
+    site: Option<u64>,
+}
+
+/// One thread's state over a run.
+struct Run<'n, 'a> {
+    names: &'n Names<'a>,
+    /// Per pid: its name and whether it is one of the recorder's threads.
+    tasks: FastMap<i32, (Option<&'a str>, bool)>,
+    /// Per call-site address: its name.
+    sites: FastMap<u64, String>,
+    held: Held<PageRow<'a>>,
+    frames: Vec<u64>,
+}
+
+/// Writes the rows of the run `run`.
+pub fn write_run(
+    rows: &mut Rows<'_>,
+    run: &ChunkRun<'_, Log>,
+    names: &Names<'_>,
+) -> io::Result<()> {
+    let mut st = Run {
+        names,
+        tasks: fast_map(),
+        sites: fast_map(),
+        held: Held::new(),
+        frames: Vec::new(),
+    };
+    let log = names.log;
+    let (dec, e) = (log.kmem_decoder(), log.endian);
+    let mut result = Ok(());
+    for_each_record(
+        run,
+        |_| true,
+        |r| {
+            if result.is_ok() {
+                result = st.record(rows, &dec, e, r.ts, r.cpu, r.payload);
+            }
+        },
+    );
+    result?;
+    // The last allocations' stacks can be in the CPU's next chunk.
+    if let (Some(next), true) = (run.next, st.held.is_waiting()) {
+        let next = ChunkRun {
+            src: run.src,
+            cpu: run.cpu,
+            chunks: vec![next],
+            next: None,
+        };
+        for (pid, intr, site) in leading_stacks(&next, names, &mut st.frames) {
+            st.held.stack(pid, intr, |row| row.site = site);
+        }
+    }
+    st.held.settle_all();
+    st.flush(rows)
+}
+
+impl<'a> Run<'_, 'a> {
+    fn record(
+        &mut self,
+        rows: &mut Rows<'_>,
+        dec: &KmemDecoder,
+        e: RunTimeEndian,
+        ts: u64,
+        cpu: u32,
+        payload: &[u8],
+    ) -> io::Result<()> {
+        let names = self.names;
+        if let Some(stack) = names.stacks.as_ref().and_then(|s| s.read(e, payload)) {
+            let site = site_of(names, stack.frames(), &mut self.frames);
+            self.held
+                .stack(stack.pid, stack.context != 0, |row| row.site = site);
+            return self.flush(rows);
+        }
+        let Some(k) = dec.decode(e, payload).ok().flatten() else {
+            return Ok(());
+        };
+        let log = names.log;
+        let (comm, by_recorder) = *self
+            .tasks
+            .entry(k.pid)
+            .or_insert_with(|| (log.pids.comm(k.pid), names.recorder.contains(&k.pid)));
+        let common = Common {
+            ts,
+            cpu,
+            pid: k.pid,
+            comm,
+            by_recorder,
+            in_interrupt: k.in_interrupt,
+            kind: k.kind,
+        };
+        if k.kind.is_slab_alloc() || k.kind.is_slab_free() {
+            let sym = self
+                .sites
+                .entry(k.call_site)
+                .or_insert_with(|| names.syms.name(k.call_site));
+            return slab_row(rows, &common.values(names.capture), &k, sym);
+        }
+        let row = PageRow {
+            common,
+            pfn: k.pfn,
+            order: k.order,
+            migratetype: k.migratetype,
+            gfp: (k.kind == KmemKind::MmPageAlloc).then_some(k.gfp_flags),
+            site: None,
+        };
+        if matches!(
+            k.kind,
+            KmemKind::MmPageAllocZoneLocked | KmemKind::MmPagePcpuDrain
+        ) {
+            return self.page_row(rows, PCP, &row);
+        }
+        let waits = k.kind == KmemKind::MmPageAlloc && names.stacks.is_some();
+        self.held.push(row, k.pid, k.in_interrupt, waits);
+        self.flush(rows)
+    }
+
+    /// Writes the page rows whose turn it is.
+    fn flush(&mut self, rows: &mut Rows<'_>) -> io::Result<()> {
+        while let Some(row) = self.held.pop() {
+            self.page_row(rows, PAGE, &row)?;
+        }
+        Ok(())
+    }
+
+    fn page_row(&mut self, rows: &mut Rows<'_>, table: usize, p: &PageRow<'a>) -> io::Result<()> {
+        let common = p.common.values(self.names.capture);
+        let own = [
+            p.pfn.map_or(V::Null, |p| V::I64(p as i64)),
+            V::I32(p.order as i32),
+            p.migratetype.map_or(V::Null, V::I32),
+            p.gfp.map_or(V::Null, |g| V::I64(g as i64)),
+        ];
+        if table == PCP {
+            return rows.push(table, &[&common, &own]);
+        }
+        let names = self.names;
+        let sym = p.site.map(|a| {
+            let name = self.sites.entry(a).or_insert_with(|| names.syms.name(a));
+            V::Known(a, name.as_str())
+        });
+        let site = [
+            p.site.map_or(V::Null, |a| V::I64(a as i64)),
+            sym.unwrap_or(V::Null),
+        ];
+        rows.push(table, &[&common, &own, &site])
+    }
+}
+
+/// The call site in a stack's frames (innermost first), as the report
+/// finds it.
+fn site_of(
+    names: &Names<'_>,
+    frames: impl Iterator<Item = u64>,
+    buf: &mut Vec<u64>,
+) -> Option<u64> {
+    buf.clear();
+    buf.extend(frames);
+    call_site_index(buf, names.syms.table.as_ref()).map(|i| buf[i])
+}
+
+/// The stacks of a chunk that its own page allocations do not take (at
+/// most four, as the analysis gives the previous block): for the
+/// allocations that waited at the end of the run before it.
+fn leading_stacks(
+    chunk: &ChunkRun<'_, Log>,
+    names: &Names<'_>,
+    buf: &mut Vec<u64>,
+) -> Vec<(i32, bool, Option<u64>)> {
+    let Some(reader) = names.stacks.as_ref() else {
+        return Vec::new();
+    };
+    let log = names.log;
+    let (dec, e) = (log.kmem_decoder(), log.endian);
+    let mut own: Waiting<()> = Waiting::new();
+    let mut leading = Vec::new();
+    for_each_record(
+        chunk,
+        |_| true,
+        |r| {
+            if let Some(st) = reader.read(e, r.payload) {
+                let intr = st.context != 0;
+                if own.take(st.pid, intr).is_none() && leading.len() < 4 {
+                    leading.push((st.pid, intr, site_of(names, st.frames(), buf)));
+                }
+            } else if let Ok(Some(k)) = dec.decode(e, r.payload) {
+                if k.kind == KmemKind::MmPageAlloc {
+                    own.push(k.pid, k.in_interrupt, ());
+                }
+            }
+        },
+    );
+    leading
+}
+
+fn slab_row(rows: &mut Rows<'_>, common: &[V<'_>], k: &KmemEvent<'_>, sym: &str) -> io::Result<()> {
+    let alloc = k.kind.is_slab_alloc();
+    let when = |v: i64| if alloc { V::I64(v) } else { V::Null };
+    let own = [
+        V::I64(k.call_site as i64),
+        V::Known(k.call_site, sym),
+        V::I64(k.ptr as i64),
+        when(k.bytes_req as i64),
+        when(k.bytes_alloc as i64),
+        when(k.gfp_flags as i64),
+        k.node.map_or(V::Null, V::I32),
+        k.cache_name.map_or(V::Null, V::Str),
+    ];
+    rows.push(SLAB, &[common, &own])
+}
