@@ -2,7 +2,7 @@
 //! records, in the CPU's order; page allocations with the call site of the
 //! stack taken with them.
 
-use super::stacks::{Held, Waiting};
+use super::stacks::{Held, Waiting, DEPTH};
 use super::table::{Rows, V};
 use super::{PAGE, PCP, SLAB};
 use kmemtrace_analysis::in_order::for_each_record;
@@ -11,7 +11,7 @@ use kmemtrace_analysis::page_callers::call_site_index;
 use kmemtrace_analysis::Symbols;
 use kmemtrace_format::endian::RunTimeEndian;
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
-use kmemtrace_format::log::Log;
+use kmemtrace_format::log::{CpuBlockRef, Log};
 use kmemtrace_format::stacks::StackReader;
 use kmemtrace_format::walk::ChunkRun;
 use std::io;
@@ -103,31 +103,40 @@ pub fn write_run(
     };
     let log = names.log;
     let (dec, e) = (log.kmem_decoder(), log.endian);
-    let mut result = Ok(());
-    for_each_record(
-        run,
-        |_| true,
-        |r| {
-            if result.is_ok() {
-                result = st.record(rows, &dec, e, r.ts, r.cpu, r.payload);
-            }
-        },
-    );
-    result?;
+    // Chunk by chunk: stacks pair within a chunk, or with the previous
+    // chunk's last allocations (see `stacks`).
+    for chunk in &run.chunks {
+        let mut result = Ok(());
+        for_each_record(
+            &one_chunk(run, chunk),
+            |_| true,
+            |r| {
+                if result.is_ok() {
+                    result = st.record(rows, &dec, e, r.ts, r.cpu, r.payload);
+                }
+            },
+        );
+        result?;
+        st.held.end_chunk();
+    }
     // The last allocations' stacks can be in the CPU's next chunk.
     if let (Some(next), true) = (run.next, st.held.is_waiting()) {
-        let next = ChunkRun {
-            src: run.src,
-            cpu: run.cpu,
-            chunks: vec![next],
-            next: None,
-        };
-        for (pid, intr, site) in leading_stacks(&next, names, &mut st.frames) {
+        for (pid, intr, site) in leading_stacks(&one_chunk(run, next), names, &mut st.frames) {
             st.held.stack(pid, intr, |row| row.site = site);
         }
     }
     st.held.settle_all();
     st.flush(rows)
+}
+
+/// The chunk `chunk` of `run`'s CPU, as a source of its own.
+fn one_chunk<'a>(run: &ChunkRun<'a, Log>, chunk: &'a CpuBlockRef) -> ChunkRun<'a, Log> {
+    ChunkRun {
+        src: run.src,
+        cpu: run.cpu,
+        chunks: vec![chunk],
+        next: None,
+    }
 }
 
 impl<'a> Run<'_, 'a> {
@@ -235,7 +244,7 @@ fn site_of(
 }
 
 /// The stacks of a chunk that its own page allocations do not take (at
-/// most four, as the analysis gives the previous block): for the
+/// most [`DEPTH`], as the analysis gives the previous block): for the
 /// allocations that waited at the end of the run before it.
 fn leading_stacks(
     chunk: &ChunkRun<'_, Log>,
@@ -255,7 +264,7 @@ fn leading_stacks(
         |r| {
             if let Some(st) = reader.read(e, r.payload) {
                 let intr = st.context != 0;
-                if own.take(st.pid, intr).is_none() && leading.len() < 4 {
+                if own.take(st.pid, intr).is_none() && leading.len() < DEPTH {
                     leading.push((st.pid, intr, site_of(names, st.frames(), buf)));
                 }
             } else if let Ok(Some(k)) = dec.decode(e, r.payload) {

@@ -18,13 +18,15 @@
 //! can be read as one table. `by_recorder` marks the events of kmemtraced's
 //! own threads, which the report leaves out.
 //!
-//! Rows come CPU by CPU, each CPU's in its own order (by time): `order by
-//! ts_ns` gives the trace's order across CPUs. The log is read in runs of
-//! one CPU's chunks on every core at once, row groups of up to
-//! [`ROW_GROUP`] rows (128 Ki rows, about 12 MB of gathered slab rows) per
-//! run, each core holding one row group per table: memory is bounded by
-//! that, not by the log's length. The files are the same whatever the
-//! number of cores.
+//! Rows come CPU by CPU, each CPU's in the order its ring buffer holds
+//! them (by time): `order by ts_ns, cpu` gives the trace's order across
+//! CPUs. The log is read in runs of one CPU's chunks on every core at
+//! once, row groups of up to [`ROW_GROUP`] rows (128 Ki rows, about 12 MB
+//! of gathered slab rows) per run, so a run's last row group of a table is
+//! smaller. Each core holds one row group per table: the rows in memory are
+//! bounded by that, not by the log's length (what grows with it is the
+//! files' metadata, a few hundred bytes per column chunk). The files are the
+//! same whatever the number of cores.
 
 mod events;
 mod stacks;
@@ -57,7 +59,8 @@ const fn f(name: &'static str, ty: Ty, optional: bool, enc: Enc) -> Field {
     }
 }
 
-const SLAB_FIELDS: &[Field] = &[
+/// The columns every event table starts with (`events::Common`).
+const EVENT_FIELDS: &[Field] = &[
     f("capture", Ty::Str, false, Enc::Few),
     f("ts_ns", Ty::I64, false, Enc::Ascending),
     f("cpu", Ty::I32, false, Enc::Few),
@@ -66,6 +69,9 @@ const SLAB_FIELDS: &[Field] = &[
     f("by_recorder", Ty::Bool, false, Enc::Few),
     f("in_interrupt", Ty::Bool, false, Enc::Few),
     f("event", Ty::Str, false, Enc::Few),
+];
+
+const SLAB_FIELDS: &[Field] = &[
     f("call_site", Ty::I64, false, Enc::Few),
     f("call_site_sym", Ty::Str, false, Enc::Few),
     f("ptr", Ty::I64, false, Enc::Many),
@@ -76,28 +82,21 @@ const SLAB_FIELDS: &[Field] = &[
     f("cache", Ty::Str, true, Enc::Few),
 ];
 
+/// Page events' own columns (the per-CPU lists' events have them too).
 const PAGE_FIELDS: &[Field] = &[
-    f("capture", Ty::Str, false, Enc::Few),
-    f("ts_ns", Ty::I64, false, Enc::Ascending),
-    f("cpu", Ty::I32, false, Enc::Few),
-    f("pid", Ty::I32, false, Enc::Few),
-    f("comm", Ty::Str, true, Enc::Few),
-    f("by_recorder", Ty::Bool, false, Enc::Few),
-    f("in_interrupt", Ty::Bool, false, Enc::Few),
-    f("event", Ty::Str, false, Enc::Few),
     f("pfn", Ty::I64, true, Enc::Many),
     f("order", Ty::I32, false, Enc::Few),
     f("migratetype", Ty::I32, true, Enc::Few),
     f("gfp_flags", Ty::I64, true, Enc::Few),
-    // mm_page_alloc's, from the stack taken with it (`--page-stacks`, on
-    // by default): the first frame outside the allocator, as the report's
-    // page call sites.
+];
+
+/// mm_page_alloc's call site, from the stack taken with it
+/// (`--page-stacks`, on by default): the first frame outside the
+/// allocator, as the report's page call sites.
+const PAGE_SITE_FIELDS: &[Field] = &[
     f("call_site", Ty::I64, true, Enc::Few),
     f("call_site_sym", Ty::Str, true, Enc::Few),
 ];
-
-/// The per-CPU lists' events: no stacks, so no call sites.
-const PCP_FIELDS: &[Field] = PAGE_FIELDS.split_at(PAGE_FIELDS.len() - 2).0;
 
 const CALLSITE_FIELDS: &[Field] = &[
     f("capture", Ty::Str, false, Enc::Few),
@@ -121,17 +120,17 @@ const EVENT_TABLES: &[TableSpec] = &[
     TableSpec {
         file: "slab_events.parquet",
         name: "slab_events",
-        fields: SLAB_FIELDS,
+        fields: &[EVENT_FIELDS, SLAB_FIELDS],
     },
     TableSpec {
         file: "page_events.parquet",
         name: "page_events",
-        fields: PAGE_FIELDS,
+        fields: &[EVENT_FIELDS, PAGE_FIELDS, PAGE_SITE_FIELDS],
     },
     TableSpec {
         file: "pcp_events.parquet",
         name: "pcp_events",
-        fields: PCP_FIELDS,
+        fields: &[EVENT_FIELDS, PAGE_FIELDS],
     },
 ];
 const SLAB: usize = 0;
@@ -141,7 +140,7 @@ const PCP: usize = 2;
 const CALLSITES: TableSpec = TableSpec {
     file: "callsites.parquet",
     name: "callsites",
-    fields: CALLSITE_FIELDS,
+    fields: &[CALLSITE_FIELDS],
 };
 
 /// How to write.
@@ -231,7 +230,7 @@ fn callsite_row(rows: &mut Rows<'_>, capture: &str, c: &CallsiteRow) -> io::Resu
 fn manifest(log: &Log, capture: &str, w: &Written) -> String {
     let a = &log.arch;
     let doc = serde_json::json!({
-        "schema": "kmemtrace-parquet/1",
+        "schema": "kmemtrace-parquet/2",
         "capture": capture,
         "log": log.name,
         "kernel": {

@@ -1,10 +1,13 @@
 //! Page allocations paired with the kernel stack taken with each, as the
-//! analysis pairs them (`kmemtrace_analysis::stream::decode`): the kernel
-//! writes the stack right after the event, on the same CPU; an interrupt's
-//! allocation and stack can come between and nest, so a stack belongs to
-//! the latest allocation waiting of its task and context, and the ones
-//! after that lost theirs. Rows wait in their order until settled, so the
-//! table keeps the CPU's order.
+//! analysis pairs them (`kmemtrace_analysis::stream::decode`, chunk by
+//! chunk): the kernel writes the stack right after the event, on the same
+//! CPU; an interrupt's allocation and stack can come between and nest, so a
+//! stack belongs to the latest allocation waiting in its chunk of its task
+//! and context, and the ones after that lost theirs. A chunk's first four
+//! stacks its own allocations do not take can belong to the previous
+//! chunk's last allocations (the recorder cut between event and stack);
+//! after that chunk those give up. Rows wait in their order until settled,
+//! so the table keeps the CPU's order.
 
 use std::collections::VecDeque;
 
@@ -13,18 +16,19 @@ pub struct Waiting<T> {
     list: Vec<(i32, bool, T)>,
 }
 
-impl<T> Waiting<T> {
-    /// At most this many wait (process, soft and hard interrupt, NMI), as
-    /// in the analysis.
-    const DEPTH: usize = 4;
+/// Allocations waiting at most (process, soft and hard interrupt, NMI), and
+/// a chunk's stacks offered to the previous chunk at most, as in the
+/// analysis.
+pub const DEPTH: usize = 4;
 
+impl<T> Waiting<T> {
     pub fn new() -> Self {
         Waiting { list: Vec::new() }
     }
 
     /// Adds one; the oldest is given up (returned) past the depth.
     pub fn push(&mut self, pid: i32, in_interrupt: bool, what: T) -> Option<T> {
-        let old = (self.list.len() == Self::DEPTH).then(|| self.list.remove(0).2);
+        let old = (self.list.len() == DEPTH).then(|| self.list.remove(0).2);
         self.list.push((pid, in_interrupt, what));
         old
     }
@@ -41,12 +45,17 @@ impl<T> Waiting<T> {
         Some((what, lost))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
     fn clear(&mut self) -> Vec<T> {
         self.list.drain(..).map(|w| w.2).collect()
+    }
+
+    fn remove(&mut self, what: &T) -> bool
+    where
+        T: PartialEq,
+    {
+        let before = self.list.len();
+        self.list.retain(|w| w.2 != *what);
+        self.list.len() != before
     }
 }
 
@@ -55,19 +64,26 @@ pub struct Held<R> {
     /// Rows from sequence number `first` on, and whether each is settled.
     rows: VecDeque<(R, bool)>,
     first: u64,
-    waiting: Waiting<u64>,
+    /// This chunk's waiting allocations, and the previous chunk's.
+    this: Waiting<u64>,
+    previous: Waiting<u64>,
+    /// This chunk's stacks its own allocations did not take, so far.
+    leading: usize,
 }
 
-/// Rows held at most; past it the oldest waiting gives up its stack (one
-/// lost in the ring buffer would otherwise hold every row after it).
-const MAX_HELD: usize = 4096;
+/// Rows held at most: past it the front row gives up its stack (one lost
+/// in the ring buffer would otherwise hold every page row after it to the
+/// chunk's end, and a trace.dat's chunk can be a whole CPU).
+const MAX_HELD: usize = 1 << 16;
 
 impl<R> Held<R> {
     pub fn new() -> Self {
         Held {
             rows: VecDeque::new(),
             first: 0,
-            waiting: Waiting::new(),
+            this: Waiting::new(),
+            previous: Waiting::new(),
+            leading: 0,
         }
     }
 
@@ -76,22 +92,32 @@ impl<R> Held<R> {
         let seq = self.first + self.rows.len() as u64;
         self.rows.push_back((row, !waits));
         if waits {
-            if let Some(old) = self.waiting.push(pid, in_interrupt, seq) {
+            if let Some(old) = self.this.push(pid, in_interrupt, seq) {
                 self.settle(old);
             }
         }
         if self.rows.len() > MAX_HELD {
-            for seq in self.waiting.clear() {
-                self.settle(seq);
+            // The front row is the one waiting, or it would be out.
+            let front = self.first;
+            if self.this.remove(&front) || self.previous.remove(&front) {
+                self.settle(front);
             }
         }
     }
 
     /// A stack of `pid` in that context: `set` gives its row the call
-    /// site. False if no row waits for it.
-    pub fn stack(&mut self, pid: i32, in_interrupt: bool, set: impl FnOnce(&mut R)) -> bool {
-        let Some((seq, lost)) = self.waiting.take(pid, in_interrupt) else {
-            return false;
+    /// site.
+    pub fn stack(&mut self, pid: i32, in_interrupt: bool, set: impl FnOnce(&mut R)) {
+        let taken = match self.this.take(pid, in_interrupt) {
+            Some(t) => Some(t),
+            None if self.leading < DEPTH => {
+                self.leading += 1;
+                self.previous.take(pid, in_interrupt)
+            }
+            None => None,
+        };
+        let Some((seq, lost)) = taken else {
+            return;
         };
         if let Some((row, _)) = self.rows.get_mut((seq - self.first) as usize) {
             set(row);
@@ -100,16 +126,26 @@ impl<R> Held<R> {
         for seq in lost {
             self.settle(seq);
         }
-        true
     }
 
+    /// The chunk ends: the previous chunk's waiting give up, this one's
+    /// wait for the next chunk's first stacks.
+    pub fn end_chunk(&mut self) {
+        for seq in self.previous.clear() {
+            self.settle(seq);
+        }
+        std::mem::swap(&mut self.previous, &mut self.this);
+        self.leading = 0;
+    }
+
+    /// Whether an allocation of the last chunk waits.
     pub fn is_waiting(&self) -> bool {
-        !self.waiting.is_empty()
+        !self.previous.list.is_empty() || !self.this.list.is_empty()
     }
 
     /// Gives up every stack still awaited.
     pub fn settle_all(&mut self) {
-        for seq in self.waiting.clear() {
+        for seq in self.this.clear().into_iter().chain(self.previous.clear()) {
             self.settle(seq);
         }
     }
@@ -141,12 +177,12 @@ mod tests {
         h.push(("free", None), 1, false, false);
         // An interrupt's allocation nests, and gets its stack first.
         h.push(("irq", None), 1, true, true);
-        assert!(h.stack(1, true, |r| r.1 = Some(10)));
+        h.stack(1, true, |r| r.1 = Some(10));
         assert_eq!(h.pop(), None, "a still waits, and the rows keep order");
-        assert!(h.stack(1, false, |r| r.1 = Some(20)));
+        h.stack(1, false, |r| r.1 = Some(20));
         let rows: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
         assert_eq!(rows, [("a", Some(20)), ("free", None), ("irq", Some(10))]);
-        assert!(!h.stack(1, false, |_| ()), "nothing waits");
+        assert!(!h.is_waiting());
     }
 
     #[test]
@@ -154,10 +190,42 @@ mod tests {
         let mut h: Held<(&str, Option<u64>)> = Held::new();
         h.push(("outer", None), 1, false, true);
         h.push(("inner", None), 2, false, true);
-        assert!(h.stack(1, false, |r| r.1 = Some(5)));
+        h.stack(1, false, |r| r.1 = Some(5));
         let rows: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
         assert_eq!(rows, [("outer", Some(5)), ("inner", None)]);
         assert!(!h.is_waiting());
+    }
+
+    #[test]
+    fn a_chunks_first_stacks_can_go_to_the_previous_chunks_last_allocations() {
+        let mut h: Held<(&str, Option<u64>)> = Held::new();
+        h.push(("lost", None), 1, false, true);
+        h.end_chunk();
+        h.push(("cut", None), 2, false, true);
+        h.end_chunk();
+        // The next chunk: its own allocation takes its stack first; then
+        // one it does not take goes to the previous chunk's.
+        h.push(("own", None), 2, false, true);
+        h.stack(2, false, |r| r.1 = Some(1));
+        h.stack(2, false, |r| r.1 = Some(2));
+        h.stack(1, false, |_| panic!("two chunks back: given up"));
+        h.end_chunk();
+        h.settle_all();
+        let rows: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
+        assert_eq!(rows, [("lost", None), ("cut", Some(2)), ("own", Some(1))]);
+    }
+
+    #[test]
+    fn only_a_chunks_first_four_unmatched_stacks_look_back() {
+        let mut h: Held<(u32, Option<u64>)> = Held::new();
+        h.push((0, None), 9, false, true);
+        h.end_chunk();
+        for pid in 1..=4 {
+            h.stack(pid, false, |_| ());
+        }
+        h.stack(9, false, |_| panic!("the fifth unmatched stack"));
+        h.settle_all();
+        assert_eq!(h.pop(), Some((0, None)));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! scratch file of their own. Then each table's file is put together from
 //! the chunks, item by item in order, so the files are the same whatever
 //! the number of threads. A thread holds one row group per table at a time:
-//! memory is bounded by the row-group size, not by the log's length.
+//! the rows in memory are bounded by the row-group size, not by the log's
+//! length (the chunks' metadata is kept until the end).
 
 use bytes::Bytes;
 use kmemtrace_analysis::intern::{fast_map, FastMap};
@@ -21,7 +22,7 @@ use parquet::schema::types::{ColumnDescPtr, ColumnPath, SchemaDescriptor, TypePt
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,9 +35,10 @@ pub enum V<'a> {
     I32(i32),
     Bool(bool),
     Str(&'a str),
-    /// A string the caller already knows by a number, unique within its
-    /// column (an event's kind, a task's pid, a call site's address):
-    /// looked up by that number instead of hashing the text.
+    /// A string the caller already knows by a number that determines it
+    /// within its column (an event's kind, a task's pid where a pid has one
+    /// name, a call site's address): looked up by that number instead of
+    /// hashing the text.
     Known(u64, &'a str),
     Null,
 }
@@ -76,7 +78,15 @@ pub struct Field {
 pub struct TableSpec {
     pub file: &'static str,
     pub name: &'static str,
-    pub fields: &'static [Field],
+    /// The columns, in parts (those several tables share, then their
+    /// own), as [`Rows::push`] takes a row.
+    pub fields: &'static [&'static [Field]],
+}
+
+impl TableSpec {
+    fn fields(&self) -> impl Iterator<Item = &'static Field> {
+        self.fields.iter().flat_map(|part| part.iter())
+    }
 }
 
 /// A table's schema and writer properties, made once.
@@ -89,7 +99,7 @@ struct Schema {
 impl Schema {
     fn new(t: &TableSpec) -> io::Result<Schema> {
         let mut text = format!("message {} {{\n", t.name);
-        for f in t.fields {
+        for f in t.fields() {
             let rep = if f.optional { "optional" } else { "required" };
             let ty = match f.ty {
                 Ty::I64 => "int64",
@@ -105,7 +115,7 @@ impl Schema {
         Ok(Schema {
             descr: SchemaDescriptor::new(root.clone()),
             root,
-            props: properties(t.fields)?,
+            props: properties(t.fields())?,
         })
     }
 }
@@ -137,12 +147,7 @@ impl<'a> Rows<'a> {
     fn new(schemas: &'a [Schema], specs: &[TableSpec], thread: usize, scratch: File) -> Self {
         let columns = specs
             .iter()
-            .map(|t| {
-                t.fields
-                    .iter()
-                    .map(|f| Column::new(f.ty, f.optional))
-                    .collect()
-            })
+            .map(|t| t.fields().map(|f| Column::new(f.ty, f.optional)).collect())
             .collect();
         Rows {
             schemas,
@@ -214,15 +219,33 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// Scratch files, removed when dropped.
-struct Scratch(Vec<PathBuf>);
+/// Sets the next item past the last when dropped: a thread that ends
+/// early (an error, a panic) makes the others stop.
+struct StopOthers<'a> {
+    next: &'a AtomicUsize,
+    items: usize,
+}
 
-impl Drop for Scratch {
+impl Drop for StopOthers<'_> {
     fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
+        self.next.store(self.items, Ordering::Relaxed);
     }
+}
+
+/// A thread's scratch file in `dir`, already unlinked: nothing is left
+/// behind however the export ends.
+fn scratch_file(dir: &Path, thread: usize) -> io::Result<File> {
+    let path = dir.join(format!(
+        ".kmemtrace-export.{}.{thread}.scratch",
+        std::process::id()
+    ));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
 }
 
 /// Writes the tables `specs` into `dir`, their rows gathered by `gather`
@@ -240,51 +263,35 @@ pub fn write_tables(
         .map(Schema::new)
         .collect::<io::Result<Vec<_>>>()?;
     let threads = threads.clamp(1, items.max(1));
-    let scratch = Scratch(
-        (0..threads)
-            .map(|t| {
-                dir.join(format!(
-                    ".kmemtrace-export.{}.{t}.scratch",
-                    std::process::id()
-                ))
-            })
-            .collect(),
-    );
     let done: Mutex<Vec<Option<Vec<Vec<Group>>>>> = Mutex::new((0..items).map(|_| None).collect());
     let next = AtomicUsize::new(0);
     let files = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
+        let workers: io::Result<Vec<_>> = (0..threads)
             .map(|t| {
-                let (schemas, scratch, done, next, gather) =
-                    (&schemas, &scratch, &done, &next, &gather);
+                let (schemas, done, next, gather) = (&schemas, &done, &next, &gather);
                 let worker = move || -> io::Result<File> {
-                    let file = File::options()
-                        .read(true)
-                        .write(true)
-                        .create(true)
-                        .truncate(true)
-                        .open(&scratch.0[t])?;
-                    let mut rows = Rows::new(schemas, specs, t, file);
-                    let r = (|| loop {
+                    // On an error or a panic, the others stop at their
+                    // next item.
+                    let stop = StopOthers { next, items };
+                    let mut rows = Rows::new(schemas, specs, t, scratch_file(dir, t)?);
+                    loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= items {
-                            return Ok(());
+                            break;
                         }
                         gather(i, &mut rows)?;
                         let groups = rows.end_item()?;
                         done.lock().map_err(|_| io::Error::other("poisoned"))?[i] = Some(groups);
-                    })();
-                    if r.is_err() {
-                        // The others stop at their next item.
-                        next.store(items, Ordering::Relaxed);
                     }
-                    r.map(|()| rows.scratch)
+                    std::mem::forget(stop);
+                    Ok(rows.scratch)
                 };
                 std::thread::Builder::new()
                     .name(format!("parquet-{t}"))
                     .spawn_scoped(s, worker)
             })
-            .collect::<io::Result<_>>()?;
+            .collect();
+        let workers = workers.inspect_err(|_| next.store(items, Ordering::Relaxed))?;
         workers
             .into_iter()
             .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -429,7 +436,7 @@ fn add(distinct: &mut Vec<ByteArray>, s: &str) -> u32 {
 /// column's encoding by what it holds, and minimum and maximum only where a
 /// query can skip row groups with them (not names: `capture` is the same in
 /// every row, and keeping them cost a string comparison per value).
-fn properties(fields: &[Field]) -> io::Result<WriterPropertiesPtr> {
+fn properties<'a>(fields: impl Iterator<Item = &'a Field>) -> io::Result<WriterPropertiesPtr> {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(pq)?))
         .set_max_row_group_size(ROW_GROUP)

@@ -32,6 +32,14 @@ fn query(test: &str, dir: &Path) -> Option<Value> {
     Some(serde_json::from_str(&out).expect("the query's JSON"))
 }
 
+/// A JSON object of counts.
+fn counts(v: &Value) -> BTreeMap<String, u64> {
+    let o = v.as_object().expect("an object of counts");
+    o.iter()
+        .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+        .collect()
+}
+
 /// Exports `log` as capture `name` and compares; `None` if skipped.
 fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Option<()> {
     let dir = out.join(name);
@@ -59,13 +67,7 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
     for e in &evs {
         *want.entry(e.kind.name().to_string()).or_default() += 1;
     }
-    let have: BTreeMap<String, u64> = got["events"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-        .collect();
-    assert_eq!(have, want, "{at}: events");
+    assert_eq!(counts(&got["events"]), want, "{at}: events");
     // Types Spark and DuckDB both read.
     for (file, cols) in got["types"].as_object().unwrap() {
         for (col, ty) in cols.as_object().unwrap() {
@@ -102,13 +104,7 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
         let key = format!("{}|{}", c["callsite"].as_str().unwrap(), c["order"]);
         *want.entry(key).or_default() += c["hits"].as_u64().unwrap();
     }
-    let have: BTreeMap<String, u64> = got["page_sites"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-        .collect();
-    assert_eq!(have, want, "{at}: page call sites");
+    assert_eq!(counts(&got["page_sites"]), want, "{at}: page call sites");
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["capture"], name);
