@@ -47,8 +47,8 @@ struct Cli {
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// Sub-buffer bytes per unit of work (tests: many small ones).
-    #[arg(long, hide = true, default_value_t = kmemtrace_export::parquet::Options::default().run_bytes)]
-    run_bytes: u64,
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    run_bytes: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         let name = log.name.clone();
         let opts = kmemtrace_export::parquet::Options {
             threads: cli.threads.map(usize::from),
-            run_bytes: cli.run_bytes.max(1),
+            run_bytes: cli.run_bytes,
         };
         return match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
             Ok(w) => {

@@ -144,23 +144,29 @@ const CALLSITES: TableSpec = TableSpec {
 };
 
 /// How to write.
+#[derive(Default)]
 pub struct Options {
     /// Threads (`None`: one per core).
     pub threads: Option<usize>,
     /// Sub-buffer bytes per work item, a run of one CPU's chunks (at
-    /// least; a chunk is not cut).
-    pub run_bytes: u64,
+    /// least; a chunk is not cut). `None`: [`run_bytes`].
+    pub run_bytes: Option<u64>,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            threads: None,
-            // About 150 K events: items fill whole row groups, and a
-            // many-core machine still has several per core.
-            run_bytes: 8 << 20,
-        }
-    }
+/// Runs of 8 MiB of sub-buffers (about 150 K events, so that runs fill
+/// whole row groups), or larger so that a log makes about 64 runs at most:
+/// enough for many cores to share, and each table's small last row group of
+/// a run stays one of few. It depends on the log alone, so the files do
+/// not depend on the number of threads.
+pub fn run_bytes(log: &Log) -> u64 {
+    let subbuf = log.layout.subbuf_size as u64;
+    let total: u64 = log
+        .cpus()
+        .into_iter()
+        .flat_map(|cpu| log.cpu_blocks(cpu))
+        .map(|c| u64::from(c.count) * subbuf)
+        .sum();
+    (8 << 20).max(total / 64)
 }
 
 /// Writes `log` into the directory `dir` (created if missing) as capture
@@ -178,7 +184,7 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
         let analysis = std::thread::Builder::new()
             .name("analysis".into())
             .spawn_scoped(s, || kmemtrace_analysis::analyse_as_recorded(log, syms))?;
-        let runs = chunk_runs(log, opts.run_bytes);
+        let runs = chunk_runs(log, opts.run_bytes.unwrap_or_else(|| run_bytes(log)));
         let names = events::Names::new(log, syms, capture);
         let events = write_tables(dir, EVENT_TABLES, runs.len(), threads, |i, rows| {
             events::write_run(rows, &runs[i], &names)
