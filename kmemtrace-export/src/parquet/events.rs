@@ -3,7 +3,8 @@
 //! stack taken with them.
 
 use super::stacks::{Held, Waiting, DEPTH};
-use super::table::{Rows, V};
+use super::table::V;
+use super::writer::Rows;
 use super::{PAGE, PCP, SLAB};
 use kmemtrace_analysis::in_order::for_each_record;
 use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};

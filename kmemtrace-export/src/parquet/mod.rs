@@ -31,6 +31,7 @@
 mod events;
 mod stacks;
 mod table;
+mod writer;
 
 use kmemtrace_analysis::model::CallsiteRow;
 use kmemtrace_analysis::Symbols;
@@ -39,7 +40,8 @@ use kmemtrace_format::walk::chunk_runs;
 use std::io;
 use std::path::Path;
 pub use table::ROW_GROUP;
-use table::{write_tables, Enc, Field, Rows, TableSpec, Ty, V};
+use table::{Enc, Field, TableSpec, Ty, V};
+use writer::{write_tables, Rows};
 
 /// Rows written per file.
 #[derive(Debug, Default)]
