@@ -11,6 +11,8 @@ as JSON, what the tests compare with the log and the report:
   capture    the distinct capture names in the rows
   page_sites "call site|order" -> mm_page_alloc rows (kmemtraced's own
              threads left out), `-` for no call site
+  stacks     [page rows with a call site, with a stack, with a stack whose
+             last (innermost) frame is not the call site's function]
   cpu_back   rows, per event file, whose CPU is lower than the row
              before's (rows come CPU by CPU)
 
@@ -58,6 +60,11 @@ def main():
             select coalesce(call_site_sym, '-'), "order", count(*) from {f('page_events')}
             where event = 'mm_page_alloc' and not by_recorder group by 1, 2""").fetchall()
     }
+    out["stacks"] = list(con.sql(f"""
+        select count(call_site), count(stack),
+               count(*) filter (where stack is not null and
+                 split_part(call_site_sym, '+', 1) != list_last(string_split(stack, ';')))
+        from {f('page_events')}""").fetchall()[0])
     out["cpu_back"] = {
         name: con.sql(f"""
             select count(*) from (

@@ -75,7 +75,72 @@ struct PageRow<'a> {
     order: u32,
     migratetype: Option<i32>,
     gfp: Option<u64>,
-    site: Option<u64>,
+    site: Option<Site>,
+}
+
+/// A page allocation's call site and its stack's id in [`Stacks`].
+#[derive(Clone, Copy)]
+struct Site {
+    addr: u64,
+    stack: u32,
+}
+
+/// The run's stacks, each interned once: from the call site outward, and
+/// as folded text.
+struct Stacks {
+    ids: FastMap<Box<[u64]>, u32>,
+    /// Outermost frame first, function names `;`-separated, down to the
+    /// call site: flamegraph.pl's folded form.
+    folded: Vec<String>,
+    frames: Vec<u64>,
+}
+
+impl Stacks {
+    fn new() -> Self {
+        Stacks {
+            ids: fast_map(),
+            folded: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// The call site in a stack's frames (innermost first), as the report
+    /// finds it, and the stack from there outward.
+    fn site(&mut self, syms: &Symbols, frames: impl Iterator<Item = u64>) -> Option<Site> {
+        self.frames.clear();
+        self.frames.extend(frames);
+        let i = call_site_index(&self.frames, syms.table.as_ref())?;
+        let outward = &self.frames[i..];
+        let stack = match self.ids.get(outward) {
+            Some(&id) => id,
+            None => {
+                let id = self.folded.len() as u32;
+                self.folded.push(fold(syms, outward));
+                self.ids.insert(outward.into(), id);
+                id
+            }
+        };
+        Some(Site {
+            addr: outward[0],
+            stack,
+        })
+    }
+}
+
+/// `frames` (innermost first) as folded text: outermost first, function
+/// names (addresses where none resolves), `;` between.
+fn fold(syms: &Symbols, frames: &[u64]) -> String {
+    let mut out = String::new();
+    for &a in frames.iter().rev() {
+        if !out.is_empty() {
+            out.push(';');
+        }
+        match syms.table.as_ref().and_then(|k| k.resolve(a)) {
+            Some(s) => out.push_str(s.name),
+            None => out.push_str(&format!("0x{a:x}")),
+        }
+    }
+    out
 }
 
 /// One thread's state over a run.
@@ -86,7 +151,7 @@ struct Run<'n, 'a> {
     /// Per call-site address: its name.
     sites: FastMap<u64, String>,
     held: Held<PageRow<'a>>,
-    frames: Vec<u64>,
+    stacks: Stacks,
 }
 
 /// Writes the rows of the run `run`.
@@ -100,7 +165,7 @@ pub fn write_run(
         tasks: fast_map(),
         sites: fast_map(),
         held: Held::new(),
-        frames: Vec::new(),
+        stacks: Stacks::new(),
     };
     let log = names.log;
     let (dec, e) = (log.kmem_decoder(), log.endian);
@@ -122,7 +187,7 @@ pub fn write_run(
     }
     // The last allocations' stacks can be in the CPU's next chunk.
     if let (Some(next), true) = (run.next, st.held.is_waiting()) {
-        for (pid, intr, site) in leading_stacks(&one_chunk(run, next), names, &mut st.frames) {
+        for (pid, intr, site) in leading_stacks(&one_chunk(run, next), names, &mut st.stacks) {
             st.held.stack(pid, intr, |row| row.site = site);
         }
     }
@@ -152,7 +217,7 @@ impl<'a> Run<'_, 'a> {
     ) -> io::Result<()> {
         let names = self.names;
         if let Some(stack) = names.stacks.as_ref().and_then(|s| s.read(e, payload)) {
-            let site = site_of(names, stack.frames(), &mut self.frames);
+            let site = self.stacks.site(names.syms, stack.frames());
             self.held
                 .stack(stack.pid, stack.context != 0, |row| row.site = site);
             return self.flush(rows);
@@ -220,28 +285,23 @@ impl<'a> Run<'_, 'a> {
             return rows.push(table, &[&common, &own]);
         }
         let names = self.names;
-        let sym = p.site.map(|a| {
-            let name = self.sites.entry(a).or_insert_with(|| names.syms.name(a));
-            V::Known(a, name.as_str())
-        });
-        let site = [
-            p.site.map_or(V::Null, |a| V::I64(a as i64)),
-            sym.unwrap_or(V::Null),
-        ];
+        let site = match p.site {
+            Some(Site { addr, stack }) => {
+                let name = self
+                    .sites
+                    .entry(addr)
+                    .or_insert_with(|| names.syms.name(addr));
+                let folded = &self.stacks.folded[stack as usize];
+                [
+                    V::I64(addr as i64),
+                    V::Known(addr, name.as_str()),
+                    V::Known(u64::from(stack), folded.as_str()),
+                ]
+            }
+            None => [V::Null, V::Null, V::Null],
+        };
         rows.push(table, &[&common, &own, &site])
     }
-}
-
-/// The call site in a stack's frames (innermost first), as the report
-/// finds it.
-fn site_of(
-    names: &Names<'_>,
-    frames: impl Iterator<Item = u64>,
-    buf: &mut Vec<u64>,
-) -> Option<u64> {
-    buf.clear();
-    buf.extend(frames);
-    call_site_index(buf, names.syms.table.as_ref()).map(|i| buf[i])
 }
 
 /// The stacks of a chunk that its own page allocations do not take (at
@@ -250,8 +310,8 @@ fn site_of(
 fn leading_stacks(
     chunk: &ChunkRun<'_, Log>,
     names: &Names<'_>,
-    buf: &mut Vec<u64>,
-) -> Vec<(i32, bool, Option<u64>)> {
+    stacks: &mut Stacks,
+) -> Vec<(i32, bool, Option<Site>)> {
     let Some(reader) = names.stacks.as_ref() else {
         return Vec::new();
     };
@@ -266,7 +326,7 @@ fn leading_stacks(
             if let Some(st) = reader.read(e, r.payload) {
                 let intr = st.context != 0;
                 if own.take(st.pid, intr).is_none() && leading.len() < DEPTH {
-                    leading.push((st.pid, intr, site_of(names, st.frames(), buf)));
+                    leading.push((st.pid, intr, stacks.site(names.syms, st.frames())));
                 }
             } else if let Ok(Some(k)) = dec.decode(e, r.payload) {
                 if k.kind == KmemKind::MmPageAlloc {

@@ -5,7 +5,7 @@
 //! - `slab_events.parquet`: every kmalloc/kfree/kmem_cache_* event;
 //! - `page_events.parquet`: page allocations and frees (`mm_page_alloc`,
 //!   `mm_page_free`, `mm_page_free_batched`, `mm_page_alloc_extfrag`),
-//!   allocations with the call site of the stack taken with them;
+//!   allocations with the call site and the stack taken with them;
 //! - `pcp_events.parquet`: the per-CPU lists' refills and drains
 //!   (`mm_page_alloc_zone_locked`, `mm_page_pcpu_drain`);
 //! - `callsites.parquet`: `kmemtrace-report`'s call-site table;
@@ -94,10 +94,13 @@ const PAGE_FIELDS: &[Field] = &[
 
 /// mm_page_alloc's call site, from the stack taken with it
 /// (`--page-stacks`, on by default): the first frame outside the
-/// allocator, as the report's page call sites.
+/// allocator, as the report's page call sites; and the stack from the
+/// outermost frame down to the call site, function names `;`-separated
+/// (`select stack, count(*) ... group by 1` is flamegraph.pl's input).
 const PAGE_SITE_FIELDS: &[Field] = &[
     f("call_site", Ty::I64, true, Enc::Few),
     f("call_site_sym", Ty::Str, true, Enc::Few),
+    f("stack", Ty::Str, true, Enc::Few),
 ];
 
 const CALLSITE_FIELDS: &[Field] = &[

@@ -105,6 +105,10 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
         *want.entry(key).or_default() += c["hits"].as_u64().unwrap();
     }
     assert_eq!(counts(&got["page_sites"]), want, "{at}: page call sites");
+    // Each has its stack, ending at the call site's function.
+    let stacks = &got["stacks"];
+    assert_eq!(stacks[0], stacks[1], "{at}: call sites without a stack");
+    assert_eq!(stacks[2], 0, "{at}: stacks not ending at their call site");
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["capture"], name);
