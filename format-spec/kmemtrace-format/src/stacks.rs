@@ -154,6 +154,73 @@ impl<'a, E: Endian> KernelStack<'a, E> {
     }
 }
 
+/// Allocations waiting for the stack the kernel takes right after each,
+/// by task and context (pid, in an interrupt): a stack belongs to the
+/// latest one waiting of its task and context; one taken in an interrupt
+/// that came in between nests inside, so the ones after the match lost
+/// theirs. At most [`DEPTH`] wait. The analysis and the exports pair with
+/// this one rule; `T` is what each keeps of an allocation.
+#[derive(Clone, Debug)]
+pub struct Waiting<T> {
+    list: Vec<(i32, bool, T)>,
+}
+
+/// Allocations waiting at most (process, soft and hard interrupt, NMI);
+/// also how many of a block's stacks its own allocations do not take are
+/// offered to the previous block's.
+pub const DEPTH: usize = 4;
+
+impl<T> Default for Waiting<T> {
+    fn default() -> Self {
+        Waiting { list: Vec::new() }
+    }
+}
+
+impl<T> Waiting<T> {
+    /// Adds one; past the depth the oldest is given up and returned.
+    pub fn push(&mut self, pid: i32, in_interrupt: bool, what: T) -> Option<T> {
+        let old = (self.list.len() == DEPTH).then(|| self.list.remove(0).2);
+        self.list.push((pid, in_interrupt, what));
+        old
+    }
+
+    /// The allocation a stack of task `pid` in that context was taken
+    /// with, if one waits; those after it lost their stacks and go to
+    /// `lost`.
+    pub fn take(&mut self, pid: i32, in_interrupt: bool, lost: impl FnMut(T)) -> Option<T> {
+        let i = self
+            .list
+            .iter()
+            .rposition(|&(p, intr, _)| p == pid && intr == in_interrupt)?;
+        self.list.drain(i + 1..).map(|w| w.2).for_each(lost);
+        self.list.pop().map(|w| w.2)
+    }
+
+    /// What waits, oldest first.
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.list.iter().map(|w| &w.2)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Gives up every one: what they were.
+    pub fn clear(&mut self) -> Vec<T> {
+        self.list.drain(..).map(|w| w.2).collect()
+    }
+
+    /// Gives up the ones that are `what`; whether there was one.
+    pub fn remove(&mut self, what: &T) -> bool
+    where
+        T: PartialEq,
+    {
+        let before = self.list.len();
+        self.list.retain(|w| w.2 != *what);
+        self.list.len() != before
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +314,22 @@ print fmt: \"\\t=> %ps\\n\", (void *)REC->caller[0]\n",
         p[0] = 9;
         assert!(r.read(LittleEndian, &p).is_none());
         assert!(r.read(LittleEndian, &p[..6]).is_none());
+    }
+
+    #[test]
+    fn a_stack_goes_to_the_latest_waiting_of_its_task_and_context() {
+        let mut w = Waiting::default();
+        w.push(1, false, "outer");
+        w.push(1, true, "irq");
+        w.push(2, false, "other");
+        let mut lost = Vec::new();
+        assert_eq!(w.take(1, true, |x| lost.push(x)), Some("irq"));
+        assert_eq!(lost, ["other"], "nested after the match: lost");
+        assert_eq!(w.take(1, true, |_| ()), None);
+        assert_eq!(w.values().copied().collect::<Vec<_>>(), ["outer"]);
+        for i in 0..DEPTH {
+            w.push(3, false, ["a", "b", "c", "d"][i]);
+        }
+        assert!(!w.values().any(|&x| x == "outer"), "the oldest given up");
     }
 }

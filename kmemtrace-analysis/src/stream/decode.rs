@@ -14,7 +14,7 @@ use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
-use kmemtrace_format::stacks::StackReader;
+use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
 use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
 use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
@@ -339,7 +339,7 @@ impl Decoder<'_> {
                         // No allocation of this block took it: one of the
                         // previous block's may (an interrupt's allocation
                         // and stack can come between).
-                        None if leading.len() < AwaitingStacks::DEPTH => {
+                        None if leading.len() < DEPTH => {
                             leading.push(LateStack {
                                 pid: st.pid,
                                 in_interrupt: interrupt,
@@ -479,25 +479,17 @@ impl Decoder<'_> {
 type Placed = (usize, usize);
 
 /// Page allocations of a block still waiting for the stack the kernel
-/// takes right after each (see [`kmemtrace_format::stacks`]): a stack
-/// belongs to the latest one of its task and context; an interrupt's
-/// allocation and stack nest inside. Older ones whose stack never came
-/// (lost, or in the next block) are passed over.
+/// takes right after each, paired by [`Waiting`]'s rule. Older ones whose
+/// stack never came (lost, or in the next block) are passed over.
 #[derive(Clone, Debug, Default)]
 pub struct AwaitingStacks {
-    /// (pid, in interrupt, where the event went).
-    list: Vec<(i32, bool, Option<Placed>)>,
+    /// Where each event went.
+    list: Waiting<Option<Placed>>,
 }
 
 impl AwaitingStacks {
-    /// At most this many wait (process, soft and hard interrupt, NMI).
-    const DEPTH: usize = 4;
-
     fn push(&mut self, pid: i32, in_interrupt: bool, at: Option<Placed>) {
-        if self.list.len() == Self::DEPTH {
-            self.list.remove(0);
-        }
-        self.list.push((pid, in_interrupt, at));
+        self.list.push(pid, in_interrupt, at);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -506,20 +498,13 @@ impl AwaitingStacks {
 
     /// Kept allocations waiting.
     pub fn waiting(&self) -> u64 {
-        self.list.iter().filter(|a| a.2.is_some()).count() as u64
+        self.list.values().filter(|a| a.is_some()).count() as u64
     }
 
     /// The allocation a stack of task `pid` was taken with, if one waits:
     /// `Some(None)` when it was not kept.
     fn take(&mut self, pid: i32, interrupt: bool) -> Option<Option<Placed>> {
-        let i = self
-            .list
-            .iter()
-            .rposition(|&(p, intr, _)| p == pid && intr == interrupt)?;
-        let at = self.list[i].2;
-        // Any later ones (nested in it) lost their stacks.
-        self.list.truncate(i);
-        Some(at)
+        self.list.take(pid, interrupt, |_| ())
     }
 
     /// Gives the previous block's waiting allocations (`self`) the next

@@ -2,7 +2,7 @@
 //! records, in the CPU's order; page allocations with the call site of the
 //! stack taken with them.
 
-use super::stacks::{Held, Waiting, DEPTH};
+use super::stacks::Held;
 use super::table::V;
 use super::writer::Rows;
 use super::{PAGE, PCP, SLAB};
@@ -13,7 +13,7 @@ use kmemtrace_analysis::Symbols;
 use kmemtrace_format::endian::RunTimeEndian;
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{CpuBlockRef, Log};
-use kmemtrace_format::stacks::StackReader;
+use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
 use kmemtrace_format::walk::ChunkRun;
 use std::io;
 
@@ -317,7 +317,7 @@ fn leading_stacks(
     };
     let log = names.log;
     let (dec, e) = (log.kmem_decoder(), log.endian);
-    let mut own: Waiting<()> = Waiting::new();
+    let mut own: Waiting<()> = Waiting::default();
     let mut leading = Vec::new();
     for_each_record(
         chunk,
@@ -325,7 +325,7 @@ fn leading_stacks(
         |r| {
             if let Some(st) = reader.read(e, r.payload) {
                 let intr = st.context != 0;
-                if own.take(st.pid, intr).is_none() && leading.len() < DEPTH {
+                if own.take(st.pid, intr, drop).is_none() && leading.len() < DEPTH {
                     leading.push((st.pid, intr, stacks.site(names.syms, st.frames())));
                 }
             } else if let Ok(Some(k)) = dec.decode(e, r.payload) {

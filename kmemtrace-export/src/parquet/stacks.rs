@@ -1,63 +1,13 @@
 //! Page allocations paired with the kernel stack taken with each, as the
 //! analysis pairs them (`kmemtrace_analysis::stream::decode`, chunk by
-//! chunk): the kernel writes the stack right after the event, on the same
-//! CPU; an interrupt's allocation and stack can come between and nest, so a
-//! stack belongs to the latest allocation waiting in its chunk of its task
-//! and context, and the ones after that lost theirs. A chunk's first four
+//! chunk), by [`Waiting`]'s rule within a chunk. A chunk's first four
 //! stacks its own allocations do not take can belong to the previous
 //! chunk's last allocations (the recorder cut between event and stack);
 //! after that chunk those give up. Rows wait in their order until settled,
 //! so the table keeps the CPU's order.
 
+use kmemtrace_format::stacks::{Waiting, DEPTH};
 use std::collections::VecDeque;
-
-/// Allocations waiting for their stack: (pid, in interrupt, what).
-pub struct Waiting<T> {
-    list: Vec<(i32, bool, T)>,
-}
-
-/// Allocations waiting at most (process, soft and hard interrupt, NMI), and
-/// a chunk's stacks offered to the previous chunk at most, as in the
-/// analysis.
-pub const DEPTH: usize = 4;
-
-impl<T> Waiting<T> {
-    pub fn new() -> Self {
-        Waiting { list: Vec::new() }
-    }
-
-    /// Adds one; the oldest is given up (returned) past the depth.
-    pub fn push(&mut self, pid: i32, in_interrupt: bool, what: T) -> Option<T> {
-        let old = (self.list.len() == DEPTH).then(|| self.list.remove(0).2);
-        self.list.push((pid, in_interrupt, what));
-        old
-    }
-
-    /// The allocation a stack of task `pid` in that context was taken
-    /// with, if one waits, and those after it, which lost theirs.
-    pub fn take(&mut self, pid: i32, in_interrupt: bool) -> Option<(T, Vec<T>)> {
-        let i = self
-            .list
-            .iter()
-            .rposition(|&(p, intr, _)| p == pid && intr == in_interrupt)?;
-        let lost = self.list.drain(i + 1..).map(|w| w.2).collect();
-        let (_, _, what) = self.list.pop()?;
-        Some((what, lost))
-    }
-
-    fn clear(&mut self) -> Vec<T> {
-        self.list.drain(..).map(|w| w.2).collect()
-    }
-
-    fn remove(&mut self, what: &T) -> bool
-    where
-        T: PartialEq,
-    {
-        let before = self.list.len();
-        self.list.retain(|w| w.2 != *what);
-        self.list.len() != before
-    }
-}
 
 /// Rows held in order until each waiting one has its call site.
 pub struct Held<R> {
@@ -81,8 +31,8 @@ impl<R> Held<R> {
         Held {
             rows: VecDeque::new(),
             first: 0,
-            this: Waiting::new(),
-            previous: Waiting::new(),
+            this: Waiting::default(),
+            previous: Waiting::default(),
             leading: 0,
         }
     }
@@ -108,24 +58,26 @@ impl<R> Held<R> {
     /// A stack of `pid` in that context: `set` gives its row the call
     /// site.
     pub fn stack(&mut self, pid: i32, in_interrupt: bool, set: impl FnOnce(&mut R)) {
-        let taken = match self.this.take(pid, in_interrupt) {
+        let mut lost = Vec::new();
+        let mut give_up = |seq| lost.push(seq);
+        let taken = match self.this.take(pid, in_interrupt, &mut give_up) {
             Some(t) => Some(t),
             None if self.leading < DEPTH => {
                 self.leading += 1;
-                self.previous.take(pid, in_interrupt)
+                self.previous.take(pid, in_interrupt, &mut give_up)
             }
             None => None,
         };
-        let Some((seq, lost)) = taken else {
+        for seq in lost {
+            self.settle(seq);
+        }
+        let Some(seq) = taken else {
             return;
         };
         if let Some((row, _)) = self.rows.get_mut((seq - self.first) as usize) {
             set(row);
         }
         self.settle(seq);
-        for seq in lost {
-            self.settle(seq);
-        }
     }
 
     /// The chunk ends: the previous chunk's waiting give up, this one's
@@ -140,7 +92,7 @@ impl<R> Held<R> {
 
     /// Whether an allocation of the last chunk waits.
     pub fn is_waiting(&self) -> bool {
-        !self.previous.list.is_empty() || !self.this.list.is_empty()
+        !self.previous.is_empty() || !self.this.is_empty()
     }
 
     /// Gives up every stack still awaited.
