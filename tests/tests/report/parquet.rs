@@ -191,16 +191,10 @@ fn page_allocations_of_this_kernel_carry_the_reports_call_sites() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("live.kmt");
     // Forks and directory walks: page tables, stacks, page cache.
-    common::stdout_ok(
-        Command::new(common::bin("kmemtraced"))
-            .args(["-q", "-o"])
-            .arg(&log)
-            .args([
-                "--",
-                "sh",
-                "-c",
-                "for i in 1 2 3 4 5 6; do ls -R /usr/lib > /dev/null; done",
-            ]),
+    crate::tracedat::record(
+        &log,
+        &["-q"],
+        "for i in 1 2 3 4 5 6; do ls -R /usr/lib > /dev/null; done",
     );
     if exported_equals_the_log(test, &log, dir.path(), "live").is_none() {
         return;
