@@ -22,7 +22,7 @@ use kmemtrace_analysis::passes::{cross_cpu, misuse, slab, EpochOut, Passes};
 use kmemtrace_analysis::stream::blocks::Blocks;
 use kmemtrace_analysis::stream::decode::{Decoder, Local};
 use kmemtrace_analysis::stream::merge::Merger;
-use kmemtrace_analysis::stream::{Assembler, Shard, StreamInput, EPOCH_SHIFT};
+use kmemtrace_analysis::stream::{Assembler, Shard, StreamInput, EPOCH_SHIFT, LOOK_AHEAD};
 use kmemtrace_analysis::{analyse, Options, Symbols};
 use kmemtrace_format::block::{decode_payload_into, BLOCK_HEADER_LEN};
 use kmemtrace_format::log::{CpuBlockRef, Log};
@@ -209,14 +209,25 @@ fn main() {
         first_ts: None,
         last_ts: 0,
     };
-    let mut t_analyse = 0.0;
-    for _ in 0..2 {
+    // As a shard does: each run of LOOK_AHEAD events shown to the passes
+    // first; and without, to show what that buys.
+    let (mut t_analyse, mut t_blind) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        let mut one = passes(false);
+        let t = Instant::now();
+        for next in merged.chunks(LOOK_AHEAD) {
+            one.look_ahead(next);
+            for (ev, k) in next {
+                one.event(ev, *k);
+            }
+        }
+        t_analyse = t_analyse.min(secs(t));
         let mut one = passes(false);
         let t = Instant::now();
         for (ev, k) in &merged {
             one.event(ev, *k);
         }
-        t_analyse = secs(t);
+        t_blind = t_blind.min(secs(t));
     }
     // The combiner's part with four shards: each shard's epochs recorded,
     // then replayed (merged by order, peaks applied, occurrences judged).
@@ -280,6 +291,7 @@ fn main() {
         ("route (4)", t_route),
         ("merge", t_merge),
         ("analyse", t_analyse),
+        ("  (blind)", t_blind),
         ("split (4)", t_split),
         ("deltas (4)", t_deltas),
         ("summarise (4)", t_summarise),

@@ -19,6 +19,7 @@ pub mod judge;
 pub mod model;
 pub mod page_callers;
 pub mod passes;
+pub mod ptr_table;
 pub mod run;
 pub mod stream;
 pub mod symbols;

@@ -13,8 +13,8 @@
 
 use crate::event::{bucket, Event, Kind, Slab, BUCKETS, NO_CACHE};
 use crate::filter::Filter;
-use crate::intern::{FastMap, SiteTable};
-use std::collections::hash_map::Entry;
+use crate::intern::SiteTable;
+use crate::ptr_table::PtrTable;
 
 /// `ZERO_SIZE_PTR`: pointers up to this are "no object" (`kfree(NULL)`,
 /// `kfree(ZERO_SIZE_PTR)`).
@@ -61,6 +61,23 @@ impl Obj {
     /// twice: the allocator may hand it out again while it is live.
     pub fn after_double_free(&self) -> bool {
         self.state.0 & State::AFTER_DOUBLE_FREE != 0
+    }
+}
+
+impl Default for Obj {
+    /// An empty slot's filler in [`PtrTable`].
+    fn default() -> Self {
+        Obj {
+            ts: 0,
+            bytes_alloc: 0,
+            bytes_req: 0,
+            site: NO_SITE,
+            cache: NO_CACHE,
+            cpu: 0,
+            kind: Kind::Kmalloc,
+            state: State(0),
+            gen: 0,
+        }
     }
 }
 
@@ -145,7 +162,7 @@ impl SlabSeen<'_> {
 /// least a quarter of the bucket's tracked pointers).
 #[derive(Default)]
 struct Table {
-    objs: FastMap<u64, Obj>,
+    objs: PtrTable<Obj>,
     gen: u32,
     frees_in_gen: usize,
 }
@@ -194,7 +211,6 @@ impl<'a> Objects<'a> {
             .iter()
             .flat_map(|t| t.objs.iter())
             .filter(|(_, o)| o.live() && o.selected())
-            .map(|(&p, o)| (p, o))
     }
 
     /// Whether the `--callsite` filter selects site `id`.
@@ -216,6 +232,19 @@ impl<'a> Objects<'a> {
             };
             self.selected_sites.push(selected);
         }
+    }
+
+    /// Touches the places of the objects of `ptrs`, the pointers of the
+    /// next slab events, ahead of [`Objects::resolve`]: their cache misses
+    /// overlap instead of coming one after another.
+    #[inline]
+    pub fn warm(&self, ptrs: impl Iterator<Item = u64>) {
+        let mut seen = 0;
+        for ptr in ptrs.filter(|&p| p > ZERO_SIZE_PTR) {
+            seen ^= self.tables[bucket(ptr)].objs.touch(ptr);
+        }
+        // Only the loads matter; this keeps them.
+        std::hint::black_box(seen);
     }
 
     /// Resolves one slab event (in time order) and updates the pointer.
@@ -259,17 +288,17 @@ impl<'a> Objects<'a> {
             state: State::new(true, sel),
             gen: 0,
         };
-        let replaced = match self.tables[bucket(s.ptr)].objs.entry(s.ptr) {
-            Entry::Occupied(mut o) => {
-                let old = *o.get();
+        let objs = &mut self.tables[bucket(s.ptr)].objs;
+        let replaced = match objs.get_mut(s.ptr) {
+            Some(o) => {
                 let mut new = new;
-                if !old.live() && old.state.0 & State::FREED_TWICE != 0 {
+                if !o.live() && o.state.0 & State::FREED_TWICE != 0 {
                     new.state.0 |= State::AFTER_DOUBLE_FREE;
                 }
-                Some(std::mem::replace(o.get_mut(), new))
+                Some(std::mem::replace(o, new))
             }
-            Entry::Vacant(v) => {
-                v.insert(new);
+            None => {
+                objs.insert_absent(s.ptr, new);
                 None
             }
         };
@@ -285,7 +314,7 @@ impl<'a> Objects<'a> {
         let remember = self.remember;
         let table = &mut self.tables[bucket(s.ptr)];
         let gen = table.gen;
-        let prior = match table.objs.get_mut(&s.ptr) {
+        let prior = match table.objs.get_mut(s.ptr) {
             Some(o) => {
                 let p = *o;
                 o.ts = ev.ts;
@@ -307,7 +336,7 @@ impl<'a> Objects<'a> {
             Some(o) if o.live() => Resolution::Free { object: o },
             Some(earlier) => Resolution::FreeOfFreed { earlier },
             None => {
-                table.objs.insert(
+                table.objs.insert_absent(
                     s.ptr,
                     Obj {
                         ts: ev.ts,

@@ -74,6 +74,10 @@ pub struct StreamSetup<'a> {
 pub trait Shard: Send {
     /// What the combiner needs of one epoch.
     type Epoch: Send;
+    /// The next events, before they come one by one to `event`: a shard
+    /// may touch the memory they will need, so that its cache misses
+    /// overlap.
+    fn look_ahead(&mut self, _next: &[(Event, OrderKey)]) {}
     /// One event of the shard, in order.
     fn event(&mut self, ev: &Event, key: OrderKey);
     /// Ends the current epoch.
@@ -255,6 +259,11 @@ pub fn run<S: Shard, T: Send>(
     )
 }
 
+/// Events a shard is shown ahead ([`Shard::look_ahead`]): enough for their
+/// cache misses to overlap, few enough that what the first touches is
+/// still cached when the last is handled.
+pub const LOOK_AHEAD: usize = 16;
+
 /// One shard: its events in order into its sink, its epochs handed over as
 /// it passes them.
 fn shard_loop<S: Shard>(
@@ -277,20 +286,29 @@ fn shard_loop<S: Shard>(
     let _guard = GiveUp(epochs, shard);
     let mut epoch: Option<u64> = None;
     let mut n: u64 = 0;
-    while let Some((ev, key)) = merger.next_event() {
-        let e = key.ts >> EPOCH_SHIFT;
-        match epoch {
-            Some(cur) if e > cur => {
-                epochs.hand_over(shard, cur, Some(sink.end_epoch()), e);
-                epoch = Some(e);
-            }
-            None => epoch = Some(e),
-            _ => {}
+    let mut next = Vec::with_capacity(LOOK_AHEAD);
+    loop {
+        next.clear();
+        next.extend(std::iter::from_fn(|| merger.next_event()).take(LOOK_AHEAD));
+        if next.is_empty() {
+            break;
         }
-        sink.event(&ev, key);
-        n += 1;
-        if n & 0xffff == 0 {
-            events.fetch_add(0x10000, Ordering::Relaxed);
+        sink.look_ahead(&next);
+        for (ev, key) in &next {
+            let e = key.ts >> EPOCH_SHIFT;
+            match epoch {
+                Some(cur) if e > cur => {
+                    epochs.hand_over(shard, cur, Some(sink.end_epoch()), e);
+                    epoch = Some(e);
+                }
+                None => epoch = Some(e),
+                _ => {}
+            }
+            sink.event(ev, *key);
+            n += 1;
+            if n & 0xffff == 0 {
+                events.fetch_add(0x10000, Ordering::Relaxed);
+            }
         }
     }
     events.fetch_add(n & 0xffff, Ordering::Relaxed);
