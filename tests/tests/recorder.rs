@@ -378,6 +378,8 @@ fn sigkill_leaves_a_readable_prefix_and_cleanup_removes_the_instance() {
     rec.wait().unwrap();
 
     // Every complete block is intact; no END.
+    let (l, evs) = decode(&log);
+    let subbuf = l.layout.subbuf_size as u32;
     let f = std::fs::File::open(&log).unwrap();
     let mut blocks = 0;
     let mut cpu_blocks = 0;
@@ -386,7 +388,7 @@ fn sigkill_leaves_a_readable_prefix_and_cleanup_removes_the_instance() {
         match item.unwrap() {
             Item::Block(b) => {
                 let payload = b.payload().unwrap();
-                let rec = Record::decode(b.header.block_type, &payload, Some(4096)).unwrap();
+                let rec = Record::decode(b.header.block_type, &payload, Some(subbuf)).unwrap();
                 blocks += 1;
                 match rec {
                     Record::CpuData(_) => cpu_blocks += 1,
@@ -403,7 +405,6 @@ fn sigkill_leaves_a_readable_prefix_and_cleanup_removes_the_instance() {
         "{blocks} blocks, {cpu_blocks} CPU data"
     );
     assert!(!ended);
-    let (l, evs) = decode(&log);
     assert!(l.end.is_none());
     assert!(!evs.is_empty());
 
