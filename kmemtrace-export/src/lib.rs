@@ -6,4 +6,5 @@
 pub mod parquet;
 pub mod perfetto;
 mod proto;
+mod repage;
 pub mod tracedat;

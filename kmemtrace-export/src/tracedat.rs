@@ -6,6 +6,7 @@
 //! wrote them, as the flyrecord pages. Layout: `format-spec/TRACE-DAT.md`.
 //! Numbers are in the recorded kernel's byte order.
 
+use crate::repage::Cutter;
 use kmemtrace_format::log::{BlockScratch, Log};
 use kmemtrace_format::records::{MetaKind, StatsPhase};
 use kmemtrace_format::{Endian, RunTimeEndian};
@@ -123,7 +124,8 @@ fn cpu_blocks(log: &Log) -> BTreeMap<u32, Vec<&kmemtrace_format::log::CpuBlockRe
 
 /// Writes `log` to `w` as a trace.dat version 6.
 pub fn write<W: Write + Seek>(log: &Log, w: W) -> io::Result<Written> {
-    let page = log.layout.subbuf_size as u64;
+    let cut = Cutter::new(log);
+    let page = cut.as_ref().map_or(log.layout.subbuf_size, |c| c.page) as u64;
     let mut o = Out {
         w,
         order: log.endian,
@@ -136,13 +138,17 @@ pub fn write<W: Write + Seek>(log: &Log, w: W) -> io::Result<Written> {
         u8::from(log.endian == RunTimeEndian::Big),
         log.arch.long_size,
     ])?;
-    o.u32(log.layout.subbuf_size as u32)?;
+    o.u32(page as u32)?;
     for (tag, kind) in [
         ("header_page", MetaKind::HeaderPage),
         ("header_event", MetaKind::HeaderEvent),
     ] {
         o.cstr(tag)?;
-        o.sized(8, &meta(log, kind, None).unwrap_or_default())?;
+        let mut text = meta(log, kind, None).unwrap_or_default();
+        if let (Some(c), MetaKind::HeaderPage) = (&cut, kind) {
+            text = c.header_page(&text);
+        }
+        o.sized(8, &text)?;
     }
     let (ftrace, systems) = formats(log);
     o.u32(ftrace.len() as u32)?;
@@ -179,45 +185,57 @@ pub fn write<W: Write + Seek>(log: &Log, w: W) -> io::Result<Written> {
     options(&mut o, log, cpus)?;
 
     // The flyrecord table: each CPU's pages, page-aligned, after the clock
-    // text that a TRACECLOCK option announces.
+    // text that a TRACECLOCK option announces. Its figures are known once
+    // the pages are written (cut pages are as many as they come out).
     o.bytes(b"flyrecord\0")?;
     let table_at = o.w.stream_position()?;
-    let clock = format!("[{}]", log.arch.trace_clock.as_deref().unwrap_or("local"));
-    let after_table = table_at + 16 * u64::from(cpus) + 8 + clock.len() as u64;
-    let mut at = after_table.div_ceil(page) * page;
-    let mut table = Vec::new();
-    for cpu in 0..cpus {
-        let pages: u64 = blocks
-            .get(&cpu)
-            .map_or(0, |v| v.iter().map(|b| u64::from(b.count)).sum());
-        table.push((if pages > 0 { at } else { 0 }, pages * page));
-        at += (pages * page).div_ceil(page) * page;
+    for _ in 0..cpus {
+        o.u64(0)?;
+        o.u64(0)?;
     }
+    let clock = format!("[{}]", log.arch.trace_clock.as_deref().unwrap_or("local"));
+    o.sized(8, clock.as_bytes())?;
+    let here = o.w.stream_position()?;
+    o.bytes(&vec![0u8; (here.div_ceil(page) * page - here) as usize])?;
+    let mut table = vec![(0u64, 0u64); cpus as usize];
+    let mut scratch = BlockScratch::default();
+    let mut pages = Vec::new();
+    for (&cpu, list) in &blocks {
+        let start = o.w.stream_position()?;
+        for b in list {
+            pages.clear();
+            let n = match log.read_cpu_block_into(b, &mut scratch) {
+                Ok(data) if data.len() >= b.count as usize * log.layout.subbuf_size => {
+                    let data = &data[..b.count as usize * log.layout.subbuf_size];
+                    match &cut {
+                        Some(c) => c.pages(data, &mut pages),
+                        None => {
+                            pages.extend_from_slice(data);
+                            u64::from(b.count)
+                        }
+                    }
+                }
+                _ => {
+                    // An empty page (commit 0) for each one lost.
+                    done.unreadable_pages += u64::from(b.count);
+                    pages.resize(b.count as usize * page as usize, 0);
+                    pages.len() as u64 / page
+                }
+            };
+            o.bytes(&pages)?;
+            done.pages += n;
+        }
+        let end = o.w.stream_position()?;
+        if end > start {
+            table[cpu as usize] = (start, end - start);
+        }
+    }
+    o.w.seek(io::SeekFrom::Start(table_at))?;
     for &(offset, size) in &table {
         o.u64(offset)?;
         o.u64(size)?;
     }
-    o.sized(8, clock.as_bytes())?;
-    let mut scratch = BlockScratch::default();
-    for (cpu, &(offset, size)) in table.iter().enumerate() {
-        if size == 0 {
-            continue;
-        }
-        let here = o.w.stream_position()?;
-        o.bytes(&vec![0u8; (offset - here) as usize])?;
-        for b in &blocks[&(cpu as u32)] {
-            let want = u64::from(b.count) * page;
-            match log.read_cpu_block_into(b, &mut scratch) {
-                Ok(data) if data.len() as u64 >= want => o.bytes(&data[..want as usize])?,
-                _ => {
-                    // An empty page (commit 0) for each one lost.
-                    o.bytes(&vec![0u8; want as usize])?;
-                    done.unreadable_pages += u64::from(b.count);
-                }
-            }
-            done.pages += u64::from(b.count);
-        }
-    }
+    o.w.seek(io::SeekFrom::End(0))?;
     o.w.flush()?;
     Ok(done)
 }

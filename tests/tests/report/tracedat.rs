@@ -356,13 +356,60 @@ fn a_log_of_this_kernel_exported_reads_back_the_same() {
     if common::tracefs_or_skip(test).is_none() {
         return;
     }
+    exported_reads_back_the_same(test, &[]);
+}
+
+/// Sub-buffers of 64 KiB are cut into the machine's pages: trace-cmd reads
+/// them, and the trace.dat's page size stays the machine's (the page
+/// allocator's bytes), with every event listed as from the log.
+#[test]
+fn a_log_with_big_sub_buffers_exports_in_machine_pages() {
+    let test = "a_log_with_big_sub_buffers_exports_in_machine_pages";
+    let Some(tracefs) = common::tracefs_or_skip(test) else {
+        return;
+    };
+    if !tracefs.join("buffer_subbuf_size_kb").exists() {
+        common::skip(
+            test,
+            common::Missing::Machine,
+            "no buffer_subbuf_size_kb (Linux 6.8+)",
+        );
+        return;
+    }
+    let (log, dat, _dir) = exported_reads_back_the_same(test, &["--subbuf-kb", "64"]);
+    let l = kmemtrace_format::log::Log::open(&log).unwrap();
+    assert_eq!(l.layout.subbuf_size, 65536);
+    let listing = |p: &std::path::Path| {
+        common::stdout_ok(
+            Command::new(common::bin("kmemtrace-report"))
+                .args(["--events", "--all-tasks"])
+                .arg(p),
+        )
+    };
+    let (a, b) = (listing(&log), listing(&dat));
+    assert!(a.lines().count() > 1000);
+    if a != b {
+        let first = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+        panic!("listings differ first at line {first:?}");
+    }
+}
+
+/// Records with `options`, exports, and compares the report of the log and
+/// of the trace.dat, and trace-cmd's event counts; returns the log, the
+/// trace.dat and the directory holding them.
+fn exported_reads_back_the_same(
+    test: &str,
+    options: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("k.kmt");
     // A trace.dat has no place for the recorder's own threads: count them
     // as the workload's in both.
+    let mut opts = vec!["--trace-self"];
+    opts.extend_from_slice(options);
     record(
         &log,
-        &["--trace-self"],
+        &opts,
         "for i in 1 2 3 4 5 6 7 8; do ls / >/dev/null; done",
     );
     let dat = dir.path().join("k.dat");
@@ -396,7 +443,7 @@ fn a_log_of_this_kernel_exported_reads_back_the_same() {
     // trace-cmd lists as many kmem events as the log holds, by name.
     if trace_cmd().is_none() {
         common::skip(test, common::Missing::Tool, "trace-cmd is not installed");
-        return;
+        return (log, dat, dir);
     }
     let text = trace_cmd_report(&dat);
     let (_, evs) = common::decode_kmem(&log);
@@ -411,6 +458,7 @@ fn a_log_of_this_kernel_exported_reads_back_the_same() {
         let want = evs.iter().filter(|e| e.kind == kind).count() as u64;
         assert_eq!(count(&text, name), want, "{name}");
     }
+    (log, dat, dir)
 }
 
 #[test]
