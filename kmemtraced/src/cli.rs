@@ -85,10 +85,9 @@ pub struct Cli {
     pub buffer_kb: Option<u32>,
 
     /// Sub-buffer size in KiB, on kernels with `buffer_subbuf_size_kb` (6.8+).
-    /// Larger sub-buffers mean fewer reads and wake-ups: 64 took 16-20% off
-    /// the recorder's CPU per event under a stress load, and lost nothing at
-    /// 1 MiB per CPU where one-page sub-buffers lost events. Default there:
-    /// 64, or less to keep 16 sub-buffers per CPU; elsewhere the kernel's
+    /// Larger sub-buffers mean fewer reads and wake-ups: 64 took 15-35% off
+    /// the recorder's CPU per event under a stress load. Default there:
+    /// 64, or less to keep 64 sub-buffers per CPU; elsewhere the kernel's
     /// (one page).
     #[arg(long = "subbuf-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub subbuf_kb: Option<u32>,

@@ -74,15 +74,17 @@ fn unused_pid() -> u32 {
 
 /// The sub-buffer size (KiB) kmemtraced asks for where the kernel can
 /// change it (6.8+) and `--subbuf-kb` is not given: 64 KiB, or less to keep
-/// at least 16 sub-buffers per CPU; `None` (the kernel's one page) below
+/// at least 64 sub-buffers per CPU; `None` (the kernel's one page) below
 /// 8 KiB. Each sub-buffer is one read(), its ring-buffer locking, a
 /// wake-up of the reader and one header: with one-page sub-buffers under a
-/// stress load that was about a fifth of the recorder's CPU, and 64 KiB
-/// ones took 16-20% off its CPU per event and lost nothing where one-page
-/// ones lost events (`kmemtraced/bench/compare.sh`, 1 and 4 MiB per CPU).
+/// stress load that was 15-35% of the recorder's CPU per event
+/// (`kmemtraced/bench/compare.sh`). Not fewer than 64: at 1 MiB per CPU,
+/// 16 sub-buffers of 64 KiB lost events in two rounds of four and 32 of
+/// 32 KiB in one of two (fewer than trace-cmd each time), one-page ones in
+/// one of five; at 4 MiB, 64 of 64 KiB lost none.
 fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
     const LARGEST_KB: u32 = 64;
-    const AT_LEAST: u32 = 16;
+    const AT_LEAST: u32 = 64;
     let fit = (per_cpu_kb / AT_LEAST).min(LARGEST_KB);
     // A power of two: the kernel rounds sizes up to one (an order of pages).
     let kb = if fit == 0 { 0 } else { 1 << fit.ilog2() };
@@ -763,18 +765,17 @@ mod tests {
     use super::default_subbuf_kb;
 
     #[test]
-    fn default_subbuf_keeps_sixteen_per_cpu_at_most_64_kib() {
+    fn default_subbuf_keeps_64_per_cpu_at_most_64_kib() {
         for (per_cpu_kb, want) in [
             (65536, Some(64)),
             (4096, Some(64)),
-            (1408, Some(64)),
-            (1024, Some(64)),
-            (1000, Some(32)),
-            (512, Some(32)),
-            (256, Some(16)),
-            (128, Some(8)),
-            (100, None),
-            (64, None),
+            (4000, Some(32)),
+            (2048, Some(32)),
+            (1408, Some(16)),
+            (1024, Some(16)),
+            (512, Some(8)),
+            (511, None),
+            (256, None),
             (0, None),
         ] {
             assert_eq!(
