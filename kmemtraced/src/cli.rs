@@ -152,10 +152,11 @@ pub struct Cli {
 
     /// Wake a reader when its CPU's buffer is this full (percent; written to
     /// the instance's `buffer_percent`, raised to one sub-buffer's worth on
-    /// small buffers). Lower leaves more room for bursts; 0 wakes the
-    /// reader for every event (costly).
-    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub buffer_percent: u32,
+    /// small buffers); 0 wakes the reader for every event (costly). Default:
+    /// 25 with sub-buffers bigger than a page (kmemtraced's default on
+    /// Linux 6.8+), else 2.
+    #[arg(long = "buffer-percent", value_name = "PCT", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub buffer_percent: Option<u32>,
 
     /// Nice value of the per-CPU reader threads (-20..19; 0 leaves them at
     /// the normal priority). Readers need little CPU but need it at once
