@@ -203,27 +203,28 @@ pub fn write<W: Write + Seek>(log: &Log, w: W) -> io::Result<Written> {
     for (&cpu, list) in &blocks {
         let start = o.w.stream_position()?;
         for b in list {
-            pages.clear();
-            let n = match log.read_cpu_block_into(b, &mut scratch) {
-                Ok(data) if data.len() >= b.count as usize * log.layout.subbuf_size => {
-                    let data = &data[..b.count as usize * log.layout.subbuf_size];
-                    match &cut {
-                        Some(c) => c.pages(data, &mut pages),
-                        None => {
-                            pages.extend_from_slice(data);
-                            u64::from(b.count)
-                        }
+            let want = b.count as usize * log.layout.subbuf_size;
+            done.pages += match log.read_cpu_block_into(b, &mut scratch) {
+                Ok(data) if data.len() >= want => match &cut {
+                    Some(c) => {
+                        pages.clear();
+                        let n = c.pages(&data[..want], &mut pages);
+                        o.bytes(&pages)?;
+                        n
                     }
-                }
+                    // The kernel's pages as they are, not copied again.
+                    None => {
+                        o.bytes(&data[..want])?;
+                        u64::from(b.count)
+                    }
+                },
                 _ => {
                     // An empty page (commit 0) for each one lost.
                     done.unreadable_pages += u64::from(b.count);
-                    pages.resize(b.count as usize * page as usize, 0);
-                    pages.len() as u64 / page
+                    o.bytes(&vec![0u8; b.count as usize * page as usize])?;
+                    u64::from(b.count)
                 }
             };
-            o.bytes(&pages)?;
-            done.pages += n;
         }
         let end = o.w.stream_position()?;
         if end > start {
