@@ -33,8 +33,14 @@
 //! - At stop the main thread disables the events and `tracing_on`; each
 //!   reader then reads without blocking until EAGAIN, which takes the last,
 //!   partly filled page too (as trace-cmd's `tracecmd_flush_recording`).
+//! - Whole sub-buffers are spliced (`tracing_buffers_splice_read`, which
+//!   takes only pages the writer has left) into a pipe and copied out of
+//!   it, as trace-cmd does, rather than read: see `splice.rs` for why. The
+//!   page being written is copied out by read(2) once per flush interval
+//!   and at stop.
 
 use crate::sink::{Msg, Sender};
+use crate::splice::{Fill, SplicePipe};
 use crate::status::CpuCounters;
 use crate::sys;
 use kmemtrace_format::block::Compression;
@@ -104,6 +110,8 @@ pub struct ReaderConfig {
     pub drain_limit: Option<u64>,
     /// Nice value for the reader thread (0: leave it).
     pub nice: i32,
+    /// Move whole sub-buffers out with splice(2) (see `splice.rs`).
+    pub splice: bool,
 }
 
 /// Shared between the readers and the main thread.
@@ -126,6 +134,8 @@ struct Reader<'a> {
     /// Sub-buffer bytes in the batch (after the header room).
     filled: usize,
     total_subbufs: u64,
+    /// `None`: read(2) only (asked for, or the kernel refused splice).
+    splice: Option<SplicePipe>,
 }
 
 /// Starts the reader of one CPU. The thread returns an error message if
@@ -164,7 +174,11 @@ pub fn spawn(
                 batch: vec![0u8; CPU_DATA_HEADER_LEN + batch_len],
                 filled: 0,
                 total_subbufs: 0,
+                splice: None,
             };
+            if r.cfg.splice {
+                r.splice = SplicePipe::new(batch_len, sb).ok();
+            }
             let res = r.run(&drain);
             if let Err(e) = &res {
                 alarm.raise();
@@ -180,12 +194,16 @@ impl Reader<'_> {
         let mut idle_wakeups = 0u32;
         loop {
             if drain.is_raised() {
-                self.read_pages(usize::MAX)?;
+                self.read_pages(usize::MAX, usize::MAX)?;
+                self.take_spliced()?;
                 return self.flush();
             }
             let since = last_flush.elapsed();
             if since >= self.cfg.flush_interval {
-                self.read_pages(usize::MAX)?;
+                // One copy of the page being written: under load a loop
+                // until empty would chase the writer, a few events a read.
+                self.read_pages(usize::MAX, 1)?;
+                self.take_spliced()?;
                 self.flush()?;
                 last_flush = Instant::now();
                 continue;
@@ -199,7 +217,7 @@ impl Reader<'_> {
                 continue;
             }
             if ready[0] {
-                if self.read_pages(self.cfg.pages_per_wake)? == 0 {
+                if self.read_pages(self.cfg.pages_per_wake, 0)? == 0 {
                     // Readable but nothing to read: do not spin.
                     idle_wakeups += 1;
                     if idle_wakeups > 2 {
@@ -213,18 +231,52 @@ impl Reader<'_> {
     }
 
     /// Reads up to `limit` sub-buffers (stopping when the buffer is empty),
-    /// sending full batches on the way. Returns how many were read.
-    fn read_pages(&mut self, limit: usize) -> Result<usize, String> {
+    /// sending full batches on the way. Returns how many were read. When
+    /// splicing, which takes only whole sub-buffers and leaves them in the
+    /// pipe until the batch is whole ([`take_spliced`](Self::take_spliced)),
+    /// up to `partial_reads` times the events of the one the kernel is
+    /// still writing are copied out by read(2) (read(2) alone always takes
+    /// them).
+    fn read_pages(&mut self, limit: usize, mut partial_reads: usize) -> Result<usize, String> {
         let sb = self.cfg.subbuf_size;
         let mut n = 0;
         while n < limit {
+            let pending = self.splice.as_ref().map_or(0, SplicePipe::pending);
+            let mut want = limit - n;
             if let Some(max) = self.cfg.drain_limit {
-                if self.total_subbufs >= max {
+                let done = self.total_subbufs + (pending / sb) as u64;
+                if done >= max {
                     break;
                 }
+                want = want.min(usize::try_from(max - done).unwrap_or(usize::MAX));
             }
-            if CPU_DATA_HEADER_LEN + self.filled + sb > self.batch.len() {
+            let room = (self.batch.len() - CPU_DATA_HEADER_LEN - self.filled - pending) / sb;
+            if room == 0 {
+                self.take_spliced()?;
                 self.flush()?;
+                continue;
+            }
+            if let Some(p) = &mut self.splice {
+                match p.fill(self.cfg.file.as_fd(), want.min(room) * sb) {
+                    Fill::Moved(bytes) => {
+                        n += bytes.div_ceil(sb);
+                        continue;
+                    }
+                    Fill::Full => {
+                        self.take_spliced()?;
+                        continue;
+                    }
+                    Fill::NoneWhole if partial_reads == 0 => break,
+                    Fill::NoneWhole => {
+                        partial_reads -= 1;
+                        self.take_spliced()?;
+                    }
+                    Fill::Failed => self.take_spliced()?,
+                    Fill::Refused => {
+                        self.take_spliced()?;
+                        self.splice = None;
+                    }
+                }
             }
             if !self.read_one()? {
                 break;
@@ -232,6 +284,22 @@ impl Reader<'_> {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Moves the sub-buffers waiting in the splice pipe into the batch.
+    fn take_spliced(&mut self) -> Result<(), String> {
+        let Some(p) = &mut self.splice else {
+            return Ok(());
+        };
+        let start = CPU_DATA_HEADER_LEN + self.filled;
+        let got = p
+            .take(&mut self.batch[start..])
+            .map_err(|e| format!("reading the splice pipe: {e}"))?;
+        let sb = self.cfg.subbuf_size;
+        for k in 0..got / sb {
+            self.account(start + k * sb);
+        }
+        Ok(())
     }
 
     /// Reads one whole sub-buffer into the batch; `false` if none is there.
@@ -263,6 +331,13 @@ impl Reader<'_> {
         if got < sb {
             self.batch[start + got..start + sb].fill(0);
         }
+        self.account(start);
+        Ok(true)
+    }
+
+    /// Counts the sub-buffer just put in the batch at `start` and keeps it.
+    fn account(&mut self, start: usize) {
+        let sb = self.cfg.subbuf_size;
         let (events, missed) = scan_subbuf(&self.cfg.layout, &self.batch[start..start + sb]);
         self.counters.events.fetch_add(events, Relaxed);
         self.counters.missed.fetch_add(missed, Relaxed);
@@ -270,7 +345,6 @@ impl Reader<'_> {
         self.counters.data_bytes.fetch_add(sb as u64, Relaxed);
         self.filled += sb;
         self.total_subbufs += 1;
-        Ok(true)
     }
 
     /// Encodes the batch as the CPU's next block and queues it.

@@ -23,6 +23,7 @@ mod output;
 mod record;
 mod session;
 mod sink;
+mod splice;
 mod status;
 mod sys;
 mod tracefs;

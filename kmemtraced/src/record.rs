@@ -410,6 +410,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         buffer_percent,
         drain_only: None,
         reader_nice: cli.reader_nice,
+        splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
     let mut session = Session::start(plan, out.file)?;
@@ -757,6 +758,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         // Events may still be arriving: take at most twice the buffer.
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,
+        splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
     let mut session = Session::start(plan, out.file)?;

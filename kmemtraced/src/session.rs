@@ -50,6 +50,8 @@ pub struct Plan {
     pub drain_only: Option<u64>,
     /// Nice value of the reader threads (0: unchanged).
     pub reader_nice: i32,
+    /// Move whole sub-buffers out with splice(2) (else read(2)).
+    pub splice: bool,
     pub command_line: String,
 }
 
@@ -276,6 +278,7 @@ impl Session {
             compression: self.plan.compression,
             drain_limit: self.plan.drain_only,
             nice: self.plan.reader_nice,
+            splice: self.plan.splice,
         };
         let Some(tx) = self.tx.clone() else {
             return Err(Failure::runtime("the session is finishing"));

@@ -140,6 +140,38 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
 
+/// Moves up to `len` bytes of whole pages from `from` into the pipe `to`
+/// without blocking: splice(2) with SPLICE_F_MOVE | SPLICE_F_NONBLOCK.
+/// Returns the bytes moved (0 at end of file).
+pub fn splice_into_pipe(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: splice reads the two descriptors and lengths only; the null
+    // offsets mean "the files' own positions" (trace_pipe_raw and a pipe
+    // have none).
+    #[allow(unsafe_code)]
+    let n = unsafe {
+        nix::libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            nix::libc::SPLICE_F_MOVE | nix::libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// Asks for a pipe of at least `bytes` (F_SETPIPE_SZ); returns its size.
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let want = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+    // SAFETY: F_SETPIPE_SZ takes an integer argument and touches no memory.
+    #[allow(unsafe_code)]
+    let n = unsafe { nix::libc::fcntl(fd.as_raw_fd(), nix::libc::F_SETPIPE_SZ, want) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
 /// Writes one byte to a pipe (used to wake pollers).
 pub fn poke(fd: BorrowedFd<'_>) {
     let _ = nix::unistd::write(fd, b"x");
