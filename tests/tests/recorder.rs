@@ -925,3 +925,34 @@ fn spliced_sub_buffers_carry_no_stale_bytes_and_read_still_works() {
     // third to a half zero); splicing must leave none.
     assert!(fractions[0] > 0.95, "splice: {fractions:?}");
 }
+
+#[test]
+fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
+    if common::tracefs_or_skip("the_recorders_own_page_allocations_take_no_stacks").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("sys.kmt");
+    // System-wide: the readers' splices and the writer's page cache
+    // allocate pages beside the workload.
+    let out = run(kmemtraced().arg("-o").arg(&log).args([
+        "--",
+        "sh",
+        "-c",
+        "exec dd if=/dev/zero of=/dev/null bs=4M count=4 status=none",
+    ]));
+    assert_eq!(out.status.code(), Some(0));
+    let l = Log::open(&log).unwrap();
+    let trigger = l
+        .meta(MetaKind::Other, kmemtrace_format::stacks::PAGE_STACKS_META)
+        .map(|m| String::from_utf8_lossy(&m.content).into_owned())
+        .unwrap_or_default();
+    assert!(trigger.contains(r#"!(comm ~ "kmt-*")"#), "{trigger}");
+    // The report leaves the recorder's own allocations out: every other
+    // one has its stack.
+    let p = page_report(&log);
+    let allocs = p["allocations"]["requests"].as_u64().unwrap();
+    assert!(allocs >= 1024, "{allocs} page allocations");
+    assert_eq!(p["stacks"]["allocations_with_stack"], allocs);
+    assert_eq!(p["stacks"]["records"], p["stacks"]["matched"]);
+}
