@@ -299,14 +299,20 @@ fn add_idle_switches(dir: &TraceDir, events: &mut Vec<Event>) {
 /// The trigger that has the kernel take a stack with each page allocation.
 const PAGE_STACK_TRIGGER: &str = "stacktrace";
 
-/// The same, but not for the recorder's own threads (all named `kmt-*`)
+/// [`PAGE_STACK_TRIGGER`], but not for the recorder's own threads (`tids`)
 /// outside interrupts (`common_flags` hard IRQ 0x08, soft IRQ 0x10, NMI
 /// 0x40): splicing has the kernel allocate a page per sub-buffer in the
 /// reader, and the writer's page cache allocates too, and each stack cost
 /// about 4.5 µs of the recorder's CPU for allocations the report leaves out
-/// anyway. Kernels before 4.17 have no `!` in filters: there the plain one.
-const PAGE_STACK_TRIGGER_NOT_OURS: &str =
-    r#"stacktrace if !(comm ~ "kmt-*") || common_flags & 0x58"#;
+/// anyway. By task id, not by thread name: another recorder's threads are
+/// any other task to this one.
+fn page_stack_trigger_not_ours(tids: &[i32]) -> String {
+    let ours: Vec<String> = tids.iter().map(|t| format!("common_pid != {t}")).collect();
+    format!(
+        "{PAGE_STACK_TRIGGER} if ({}) || common_flags & 0x58",
+        ours.join(" && ")
+    )
+}
 
 /// The stack record's event, whose format the log carries when the
 /// kernel is to take a stack with every `mm_page_alloc` recorded here
@@ -340,15 +346,18 @@ fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -
 /// after the event). Call with tracing off and the event enabled: a
 /// trigger on a disabled event soft-disables it, and the kernel then takes
 /// stacks of allocations it does not record.
-/// Returns the trigger set. With `ours` the recorder's own allocations get
-/// stacks too (`--trace-self`).
-fn start_page_stacks(dir: &TraceDir, ours: bool) -> std::result::Result<&'static str, String> {
+/// Returns the trigger set: without the threads `own_tids` (none with
+/// `--trace-self`), or plain where the kernel refuses the filter.
+fn start_page_stacks(dir: &TraceDir, own_tids: &[i32]) -> std::result::Result<String, String> {
     const FILE: &str = "events/kmem/mm_page_alloc/trigger";
-    if !ours && dir.write(FILE, PAGE_STACK_TRIGGER_NOT_OURS).is_ok() {
-        return Ok(PAGE_STACK_TRIGGER_NOT_OURS);
+    if !own_tids.is_empty() {
+        let t = page_stack_trigger_not_ours(own_tids);
+        if dir.write(FILE, &t).is_ok() {
+            return Ok(t);
+        }
     }
     dir.write(FILE, PAGE_STACK_TRIGGER)
-        .map(|()| PAGE_STACK_TRIGGER)
+        .map(|()| PAGE_STACK_TRIGGER.to_string())
         .map_err(|e| {
             format!(
                 "no page stacks: the kernel refused the stacktrace trigger on mm_page_alloc ({e})"
@@ -454,7 +463,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let _ = inst.dir.write("tracing_on", "0");
     let enabled = set_events(&inst.dir, &events, true);
     if stacks.is_some() {
-        match start_page_stacks(&inst.dir, cli.trace_self) {
+        match start_page_stacks(&inst.dir, &declared) {
             Ok(trigger) => {
                 use kmemtrace_format::stacks::PAGE_STACKS_META;
                 let mut m = Meta::new(MetaKind::Other, format!("kmem:mm_page_alloc {trigger}\n"));

@@ -35,6 +35,10 @@ pub struct SplicePipe {
     w: OwnedFd,
     /// Size of a sub-buffer.
     unit: usize,
+    /// Slots of the pipe, and the slots free that splicing one sub-buffer
+    /// needs (its size in pages; it then takes one).
+    slots: usize,
+    need: usize,
     /// Bytes spliced in and not yet taken out.
     pending: usize,
     /// The kernel moved part of a sub-buffer (it never has): nothing more
@@ -66,11 +70,13 @@ impl SplicePipe {
     pub fn new(bytes: usize, unit: usize) -> io::Result<SplicePipe> {
         let (r, w) = sys::pipe()?;
         let page = sys::page_size().unwrap_or(4096) as usize;
-        let _ = sys::set_pipe_size(w.as_fd(), bytes.max(16 * page));
+        let size = sys::set_pipe_size(w.as_fd(), bytes.max(16 * page)).unwrap_or(16 * page);
         Ok(SplicePipe {
             r: File::from(r),
             w,
             unit: unit.max(1),
+            slots: size / page,
+            need: unit.div_ceil(page).max(1),
             pending: 0,
             ragged: false,
         })
@@ -90,7 +96,24 @@ impl SplicePipe {
         }
         let mut moved = 0;
         while moved < max {
-            match sys::splice_into_pipe(from, self.w.as_fd(), max - moved) {
+            // A full pipe answers EAGAIN, as an empty ring does: so it is
+            // never asked for more than it has room for.
+            let free = self
+                .slots
+                .saturating_sub((self.pending + moved) / self.unit);
+            if free < self.need {
+                if moved > 0 {
+                    break;
+                }
+                // Too small a pipe for even one sub-buffer: read(2).
+                return if self.pending == 0 {
+                    Fill::Refused
+                } else {
+                    Fill::Full
+                };
+            }
+            let fits = (free - self.need + 1) * self.unit;
+            match sys::splice_into_pipe(from, self.w.as_fd(), (max - moved).min(fits)) {
                 Ok(0) => break,
                 Ok(k) => {
                     moved += k;

@@ -48,9 +48,14 @@ work=$(mktemp -d /tmp/kmt-board.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # Debian's kernel and static busybox for the board's architecture.
-fetch() { # PACKAGE -> path of its .deb, downloaded from Debian's archive
+# The architecture's package lists come first: the kernel's versioned
+# package name is looked up in them (on a fresh machine they are not there).
+with_arch() {
   dpkg --print-foreign-architectures | grep -qx "$arch" || {
     dpkg --add-architecture "$arch"; apt-get update -qq; }
+}
+fetch() { # PACKAGE -> path of its .deb, downloaded from Debian's archive
+  with_arch
   local d
   d=$(mktemp -d "$work/deb.XXXXXX")
   (cd "$d" && apt-get download -qq "$1" >/dev/null)
@@ -58,6 +63,7 @@ fetch() { # PACKAGE -> path of its .deb, downloaded from Debian's archive
 }
 kernel_deb=${KERNEL_DEB:-}
 if [ -z "$kernel_deb" ]; then
+  with_arch
   versioned=$(apt-cache depends "linux-image-$flavour:$arch" | awk '/Depends: linux-image-/ {print $2; exit}')
   kernel_deb=$(fetch "$versioned")
 fi
