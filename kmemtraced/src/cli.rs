@@ -131,7 +131,8 @@ pub struct Cli {
 
     /// Take a kernel stack with every page allocation (`mm_page_alloc`), for
     /// the report's page call sites: the `stacktrace` event trigger in the
-    /// recorder's own instance. `off` records no stacks (smaller logs, less
+    /// recorder's own instance (not for the recorder's own threads outside
+    /// interrupts, unless --trace-self). `off` records no stacks (smaller logs, less
     /// overhead in the traced kernel; the page report then has no call
     /// sites).
     #[arg(long = "page-stacks", value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = parse_on_off)]
