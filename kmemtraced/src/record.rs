@@ -465,8 +465,8 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     if stacks.is_some() {
         match start_page_stacks(&inst.dir, &declared) {
             Ok(trigger) => {
-                use kmemtrace_format::stacks::PAGE_STACKS_META;
-                let mut m = Meta::new(MetaKind::Other, format!("kmem:mm_page_alloc {trigger}\n"));
+                use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
+                let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
                 m.name = PAGE_STACKS_META.into();
                 session.write_meta(m);
             }

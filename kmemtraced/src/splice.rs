@@ -39,11 +39,10 @@ pub struct SplicePipe {
     /// needs (its size in pages; it then takes one).
     slots: usize,
     need: usize,
-    /// Bytes spliced in and not yet taken out.
-    pending: usize,
-    /// The kernel moved part of a sub-buffer (it never has): nothing more
+    /// Bytes spliced in and not yet taken out. Not whole sub-buffers only
+    /// if the kernel moved part of one (it never has): then nothing more
     /// goes in until that is taken out, padded to a whole one.
-    ragged: bool,
+    pending: usize,
 }
 
 /// What [`SplicePipe::fill`] did.
@@ -78,7 +77,6 @@ impl SplicePipe {
             slots: size / page,
             need: unit.div_ceil(page).max(1),
             pending: 0,
-            ragged: false,
         })
     }
 
@@ -91,7 +89,7 @@ impl SplicePipe {
     /// pipe, up to `max` bytes and what the pipe takes, without blocking.
     pub fn fill(&mut self, from: BorrowedFd<'_>, max: usize) -> Fill {
         use nix::libc::{EAGAIN, EINTR, EINVAL, ENOMEM};
-        if self.ragged {
+        if self.pending % self.unit != 0 {
             return Fill::Full;
         }
         let mut moved = 0;
@@ -118,7 +116,6 @@ impl SplicePipe {
                 Ok(k) => {
                     moved += k;
                     if k % self.unit != 0 {
-                        self.ragged = true;
                         break;
                     }
                 }
@@ -155,7 +152,6 @@ impl SplicePipe {
         self.r.read_exact(&mut out[..n])?;
         out[n..whole].fill(0);
         self.pending = 0;
-        self.ragged = false;
         Ok(whole)
     }
 }

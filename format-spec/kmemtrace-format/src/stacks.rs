@@ -31,8 +31,15 @@ use crate::log::Log;
 /// dumps copy every `ftrace` format).
 pub const PAGE_STACKS_META: &str = "page_stacks";
 
-/// What the recorders write into [`PAGE_STACKS_META`].
+/// What the recorders write into [`PAGE_STACKS_META`] for the plain
+/// trigger ([`page_stacks_text`] for any).
 pub const PAGE_STACKS_TEXT: &str = "kmem:mm_page_alloc stacktrace\n";
+
+/// The [`PAGE_STACKS_META`] text for `trigger` as written to
+/// `mm_page_alloc`'s `trigger` file.
+pub fn page_stacks_text(trigger: &str) -> String {
+    format!("kmem:mm_page_alloc {trigger}\n")
+}
 
 /// Whether the log says stacks were taken with page allocations.
 pub fn page_stacks_recorded(log: &Log) -> bool {
@@ -225,6 +232,11 @@ impl<T> Waiting<T> {
 mod tests {
     use super::*;
     use crate::{BigEndian, LittleEndian};
+
+    #[test]
+    fn the_plain_trigger_text_is_the_constant() {
+        assert_eq!(page_stacks_text("stacktrace"), PAGE_STACKS_TEXT);
+    }
 
     fn format(caller_offset: usize, long: usize) -> EventFormat {
         let text = format!(
