@@ -24,7 +24,7 @@ use kmemtrace_analysis::stream::decode::{Decoder, Local};
 use kmemtrace_analysis::stream::merge::Merger;
 use kmemtrace_analysis::stream::{Assembler, Shard, StreamInput, EPOCH_SHIFT, LOOK_AHEAD};
 use kmemtrace_analysis::{analyse, Options, Symbols};
-use kmemtrace_format::block::{decode_payload_into, BLOCK_HEADER_LEN};
+use kmemtrace_format::block::{decode_payload_into, PayloadDecoder, BLOCK_HEADER_LEN};
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::walk::{subbufs, with_endian, WithEndian};
@@ -88,14 +88,14 @@ fn main() {
 
     // 2. decompress
     let t = Instant::now();
-    let mut dctx = None;
+    let mut dec = PayloadDecoder::default();
     let payloads: Vec<(CpuBlockRef, Vec<u8>)> = blocks
         .iter()
         .zip(&stored)
         .map(|(r, s)| {
             let mut out = Vec::new();
             let p = &s[BLOCK_HEADER_LEN..];
-            let data = match decode_payload_into(&r.header, p, &mut dctx, &mut out).expect("zstd") {
+            let data = match decode_payload_into(&r.header, p, &mut dec, &mut out).expect("zstd") {
                 None => p.to_vec(),
                 Some(n) => {
                     out.truncate(n);

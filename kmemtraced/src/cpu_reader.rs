@@ -99,6 +99,8 @@ pub struct ReaderConfig {
     pub subbuf_size: usize,
     /// The sub-buffer layout, for counting events.
     pub layout: SubBufLayout,
+    /// The sub-buffers' shape, for `Compression::Kpack`.
+    pub kpack_shape: Option<kmemtrace_format::kpack::Shape>,
     /// Sub-buffers to read after a buffer-full wake-up before polling again
     /// (`usize::MAX`: until empty).
     pub pages_per_wake: usize,
@@ -167,7 +169,8 @@ pub fn spawn(
             let sb = cfg.subbuf_size.max(1);
             let batch_len = (MAX_BATCH_BYTES / sb).max(1) * sb;
             let mut r = Reader {
-                encoder: CpuBlockEncoder::new(cpu, sb as u32, cfg.compression),
+                encoder: CpuBlockEncoder::new(cpu, sb as u32, cfg.compression)
+                    .with_shape(cfg.kpack_shape),
                 cfg,
                 tx,
                 counters: c,

@@ -16,6 +16,7 @@ use crate::sink::{self, Msg};
 use crate::status::Counters;
 use crate::tracefs::TraceDir;
 use kmemtrace_format::block::Compression;
+use kmemtrace_format::kpack;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsPhase};
 use kmemtrace_format::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
@@ -82,6 +83,8 @@ pub struct Session {
 struct ReaderTemplate {
     subbuf_size: usize,
     layout: SubBufLayout,
+    /// The sub-buffers' shape for `--compress kpack`.
+    kpack_shape: Option<kpack::Shape>,
     pages_per_wake: usize,
 }
 
@@ -158,7 +161,10 @@ impl Session {
         let tids = Arc::new(Mutex::new(Vec::new()));
         let output = sink::Output::new(out, tids.clone());
         let helper_threads = 1 + usize::from(output.has_sync_thread());
-        let mut w = LogWriter::new(output, &arch, META_COMPRESSION).map_err(werr)?;
+        let kpack_shape = kpack::Shape::of(&arch);
+        let mut w =
+            LogWriter::with_cpu_compression(output, &arch, META_COMPRESSION, plan.compression)
+                .map_err(werr)?;
         let (metas, more_notes) =
             metadata::static_metas(&plan.dir, &plan.top, &plan.layout, &plan.events);
         notes.extend(more_notes);
@@ -251,6 +257,7 @@ impl Session {
             reader_tmpl: ReaderTemplate {
                 subbuf_size: sb,
                 layout,
+                kpack_shape,
                 pages_per_wake,
             },
             offline,
@@ -273,6 +280,7 @@ impl Session {
             file,
             subbuf_size: t.subbuf_size,
             layout: t.layout,
+            kpack_shape: t.kpack_shape,
             pages_per_wake: t.pages_per_wake,
             flush_interval: self.plan.flush_interval,
             compression: self.plan.compression,

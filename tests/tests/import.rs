@@ -645,3 +645,68 @@ fn partial_last_subbuf_is_left_out_with_a_note() {
         .iter()
         .any(|n| n.warning && n.text.starts_with("cpu1: ") && n.text.contains("events decoded")));
 }
+
+/// The shared foreign dumps imported with kpack hold the same sub-buffers,
+/// bit for bit, as imported with zstd alone, and report the same.
+#[test]
+fn kpack_imports_hold_the_same_sub_buffers_and_report_the_same() {
+    let Some(data) = common::shared_data_or_skip("kpack imports") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for arch in ["armhf", "s390x"] {
+        let dir = data.join(arch).join("raw");
+        let mut logs = Vec::new();
+        for c in ["1", "kpack"] {
+            let out = tmp.path().join(format!("{arch}-{c}.kmt"));
+            let o = kmemtraced(&[
+                "--import".as_ref(),
+                dir.as_os_str(),
+                "-c".as_ref(),
+                c.as_ref(),
+                "-o".as_ref(),
+                out.as_os_str(),
+                "-q".as_ref(),
+            ]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            logs.push(out);
+        }
+        let raw = |p: &Path| {
+            let log = Log::open(p).unwrap();
+            let mut all = Vec::new();
+            for cpu in log.cpus() {
+                log.visit_cpu(cpu, |v| all.extend_from_slice(v.raw), |p| panic!("{p}"));
+            }
+            (
+                log.version,
+                log.blocks
+                    .iter()
+                    .map(|b| b.header.flags)
+                    .collect::<Vec<_>>(),
+                all,
+            )
+        };
+        let (zstd, packed) = (raw(&logs[0]), raw(&logs[1]));
+        assert_eq!(zstd.0, (1, 1), "{arch}");
+        assert_eq!(packed.0, (1, 2), "{arch}");
+        assert!(
+            packed
+                .1
+                .iter()
+                .all(|f| f & kmemtrace_format::block::FLAG_KPACK != 0),
+            "{arch}: {:?}",
+            packed.1
+        );
+        assert!(zstd.2 == packed.2, "{arch}: the sub-buffers differ");
+        let (code, check) = check_json(&logs[1]);
+        assert_eq!(code, 0, "{arch}: {check}");
+        let mut reports = logs.iter().map(|l| report_json(l)).collect::<Vec<_>>();
+        for r in &mut reports {
+            // Its name, size and version: the only differences allowed.
+            for k in ["name", "bytes", "format_version"] {
+                r["input"][k].take();
+            }
+        }
+        assert_eq!(reports[0], reports[1], "{arch}");
+    }
+}

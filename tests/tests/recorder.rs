@@ -961,3 +961,47 @@ fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
     assert_eq!(p["stacks"]["allocations_with_stack"], allocs);
     assert_eq!(p["stacks"]["records"], p["stacks"]["matched"]);
 }
+
+#[test]
+fn kpack_logs_hold_every_event_and_check_clean() {
+    if common::tracefs_or_skip("kpack_logs_hold_every_event_and_check_clean").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("kpack.kmt");
+    let pidfile = d.path().join("pid");
+    let n = 2_000;
+    let out = run(kmemtraced()
+        .args(["-q", "-c", "kpack", "-o"])
+        .arg(&log)
+        .arg("--")
+        .args(opener(&pidfile, n)));
+    assert_eq!(out.status.code(), Some(0));
+    let pid = read_pid(&pidfile);
+    let (l, evs) = decode(&log);
+    assert_eq!(l.version, (1, 2), "kpack blocks need format 1.2");
+    assert!(l.problems.is_empty(), "{:?}", l.problems);
+    assert!(!l.blocks.is_empty());
+    for b in &l.blocks {
+        assert_ne!(
+            b.header.flags & kmemtrace_format::block::FLAG_KPACK,
+            0,
+            "{b:?}"
+        );
+    }
+    let mine = evs
+        .iter()
+        .filter(|e| e.pid == pid && e.kind == KmemKind::KmemCacheAlloc)
+        .count();
+    assert!(
+        mine >= n as usize,
+        "{mine} kmem_cache_alloc events of pid {pid}"
+    );
+    let check = run(Command::new(common::bin("kmemtrace-check")).arg(&log));
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}

@@ -145,7 +145,9 @@ fn build(spec: &Spec) -> (Vec<u8>, String, String) {
         );
     }
 
-    let mut rng = Lcg(0x6b6d_656d_7472_6163 ^ spec.name.len() as u64);
+    // A `-kpack` vector holds its sibling's events: the same seed.
+    let sibling = spec.name.trim_end_matches("-kpack");
+    let mut rng = Lcg(0x6b6d_656d_7472_6163 ^ sibling.len() as u64);
     let ptr_base: u64 = if k.long_size == 4 {
         0xc100_0000
     } else {
@@ -353,6 +355,8 @@ fn build(spec: &Spec) -> (Vec<u8>, String, String) {
         match spec.compression {
             Compression::None => "none".to_string(),
             Compression::Zstd(l) => format!("zstd level {l}"),
+            Compression::Kpack(l) =>
+                format!("kpack, then zstd level {l} (format 1.2, FORMAT.md §8.2)"),
         }
     )
     .unwrap();
@@ -434,6 +438,24 @@ fn specs() -> Vec<Spec> {
             order: RunTimeEndian::Big,
             compression: Compression::Zstd(3),
             missed: Missed::Count(3),
+            damage: Damage::None,
+        },
+        Spec {
+            name: "be64-s390x-kpack",
+            title: "The be64-s390x scenario with its CPU data through kpack (format 1.2): the same sub-buffers, bit for bit, so the same events.",
+            kernel: S390X,
+            order: RunTimeEndian::Big,
+            compression: Compression::Kpack(3),
+            missed: Missed::Flag,
+            damage: Damage::None,
+        },
+        Spec {
+            name: "le32-armhf-kpack",
+            title: "The le32-armhf scenario with its CPU data through kpack (format 1.2).",
+            kernel: ARMHF,
+            order: RunTimeEndian::Little,
+            compression: Compression::Kpack(3),
+            missed: Missed::Count(17),
             damage: Damage::None,
         },
         Spec {

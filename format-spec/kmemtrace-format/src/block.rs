@@ -10,8 +10,12 @@ pub const MAGIC: [u8; 8] = *b"\x8aKMT\r\n\x1a\n";
 pub const FILE_HEADER_LEN: usize = 16;
 /// The format version this library writes.
 pub const VERSION_MAJOR: u16 = 1;
-/// 1.1 added ARCH_COPY blocks and kallsyms in parts (FORMAT.md §4.1).
-pub const VERSION_MINOR: u16 = 1;
+/// The newest minor version this library reads and writes: 1.1 added
+/// ARCH_COPY blocks and kallsyms in parts, 1.2 kpack (FORMAT.md §4.2).
+pub const VERSION_MINOR: u16 = 2;
+/// The minor version of logs without kpack blocks (a writer writes the
+/// lowest minor version whose features it uses).
+pub const VERSION_MINOR_WITHOUT_KPACK: u16 = 1;
 
 /// Sync word at the start of every block header.
 pub const SYNC: [u8; 4] = *b"KMTB";
@@ -22,8 +26,11 @@ pub const MAX_BLOCK_LEN: u32 = 64 << 20;
 
 /// Block header flag: the payload is one zstd frame.
 pub const FLAG_ZSTD: u16 = 1;
+/// Block header flag (1.2): the payload (after zstd, when `FLAG_ZSTD` is
+/// set too) is the kpack form of a CPU_DATA payload (FORMAT.md §8.2).
+pub const FLAG_KPACK: u16 = 2;
 /// Flags this version knows.
-pub const KNOWN_FLAGS: u16 = FLAG_ZSTD;
+pub const KNOWN_FLAGS: u16 = FLAG_ZSTD | FLAG_KPACK;
 
 /// Block types (FORMAT.md §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,14 +91,41 @@ pub enum Compression {
     None,
     /// zstd at this level (1..=22; negative levels are zstd's fast modes).
     Zstd(i32),
+    /// CPU_DATA payloads through kpack, then zstd at this level (1.2);
+    /// other blocks as `Zstd`.
+    Kpack(i32),
 }
 
-/// The file header (FORMAT.md §4).
+impl Compression {
+    /// The zstd level, if zstd is used at all.
+    pub fn zstd_level(self) -> Option<i32> {
+        match self {
+            Compression::None => None,
+            Compression::Zstd(l) | Compression::Kpack(l) => Some(l),
+        }
+    }
+
+    /// The minor format version a log whose blocks are compressed so
+    /// needs.
+    pub fn minor_version(self) -> u16 {
+        match self {
+            Compression::Kpack(_) => VERSION_MINOR,
+            _ => VERSION_MINOR_WITHOUT_KPACK,
+        }
+    }
+}
+
+/// The file header (FORMAT.md §4) of a log without kpack blocks.
 pub fn encode_file_header() -> [u8; FILE_HEADER_LEN] {
+    encode_file_header_minor(VERSION_MINOR_WITHOUT_KPACK)
+}
+
+/// The file header of a log of minor version `minor`.
+pub fn encode_file_header_minor(minor: u16) -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     h[8..10].copy_from_slice(&VERSION_MAJOR.to_le_bytes());
-    h[10..12].copy_from_slice(&VERSION_MINOR.to_le_bytes());
+    h[10..12].copy_from_slice(&minor.to_le_bytes());
     let crc = crc32fast::hash(&h[..12]);
     h[12..16].copy_from_slice(&crc.to_le_bytes());
     h
@@ -229,7 +263,7 @@ impl BlockHeader {
                 raw_len: hdr.raw_len,
             });
         }
-        if hdr.flags & FLAG_ZSTD == 0 && hdr.stored_len != hdr.raw_len {
+        if hdr.flags & (FLAG_ZSTD | FLAG_KPACK) == 0 && hdr.stored_len != hdr.raw_len {
             return Err(HeaderProblem::InconsistentLengths {
                 stored_len: hdr.stored_len,
                 raw_len: hdr.raw_len,
@@ -268,6 +302,9 @@ pub struct BlockCompressor {
     compression: Compression,
     cctx: Option<zstd::zstd_safe::CCtx<'static>>,
     scratch: Vec<u8>,
+    /// For `Compression::Kpack`: the packer and the packed payload.
+    packer: Option<Box<crate::kpack::Packer>>,
+    packed: Vec<u8>,
 }
 
 impl fmt::Debug for BlockCompressor {
@@ -284,6 +321,8 @@ impl BlockCompressor {
             compression,
             cctx: None,
             scratch: Vec::new(),
+            packer: None,
+            packed: Vec::new(),
         }
     }
 
@@ -296,7 +335,7 @@ impl BlockCompressor {
         use zstd::zstd_safe::{
             zstd_sys::ZSTD_EndDirective, CCtx, CParameter, InBuffer, OutBuffer, ResetDirective,
         };
-        let Compression::Zstd(level) = self.compression else {
+        let Some(level) = self.compression.zstd_level() else {
             return false;
         };
         if payload.is_empty() {
@@ -402,19 +441,63 @@ impl BlockCompressor {
         } else {
             payload
         };
-        let mut h = [0u8; BLOCK_HEADER_LEN];
-        h[..4].copy_from_slice(&SYNC);
-        h[4..6].copy_from_slice(&block_type.to_u16().to_le_bytes());
-        h[6..8].copy_from_slice(&flags.to_le_bytes());
-        h[8..12].copy_from_slice(&(stored.len() as u32).to_le_bytes());
-        h[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        let crc = BlockHeader::compute_crc(&h, stored);
-        h[16..20].copy_from_slice(&crc.to_le_bytes());
-        out.reserve(BLOCK_HEADER_LEN + stored.len());
-        out.extend_from_slice(&h);
-        out.extend_from_slice(stored);
+        put_block(block_type, flags, stored, payload.len(), out);
         Ok(())
     }
+
+    /// Appends a CPU_DATA block of `payload` (its CPU_DATA header, then
+    /// whole sub-buffers of the `shape` given). With `Compression::Kpack`
+    /// and a shape kpack walks, the payload goes through kpack, then zstd
+    /// (FORMAT.md §8.2); whatever kpack does not make smaller is encoded
+    /// as [`encode_with_head`](Self::encode_with_head) does.
+    pub fn encode_cpu_data(
+        &mut self,
+        payload: &[u8],
+        shape: Option<crate::kpack::Shape>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        use crate::kpack::{Packer, HEAD_LEN};
+        let (Compression::Kpack(_), Some(shape)) = (self.compression, shape) else {
+            return self.encode_with_head(BlockType::CpuData, payload, HEAD_LEN, out);
+        };
+        if payload.len() > MAX_BLOCK_LEN as usize {
+            return Err(EncodeError::TooLarge(payload.len()));
+        }
+        let mut packed = std::mem::take(&mut self.packed);
+        packed.clear();
+        let packer = self.packer.get_or_insert_with(|| Box::new(Packer::new()));
+        packer.pack(shape, payload, HEAD_LEN, &mut packed);
+        let r = if packed.len() >= payload.len() {
+            // Readers never decompress more than raw_len bytes.
+            self.encode_with_head(BlockType::CpuData, payload, HEAD_LEN, out)
+        } else {
+            let (flags, stored) = if self.compress(&packed, HEAD_LEN) {
+                (FLAG_KPACK | FLAG_ZSTD, &self.scratch[..])
+            } else {
+                (FLAG_KPACK, &packed[..])
+            };
+            put_block(BlockType::CpuData, flags, stored, payload.len(), out);
+            Ok(())
+        };
+        self.packed = packed;
+        r
+    }
+}
+
+/// Appends a block: its header for `stored` (whose decoded form is
+/// `raw_len` bytes), then `stored`.
+fn put_block(block_type: BlockType, flags: u16, stored: &[u8], raw_len: usize, out: &mut Vec<u8>) {
+    let mut h = [0u8; BLOCK_HEADER_LEN];
+    h[..4].copy_from_slice(&SYNC);
+    h[4..6].copy_from_slice(&block_type.to_u16().to_le_bytes());
+    h[6..8].copy_from_slice(&flags.to_le_bytes());
+    h[8..12].copy_from_slice(&(stored.len() as u32).to_le_bytes());
+    h[12..16].copy_from_slice(&(raw_len as u32).to_le_bytes());
+    let crc = BlockHeader::compute_crc(&h, stored);
+    h[16..20].copy_from_slice(&crc.to_le_bytes());
+    out.reserve(BLOCK_HEADER_LEN + stored.len());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(stored);
 }
 
 /// A block payload that cannot be encoded.
@@ -431,41 +514,64 @@ impl fmt::Display for EncodeError {
 }
 impl std::error::Error for EncodeError {}
 
-/// Decompresses (if needed) a stored payload whose CRC was checked.
+/// Decodes (zstd, kpack) a stored payload whose CRC was checked.
 pub fn decode_payload<'a>(hdr: &BlockHeader, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
-    if hdr.flags & !KNOWN_FLAGS != 0 {
-        return Err(format!(
-            "unknown block flags {:#06x} (written by a newer version?)",
-            hdr.flags & !KNOWN_FLAGS
-        ));
+    let mut out = Vec::new();
+    match decode_payload_into(hdr, stored, &mut PayloadDecoder::default(), &mut out)? {
+        None => Ok(Cow::Borrowed(stored)),
+        Some(n) => {
+            out.truncate(n);
+            Ok(Cow::Owned(out))
+        }
     }
-    if hdr.flags & FLAG_ZSTD == 0 {
-        return Ok(Cow::Borrowed(stored));
-    }
-    let raw_len = hdr.raw_len as usize;
-    // `decompress` never writes more than the capacity given.
-    let mut out = Vec::with_capacity(raw_len);
-    let mut d = zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?;
-    let n = d
-        .decompress_to_buffer(stored, &mut out)
-        .map_err(|e| format!("zstd payload does not decompress to {raw_len} bytes: {e}"))?;
-    if n != raw_len {
-        return Err(format!(
-            "zstd payload decompressed to {n} bytes, header says {raw_len}"
-        ));
-    }
-    Ok(Cow::Owned(out))
 }
 
-/// Like [`decode_payload`] (same checks, same messages), reusing a zstd
-/// context (created on first use into `dctx`) and an output buffer: a
-/// compressed payload is decompressed into `out[..n]` and `Some(n)`
-/// returned (`out` may be longer: it is only grown, never shrunk, so that
-/// reuse costs no zeroing); a plain one is `stored` itself (`None`).
+/// What decoding payloads keeps from block to block: a zstd context and,
+/// for kpack, the packed form and the unpacker's tables.
+#[derive(Default)]
+pub struct PayloadDecoder {
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
+    packed: Vec<u8>,
+    unpacker: Option<Box<crate::kpack::Unpacker>>,
+}
+
+impl fmt::Debug for PayloadDecoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PayloadDecoder")
+            .field("dctx", &self.dctx.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PayloadDecoder {
+    /// Decompresses the zstd frame `stored` into `out[..n]` (grown to
+    /// `max` bytes, never more) and returns `n`.
+    fn unzstd(&mut self, stored: &[u8], max: usize, out: &mut Vec<u8>) -> Result<usize, String> {
+        let d = match &mut self.dctx {
+            Some(d) => d,
+            None => self
+                .dctx
+                .insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
+        };
+        if out.len() < max {
+            out.resize(max, 0);
+        }
+        // A destination of exactly `max` bytes: a frame that would
+        // decompress to more fails here.
+        d.decompress_to_buffer(stored, &mut out[..max])
+            .map_err(|e| format!("zstd payload does not decompress to {max} bytes: {e}"))
+    }
+}
+
+/// Like [`decode_payload`] (same checks, same messages), reusing what
+/// `dec` keeps and an output buffer: a compressed payload is decoded into
+/// `out[..n]` and `Some(n)` returned (`out` may be longer: it is only
+/// grown, never shrunk, so that reuse costs no zeroing); a plain one is
+/// `stored` itself (`None`).
 pub fn decode_payload_into(
     hdr: &BlockHeader,
     stored: &[u8],
-    dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+    dec: &mut PayloadDecoder,
     out: &mut Vec<u8>,
 ) -> Result<Option<usize>, String> {
     if hdr.flags & !KNOWN_FLAGS != 0 {
@@ -474,28 +580,44 @@ pub fn decode_payload_into(
             hdr.flags & !KNOWN_FLAGS
         ));
     }
-    if hdr.flags & FLAG_ZSTD == 0 {
-        return Ok(None);
-    }
     let raw_len = hdr.raw_len as usize;
-    let d = match dctx {
-        Some(d) => d,
-        None => dctx.insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
-    };
-    if out.len() < raw_len {
-        out.resize(raw_len, 0);
+    if hdr.flags & FLAG_KPACK == 0 {
+        if hdr.flags & FLAG_ZSTD == 0 {
+            return Ok(None);
+        }
+        let n = dec.unzstd(stored, raw_len, out)?;
+        if n != raw_len {
+            return Err(format!(
+                "zstd payload decompressed to {n} bytes, header says {raw_len}"
+            ));
+        }
+        return Ok(Some(n));
     }
-    // A destination of exactly `raw_len` bytes: a frame that would
-    // decompress to more fails here.
-    let n = d
-        .decompress_to_buffer(stored, &mut out[..raw_len])
-        .map_err(|e| format!("zstd payload does not decompress to {raw_len} bytes: {e}"))?;
-    if n != raw_len {
+    if hdr.block_type != BlockType::CpuData {
         return Err(format!(
-            "zstd payload decompressed to {n} bytes, header says {raw_len}"
+            "kpack flag on a {} block (only CPU_DATA payloads are packed)",
+            hdr.block_type.name()
         ));
     }
-    Ok(Some(n))
+    let mut packed = std::mem::take(&mut dec.packed);
+    let r = (|| {
+        let packed: &[u8] = if hdr.flags & FLAG_ZSTD != 0 {
+            // The packed form is never longer than the payload.
+            let n = dec.unzstd(stored, raw_len, &mut packed)?;
+            &packed[..n]
+        } else {
+            stored
+        };
+        if out.len() < raw_len {
+            out.resize(raw_len, 0);
+        }
+        let u = dec.unpacker.get_or_insert_with(Default::default);
+        u.unpack(packed, crate::kpack::HEAD_LEN, &mut out[..raw_len])
+            .map_err(|e| e.to_string())?;
+        Ok(Some(raw_len))
+    })();
+    dec.packed = packed;
+    r
 }
 
 #[cfg(test)]
@@ -505,7 +627,9 @@ mod tests {
     #[test]
     fn file_header_round_trip() {
         let h = encode_file_header();
-        assert_eq!(parse_file_header(&h), Ok((1, VERSION_MINOR)));
+        assert_eq!(parse_file_header(&h), Ok((1, VERSION_MINOR_WITHOUT_KPACK)));
+        let h2 = encode_file_header_minor(VERSION_MINOR);
+        assert_eq!(parse_file_header(&h2), Ok((1, VERSION_MINOR)));
         let mut bad = h;
         bad[13] ^= 1;
         assert!(matches!(
@@ -519,7 +643,7 @@ mod tests {
         let e = parse_file_header(&v2).unwrap_err();
         assert!(
             e.to_string()
-                .contains(&format!("2.{VERSION_MINOR} is not supported")),
+                .contains(&format!("2.{VERSION_MINOR_WITHOUT_KPACK} is not supported")),
             "{e}"
         );
         assert!(matches!(
@@ -555,7 +679,7 @@ mod tests {
 
     #[test]
     fn reused_context_decodes_like_a_fresh_one() {
-        let mut d = None;
+        let mut d = PayloadDecoder::default();
         let mut out = Vec::new();
         for (i, len) in [5000usize, 100, 9000, 0].into_iter().enumerate() {
             let payload: Vec<u8> = (0..len).map(|j| ((j / 7 + i) % 251) as u8).collect();
@@ -592,6 +716,128 @@ mod tests {
             decode_payload_into(&hdr, stored, &mut d, &mut out).unwrap_err(),
             decode_payload(&hdr, stored).unwrap_err()
         );
+    }
+
+    /// A CPU_DATA payload of `n` sub-buffers of kmalloc-like records.
+    fn cpu_data(n: usize) -> (Vec<u8>, crate::kpack::Shape) {
+        use crate::subbuf::encode::{encode_subbuf, EncRecord, PageSpec};
+        let layout = crate::subbuf::SubBufLayout {
+            long_size: 8,
+            data_offset: 16,
+            subbuf_size: 4096,
+        };
+        let mut p = vec![9u8; crate::kpack::HEAD_LEN];
+        let mut ts = 5000;
+        for page in 0..n {
+            let records = (0..70u64)
+                .map(|i| {
+                    ts += 300 + i % 7;
+                    let site = 0xffff_ffff_8120_0000u64 + 0x40 * (i % 3);
+                    let ptr = 0xffff_8880_0400_0000u64 + 0x80 * (i + 70 * page as u64);
+                    let payload = [7u64 | 1234 << 32, site, ptr, 64, 64, 0xcc0]
+                        .iter()
+                        .flat_map(|w| w.to_le_bytes())
+                        .collect();
+                    EncRecord::Event { ts, payload }
+                })
+                .collect();
+            let spec = PageSpec {
+                records,
+                ..PageSpec::default()
+            };
+            p.extend(
+                encode_subbuf(crate::LittleEndian, &layout, &spec)
+                    .unwrap()
+                    .bytes,
+            );
+        }
+        let shape = crate::kpack::Shape::new(false, 8, 16, 4096).unwrap();
+        (p, shape)
+    }
+
+    fn decode_block(blk: &[u8], d: &mut PayloadDecoder) -> (u16, Vec<u8>) {
+        let hdr = BlockHeader::parse(blk[..BLOCK_HEADER_LEN].try_into().unwrap()).unwrap();
+        let stored = &blk[BLOCK_HEADER_LEN..];
+        assert_eq!(
+            BlockHeader::compute_crc(&blk[..BLOCK_HEADER_LEN].try_into().unwrap(), stored),
+            hdr.crc
+        );
+        let mut out = Vec::new();
+        let got = match decode_payload_into(&hdr, stored, d, &mut out).unwrap() {
+            None => stored.to_vec(),
+            Some(n) => out[..n].to_vec(),
+        };
+        assert_eq!(got, decode_payload(&hdr, stored).unwrap().as_ref());
+        (hdr.flags, got)
+    }
+
+    #[test]
+    fn kpack_cpu_data_comes_back_and_falls_back_where_it_cannot_help() {
+        let (payload, shape) = cpu_data(6);
+        let mut d = PayloadDecoder::default();
+        let mut c = BlockCompressor::new(Compression::Kpack(1));
+        let mut z = BlockCompressor::new(Compression::Zstd(1));
+        let (mut packed, mut zstd_only) = (Vec::new(), Vec::new());
+        c.encode_cpu_data(&payload, Some(shape), &mut packed)
+            .unwrap();
+        z.encode_cpu_data(&payload, Some(shape), &mut zstd_only)
+            .unwrap();
+        assert_eq!(
+            decode_block(&packed, &mut d),
+            (FLAG_KPACK | FLAG_ZSTD, payload.clone())
+        );
+        assert_eq!(
+            decode_block(&zstd_only, &mut d),
+            (FLAG_ZSTD, payload.clone())
+        );
+        assert!(
+            packed.len() < zstd_only.len(),
+            "{} against {}",
+            packed.len(),
+            zstd_only.len()
+        );
+        // The CPU_DATA header is the start of the first zstd block, as in
+        // a zstd-only block, for the index to read alone.
+        let first = zstd::bulk::decompress(&packed[BLOCK_HEADER_LEN..], payload.len()).unwrap();
+        assert_eq!(
+            first[..crate::kpack::HEAD_LEN],
+            payload[..crate::kpack::HEAD_LEN]
+        );
+        // Without a shape, zstd alone; on bytes kpack cannot shrink (no
+        // sub-buffer parses), what zstd makes of them.
+        let mut blk = Vec::new();
+        c.encode_cpu_data(&payload, None, &mut blk).unwrap();
+        assert_eq!(decode_block(&blk, &mut d), (FLAG_ZSTD, payload.clone()));
+        let noise: Vec<u8> = (0..3 * 4096u32 + 24)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        blk.clear();
+        c.encode_cpu_data(&noise, Some(shape), &mut blk).unwrap();
+        let (flags, got) = decode_block(&blk, &mut d);
+        assert_eq!(got, noise);
+        assert_eq!(flags & FLAG_KPACK, 0);
+        // The same context goes on packing.
+        blk.clear();
+        c.encode_cpu_data(&payload, Some(shape), &mut blk).unwrap();
+        assert_eq!(blk, packed);
+    }
+
+    #[test]
+    fn kpack_is_only_for_cpu_data_and_never_longer_than_raw_len() {
+        let (payload, shape) = cpu_data(2);
+        let mut blk = Vec::new();
+        BlockCompressor::new(Compression::Kpack(1))
+            .encode_cpu_data(&payload, Some(shape), &mut blk)
+            .unwrap();
+        let mut hdr = BlockHeader::parse(blk[..BLOCK_HEADER_LEN].try_into().unwrap()).unwrap();
+        let stored = &blk[BLOCK_HEADER_LEN..];
+        hdr.block_type = BlockType::Meta;
+        assert!(decode_payload(&hdr, stored)
+            .unwrap_err()
+            .contains("kpack flag on a META block"));
+        hdr.block_type = BlockType::CpuData;
+        hdr.raw_len = 100;
+        assert!(decode_payload(&hdr, stored).is_err());
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod endian;
 pub mod arch;
 pub mod block;
 mod crc_shift;
+pub mod kpack;
 pub mod reader;
 pub mod records;
 pub mod tlv;

@@ -116,9 +116,9 @@ pub struct CpuBlockRef {
 pub struct BlockScratch {
     /// The block as stored (header and payload).
     stored: Vec<u8>,
-    /// The decompressed payload (may be longer than the last one).
+    /// The decoded payload (may be longer than the last one).
     out: Vec<u8>,
-    dctx: Option<zstd::bulk::Decompressor<'static>>,
+    dec: crate::block::PayloadDecoder,
 }
 
 impl BlockScratch {
@@ -132,7 +132,7 @@ impl fmt::Debug for BlockScratch {
         f.debug_struct("BlockScratch")
             .field("stored", &self.stored.len())
             .field("out", &self.out.len())
-            .field("dctx", &self.dctx.is_some())
+            .field("dec", &self.dec)
             .finish()
     }
 }
@@ -829,7 +829,7 @@ impl Log {
         let mut s = BlockScratch {
             stored: std::mem::take(stored),
             out: Vec::new(),
-            dctx: None,
+            dec: Default::default(),
         };
         let res = self.read_cpu_block_into(r, &mut s).map(|data| {
             out.clear();
@@ -854,7 +854,7 @@ impl Log {
             kind: ProblemKind::BadBlock,
             what,
         };
-        let BlockScratch { stored, out, dctx } = scratch;
+        let BlockScratch { stored, out, dec } = scratch;
         let len = BLOCK_HEADER_LEN + r.header.stored_len as usize;
         // Only grown: reading overwrites what is kept.
         if stored.len() < len {
@@ -869,7 +869,7 @@ impl Log {
         {
             return Err(err("block changed since it was indexed".into()));
         }
-        let payload = match decode_payload_into(&r.header, &stored[BLOCK_HEADER_LEN..], dctx, out)
+        let payload = match decode_payload_into(&r.header, &stored[BLOCK_HEADER_LEN..], dec, out)
             .map_err(err)?
         {
             None => &stored[BLOCK_HEADER_LEN..],

@@ -8,8 +8,9 @@
 
 use crate::arch::ArchTag;
 use crate::block::{
-    encode_block, encode_file_header, BlockCompressor, BlockType, Compression, EncodeError,
+    encode_block, encode_file_header_minor, BlockCompressor, BlockType, Compression, EncodeError,
 };
+use crate::kpack::Shape;
 use crate::records::{
     encode_cpu_data_header, CpuTotal, EndRecord, Meta, NoteRecord, StatsRecord, CPU_DATA_HEADER_LEN,
 };
@@ -23,6 +24,8 @@ use std::io::{self, Write};
 pub struct CpuBlockEncoder {
     cpu: u32,
     subbuf_size: u32,
+    /// The sub-buffers' shape, for `Compression::Kpack`.
+    shape: Option<Shape>,
     compressor: BlockCompressor,
     next_seq: u64,
     next_subbuf: u64,
@@ -45,11 +48,19 @@ impl CpuBlockEncoder {
         CpuBlockEncoder {
             cpu,
             subbuf_size,
+            shape: None,
             compressor: BlockCompressor::new(compression),
             next_seq: 0,
             next_subbuf: 0,
             payload: Vec::new(),
         }
+    }
+
+    /// Lets `Compression::Kpack` walk sub-buffers of this shape (without
+    /// one, CPU data is compressed with zstd alone).
+    pub fn with_shape(mut self, shape: Option<Shape>) -> Self {
+        self.shape = shape;
+        self
     }
 
     /// Encodes whole sub-buffers (a multiple of the sub-buffer size) as the
@@ -96,12 +107,8 @@ impl CpuBlockEncoder {
             self.next_subbuf,
         ));
         out.bytes.clear();
-        self.compressor.encode_with_head(
-            BlockType::CpuData,
-            &buf[..used],
-            CPU_DATA_HEADER_LEN,
-            &mut out.bytes,
-        )?;
+        self.compressor
+            .encode_cpu_data(&buf[..used], self.shape, &mut out.bytes)?;
         out.cpu = self.cpu;
         out.subbufs = u64::from(count);
         out.data_bytes = count as u64 * sb as u64;
@@ -139,10 +146,23 @@ impl<W: Write> LogWriter<W> {
     /// Writes the file header and the ARCH block. `compression` applies to
     /// the blocks this writer encodes itself (META, CPU data via
     /// [`write_cpu_data`](Self::write_cpu_data)).
-    pub fn new(mut out: W, arch: &ArchTag, compression: Compression) -> io::Result<Self> {
+    pub fn new(out: W, arch: &ArchTag, compression: Compression) -> io::Result<Self> {
+        Self::with_cpu_compression(out, arch, compression, compression)
+    }
+
+    /// Like [`new`](Self::new), for a writer whose CPU data is encoded
+    /// elsewhere ([`CpuBlockEncoder`]) with `cpu_data`: the file header
+    /// names the version that needs.
+    pub fn with_cpu_compression(
+        mut out: W,
+        arch: &ArchTag,
+        compression: Compression,
+        cpu_data: Compression,
+    ) -> io::Result<Self> {
         arch.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("arch tag: {e}")))?;
-        let header = encode_file_header();
+        let minor = compression.minor_version().max(cpu_data.minor_version());
+        let header = encode_file_header_minor(minor);
         out.write_all(&header)?;
         let mut w = LogWriter {
             out,
@@ -199,10 +219,11 @@ impl<W: Write> LogWriter<W> {
     /// sub-buffer size; at most 64 MiB).
     pub fn write_cpu_data(&mut self, cpu: u32, subbufs: &[u8]) -> io::Result<()> {
         let (sb, c) = (self.arch.subbuf_size, self.compression);
+        let shape = Shape::of(&self.arch);
         let enc = self
             .encoders
             .entry(cpu)
-            .or_insert_with(|| CpuBlockEncoder::new(cpu, sb, c));
+            .or_insert_with(|| CpuBlockEncoder::new(cpu, sb, c).with_shape(shape));
         let b = enc.encode(subbufs).map_err(enc_err)?;
         self.write_encoded(&b)
     }

@@ -5,7 +5,7 @@
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{
     encode_block, encode_file_header, BlockType, Compression, FileHeaderError, BLOCK_HEADER_LEN,
-    FILE_HEADER_LEN, VERSION_MINOR,
+    FILE_HEADER_LEN, VERSION_MINOR_WITHOUT_KPACK,
 };
 use kmemtrace_format::reader::{Item, LogReader, OpenError};
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord};
@@ -258,7 +258,7 @@ fn not_a_log_and_future_major_are_clear_errors() {
     let e = read_all(&bytes).err().unwrap();
     assert!(
         e.to_string()
-            .contains(&format!("9.{VERSION_MINOR} is not supported")),
+            .contains(&format!("9.{VERSION_MINOR_WITHOUT_KPACK} is not supported")),
         "{e}"
     );
 }

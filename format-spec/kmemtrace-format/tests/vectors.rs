@@ -92,6 +92,8 @@ fn intact_vectors_decode_to_their_event_listings() {
         ("be64-s390x", Some("cpu=1 missed lost=unknown"), true),
         ("le32-armhf", Some("cpu=1 missed lost=17"), true),
         ("be32-synthetic", Some("cpu=1 missed lost=3"), true),
+        ("be64-s390x-kpack", Some("cpu=1 missed lost=unknown"), true),
+        ("le32-armhf-kpack", Some("cpu=1 missed lost=17"), true),
     ] {
         let log = Log::from_bytes(name, &read(&format!("{name}.kmt"))).unwrap();
         assert!(log.problems.is_empty(), "{name}: {:?}", log.problems);
@@ -168,6 +170,37 @@ fn damaged_vectors_report_what_their_description_says() {
         .filter(|c| per_cpu(&got, c) < per_cpu(&want, c))
         .collect();
     assert_eq!(short.len(), 1, "{short:?}");
+}
+
+#[test]
+fn kpack_vectors_hold_their_siblings_sub_buffers_bit_for_bit() {
+    use kmemtrace_format::block::FLAG_KPACK;
+    for (packed, plain) in [
+        ("be64-s390x-kpack", "be64-s390x"),
+        ("le32-armhf-kpack", "le32-armhf"),
+    ] {
+        let a = Log::from_bytes(packed, &read(&format!("{packed}.kmt"))).unwrap();
+        let b = Log::from_bytes(plain, &read(&format!("{plain}.kmt"))).unwrap();
+        assert_eq!(a.version, (1, 2), "{packed}: kpack needs format 1.2");
+        assert_eq!(b.version, (1, 1), "{plain}: no kpack, so 1.1");
+        let cpu_blocks = &a.blocks;
+        assert!(!cpu_blocks.is_empty());
+        assert!(
+            cpu_blocks.iter().all(|r| r.header.flags & FLAG_KPACK != 0),
+            "{packed}: every CPU_DATA block packed"
+        );
+        let raw = |log: &Log| {
+            let mut all = Vec::new();
+            for cpu in log.cpus() {
+                log.visit_cpu(cpu, |v| all.extend_from_slice(v.raw), |p| panic!("{p}"));
+            }
+            all
+        };
+        assert!(
+            raw(&a) == raw(&b),
+            "{packed}: sub-buffers differ from {plain}'s"
+        );
+    }
 }
 
 #[test]

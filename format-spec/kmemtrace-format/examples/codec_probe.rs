@@ -1,24 +1,22 @@
-//! What a cheaper codec for the recorder would have to beat (issue 15,
-//! part 3), measured on a real log:
+//! zstd alone against kpack + zstd (FORMAT.md §8.2) on a real log:
 //!
 //!   cargo run --release -p kmemtrace-format --example codec_probe -- LOG.kmt
+//!   KPACK_ONLY=1 ...   # kpack's own cost (best of 5) and its streams
 //!
 //! The log's sub-buffers are cut into CPU_DATA-sized blocks (1 MiB, as the
 //! recorder writes them) and encoded two ways at zstd levels 1, -1 and -3:
-//! zstd alone, as the recorder does today; and `kpack` ([`kpack`]: each
-//! record's 8-byte words XORed with those of a predicted earlier record of
-//! the same kind, only the XORs' significant bytes kept) with zstd behind it
+//! zstd alone; and `kpack` (`kmemtrace_format::kpack`: each record's
+//! words XORed with those of a predicted earlier record of the same kind,
+//! only the XORs' significant bytes kept) with zstd behind it
 //! as the entropy stage. It prints bytes per event and the nanoseconds per
 //! event of each stage on one core: packing, zstd over the packed stream,
 //! and decoding (zstd, unpacking), and checks that every block comes back
 //! bit for bit.
 
-mod kpack;
-
 use kmemtrace_format::endian::Endian;
+use kmemtrace_format::kpack::{Packer, Shape, Unpacker};
 use kmemtrace_format::log::Log;
 use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
-use kpack::{Packer, Shape, Unpacker};
 use std::time::Instant;
 
 /// Room for the CPU_DATA header the recorder puts before the sub-buffers.
@@ -73,30 +71,33 @@ fn main() {
         total as f64 / ev
     );
     let l = log.layout;
-    let shape = Shape {
-        big_endian: log.endian.is_big_endian(),
-        long_size: l.long_size as u8,
-        data_offset: l.data_offset as u16,
-        subbuf_size: l.subbuf_size as u32,
-    };
+    let shape = Shape::new(
+        log.endian.is_big_endian(),
+        l.long_size as u8,
+        l.data_offset as u32,
+        l.subbuf_size as u32,
+    )
+    .expect("a sub-buffer geometry kpack walks");
     let per_block = (1 << 20) / l.subbuf_size * l.subbuf_size;
     let blocks: Vec<Vec<u8>> = raw
         .iter()
         .flat_map(|b| b.chunks(per_block))
         .map(|c| [&[0u8; HEAD][..], c].concat())
         .collect();
-    let (mut packer, mut unpacker) = (Packer::new(shape), Unpacker::new());
+    let (mut packer, mut unpacker) = (Packer::new(), Unpacker::new());
     let mut packed: Vec<Vec<u8>> = vec![Vec::new(); blocks.len()];
-    let mut pack = || {
-        for (b, p) in blocks.iter().zip(packed.iter_mut()) {
-            p.clear();
-            packer.pack(b, HEAD, p);
-        }
+    let mut pack = |packed: &mut Vec<Vec<u8>>| {
+        timed(|| {
+            for (b, p) in blocks.iter().zip(packed.iter_mut()) {
+                p.clear();
+                packer.pack(shape, b, HEAD, p);
+            }
+        })
     };
     // The first pass also faults the output's pages in; the second is what
     // a recorder reusing its buffers pays.
-    pack();
-    let pack_s = timed(pack);
+    pack(&mut packed);
+    let pack_s = pack(&mut packed);
     let packed_len: usize = packed.iter().map(Vec::len).sum();
     let ns = |s: f64| s * 1e9 / ev;
     let per = |n: usize| n as f64 / ev;
@@ -105,6 +106,53 @@ fn main() {
         per(packed_len),
         ns(pack_s)
     );
+    if std::env::var_os("KPACK_ONLY").is_some() {
+        // Only kpack: each way the fastest of five passes (what the
+        // transform costs without the machine's noise), and what zstd
+        // makes of each stream on its own.
+        let mut out = Vec::new();
+        let (mut best_pack, mut best_unpack) = (f64::MAX, f64::MAX);
+        let mut c = zstd::bulk::Compressor::new(1).expect("zstd");
+        let names = ["ctl", "lens", "xor", "raw", "times"];
+        let (mut raw_b, mut z_b, mut z_t) = ([0usize; 5], [0usize; 5], [0f64; 5]);
+        for p in &packed {
+            // After the head and kpack's 17-byte header: five streams.
+            let mut at = HEAD + 17;
+            for i in 0..5 {
+                let n = u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize;
+                let st = &p[at + 4..at + 4 + n];
+                at += 4 + n;
+                raw_b[i] += n;
+                let mut z = Vec::new();
+                z_t[i] += timed(|| z = c.compress(st).unwrap());
+                z_b[i] += z.len();
+            }
+        }
+        for i in 0..5 {
+            println!(
+                "stream {:6} {:.2} bytes/event, {:.2} after zstd 1 alone, in {:.1} ns/event",
+                names[i],
+                per(raw_b[i]),
+                per(z_b[i]),
+                ns(z_t[i])
+            );
+        }
+        for _ in 0..5 {
+            best_pack = best_pack.min(pack(&mut packed));
+            best_unpack = best_unpack.min(timed(|| {
+                for (b, p) in blocks.iter().zip(&packed) {
+                    out.resize(b.len(), 0);
+                    unpacker.unpack(p, HEAD, &mut out).expect("kpack");
+                }
+            }));
+        }
+        println!(
+            "kpack only, best of 5: pack {:.1} ns/event, unpack {:.1} ns/event",
+            ns(best_pack),
+            ns(best_unpack)
+        );
+        return;
+    }
     println!("| zstd level | zstd alone: bytes/event | ns/event | decode ns/event | kpack + zstd: bytes/event | zstd over packed ns/event | pack + zstd ns/event | decode ns/event |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for level in [1, -1, -3] {
@@ -133,7 +181,8 @@ fn main() {
         let d_packed = timed(|| {
             for ((b, p), z) in blocks.iter().zip(&packed).zip(&z_packed) {
                 let d = zstd::bulk::decompress(z, p.len()).expect("zstd");
-                unpacker.unpack(&d, &mut out).expect("kpack");
+                out.resize(b.len(), 0);
+                unpacker.unpack(&d, HEAD, &mut out).expect("kpack");
                 assert!(out == *b, "kpack did not give the block back");
             }
         });

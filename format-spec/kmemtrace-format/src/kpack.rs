@@ -1,0 +1,994 @@
+//! kpack (FORMAT.md §8.2): a reversible, record-aware transform of the
+//! sub-buffers of a CPU_DATA payload, run before zstd (block flag
+//! `FLAG_KPACK`, format 1.2).
+//!
+//! Why: zstd spends most of its time finding again, in every record, the
+//! bytes the previous record of the same kind already had (the common
+//! fields, the call site, the size, the GFP flags, the pointer's upper
+//! bytes). kpack walks the ring-buffer records and replaces each 8-byte
+//! word of an event payload by its XOR with the same word of a predicted
+//! earlier payload, keeping only the XOR's bytes up to its highest
+//! non-zero one. What is left is a fifth of the input; zstd then runs over
+//! that much less and compresses it a quarter smaller than the raw data.
+//!
+//! The prediction for a payload of length `L` (every choice depends only on
+//! bytes the decoder has already rebuilt, so both sides make the same):
+//! - word 0 (`common_type`, flags, preempt count, pid): the previous
+//!   payload of length `L`;
+//! - word 1 (the first field: the call site of the slab events): the
+//!   previous payload of the same type and length;
+//! - the other words: the previous payload of the same type, length and
+//!   word 1 (for a slab event, the previous event of its call site: same
+//!   sizes, same flags, a nearby pointer), else as word 1.
+//!
+//! Anything that is not a well-formed sub-buffer (a commit beyond the
+//! page, a record across the end of the data) is carried as raw bytes: the
+//! transform is exact for every input, not only for valid ring buffers.
+//! Unpacking checks every length and never panics on hostile input.
+
+use crate::endian::{BigEndian, Endian, LittleEndian};
+use crate::subbuf::COMMIT_LEN_MASK;
+use std::fmt;
+
+/// First byte of a kpack stream (after the kept head).
+pub const VERSION: u8 = 1;
+/// Bytes a CPU_DATA payload keeps as they are before its kpack stream: its
+/// CPU_DATA header, which an index then reads as from any other block.
+pub const HEAD_LEN: usize = crate::records::CPU_DATA_HEADER_LEN;
+/// Version, flags, long size, data offset (u16), sub-buffer size (u32),
+/// body length (u32), CRC-32 of the whole payload, head included (u32).
+const HEADER_LEN: usize = 17;
+/// Streams, in this order after the header, each as a u32 LE length and
+/// its bytes: ctl, lens, xor, raw, times.
+const STREAM_NAMES: [&str; 5] = ["ctl", "lens", "xor", "raw", "times"];
+/// Largest sub-buffer kpack walks (the kernel allows up to 1 MiB).
+const MAX_SUBBUF: u32 = 1 << 20;
+
+/// The byte order and sub-buffer geometry records are read with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    big_endian: bool,
+    long_size: u8,
+    data_offset: u16,
+    subbuf_size: u32,
+}
+
+impl Shape {
+    /// `None` when the geometry is not one kpack walks (it then stays
+    /// unused: the data is compressed as it is).
+    pub fn new(
+        big_endian: bool,
+        long_size: u8,
+        data_offset: u32,
+        subbuf_size: u32,
+    ) -> Option<Self> {
+        let ok = matches!(long_size, 4 | 8)
+            && data_offset >= 8 + u32::from(long_size)
+            && data_offset < subbuf_size
+            && subbuf_size <= MAX_SUBBUF;
+        ok.then_some(Shape {
+            big_endian,
+            long_size,
+            data_offset: data_offset as u16,
+            subbuf_size,
+        })
+    }
+
+    /// The shape of a log's sub-buffers.
+    pub fn of(arch: &crate::arch::ArchTag) -> Option<Self> {
+        Shape::new(
+            arch.byte_order.is_big_endian(),
+            arch.long_size,
+            arch.data_offset,
+            arch.subbuf_size,
+        )
+    }
+
+    /// Length of the data of the sub-buffer `page`, if it fits.
+    #[inline]
+    fn data_len<E: Endian>(&self, e: E, page: &[u8]) -> Option<usize> {
+        let commit = if self.long_size == 8 {
+            e.read_u64(page, 8)?
+        } else {
+            u64::from(e.read_u32(page, 8)?)
+        };
+        let len = usize::try_from(commit & COMMIT_LEN_MASK).ok()?;
+        (len <= (self.subbuf_size - u32::from(self.data_offset)) as usize).then_some(len)
+    }
+}
+
+/// Why a kpack stream cannot be unpacked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnpackError {
+    Version(u8),
+    /// The header's geometry is not one kpack writes.
+    Shape,
+    /// A stream ended early, a length does not fit, or bytes are left over.
+    Damaged(&'static str),
+    /// The rebuilt bytes do not have the CRC they were packed with.
+    Crc,
+}
+
+impl fmt::Display for UnpackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Version(v) => write!(f, "kpack version {v} is not known"),
+            Self::Shape => write!(f, "kpack header has an impossible sub-buffer geometry"),
+            Self::Damaged(what) => write!(f, "kpack stream damaged ({what})"),
+            Self::Crc => write!(f, "kpack: the unpacked sub-buffers fail their CRC"),
+        }
+    }
+}
+impl std::error::Error for UnpackError {}
+
+/// Where earlier payloads are, for predicting the next: offsets (plus one,
+/// 0 being "none") into the body being packed or rebuilt.
+struct Predictor {
+    /// By payload length / 4 (lengths up to 4 KiB).
+    by_len: Vec<u32>,
+    /// By (type, length), hashed; the key kept to check.
+    by_type: Vec<(u32, u32)>,
+    /// By (type, length, word 1), hashed.
+    by_site: Vec<(u64, u32, u32)>,
+}
+
+const BY_LEN: usize = 1025;
+const BY_TYPE_BITS: u32 = 10;
+const BY_SITE_BITS: u32 = 10;
+
+/// The prediction for one payload as its words go by.
+struct Guess {
+    pred: Option<usize>,
+    key: u32,
+    site: Option<u64>,
+}
+
+impl Predictor {
+    fn new() -> Self {
+        Predictor {
+            by_len: vec![0; BY_LEN],
+            by_type: vec![(0, 0); 1 << BY_TYPE_BITS],
+            by_site: vec![(0, 0, 0); 1 << BY_SITE_BITS],
+        }
+    }
+
+    fn reset(&mut self) {
+        self.by_len.fill(0);
+        self.by_type.fill((0, 0));
+        self.by_site.fill((0, 0, 0));
+    }
+
+    #[inline]
+    fn len_slot(len: usize) -> Option<usize> {
+        (len % 4 == 0 && len / 4 < BY_LEN).then_some(len / 4)
+    }
+    #[inline]
+    fn type_slot(key: u32) -> usize {
+        (key.wrapping_mul(0x9e37_79b1) >> (32 - BY_TYPE_BITS)) as usize
+    }
+    #[inline]
+    fn site_slot(key: u32, site: u64) -> usize {
+        let h = (site ^ u64::from(key).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> (64 - BY_SITE_BITS)) as usize
+    }
+
+    /// The guess before word 0 of a payload of `len` bytes.
+    #[inline(always)]
+    fn start(&self, len: usize) -> Guess {
+        let pred = Self::len_slot(len).and_then(|s| self.by_len[s].checked_sub(1));
+        Guess {
+            pred: pred.map(|o| o as usize),
+            key: 0,
+            site: None,
+        }
+    }
+
+    /// The type key of the payload at `buf[at..at + len]` (its first two
+    /// bytes, or fewer when it is shorter).
+    #[inline]
+    fn type_key<E: Endian>(e: E, buf: &[u8], at: usize, len: usize) -> u32 {
+        let ty = match len {
+            0 => 0,
+            1 => u16::from(buf[at]),
+            _ => e.u16_from([buf[at], buf[at + 1]]),
+        };
+        (u32::from(ty) << 16) | (len as u32 & 0xffff)
+    }
+
+    /// Updates the guess before part `i` (1: the first field, 2: the rest)
+    /// of the payload at `buf[at..]`, whose earlier bytes are known; the
+    /// first field (the call site of the slab events) is `W` bytes long.
+    #[inline(always)]
+    fn refine<E: Endian, const W: usize>(
+        &self,
+        e: E,
+        g: &mut Guess,
+        i: usize,
+        buf: &[u8],
+        at: usize,
+        len: usize,
+    ) {
+        if i == 1 {
+            g.key = Self::type_key(e, buf, at, len);
+            let (k, o) = self.by_type[Self::type_slot(g.key)];
+            g.pred = (o != 0 && k == g.key).then(|| o as usize - 1);
+        } else {
+            let site = word(e, &buf[at + 8..at + 8 + W]);
+            g.site = Some(site);
+            let (s, k, o) = self.by_site[Self::site_slot(g.key, site)];
+            if o != 0 && k == g.key && s == site {
+                g.pred = Some(o as usize - 1);
+            }
+        }
+    }
+
+    /// Remembers the payload at `buf[at..at + len]` once it is known.
+    #[inline(always)]
+    fn learn<E: Endian>(&mut self, e: E, g: &Guess, buf: &[u8], at: usize, len: usize) {
+        let o = at as u32 + 1;
+        if let Some(s) = Self::len_slot(len) {
+            self.by_len[s] = o;
+        }
+        let key = if len <= 8 {
+            Self::type_key(e, buf, at, len)
+        } else {
+            g.key
+        };
+        self.by_type[Self::type_slot(key)] = (key, o);
+        if let Some(site) = g.site {
+            self.by_site[Self::site_slot(key, site)] = (site, key, o);
+        }
+    }
+}
+
+/// The value of a word of `b.len()` (1..=8) bytes in byte order `e`.
+#[inline]
+fn word<E: Endian>(e: E, b: &[u8]) -> u64 {
+    if let Ok(a) = <[u8; 8]>::try_from(b) {
+        return e.u64_from(a);
+    }
+    let mut a = [0u8; 8];
+    if e.is_big_endian() {
+        a[8 - b.len()..].copy_from_slice(b);
+    } else {
+        a[..b.len()].copy_from_slice(b);
+    }
+    e.u64_from(a)
+}
+
+/// The value of a word of exactly `W` (4 or 8) bytes.
+#[inline(always)]
+fn whole_word<E: Endian, const W: usize>(e: E, b: &[u8]) -> u64 {
+    if W == 8 {
+        e.u64_from(b.try_into().unwrap_or_default())
+    } else {
+        u64::from(e.u32_from(b.try_into().unwrap_or_default()))
+    }
+}
+
+/// Writes `v` as a word of `out.len()` (1..=8) bytes in byte order `e`.
+#[inline]
+fn put_word<E: Endian>(e: E, v: u64, out: &mut [u8]) {
+    let n = out.len();
+    if let Ok(a) = <&mut [u8; 8]>::try_from(&mut *out) {
+        *a = if e.is_big_endian() {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
+    } else if e.is_big_endian() {
+        out.copy_from_slice(&v.to_be_bytes()[8 - n..]);
+    } else {
+        out.copy_from_slice(&v.to_le_bytes()[..n]);
+    }
+}
+
+/// How a record is laid out.
+struct Extent {
+    /// Bytes before the body: the header word, and the length word when
+    /// there is one.
+    head: usize,
+    total: usize,
+    /// The body is an event payload (else carried raw).
+    data: bool,
+}
+
+/// A record's header word `w` (read in the log's byte order) with
+/// `type_len` in bits 0..5 and `time_delta` above, as on little-endian
+/// kernels: C bit-fields start from the most significant bit on big-endian
+/// ones (`subbuf.rs`).
+#[inline]
+fn canonical<E: Endian>(e: E, w: u32) -> u32 {
+    if e.is_big_endian() {
+        w.rotate_left(5)
+    } else {
+        w
+    }
+}
+
+/// The header word whose canonical form is `c`.
+#[inline]
+fn from_canonical<E: Endian>(e: E, c: u32) -> u32 {
+    if e.is_big_endian() {
+        c.rotate_right(5)
+    } else {
+        c
+    }
+}
+
+/// Whether a record with (canonical) header word `w` has a length word after it: a
+/// long event, or padding that is not the end of the data.
+#[inline]
+fn has_len_word(w: u32) -> bool {
+    let type_len = w & 31;
+    type_len == 0 || (type_len == 29 && w >> 5 != 0)
+}
+
+/// A record with header word `w` (and length word `n` when it has one), as
+/// the kernel's `rb_event_length` reads it; `None` when it does not fit in
+/// the `room` bytes left of the data.
+#[inline]
+fn extent(w: u32, n: u32, room: usize) -> Option<Extent> {
+    let type_len = w & 31;
+    let e = match type_len {
+        1..=28 => Extent {
+            head: 4,
+            total: 4 + 4 * type_len as usize,
+            data: true,
+        },
+        // array[0] is the length after the header word, itself included.
+        _ if has_len_word(w) => Extent {
+            head: 8,
+            total: 4usize.checked_add(n as usize).filter(|_| n >= 4)?,
+            data: type_len == 0,
+        },
+        // Padding to the end of the data.
+        29 => Extent {
+            head: 4,
+            total: room,
+            data: false,
+        },
+        // Time extend and absolute time stamp: one more word.
+        _ => Extent {
+            head: 4,
+            total: 8,
+            data: false,
+        },
+    };
+    (e.total <= room).then_some(e)
+}
+
+/// The streams a kpack body is made of.
+#[derive(Default)]
+struct Streams {
+    /// Per sub-buffer: parsed or not, tail zero or not; per record: header
+    /// word + 1 (0: the rest of the data is raw), length word (varints).
+    ctl: Vec<u8>,
+    /// Per payload word: the number of XOR bytes kept (0..=8); written by
+    /// index (the first `lens_at` bytes are this block's), sized once.
+    lens: Vec<u8>,
+    lens_at: usize,
+    /// The kept XOR bytes, least significant first; as `lens`.
+    xor: Vec<u8>,
+    xor_at: usize,
+    /// Bytes carried as they are: commits, unparsed data, non-zero tails.
+    raw: Vec<u8>,
+    /// Sub-buffers' timestamps, as differences (zigzag varints).
+    times: Vec<u8>,
+}
+
+impl Streams {
+    fn all(&self) -> [&[u8]; 5] {
+        [
+            &self.ctl,
+            &self.lens[..self.lens_at],
+            &self.xor[..self.xor_at],
+            &self.raw,
+            &self.times,
+        ]
+    }
+}
+
+/// Whether `b` is all zero bytes; 32 at a time (a byte-wise `all` does
+/// not vectorise, and spliced sub-buffers end in a hole of zeros).
+fn all_zero(b: &[u8]) -> bool {
+    let mut chunks = b.chunks_exact(32);
+    let whole = chunks
+        .by_ref()
+        .all(|c| c.iter().fold(0u8, |a, &x| a | x) == 0);
+    whole && chunks.remainder().iter().all(|&x| x == 0)
+}
+
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+#[inline]
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+/// Packs CPU_DATA payloads; keeps its tables and streams from block to
+/// block (each block is packed on its own).
+pub struct Packer {
+    predict: Predictor,
+    s: Streams,
+    /// Words of 8 bytes (64-bit kernels), else 4.
+    long8: bool,
+}
+
+impl Default for Packer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Packer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Packer")
+    }
+}
+
+impl Packer {
+    pub fn new() -> Self {
+        Packer {
+            predict: Predictor::new(),
+            s: Streams::default(),
+            long8: true,
+        }
+    }
+
+    /// Appends to `out` the packed form of `payload`: its first `head`
+    /// bytes as they are, then the kpack stream of the rest.
+    pub fn pack(&mut self, shape: Shape, payload: &[u8], head: usize, out: &mut Vec<u8>) {
+        let head = head.min(payload.len());
+        out.extend_from_slice(&payload[..head]);
+        let body = &payload[head..];
+        self.predict.reset();
+        for v in [&mut self.s.ctl, &mut self.s.raw, &mut self.s.times] {
+            v.clear();
+        }
+        (self.s.lens_at, self.s.xor_at) = (0, 0);
+        if shape.big_endian {
+            self.pack_body(BigEndian, shape, body);
+        } else {
+            self.pack_body(LittleEndian, shape, body);
+        }
+        out.push(VERSION);
+        out.push(u8::from(shape.big_endian));
+        out.push(shape.long_size);
+        out.extend_from_slice(&shape.data_offset.to_le_bytes());
+        out.extend_from_slice(&shape.subbuf_size.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        let total: usize = self.s.all().iter().map(|v| 4 + v.len()).sum();
+        out.reserve(total);
+        for v in self.s.all() {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+    }
+
+    fn pack_body<E: Endian>(&mut self, e: E, shape: Shape, body: &[u8]) {
+        let size = shape.subbuf_size as usize;
+        self.long8 = shape.long_size == 8;
+        // At most a length byte and 8 XOR bytes per payload word, which
+        // takes at least 4 bytes of the body. Only grown: what is there
+        // gets overwritten.
+        let words = body.len() / 4 + 1;
+        if self.s.lens.len() < words {
+            self.s.lens.resize(words, 0);
+        }
+        if self.s.xor.len() < 8 * words {
+            self.s.xor.resize(8 * words, 0);
+        }
+        let mut at = 0;
+        let mut prev_ts = 0u64;
+        while body.len() - at >= size {
+            prev_ts = self.pack_subbuf(e, shape, body, at, prev_ts);
+            at += size;
+        }
+        self.s.raw.extend_from_slice(&body[at..]);
+    }
+
+    /// The sub-buffer at `body[at..]`; returns its timestamp.
+    fn pack_subbuf<E: Endian>(
+        &mut self,
+        e: E,
+        shape: Shape,
+        body: &[u8],
+        at: usize,
+        prev_ts: u64,
+    ) -> u64 {
+        let page = &body[at..at + shape.subbuf_size as usize];
+        let Some(len) = shape.data_len(e, page) else {
+            self.s.ctl.push(0);
+            self.s.raw.extend_from_slice(page);
+            return prev_ts;
+        };
+        self.s.ctl.push(1);
+        let ts = e.u64_from(page[..8].try_into().unwrap_or_default());
+        put_varint(&mut self.s.times, zigzag(ts.wrapping_sub(prev_ts) as i64));
+        let off = shape.data_offset as usize;
+        self.s.raw.extend_from_slice(&page[8..off]);
+        self.pack_records(e, body, at + off, len);
+        // The bytes after the data: a flag (if there are any) says whether
+        // they are all zero (a hole) or carried raw.
+        let tail = &page[off + len..];
+        if !tail.is_empty() {
+            let hole = all_zero(tail);
+            self.s.ctl.push(u8::from(!hole));
+            if !hole {
+                self.s.raw.extend_from_slice(tail);
+            }
+        }
+        ts
+    }
+
+    /// The records of one data area, `body[start..start + len]`.
+    fn pack_records<E: Endian>(&mut self, e: E, body: &[u8], start: usize, len: usize) {
+        let end = start + len;
+        let mut q = start;
+        while q < end {
+            let room = end - q;
+            let w = e
+                .read_u32(body, q)
+                .filter(|_| room >= 4)
+                .map(|w| canonical(e, w));
+            let n = match w {
+                Some(w) if has_len_word(w) => e.read_u32(body, q + 4).filter(|_| room >= 8),
+                Some(_) => Some(0),
+                None => None,
+            };
+            let (Some(w), Some(n)) = (w, n) else {
+                put_varint(&mut self.s.ctl, 0);
+                self.s.raw.extend_from_slice(&body[q..end]);
+                return;
+            };
+            let Some(ext) = extent(w, n, room) else {
+                put_varint(&mut self.s.ctl, 0);
+                self.s.raw.extend_from_slice(&body[q..end]);
+                return;
+            };
+            put_varint(&mut self.s.ctl, u64::from(w) + 1);
+            if ext.head == 8 {
+                put_varint(&mut self.s.ctl, u64::from(n));
+            }
+            let body_at = q + ext.head;
+            let body_len = ext.total - ext.head;
+            if ext.data {
+                if self.long8 {
+                    self.pack_payload::<E, 8>(e, body, body_at, body_len);
+                } else {
+                    self.pack_payload::<E, 4>(e, body, body_at, body_len);
+                }
+            } else {
+                self.s
+                    .raw
+                    .extend_from_slice(&body[body_at..body_at + body_len]);
+            }
+            q += ext.total;
+        }
+    }
+
+    /// An event payload, in words of `W` bytes (the kernel's long size):
+    /// the common fields (8 bytes), the first field, the rest, each with
+    /// the guess made before it.
+    #[inline]
+    fn pack_payload<E: Endian, const W: usize>(
+        &mut self,
+        e: E,
+        body: &[u8],
+        at: usize,
+        len: usize,
+    ) {
+        let mut g = self.predict.start(len);
+        let p = &body[at..at + len];
+        let mut from = 0;
+        for (i, upto) in [(0, 8), (1, 8 + W), (2, len)] {
+            if i > 0 {
+                if len <= from {
+                    break;
+                }
+                self.predict.refine::<E, W>(e, &mut g, i, body, at, len);
+            }
+            let to = upto.min(len);
+            let old = g.pred.map(|o| &body[o + from..o + to]);
+            self.s.xor_words::<E, W>(e, &p[from..to], old);
+            from = to;
+        }
+        self.predict.learn(e, &g, body, at, len);
+    }
+}
+
+impl Streams {
+    /// Appends the XORs of the words of `cur` with those of `old` (zero
+    /// when there is no guess): for each, its length in `lens` and its
+    /// significant bytes in `xor`.
+    #[inline]
+    fn xor_words<E: Endian, const W: usize>(&mut self, e: E, cur: &[u8], old: Option<&[u8]>) {
+        // Positions in locals, not in `self`: stores through the slices
+        // would otherwise make the compiler reload them every word.
+        let (lens, xor) = (&mut self.lens[..], &mut self.xor[..]);
+        let (mut lens_at, mut xor_at) = (self.lens_at, self.xor_at);
+        let mut put = |x: u64| {
+            let k = (64 - x.leading_zeros()).div_ceil(8) as usize;
+            lens[lens_at] = k as u8;
+            lens_at += 1;
+            // A fixed-size copy of which the next word overwrites the
+            // unused high bytes: cheaper than a copy of variable length.
+            xor[xor_at..xor_at + 8].copy_from_slice(&x.to_le_bytes());
+            xor_at += k;
+        };
+        let words = cur.chunks_exact(W);
+        let rest = words.remainder();
+        match old {
+            Some(old) => {
+                let olds = old.chunks_exact(W);
+                let old_rest = olds.remainder();
+                for (c, o) in words.zip(olds) {
+                    put(whole_word::<E, W>(e, c) ^ whole_word::<E, W>(e, o));
+                }
+                if !rest.is_empty() {
+                    put(word(e, rest) ^ word(e, old_rest));
+                }
+            }
+            None => {
+                for c in words {
+                    put(whole_word::<E, W>(e, c));
+                }
+                if !rest.is_empty() {
+                    put(word(e, rest));
+                }
+            }
+        }
+        (self.lens_at, self.xor_at) = (lens_at, xor_at);
+    }
+}
+
+/// A stream being read back.
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+    name: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&'a [u8], UnpackError> {
+        let end = self.at.checked_add(n);
+        let s = end
+            .and_then(|end| self.b.get(self.at..end))
+            .ok_or(UnpackError::Damaged(self.name))?;
+        self.at += n;
+        Ok(s)
+    }
+    #[inline]
+    fn byte(&mut self) -> Result<u8, UnpackError> {
+        let b = *self.b.get(self.at).ok_or(UnpackError::Damaged(self.name))?;
+        self.at += 1;
+        Ok(b)
+    }
+    #[inline]
+    fn varint(&mut self) -> Result<u64, UnpackError> {
+        let b = self.byte()?;
+        if b < 0x80 {
+            return Ok(u64::from(b));
+        }
+        let mut v = u64::from(b & 0x7f);
+        for shift in (7..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(UnpackError::Damaged(self.name))
+    }
+    /// A byte that is 0 or 1.
+    #[inline]
+    fn flag(&mut self) -> Result<bool, UnpackError> {
+        match self.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(UnpackError::Damaged(self.name)),
+        }
+    }
+    /// `k` (0..=8) XOR bytes as a little-endian number.
+    #[inline]
+    fn xor_word(&mut self, k: usize) -> Result<u64, UnpackError> {
+        if k > 8 {
+            return Err(UnpackError::Damaged("lens"));
+        }
+        let x = match self.b.get(self.at..self.at + 8) {
+            Some(b) => u64::from_le_bytes(b.try_into().unwrap_or_default()),
+            None => {
+                let mut a = [0u8; 8];
+                let rest = self.b.get(self.at..).unwrap_or_default();
+                a[..rest.len().min(8)].copy_from_slice(&rest[..rest.len().min(8)]);
+                u64::from_le_bytes(a)
+            }
+        };
+        if self.at + k > self.b.len() {
+            return Err(UnpackError::Damaged(self.name));
+        }
+        self.at += k;
+        Ok(if k == 8 {
+            x
+        } else {
+            x & ((1u64 << (8 * k)) - 1)
+        })
+    }
+    fn done(&self) -> bool {
+        self.at == self.b.len()
+    }
+}
+
+/// Rebuilds CPU_DATA payloads from their packed form.
+pub struct Unpacker {
+    predict: Predictor,
+}
+
+impl Default for Unpacker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Unpacker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Unpacker")
+    }
+}
+
+impl Unpacker {
+    pub fn new() -> Self {
+        Unpacker {
+            predict: Predictor::new(),
+        }
+    }
+
+    /// Rebuilds into `out` (exactly the payload's length) the payload
+    /// `packed` was made from: its first `head` bytes are `packed`'s own.
+    pub fn unpack(
+        &mut self,
+        packed: &[u8],
+        head: usize,
+        out: &mut [u8],
+    ) -> Result<(), UnpackError> {
+        if packed.len() < head || out.len() < head {
+            return Err(UnpackError::Damaged("head"));
+        }
+        let (kept, rest) = packed.split_at(head);
+        let (out_head, body) = out.split_at_mut(head);
+        out_head.copy_from_slice(kept);
+        let h = rest
+            .get(..HEADER_LEN)
+            .ok_or(UnpackError::Damaged("header"))?;
+        if h[0] != VERSION {
+            return Err(UnpackError::Version(h[0]));
+        }
+        let le32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let shape = Shape::new(
+            h[1] & 1 != 0,
+            h[2],
+            u32::from(u16::from_le_bytes([h[3], h[4]])),
+            le32(5),
+        )
+        .filter(|_| h[1] & !1 == 0)
+        .ok_or(UnpackError::Shape)?;
+        if le32(9) as usize != body.len() {
+            return Err(UnpackError::Damaged("body length"));
+        }
+        let mut lengths = Cursor {
+            b: &rest[HEADER_LEN..],
+            at: 0,
+            name: "stream lengths",
+        };
+        let [ctl, lens, xor, raw, times] = STREAM_NAMES;
+        let mut r = Rebuild {
+            ctl: next_stream(&mut lengths, ctl)?,
+            lens: next_stream(&mut lengths, lens)?,
+            xor: next_stream(&mut lengths, xor)?,
+            raw: next_stream(&mut lengths, raw)?,
+            times: next_stream(&mut lengths, times)?,
+            predict: &mut self.predict,
+            out: body,
+            pos: 0,
+            long8: shape.long_size == 8,
+        };
+        if !lengths.done() {
+            return Err(UnpackError::Damaged("bytes after the streams"));
+        }
+        r.predict.reset();
+        if shape.big_endian {
+            r.run(BigEndian, shape)?;
+        } else {
+            r.run(LittleEndian, shape)?;
+        }
+        let all = [&r.ctl, &r.lens, &r.xor, &r.raw, &r.times];
+        if let Some(c) = all.iter().find(|c| !c.done()) {
+            return Err(UnpackError::Damaged(c.name));
+        }
+        // The raw bytes come back exactly, or not at all.
+        if crc32fast::hash(out) != le32(13) {
+            return Err(UnpackError::Crc);
+        }
+        Ok(())
+    }
+}
+
+/// The next stream named in `lengths`: a u32 LE length and its bytes.
+fn next_stream<'a>(
+    lengths: &mut Cursor<'a>,
+    name: &'static str,
+) -> Result<Cursor<'a>, UnpackError> {
+    let n = u32::from_le_bytes(lengths.take(4)?.try_into().unwrap_or_default());
+    Ok(Cursor {
+        b: lengths.take(n as usize)?,
+        at: 0,
+        name,
+    })
+}
+
+struct Rebuild<'a, 'o> {
+    ctl: Cursor<'a>,
+    lens: Cursor<'a>,
+    xor: Cursor<'a>,
+    raw: Cursor<'a>,
+    times: Cursor<'a>,
+    predict: &'o mut Predictor,
+    /// The body being rebuilt, and how much of it is.
+    out: &'o mut [u8],
+    pos: usize,
+    /// Words of 8 bytes (64-bit kernels), else 4.
+    long8: bool,
+}
+
+impl Rebuild<'_, '_> {
+    /// Room for `n` more bytes of output.
+    #[inline]
+    fn room(&self, n: usize, what: &'static str) -> Result<(), UnpackError> {
+        if self.out.len() - self.pos < n {
+            return Err(UnpackError::Damaged(what));
+        }
+        Ok(())
+    }
+
+    fn raw(&mut self, n: usize) -> Result<(), UnpackError> {
+        self.room(n, "raw")?;
+        let b = self.raw.take(n)?;
+        self.out[self.pos..self.pos + n].copy_from_slice(b);
+        self.pos += n;
+        Ok(())
+    }
+
+    fn run<E: Endian>(&mut self, e: E, shape: Shape) -> Result<(), UnpackError> {
+        let size = shape.subbuf_size as usize;
+        let mut prev_ts = 0u64;
+        while self.out.len() - self.pos >= size {
+            prev_ts = self.subbuf(e, shape, prev_ts)?;
+        }
+        self.raw(self.out.len() - self.pos)
+    }
+
+    fn subbuf<E: Endian>(&mut self, e: E, shape: Shape, prev_ts: u64) -> Result<u64, UnpackError> {
+        let size = shape.subbuf_size as usize;
+        let at = self.pos;
+        if !self.ctl.flag()? {
+            self.raw(size)?;
+            return Ok(prev_ts);
+        }
+        let ts = prev_ts.wrapping_add(unzigzag(self.times.varint()?) as u64);
+        put_word(e, ts, &mut self.out[at..at + 8]);
+        self.pos += 8;
+        let off = shape.data_offset as usize;
+        self.raw(off - 8)?;
+        // The commit is back: the data length comes from it as it did
+        // when packing.
+        let len = shape
+            .data_len(e, &self.out[at..at + off])
+            .ok_or(UnpackError::Damaged("commit"))?;
+        self.records(e, len)?;
+        let tail = size - off - len;
+        if tail > 0 {
+            if self.ctl.flag()? {
+                self.raw(tail)?;
+            } else {
+                self.out[self.pos..self.pos + tail].fill(0);
+                self.pos += tail;
+            }
+        }
+        Ok(ts)
+    }
+
+    fn records<E: Endian>(&mut self, e: E, len: usize) -> Result<(), UnpackError> {
+        let end = self.pos + len;
+        while self.pos < end {
+            let v = self.ctl.varint()?;
+            if v == 0 {
+                return self.raw(end - self.pos);
+            }
+            let w = u32::try_from(v - 1).map_err(|_| UnpackError::Damaged("ctl"))?;
+            let n = if has_len_word(w) {
+                u32::try_from(self.ctl.varint()?).map_err(|_| UnpackError::Damaged("ctl"))?
+            } else {
+                0
+            };
+            let ext = extent(w, n, end - self.pos).ok_or(UnpackError::Damaged("record"))?;
+            if ext.head > ext.total {
+                return Err(UnpackError::Damaged("record"));
+            }
+            let p = self.pos;
+            put_word(e, u64::from(from_canonical(e, w)), &mut self.out[p..p + 4]);
+            if ext.head == 8 {
+                put_word(e, u64::from(n), &mut self.out[p + 4..p + 8]);
+            }
+            self.pos += ext.head;
+            let body = ext.total - ext.head;
+            if ext.data {
+                if self.long8 {
+                    self.payload::<E, 8>(e, body)?;
+                } else {
+                    self.payload::<E, 4>(e, body)?;
+                }
+            } else {
+                self.raw(body)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An event payload, as [`Packer::pack_payload`] made it.
+    #[inline]
+    fn payload<E: Endian, const W: usize>(&mut self, e: E, len: usize) -> Result<(), UnpackError> {
+        self.room(len, "payload")?;
+        let at = self.pos;
+        let mut g = self.predict.start(len);
+        let mut from = 0;
+        for (i, upto) in [(0, 8), (1, 8 + W), (2, len)] {
+            if i > 0 {
+                if len <= from {
+                    break;
+                }
+                self.predict.refine::<E, W>(e, &mut g, i, self.out, at, len);
+            }
+            let to = upto.min(len);
+            let mut q = from;
+            while q < to {
+                let n = (to - q).min(W);
+                let k = self.lens.byte()? as usize;
+                let x = self.xor.xor_word(k)?;
+                let w = at + q;
+                let old = match g.pred {
+                    Some(o) if n == W => whole_word::<E, W>(e, &self.out[o + q..o + q + W]),
+                    Some(o) => word(e, &self.out[o + q..o + q + n]),
+                    None => 0,
+                };
+                let v = old ^ x;
+                if n < 8 && v >> (8 * n) != 0 {
+                    return Err(UnpackError::Damaged("xor"));
+                }
+                put_word(e, v, &mut self.out[w..w + n]);
+                q += n;
+            }
+            from = to;
+        }
+        self.pos += len;
+        self.predict.learn(e, &g, self.out, at, len);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+use super::*;
+use crate::endian::RunTimeEndian;
+use crate::subbuf::encode::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
+use crate::subbuf::SubBufLayout;
+
+const HEAD: usize = 24;
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A slab-like payload: common fields, a call site from a few, a pointer
+/// near the last, sizes, flags; lengths a multiple of 4 and odd ones.
+fn payload(r: &mut Rng, e: RunTimeEndian, long: usize) -> Vec<u8> {
+    let ty = [7u16, 9, 11, 300][r.below(4) as usize];
+    let mut p = Vec::new();
+    let put = |p: &mut Vec<u8>, v: u64, n: usize| {
+        let b = if e.is_big_endian() {
+            v.to_be_bytes()[8 - n..].to_vec()
+        } else {
+            v.to_le_bytes()[..n].to_vec()
+        };
+        p.extend_from_slice(&b);
+    };
+    put(&mut p, u64::from(ty), 2);
+    put(&mut p, r.below(4), 2);
+    put(&mut p, 1000 + r.below(3), 4);
+    put(&mut p, 0xffff_ffff_8100_0000 + 0x40 * r.below(5), long);
+    put(&mut p, 0xffff_8880_0000_0000 + 64 * r.below(1 << 20), long);
+    let extra = [0usize, 4, 8, 12, 20, 3][(ty % 6) as usize];
+    for _ in 0..extra {
+        p.push(r.below(3) as u8);
+    }
+    p
+}
+
+fn pages(e: RunTimeEndian, long: usize, size: usize, seed: u64, count: usize) -> Vec<u8> {
+    let layout = SubBufLayout {
+        long_size: long,
+        data_offset: 8 + long,
+        subbuf_size: size,
+    };
+    let mut r = Rng(seed);
+    let mut ts = 1_000_000u64;
+    let mut out = Vec::new();
+    for i in 0..count {
+        let mut spec = PageSpec {
+            end: [EndPadding::None, EndPadding::Filler, EndPadding::Null][i % 3],
+            missed: if i % 5 == 4 {
+                Missed::Count(7)
+            } else {
+                Missed::None
+            },
+            ..PageSpec::default()
+        };
+        let mut used = 0;
+        while used + 200 < size - layout.data_offset - 16 {
+            ts += r.below(3000) + if r.below(50) == 0 { 1 << 30 } else { 0 };
+            let p = payload(&mut r, e, long);
+            used += p.len() + 16;
+            spec.records.push(match r.below(20) {
+                0 => EncRecord::AbsEvent { ts, payload: p },
+                1 => EncRecord::Discarded {
+                    ts,
+                    payload_len: p.len(),
+                },
+                _ => EncRecord::Event { ts, payload: p },
+            });
+        }
+        let page = match e {
+            RunTimeEndian::Little => encode_subbuf(LittleEndian, &layout, &spec),
+            RunTimeEndian::Big => encode_subbuf(BigEndian, &layout, &spec),
+        };
+        out.extend_from_slice(&page.expect("a page").bytes);
+    }
+    out
+}
+
+fn shape(e: RunTimeEndian, long: usize, size: usize) -> Shape {
+    Shape::new(e.is_big_endian(), long as u8, 8 + long as u32, size as u32).unwrap()
+}
+
+fn round_trip(shape: Shape, payload: &[u8]) -> Vec<u8> {
+    let mut packed = Vec::new();
+    Packer::new().pack(shape, payload, HEAD, &mut packed);
+    let mut out = vec![0xaa; payload.len()];
+    Unpacker::new()
+        .unpack(&packed, HEAD, &mut out)
+        .expect("unpacks");
+    assert_eq!(out, payload, "kpack did not give the payload back");
+    packed
+}
+
+/// For valid sub-buffers: the records were walked, their payloads went
+/// through the word path (most bytes), not carried raw.
+fn assert_records_walked(shape: Shape, payload: &[u8]) {
+    let mut p = Packer::new();
+    p.pack(shape, payload, HEAD, &mut Vec::new());
+    let words = 8 * p.s.lens_at;
+    assert!(
+        words > payload.len() / 2 && p.s.raw.len() < payload.len() / 3,
+        "{shape:?}: {words} bytes of payload words, {} raw, of {}",
+        p.s.raw.len(),
+        payload.len()
+    );
+}
+
+fn with_head(body: &[u8]) -> Vec<u8> {
+    let mut p: Vec<u8> = (0..HEAD as u8).collect();
+    p.extend_from_slice(body);
+    p
+}
+
+#[test]
+fn sub_buffers_come_back_bit_for_bit_in_every_byte_order_and_long_size() {
+    for e in [RunTimeEndian::Little, RunTimeEndian::Big] {
+        for long in [4, 8] {
+            for size in [4096, 8192] {
+                let body = pages(e, long, size, 7 + long as u64, 12);
+                let payload = with_head(&body);
+                round_trip(shape(e, long, size), &payload);
+                assert_records_walked(shape(e, long, size), &payload);
+                // A partial sub-buffer at the end is carried as it is.
+                let mut cut = payload.clone();
+                cut.truncate(payload.len() - 100);
+                round_trip(shape(e, long, size), &cut);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_head_stays_first_and_unchanged() {
+    let body = pages(RunTimeEndian::Little, 8, 4096, 3, 2);
+    let payload = with_head(&body);
+    let packed = round_trip(shape(RunTimeEndian::Little, 8, 4096), &payload);
+    assert_eq!(packed[..HEAD], payload[..HEAD]);
+    assert_eq!(packed[HEAD], VERSION);
+}
+
+#[test]
+fn arbitrary_bytes_come_back_too() {
+    let mut r = Rng(99);
+    for round in 0..200 {
+        let len = HEAD + r.below(3 * 4096) as usize;
+        let mut p: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+        // Some sub-buffers with plausible commits, some with zeros.
+        for at in (HEAD..len).step_by(4096) {
+            if round % 2 == 0 && at + 16 <= len {
+                p[at + 8..at + 16].copy_from_slice(&(r.below(4200)).to_le_bytes());
+            }
+            if round % 3 == 0 {
+                let end = (at + 4096).min(len);
+                p[(at + 2000).min(end)..end].fill(0);
+            }
+        }
+        for (e, long) in [(RunTimeEndian::Little, 8), (RunTimeEndian::Big, 4)] {
+            round_trip(shape(e, long, 4096), &p);
+        }
+    }
+}
+
+#[test]
+fn damaged_streams_never_give_wrong_bytes() {
+    let body = pages(RunTimeEndian::Big, 8, 4096, 5, 3);
+    let payload = with_head(&body);
+    let mut packed = Vec::new();
+    Packer::new().pack(
+        shape(RunTimeEndian::Big, 8, 4096),
+        &payload,
+        HEAD,
+        &mut packed,
+    );
+    let mut u = Unpacker::new();
+    let mut out = vec![0u8; payload.len()];
+    // Every cut is noticed.
+    for cut in 0..packed.len() {
+        assert!(
+            u.unpack(&packed[..cut], HEAD, &mut out).is_err(),
+            "cut at {cut}"
+        );
+    }
+    // A wrong length is noticed.
+    let mut longer = vec![0u8; payload.len() + 1];
+    assert!(u.unpack(&packed, HEAD, &mut longer).is_err());
+    // Every flipped bit, head included, is an error (the CRC over the
+    // rebuilt payload, where the streams still parse), never a panic.
+    for at in 0..packed.len() {
+        for bit in [0, 3, 7] {
+            let mut bad = packed.clone();
+            bad[at] ^= 1 << bit;
+            assert!(
+                u.unpack(&bad, HEAD, &mut out).is_err(),
+                "bit {bit} of byte {at}"
+            );
+        }
+    }
+    // A version from the future.
+    let mut v2 = packed.clone();
+    v2[HEAD] = 2;
+    assert_eq!(u.unpack(&v2, HEAD, &mut out), Err(UnpackError::Version(2)));
+    // And the intact stream still unpacks with the same unpacker.
+    u.unpack(&packed, HEAD, &mut out).unwrap();
+    assert_eq!(out, payload);
+}
+
+#[test]
+fn shapes_kpack_cannot_walk_are_refused() {
+    assert!(Shape::new(false, 8, 16, 4096).is_some());
+    assert!(Shape::new(false, 2, 16, 4096).is_none());
+    assert!(Shape::new(false, 8, 12, 4096).is_none());
+    assert!(Shape::new(false, 4, 4096, 4096).is_none());
+    assert!(Shape::new(false, 8, 16, 2 << 20).is_none());
+}
