@@ -704,33 +704,108 @@ impl<'a> Cursor<'a> {
             _ => Err(UnpackError::Damaged(self.name)),
         }
     }
-    /// `k` (0..=8) XOR bytes as a little-endian number.
-    #[inline]
-    fn xor_word(&mut self, k: usize) -> Result<u64, UnpackError> {
-        if k > 8 {
-            return Err(UnpackError::Damaged("lens"));
+    fn done(&self) -> bool {
+        self.at == self.b.len()
+    }
+}
+
+/// The `lens` and `xor` streams being read, with their positions in
+/// locals (fields behind `&mut self` would be reloaded every word).
+struct Words<'a> {
+    lens: &'a [u8],
+    lens_at: usize,
+    xor: &'a [u8],
+    xor_at: usize,
+}
+
+/// `MASKS[k]`: the low `k` bytes of a u64.
+const MASKS: [u64; 9] = {
+    let mut m = [0u64; 9];
+    let mut k = 1;
+    while k < 9 {
+        m[k] = u64::MAX >> (64 - 8 * k);
+        k += 1;
+    }
+    m
+};
+
+impl Words<'_> {
+    /// The next XOR value.
+    #[inline(always)]
+    fn next(&mut self) -> Result<u64, UnpackError> {
+        let k = *self
+            .lens
+            .get(self.lens_at)
+            .ok_or(UnpackError::Damaged("lens"))? as usize;
+        self.lens_at += 1;
+        let at = self.xor_at;
+        if k > 8 || self.xor.len() - at < k {
+            return Err(UnpackError::Damaged("xor"));
         }
-        let x = match self.b.get(self.at..self.at + 8) {
+        let x = match self.xor.get(at..at + 8) {
             Some(b) => u64::from_le_bytes(b.try_into().unwrap_or_default()),
             None => {
                 let mut a = [0u8; 8];
-                let rest = self.b.get(self.at..).unwrap_or_default();
-                a[..rest.len().min(8)].copy_from_slice(&rest[..rest.len().min(8)]);
+                a[..k].copy_from_slice(&self.xor[at..at + k]);
                 u64::from_le_bytes(a)
             }
         };
-        if self.at + k > self.b.len() {
-            return Err(UnpackError::Damaged(self.name));
-        }
-        self.at += k;
-        Ok(if k == 8 {
-            x
-        } else {
-            x & ((1u64 << (8 * k)) - 1)
-        })
+        self.xor_at += k;
+        Ok(x & MASKS[k])
     }
-    fn done(&self) -> bool {
-        self.at == self.b.len()
+
+    /// Rebuilds `out[dst..dst + n]`, words of `W` bytes, from the streams
+    /// and the predicted bytes at `out[src..]` (an earlier payload).
+    #[inline]
+    fn unxor<E: Endian, const W: usize>(
+        &mut self,
+        e: E,
+        out: &mut [u8],
+        dst: usize,
+        src: Option<usize>,
+        n: usize,
+    ) -> Result<(), UnpackError> {
+        let (before, rest) = out.split_at_mut(dst);
+        let cur = &mut rest[..n];
+        let old = match src {
+            Some(o) if o + n <= dst => Some(&before[o..o + n]),
+            Some(_) => return Err(UnpackError::Damaged("prediction")),
+            None => None,
+        };
+        let put = |c: &mut [u8], v: u64| {
+            if c.len() < 8 && v >> (8 * c.len()) != 0 {
+                return Err(UnpackError::Damaged("xor"));
+            }
+            put_word(e, v, c);
+            Ok(())
+        };
+        let mut chunks = cur.chunks_exact_mut(W);
+        match old {
+            Some(old) => {
+                let mut olds = old.chunks_exact(W);
+                for (c, o) in chunks.by_ref().zip(olds.by_ref()) {
+                    let v = whole_word::<E, W>(e, o) ^ self.next()?;
+                    put(c, v)?;
+                }
+                let (c, o) = (chunks.into_remainder(), olds.remainder());
+                if !c.is_empty() {
+                    let v = word(e, o) ^ self.next()?;
+                    put(c, v)?;
+                }
+            }
+            None => {
+                for c in chunks.by_ref() {
+                    let v = self.next()?;
+                    put(c, v)?;
+                }
+                let c = chunks.into_remainder();
+                if !c.is_empty() {
+                    let v = self.next()?;
+                    put(c, v)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -964,24 +1039,16 @@ impl Rebuild<'_, '_> {
                 self.predict.refine::<E, W>(e, &mut g, i, self.out, at, len);
             }
             let to = upto.min(len);
-            let mut q = from;
-            while q < to {
-                let n = (to - q).min(W);
-                let k = self.lens.byte()? as usize;
-                let x = self.xor.xor_word(k)?;
-                let w = at + q;
-                let old = match g.pred {
-                    Some(o) if n == W => whole_word::<E, W>(e, &self.out[o + q..o + q + W]),
-                    Some(o) => word(e, &self.out[o + q..o + q + n]),
-                    None => 0,
-                };
-                let v = old ^ x;
-                if n < 8 && v >> (8 * n) != 0 {
-                    return Err(UnpackError::Damaged("xor"));
-                }
-                put_word(e, v, &mut self.out[w..w + n]);
-                q += n;
-            }
+            let mut words = Words {
+                lens: self.lens.b,
+                lens_at: self.lens.at,
+                xor: self.xor.b,
+                xor_at: self.xor.at,
+            };
+            let r =
+                words.unxor::<E, W>(e, self.out, at + from, g.pred.map(|o| o + from), to - from);
+            (self.lens.at, self.xor.at) = (words.lens_at, words.xor_at);
+            r?;
             from = to;
         }
         self.pos += len;
