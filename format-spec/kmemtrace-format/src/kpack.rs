@@ -364,8 +364,9 @@ struct Streams {
     /// Per sub-buffer: parsed or not, tail zero or not; per record: header
     /// word + 1 (0: the rest of the data is raw), length word (varints).
     ctl: Vec<u8>,
-    /// Per payload word: the number of XOR bytes kept (0..=8); written by
-    /// index (the first `lens_at` bytes are this block's), sized once.
+    /// Per payload word: the number of XOR bytes kept (0..=8), a byte
+    /// each while packing, then two to a byte ([`Streams::pair_lens`]);
+    /// written by index (`lens_at` words are this block's), sized once.
     lens: Vec<u8>,
     lens_at: usize,
     /// The kept XOR bytes, least significant first; as `lens`.
@@ -378,10 +379,22 @@ struct Streams {
 }
 
 impl Streams {
+    /// Packs the `lens` bytes two to a byte, the first in the low half.
+    fn pair_lens(&mut self) {
+        let n = self.lens_at;
+        if self.lens.len() <= n {
+            self.lens.push(0);
+        }
+        self.lens[n] = 0;
+        for i in 0..n.div_ceil(2) {
+            self.lens[i] = self.lens[2 * i] | self.lens[2 * i + 1] << 4;
+        }
+    }
+
     fn all(&self) -> [&[u8]; 5] {
         [
             &self.ctl,
-            &self.lens[..self.lens_at],
+            &self.lens[..self.lens_at.div_ceil(2)],
             &self.xor[..self.xor_at],
             &self.raw,
             &self.times,
@@ -464,6 +477,7 @@ impl Packer {
         } else {
             self.pack_body(LittleEndian, shape, body);
         }
+        self.s.pair_lens();
         out.push(VERSION);
         out.push(u8::from(shape.big_endian));
         out.push(shape.long_size);
@@ -623,6 +637,9 @@ impl Streams {
         let (mut lens_at, mut xor_at) = (self.lens_at, self.xor_at);
         let mut put = |x: u64| {
             let k = (64 - x.leading_zeros()).div_ceil(8) as usize;
+            // A byte each here; paired into halves of bytes once the
+            // block is done (a read-modify-write here would chain every
+            // word to the one before through memory).
             lens[lens_at] = k as u8;
             lens_at += 1;
             // A fixed-size copy of which the next word overwrites the
@@ -733,10 +750,11 @@ impl Words<'_> {
     /// The next XOR value.
     #[inline(always)]
     fn next(&mut self) -> Result<u64, UnpackError> {
-        let k = *self
+        let b = *self
             .lens
-            .get(self.lens_at)
-            .ok_or(UnpackError::Damaged("lens"))? as usize;
+            .get(self.lens_at >> 1)
+            .ok_or(UnpackError::Damaged("lens"))?;
+        let k = usize::from(b >> (4 * (self.lens_at & 1)) & 15);
         self.lens_at += 1;
         let at = self.xor_at;
         if k > 8 || self.xor.len() - at < k {
@@ -891,7 +909,14 @@ impl Unpacker {
         } else {
             r.run(LittleEndian, shape)?;
         }
-        let all = [&r.ctl, &r.lens, &r.xor, &r.raw, &r.times];
+        // `lens` is read in halves of bytes: done when its last byte is,
+        // an unused high half zero.
+        let lens_done = r.lens.at.div_ceil(2) == r.lens.b.len()
+            && (r.lens.at % 2 == 0 || r.lens.b.last().is_some_and(|b| b >> 4 == 0));
+        if !lens_done {
+            return Err(UnpackError::Damaged("lens"));
+        }
+        let all = [&r.ctl, &r.xor, &r.raw, &r.times];
         if let Some(c) = all.iter().find(|c| !c.done()) {
             return Err(UnpackError::Damaged(c.name));
         }
