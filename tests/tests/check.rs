@@ -10,7 +10,7 @@ mod check {
 
 use check::capture::{self, block_containing, block_offsets, Build};
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::synth::LogBuilder;
+use kmemtrace_format::synth::{LogBuilder, Rng};
 use kmemtrace_format::RunTimeEndian;
 use serde_json::Value;
 use std::io::Write;
@@ -64,20 +64,6 @@ pub fn check_json(path: &Path) -> (i32, Value) {
 fn check_bytes_json(bytes: &[u8]) -> (i32, Value) {
     let f = tmp(bytes);
     check_json(f.path())
-}
-
-/// A small deterministic generator.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn problems(r: &Value) -> Vec<Value> {

@@ -38,6 +38,21 @@ fn read_pid(p: &Path) -> i32 {
         .unwrap()
 }
 
+/// Records `opener(n)` system-wide with `args` into `dir/NAME.kmt`,
+/// expecting success: the log and the opener's pid.
+fn record_opener(dir: &Path, name: &str, args: &[&str], n: u32) -> (PathBuf, i32) {
+    let log = dir.join(format!("{name}.kmt"));
+    let pidfile = dir.join(format!("{name}.pid"));
+    let out = run(kmemtraced()
+        .args(args)
+        .arg("-o")
+        .arg(&log)
+        .arg("--")
+        .args(opener(&pidfile, n)));
+    assert_eq!(out.status.code(), Some(0), "{name}");
+    (log, read_pid(&pidfile))
+}
+
 fn instance_prefix(pid: u32) -> String {
     format!("kmemtraced-{pid}-")
 }
@@ -69,16 +84,8 @@ fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
         return;
     }
     let d = tmp();
-    let log = d.path().join("opens.kmt");
-    let pidfile = d.path().join("pid");
     let n = 500;
-    let out = run(kmemtraced()
-        .arg("-o")
-        .arg(&log)
-        .arg("--")
-        .args(opener(&pidfile, n)));
-    assert_eq!(out.status.code(), Some(0));
-    let pid = read_pid(&pidfile);
+    let (log, pid) = record_opener(d.path(), "opens", &[], n);
     let (l, evs) = decode(&log);
     let end = l.end.as_ref().expect("END block");
     assert_eq!(end.reason, "command exited 0");
@@ -968,16 +975,8 @@ fn kpack_logs_hold_every_event_and_check_clean() {
         return;
     }
     let d = tmp();
-    let log = d.path().join("kpack.kmt");
-    let pidfile = d.path().join("pid");
     let n = 2_000;
-    let out = run(kmemtraced()
-        .args(["-q", "-c", "kpack", "-o"])
-        .arg(&log)
-        .arg("--")
-        .args(opener(&pidfile, n)));
-    assert_eq!(out.status.code(), Some(0));
-    let pid = read_pid(&pidfile);
+    let (log, pid) = record_opener(d.path(), "kpack", &["-q", "-c", "kpack"], n);
     let (l, evs) = decode(&log);
     assert_eq!(l.version, (1, 2), "kpack blocks need format 1.2");
     assert!(l.problems.is_empty(), "{:?}", l.problems);

@@ -529,3 +529,22 @@ print fmt: \"name=%s\", __get_str(name)\n";
         assert!(encode_event(crate::LittleEndian, &f, 1, &[("nope", Value::Int(1))]).is_err());
     }
 }
+
+/// A small deterministic generator (xorshift64) for tests and fuzz-like
+/// loops, so that a failure reproduces from its seed (not zero).
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// A number below `n` (> 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

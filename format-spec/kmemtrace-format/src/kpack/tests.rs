@@ -2,22 +2,9 @@ use super::*;
 use crate::endian::RunTimeEndian;
 use crate::subbuf::encode::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
 use crate::subbuf::SubBufLayout;
+use crate::synth::Rng;
 
 const HEAD: usize = 24;
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// A slab-like payload: common fields, a call site from a few, a pointer
 /// near the last, sizes, flags; lengths a multiple of 4 and odd ones.
