@@ -486,7 +486,13 @@ impl BlockCompressor {
 
 /// Appends a block: its header for `stored` (whose decoded form is
 /// `raw_len` bytes), then `stored`.
-fn put_block(block_type: BlockType, flags: u16, stored: &[u8], raw_len: usize, out: &mut Vec<u8>) {
+pub(crate) fn put_block(
+    block_type: BlockType,
+    flags: u16,
+    stored: &[u8],
+    raw_len: usize,
+    out: &mut Vec<u8>,
+) {
     let mut h = [0u8; BLOCK_HEADER_LEN];
     h[..4].copy_from_slice(&SYNC);
     h[4..6].copy_from_slice(&block_type.to_u16().to_le_bytes());

@@ -64,6 +64,7 @@ impl Shape {
     ) -> Option<Self> {
         let ok = matches!(long_size, 4 | 8)
             && data_offset >= 8 + u32::from(long_size)
+            && data_offset <= u32::from(u16::MAX)
             && data_offset < subbuf_size
             && subbuf_size <= MAX_SUBBUF;
         ok.then_some(Shape {
@@ -127,9 +128,9 @@ struct Predictor {
     /// By payload length / 4 (lengths up to 4 KiB).
     by_len: Vec<u32>,
     /// By (type, length), hashed; the key kept to check.
-    by_type: Vec<(u32, u32)>,
-    /// By (type, length, word 1), hashed.
-    by_site: Vec<(u64, u32, u32)>,
+    by_type: Vec<(u64, u32)>,
+    /// By (type, length, first field), hashed.
+    by_site: Vec<(u64, u64, u32)>,
 }
 
 const BY_LEN: usize = 1025;
@@ -139,7 +140,7 @@ const BY_SITE_BITS: u32 = 10;
 /// The prediction for one payload as its words go by.
 struct Guess {
     pred: Option<usize>,
-    key: u32,
+    key: u64,
     site: Option<u64>,
 }
 
@@ -163,12 +164,12 @@ impl Predictor {
         (len % 4 == 0 && len / 4 < BY_LEN).then_some(len / 4)
     }
     #[inline]
-    fn type_slot(key: u32) -> usize {
-        (key.wrapping_mul(0x9e37_79b1) >> (32 - BY_TYPE_BITS)) as usize
+    fn type_slot(key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BY_TYPE_BITS)) as usize
     }
     #[inline]
-    fn site_slot(key: u32, site: u64) -> usize {
-        let h = (site ^ u64::from(key).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    fn site_slot(key: u64, site: u64) -> usize {
+        let h = (site ^ key.rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (h >> (64 - BY_SITE_BITS)) as usize
     }
 
@@ -183,16 +184,17 @@ impl Predictor {
         }
     }
 
-    /// The type key of the payload at `buf[at..at + len]` (its first two
-    /// bytes, or fewer when it is shorter).
+    /// The key of the payload at `buf[at..at + len]`: its type (its first
+    /// two bytes, or fewer when it is shorter) and its whole length, so
+    /// that a payload is only ever predicted from one as long.
     #[inline]
-    fn type_key<E: Endian>(e: E, buf: &[u8], at: usize, len: usize) -> u32 {
+    fn type_key<E: Endian>(e: E, buf: &[u8], at: usize, len: usize) -> u64 {
         let ty = match len {
             0 => 0,
             1 => u16::from(buf[at]),
             _ => e.u16_from([buf[at], buf[at + 1]]),
         };
-        (u32::from(ty) << 16) | (len as u32 & 0xffff)
+        (u64::from(ty) << 32) | len as u64
     }
 
     /// Updates the guess before part `i` (1: the first field, 2: the rest)
