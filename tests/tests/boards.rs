@@ -78,36 +78,50 @@ fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
             }
         }
         for arch in ["armhf", "s390x"] {
-            let what = format!("{target} on {arch}");
-            let log = dir.path().join(format!("{target}-{arch}.kmt"));
-            let dump = data.join(arch).join("raw");
-            common::stdout_ok(&mut command(
-                target,
-                &bins.join("kmemtraced"),
-                &[
-                    "--import".as_ref(),
-                    dump.as_os_str(),
-                    "-o".as_ref(),
-                    log.as_os_str(),
-                ],
-            ));
-            // The board's own check and report, beside this host's on the
-            // board's log.
-            for (tool, args) in [
-                ("kmemtrace-check", vec!["--json"]),
-                ("kmemtrace-report", vec!["--json"]),
-                ("kmemtrace-report", vec!["--events", "-q"]),
-            ] {
-                let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
-                a.push(log.as_os_str());
-                let board = common::stdout_ok(&mut command(target, &bins.join(tool), &a));
-                let host = common::stdout_ok(Command::new(common::bin(tool)).args(&a));
-                assert!(board.len() > 1000, "{what}: {tool} {args:?}");
-                assert!(
-                    board == host,
-                    "{what}: {tool} {args:?} differs from this host's"
-                );
+            // zstd and kpack: the board packs (a 32-bit armv7 too) and
+            // unpacks what it packed, and both logs list the same events.
+            let mut listings = Vec::new();
+            for c in ["1", "kpack"] {
+                let what = format!("{target} on {arch}, -c {c}");
+                let log = dir.path().join(format!("{target}-{arch}-{c}.kmt"));
+                let dump = data.join(arch).join("raw");
+                common::stdout_ok(&mut command(
+                    target,
+                    &bins.join("kmemtraced"),
+                    &[
+                        "--import".as_ref(),
+                        dump.as_os_str(),
+                        "-c".as_ref(),
+                        c.as_ref(),
+                        "-o".as_ref(),
+                        log.as_os_str(),
+                    ],
+                ));
+                // The board's own check and report, beside this host's on
+                // the board's log.
+                for (tool, args) in [
+                    ("kmemtrace-check", vec!["--json"]),
+                    ("kmemtrace-report", vec!["--json"]),
+                    ("kmemtrace-report", vec!["--events", "-q"]),
+                ] {
+                    let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+                    a.push(log.as_os_str());
+                    let board = common::stdout_ok(&mut command(target, &bins.join(tool), &a));
+                    let host = common::stdout_ok(Command::new(common::bin(tool)).args(&a));
+                    assert!(board.len() > 1000, "{what}: {tool} {args:?}");
+                    assert!(
+                        board == host,
+                        "{what}: {tool} {args:?} differs from this host's"
+                    );
+                    if args[0] == "--events" {
+                        listings.push(board);
+                    }
+                }
             }
+            assert!(
+                listings[0] == listings[1],
+                "{target} on {arch}: the kpack log lists other events"
+            );
         }
     }
 }
