@@ -549,24 +549,29 @@ impl fmt::Debug for PayloadDecoder {
     }
 }
 
-impl PayloadDecoder {
-    /// Decompresses the zstd frame `stored` into `out[..n]` (grown to
-    /// `max` bytes, never more) and returns `n`.
-    fn unzstd(&mut self, stored: &[u8], max: usize, out: &mut Vec<u8>) -> Result<usize, String> {
-        let d = match &mut self.dctx {
-            Some(d) => d,
-            None => self
-                .dctx
-                .insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
-        };
-        if out.len() < max {
-            out.resize(max, 0);
-        }
-        // A destination of exactly `max` bytes: a frame that would
-        // decompress to more fails here.
-        d.decompress_to_buffer(stored, &mut out[..max])
-            .map_err(|e| format!("zstd payload does not decompress to {max} bytes: {e}"))
+/// `out`'s first `n` bytes, grown to them if it is shorter (never shrunk,
+/// so that reuse costs no zeroing).
+fn first_bytes(out: &mut Vec<u8>, n: usize) -> &mut [u8] {
+    if out.len() < n {
+        out.resize(n, 0);
     }
+    &mut out[..n]
+}
+
+/// Decompresses the zstd frame `stored` into `out[..n]` (at most `max`
+/// bytes: a frame that would decompress to more fails) and returns `n`.
+fn unzstd(
+    dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+    stored: &[u8],
+    max: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, String> {
+    let d = match dctx {
+        Some(d) => d,
+        None => dctx.insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
+    };
+    d.decompress_to_buffer(stored, first_bytes(out, max))
+        .map_err(|e| format!("zstd payload does not decompress to {max} bytes: {e}"))
 }
 
 /// Like [`decode_payload`] (same checks, same messages), reusing what
@@ -587,11 +592,16 @@ pub fn decode_payload_into(
         ));
     }
     let raw_len = hdr.raw_len as usize;
+    let PayloadDecoder {
+        dctx,
+        packed,
+        unpacker,
+    } = dec;
     if hdr.flags & FLAG_KPACK == 0 {
         if hdr.flags & FLAG_ZSTD == 0 {
             return Ok(None);
         }
-        let n = dec.unzstd(stored, raw_len, out)?;
+        let n = unzstd(dctx, stored, raw_len, out)?;
         if n != raw_len {
             return Err(format!(
                 "zstd payload decompressed to {n} bytes, header says {raw_len}"
@@ -605,25 +615,18 @@ pub fn decode_payload_into(
             hdr.block_type.name()
         ));
     }
-    let mut packed = std::mem::take(&mut dec.packed);
-    let r = (|| {
-        let packed: &[u8] = if hdr.flags & FLAG_ZSTD != 0 {
-            // The packed form is never longer than the payload.
-            let n = dec.unzstd(stored, raw_len, &mut packed)?;
-            &packed[..n]
-        } else {
-            stored
-        };
-        if out.len() < raw_len {
-            out.resize(raw_len, 0);
-        }
-        let u = dec.unpacker.get_or_insert_with(Default::default);
-        u.unpack(packed, crate::kpack::HEAD_LEN, &mut out[..raw_len])
-            .map_err(|e| e.to_string())?;
-        Ok(Some(raw_len))
-    })();
-    dec.packed = packed;
-    r
+    let packed: &[u8] = if hdr.flags & FLAG_ZSTD != 0 {
+        // The packed form is never longer than the payload.
+        let n = unzstd(dctx, stored, raw_len, packed)?;
+        &packed[..n]
+    } else {
+        stored
+    };
+    unpacker
+        .get_or_insert_with(Default::default)
+        .unpack(packed, crate::kpack::HEAD_LEN, first_bytes(out, raw_len))
+        .map_err(|e| e.to_string())?;
+    Ok(Some(raw_len))
 }
 
 #[cfg(test)]

@@ -561,17 +561,16 @@ impl Packer {
                 .read_u32(body, q)
                 .filter(|_| room >= 4)
                 .map(|w| canonical(e, w));
-            let n = match w {
-                Some(w) if has_len_word(w) => e.read_u32(body, q + 4).filter(|_| room >= 8),
-                Some(_) => Some(0),
-                None => None,
-            };
-            let (Some(w), Some(n)) = (w, n) else {
-                put_varint(&mut self.s.ctl, 0);
-                self.s.raw.extend_from_slice(&body[q..end]);
-                return;
-            };
-            let Some(ext) = extent(w, n, room) else {
+            let record = w.and_then(|w| {
+                let n = if has_len_word(w) {
+                    e.read_u32(body, q + 4).filter(|_| room >= 8)?
+                } else {
+                    0
+                };
+                Some((w, n, extent(w, n, room)?))
+            });
+            // Not a record this walk understands: the rest as it is.
+            let Some((w, n, ext)) = record else {
                 put_varint(&mut self.s.ctl, 0);
                 self.s.raw.extend_from_slice(&body[q..end]);
                 return;
