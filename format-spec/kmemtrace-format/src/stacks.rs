@@ -23,6 +23,9 @@ use crate::endian::Endian;
 use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::log::Log;
 
+mod scope;
+pub use scope::StackScope;
+
 /// The META `other` name saying that stacks were asked for (its text: the
 /// event and trigger, `kmem:mm_page_alloc stacktrace`). kmemtraced writes
 /// it once the kernel took the trigger; `kmemtrace-capture.sh` leaves a
@@ -65,6 +68,8 @@ pub struct StackReader {
     size: Field,
     caller_offset: usize,
     long: usize,
+    /// The allocations the kernel takes a stack with.
+    scope: StackScope,
 }
 
 /// One recorded stack, its frames still in the record.
@@ -87,7 +92,11 @@ impl StackReader {
             .formats
             .iter()
             .find(|f| f.system == STACK_SYSTEM && f.name == STACK_EVENT)?;
-        StackReader::from_format(f, usize::from(log.arch.long_size))
+        let mut reader = StackReader::from_format(f, usize::from(log.arch.long_size))?;
+        if let Some(m) = log.meta(crate::records::MetaKind::Other, PAGE_STACKS_META) {
+            reader.scope = StackScope::of_meta(&String::from_utf8_lossy(&m.content));
+        }
+        Some(reader)
     }
 
     /// The reader for `format`; `long_size` (4 or 8) is used where the
@@ -108,7 +117,16 @@ impl StackReader {
             size: format.field("size")?.clone(),
             caller_offset: caller.offset,
             long,
+            scope: StackScope::default(),
         })
+    }
+
+    /// Whether the kernel took a stack with a page allocation of task
+    /// `pid` in that context (the trigger's filter may leave tasks out):
+    /// only those wait for one.
+    #[inline]
+    pub fn takes_stack(&self, pid: i32, in_interrupt: bool) -> bool {
+        self.scope.takes(pid, in_interrupt)
     }
 
     /// Where the entries start in a record, and their size (the recorded

@@ -382,7 +382,11 @@ impl Decoder<'_> {
                     }
                 };
                 sum.kmem_events += 1;
-                let stacked = ev.kind == KmemKind::MmPageAlloc && self.stack_reader.is_some();
+                let stacked = ev.kind == KmemKind::MmPageAlloc
+                    && self
+                        .stack_reader
+                        .as_ref()
+                        .is_some_and(|r| r.takes_stack(ev.pid, ev.in_interrupt));
                 if !filter.in_time(ts) {
                     sum.list_runs.event(None);
                     if stacked {

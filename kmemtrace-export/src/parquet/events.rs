@@ -260,7 +260,11 @@ impl<'a> Run<'_, 'a> {
         ) {
             return self.page_row(rows, PCP, &row);
         }
-        let waits = k.kind == KmemKind::MmPageAlloc && names.stacks.is_some();
+        let waits = k.kind == KmemKind::MmPageAlloc
+            && names
+                .stacks
+                .as_ref()
+                .is_some_and(|r| r.takes_stack(k.pid, k.in_interrupt));
         self.held.push(row, k.pid, k.in_interrupt, waits);
         self.flush(rows)
     }
@@ -329,7 +333,7 @@ fn leading_stacks(
                     leading.push((st.pid, intr, stacks.site(names.syms, st.frames())));
                 }
             } else if let Ok(Some(k)) = dec.decode(e, r.payload) {
-                if k.kind == KmemKind::MmPageAlloc {
+                if k.kind == KmemKind::MmPageAlloc && reader.takes_stack(k.pid, k.in_interrupt) {
                     own.push(k.pid, k.in_interrupt, ());
                 }
             }

@@ -6,12 +6,15 @@
 //! block cuts separate from their allocation. Every allocation gets its
 //! stack (but the last one, whose stack the capture's stop cut off: it is
 //! counted), the call sites' counts are exact, whatever the thread count.
+//! The recorder's own allocations, which the trigger takes no stack with
+//! outside interrupts, wait for none.
 
 use crate::{common, report_json, temp_log};
 use kmemtrace_format::event_format::EventFormat;
 use kmemtrace_format::records::{Meta, MetaKind};
-use kmemtrace_format::stacks::{PAGE_STACKS_META, PAGE_STACKS_TEXT};
+use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
 use kmemtrace_format::synth::{encode_event, LogBuilder, Value};
+use kmemtrace_format::tasks::RECORDER_TIDS_META;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
@@ -91,7 +94,12 @@ struct Writer<'a, E: Endian> {
     page: EventFormat,
     page_free: EventFormat,
     stack: EventFormat,
+    /// The task the next records are of.
+    pid: i32,
 }
+
+/// The recorder's thread: the trigger leaves it out, as kmemtraced's does.
+const RECORDER: i32 = 4242;
 
 impl<E: Endian> Writer<'_, E> {
     fn flags(&self, mut p: Vec<u8>, f: &EventFormat, flags: u8) -> Vec<u8> {
@@ -106,14 +114,14 @@ impl<E: Endian> Writer<'_, E> {
             ("order", Value::Uint(0)),
             ("gfp_flags", Value::Uint(0xcc0)),
         ];
-        let p = encode_event(self.e, &self.page, 100, &fields).unwrap();
+        let p = encode_event(self.e, &self.page, self.pid, &fields).unwrap();
         let p = self.flags(p, &self.page, flags);
         self.b.event(cpu, ts, p);
     }
 
     fn free(&mut self, cpu: u32, ts: u64, pfn: u64) {
         let fields = [("pfn", Value::Uint(pfn)), ("order", Value::Uint(0))];
-        let p = encode_event(self.e, &self.page_free, 100, &fields).unwrap();
+        let p = encode_event(self.e, &self.page_free, self.pid, &fields).unwrap();
         self.b.event(cpu, ts, p);
     }
 
@@ -121,7 +129,7 @@ impl<E: Endian> Writer<'_, E> {
     fn stack(&mut self, cpu: u32, ts: u64, which: usize, flags: u8) {
         let frames: Vec<u64> = stacks()[which].0.iter().map(|f| at(self.k, f)).collect();
         let n = frames.len() as i64;
-        let p = encode_event(self.e, &self.stack, 100, &[("size", Value::Int(n))]).unwrap();
+        let p = encode_event(self.e, &self.stack, self.pid, &[("size", Value::Int(n))]).unwrap();
         let mut p = self.flags(p, &self.stack, flags);
         p.truncate(self.stack.field("caller").unwrap().offset);
         for a in frames {
@@ -152,8 +160,12 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
         k.text + 0x100 * FUNCS.len() as u64
     ));
     b.meta(Meta::new(MetaKind::Kallsyms, ks));
-    let mut m = Meta::new(MetaKind::Other, PAGE_STACKS_TEXT);
+    let trigger = format!("stacktrace if (common_pid != {RECORDER}) || common_flags & 0x58");
+    let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
     m.name = PAGE_STACKS_META.into();
+    b.meta(m);
+    let mut m = Meta::new(MetaKind::Other, RECORDER.to_string());
+    m.name = RECORDER_TIDS_META.into();
     b.meta(m);
     let mut w = Writer {
         e,
@@ -162,6 +174,7 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
         page,
         page_free,
         stack,
+        pid: 100,
     };
     let mut planted: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let sites = stacks();
@@ -194,6 +207,22 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
             }
             pfn += 1;
         }
+        // The recorder allocates last on each CPU: no stack (its own,
+        // left out of the report), but in a softirq (counted, stacked).
+        w.pid = RECORDER;
+        for j in 0..3 {
+            pfn += 1;
+            w.alloc(cpu, ts + 600 + j, pfn, 0);
+            if j == 1 {
+                pfn += 1;
+                w.alloc(cpu, ts + 700, pfn, SOFTIRQ);
+                w.stack(cpu, ts + 710, 2, SOFTIRQ);
+                let e = planted.entry(sites[2].1).or_default();
+                e.0 += 1;
+                e.1 += 1;
+            }
+        }
+        w.pid = 100;
         if cpu == 1 {
             // The capture stops between the last allocation and its stack.
             pfn += 1;

@@ -1,0 +1,129 @@
+//! Which page allocations the kernel takes a stack with: the trigger's
+//! filter, as the log's [`PAGE_STACKS_META`](super::PAGE_STACKS_META)
+//! carries it. kmemtraced leaves its own threads out outside interrupts:
+//!
+//! ```text
+//! kmem:mm_page_alloc stacktrace if (common_pid != 812 && common_pid != 813) || common_flags & 0x58
+//! ```
+//!
+//! An allocation the filter leaves out never gets a stack, so it must not
+//! wait for one: it would count as cut by the end of the capture, and take
+//! a place among those that wait.
+
+use super::CONTEXT_FLAGS;
+
+/// The tasks whose page allocations the trigger takes no stack with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackScope {
+    /// Task ids left out (none: every allocation has its stack).
+    left_out: Vec<i32>,
+    /// Left out in interrupts too (the filter has no `common_flags`
+    /// alternative that covers every interrupt context).
+    in_interrupts_too: bool,
+}
+
+impl StackScope {
+    /// The scope of the trigger in `meta` (the meta's text: the event, then
+    /// the trigger as written to the `trigger` file). A filter this reading
+    /// does not know in full is taken as taking every stack: allocations
+    /// then wait as they would without a filter.
+    pub fn of_meta(meta: &str) -> StackScope {
+        let line = meta.lines().next().unwrap_or("");
+        match line.split_once(" if ") {
+            Some((_, filter)) => Self::of_filter(filter).unwrap_or_default(),
+            None => StackScope::default(),
+        }
+    }
+
+    /// `None` for a filter other than `A [|| common_flags & MASK]` where
+    /// `A` is `common_pid != N` joined by `&&`, in parentheses or not.
+    fn of_filter(filter: &str) -> Option<StackScope> {
+        let mut scope = StackScope {
+            left_out: Vec::new(),
+            in_interrupts_too: true,
+        };
+        let mut tasks_seen = false;
+        for alternative in filter.split("||").map(str::trim) {
+            if let Some(mask) = alternative.strip_prefix("common_flags") {
+                let mask = mask.trim_start().strip_prefix('&')?.trim();
+                let mask = parse_number(mask)?;
+                if mask & u64::from(CONTEXT_FLAGS) != u64::from(CONTEXT_FLAGS) {
+                    return None;
+                }
+                scope.in_interrupts_too = false;
+                continue;
+            }
+            if tasks_seen {
+                return None;
+            }
+            tasks_seen = true;
+            let inner = alternative
+                .strip_prefix('(')
+                .and_then(|a| a.strip_suffix(')'))
+                .unwrap_or(alternative);
+            for test in inner.split("&&").map(str::trim) {
+                let pid = test.strip_prefix("common_pid")?.trim_start();
+                let pid = pid.strip_prefix("!=")?.trim();
+                scope.left_out.push(pid.parse().ok()?);
+            }
+        }
+        if !tasks_seen {
+            scope.left_out.clear();
+        }
+        Some(scope)
+    }
+
+    /// Whether the kernel takes a stack with an allocation of task `pid`
+    /// in that context.
+    #[inline]
+    pub fn takes(&self, pid: i32, in_interrupt: bool) -> bool {
+        (in_interrupt && !self.in_interrupts_too) || !self.left_out.contains(&pid)
+    }
+}
+
+fn parse_number(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kmemtraceds_trigger_leaves_its_threads_out_outside_interrupts() {
+        let s = StackScope::of_meta(
+            "kmem:mm_page_alloc stacktrace if (common_pid != 812 && common_pid != 813) || common_flags & 0x58\n",
+        );
+        assert!(!s.takes(812, false));
+        assert!(!s.takes(813, false));
+        assert!(s.takes(812, true));
+        assert!(s.takes(1, false));
+    }
+
+    #[test]
+    fn a_filter_without_the_interrupt_alternative_leaves_them_out_everywhere() {
+        let s = StackScope::of_meta("kmem:mm_page_alloc stacktrace if common_pid != 7");
+        assert!(!s.takes(7, false));
+        assert!(!s.takes(7, true));
+        assert!(s.takes(8, true));
+    }
+
+    #[test]
+    fn the_plain_trigger_and_filters_not_understood_take_every_stack() {
+        for meta in [
+            super::super::PAGE_STACKS_TEXT,
+            "kmem:mm_page_alloc stacktrace if common_pid == 7",
+            "kmem:mm_page_alloc stacktrace if (common_pid != 7) || common_flags & 0x08",
+            "kmem:mm_page_alloc stacktrace if common_pid != 7 || common_pid != 8",
+            "kmem:mm_page_alloc stacktrace if order > 0",
+            "kmem:mm_page_alloc stacktrace if common_flags & 0x58",
+        ] {
+            let s = StackScope::of_meta(meta);
+            assert_eq!(s, StackScope::default(), "{meta}");
+            assert!(s.takes(7, false), "{meta}");
+        }
+    }
+}
