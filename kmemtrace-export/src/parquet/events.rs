@@ -88,6 +88,9 @@ struct Site {
 /// The run's stacks, each interned once: from the call site outward, and
 /// as folded text.
 struct Stacks {
+    /// Each whole stack's site, so that a stack seen before is not
+    /// symbolised again.
+    whole: FastMap<Box<[u64]>, Option<Site>>,
     ids: FastMap<Box<[u64]>, u32>,
     /// Outermost frame first, function names `;`-separated, down to the
     /// call site: flamegraph.pl's folded form.
@@ -98,6 +101,7 @@ struct Stacks {
 impl Stacks {
     fn new() -> Self {
         Stacks {
+            whole: fast_map(),
             ids: fast_map(),
             folded: Vec::new(),
             frames: Vec::new(),
@@ -109,6 +113,16 @@ impl Stacks {
     fn site(&mut self, syms: &Symbols, frames: impl Iterator<Item = u64>) -> Option<Site> {
         self.frames.clear();
         self.frames.extend(frames);
+        if let Some(&site) = self.whole.get(self.frames.as_slice()) {
+            return site;
+        }
+        let site = self.new_site(syms);
+        self.whole.insert(self.frames.as_slice().into(), site);
+        site
+    }
+
+    /// [`Stacks::site`] of `self.frames`, not seen before.
+    fn new_site(&mut self, syms: &Symbols) -> Option<Site> {
         let i = call_site_index(&self.frames, syms.table.as_ref())?;
         let outward = &self.frames[i..];
         let stack = match self.ids.get(outward) {

@@ -28,6 +28,8 @@
 //! files' metadata, a few hundred bytes per column chunk). The files are the
 //! same whatever the number of cores.
 
+mod bits;
+mod chunk;
 mod events;
 mod stacks;
 mod table;

@@ -1,14 +1,11 @@
 //! A table's columns: their schema and Parquet settings, the values of a
-//! row group being gathered, and the encoding of a column chunk.
+//! row group being gathered.
 
 use kmemtrace_analysis::intern::{fast_map, FastMap};
-use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::column::writer::{get_column_writer, ColumnCloseResult, ColumnWriter};
-use parquet::data_type::ByteArray;
-use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
-use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::{WriterProperties, WriterPropertiesPtr};
 use parquet::schema::parser::parse_message_type;
-use parquet::schema::types::{ColumnDescPtr, ColumnPath, SchemaDescriptor, TypePtr};
+use parquet::schema::types::{SchemaDescriptor, TypePtr};
 use std::io;
 use std::sync::Arc;
 
@@ -101,7 +98,7 @@ impl Schema {
         Ok(Schema {
             descr: SchemaDescriptor::new(root.clone()),
             root,
-            props: properties(t.fields())?,
+            props: properties()?,
         })
     }
 }
@@ -113,7 +110,19 @@ pub(super) enum Values {
     I64(Vec<i64>),
     I32(Vec<i32>),
     Bool(Vec<bool>),
-    Str(Vec<u32>, Vec<ByteArray>),
+    Str(Vec<u32>, Vec<String>),
+}
+
+impl Values {
+    /// The values held (not the nulls).
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Values::I64(v) => v.len(),
+            Values::I32(v) => v.len(),
+            Values::Bool(v) => v.len(),
+            Values::Str(ids, _) => ids.len(),
+        }
+    }
 }
 
 pub(super) struct Column {
@@ -208,74 +217,22 @@ impl Column {
 }
 
 /// Adds `s` to a row group's distinct strings: its index.
-fn add(distinct: &mut Vec<ByteArray>, s: &str) -> u32 {
-    distinct.push(ByteArray::from(s.as_bytes().to_vec()));
+fn add(distinct: &mut Vec<String>, s: &str) -> u32 {
+    distinct.push(s.to_owned());
     distinct.len() as u32 - 1
 }
 
-/// A table's writer properties: zstd, row groups of [`ROW_GROUP`], each
-/// column's encoding by what it holds, and minimum and maximum only where a
-/// query can skip row groups with them (not names: `capture` is the same in
-/// every row, and keeping them cost a string comparison per value).
-fn properties<'a>(fields: impl Iterator<Item = &'a Field>) -> io::Result<WriterPropertiesPtr> {
-    let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(pq)?))
-        .set_max_row_group_size(ROW_GROUP)
-        // Pages cut by size (1 MB) only, not every 20,000 rows: the crate
-        // makes a zstd context per page, which cost more than the pages'
-        // compression.
-        .set_data_page_row_count_limit(ROW_GROUP)
-        .set_statistics_enabled(EnabledStatistics::Chunk);
-    for f in fields {
-        let path = ColumnPath::from(f.name);
-        if f.ty == Ty::Str {
-            b = b.set_column_statistics_enabled(path.clone(), EnabledStatistics::None);
-        }
-        b = match f.enc {
-            Enc::Few => b,
-            Enc::Many => b.set_column_dictionary_enabled(path, false),
-            Enc::Ascending => b
-                .set_column_dictionary_enabled(path.clone(), false)
-                .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
-        };
-    }
-    Ok(Arc::new(b.build()))
-}
-
-/// Encodes one column chunk into memory: its bytes (offsets from 0) and
-/// its metadata.
-pub(super) fn encode(
-    descr: ColumnDescPtr,
-    props: WriterPropertiesPtr,
-    values: Values,
-    defs: Option<Vec<i16>>,
-) -> parquet::errors::Result<(Vec<u8>, ColumnCloseResult)> {
-    let mut sink = TrackedWrite::new(Vec::new());
-    let close = {
-        let defs = defs.as_deref();
-        let pages = Box::new(SerializedPageWriter::new(&mut sink));
-        match (get_column_writer(descr, props, pages), values) {
-            (ColumnWriter::Int64ColumnWriter(mut w), Values::I64(v)) => {
-                w.write_batch(&v, defs, None)?;
-                w.close()?
-            }
-            (ColumnWriter::Int32ColumnWriter(mut w), Values::I32(v)) => {
-                w.write_batch(&v, defs, None)?;
-                w.close()?
-            }
-            (ColumnWriter::BoolColumnWriter(mut w), Values::Bool(v)) => {
-                w.write_batch(&v, defs, None)?;
-                w.close()?
-            }
-            (ColumnWriter::ByteArrayColumnWriter(mut w), Values::Str(ids, distinct)) => {
-                let v: Vec<ByteArray> = ids.iter().map(|&i| distinct[i as usize].clone()).collect();
-                w.write_batch(&v, defs, None)?;
-                w.close()?
-            }
-            _ => return Err(parquet::errors::ParquetError::General("column type".into())),
-        }
-    };
-    Ok((sink.into_inner()?, close))
+/// The file's writer properties: what the file writer itself uses of
+/// them (its row groups' size, the compression it records); the column
+/// chunks come encoded ([`super::chunk`]).
+fn properties() -> io::Result<WriterPropertiesPtr> {
+    let level = ZstdLevel::try_new(super::chunk::ZSTD_LEVEL).map_err(pq)?;
+    Ok(Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
+            .set_max_row_group_size(ROW_GROUP)
+            .build(),
+    ))
 }
 
 pub fn pq(e: impl std::fmt::Display) -> io::Error {

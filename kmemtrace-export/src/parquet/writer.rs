@@ -10,7 +10,8 @@
 //! the rows in memory are bounded by the row-group size, not by the log's
 //! length (the chunks' metadata is kept until the end).
 
-use super::table::{encode, pq, Column, Schema, TableSpec, ROW_GROUP, V};
+use super::chunk::{encode, Zstd};
+use super::table::{pq, Column, Enc, Schema, TableSpec, ROW_GROUP, V};
 use bytes::Bytes;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::file::writer::SerializedFileWriter;
@@ -37,28 +38,41 @@ pub struct Rows<'a> {
     schemas: &'a [Schema],
     thread: usize,
     columns: Vec<Vec<Column>>,
+    /// Each table's columns' encodings.
+    encs: Vec<Vec<Enc>>,
     rows: Vec<usize>,
     /// The item's row groups so far, per table.
     groups: Vec<Vec<Group>>,
     scratch: File,
     scratch_len: u64,
+    zstd: Zstd,
 }
 
 impl<'a> Rows<'a> {
-    fn new(schemas: &'a [Schema], specs: &[TableSpec], thread: usize, scratch: File) -> Self {
+    fn new(
+        schemas: &'a [Schema],
+        specs: &[TableSpec],
+        thread: usize,
+        scratch: File,
+    ) -> io::Result<Self> {
         let columns = specs
             .iter()
             .map(|t| t.fields().map(|f| Column::new(f.ty, f.optional)).collect())
             .collect();
-        Rows {
+        Ok(Rows {
             schemas,
             thread,
             columns,
+            encs: specs
+                .iter()
+                .map(|t| t.fields().map(|f| f.enc).collect())
+                .collect(),
             rows: vec![0; specs.len()],
             groups: specs.iter().map(|_| Vec::new()).collect(),
             scratch,
             scratch_len: 0,
-        }
+            zstd: Zstd::new()?,
+        })
     }
 
     /// Appends one row to table `table` (its index in the specs): the
@@ -95,7 +109,8 @@ impl<'a> Rows<'a> {
         for (i, c) in self.columns[table].iter_mut().enumerate() {
             let (values, defs) = c.take();
             let descr = schema.descr.column(i);
-            let (bytes, close) = encode(descr, schema.props.clone(), values, defs).map_err(pq)?;
+            let enc = self.encs[table][i];
+            let (bytes, close) = encode(descr, enc, values, defs, &mut self.zstd)?;
             self.scratch.write_all(&bytes)?;
             group.push(Spilled {
                 thread: self.thread,
@@ -174,7 +189,7 @@ pub fn write_tables(
                     // On an error or a panic, the others stop at their
                     // next item.
                     let stop = StopOthers { next, items };
-                    let mut rows = Rows::new(schemas, specs, t, scratch_file(dir, t)?);
+                    let mut rows = Rows::new(schemas, specs, t, scratch_file(dir, t)?)?;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= items {
