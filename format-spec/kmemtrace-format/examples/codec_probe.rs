@@ -2,6 +2,7 @@
 //!
 //!   cargo run --release -p kmemtrace-format --example codec_probe -- LOG.kmt
 //!   KPACK_ONLY=1 ...   # kpack's own cost (best of 5) and its streams
+//!   ZSTD_TUNE=1 ...    # zstd alone with parameters beside level 1's
 //!
 //! The log's sub-buffers are cut into CPU_DATA-sized blocks (1 MiB, as the
 //! recorder writes them) and encoded two ways at zstd levels 1, -1 and -3:
@@ -106,6 +107,10 @@ fn main() {
         per(packed_len),
         ns(pack_s)
     );
+    if std::env::var_os("ZSTD_TUNE").is_some() {
+        zstd_tune(&blocks, ev);
+        return;
+    }
     if std::env::var_os("KPACK_ONLY").is_some() {
         // Only kpack: each way the fastest of five passes (what the
         // transform costs without the machine's noise), and what zstd
@@ -196,6 +201,63 @@ fn main() {
             ns(t_packed),
             ns(pack_s + t_packed),
             ns(d_packed)
+        );
+    }
+}
+
+/// zstd alone with parameters beside its levels' own: bytes and the
+/// fastest of three passes, per event.
+fn zstd_tune(blocks: &[Vec<u8>], ev: f64) {
+    use zstd::zstd_safe::{CParameter as P, ParamSwitch};
+    let variants: Vec<(&str, i32, Vec<P>)> = vec![
+        ("level 1", 1, vec![]),
+        (
+            "level 1, literals raw",
+            1,
+            vec![P::LiteralCompressionMode(ParamSwitch::Disable)],
+        ),
+        ("level 1, min match 7", 1, vec![P::MinMatch(7)]),
+        ("level 1, min match 5", 1, vec![P::MinMatch(5)]),
+        ("level 1, min match 6", 1, vec![P::MinMatch(6)]),
+        ("level 1, hash log 12", 1, vec![P::HashLog(12)]),
+        ("level 1, hash log 15", 1, vec![P::HashLog(15)]),
+        ("level 1, window log 17", 1, vec![P::WindowLog(17)]),
+        (
+            "level -1, literals raw",
+            -1,
+            vec![P::LiteralCompressionMode(ParamSwitch::Disable)],
+        ),
+        (
+            "level 1, mm 7, literals raw",
+            1,
+            vec![
+                P::MinMatch(7),
+                P::LiteralCompressionMode(ParamSwitch::Disable),
+            ],
+        ),
+    ];
+    println!("| zstd | bytes/event | ns/event (best of 3) |");
+    println!("|---|---:|---:|");
+    for (name, level, params) in variants {
+        let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
+        for p in params {
+            c.set_parameter(p).expect("a zstd parameter");
+        }
+        let mut best = f64::MAX;
+        let mut bytes = 0;
+        for _ in 0..3 {
+            let mut n = 0;
+            best = best.min(timed(|| {
+                for b in blocks {
+                    n += c.compress(b).expect("zstd").len();
+                }
+            }));
+            bytes = n;
+        }
+        println!(
+            "| {name} | {:.2} | {:.0} |",
+            bytes as f64 / ev,
+            best * 1e9 / ev
         );
     }
 }
