@@ -144,6 +144,13 @@ pub fn encode(
 }
 
 fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
+    // A chunk of nulls only (page columns of a log without stacks): no
+    // dictionary of no entries, which not every reader takes.
+    let enc = if values.len() == 0 && enc == Enc::Few {
+        Enc::Many
+    } else {
+        enc
+    };
     match values {
         Values::I64(v) => {
             let stats = min_max(&v).map(|(lo, hi)| signed_i64(lo, hi, nulls));
@@ -194,6 +201,12 @@ fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
                 ))),
             }
         }
+        Values::Str(ids, _) if ids.is_empty() => Encoded {
+            dictionary: None,
+            values: Vec::new(),
+            encoding: Encoding::PLAIN,
+            statistics: None,
+        },
         Values::Str(ids, distinct) => {
             // The gathering numbered the strings in order of first sight:
             // those numbers are the dictionary's indices.

@@ -25,6 +25,8 @@ const FIELDS: &[Field] = &[
     f("one", Ty::I32, false, Enc::Few),
     f("flag", Ty::Bool, false, Enc::Few),
     f("name", Ty::Str, true, Enc::Few),
+    f("gone", Ty::I64, true, Enc::Few),
+    f("gone_name", Ty::Str, true, Enc::Few),
 ];
 
 const TABLE: TableSpec = TableSpec {
@@ -77,6 +79,8 @@ fn every_encoding_reads_back_with_the_crates_own_reader() {
                 V::I32(7),
                 V::Bool(flag),
                 name.as_deref().map_or(V::Null, V::Str),
+                V::Null,
+                V::Null,
             ];
             rows.push(0, &[&vals])?;
         }
@@ -102,6 +106,8 @@ fn every_encoding_reads_back_with_the_crates_own_reader() {
             assert_eq!(cols[4], &Got::Int(7), "{at}");
             assert_eq!(cols[5], &Got::Bool(flag), "{at}");
             assert_eq!(cols[6], &name.map_or(Got::Null, Got::Str), "{at}");
+            assert_eq!(cols[7], &Got::Null, "{at}");
+            assert_eq!(cols[8], &Got::Null, "{at}");
         }
     }
     assert!(got.next().is_none());
@@ -128,4 +134,7 @@ fn every_encoding_reads_back_with_the_crates_own_reader() {
         s => panic!("{s:?}"),
     }
     assert!(last.column(6).statistics().is_none());
+    // Columns of nulls only: no dictionary.
+    assert!(!encodings(7).contains("RLE_DICTIONARY"), "{}", encodings(7));
+    assert!(!encodings(8).contains("RLE_DICTIONARY"), "{}", encodings(8));
 }
