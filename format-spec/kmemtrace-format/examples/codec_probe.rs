@@ -118,11 +118,11 @@ fn main() {
         let mut out = Vec::new();
         let (mut best_pack, mut best_unpack) = (f64::MAX, f64::MAX);
         let mut c = zstd::bulk::Compressor::new(1).expect("zstd");
-        let names = ["ctl", "lens", "xor", "raw", "times"];
+        let names = kmemtrace_format::kpack::STREAM_NAMES;
         let (mut raw_b, mut z_b, mut z_t) = ([0usize; 5], [0usize; 5], [0f64; 5]);
         for p in &packed {
-            // After the head and kpack's 17-byte header: five streams.
-            let mut at = HEAD + 17;
+            // After the head and kpack's header: five streams.
+            let mut at = HEAD + kmemtrace_format::kpack::HEADER_LEN;
             for i in 0..5 {
                 let n = u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize;
                 let st = &p[at + 4..at + 4 + n];

@@ -37,10 +37,10 @@ pub const VERSION: u8 = 1;
 pub const HEAD_LEN: usize = crate::records::CPU_DATA_HEADER_LEN;
 /// Version, flags, long size, data offset (u16), sub-buffer size (u32),
 /// body length (u32), CRC-32 of the whole payload, head included (u32).
-const HEADER_LEN: usize = 17;
+pub const HEADER_LEN: usize = 17;
 /// Streams, in this order after the header, each as a u32 LE length and
 /// its bytes: ctl, lens, xor, raw, times.
-const STREAM_NAMES: [&str; 5] = ["ctl", "lens", "xor", "raw", "times"];
+pub const STREAM_NAMES: [&str; 5] = ["ctl", "lens", "xor", "raw", "times"];
 /// Largest sub-buffer kpack walks (the kernel allows up to 1 MiB).
 const MAX_SUBBUF: u32 = 1 << 20;
 
