@@ -8,7 +8,7 @@
 //! PLAIN where a row group holds too many distinct values for a dictionary
 //! to pay; PLAIN for addresses; DELTA_BINARY_PACKED for time stamps;
 //! booleans PLAIN (bit-packed). Minimum and maximum for integer columns,
-//! none for names, as the export's properties have always said.
+//! not for names; null counts for all.
 
 use super::bits::{delta_binary_packed, hybrid, width_of};
 use super::table::{pq, Enc, Values};
@@ -17,7 +17,7 @@ use kmemtrace_analysis::intern::{fast_map, FastMap};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder};
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -115,6 +115,10 @@ pub fn encode(
         .write_page(CompressedPage::new(p, page.len()))
         .map_err(pq)?;
     pages.close().map_err(pq)?;
+    // The page index's offsets, as the crate's writer gives every chunk.
+    let mut offsets = OffsetIndexBuilder::new();
+    offsets.append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
+    offsets.append_row_count(rows as i64);
     compressed += spec.compressed_size;
     uncompressed += spec.uncompressed_size;
     encodings.push(encoded.encoding);
@@ -138,7 +142,7 @@ pub fn encode(
         metadata,
         bloom_filter: None,
         column_index: None,
-        offset_index: None,
+        offset_index: Some(offsets.build_to_thrift()),
     };
     Ok((bytes, close))
 }
@@ -201,11 +205,13 @@ fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
                 ))),
             }
         }
+        // Names: no minimum and maximum (nothing skips row groups by
+        // them), but the null count, which readers may not assume is 0.
         Values::Str(ids, _) if ids.is_empty() => Encoded {
             dictionary: None,
             values: Vec::new(),
             encoding: Encoding::PLAIN,
-            statistics: None,
+            statistics: Some(no_min_max(nulls)),
         },
         Values::Str(ids, distinct) => {
             // The gathering numbered the strings in order of first sight:
@@ -215,7 +221,9 @@ fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
                 dict.extend_from_slice(&(s.len() as u32).to_le_bytes());
                 dict.extend_from_slice(s.as_bytes());
             }
-            indices(&ids, Some((dict, distinct.len())))
+            let mut e = indices(&ids, Some((dict, distinct.len())));
+            e.statistics = Some(no_min_max(nulls));
+            e
         }
     }
 }
@@ -230,6 +238,10 @@ fn signed_i64(lo: i64, hi: i64, nulls: u64) -> Statistics {
 fn signed_i32(lo: i32, hi: i32, nulls: u64) -> Statistics {
     let s = ValueStatistics::new(Some(lo), Some(hi), None, Some(nulls), false);
     Statistics::Int32(s.with_backwards_compatible_min_max(true))
+}
+
+fn no_min_max(nulls: u64) -> Statistics {
+    Statistics::byte_array(None, None, None, Some(nulls), false)
 }
 
 fn min_max<T: Copy + Ord>(v: &[T]) -> Option<(T, T)> {

@@ -158,9 +158,17 @@ impl Column {
     #[inline]
     pub(super) fn push(&mut self, v: &V<'_>) -> io::Result<()> {
         let present = !matches!(v, V::Null);
-        if let Some(d) = &mut self.defs {
+        // The level after the value: a value of the wrong type leaves the
+        // column as it was.
+        let result = self.push_value(v);
+        if let (Some(d), Ok(())) = (&mut self.defs, &result) {
             d.push(i16::from(present));
         }
+        result
+    }
+
+    #[inline]
+    fn push_value(&mut self, v: &V<'_>) -> io::Result<()> {
         match (&mut self.values, v) {
             (Values::I64(x), V::I64(v)) => x.push(*v),
             (Values::I32(x), V::I32(v)) => x.push(*v),
