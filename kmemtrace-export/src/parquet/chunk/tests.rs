@@ -2,20 +2,12 @@
 //! (its decoders, not ours): every value and null in place, whatever the
 //! encoding each column took, and the statistics a query skips by.
 
+use super::super::f;
 use super::super::table::{Enc, Field, TableSpec, Ty, V};
 use super::super::writer::write_tables;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::statistics::Statistics;
 use parquet::record::Field as Got;
-
-const fn f(name: &'static str, ty: Ty, optional: bool, enc: Enc) -> Field {
-    Field {
-        name,
-        ty,
-        optional,
-        enc,
-    }
-}
 
 const FIELDS: &[Field] = &[
     f("ts", Ty::I64, false, Enc::Ascending),
