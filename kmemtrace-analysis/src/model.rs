@@ -526,6 +526,11 @@ pub struct PageStacks {
     /// stream ended: the kernel takes the stack after the event, and the
     /// capture stopped in between.
     pub cut_at_end: u64,
+    /// `kernel_stack` records at the start of their CPU's stream that no
+    /// allocation took: tracing came on between an allocation (not
+    /// recorded, but kept in a scratch buffer for the trigger's filter)
+    /// and its stack (recorded).
+    pub cut_at_start: u64,
     /// Distinct stacks.
     pub distinct: u64,
 }

@@ -74,6 +74,7 @@ pub(crate) fn section(
         matched: summaries.iter().map(|c| c.stacks_paired).sum(),
         allocations_with_stack: p.with_stack,
         cut_at_end: summaries.iter().map(|c| c.stacks_cut_at_end).sum(),
+        cut_at_start: summaries.iter().map(|c| c.stacks_cut_at_start).sum(),
         distinct: stacks.len().saturating_sub(1) as u64,
     };
     let mut fallbacks: Vec<FallbackRow> = p

@@ -52,6 +52,13 @@ pub struct Blocks<'a> {
     /// Per stream, allocations still waiting for their stack when the
     /// stream ended (the capture stopped between the two).
     pub cut_at_end: Vec<std::sync::atomic::AtomicU64>,
+    /// Per stream, the first block's stacks that no allocation took: with
+    /// tracing still off, the kernel puts an event whose trigger has a
+    /// filter in a scratch buffer for the filter (`trace.c`
+    /// `trace_event_buffer_lock_reserve`), so the allocation was not
+    /// recorded and its stack, taken a moment later, was: tracing came on
+    /// in between.
+    pub cut_at_start: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl<'a> Blocks<'a> {
@@ -79,9 +86,11 @@ impl<'a> Blocks<'a> {
         let (tx, rx) = channel();
         let late_stacks = streams.iter().map(|_| Default::default()).collect();
         let cut_at_end = streams.iter().map(|_| Default::default()).collect();
+        let cut_at_start = streams.iter().map(|_| Default::default()).collect();
         Blocks {
             late_stacks,
             cut_at_end,
+            cut_at_start,
             decoder,
             streams,
             slots,
@@ -244,6 +253,8 @@ impl<'a> Blocks<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(leading.clone());
         let Some(prev) = k.checked_sub(1).map(|p| &self.slots[i][p]) else {
+            let n = leading.len() as u64;
+            self.cut_at_start[i].fetch_add(n, Ordering::Relaxed);
             return;
         };
         let mut st = prev.state.lock().unwrap_or_else(|e| e.into_inner());

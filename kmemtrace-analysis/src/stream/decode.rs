@@ -73,6 +73,8 @@ pub struct CpuSummary {
     /// Allocations still waiting for their stack when the CPU's stream
     /// ended.
     pub stacks_cut_at_end: u64,
+    /// Stacks at the start of the CPU's stream that no allocation took.
+    pub stacks_cut_at_start: u64,
 }
 
 impl CpuSummary {

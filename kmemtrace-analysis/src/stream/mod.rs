@@ -232,10 +232,14 @@ pub fn run<S: Shard, T: Send>(
         blocks.close();
         sinks
     });
-    let late: Vec<(u32, u64, u64)> = cpus
+    let load = |v: &[std::sync::atomic::AtomicU64], i: usize| v[i].load(Ordering::Relaxed);
+    let late: Vec<(u32, u64, u64, u64)> = cpus
         .iter()
-        .zip(blocks.late_stacks.iter().zip(&blocks.cut_at_end))
-        .map(|(&c, (n, cut))| (c, n.load(Ordering::Relaxed), cut.load(Ordering::Relaxed)))
+        .enumerate()
+        .map(|(i, &c)| {
+            let (n, end) = (load(&blocks.late_stacks, i), load(&blocks.cut_at_end, i));
+            (c, n, end, load(&blocks.cut_at_start, i))
+        })
         .collect();
     let assembler = blocks
         .assembler
@@ -243,9 +247,10 @@ pub fn run<S: Shard, T: Send>(
         .unwrap_or_else(|e| e.into_inner());
     let (windows, mut summaries) = assembler.finish();
     for s in &mut summaries {
-        if let Some(&(_, n, cut)) = late.iter().find(|(c, _, _)| *c == s.cpu) {
+        if let Some(&(_, n, end, start)) = late.iter().find(|l| l.0 == s.cpu) {
             s.stacks_paired += n;
-            s.stacks_cut_at_end += cut;
+            s.stacks_cut_at_end += end;
+            s.stacks_cut_at_start += start;
         }
     }
     (

@@ -297,6 +297,7 @@ fn live_callsite_totals_equal_the_kernels_text() {
     // allocation it did not record (as tracing came on) has none.
     let unmatched = n(&s["records"]) - n(&s["matched"]);
     assert!(unmatched <= unplaced, "{s}");
+    assert_eq!(unmatched, n(&s["cut_at_start"]), "{s}");
     let requests = n(&r["pages"]["allocations"]["requests"]);
     assert!(requests - n(&s["allocations_with_stack"]) <= cut, "{s}");
 }
