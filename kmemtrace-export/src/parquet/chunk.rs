@@ -63,10 +63,7 @@ pub fn encode(
     defs: Option<Vec<i16>>,
     zstd: &mut Zstd,
 ) -> io::Result<(Vec<u8>, ColumnCloseResult)> {
-    let rows = match (&defs, &values) {
-        (Some(d), _) => d.len(),
-        (None, v) => v.len(),
-    };
+    let rows = defs.as_ref().map_or(values.len(), Vec::len);
     let nulls = rows - values.len();
     let encoded = encode_values(values, enc, nulls as u64);
     let mut page = Vec::new();
@@ -148,41 +145,24 @@ pub fn encode(
 }
 
 fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
-    // A chunk of nulls only (page columns of a log without stacks): no
-    // dictionary of no entries, which not every reader takes.
-    let enc = if values.len() == 0 && enc == Enc::Few {
-        Enc::Many
-    } else {
-        enc
-    };
     match values {
         Values::I64(v) => {
-            let stats = min_max(&v).map(|(lo, hi)| signed_i64(lo, hi, nulls));
-            let mut e = numbers(&v, enc, |x, out| out.extend_from_slice(&x.to_le_bytes()));
-            if enc == Enc::Ascending {
-                e.values.clear();
-                delta_binary_packed(&mut e.values, &v);
-                e.encoding = Encoding::DELTA_BINARY_PACKED;
-            }
-            e.statistics = stats.or(Some(Statistics::int64(
-                None,
-                None,
-                None,
-                Some(nulls),
-                false,
-            )));
+            let stats = signed_i64(&v, nulls);
+            let mut e = match enc {
+                Enc::Ascending => {
+                    let mut out = Vec::new();
+                    delta_binary_packed(&mut out, &v);
+                    plain_or(out, Encoding::DELTA_BINARY_PACKED)
+                }
+                _ => numbers(&v, enc, |x, out| out.extend_from_slice(&x.to_le_bytes())),
+            };
+            e.statistics = Some(stats);
             e
         }
         Values::I32(v) => {
-            let stats = min_max(&v).map(|(lo, hi)| signed_i32(lo, hi, nulls));
+            let stats = signed_i32(&v, nulls);
             let mut e = numbers(&v, enc, |x, out| out.extend_from_slice(&x.to_le_bytes()));
-            e.statistics = stats.or(Some(Statistics::int32(
-                None,
-                None,
-                None,
-                Some(nulls),
-                false,
-            )));
+            e.statistics = Some(stats);
             e
         }
         Values::Bool(v) => {
@@ -190,29 +170,11 @@ fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
             for (i, &b) in v.iter().enumerate() {
                 out[i / 8] |= u8::from(b) << (i % 8);
             }
-            let stats = min_max(&v)
-                .map(|(lo, hi)| Statistics::boolean(Some(lo), Some(hi), None, Some(nulls), false));
-            Encoded {
-                dictionary: None,
-                values: out,
-                encoding: Encoding::PLAIN,
-                statistics: stats.or(Some(Statistics::boolean(
-                    None,
-                    None,
-                    None,
-                    Some(nulls),
-                    false,
-                ))),
-            }
+            let (lo, hi) = min_max(&v).unzip();
+            let mut e = plain_or(out, Encoding::PLAIN);
+            e.statistics = Some(Statistics::boolean(lo, hi, None, Some(nulls), false));
+            e
         }
-        // Names: no minimum and maximum (nothing skips row groups by
-        // them), but the null count, which readers may not assume is 0.
-        Values::Str(ids, _) if ids.is_empty() => Encoded {
-            dictionary: None,
-            values: Vec::new(),
-            encoding: Encoding::PLAIN,
-            statistics: Some(no_min_max(nulls)),
-        },
         Values::Str(ids, distinct) => {
             // The gathering numbered the strings in order of first sight:
             // those numbers are the dictionary's indices.
@@ -221,32 +183,42 @@ fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
                 dict.extend_from_slice(&(s.len() as u32).to_le_bytes());
                 dict.extend_from_slice(s.as_bytes());
             }
-            let mut e = indices(&ids, Some((dict, distinct.len())));
-            e.statistics = Some(no_min_max(nulls));
+            let mut e = indices(&ids, dict, distinct.len());
+            // Names: no minimum and maximum (nothing skips row groups by
+            // them), but the null count, which readers may not assume is 0.
+            e.statistics = Some(Statistics::byte_array(None, None, None, Some(nulls), false));
             e
         }
     }
 }
 
-/// Minimum and maximum, also in the old fields (readers from before
-/// column orders), as for every signed type.
-fn signed_i64(lo: i64, hi: i64, nulls: u64) -> Statistics {
-    let s = ValueStatistics::new(Some(lo), Some(hi), None, Some(nulls), false);
+/// Minimum and maximum (none of no values), also in the old fields
+/// (readers from before column orders), as for every signed type.
+fn signed_i64(v: &[i64], nulls: u64) -> Statistics {
+    let (lo, hi) = min_max(v).unzip();
+    let s = ValueStatistics::new(lo, hi, None, Some(nulls), false);
     Statistics::Int64(s.with_backwards_compatible_min_max(true))
 }
 
-fn signed_i32(lo: i32, hi: i32, nulls: u64) -> Statistics {
-    let s = ValueStatistics::new(Some(lo), Some(hi), None, Some(nulls), false);
+fn signed_i32(v: &[i32], nulls: u64) -> Statistics {
+    let (lo, hi) = min_max(v).unzip();
+    let s = ValueStatistics::new(lo, hi, None, Some(nulls), false);
     Statistics::Int32(s.with_backwards_compatible_min_max(true))
-}
-
-fn no_min_max(nulls: u64) -> Statistics {
-    Statistics::byte_array(None, None, None, Some(nulls), false)
 }
 
 fn min_max<T: Copy + Ord>(v: &[T]) -> Option<(T, T)> {
     let lo = v.iter().copied().min()?;
     Some((lo, v.iter().copied().max()?))
+}
+
+/// Values already encoded, without a dictionary.
+fn plain_or(values: Vec<u8>, encoding: Encoding) -> Encoded {
+    Encoded {
+        dictionary: None,
+        values,
+        encoding,
+        statistics: None,
+    }
 }
 
 /// Integers: by a dictionary where asked for and it pays, else PLAIN
@@ -273,29 +245,28 @@ fn numbers<T: Copy + Eq + std::hash::Hash>(
             }
         }
         if dictionary_pays(n, v.len()) {
-            return indices(&idx, Some((dict, n)));
+            return indices(&idx, dict, n);
         }
     }
     let mut out = Vec::with_capacity(std::mem::size_of_val(v));
     for &x in v {
         plain(x, &mut out);
     }
-    Encoded {
-        dictionary: None,
-        values: out,
-        encoding: Encoding::PLAIN,
-        statistics: None,
-    }
+    plain_or(out, Encoding::PLAIN)
 }
 
-/// Dictionary indices: their bit width, then the hybrid encoding.
-fn indices(ids: &[u32], dictionary: Option<(Vec<u8>, usize)>) -> Encoded {
-    let entries = dictionary.as_ref().map_or(0, |d| d.1);
+/// Dictionary indices: their bit width, then the hybrid encoding. A chunk
+/// of nulls only (page columns of a log without stacks) gets no dictionary
+/// of no entries, which not every reader takes, but no values at all.
+fn indices(ids: &[u32], dict: Vec<u8>, entries: usize) -> Encoded {
+    if ids.is_empty() {
+        return plain_or(Vec::new(), Encoding::PLAIN);
+    }
     let width = width_of(entries.saturating_sub(1) as u64);
     let mut out = vec![width];
     hybrid(&mut out, ids, width);
     Encoded {
-        dictionary,
+        dictionary: Some((dict, entries)),
         values: out,
         encoding: Encoding::RLE_DICTIONARY,
         statistics: None,

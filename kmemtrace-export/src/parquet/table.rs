@@ -77,6 +77,8 @@ pub(super) struct Schema {
     pub(super) root: TypePtr,
     pub(super) descr: SchemaDescriptor,
     pub(super) props: WriterPropertiesPtr,
+    /// Each column's encoding.
+    pub(super) encs: Vec<Enc>,
 }
 
 impl Schema {
@@ -99,6 +101,7 @@ impl Schema {
             descr: SchemaDescriptor::new(root.clone()),
             root,
             props: properties()?,
+            encs: t.fields().map(|f| f.enc).collect(),
         })
     }
 }

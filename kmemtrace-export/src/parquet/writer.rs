@@ -11,7 +11,7 @@
 //! length (the chunks' metadata is kept until the end).
 
 use super::chunk::{encode, Zstd};
-use super::table::{pq, Column, Enc, Schema, TableSpec, ROW_GROUP, V};
+use super::table::{pq, Column, Schema, TableSpec, ROW_GROUP, V};
 use bytes::Bytes;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::file::writer::SerializedFileWriter;
@@ -38,8 +38,6 @@ pub struct Rows<'a> {
     schemas: &'a [Schema],
     thread: usize,
     columns: Vec<Vec<Column>>,
-    /// Each table's columns' encodings.
-    encs: Vec<Vec<Enc>>,
     rows: Vec<usize>,
     /// The item's row groups so far, per table.
     groups: Vec<Vec<Group>>,
@@ -63,10 +61,6 @@ impl<'a> Rows<'a> {
             schemas,
             thread,
             columns,
-            encs: specs
-                .iter()
-                .map(|t| t.fields().map(|f| f.enc).collect())
-                .collect(),
             rows: vec![0; specs.len()],
             groups: specs.iter().map(|_| Vec::new()).collect(),
             scratch,
@@ -109,7 +103,7 @@ impl<'a> Rows<'a> {
         for (i, c) in self.columns[table].iter_mut().enumerate() {
             let (values, defs) = c.take();
             let descr = schema.descr.column(i);
-            let enc = self.encs[table][i];
+            let enc = schema.encs[i];
             let (bytes, close) = encode(descr, enc, values, defs, &mut self.zstd)?;
             self.scratch.write_all(&bytes)?;
             group.push(Spilled {
