@@ -121,12 +121,12 @@ impl StackReader {
         })
     }
 
-    /// Whether the kernel took a stack with a page allocation of task
-    /// `pid` in that context (the trigger's filter may leave tasks out):
-    /// only those wait for one.
+    /// Whether the kernel took a stack with `ev`: a page allocation, of a
+    /// task and context the trigger's filter leaves in. Only those wait
+    /// for one.
     #[inline]
-    pub fn takes_stack(&self, pid: i32, in_interrupt: bool) -> bool {
-        self.scope.takes(pid, in_interrupt)
+    pub fn takes_stack(&self, ev: &crate::kmem::KmemEvent<'_>) -> bool {
+        ev.kind == crate::kmem::KmemKind::MmPageAlloc && self.scope.takes(ev.pid, ev.in_interrupt)
     }
 
     /// Where the entries start in a record, and their size (the recorded

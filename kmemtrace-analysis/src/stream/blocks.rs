@@ -3,11 +3,11 @@
 //! events wait, routed by shard, until each shard takes its part. The
 //! loss assembler hears of every block as it is decoded.
 
-use super::decode::{AwaitingStacks, Decoded, Decoder, LateStack, Local};
+use super::decode::{AwaitingStacks, CpuSummary, Decoded, Decoder, LateStack, Local};
 use super::losses::Assembler;
 use crate::event::Event;
 use kmemtrace_format::log::CpuBlockRef;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Condvar, Mutex};
 
@@ -47,18 +47,35 @@ pub struct Blocks<'a> {
     /// may be asked for ahead of need (decoded blocks are the memory).
     in_flight: AtomicUsize,
     cap: usize,
-    /// Per stream, stacks matched across a block boundary.
-    pub late_stacks: Vec<std::sync::atomic::AtomicU64>,
-    /// Per stream, allocations still waiting for their stack when the
-    /// stream ended (the capture stopped between the two).
-    pub cut_at_end: Vec<std::sync::atomic::AtomicU64>,
-    /// Per stream, the first block's stacks that no allocation took: with
-    /// tracing still off, the kernel puts an event whose trigger has a
-    /// filter in a scratch buffer for the filter (`trace.c`
+    /// Per stream, how its stacks and allocations paired across blocks.
+    pub stack_ends: Vec<StackEnds>,
+}
+
+/// How a stream's stacks and allocations paired where its blocks meet,
+/// and at its two ends.
+#[derive(Default)]
+pub struct StackEnds {
+    /// Stacks matched across a block boundary.
+    pub late: AtomicU64,
+    /// Allocations still waiting for their stack when the stream ended
+    /// (the capture stopped between the two).
+    pub cut_at_end: AtomicU64,
+    /// The first block's stacks that no allocation took: with tracing
+    /// still off, the kernel puts an event whose trigger has a filter in a
+    /// scratch buffer for the filter (`trace.c`
     /// `trace_event_buffer_lock_reserve`), so the allocation was not
     /// recorded and its stack, taken a moment later, was: tracing came on
     /// in between.
-    pub cut_at_start: Vec<std::sync::atomic::AtomicU64>,
+    pub cut_at_start: AtomicU64,
+}
+
+impl StackEnds {
+    /// Adds the counts to a CPU's summary.
+    pub fn add_to(&self, s: &mut CpuSummary) {
+        s.stacks_paired += self.late.load(Ordering::Relaxed);
+        s.stacks_cut_at_end += self.cut_at_end.load(Ordering::Relaxed);
+        s.stacks_cut_at_start += self.cut_at_start.load(Ordering::Relaxed);
+    }
 }
 
 impl<'a> Blocks<'a> {
@@ -84,13 +101,8 @@ impl<'a> Blocks<'a> {
             })
             .collect();
         let (tx, rx) = channel();
-        let late_stacks = streams.iter().map(|_| Default::default()).collect();
-        let cut_at_end = streams.iter().map(|_| Default::default()).collect();
-        let cut_at_start = streams.iter().map(|_| Default::default()).collect();
         Blocks {
-            late_stacks,
-            cut_at_end,
-            cut_at_start,
+            stack_ends: streams.iter().map(|_| Default::default()).collect(),
             decoder,
             streams,
             slots,
@@ -221,13 +233,15 @@ impl<'a> Blocks<'a> {
             // The stream's last block: the kernel takes a stack after its
             // event, and tracing stopped in between.
             (Some(t), None) => {
-                self.cut_at_end[i].fetch_add(t.waiting(), Ordering::Relaxed);
+                self.stack_ends[i]
+                    .cut_at_end
+                    .fetch_add(t.waiting(), Ordering::Relaxed);
                 trailing = None;
             }
             (Some(t), Some(l)) => {
                 if let Some(l) = l.as_ref() {
                     let n = t.late(l, &mut parts);
-                    self.late_stacks[i].fetch_add(n, Ordering::Relaxed);
+                    self.stack_ends[i].late.fetch_add(n, Ordering::Relaxed);
                     trailing = None;
                 }
             }
@@ -254,14 +268,16 @@ impl<'a> Blocks<'a> {
             .unwrap_or_else(|e| e.into_inner()) = Some(leading.clone());
         let Some(prev) = k.checked_sub(1).map(|p| &self.slots[i][p]) else {
             let n = leading.len() as u64;
-            self.cut_at_start[i].fetch_add(n, Ordering::Relaxed);
+            self.stack_ends[i]
+                .cut_at_start
+                .fetch_add(n, Ordering::Relaxed);
             return;
         };
         let mut st = prev.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = st.as_mut() {
             if let Some(mut t) = r.trailing.take() {
                 let n = t.late(&leading, &mut r.parts);
-                self.late_stacks[i].fetch_add(n, Ordering::Relaxed);
+                self.stack_ends[i].late.fetch_add(n, Ordering::Relaxed);
                 prev.ready.notify_all();
             }
         }

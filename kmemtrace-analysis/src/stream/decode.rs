@@ -384,11 +384,10 @@ impl Decoder<'_> {
                     }
                 };
                 sum.kmem_events += 1;
-                let stacked = ev.kind == KmemKind::MmPageAlloc
-                    && self
-                        .stack_reader
-                        .as_ref()
-                        .is_some_and(|r| r.takes_stack(ev.pid, ev.in_interrupt));
+                let stacked = self
+                    .stack_reader
+                    .as_ref()
+                    .is_some_and(|r| r.takes_stack(&ev));
                 if !filter.in_time(ts) {
                     sum.list_runs.event(None);
                     if stacked {

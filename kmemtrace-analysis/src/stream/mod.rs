@@ -232,25 +232,14 @@ pub fn run<S: Shard, T: Send>(
         blocks.close();
         sinks
     });
-    let load = |v: &[std::sync::atomic::AtomicU64], i: usize| v[i].load(Ordering::Relaxed);
-    let late: Vec<(u32, u64, u64, u64)> = cpus
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| {
-            let (n, end) = (load(&blocks.late_stacks, i), load(&blocks.cut_at_end, i));
-            (c, n, end, load(&blocks.cut_at_start, i))
-        })
-        .collect();
     let assembler = blocks
         .assembler
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
     let (windows, mut summaries) = assembler.finish();
     for s in &mut summaries {
-        if let Some(&(_, n, end, start)) = late.iter().find(|l| l.0 == s.cpu) {
-            s.stacks_paired += n;
-            s.stacks_cut_at_end += end;
-            s.stacks_cut_at_start += start;
+        if let Some(ends) = cpus.iter().position(|&c| c == s.cpu) {
+            blocks.stack_ends[ends].add_to(s);
         }
     }
     (

@@ -274,11 +274,7 @@ impl<'a> Run<'_, 'a> {
         ) {
             return self.page_row(rows, PCP, &row);
         }
-        let waits = k.kind == KmemKind::MmPageAlloc
-            && names
-                .stacks
-                .as_ref()
-                .is_some_and(|r| r.takes_stack(k.pid, k.in_interrupt));
+        let waits = names.stacks.as_ref().is_some_and(|r| r.takes_stack(&k));
         self.held.push(row, k.pid, k.in_interrupt, waits);
         self.flush(rows)
     }
@@ -347,7 +343,7 @@ fn leading_stacks(
                     leading.push((st.pid, intr, stacks.site(names.syms, st.frames())));
                 }
             } else if let Ok(Some(k)) = dec.decode(e, r.payload) {
-                if k.kind == KmemKind::MmPageAlloc && reader.takes_stack(k.pid, k.in_interrupt) {
+                if reader.takes_stack(&k) {
                     own.push(k.pid, k.in_interrupt, ());
                 }
             }
