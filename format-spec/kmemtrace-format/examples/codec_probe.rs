@@ -238,20 +238,13 @@ fn zstd_tune(blocks: &[Vec<u8>], ev: f64) {
     ];
     println!("| zstd | bytes/event | ns/event (best of 3) |");
     println!("|---|---:|---:|");
-    for (name, level, params) in variants {
-        let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
-        for p in params {
-            c.set_parameter(p).expect("a zstd parameter");
-        }
-        let mut best = f64::MAX;
-        let mut bytes = 0;
+    // One row: every block compressed by `compress` (its output's length),
+    // the fastest of three passes.
+    let row = |name: &str, compress: &mut dyn FnMut(&[u8]) -> usize| {
+        let (mut best, mut bytes) = (f64::MAX, 0);
         for _ in 0..3 {
             let mut n = 0;
-            best = best.min(timed(|| {
-                for b in blocks {
-                    n += c.compress(b).expect("zstd").len();
-                }
-            }));
+            best = best.min(timed(|| n = blocks.iter().map(|b| compress(b)).sum()));
             bytes = n;
         }
         println!(
@@ -259,28 +252,23 @@ fn zstd_tune(blocks: &[Vec<u8>], ev: f64) {
             bytes as f64 / ev,
             best * 1e9 / ev
         );
+    };
+    for (name, level, params) in variants {
+        let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
+        for p in params {
+            c.set_parameter(p).expect("a zstd parameter");
+        }
+        row(name, &mut |b| c.compress(b).expect("zstd").len());
     }
     // As the recorder compresses a CPU_DATA block: its header in a zstd
     // block of its own, a window as long as the payload.
     use kmemtrace_format::block::{BlockCompressor, BlockType, Compression};
     let mut c = BlockCompressor::new(Compression::Zstd(1));
-    let (mut best, mut bytes) = (f64::MAX, 0);
     let mut out = Vec::new();
-    for _ in 0..3 {
-        let mut n = 0;
-        best = best.min(timed(|| {
-            for b in blocks {
-                out.clear();
-                c.encode_with_head(BlockType::CpuData, b, HEAD, &mut out)
-                    .expect("a block");
-                n += out.len();
-            }
-        }));
-        bytes = n;
-    }
-    println!(
-        "| level 1 as the recorder | {:.2} | {:.0} |",
-        bytes as f64 / ev,
-        best * 1e9 / ev
-    );
+    row("level 1 as the recorder", &mut |b| {
+        out.clear();
+        c.encode_with_head(BlockType::CpuData, b, HEAD, &mut out)
+            .expect("a block");
+        out.len()
+    });
 }
