@@ -162,20 +162,14 @@ fn main() {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for level in [1, -1, -3] {
         let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
-        let mut z_raw = Vec::new();
-        let t_raw = timed(|| {
-            z_raw = blocks
-                .iter()
-                .map(|b| c.compress(b).expect("zstd"))
-                .collect()
-        });
-        let mut z_packed = Vec::new();
-        let t_packed = timed(|| {
-            z_packed = packed
-                .iter()
-                .map(|p| c.compress(p).expect("zstd"))
-                .collect()
-        });
+        // Every buffer compressed, and the time that took.
+        let mut zstd_all = |bufs: &[Vec<u8>]| {
+            let mut z: Vec<Vec<u8>> = Vec::new();
+            let t = timed(|| z = bufs.iter().map(|b| c.compress(b).expect("zstd")).collect());
+            (z, t)
+        };
+        let (z_raw, t_raw) = zstd_all(&blocks);
+        let (z_packed, t_packed) = zstd_all(&packed);
         let d_raw = timed(|| {
             for (b, z) in blocks.iter().zip(&z_raw) {
                 let d = zstd::bulk::decompress(z, b.len()).expect("zstd");
