@@ -968,8 +968,10 @@ pub struct LeakRow {
     pub addr: Addr,
     pub objects: u64,
     pub bytes: u64,
-    pub oldest_age_ns: u64,
-    pub newest_age_ns: u64,
+    /// The ages of the oldest and newest of `objects`; `None` (null) for a
+    /// row with none, only objects counted apart (`freed_untraced`).
+    pub oldest_age_ns: Option<u64>,
+    pub newest_age_ns: Option<u64>,
     pub uncertain: u64,
     /// Objects of this call site whose free the trace never showed (their
     /// pointer came back from another allocation): a site freed by an

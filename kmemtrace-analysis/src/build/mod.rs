@@ -689,8 +689,8 @@ fn leak_section(cx: &Ctx<'_>, leaks: &[LeakGroup]) -> Leaks {
             addr: Addr(cx.addr(g.site)),
             objects: g.objects,
             bytes: g.bytes,
-            oldest_age_ns: end.saturating_sub(g.oldest_ts),
-            newest_age_ns: end.saturating_sub(g.newest_ts),
+            oldest_age_ns: (g.objects > 0).then(|| end.saturating_sub(g.oldest_ts)),
+            newest_age_ns: (g.objects > 0).then(|| end.saturating_sub(g.newest_ts)),
             uncertain: g.uncertain,
             site_missed_frees: an
                 .slab

@@ -474,14 +474,23 @@ pub fn leaks(p: &Page<'_>, o: &mut String) {
         ],
     );
     for g in l.groups.iter().take(p.lines) {
-        let first = l.end_ts_ns.saturating_sub(g.oldest_age_ns);
+        // A row of objects counted apart only has no ages: sorted first.
+        let first = g.oldest_age_ns.map(|a| l.end_ts_ns.saturating_sub(a));
+        let ns = |v: Option<u64>, shown: fn(u64) -> String| {
+            v.map_or((-1.0, "-".to_string()), |v| (v as f64, shown(v)))
+        };
+        let (first, oldest, newest) = (
+            ns(first, secs),
+            ns(g.oldest_age_ns, age),
+            ns(g.newest_age_ns, age),
+        );
         t.row()
             .code(&g.callsite)
             .count(g.objects)
             .count(g.bytes)
-            .value(first as f64, &secs(first))
-            .value(g.oldest_age_ns as f64, &age(g.oldest_age_ns))
-            .value(g.newest_age_ns as f64, &age(g.newest_age_ns))
+            .value(first.0, &first.1)
+            .value(oldest.0, &oldest.1)
+            .value(newest.0, &newest.1)
             .count(g.uncertain)
             .count(g.site_missed_frees)
             .code(
