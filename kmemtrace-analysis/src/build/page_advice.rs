@@ -14,9 +14,10 @@ const MIN_PAGES: u64 = 1000;
 /// A CPU "mostly refills" when it refills this many times what it drains
 /// (and the other way round).
 const ONE_SIDED: u64 = 4;
-/// Lists look too small when refills bring this share of the order-0
-/// allocations (percent).
-const REFILLED_SHARE: u64 = 50;
+/// Lists look too small when pages that a CPU drained came back by
+/// refills of the same CPU for this share of the order-0 allocations
+/// (percent).
+const CYCLED_SHARE: u64 = 25;
 /// Frees look remote when other CPUs drain this share of the drained
 /// pages (percent).
 const REMOTE_SHARE: u64 = 25;
@@ -50,9 +51,18 @@ fn lists_small(p: &PageReport, out: &mut Vec<PageAdvice>) {
         .iter()
         .map(|r| r.refill_lock_acquisitions)
         .sum();
-    if refilled < MIN_PAGES
+    // A bigger list keeps what its CPU would have drained and then refilled
+    // again; pages only refilled (a page cache or a process growing) or
+    // drained on one CPU and refilled on another (`per_cpu_imbalance`)
+    // need zone->lock whatever the list's size.
+    let cycled: u64 = p
+        .per_cpu_lists
+        .iter()
+        .map(|r| r.refilled.min(r.drained))
+        .sum();
+    if cycled < MIN_PAGES
         || order0 < MIN_PAGES
-        || pct(refilled, order0) < REFILLED_SHARE
+        || pct(cycled, order0) < CYCLED_SHARE
         || runs == 0
     {
         return;
@@ -60,10 +70,11 @@ fn lists_small(p: &PageReport, out: &mut Vec<PageAdvice>) {
     out.push(PageAdvice {
         kind: "per_cpu_lists_small",
         observed: format!(
-            "{}% of {} order-0 allocations were refilled into a per-CPU list under zone->lock, {:.1} pages per acquisition",
+            "{}% of {} order-0 allocations were refilled into a per-CPU list under zone->lock, {:.1} pages per acquisition; for {}% of them the same CPU had drained as many pages from its list (it overflowed, then ran empty)",
             pct(refilled, order0),
             thousands(order0),
-            refilled as f64 / runs as f64
+            refilled as f64 / runs as f64,
+            pct(cycled, order0)
         ),
         suggests: "the per-CPU lists may be too small for this load: lower vm.percpu_pagelist_high_fraction (vm.percpu_pagelist_fraction before 5.14) to make them larger".into(),
         min_free_kbytes: None,

@@ -316,22 +316,66 @@ fn per_cpu_lists_filled_on_one_cpu_and_drained_on_another_are_said_so() {
     }
     let log = temp_log(&s.build());
     let p = &report_json(log.path(), &[])["pages"];
-    assert_eq!(
-        advice_kinds(p),
-        [
-            "per_cpu_lists_small",
-            "per_cpu_imbalance",
-            "cross_cpu_frees"
-        ]
-    );
+    // Bigger lists would not keep pages that CPU 1 frees and CPU 0 needs.
+    assert_eq!(advice_kinds(p), ["per_cpu_imbalance", "cross_cpu_frees"]);
     assert!(p["advice"][0]["observed"]
         .as_str()
         .unwrap()
-        .contains("50.0 pages per acquisition"));
-    assert!(p["advice"][1]["observed"]
-        .as_str()
-        .unwrap()
         .starts_with("CPU 0 refilled 2,000 pages and drained 0; CPU 1 drained 2,000"));
+}
+
+/// CPU 0 allocates and frees `cycles` times 50 order-0 pages; each time its
+/// list overflows (50 drained) and runs empty again (50 refilled in one
+/// run) when `drains`, else it only refills (a page cache growing).
+fn list_cycles(cycles: u64, drains: bool) -> Vec<u8> {
+    let mut s = Synth::new("6.18.44");
+    let mut ts = 1_000_000u64;
+    for c in 0..cycles {
+        let frames = 0x20_0000 + c * 50;
+        for i in 0..50 {
+            ts += 100;
+            s.pcp_refill(0, ts, frames + i);
+        }
+        for i in 0..50 {
+            ts += 100;
+            s.page_alloc(0, ts, frames + i, 0);
+        }
+        if drains {
+            for i in 0..50 {
+                ts += 100;
+                s.page_free(0, ts, frames + i, 0);
+            }
+            for i in 0..50 {
+                ts += 100;
+                s.pcp_drain(0, ts, frames + i);
+            }
+        }
+    }
+    s.build()
+}
+
+#[test]
+fn per_cpu_lists_are_called_small_only_when_pages_cycle_through_zone_lock() {
+    let log = temp_log(&list_cycles(40, true));
+    let p = &report_json(log.path(), &[])["pages"];
+    assert_eq!(advice_kinds(p), ["per_cpu_lists_small"], "{p}");
+    let observed = p["advice"][0]["observed"].as_str().unwrap();
+    assert!(
+        observed.starts_with("100% of 2,000 order-0 allocations were refilled")
+            && observed.contains("50.0 pages per acquisition")
+            && observed.contains("for 100% of them the same CPU had drained"),
+        "{observed}"
+    );
+    // The same refills with nothing freed: a bigger list would not have
+    // saved one.
+    let log = temp_log(&list_cycles(40, false));
+    let p = &report_json(log.path(), &[])["pages"];
+    assert_eq!(p["per_cpu_lists"][0]["refilled"], 2_000, "{p}");
+    assert!(advice_kinds(p).is_empty(), "{p}");
+    // Too few pages to say anything.
+    let log = temp_log(&list_cycles(19, true));
+    let p = &report_json(log.path(), &[])["pages"];
+    assert!(advice_kinds(p).is_empty(), "{p}");
 }
 
 #[test]
