@@ -117,9 +117,10 @@ pub fn render(r: &Report, style: &Style) -> String {
     }
     let _ = writeln!(
         o,
-        ", {} bytes, {} blocks",
+        ", {} bytes, {} blocks ({} of CPU data)",
         thousands(r.bytes),
-        thousands(r.blocks.before_end)
+        thousands(r.blocks.before_end),
+        thousands(r.blocks.cpu_data)
     );
     let mut info = Vec::new();
     if let Some(a) = &r.arch {
