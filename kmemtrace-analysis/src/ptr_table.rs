@@ -89,8 +89,23 @@ impl<V: Copy + Default> PtrTable<V> {
     }
 
     #[inline]
+    pub fn get(&self, key: u64) -> Option<&V> {
+        self.find(key).map(|i| &self.slots[i].1)
+    }
+
+    #[inline]
     pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
         self.find(key).map(|i| &mut self.slots[i].1)
+    }
+
+    /// Removes `key`; returns its value. The table does not shrink (see
+    /// [`PtrTable::retain`]).
+    #[inline]
+    pub fn remove(&mut self, key: u64) -> Option<V> {
+        let i = self.find(key)?;
+        let v = self.slots[i].1;
+        self.remove_at(i);
+        Some(v)
     }
 
     /// Sets `key` to `value`; returns the value it had.
@@ -203,7 +218,8 @@ mod tests {
             let key = 0xffff_8880_0000_0000 + (r % 5000) * 64;
             match r >> 60 {
                 0..=7 => assert_eq!(t.insert(key, round), m.insert(key, round)),
-                8..=13 => assert_eq!(t.get_mut(key).copied(), m.get(&key).copied()),
+                8..=12 => assert_eq!(t.get(key).copied(), m.get(&key).copied()),
+                13 => assert_eq!(t.remove(key), m.remove(&key)),
                 14 => {
                     if let Some(v) = t.get_mut(key) {
                         *v += 1;

@@ -60,11 +60,7 @@ fn lists_small(p: &PageReport, out: &mut Vec<PageAdvice>) {
         .iter()
         .map(|r| r.refilled.min(r.drained))
         .sum();
-    if cycled < MIN_PAGES
-        || order0 < MIN_PAGES
-        || pct(cycled, order0) < CYCLED_SHARE
-        || runs == 0
-    {
+    if cycled < MIN_PAGES || order0 < MIN_PAGES || pct(cycled, order0) < CYCLED_SHARE || runs == 0 {
         return;
     }
     out.push(PageAdvice {

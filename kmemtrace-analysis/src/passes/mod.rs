@@ -12,6 +12,7 @@
 //! additive (peaks, judgements, first occurrences) comes from the combiner.
 
 pub mod cross_cpu;
+pub mod freed_frames;
 pub mod leaks;
 pub mod misuse;
 pub mod objects;

@@ -16,10 +16,10 @@
 //! [`FRAMES_PER_GENERATION`] each, so memory stays bounded on machines
 //! with millions of frames; a frame forgotten counts as never seen.
 
+use super::freed_frames::FreedFrames;
 use super::pages::{Requests, ORDER_SLOTS};
-use crate::event::bucket;
+use crate::event::{bucket, BUCKETS};
 use crate::intern::FastMap;
-use std::collections::BTreeMap;
 
 /// Freed frames a bucket remembers per generation (64 buckets: about a
 /// million frames in all, the most recent first).
@@ -32,10 +32,10 @@ pub const SPAN_GRAIN_SHIFT: u32 = 20;
 
 /// The deepest buddy block a frame's free is looked for in (see
 /// [`crate::event::PFN_GROUP_SHIFT`]).
-const MAX_BLOCK_ORDER: u32 = crate::event::PFN_GROUP_SHIFT;
+pub(crate) const MAX_BLOCK_ORDER: u32 = crate::event::PFN_GROUP_SHIFT;
 
 /// The last free of a frame (the head of the block freed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FreedFrame {
     pub ts: u64,
     pub pid: i32,
@@ -52,95 +52,6 @@ impl FreedFrame {
             cpu,
             order: order.min(u32::from(u8::MAX)) as u8,
         }
-    }
-}
-
-/// One bucket's freed frames: the recent generation, and the one before.
-#[derive(Default)]
-struct Generations {
-    recent: BTreeMap<u64, FreedFrame>,
-    older: BTreeMap<u64, FreedFrame>,
-}
-
-impl Generations {
-    fn insert(&mut self, pfn: u64, f: FreedFrame) {
-        self.older.remove(&pfn);
-        self.recent.insert(pfn, f);
-        if self.recent.len() >= FRAMES_PER_GENERATION {
-            self.older = std::mem::take(&mut self.recent);
-        }
-    }
-
-    fn get(&self, pfn: u64) -> Option<&FreedFrame> {
-        self.recent.get(&pfn).or_else(|| self.older.get(&pfn))
-    }
-
-    fn remove(&mut self, pfn: u64) -> Option<FreedFrame> {
-        self.recent.remove(&pfn).or_else(|| self.older.remove(&pfn))
-    }
-
-    /// The buddy block `[pfn, pfn + 2^order)` was allocated: frees of
-    /// blocks inside it are forgotten, and a freed block holding it is
-    /// split as the buddy allocator splits it, its other halves still free.
-    fn allocated(&mut self, pfn: u64, order: u32) {
-        let end = pfn.saturating_add(1u64 << order);
-        let mut holder = None;
-        for map in [&mut self.recent, &mut self.older] {
-            // One search in the common case: the last freed head below
-            // the block's end is either inside it or the one holding it
-            // (freed blocks do not overlap unless a frame was freed twice).
-            let Some((&last, &f)) = map.range(..end).next_back() else {
-                continue;
-            };
-            let below = if last < pfn {
-                Some((last, f))
-            } else {
-                let inside: Vec<u64> = map
-                    .range(pfn..end)
-                    .filter(|(_, f)| u32::from(f.order) <= order)
-                    .map(|(&k, _)| k)
-                    .collect();
-                for k in inside {
-                    map.remove(&k);
-                }
-                map.range(..=pfn).next_back().map(|(&h, &f)| (h, f))
-            };
-            if let Some((h, f)) = below {
-                if u32::from(f.order) > order && h.saturating_add(1u64 << f.order) > pfn {
-                    holder = holder.or(Some(h));
-                }
-            }
-        }
-        let Some(mut head) = holder else { return };
-        let Some(f) = self.remove(head) else { return };
-        let mut o = u32::from(f.order);
-        while o > order {
-            o -= 1;
-            let mid = head.saturating_add(1u64 << o);
-            let (kept, next) = if pfn >= mid { (head, mid) } else { (mid, head) };
-            self.insert(
-                kept,
-                FreedFrame {
-                    order: o as u8,
-                    ..f
-                },
-            );
-            head = next;
-        }
-    }
-
-    /// The free that covers `pfn`: its own, or that of the buddy block
-    /// holding it (buddy blocks are aligned to their size).
-    fn covering(&self, pfn: u64) -> Option<FreedFrame> {
-        if let Some(f) = self.get(pfn) {
-            return Some(*f);
-        }
-        (1..=MAX_BLOCK_ORDER).find_map(|k| {
-            let head = pfn & !((1u64 << k) - 1);
-            self.get(head)
-                .filter(|f| head != pfn && u32::from(f.order) >= k)
-                .copied()
-        })
     }
 }
 
@@ -239,9 +150,9 @@ impl PageFindingCounts {
 }
 
 /// The page-misuse pass's state: a shard's frames.
-#[derive(Default)]
 pub struct PageMisuse {
-    freed: FastMap<usize, Generations>,
+    /// By bucket (those of other shards stay empty).
+    freed: Vec<FreedFrames>,
     /// Frees of a frame freed before with no traced allocation since
     /// (selected frees only).
     pub freed_twice: PageFindingCounts,
@@ -282,11 +193,23 @@ impl FrameEvent {
     }
 }
 
+impl Default for PageMisuse {
+    fn default() -> Self {
+        PageMisuse {
+            freed: (0..BUCKETS)
+                .map(|_| FreedFrames::new(FRAMES_PER_GENERATION))
+                .collect(),
+            freed_twice: PageFindingCounts::default(),
+            allocated_while_live: PageFindingCounts::default(),
+            freed_larger: 0,
+            freed_smaller: 0,
+        }
+    }
+}
+
 impl PageMisuse {
-    fn frames(&mut self, pfn: u64) -> &mut Generations {
-        self.freed
-            .entry(bucket(crate::event::pfn_key(pfn)))
-            .or_default()
+    fn frames(&mut self, pfn: u64) -> &mut FreedFrames {
+        &mut self.freed[bucket(crate::event::pfn_key(pfn))]
     }
 
     /// A successful allocation; `live`: the block the trace had live at
@@ -385,23 +308,6 @@ mod tests {
         assert_eq!((m.freed_smaller, m.freed_larger), (1, 0));
         m.free(ev(10, 0, 9), None, 4096, true);
         assert_eq!(m.freed_twice.occurrences.requests, 1);
-    }
-
-    #[test]
-    fn memory_is_bounded_by_generations() {
-        let mut g = Generations::default();
-        let f = FreedFrame {
-            ts: 0,
-            pid: 0,
-            cpu: 0,
-            order: 0,
-        };
-        for pfn in 0..(3 * FRAMES_PER_GENERATION as u64) {
-            g.insert(pfn, f);
-        }
-        assert!(g.recent.len() + g.older.len() <= 2 * FRAMES_PER_GENERATION);
-        assert!(g.get(3 * FRAMES_PER_GENERATION as u64 - 1).is_some());
-        assert!(g.get(0).is_none());
     }
 
     #[test]

@@ -278,7 +278,10 @@ fn leak_rows_without_leaked_objects_have_no_ages() {
     let r = report_json(&sample, &[]);
     let groups = r["leaks"]["groups"].as_array().unwrap();
     let apart = groups.iter().filter(|g| g["objects"] == 0).count();
-    assert!(apart > 0, "the sample has rows of objects counted apart only");
+    assert!(
+        apart > 0,
+        "the sample has rows of objects counted apart only"
+    );
     for g in groups {
         let (oldest, newest) = (&g["oldest_age_ns"], &g["newest_age_ns"]);
         if g["objects"] == 0 {
