@@ -195,6 +195,48 @@ impl<V: Copy + Default> PtrTable<V> {
     }
 }
 
+/// A [`PtrTable`] keyed by page frame numbers (frame `f` is key `f + 1`,
+/// keys being non-zero): `u64::MAX`, which no page has, is never held.
+pub struct FrameTable<V>(PtrTable<V>);
+
+impl<V: Copy + Default> Default for FrameTable<V> {
+    fn default() -> Self {
+        FrameTable(PtrTable::default())
+    }
+}
+
+impl<V: Copy + Default> FrameTable<V> {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    #[inline]
+    pub fn get(&self, pfn: u64) -> Option<&V> {
+        self.0.get(pfn.checked_add(1)?)
+    }
+
+    /// Sets frame `pfn` to `value` (not `u64::MAX`: nothing); returns the
+    /// value it had.
+    #[inline]
+    pub fn insert(&mut self, pfn: u64, value: V) -> Option<V> {
+        self.0.insert(pfn.checked_add(1)?, value)
+    }
+
+    #[inline]
+    pub fn remove(&mut self, pfn: u64) -> Option<V> {
+        self.0.remove(pfn.checked_add(1)?)
+    }
+
+    /// The entries, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
+        self.0.iter().map(|(k, v)| (k - 1, v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

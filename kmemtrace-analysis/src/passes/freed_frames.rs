@@ -16,7 +16,7 @@
 
 use super::page_misuse::{FreedFrame, MAX_BLOCK_ORDER};
 use crate::intern::FastMap;
-use crate::ptr_table::PtrTable;
+use crate::ptr_table::FrameTable;
 
 /// Frames per bitmap: a buddy block of the largest order.
 const GROUP_SHIFT: u32 = MAX_BLOCK_ORDER;
@@ -111,17 +111,12 @@ struct Group {
 
 /// One bucket's freed frames.
 pub struct FreedFrames {
-    /// By frame + 1 (the table's keys are not zero).
-    frees: PtrTable<FreedFrame>,
+    frees: FrameTable<FreedFrame>,
     groups: FastMap<u64, Box<Group>>,
     /// The recent generation's parity (the older one has the other).
     recent: usize,
     recent_len: usize,
     per_generation: usize,
-}
-
-fn key(pfn: u64) -> u64 {
-    pfn.wrapping_add(1)
 }
 
 fn place(pfn: u64) -> (u64, usize) {
@@ -131,7 +126,7 @@ fn place(pfn: u64) -> (u64, usize) {
 impl FreedFrames {
     pub fn new(per_generation: usize) -> Self {
         FreedFrames {
-            frees: PtrTable::default(),
+            frees: FrameTable::default(),
             groups: FastMap::default(),
             recent: 0,
             recent_len: 0,
@@ -171,7 +166,7 @@ impl FreedFrames {
             group.gens[self.recent].set(i);
             self.recent_len += 1;
         }
-        self.frees.insert(key(pfn), f);
+        self.frees.insert(pfn, f);
         if self.recent_len >= self.per_generation {
             self.forget_older();
         }
@@ -186,7 +181,7 @@ impl FreedFrames {
             }
             let mut i = 0;
             while let Some(at) = bits.next_in(i, GROUP_FRAMES as usize) {
-                self.frees.remove(key((g << GROUP_SHIFT) | at as u64));
+                self.frees.remove((g << GROUP_SHIFT) | at as u64);
                 i = at + 1;
             }
             *bits = Bits::default();
@@ -199,10 +194,7 @@ impl FreedFrames {
     }
 
     pub fn get(&self, pfn: u64) -> Option<&FreedFrame> {
-        if pfn == u64::MAX {
-            return None;
-        }
-        self.frees.get(key(pfn))
+        self.frees.get(pfn)
     }
 
     pub fn remove(&mut self, pfn: u64) -> Option<FreedFrame> {
@@ -218,7 +210,7 @@ impl FreedFrames {
             }
         }
         self.recent_len -= usize::from(gen == self.recent);
-        self.frees.remove(key(pfn))
+        self.frees.remove(pfn)
     }
 
     /// The buddy block `[pfn, pfn + 2^order)` was allocated: frees of
@@ -320,7 +312,7 @@ impl FreedFrames {
     /// Every remembered free, by frame (for tests).
     #[cfg(test)]
     fn all(&self) -> Vec<(u64, FreedFrame)> {
-        let mut v: Vec<_> = self.frees.iter().map(|(k, f)| (k - 1, *f)).collect();
+        let mut v: Vec<_> = self.frees.iter().map(|(k, f)| (k, *f)).collect();
         v.sort_unstable_by_key(|e| e.0);
         v
     }
