@@ -522,6 +522,17 @@ impl std::error::Error for EncodeError {}
 
 /// Decodes (zstd, kpack) a stored payload whose CRC was checked.
 pub fn decode_payload<'a>(hdr: &BlockHeader, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+    if hdr.flags & !KNOWN_FLAGS == 0 && hdr.flags & (FLAG_ZSTD | FLAG_KPACK) == FLAG_ZSTD {
+        // Straight into room for the payload, not zeroed first: metadata
+        // such as kallsyms runs to megabytes, read once.
+        let raw_len = hdr.raw_len as usize;
+        let mut out = Vec::with_capacity(raw_len);
+        let n = unzstd(&mut None, stored, raw_len, &mut out)?;
+        return match n == raw_len {
+            true => Ok(Cow::Owned(out)),
+            false => Err(unzstd_short(n, raw_len)),
+        };
+    }
     let mut out = Vec::new();
     match decode_payload_into(hdr, stored, &mut PayloadDecoder::default(), &mut out)? {
         None => Ok(Cow::Borrowed(stored)),
@@ -558,20 +569,32 @@ fn first_bytes(out: &mut Vec<u8>, n: usize) -> &mut [u8] {
     &mut out[..n]
 }
 
-/// Decompresses the zstd frame `stored` into `out[..n]` (at most `max`
-/// bytes: a frame that would decompress to more fails) and returns `n`.
-fn unzstd(
+/// Decompresses the zstd frame `stored` into `out` (`out[..n]` of a
+/// reused buffer, or a new one's room for `max` bytes: a frame that would
+/// decompress to more fails) and returns `n`.
+fn unzstd<W: zstd::zstd_safe::WriteBuf + ?Sized>(
     dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
     stored: &[u8],
     max: usize,
-    out: &mut Vec<u8>,
+    out: &mut W,
 ) -> Result<usize, String> {
     let d = match dctx {
         Some(d) => d,
         None => dctx.insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
     };
-    d.decompress_to_buffer(stored, first_bytes(out, max))
-        .map_err(|e| format!("zstd payload does not decompress to {max} bytes: {e}"))
+    match d.decompress_to_buffer(stored, out) {
+        Ok(n) if n > max => Err(format!(
+            "zstd payload does not decompress to {max} bytes: Destination buffer is too small"
+        )),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "zstd payload does not decompress to {max} bytes: {e}"
+        )),
+    }
+}
+
+fn unzstd_short(n: usize, raw_len: usize) -> String {
+    format!("zstd payload decompressed to {n} bytes, header says {raw_len}")
 }
 
 /// Like [`decode_payload`] (same checks, same messages), reusing what
@@ -601,11 +624,9 @@ pub fn decode_payload_into(
         if hdr.flags & FLAG_ZSTD == 0 {
             return Ok(None);
         }
-        let n = unzstd(dctx, stored, raw_len, out)?;
+        let n = unzstd(dctx, stored, raw_len, first_bytes(out, raw_len))?;
         if n != raw_len {
-            return Err(format!(
-                "zstd payload decompressed to {n} bytes, header says {raw_len}"
-            ));
+            return Err(unzstd_short(n, raw_len));
         }
         return Ok(Some(n));
     }
@@ -617,7 +638,7 @@ pub fn decode_payload_into(
     }
     let packed: &[u8] = if hdr.flags & FLAG_ZSTD != 0 {
         // The packed form is never longer than the payload.
-        let n = unzstd(dctx, stored, raw_len, packed)?;
+        let n = unzstd(dctx, stored, raw_len, first_bytes(packed, raw_len))?;
         &packed[..n]
     } else {
         stored

@@ -161,7 +161,10 @@ impl Kallsyms {
                 message: "more than 4 GiB of text".into(),
             });
         }
-        if let Some(at) = text.find(['\0', '\u{fffd}']) {
+        // Two scans of one byte or character each: a search for either of
+        // the two characters decodes every character.
+        let nul = text.bytes().position(|b| b == 0);
+        if let Some(at) = [nul, text.find('\u{fffd}')].into_iter().flatten().min() {
             let line = text[..at].matches('\n').count() + 1;
             return Err(KallsymsError {
                 line,
@@ -169,6 +172,9 @@ impl Kallsyms {
             });
         }
         let mut k = Kallsyms::default();
+        // Names are under half the text (`address type name` lines).
+        k.names.reserve(text.len() / 2);
+        k.syms.reserve(text.len() / 32);
         for (i, line) in text.lines().enumerate() {
             let lineno = i + 1;
             let err = |m: String| KallsymsError {
@@ -257,6 +263,11 @@ impl Kallsyms {
     /// at its own address: where it ends is unknown).
     pub fn join(parts: Vec<Option<Kallsyms>>) -> Kallsyms {
         let mut out = Kallsyms::default();
+        // Room for all at once: growing by doubling copied megabytes.
+        out.names
+            .reserve(parts.iter().flatten().map(|k| k.names.len()).sum());
+        out.syms
+            .reserve(parts.iter().flatten().map(|k| k.syms.len() + 1).sum());
         let mut prev_last: Option<u64> = None;
         let mut gap = false;
         let mut holes = Vec::new();

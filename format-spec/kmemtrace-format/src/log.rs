@@ -24,6 +24,7 @@ use crate::records::{
 use crate::stats::CpuStats;
 use crate::subbuf::{SubBufError, SubBufLayout, SubBuffer};
 use crate::RunTimeEndian;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
@@ -369,6 +370,15 @@ fn zstd_head(
     Ok(())
 }
 
+/// Metadata as text, invalid UTF-8 replaced: `from_utf8` first, which
+/// checks valid text several times faster than `from_utf8_lossy`.
+fn text_of(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 impl Log {
     /// Opens a log file, or standard input for `-`.
     pub fn open(path: &Path) -> Result<Log, LogError> {
@@ -556,10 +566,9 @@ impl Log {
                     Some(_) => {}
                 },
                 Record::Meta(m) => {
-                    let text = String::from_utf8_lossy(&m.content);
                     let merged = match m.kind {
-                        MetaKind::SavedCmdlines => Some(pids.merge_cmdlines(&text)),
-                        MetaKind::SavedTgids => Some(pids.merge_tgids(&text)),
+                        MetaKind::SavedCmdlines => Some(pids.merge_cmdlines(&text_of(&m.content))),
+                        MetaKind::SavedTgids => Some(pids.merge_tgids(&text_of(&m.content))),
                         _ => None,
                     };
                     if let Some(Err(e)) = merged {
@@ -579,18 +588,17 @@ impl Log {
                 }
                 Record::CpuData(_) => unreachable!("handled above"),
                 Record::Stats(s) => {
-                    let parsed =
-                        match crate::stats::CpuStats::parse(&String::from_utf8_lossy(&s.text)) {
-                            Ok(p) => Some(p),
-                            Err(e) => {
-                                problems.push(Problem {
-                                    offset: b.offset,
-                                    kind: ProblemKind::Metadata,
-                                    what: format!("STATS of CPU {}: {e}", s.cpu),
-                                });
-                                None
-                            }
-                        };
+                    let parsed = match crate::stats::CpuStats::parse(&text_of(&s.text)) {
+                        Ok(p) => Some(p),
+                        Err(e) => {
+                            problems.push(Problem {
+                                offset: b.offset,
+                                kind: ProblemKind::Metadata,
+                                what: format!("STATS of CPU {}: {e}", s.cpu),
+                            });
+                            None
+                        }
+                    };
                     stats.push(StatsSnapshot {
                         offset: b.offset,
                         record: s,
@@ -661,7 +669,8 @@ impl Log {
 
     fn decode_metas(&mut self, metas: Vec<(u64, Meta)>) {
         for (offset, m) in &metas {
-            let text = String::from_utf8_lossy(&m.content);
+            // Only for the kinds read here: kallsyms parts run to megabytes.
+            let text = || text_of(&m.content);
             let mut problem_of = |kind: ProblemKind, what: String| {
                 self.problems.push(Problem {
                     offset: *offset,
@@ -671,7 +680,7 @@ impl Log {
             };
             let mut problem = |what: String| problem_of(ProblemKind::Metadata, what);
             match m.kind {
-                MetaKind::HeaderPage => match HeaderPage::parse(&text) {
+                MetaKind::HeaderPage => match HeaderPage::parse(&text()) {
                     Ok(h) => {
                         let from_page = SubBufLayout::from_header_page(&h);
                         if from_page.long_size != self.layout.long_size
@@ -689,13 +698,13 @@ impl Log {
                     }
                     Err(e) => problem(e.to_string()),
                 },
-                MetaKind::HeaderEvent => match HeaderEvent::parse(&text) {
+                MetaKind::HeaderEvent => match HeaderEvent::parse(&text()) {
                     Ok(h) => self.header_event = Some(h),
                     Err(e) => problem(e.to_string()),
                 },
                 MetaKind::EventFormat => {
                     let system = m.name.split('/').next().filter(|s| !s.is_empty());
-                    match EventFormat::parse(&text, system) {
+                    match EventFormat::parse(&text(), system) {
                         Ok(f) => {
                             if let Some(id) = m.id {
                                 if id != f.id {
@@ -710,12 +719,12 @@ impl Log {
                         Err(e) => problem(e.to_string()),
                     }
                 }
-                MetaKind::Kallsyms => match Kallsyms::parse(&text) {
+                MetaKind::Kallsyms => match Kallsyms::parse(&text()) {
                     Ok(k) => self.kallsyms = Some(k),
                     Err(e) => problem(e.to_string()),
                 },
                 MetaKind::KallsymsPart => {} // joined below
-                MetaKind::CpuNodeMap => self.cpu_nodes = parse_cpu_nodes(&text),
+                MetaKind::CpuNodeMap => self.cpu_nodes = parse_cpu_nodes(&text()),
                 _ => {}
             }
         }
@@ -760,7 +769,7 @@ impl Log {
                 tables.push(None);
                 continue;
             };
-            match Kallsyms::parse(&String::from_utf8_lossy(&m.content)) {
+            match Kallsyms::parse(&text_of(&m.content)) {
                 Ok(k) => tables.push(Some(k)),
                 Err(e) => {
                     self.problems.push(Problem {
