@@ -14,9 +14,9 @@ const MIN_PAGES: u64 = 1000;
 /// A CPU "mostly refills" when it refills this many times what it drains
 /// (and the other way round).
 const ONE_SIDED: u64 = 4;
-/// Lists look too small when pages that a CPU drained came back by
-/// refills of the same CPU for this share of the order-0 allocations
-/// (percent).
+/// Lists look too small when pages that a list gave back came back into
+/// it by refills within the same second for this share of the order-0
+/// allocations (percent).
 const CYCLED_SHARE: u64 = 25;
 /// Frees look remote when other CPUs drain this share of the drained
 /// pages (percent).
@@ -27,7 +27,7 @@ const SUSTAINED_SECONDS: u64 = 3;
 
 pub(crate) fn advise(cx: &Ctx<'_>, p: &PageReport, types: &PageTypes) -> Vec<PageAdvice> {
     let mut out = Vec::new();
-    lists_small(p, &mut out);
+    lists_small(p, &cx.an.pages.list_cycles, &mut out);
     imbalance(p, &mut out);
     cross_cpu(p, &mut out);
     fragmentation(cx, p, types, &mut out);
@@ -38,7 +38,13 @@ fn pct(part: u64, whole: u64) -> u64 {
     (u128::from(part) * 100 / u128::from(whole.max(1))) as u64
 }
 
-fn lists_small(p: &PageReport, out: &mut Vec<PageAdvice>) {
+/// `cycles`: pages refilled into and drained from each CPU's list, by
+/// second ([`crate::passes::pages::PagesPass::list_cycles`]).
+fn lists_small(
+    p: &PageReport,
+    cycles: &crate::intern::FastMap<(u16, u64), (u64, u64)>,
+    out: &mut Vec<PageAdvice>,
+) {
     let order0: u64 = p
         .by_order_migratetype
         .iter()
@@ -51,22 +57,19 @@ fn lists_small(p: &PageReport, out: &mut Vec<PageAdvice>) {
         .iter()
         .map(|r| r.refill_lock_acquisitions)
         .sum();
-    // A bigger list keeps what its CPU would have drained and then refilled
-    // again; pages only refilled (a page cache or a process growing) or
-    // drained on one CPU and refilled on another (`per_cpu_imbalance`)
-    // need zone->lock whatever the list's size.
-    let cycled: u64 = p
-        .per_cpu_lists
-        .iter()
-        .map(|r| r.refilled.min(r.drained))
-        .sum();
+    // A bigger list keeps what it gave back and took again soon after;
+    // pages only refilled (a page cache or a process growing), refilled
+    // early and drained at exit, or drained from one CPU's list and
+    // refilled into another's (`per_cpu_imbalance`) need zone->lock
+    // whatever the list's size.
+    let cycled: u64 = cycles.values().map(|&(r, d)| r.min(d)).sum();
     if cycled < MIN_PAGES || order0 < MIN_PAGES || pct(cycled, order0) < CYCLED_SHARE || runs == 0 {
         return;
     }
     out.push(PageAdvice {
         kind: "per_cpu_lists_small",
         observed: format!(
-            "{}% of {} order-0 allocations were refilled into a per-CPU list under zone->lock, {:.1} pages per acquisition; for {}% of them the same CPU had drained as many pages from its list (it overflowed, then ran empty)",
+            "{}% of {} order-0 allocations were refilled into a per-CPU list under zone->lock, {:.1} pages per acquisition; a list gave back as many pages in the same second for {}% of the allocations (it overflowed, then ran empty)",
             pct(refilled, order0),
             thousands(order0),
             refilled as f64 / runs as f64,

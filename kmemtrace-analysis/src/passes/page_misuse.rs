@@ -228,6 +228,12 @@ impl PageMisuse {
     /// that block's allocation passed the filters, if the trace had one at
     /// its frame; `selected`: the free passed them.
     pub fn free(&mut self, e: FrameEvent, live: Option<(u32, bool)>, bytes: u64, selected: bool) {
+        // A free whose frame the record lacks (-1, or no `pfn` field) has
+        // nothing to follow (once, every such free after the first counted
+        // as freed twice).
+        if e.pfn == crate::event::NO_PFN {
+            return;
+        }
         match live {
             Some((o, true)) => {
                 self.freed_larger += u64::from(e.order > o);
@@ -294,6 +300,15 @@ mod tests {
         m.alloc(ev(64, 3, 8), None, 4096 << 3, true);
         m.free(ev(71, 0, 9), None, 4096, true);
         assert_eq!(m.freed_twice.occurrences.requests, 3);
+    }
+
+    #[test]
+    fn frees_without_a_frame_are_not_followed() {
+        let mut m = PageMisuse::default();
+        for ts in 1..4 {
+            m.free(ev(crate::event::NO_PFN, 0, ts), None, 4096, true);
+        }
+        assert_eq!(m.freed_twice.occurrences.requests, 0);
     }
 
     #[test]

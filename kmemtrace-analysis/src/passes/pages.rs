@@ -51,6 +51,11 @@ fn frame_event(ev: &Event, pg: &Page) -> FrameEvent {
     }
 }
 
+/// The second of trace time of `ts` (ns).
+fn second(ts: u64) -> u64 {
+    ts / 1_000_000_000
+}
+
 /// Which per-CPU-list event a CPU's event is, for runs of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ListEvent {
@@ -218,6 +223,12 @@ pub struct PagesPass<'a> {
     pub per_cpu: FastMap<u16, (u64, u64)>,
     /// Drained pages by (the CPU whose list they were on, the draining CPU).
     pub drained_from: FastMap<(u16, u16), u64>,
+    /// Pages refilled into each CPU's list and drained from it by the CPU
+    /// itself (the list overflowed; drains of another CPU's list, as
+    /// `drain_all_pages` does, are forced), by second of trace time: what
+    /// a bigger list would have kept is what it gave back and took again
+    /// within a second, not growth early and frees at exit.
+    pub list_cycles: FastMap<(u16, u64), (u64, u64)>,
     pub fallbacks: FastMap<Fallback, u64>,
     /// Fallbacks by (second of trace time, `ts / 1e9`; fallback order),
     /// so that fragmenting ones can be told per second once the
@@ -258,6 +269,7 @@ impl<'a> PagesPass<'a> {
             by_order_migratetype: vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS],
             per_cpu: FastMap::default(),
             drained_from: FastMap::default(),
+            list_cycles: FastMap::default(),
             fallbacks: FastMap::default(),
             fallbacks_per_second: FastMap::default(),
             by_site: FastMap::default(),
@@ -303,6 +315,11 @@ impl<'a> PagesPass<'a> {
         }
         for (&k, &n) in &o.drained_from {
             *self.drained_from.entry(k).or_insert(0) += n;
+        }
+        for (&k, &(r, d)) in &o.list_cycles {
+            let e = self.list_cycles.entry(k).or_default();
+            e.0 += r;
+            e.1 += d;
         }
         for (&k, &n) in &o.fallbacks {
             *self.fallbacks.entry(k).or_insert(0) += n;
@@ -356,6 +373,10 @@ impl<'a> PagesPass<'a> {
                     self.on_list_of.insert(pg.pfn, ev.cpu);
                     if selected {
                         self.per_cpu.entry(ev.cpu).or_default().0 += 1;
+                        self.list_cycles
+                            .entry((ev.cpu, second(ev.ts)))
+                            .or_default()
+                            .0 += 1;
                     }
                 }
             }
@@ -365,6 +386,12 @@ impl<'a> PagesPass<'a> {
                     self.per_cpu.entry(ev.cpu).or_default().1 += 1;
                     if let Some(owner) = owner {
                         *self.drained_from.entry((owner, ev.cpu)).or_insert(0) += 1;
+                    }
+                    if owner.map_or(true, |o| o == ev.cpu) {
+                        self.list_cycles
+                            .entry((ev.cpu, second(ev.ts)))
+                            .or_default()
+                            .1 += 1;
                     }
                 }
             }
@@ -380,7 +407,7 @@ impl<'a> PagesPass<'a> {
                 *self.fallbacks.entry(key).or_insert(0) += 1;
                 *self
                     .fallbacks_per_second
-                    .entry((ev.ts / 1_000_000_000, x.fallback_order))
+                    .entry((second(ev.ts), x.fallback_order))
                     .or_insert(0) += 1;
             }
             _ => {}

@@ -200,3 +200,23 @@ fn the_highest_bit_below_is_found_across_words() {
     b.clear(700);
     assert_eq!((b.count, b.last_at_or_below(8190)), (2, Some(3)));
 }
+
+/// A block freed unaligned across a group's end, split by an allocation
+/// in the next group: its holder is found in the group below.
+#[test]
+fn a_holder_in_the_group_below_is_split() {
+    let mut new = FreedFrames::new(64);
+    let mut old = Trees {
+        per_generation: 64,
+        ..Default::default()
+    };
+    for (pfn, order) in [(8190, 3), (8200, 0)] {
+        new.insert(pfn, frame(pfn, order));
+        old.insert(pfn, frame(pfn, order));
+    }
+    new.allocated(8193, 0);
+    old.allocated(8193, 0);
+    let orders: Vec<(u64, u8)> = new.all().iter().map(|(p, f)| (*p, f.order)).collect();
+    assert_eq!(orders, [(8190, 1), (8192, 0), (8194, 2), (8200, 0)]);
+    assert_eq!(new.all(), old.all());
+}
