@@ -161,10 +161,10 @@ impl Kallsyms {
                 message: "more than 4 GiB of text".into(),
             });
         }
-        // Two scans of one byte or character each: a search for either of
-        // the two characters decodes every character.
-        let nul = text.bytes().position(|b| b == 0);
-        if let Some(at) = [nul, text.find('\u{fffd}')].into_iter().flatten().min() {
+        // Two searches of one character each (memchr): a search for either
+        // of the two decodes every character.
+        let bad = [text.find('\0'), text.find('\u{fffd}')];
+        if let Some(at) = bad.into_iter().flatten().min() {
             let line = text[..at].matches('\n').count() + 1;
             return Err(KallsymsError {
                 line,
