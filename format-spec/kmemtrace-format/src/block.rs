@@ -522,17 +522,6 @@ impl std::error::Error for EncodeError {}
 
 /// Decodes (zstd, kpack) a stored payload whose CRC was checked.
 pub fn decode_payload<'a>(hdr: &BlockHeader, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
-    if hdr.flags & !KNOWN_FLAGS == 0 && hdr.flags & (FLAG_ZSTD | FLAG_KPACK) == FLAG_ZSTD {
-        // Straight into room for the payload, not zeroed first: metadata
-        // such as kallsyms runs to megabytes, read once.
-        let raw_len = hdr.raw_len as usize;
-        let mut out = Vec::with_capacity(raw_len);
-        let n = unzstd(&mut None, stored, raw_len, &mut out)?;
-        return match n == raw_len {
-            true => Ok(Cow::Owned(out)),
-            false => Err(unzstd_short(n, raw_len)),
-        };
-    }
     let mut out = Vec::new();
     match decode_payload_into(hdr, stored, &mut PayloadDecoder::default(), &mut out)? {
         None => Ok(Cow::Borrowed(stored)),
@@ -569,20 +558,23 @@ fn first_bytes(out: &mut Vec<u8>, n: usize) -> &mut [u8] {
     &mut out[..n]
 }
 
-/// Decompresses the zstd frame `stored` into `out` (`out[..n]` of a
-/// reused buffer, or a new one's room for `max` bytes: a frame that would
-/// decompress to more fails) and returns `n`.
-fn unzstd<W: zstd::zstd_safe::WriteBuf + ?Sized>(
+/// Decompresses the zstd frame `stored` into `out`'s room for `max`
+/// bytes (not zeroed first: `out` is set to what was written; a frame that
+/// would decompress to more fails) and returns its length.
+fn unzstd(
     dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
     stored: &[u8],
     max: usize,
-    out: &mut W,
+    out: &mut Vec<u8>,
 ) -> Result<usize, String> {
     let d = match dctx {
         Some(d) => d,
         None => dctx.insert(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?),
     };
+    out.clear();
+    out.reserve(max);
     match d.decompress_to_buffer(stored, out) {
+        // A reused buffer may have more room than `max`.
         Ok(n) if n > max => Err(format!(
             "zstd payload does not decompress to {max} bytes: Destination buffer is too small"
         )),
@@ -593,15 +585,11 @@ fn unzstd<W: zstd::zstd_safe::WriteBuf + ?Sized>(
     }
 }
 
-fn unzstd_short(n: usize, raw_len: usize) -> String {
-    format!("zstd payload decompressed to {n} bytes, header says {raw_len}")
-}
-
 /// Like [`decode_payload`] (same checks, same messages), reusing what
 /// `dec` keeps and an output buffer: a compressed payload is decoded into
-/// `out[..n]` and `Some(n)` returned (`out` may be longer: it is only
-/// grown, never shrunk, so that reuse costs no zeroing); a plain one is
-/// `stored` itself (`None`).
+/// `out[..n]` and `Some(n)` returned (`out` may be longer; zstd writes into
+/// its room, which is never zeroed first, so neither reuse nor a new
+/// buffer costs zeroing); a plain one is `stored` itself (`None`).
 pub fn decode_payload_into(
     hdr: &BlockHeader,
     stored: &[u8],
@@ -624,9 +612,11 @@ pub fn decode_payload_into(
         if hdr.flags & FLAG_ZSTD == 0 {
             return Ok(None);
         }
-        let n = unzstd(dctx, stored, raw_len, first_bytes(out, raw_len))?;
+        let n = unzstd(dctx, stored, raw_len, out)?;
         if n != raw_len {
-            return Err(unzstd_short(n, raw_len));
+            return Err(format!(
+                "zstd payload decompressed to {n} bytes, header says {raw_len}"
+            ));
         }
         return Ok(Some(n));
     }
@@ -638,7 +628,7 @@ pub fn decode_payload_into(
     }
     let packed: &[u8] = if hdr.flags & FLAG_ZSTD != 0 {
         // The packed form is never longer than the payload.
-        let n = unzstd(dctx, stored, raw_len, first_bytes(packed, raw_len))?;
+        let n = unzstd(dctx, stored, raw_len, packed)?;
         &packed[..n]
     } else {
         stored
