@@ -26,6 +26,13 @@ use std::io;
 /// The zstd level of every page.
 pub const ZSTD_LEVEL: i32 = 1;
 
+/// The compression the file and each chunk's metadata record.
+pub fn compression() -> io::Result<Compression> {
+    Ok(Compression::ZSTD(
+        ZstdLevel::try_new(ZSTD_LEVEL).map_err(pq)?,
+    ))
+}
+
 /// A dictionary pays while it holds at most this share of a chunk's
 /// values (1/2): past that, PLAIN.
 fn dictionary_pays(distinct: usize, values: usize) -> bool {
@@ -79,9 +86,7 @@ pub fn encode(
     let mut sink = TrackedWrite::new(Vec::new());
     let mut pages = SerializedPageWriter::new(&mut sink);
     let mut meta = ColumnChunkMetaData::builder(descr)
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(ZSTD_LEVEL).map_err(pq)?,
-        ))
+        .set_compression(compression()?)
         .set_num_values(rows as i64);
     let (mut compressed, mut uncompressed) = (0, 0);
     let mut encodings = vec![Encoding::RLE];

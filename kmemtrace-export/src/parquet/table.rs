@@ -2,7 +2,6 @@
 //! row group being gathered.
 
 use kmemtrace_analysis::intern::{fast_map, FastMap};
-use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{WriterProperties, WriterPropertiesPtr};
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::{SchemaDescriptor, TypePtr};
@@ -237,10 +236,9 @@ fn add(distinct: &mut Vec<String>, s: &str) -> u32 {
 /// them (its row groups' size, the compression it records); the column
 /// chunks come encoded ([`super::chunk`]).
 fn properties() -> io::Result<WriterPropertiesPtr> {
-    let level = ZstdLevel::try_new(super::chunk::ZSTD_LEVEL).map_err(pq)?;
     Ok(Arc::new(
         WriterProperties::builder()
-            .set_compression(Compression::ZSTD(level))
+            .set_compression(super::chunk::compression()?)
             .set_max_row_group_size(ROW_GROUP)
             .build(),
     ))
