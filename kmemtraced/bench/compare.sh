@@ -123,7 +123,7 @@ row() {
   local cpk
   cpk=$(awk -v c="$CPU" -v e="$ev" 'BEGIN{ if (e>0) printf "%.0f", c*1e9/e; else print "-" }')
   printf '%-28s %12s %10s %8s %9s %10s %12s\n' "$1" "$ev" "${LOST:-?}" "$CPU" "$RSS" "$per" "$cpk"
-  printf '%s\t%s\t%s\t%s\n' "$1" "$ev" "$CPU" "${LOST:-0}" >>"$WORK/rows.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$ev" "$CPU" "${LOST:-0}" "$r" >>"$WORK/rows.tsv"
 }
 
 for r in $(seq "$ROUNDS"); do
@@ -153,9 +153,11 @@ import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 fixed = {"kmemtraced": float(sys.argv[2]), "trace-cmd": float(sys.argv[3])}
 by = {}
-for name, ev, cpu, lost in rows:
+per_round = {}
+for name, ev, cpu, lost, rnd in rows:
     if int(ev) > 0:
         by.setdefault(name, []).append((int(ev), float(cpu), int(lost)))
+        per_round.setdefault(rnd, {})[name] = float(cpu) * 1e9 / int(ev)
 print()
 print(f"{'median over rounds':<40} {'CPU ns/event':>12} {'net of fixed':>12} {'lost':>10}")
 med = {}
@@ -171,4 +173,11 @@ if "trace-cmd" in med:
         if name.startswith("kmemtraced"):
             extra = f", {net / t[1]:.2f}x net of fixed costs" if net is not None and t[1] else ""
             print(f"{name}: {ns / t[0]:.2f}x trace-cmd's CPU per event{extra}")
+# The same ratio within each round (the recorders took turns on the same
+# load), its median: less moved by a round whose load was heavier or lighter.
+for name in med:
+    if name.startswith("kmemtraced"):
+        r = [v[name] / v["trace-cmd"] for v in per_round.values() if name in v and "trace-cmd" in v]
+        if r:
+            print(f"{name}: per round {', '.join('%.2f' % x for x in r)}; median {statistics.median(r):.2f}x")
 PY

@@ -3,6 +3,7 @@
 //!   cargo run --release -p kmemtrace-format --example codec_probe -- LOG.kmt
 //!   KPACK_ONLY=1 ...   # kpack's own cost (best of 5) and its streams
 //!   ZSTD_TUNE=1 ...    # zstd alone with parameters beside level 1's
+//!   LEVELS=1,-7 ...    # these zstd levels (default 1,-1,-3)
 //!
 //! The log's sub-buffers are cut into CPU_DATA-sized blocks (1 MiB, as the
 //! recorder writes them) and encoded two ways at zstd levels 1, -1 and -3:
@@ -160,7 +161,14 @@ fn main() {
     }
     println!("| zstd level | zstd alone: bytes/event | ns/event | decode ns/event | kpack + zstd: bytes/event | zstd over packed ns/event | pack + zstd ns/event | decode ns/event |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for level in [1, -1, -3] {
+    let levels: Vec<i32> = std::env::var("LEVELS")
+        .map(|s| {
+            s.split(',')
+                .map(|x| x.parse().expect("LEVELS: zstd levels"))
+                .collect()
+        })
+        .unwrap_or(vec![1, -1, -3]);
+    for level in levels {
         let mut c = zstd::bulk::Compressor::new(level).expect("a zstd context");
         // Every buffer compressed, and the time that took.
         let mut zstd_all = |bufs: &[Vec<u8>]| {
