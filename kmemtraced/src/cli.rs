@@ -81,7 +81,11 @@ pub struct Cli {
     )]
     pub events: Vec<String>,
 
-    /// Per-CPU ring-buffer size in KiB (default: the kernel's, usually 1408).
+    /// Per-CPU ring-buffer size in KiB. Default: 4096, or less to keep all
+    /// CPUs' buffers within 1/64 of the available memory, and never below
+    /// the kernel's own (usually 1408): a process freeing its memory at exit
+    /// writes a megabyte of events within milliseconds, which 1 MiB buffers
+    /// lose
     #[arg(short = 'b', long = "buffer-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(4..))]
     pub buffer_kb: Option<u32>,
 

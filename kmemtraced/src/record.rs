@@ -91,6 +91,30 @@ fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
     (kb >= 8).then_some(kb)
 }
 
+/// The per-CPU buffer (KiB) when `-b` is not given: 4 MiB, or less to keep
+/// all CPUs' buffers within 1/64 of the memory available now; `None` (the
+/// kernel's own, 1408 KiB on most) where that is no more than the kernel's.
+/// A process exiting frees its memory a page at a time, tens of thousands
+/// of page-free events within milliseconds: at 1 MiB per CPU such bursts
+/// lost events in every 20 s round of the stress load (at its exit; so did
+/// trace-cmd, more), at 4 MiB in none (`kmemtraced/bench/compare.sh`,
+/// README).
+fn default_buffer_kb(kernel_kb: u32, cpus: u64, available_kb: Option<u64>) -> Option<u32> {
+    const WANTED_KB: u64 = 4096;
+    let share = available_kb.map_or(0, |a| a / 64 / cpus.max(1));
+    let kb = WANTED_KB.min(share);
+    (kb > u64::from(kernel_kb)).then_some(kb as u32)
+}
+
+/// `MemAvailable` of /proc/meminfo, in KiB.
+fn mem_available_kb() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+    })
+}
+
 /// The readers' wake-up mark (`buffer_percent`): as asked, else 25% with
 /// sub-buffers bigger than a page and 2% with one-page ones. At 2% a reader
 /// with few big sub-buffers wakes, reads one, and polls again: at 1 MiB per
@@ -110,6 +134,18 @@ fn wake_percent(asked: Option<u32>, subbuf_size: u32, page_size: Option<u32>) ->
 /// asked processes' threads; with `-F` none until the command starts).
 fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
     let can_size_subbufs = inst.exists("buffer_subbuf_size_kb");
+    let kernel_kb = || {
+        inst.read_string("buffer_size_kb")
+            .ok()
+            .and_then(|s| crate::session::parse_buffer_kb(&s))
+    };
+    // Where the kernel refuses the default, its own size stays.
+    let default_kb = cli.buffer_kb.is_none().then(|| {
+        let cpus = metadata::online_cpus().len() as u64;
+        let kb = default_buffer_kb(kernel_kb()?, cpus, mem_available_kb())?;
+        inst.write_io("buffer_size_kb", &kb.to_string()).ok()?;
+        Some(kb)
+    });
     if let Some(kb) = cli.subbuf_kb {
         if !can_size_subbufs {
             return Err(Failure::usage(
@@ -119,11 +155,7 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
         inst.write("buffer_subbuf_size_kb", &kb.to_string())
             .map_err(|e| Failure::usage(format!("--subbuf-kb {kb}: {}", e.msg)))?;
     } else if can_size_subbufs {
-        let per_cpu_kb = cli.buffer_kb.or_else(|| {
-            inst.read_string("buffer_size_kb")
-                .ok()
-                .and_then(|s| crate::session::parse_buffer_kb(&s))
-        });
+        let per_cpu_kb = cli.buffer_kb.or(default_kb.flatten()).or_else(kernel_kb);
         // Only a speed-up: where the kernel refuses, its pages do.
         if let Some(kb) = per_cpu_kb.and_then(default_subbuf_kb) {
             let _ = inst.write("buffer_subbuf_size_kb", &kb.to_string());
@@ -193,11 +225,7 @@ fn buffer_refused(inst: &TraceDir, kb: u32, e: &std::io::Error) -> Failure {
         .read_string("buffer_size_kb")
         .ok()
         .and_then(|s| crate::session::parse_buffer_kb(&s));
-    let available_kb = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemAvailable:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-    });
+    let available_kb = mem_available_kb();
     let mut msg = format!(
         "-b {}: the kernel refused {} KiB per CPU ({} for {cpus} CPUs)",
         thousands(u64::from(kb)),
@@ -807,7 +835,32 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{default_subbuf_kb, wake_percent};
+    use super::{default_buffer_kb, default_subbuf_kb, wake_percent};
+
+    #[test]
+    fn default_buffer_is_4_mib_within_a_64th_of_available_memory() {
+        // (kernel's KiB, CPUs, MemAvailable KiB) -> KiB written
+        for (kernel_kb, cpus, avail, want) in [
+            (1408, 2, Some(8 << 20), Some(4096)),
+            // 256 MiB available on 4 CPUs: 1 MiB each would be a 64th.
+            (1408, 4, Some(256 << 10), None),
+            (512, 4, Some(256 << 10), Some(1024)),
+            // 64 CPUs, 16 GiB: 4 MiB each is exactly a 64th.
+            (1408, 64, Some(16 << 20), Some(4096)),
+            (1408, 64, Some(8 << 20), Some(2048)),
+            // Never below, nor equal to, what the kernel has.
+            (4096, 2, Some(8 << 20), None),
+            (8192, 2, Some(8 << 20), None),
+            (1408, 2, None, None),
+            (1408, 0, Some(8 << 20), Some(4096)),
+        ] {
+            assert_eq!(
+                default_buffer_kb(kernel_kb, cpus, avail),
+                want,
+                "{kernel_kb} KiB, {cpus} CPUs, {avail:?} KiB available"
+            );
+        }
+    }
 
     #[test]
     fn wake_mark_is_higher_with_sub_buffers_bigger_than_a_page() {

@@ -78,6 +78,35 @@ fn opener(pidfile: &Path, n: u32) -> Vec<String> {
     ]
 }
 
+/// Without `-b`, 4 MiB per CPU where memory allows (a 64th of what is
+/// available for all CPUs; the rules' edges are `record.rs`'s unit test).
+#[test]
+fn default_buffer_is_4_mib_per_cpu_where_memory_allows() {
+    if common::tracefs_or_skip("default_buffer_is_4_mib_per_cpu").is_none() {
+        return;
+    }
+    let d = tmp();
+    let (log, _) = record_opener(d.path(), "default-buffer", &["-e", "kmem_cache_alloc"], 10);
+    let (l, _) = decode(&log);
+    let kb = l
+        .arch
+        .buffer_size_kb
+        .expect("the buffer size in the arch tag");
+    let available_kb: u64 = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    if available_kb / 64 / cpus >= 2 * 4096 {
+        // The kernel rounds up to whole sub-buffers.
+        assert!((4096..4096 + 64 + 4).contains(&kb), "{kb} KiB per CPU");
+    } else {
+        eprintln!("little memory ({available_kb} KiB available, {cpus} CPUs): {kb} KiB per CPU");
+    }
+}
+
 #[test]
 fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
     if common::tracefs_or_skip("file_opens_show_as_kmem_cache_alloc_with_the_pid").is_none() {
