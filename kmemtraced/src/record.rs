@@ -134,11 +134,7 @@ fn wake_percent(asked: Option<u32>, subbuf_size: u32, page_size: Option<u32>) ->
 /// asked processes' threads; with `-F` none until the command starts).
 fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
     let can_size_subbufs = inst.exists("buffer_subbuf_size_kb");
-    let kernel_kb = || {
-        inst.read_string("buffer_size_kb")
-            .ok()
-            .and_then(|s| crate::session::parse_buffer_kb(&s))
-    };
+    let kernel_kb = || crate::session::buffer_kb(inst);
     // Where the kernel refuses the default, its own size stays.
     let default_kb = cli.buffer_kb.is_none().then(|| {
         let cpus = metadata::online_cpus().len() as u64;
@@ -221,10 +217,7 @@ fn pid_filter_meta(pids: &[u32]) -> Meta {
 fn buffer_refused(inst: &TraceDir, kb: u32, e: &std::io::Error) -> Failure {
     use kmemtrace_format::human::{bytes, thousands};
     let cpus = metadata::online_cpus().len().max(1) as u64;
-    let kept = inst
-        .read_string("buffer_size_kb")
-        .ok()
-        .and_then(|s| crate::session::parse_buffer_kb(&s));
+    let kept = crate::session::buffer_kb(inst);
     let available_kb = mem_available_kb();
     let mut msg = format!(
         "-b {}: the kernel refused {} KiB per CPU ({} for {cpus} CPUs)",
@@ -792,13 +785,9 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let layout = metadata::layout(&top)?;
     let buffer_percent = wake_percent(cli.buffer_percent, layout.subbuf_size, sys::page_size());
     let out = output::open(&output)?;
-    let nr_pages = top
-        .read_string("buffer_size_kb")
-        .ok()
-        .and_then(|s| crate::session::parse_buffer_kb(&s))
-        .map_or(4096, |kb| {
-            u64::from(kb) * 1024 / u64::from(layout.subbuf_size.max(1))
-        });
+    let nr_pages = crate::session::buffer_kb(&top).map_or(4096, |kb| {
+        u64::from(kb) * 1024 / u64::from(layout.subbuf_size.max(1))
+    });
     let plan = Plan {
         dir: top.clone(),
         top,

@@ -106,6 +106,11 @@ pub struct Report {
     pub errors: Vec<String>,
 }
 
+/// A trace directory's per-CPU buffer size, KiB (`buffer_size_kb`).
+pub fn buffer_kb(dir: &TraceDir) -> Option<u32> {
+    parse_buffer_kb(&dir.read_string("buffer_size_kb").ok()?)
+}
+
 /// `1408` or `7 (expanded: 1408)` → 1408.
 pub fn parse_buffer_kb(s: &str) -> Option<u32> {
     if let Some(i) = s.find("expanded:") {
@@ -143,11 +148,7 @@ impl Session {
             )));
         }
         let cpus: Vec<u32> = files.iter().map(|(c, _)| *c).collect();
-        let buffer_size_kb = plan
-            .dir
-            .read_string("buffer_size_kb")
-            .ok()
-            .and_then(|s| parse_buffer_kb(&s));
+        let buffer_size_kb = buffer_kb(&plan.dir);
 
         let arch = metadata::arch_tag(&metadata::ArchInput {
             dir: &plan.dir,
