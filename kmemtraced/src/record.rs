@@ -136,12 +136,16 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
     let can_size_subbufs = inst.exists("buffer_subbuf_size_kb");
     let kernel_kb = || crate::session::buffer_kb(inst);
     // Where the kernel refuses the default, its own size stays.
-    let default_kb = cli.buffer_kb.is_none().then(|| {
-        let cpus = metadata::online_cpus().len() as u64;
-        let kb = default_buffer_kb(kernel_kb()?, cpus, mem_available_kb())?;
-        inst.write_io("buffer_size_kb", &kb.to_string()).ok()?;
-        Some(kb)
-    });
+    let default_kb = cli
+        .buffer_kb
+        .is_none()
+        .then(|| {
+            let cpus = metadata::online_cpus().len() as u64;
+            let kb = default_buffer_kb(kernel_kb()?, cpus, mem_available_kb())?;
+            inst.write_io("buffer_size_kb", &kb.to_string()).ok()?;
+            Some(kb)
+        })
+        .flatten();
     if let Some(kb) = cli.subbuf_kb {
         if !can_size_subbufs {
             return Err(Failure::usage(
@@ -151,7 +155,7 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
         inst.write("buffer_subbuf_size_kb", &kb.to_string())
             .map_err(|e| Failure::usage(format!("--subbuf-kb {kb}: {}", e.msg)))?;
     } else if can_size_subbufs {
-        let per_cpu_kb = cli.buffer_kb.or(default_kb.flatten()).or_else(kernel_kb);
+        let per_cpu_kb = cli.buffer_kb.or(default_kb).or_else(kernel_kb);
         // Only a speed-up: where the kernel refuses, its pages do.
         if let Some(kb) = per_cpu_kb.and_then(default_subbuf_kb) {
             let _ = inst.write("buffer_subbuf_size_kb", &kb.to_string());
