@@ -98,7 +98,10 @@ fn default_buffer_is_4_mib_per_cpu_where_memory_allows() {
         .find_map(|l| l.strip_prefix("MemAvailable:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    // The recorder divides by the online CPUs; the log's CPU count is never
+    // fewer (an affinity mask can make available_parallelism fewer), so
+    // this share is never more than the recorder's.
+    let cpus = u64::from(l.arch.nr_cpus.expect("the CPU count in the arch tag"));
     if available_kb / 64 / cpus >= 2 * 4096 {
         // The kernel rounds up to whole sub-buffers.
         assert!((4096..4096 + 64 + 4).contains(&kb), "{kb} KiB per CPU");
