@@ -1,6 +1,6 @@
 //! The command line (clap derive) and the checks that turn it into settings.
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use kmemtrace_format::block::Compression;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,7 +32,8 @@ until it exits, at most 10 s; a second signal stops at once. When -d runs
 out first, COMMAND is left running. If recording fails (a full disk), the
 log is finished as far as it can be and kmemtraced waits for COMMAND to
 exit, passing signals on, then exits 1: the command is never orphaned.
-Readers run at nice -10 (--reader-nice) so that bursts do not overrun them.
+Readers run at nice -10 (--reader-nice) so that bursts do not overrun them,
+and below 4 MiB per CPU off the CPU they read (--reader-cpus).
 A CPU that comes online while recording gets its reader within a second
 (the kernel keeps its first events meanwhile); the log notes when.
 
@@ -84,8 +85,9 @@ pub struct Cli {
     /// Per-CPU ring-buffer size in KiB. Default: 4096, or less to keep all
     /// CPUs' buffers within 1/64 of the available memory, and never below
     /// the kernel's own (usually 1408): a process freeing its memory at exit
-    /// writes a megabyte of events within milliseconds, which 1 MiB buffers
-    /// lose
+    /// writes a megabyte of events within milliseconds, which smaller
+    /// buffers keep only if their reader gets a CPU at once (see
+    /// --reader-cpus)
     #[arg(short = 'b', long = "buffer-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(4..))]
     pub buffer_kb: Option<u32>,
 
@@ -173,6 +175,21 @@ pub struct Cli {
     /// busy.
     #[arg(long = "reader-nice", value_name = "N", default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub reader_nice: i32,
+
+    /// Where the per-CPU readers (and their compressors) run: `others`
+    /// keeps each off the CPU it reads, `any` leaves it to the scheduler,
+    /// `auto` is `others` below 4 MiB per CPU. A burst can hold a CPU where
+    /// nothing else runs (softirq RCU work in an idle CPU's context, kernel
+    /// code that does not yield), and the scheduler wakes that CPU's reader
+    /// there because it looks idle: a small buffer overflows first. Reading
+    /// from another CPU costs some 5-12% more recorder CPU (the data crosses
+    /// caches), which a 4 MiB buffer does not need to pay.
+    #[arg(
+        long = "reader-cpus",
+        value_name = "auto|others|any",
+        default_value = "auto"
+    )]
+    pub reader_cpus: ReaderCpus,
 
     /// Read sub-buffers with read(2) instead of splice(2). With read the
     /// kernel puts the page it last handed out back into the ring, so the
@@ -262,9 +279,53 @@ pub fn parse_compression(s: &str) -> Result<Compression, String> {
     }
 }
 
+/// `--reader-cpus`: where the per-CPU readers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReaderCpus {
+    /// `others` below [`ReaderCpus::AUTO_AWAY_BELOW_KB`] per CPU, else `any`.
+    Auto,
+    /// Each reader keeps off the CPU it reads (where there is another).
+    Others,
+    /// Wherever the scheduler puts them.
+    Any,
+}
+
+impl ReaderCpus {
+    /// Per-CPU buffers smaller than this (KiB) make `auto` keep readers off
+    /// their CPU: 1 MiB lost events at exit bursts in most 20 s stress runs
+    /// with readers anywhere, 4 MiB in none (`kmemtraced/bench/compare.sh`).
+    pub const AUTO_AWAY_BELOW_KB: u32 = 4096;
+
+    /// Whether readers keep off their CPU with this per-CPU buffer size
+    /// (`None`: unknown, treated as small).
+    pub fn away(self, buffer_kb: Option<u32>) -> bool {
+        match self {
+            ReaderCpus::Others => true,
+            ReaderCpus::Any => false,
+            ReaderCpus::Auto => buffer_kb.map_or(true, |kb| kb < Self::AUTO_AWAY_BELOW_KB),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readers_keep_off_their_cpu_below_4_mib_unless_told() {
+        let auto = ReaderCpus::Auto;
+        assert!(auto.away(Some(1024)));
+        assert!(auto.away(Some(4095)));
+        assert!(!auto.away(Some(4096)));
+        assert!(!auto.away(Some(65536)));
+        assert!(auto.away(None));
+        assert!(ReaderCpus::Others.away(Some(65536)));
+        assert!(!ReaderCpus::Any.away(Some(1024)));
+        let cli = Cli::try_parse_from(["kmemtraced", "--reader-cpus", "any"]).unwrap();
+        assert_eq!(cli.reader_cpus, ReaderCpus::Any);
+        assert!(Cli::try_parse_from(["kmemtraced", "--reader-cpus", "cpu0"]).is_err());
+    }
+
     use clap::CommandFactory;
 
     #[test]

@@ -1,8 +1,10 @@
 //! One reader thread per CPU: waits in poll() on `per_cpu/cpuN/trace_pipe_raw`
 //! until the kernel says the buffer is `buffer_percent` full (or the flush
-//! interval passes), reads whole sub-buffers, batches them into blocks of up
-//! to 1 MiB, compresses and checksums each block itself (so compression runs
-//! on every CPU in parallel) and hands it to the writer over a bounded queue.
+//! interval passes), reads whole sub-buffers and batches them into blocks of
+//! up to 1 MiB, which the CPU's own compressor thread (`compressor.rs`)
+//! compresses, checksums and hands to the writer over a bounded queue: the
+//! reader never stops draining to compress, and compression runs on every
+//! CPU in parallel.
 //!
 //! How the kernel behaves (kernel/trace/trace.c `tracing_buffers_read`,
 //! `tracing_buffers_poll`; kernel/trace/ring_buffer.c `ring_buffer_read_page`,
@@ -30,6 +32,19 @@
 //!   Readers run at nice -10 by default (`--reader-nice`): when the traced
 //!   load keeps every CPU busy, a reader woken during such a burst must
 //!   get a CPU within milliseconds, and at nice 0 it often did not.
+//! - Below 4 MiB per CPU (`--reader-cpus`), each reader (and its
+//!   compressor) keeps off the CPU it reads, where there is another. A
+//!   burst on CPU n can hold that CPU so that nothing else runs there:
+//!   softirq RCU callbacks freeing a dead process's files (thousands of
+//!   `kmem_cache_free` in the idle task's context, 9 ms measured), or code
+//!   that does not yield (the kernel here runs with `preempt=none`). The
+//!   writer's wake-up (irq_work on CPU n) placed the reader on CPU n,
+//!   which looked idle, and the reader waited there
+//!   until the buffer had overflowed, while the other CPU ran user code it
+//!   could have preempted at once (sched_switch and sched_wakeup recorded
+//!   beside the kmem events, `-b 1024`). Reading another CPU's fresh
+//!   pages costs 5-12% more CPU, so bigger buffers, which outlast such
+//!   bursts, leave the readers where the scheduler puts them.
 //! - At stop the main thread disables the events and `tracing_on`; each
 //!   reader then reads without blocking until EAGAIN, which takes the last,
 //!   partly filled page too (as trace-cmd's `tracecmd_flush_recording`).
@@ -39,20 +54,20 @@
 //!   page being written is copied out by read(2) once per flush interval
 //!   and at stop.
 
-use crate::sink::{Msg, Sender};
+use crate::compressor::{Batch, BatchPool};
+use crate::sink::Sender;
 use crate::splice::{Fill, SplicePipe};
 use crate::status::CpuCounters;
 use crate::sys;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::writer::{CpuBlockEncoder, EncodedBlock};
+use kmemtrace_format::writer::CpuBlockEncoder;
 use kmemtrace_format::RunTimeEndian;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
-use std::sync::mpsc::TrySendError;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -112,6 +127,8 @@ pub struct ReaderConfig {
     pub drain_limit: Option<u64>,
     /// Nice value for the reader thread (0: leave it).
     pub nice: i32,
+    /// Keep the reader and its compressor off CPU `cpu` (`--reader-cpus`).
+    pub away: bool,
     /// Move whole sub-buffers out with splice(2) (see `splice.rs`).
     pub splice: bool,
 }
@@ -127,9 +144,9 @@ pub struct Shared {
 
 struct Reader<'a> {
     cfg: ReaderConfig,
-    tx: Sender,
     counters: &'a CpuCounters,
-    encoder: CpuBlockEncoder,
+    /// Where full batches go to be compressed, and empty ones come from.
+    pool: BatchPool,
     /// Room for the CPU_DATA header, then up to 1 MiB of sub-buffers: the
     /// pages are read into the block to be and compressed from there.
     batch: Vec<u8>,
@@ -163,18 +180,37 @@ pub fn spawn(
                 let _ = sys::set_thread_nice(cfg.nice);
             }
             let cpu = cfg.cpu;
+            if cfg.away {
+                // Off the CPU it reads (it and its compressor, which
+                // inherits this): see the module comment. Best effort.
+                let _ = sys::avoid_cpu(cpu);
+            }
             let Some(c) = counters.cpu(cpu) else {
                 return Err(format!("no counters for CPU {cpu}"));
             };
             let sb = cfg.subbuf_size.max(1);
             let batch_len = (MAX_BATCH_BYTES / sb).max(1) * sb;
-            let mut r = Reader {
-                encoder: CpuBlockEncoder::new(cpu, sb as u32, cfg.compression)
-                    .with_shape(cfg.kpack_shape),
-                cfg,
+            let encoder =
+                CpuBlockEncoder::new(cpu, sb as u32, cfg.compression).with_shape(cfg.kpack_shape);
+            let mut pool = BatchPool::start(
+                cpu,
+                encoder,
+                batch_len,
                 tx,
+                counters.clone(),
+                tids,
+                compressor_nice(cfg.nice),
+            )
+            .map_err(|e| {
+                alarm.raise();
+                format!("CPU {cpu}: starting its compressor: {e}")
+            })?;
+            let batch = pool.take_empty(c)?;
+            let mut r = Reader {
+                cfg,
                 counters: c,
-                batch: vec![0u8; CPU_DATA_HEADER_LEN + batch_len],
+                pool,
+                batch,
                 filled: 0,
                 total_subbufs: 0,
                 splice: None,
@@ -182,7 +218,9 @@ pub fn spawn(
             if r.cfg.splice {
                 r.splice = SplicePipe::new(batch_len, sb).ok();
             }
-            let res = r.run(&drain);
+            // The compressor finishes what it was handed even when reading
+            // failed, so the log keeps every block read before the failure.
+            let res = r.run(&drain).and(r.pool.finish());
             if let Err(e) = &res {
                 alarm.raise();
                 return Err(format!("CPU {cpu}: {e}"));
@@ -350,30 +388,24 @@ impl Reader<'_> {
         self.total_subbufs += 1;
     }
 
-    /// Encodes the batch as the CPU's next block and queues it.
+    /// Hands the batch to the compressor, as the CPU's next block, and
+    /// takes an empty one.
     fn flush(&mut self) -> Result<(), String> {
         if self.filled == 0 {
             return Ok(());
         }
-        let mut out = EncodedBlock::default();
-        self.encoder
-            .encode_in_place(
-                &mut self.batch[..CPU_DATA_HEADER_LEN + self.filled],
-                &mut out,
-            )
-            .map_err(|e| format!("encoding a block: {e}"))?;
-        self.filled = 0;
-        match self.tx.try_send(Msg::Cpu(out)) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(m)) => {
-                self.counters.backpressure.fetch_add(1, Relaxed);
-                self.tx
-                    .send(m)
-                    .map_err(|_| "the writer stopped".to_string())
-            }
-            Err(TrySendError::Disconnected(_)) => Err("the writer stopped".into()),
-        }
+        let empty = self.pool.take_empty(self.counters)?;
+        let buf = std::mem::replace(&mut self.batch, empty);
+        let filled = std::mem::take(&mut self.filled);
+        self.pool.hand_over(Batch { buf, filled })
     }
+}
+
+/// The compressor's nice value: half the reader's, so that a reader woken
+/// by a filling buffer preempts its compressor, while a compressor still
+/// gets more CPU than the traced load's tasks at nice 0.
+fn compressor_nice(reader_nice: i32) -> i32 {
+    reader_nice / 2
 }
 
 /// The byte order of this host, which is the recorded kernel's.

@@ -13,6 +13,7 @@
 
 mod cli;
 mod command;
+mod compressor;
 mod cpu_reader;
 mod events;
 mod failure;

@@ -51,6 +51,8 @@ pub struct Plan {
     pub drain_only: Option<u64>,
     /// Nice value of the reader threads (0: unchanged).
     pub reader_nice: i32,
+    /// Readers (and their compressors) keep off the CPU they read.
+    pub readers_away: bool,
     /// Move whole sub-buffers out with splice(2) (else read(2)).
     pub splice: bool,
     pub command_line: String,
@@ -287,6 +289,7 @@ impl Session {
             compression: self.plan.compression,
             drain_limit: self.plan.drain_only,
             nice: self.plan.reader_nice,
+            away: self.plan.readers_away,
             splice: self.plan.splice,
         };
         let Some(tx) = self.tx.clone() else {
@@ -339,10 +342,11 @@ impl Session {
             .unwrap_or_default()
     }
 
-    /// Task ids of the reader, writer and sync threads, once they all
-    /// started.
+    /// Task ids of the reader, compressor, writer and sync threads, once
+    /// they all started.
     pub fn thread_ids(&self) -> Vec<i32> {
-        let want = self.readers.len() + self.helper_threads;
+        // Each reader starts its CPU's compressor.
+        let want = 2 * self.readers.len() + self.helper_threads;
         let until = Instant::now() + Duration::from_secs(2);
         loop {
             let t = self

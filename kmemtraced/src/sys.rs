@@ -196,6 +196,25 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
     }
 }
 
+/// Keeps the calling thread (and the threads it starts later) off CPU
+/// `cpu`, within the CPUs it may already use, unless that would leave it
+/// none. Returns whether the affinity changed.
+pub fn avoid_cpu(cpu: u32) -> io::Result<bool> {
+    use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let me = nix::unistd::Pid::from_raw(0);
+    let mut set = sched_getaffinity(me)?;
+    let cpu = cpu as usize;
+    if !set.is_set(cpu).unwrap_or(false) {
+        return Ok(false);
+    }
+    set.unset(cpu)?;
+    if !(0..CpuSet::count()).any(|c| set.is_set(c).unwrap_or(false)) {
+        return Ok(false);
+    }
+    sched_setaffinity(me, &set)?;
+    Ok(true)
+}
+
 /// Whether we run as root (effective uid 0).
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()

@@ -110,6 +110,90 @@ fn default_buffer_is_4_mib_per_cpu_where_memory_allows() {
     }
 }
 
+/// `Cpus_allowed_list` of a task (`0-3,6`) as CPU numbers.
+fn allowed_cpus(task: &Path) -> Vec<u32> {
+    let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+    let Some(list) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+    else {
+        return Vec::new();
+    };
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap());
+    }
+    cpus
+}
+
+/// The recorder's reader and compressor threads (`kmt-cpuN`, `kmt-zN`),
+/// with the CPU N they serve and the CPUs they may run on, once both
+/// threads of every CPU in `cpus` are there.
+fn reader_threads(pid: u32, cpus: &[u32]) -> Vec<(String, u32, Vec<u32>)> {
+    let mut found: Vec<(String, u32, Vec<u32>)> = Vec::new();
+    common::wait_until(10, || {
+        found.clear();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        for t in tasks.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let comm = comm.trim();
+            let Some(n) = comm.strip_prefix("kmt-cpu").or(comm.strip_prefix("kmt-z")) else {
+                continue;
+            };
+            found.push((
+                comm.to_string(),
+                n.parse().unwrap(),
+                allowed_cpus(&t.path()),
+            ));
+        }
+        cpus.iter()
+            .all(|c| found.iter().filter(|(_, n, _)| n == c).count() == 2)
+    });
+    found
+}
+
+/// Below 4 MiB per CPU, each reader and its compressor keep off the CPU
+/// they read (a burst there can hold that CPU while the scheduler thinks
+/// it idle); `--reader-cpus any` leaves them where the recorder may run.
+#[test]
+fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
+    if common::tracefs_or_skip("readers_keep_off_the_cpu_they_read").is_none() {
+        return;
+    }
+    let mine = allowed_cpus(Path::new("/proc/thread-self"));
+    if mine.len() < 2 {
+        eprintln!("SKIP readers_keep_off_the_cpu_they_read: this test may use one CPU only");
+        return;
+    }
+    let d = tmp();
+    for (placement, away) in [("auto", true), ("any", false)] {
+        let mut child = kmemtraced()
+            .args(["-q", "-b", "1024", "-e", "kmem_cache_alloc", "-d", "20s"])
+            .args(["--reader-cpus", placement, "-o"])
+            .arg(d.path().join(format!("{placement}.kmt")))
+            .spawn()
+            .unwrap();
+        let threads = reader_threads(child.id(), &mine);
+        signal(&child, "INT");
+        assert!(child.wait().unwrap().success());
+        for &cpu in &mine {
+            let expect: Vec<u32> = mine
+                .iter()
+                .copied()
+                .filter(|&c| !away || c != cpu)
+                .collect();
+            let serving: Vec<_> = threads.iter().filter(|(_, n, _)| *n == cpu).collect();
+            assert_eq!(serving.len(), 2, "{placement}: CPU {cpu}: {threads:?}");
+            for (name, _, allowed) in serving {
+                assert_eq!(allowed, &expect, "{placement}: {name}");
+            }
+        }
+    }
+}
+
 #[test]
 fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
     if common::tracefs_or_skip("file_opens_show_as_kmem_cache_alloc_with_the_pid").is_none() {
@@ -554,6 +638,14 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
         .collect();
     assert!(!readers.is_empty(), "no reader threads: {nices:?}");
     assert!(readers.iter().all(|(_, n)| *n == -10), "{nices:?}");
+    // Their compressors (kmt-zN) at half that: a reader woken by a filling
+    // buffer preempts its compressor.
+    let compressors: Vec<_> = nices
+        .iter()
+        .filter(|(c, _)| c.starts_with("kmt-z"))
+        .collect();
+    assert_eq!(compressors.len(), readers.len(), "{nices:?}");
+    assert!(compressors.iter().all(|(_, n)| *n == -5), "{nices:?}");
     signal(&rec, "INT");
     let out = rec.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
