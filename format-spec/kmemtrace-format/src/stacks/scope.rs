@@ -4,7 +4,11 @@
 //!
 //! ```text
 //! kmem:mm_page_alloc stacktrace if (common_pid != 812 && common_pid != 813) || common_flags & 0x58
+//! kmem:mm_page_alloc stacktrace if (common_pid != 7 && (common_pid < 812 || common_pid > 819)) || common_flags & 0x58
 //! ```
+//!
+//! (the second form, runs of consecutive task ids as ranges, since
+//! kmemtraced has a compressor thread per CPU beside each reader).
 //!
 //! An allocation the filter leaves out never gets a stack, so it must not
 //! wait for one: it would count as cut by the end of the capture, and take
@@ -36,14 +40,17 @@ impl StackScope {
     }
 
     /// `None` for a filter other than `A [|| common_flags & MASK]` where
-    /// `A` is `common_pid != N` joined by `&&`, in parentheses or not.
+    /// `A` is tests joined by `&&`, in parentheses or not, each
+    /// `common_pid != N` or a range `(common_pid < N || common_pid > M)`
+    /// (the tasks N..=M left out: kmemtraced writes runs of consecutive
+    /// task ids so).
     fn of_filter(filter: &str) -> Option<StackScope> {
         let mut scope = StackScope {
             left_out: Vec::new(),
             in_interrupts_too: true,
         };
         let mut tasks_seen = false;
-        for alternative in filter.split("||").map(str::trim) {
+        for alternative in split_top(filter, "||") {
             if let Some(mask) = alternative.strip_prefix("common_flags") {
                 let mask = mask.trim_start().strip_prefix('&')?.trim();
                 let mask = parse_number(mask)?;
@@ -57,11 +64,11 @@ impl StackScope {
                 return None;
             }
             tasks_seen = true;
-            let inner = alternative
-                .strip_prefix('(')
-                .and_then(|a| a.strip_suffix(')'))
-                .unwrap_or(alternative);
-            for test in inner.split("&&").map(str::trim) {
+            for test in split_top(unparenthesized(alternative), "&&") {
+                if let Some(range) = pid_range(test) {
+                    scope.left_out.extend(range);
+                    continue;
+                }
                 let pid = test.strip_prefix("common_pid")?.trim_start();
                 let pid = pid.strip_prefix("!=")?.trim();
                 scope.left_out.push(pid.parse().ok()?);
@@ -79,6 +86,66 @@ impl StackScope {
     pub fn takes(&self, pid: i32, in_interrupt: bool) -> bool {
         (in_interrupt && !self.in_interrupts_too) || !self.left_out.contains(&pid)
     }
+}
+
+/// The tasks of `(common_pid < N || common_pid > M)`: N..=M (at most 65,536
+/// of them: a recorder's threads, not a filter written by hand).
+fn pid_range(test: &str) -> Option<std::ops::RangeInclusive<i32>> {
+    let sides = split_top(unparenthesized(test), "||");
+    let [low, high] = sides.as_slice() else {
+        return None;
+    };
+    let bound = |side: &str, op: &str| -> Option<i32> {
+        let v = side.strip_prefix("common_pid")?.trim_start();
+        v.strip_prefix(op)?.trim().parse().ok()
+    };
+    let (first, last) = (bound(low, "<")?, bound(high, ">")?);
+    (first <= last && last - first < 65_536).then_some(first..=last)
+}
+
+/// `(X)` → `X` (trimmed); anything else as it is.
+fn unparenthesized(s: &str) -> &str {
+    let s = s.trim();
+    match s.strip_prefix('(').and_then(|i| i.strip_suffix(')')) {
+        Some(inner) if split_top(s, "||").len() == 1 && depth_ok(inner) => inner.trim(),
+        _ => s,
+    }
+}
+
+/// Whether `s`'s parentheses never close more than they opened.
+fn depth_ok(s: &str) -> bool {
+    let mut depth = 0i32;
+    s.chars().all(|c| {
+        depth += match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        };
+        depth >= 0
+    })
+}
+
+/// `s` split at `sep` outside parentheses, each part trimmed.
+fn split_top<'a>(s: &'a str, sep: &str) -> Vec<&'a str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start, mut i) = (0i32, 0, 0);
+    let bytes = s.as_bytes();
+    while i < bytes.len() {
+        match bytes[i] {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            _ if depth == 0 && s[i..].starts_with(sep) => {
+                parts.push(s[start..i].trim());
+                i += sep.len();
+                start = i;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    parts.push(s[start..].trim());
+    parts
 }
 
 fn parse_number(s: &str) -> Option<u64> {
@@ -104,6 +171,25 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_task_ids_are_left_out_as_ranges() {
+        let s = StackScope::of_meta(
+            "kmem:mm_page_alloc stacktrace if (common_pid != 7 && (common_pid < 100 || common_pid > 102) && common_pid != 104) || common_flags & 0x58\n",
+        );
+        for t in [7, 100, 101, 102, 104] {
+            assert!(!s.takes(t, false), "{t}");
+            assert!(s.takes(t, true), "{t}");
+        }
+        for t in [6, 99, 103, 105] {
+            assert!(s.takes(t, false), "{t}");
+        }
+        // Only a range alone, without the outer parentheses.
+        let s = StackScope::of_meta(
+            "kmem:mm_page_alloc stacktrace if (common_pid < 5 || common_pid > 6)",
+        );
+        assert!(!s.takes(5, true) && !s.takes(6, false) && s.takes(7, false));
+    }
+
+    #[test]
     fn a_filter_without_the_interrupt_alternative_leaves_them_out_everywhere() {
         let s = StackScope::of_meta("kmem:mm_page_alloc stacktrace if common_pid != 7");
         assert!(!s.takes(7, false));
@@ -120,6 +206,12 @@ mod tests {
             "kmem:mm_page_alloc stacktrace if common_pid != 7 || common_pid != 8",
             "kmem:mm_page_alloc stacktrace if order > 0",
             "kmem:mm_page_alloc stacktrace if common_flags & 0x58",
+            // Ranges other than kmemtraced's: the wrong way round, inverted,
+            // too wide.
+            "kmem:mm_page_alloc stacktrace if (common_pid > 5 || common_pid < 9)",
+            "kmem:mm_page_alloc stacktrace if (common_pid < 9 || common_pid > 5)",
+            "kmem:mm_page_alloc stacktrace if (common_pid < 0 || common_pid > 99999999)",
+            "kmem:mm_page_alloc stacktrace if (common_pid < 5 || common_pid > 6 || common_pid > 7)",
         ] {
             let s = StackScope::of_meta(meta);
             assert_eq!(s, StackScope::default(), "{meta}");
