@@ -172,7 +172,7 @@ pub struct Cli {
     /// Nice value of the per-CPU reader threads (-20..19; 0 leaves them at
     /// the normal priority). Readers need little CPU but need it at once
     /// when a burst fills the buffer while the traced load keeps every CPU
-    /// busy.
+    /// busy. Their compressor threads take half a negative value (-5).
     #[arg(long = "reader-nice", value_name = "N", default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub reader_nice: i32,
 

@@ -18,6 +18,7 @@
 //! Blocks of one CPU still reach the writer in order: one compressor per
 //! CPU, fed in order over one channel.
 
+use crate::cpu_reader::Shared;
 use crate::sink::{Msg, Sender};
 use crate::status::CpuCounters;
 use crate::sys;
@@ -25,7 +26,7 @@ use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::writer::{CpuBlockEncoder, EncodedBlock};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Full batches a reader may have handed over and not yet got back: with
@@ -53,15 +54,20 @@ pub struct BatchPool {
 impl BatchPool {
     /// Starts CPU `cpu`'s compressor thread (named `kmt-zN`, its tid added
     /// to `tids` so the report can leave the recorder's own events out).
+    /// `nice`: its nice value (`None`: the reader's, which it inherits).
+    /// It raises `alarm` if it fails, so that the main thread stops the
+    /// recording then rather than when its reader next hands it a batch.
     pub fn start(
         cpu: u32,
         encoder: CpuBlockEncoder,
         batch_len: usize,
         writer: Sender,
         counters: Arc<crate::status::Counters>,
-        tids: Arc<Mutex<Vec<i32>>>,
-        nice: i32,
+        shared: &Shared,
+        nice: Option<i32>,
     ) -> std::io::Result<BatchPool> {
+        let tids = shared.tids.clone();
+        let alarm = shared.alarm.clone();
         let (full, full_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT);
         let (empty_tx, empty) = sync_channel::<Vec<u8>>(BATCHES_IN_FLIGHT + 1);
         let compressor = std::thread::Builder::new()
@@ -70,12 +76,17 @@ impl BatchPool {
                 if let Ok(mut t) = tids.lock() {
                     t.push(sys::gettid());
                 }
-                // It inherits the reader's nice value: set its own.
-                let _ = sys::set_thread_nice(nice);
-                let Some(c) = counters.cpu(cpu) else {
-                    return Err(format!("no counters for CPU {cpu}"));
+                if let Some(n) = nice {
+                    let _ = sys::set_thread_nice(n);
+                }
+                let res = match counters.cpu(cpu) {
+                    Some(c) => compress_batches(encoder, &full_rx, &empty_tx, &writer, c),
+                    None => Err(format!("no counters for CPU {cpu}")),
                 };
-                compress_batches(encoder, &full_rx, &empty_tx, &writer, c)
+                if res.is_err() {
+                    alarm.raise();
+                }
+                res
             })?;
         Ok(BatchPool {
             full,
@@ -88,7 +99,7 @@ impl BatchPool {
 
     /// An empty batch: one given back, a new one while fewer than the
     /// limit exist, else the next one given back (the reader waits:
-    /// counted as backpressure).
+    /// counted in `compressor_waits`).
     pub fn take_empty(&mut self, counters: &CpuCounters) -> Result<Vec<u8>, String> {
         match self.empty.try_recv() {
             Ok(b) => return Ok(b),
@@ -99,7 +110,7 @@ impl BatchPool {
             self.made += 1;
             return Ok(vec![0u8; CPU_DATA_HEADER_LEN + self.batch_len]);
         }
-        counters.backpressure.fetch_add(1, Relaxed);
+        counters.compressor_waits.fetch_add(1, Relaxed);
         self.empty.recv().map_err(|_| self.compressor_failure())
     }
 
@@ -163,6 +174,15 @@ mod tests {
     use super::*;
     use kmemtrace_format::block::{decode_payload, BlockHeader, Compression, BLOCK_HEADER_LEN};
     use kmemtrace_format::records::CpuDataHeader;
+    use std::sync::Mutex;
+
+    fn shared() -> Shared {
+        Shared {
+            drain: Arc::new(crate::cpu_reader::Flag::new().unwrap()),
+            alarm: Arc::new(crate::cpu_reader::Flag::new().unwrap()),
+            tids: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
 
     /// Batches handed over come out as the CPU's blocks in order, numbered
     /// from 0, each holding its sub-buffers unchanged; the reader never
@@ -179,8 +199,8 @@ mod tests {
             2 * SB,
             writer,
             counters.clone(),
-            Arc::new(Mutex::new(Vec::new())),
-            0,
+            &shared(),
+            None,
         )
         .unwrap();
         let c = counters.cpu(3).unwrap();
@@ -214,30 +234,24 @@ mod tests {
     }
 
     /// A compressor that cannot hand blocks on (the writer is gone) stops
-    /// the reader with the compressor's own reason.
+    /// the reader with the compressor's own reason, and raises the alarm.
     #[test]
     fn a_stopped_writer_reaches_the_reader() {
         let counters = Arc::new(crate::status::Counters::new(&[0]));
         let (writer, blocks) = sync_channel(1);
         drop(blocks);
         let encoder = CpuBlockEncoder::new(0, 4096, Compression::None);
-        let mut pool = BatchPool::start(
-            0,
-            encoder,
-            4096,
-            writer,
-            counters.clone(),
-            Arc::new(Mutex::new(Vec::new())),
-            0,
-        )
-        .unwrap();
+        let shared = shared();
+        let mut pool =
+            BatchPool::start(0, encoder, 4096, writer, counters.clone(), &shared, None).unwrap();
         let c = counters.cpu(0).unwrap();
         let err = (0..10)
-            .find_map(|_| {
-                let buf = pool.take_empty(c).ok()?;
-                pool.hand_over(Batch { buf, filled: 4096 }).err()
+            .find_map(|_| match pool.take_empty(c) {
+                Ok(buf) => pool.hand_over(Batch { buf, filled: 4096 }).err(),
+                Err(e) => Some(e),
             })
             .or_else(|| pool.finish().err());
         assert_eq!(err.as_deref(), Some("the writer stopped"));
+        assert!(shared.alarm.is_raised());
     }
 }

@@ -133,11 +133,13 @@ pub struct ReaderConfig {
     pub splice: bool,
 }
 
-/// Shared between the readers and the main thread.
+/// Shared between the readers, their compressors and the main thread.
+#[derive(Clone)]
 pub struct Shared {
     /// Raised by the main thread: read what is left, then exit.
     pub drain: Arc<Flag>,
-    /// Raised by a reader that failed, to wake the main thread.
+    /// Raised by a reader or compressor that failed, to wake the main
+    /// thread.
     pub alarm: Arc<Flag>,
     pub tids: Arc<Mutex<Vec<i32>>>,
 }
@@ -165,68 +167,65 @@ pub fn spawn(
     shared: &Shared,
     counters: Arc<crate::status::Counters>,
 ) -> std::io::Result<JoinHandle<Result<(), String>>> {
-    let drain = shared.drain.clone();
-    let alarm = shared.alarm.clone();
-    let tids = shared.tids.clone();
+    let shared = shared.clone();
     std::thread::Builder::new()
         .name(format!("kmt-cpu{}", cfg.cpu))
         .spawn(move || {
-            if let Ok(mut t) = tids.lock() {
-                t.push(sys::gettid());
-            }
-            if cfg.nice != 0 {
-                // Best effort: without CAP_SYS_NICE the reader keeps the
-                // normal priority.
-                let _ = sys::set_thread_nice(cfg.nice);
-            }
             let cpu = cfg.cpu;
-            if cfg.away {
-                // Off the CPU it reads (it and its compressor, which
-                // inherits this): see the module comment. Best effort.
-                let _ = sys::avoid_cpu(cpu);
-            }
-            let Some(c) = counters.cpu(cpu) else {
-                return Err(format!("no counters for CPU {cpu}"));
-            };
-            let sb = cfg.subbuf_size.max(1);
-            let batch_len = (MAX_BATCH_BYTES / sb).max(1) * sb;
-            let encoder =
-                CpuBlockEncoder::new(cpu, sb as u32, cfg.compression).with_shape(cfg.kpack_shape);
-            let mut pool = BatchPool::start(
-                cpu,
-                encoder,
-                batch_len,
-                tx,
-                counters.clone(),
-                tids,
-                compressor_nice(cfg.nice),
-            )
-            .map_err(|e| {
-                alarm.raise();
-                format!("CPU {cpu}: starting its compressor: {e}")
-            })?;
-            let batch = pool.take_empty(c)?;
-            let mut r = Reader {
-                cfg,
-                counters: c,
-                pool,
-                batch,
-                filled: 0,
-                total_subbufs: 0,
-                splice: None,
-            };
-            if r.cfg.splice {
-                r.splice = SplicePipe::new(batch_len, sb).ok();
-            }
-            // The compressor finishes what it was handed even when reading
-            // failed, so the log keeps every block read before the failure.
-            let res = r.run(&drain).and(r.pool.finish());
-            if let Err(e) = &res {
-                alarm.raise();
-                return Err(format!("CPU {cpu}: {e}"));
-            }
-            Ok(())
+            read_cpu(cfg, tx, &shared, counters).map_err(|e| {
+                shared.alarm.raise();
+                format!("CPU {cpu}: {e}")
+            })
         })
+}
+
+/// The reader thread: sets itself up, starts its compressor, reads until
+/// told to drain, then waits for the compressor to finish.
+fn read_cpu(
+    cfg: ReaderConfig,
+    tx: Sender,
+    shared: &Shared,
+    counters: Arc<crate::status::Counters>,
+) -> Result<(), String> {
+    if let Ok(mut t) = shared.tids.lock() {
+        t.push(sys::gettid());
+    }
+    if cfg.nice != 0 {
+        // Best effort: without CAP_SYS_NICE the reader keeps the normal
+        // priority.
+        let _ = sys::set_thread_nice(cfg.nice);
+    }
+    let cpu = cfg.cpu;
+    if cfg.away {
+        // Off the CPU it reads (it and its compressor, which inherits
+        // this): see the module comment. Best effort.
+        let _ = sys::avoid_cpu(cpu);
+    }
+    let c = counters
+        .cpu(cpu)
+        .ok_or_else(|| format!("no counters for CPU {cpu}"))?;
+    let sb = cfg.subbuf_size.max(1);
+    let batch_len = (MAX_BATCH_BYTES / sb).max(1) * sb;
+    let encoder = CpuBlockEncoder::new(cpu, sb as u32, cfg.compression).with_shape(cfg.kpack_shape);
+    let nice = compressor_nice(cfg.nice);
+    let mut pool = BatchPool::start(cpu, encoder, batch_len, tx, counters.clone(), shared, nice)
+        .map_err(|e| format!("starting its compressor: {e}"))?;
+    let batch = pool.take_empty(c)?;
+    let mut r = Reader {
+        cfg,
+        counters: c,
+        pool,
+        batch,
+        filled: 0,
+        total_subbufs: 0,
+        splice: None,
+    };
+    if r.cfg.splice {
+        r.splice = SplicePipe::new(batch_len, sb).ok();
+    }
+    // The compressor finishes the batches handed over even when reading
+    // failed (the one being filled is lost then).
+    r.run(&shared.drain).and(r.pool.finish())
 }
 
 impl Reader<'_> {
@@ -401,11 +400,13 @@ impl Reader<'_> {
     }
 }
 
-/// The compressor's nice value: half the reader's, so that a reader woken
-/// by a filling buffer preempts its compressor, while a compressor still
-/// gets more CPU than the traced load's tasks at nice 0.
-fn compressor_nice(reader_nice: i32) -> i32 {
-    reader_nice / 2
+/// The compressor's nice value (`None`: the reader's, inherited). Half a
+/// raised reader's, so that a reader woken by a filling buffer preempts
+/// its compressor, while the compressor still gets more CPU than the traced
+/// load's tasks at nice 0; a reader left alone (0) or lowered leaves its
+/// compressor alike.
+fn compressor_nice(reader_nice: i32) -> Option<i32> {
+    (reader_nice < 0).then_some(reader_nice / 2)
 }
 
 /// The byte order of this host, which is the recorded kernel's.

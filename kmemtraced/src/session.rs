@@ -3,10 +3,11 @@
 //! mode): writes the arch tag and metadata, starts the writer and the
 //! per-CPU readers, and at the end drains them and finishes the log.
 //!
-//! Threads: one reader per CPU (read, batch, compress, checksum), one writer
-//! (the only one touching the output), and the main thread (signals, the
-//! status line, periodic statistics and pid→comm snapshots). Data flows one
-//! way: readers → bounded queue → writer → file.
+//! Threads: one reader per CPU (read, batch), one compressor per CPU behind
+//! it (compress, checksum), one writer (the only one touching the output),
+//! and the main thread (signals, the status line, periodic statistics and
+//! pid→comm snapshots). Data flows one way: reader → bounded queue →
+//! compressor → bounded queue → writer → file.
 
 use crate::cpu_reader::{self, Flag, ReaderConfig, Shared};
 use crate::events::Event;
@@ -333,7 +334,8 @@ impl Session {
         started
     }
 
-    /// Task ids of the reader, writer and sync threads started so far.
+    /// Task ids of the reader, compressor, writer and sync threads started
+    /// so far.
     pub fn thread_ids_now(&self) -> Vec<i32> {
         self.shared
             .tids
@@ -450,10 +452,16 @@ impl Session {
         for m in metadata::kernel_cmdlines(&self.plan.top) {
             self.send(Msg::Meta(m));
         }
+        let waits = self.counters.compressor_waits();
+        if waits > 0 {
+            self.notes.push(format!(
+                "readers waited {waits} times for their compressors (compression slower than the trace)"
+            ));
+        }
         let waits = self.counters.backpressure();
         if waits > 0 {
             self.notes.push(format!(
-                "readers waited {waits} times for the writer (output slower than the trace)"
+                "compressors waited {waits} times for the writer (output slower than the trace)"
             ));
         }
         for e in &errors {

@@ -1,6 +1,6 @@
-//! The writer thread: the only owner of the output. Readers send it CPU
-//! data blocks they encoded themselves; the main thread sends metadata and
-//! statistics. Each block reaches the file in one `write_all` on an
+//! The writer thread: the only owner of the output. The per-CPU
+//! compressors send it the CPU data blocks they encoded; the main thread
+//! sends metadata and statistics. Each block reaches the file in one `write_all` on an
 //! unbuffered descriptor, so a SIGKILL or power loss leaves only whole
 //! blocks (plus at most one partial one, which readers skip).
 
@@ -136,8 +136,11 @@ pub enum Msg {
 
 pub type Sender = SyncSender<Msg>;
 
-/// Blocks queued between the readers and the writer, per CPU. Bounds the
-/// memory held in flight to about this many blocks (≤ 1 MiB each) per CPU.
+/// Blocks queued between the compressors and the writer, per CPU. Bounds
+/// the encoded blocks held in flight to about this many (≤ 1 MiB each) per
+/// CPU; raw batches waiting for a compressor add up to
+/// `compressor::BATCHES_IN_FLIGHT` + 1 more (1 MiB each, made when a burst
+/// needs them, kept until the end).
 pub const QUEUE_BLOCKS_PER_CPU: usize = 4;
 
 /// Starts the writer thread. It ends when every sender is gone, returning

@@ -13,8 +13,12 @@ pub struct CpuCounters {
     pub data_bytes: AtomicU64,
     /// Events the kernel flagged as missed in the sub-buffers read.
     pub missed: AtomicU64,
-    /// Times the reader found the writer's queue full and had to wait.
+    /// Times the compressor found the writer's queue full and had to wait.
     pub backpressure: AtomicU64,
+    /// Times the reader had to wait for its compressor to give a batch
+    /// back (compression slower than the trace: the kernel's buffer fills
+    /// meanwhile).
+    pub compressor_waits: AtomicU64,
 }
 
 /// All counters.
@@ -42,6 +46,12 @@ impl Counters {
         self.cpus
             .iter()
             .map(|(_, k)| k.backpressure.load(Relaxed))
+            .sum()
+    }
+    pub fn compressor_waits(&self) -> u64 {
+        self.cpus
+            .iter()
+            .map(|(_, k)| k.compressor_waits.load(Relaxed))
             .sum()
     }
 }
@@ -135,6 +145,7 @@ pub struct Summary {
     pub written: u64,
     pub lost: Vec<(u32, u64)>,
     pub backpressure: u64,
+    pub compressor_waits: u64,
     pub cpu_time: Duration,
     pub peak_rss_kib: u64,
     pub reason: String,
@@ -163,9 +174,15 @@ impl Summary {
             thousands(self.peak_rss_kib),
             self.reason,
         );
+        if self.compressor_waits > 0 {
+            s.push_str(&format!(
+                "; readers waited {} times for their compressors",
+                thousands(self.compressor_waits)
+            ));
+        }
         if self.backpressure > 0 {
             s.push_str(&format!(
-                "; readers waited {} times for the writer",
+                "; compressors waited {} times for the writer",
                 thousands(self.backpressure)
             ));
         }

@@ -198,7 +198,10 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
 
 /// Keeps the calling thread (and the threads it starts later) off CPU
 /// `cpu`, within the CPUs it may already use, unless that would leave it
-/// none. Returns whether the affinity changed.
+/// none. Returns whether the affinity changed. The mask the kernel gives
+/// back holds only the CPUs active now: CPUs coming online later are not
+/// added (if all the thread's CPUs go offline, the kernel lets it run
+/// anywhere again).
 pub fn avoid_cpu(cpu: u32) -> io::Result<bool> {
     use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
     let me = nix::unistd::Pid::from_raw(0);

@@ -110,49 +110,59 @@ fn default_buffer_is_4_mib_per_cpu_where_memory_allows() {
     }
 }
 
-/// `Cpus_allowed_list` of a task (`0-3,6`) as CPU numbers.
-fn allowed_cpus(task: &Path) -> Vec<u32> {
-    let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
-    let Some(list) = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-    else {
-        return Vec::new();
-    };
+/// A kernel CPU list (`0-3,6`) as CPU numbers.
+fn cpu_list(list: &str) -> Vec<u32> {
     let mut cpus = Vec::new();
-    for part in list.trim().split(',') {
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap());
     }
     cpus
 }
 
-/// The recorder's reader and compressor threads (`kmt-cpuN`, `kmt-zN`),
-/// with the CPU N they serve and the CPUs they may run on, once both
-/// threads of every CPU in `cpus` are there.
-fn reader_threads(pid: u32, cpus: &[u32]) -> Vec<(String, u32, Vec<u32>)> {
-    let mut found: Vec<(String, u32, Vec<u32>)> = Vec::new();
-    common::wait_until(10, || {
-        found.clear();
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            return false;
+/// The CPUs a task may run on (`Cpus_allowed_list`: possible CPUs too, not
+/// only online ones).
+fn allowed_cpus(task: &Path) -> Vec<u32> {
+    let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(cpu_list)
+        .unwrap_or_default()
+}
+
+/// Whether the recorder `pid` has a reader and a compressor (`kmt-cpuN`,
+/// `kmt-zN`) for each CPU N in `cpus`, each allowed on `expect(N)`, online
+/// CPUs only.
+fn readers_placed(pid: u32, cpus: &[u32], expect: impl Fn(u32) -> Vec<u32>) -> Result<(), String> {
+    let online = cpu_list(&std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap());
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| e.to_string())?;
+    let mut seen = Vec::new();
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let comm = comm.trim().to_string();
+        let Some(n) = comm.strip_prefix("kmt-cpu").or(comm.strip_prefix("kmt-z")) else {
+            continue;
         };
-        for t in tasks.flatten() {
-            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            let comm = comm.trim();
-            let Some(n) = comm.strip_prefix("kmt-cpu").or(comm.strip_prefix("kmt-z")) else {
-                continue;
-            };
-            found.push((
-                comm.to_string(),
-                n.parse().unwrap(),
-                allowed_cpus(&t.path()),
+        let cpu: u32 = n.parse().unwrap();
+        if !cpus.contains(&cpu) {
+            continue;
+        }
+        let mut allowed = allowed_cpus(&t.path());
+        allowed.retain(|c| online.contains(c));
+        if allowed != expect(cpu) {
+            return Err(format!(
+                "{comm} may run on {allowed:?}, not {:?}",
+                expect(cpu)
             ));
         }
-        cpus.iter()
-            .all(|c| found.iter().filter(|(_, n, _)| n == c).count() == 2)
-    });
-    found
+        seen.push(comm);
+    }
+    if seen.len() == 2 * cpus.len() {
+        Ok(())
+    } else {
+        Err(format!("found only {seen:?}"))
+    }
 }
 
 /// Below 4 MiB per CPU, each reader and its compressor keep off the CPU
@@ -160,10 +170,13 @@ fn reader_threads(pid: u32, cpus: &[u32]) -> Vec<(String, u32, Vec<u32>)> {
 /// it idle); `--reader-cpus any` leaves them where the recorder may run.
 #[test]
 fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
-    if common::tracefs_or_skip("readers_keep_off_the_cpu_they_read").is_none() {
+    let Some(tracefs) = common::tracefs_or_skip("readers_keep_off_the_cpu_they_read") else {
         return;
-    }
-    let mine = allowed_cpus(Path::new("/proc/thread-self"));
+    };
+    // The CPUs this test may use that are online and have a buffer.
+    let online = cpu_list(&std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap());
+    let mut mine = allowed_cpus(Path::new("/proc/thread-self"));
+    mine.retain(|c| online.contains(c) && tracefs.join(format!("per_cpu/cpu{c}")).is_dir());
     if mine.len() < 2 {
         eprintln!("SKIP readers_keep_off_the_cpu_they_read: this test may use one CPU only");
         return;
@@ -176,21 +189,22 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
             .arg(d.path().join(format!("{placement}.kmt")))
             .spawn()
             .unwrap();
-        let threads = reader_threads(child.id(), &mine);
-        signal(&child, "INT");
-        assert!(child.wait().unwrap().success());
-        for &cpu in &mine {
-            let expect: Vec<u32> = mine
-                .iter()
+        let expect = |cpu: u32| -> Vec<u32> {
+            mine.iter()
                 .copied()
                 .filter(|&c| !away || c != cpu)
-                .collect();
-            let serving: Vec<_> = threads.iter().filter(|(_, n, _)| *n == cpu).collect();
-            assert_eq!(serving.len(), 2, "{placement}: CPU {cpu}: {threads:?}");
-            for (name, _, allowed) in serving {
-                assert_eq!(allowed, &expect, "{placement}: {name}");
-            }
-        }
+                .collect()
+        };
+        // Waits out the threads' start (a reader sets its affinity just
+        // after it starts, its compressor is made after that).
+        let mut last = Err(String::new());
+        common::wait_until(10, || {
+            last = readers_placed(child.id(), &mine, expect);
+            last.is_ok()
+        });
+        signal(&child, "INT");
+        assert!(child.wait().unwrap().success());
+        assert_eq!(last, Ok(()), "{placement}");
     }
 }
 
@@ -1058,6 +1072,22 @@ fn spliced_sub_buffers_carry_no_stale_bytes_and_read_still_works() {
     assert!(fractions[0] > 0.95, "splice: {fractions:?}");
 }
 
+/// Whether the page-stack trigger's filter leaves task `tid` out: by a
+/// `common_pid != TID` test or within a `(common_pid < A || common_pid >
+/// B)` range.
+fn trigger_leaves_out(trigger: &str, tid: i32) -> bool {
+    if trigger.contains(&format!("common_pid != {tid}")) {
+        return true;
+    }
+    trigger.split("(common_pid < ").skip(1).any(|range| {
+        let mut n = range
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse::<i32>().unwrap());
+        matches!((n.next(), n.next()), (Some(a), Some(b)) if (a..=b).contains(&tid))
+    })
+}
+
 #[test]
 fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
     if common::tracefs_or_skip("the_recorders_own_page_allocations_take_no_stacks").is_none() {
@@ -1082,7 +1112,7 @@ fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
     let own = kmemtrace_format::tasks::recorder_tids(&l);
     assert!(!own.is_empty());
     for t in own {
-        assert!(trigger.contains(&format!("common_pid != {t}")), "{trigger}");
+        assert!(trigger_leaves_out(&trigger, t), "{t}: {trigger}");
     }
     // The report leaves the recorder's own allocations out: every other
     // one has its stack, but for one per CPU that another task made as
