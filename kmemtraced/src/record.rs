@@ -471,7 +471,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         buffer_percent,
         drain_only: None,
         reader_nice: cli.reader_nice,
-        readers_away: cli.reader_cpus.away(crate::session::buffer_kb(&inst.dir)),
+        reader_cpus: cli.reader_cpus,
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
@@ -802,7 +802,6 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let layout = metadata::layout(&top)?;
     let buffer_percent = wake_percent(cli.buffer_percent, layout.subbuf_size, sys::page_size());
     let out = output::open(&output)?;
-    let readers_away = cli.reader_cpus.away(crate::session::buffer_kb(&top));
     let nr_pages = crate::session::buffer_kb(&top).map_or(4096, |kb| {
         u64::from(kb) * 1024 / u64::from(layout.subbuf_size.max(1))
     });
@@ -818,7 +817,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         // Events may still be arriving: take at most twice the buffer.
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,
-        readers_away,
+        reader_cpus: cli.reader_cpus,
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };

@@ -9,6 +9,7 @@
 //! pid→comm snapshots). Data flows one way: reader → bounded queue →
 //! compressor → bounded queue → writer → file.
 
+use crate::cli::ReaderCpus;
 use crate::cpu_reader::{self, Flag, ReaderConfig, Shared};
 use crate::events::Event;
 use crate::failure::{Failure, Result};
@@ -52,8 +53,8 @@ pub struct Plan {
     pub drain_only: Option<u64>,
     /// Nice value of the reader threads (0: unchanged).
     pub reader_nice: i32,
-    /// Readers (and their compressors) keep off the CPU they read.
-    pub readers_away: bool,
+    /// Where the readers (and their compressors) run (`--reader-cpus`).
+    pub reader_cpus: ReaderCpus,
     /// Move whole sub-buffers out with splice(2) (else read(2)).
     pub splice: bool,
     pub command_line: String,
@@ -89,6 +90,8 @@ struct ReaderTemplate {
     /// The sub-buffers' shape for `--compress kpack`.
     kpack_shape: Option<kpack::Shape>,
     pages_per_wake: usize,
+    /// Readers (and their compressors) keep off the CPU they read.
+    away: bool,
 }
 
 /// Opens a CPU's `trace_pipe_raw` for the reader (non-blocking).
@@ -250,6 +253,7 @@ impl Session {
             data_offset: plan.layout.data_offset as usize,
             subbuf_size: sb,
         };
+        let away = plan.reader_cpus.away(buffer_size_kb);
         let mut session = Session {
             plan,
             cpus: Vec::new(),
@@ -263,6 +267,7 @@ impl Session {
                 layout,
                 kpack_shape,
                 pages_per_wake,
+                away,
             },
             offline,
             writer: Some(writer),
@@ -290,7 +295,7 @@ impl Session {
             compression: self.plan.compression,
             drain_limit: self.plan.drain_only,
             nice: self.plan.reader_nice,
-            away: self.plan.readers_away,
+            away: t.away,
             splice: self.plan.splice,
         };
         let Some(tx) = self.tx.clone() else {

@@ -40,18 +40,19 @@ impl Counters {
         self.cpus.iter().find(|(c, _)| *c == cpu).map(|(_, k)| k)
     }
     pub fn events(&self) -> u64 {
-        self.cpus.iter().map(|(_, k)| k.events.load(Relaxed)).sum()
+        self.sum(|k| &k.events)
     }
     pub fn backpressure(&self) -> u64 {
-        self.cpus
-            .iter()
-            .map(|(_, k)| k.backpressure.load(Relaxed))
-            .sum()
+        self.sum(|k| &k.backpressure)
     }
     pub fn compressor_waits(&self) -> u64 {
+        self.sum(|k| &k.compressor_waits)
+    }
+    /// One counter summed over the CPUs.
+    fn sum(&self, counter: impl Fn(&CpuCounters) -> &AtomicU64) -> u64 {
         self.cpus
             .iter()
-            .map(|(_, k)| k.compressor_waits.load(Relaxed))
+            .map(|(_, k)| counter(k).load(Relaxed))
             .sum()
     }
 }

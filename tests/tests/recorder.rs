@@ -112,12 +112,7 @@ fn default_buffer_is_4_mib_per_cpu_where_memory_allows() {
 
 /// A kernel CPU list (`0-3,6`) as CPU numbers.
 fn cpu_list(list: &str) -> Vec<u32> {
-    let mut cpus = Vec::new();
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap());
-    }
-    cpus
+    kmemtrace_format::human::parse_cpu_list(list.trim()).unwrap()
 }
 
 /// The CPUs a task may run on (`Cpus_allowed_list`: possible CPUs too, not

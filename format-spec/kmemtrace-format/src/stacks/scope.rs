@@ -103,11 +103,12 @@ fn pid_range(test: &str) -> Option<std::ops::RangeInclusive<i32>> {
     (first <= last && last - first < 65_536).then_some(first..=last)
 }
 
-/// `(X)` → `X` (trimmed); anything else as it is.
+/// `(X)` → `X` (trimmed), where the first parenthesis closes at the end
+/// (not `(A) || (B)`); anything else as it is.
 fn unparenthesized(s: &str) -> &str {
     let s = s.trim();
     match s.strip_prefix('(').and_then(|i| i.strip_suffix(')')) {
-        Some(inner) if split_top(s, "||").len() == 1 && depth_ok(inner) => inner.trim(),
+        Some(inner) if depth_ok(inner) => inner.trim(),
         _ => s,
     }
 }
