@@ -32,6 +32,10 @@
 //!   Readers run at nice -10 by default (`--reader-nice`): when the traced
 //!   load keeps every CPU busy, a reader woken during such a burst must
 //!   get a CPU within milliseconds, and at nice 0 it often did not.
+//!   Below 2 MiB per CPU they run under SCHED_FIFO instead
+//!   (`--reader-realtime`): a woken real-time reader takes a CPU from the
+//!   load at its next preemption point, where a nice -10 one could still
+//!   wait its turn, and 1 MiB still lost events in some exit bursts.
 //! - Below 4 MiB per CPU (`--reader-cpus`), each reader (and its
 //!   compressor) keeps off the CPU it reads, where there is another. A
 //!   burst on CPU n can hold that CPU so that nothing else runs there:
@@ -129,6 +133,9 @@ pub struct ReaderConfig {
     pub nice: i32,
     /// Keep the reader and its compressor off CPU `cpu` (`--reader-cpus`).
     pub away: bool,
+    /// Run the reader (not its compressor) under SCHED_FIFO at this
+    /// priority (`--reader-realtime`).
+    pub realtime: Option<u8>,
     /// Move whole sub-buffers out with splice(2) (see `splice.rs`).
     pub splice: bool,
 }
@@ -210,6 +217,12 @@ fn read_cpu(
     let nice = compressor_nice(cfg.nice);
     let mut pool = BatchPool::start(cpu, encoder, batch_len, tx, counters.clone(), shared, nice)
         .map_err(|e| format!("starting its compressor: {e}"))?;
+    if let Some(prio) = cfg.realtime {
+        // After the compressor is started, which must not inherit it: a
+        // real-time thread that compresses would take whole CPUs from the
+        // load. Best effort, as the nice value.
+        let _ = sys::set_thread_fifo(prio);
+    }
     let batch = pool.take_empty(c)?;
     let mut r = Reader {
         cfg,

@@ -472,6 +472,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         drain_only: None,
         reader_nice: cli.reader_nice,
         reader_cpus: cli.reader_cpus,
+        reader_realtime: cli.reader_realtime,
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
@@ -818,6 +819,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,
         reader_cpus: cli.reader_cpus,
+        reader_realtime: cli.reader_realtime,
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };

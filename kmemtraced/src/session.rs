@@ -9,7 +9,7 @@
 //! pid→comm snapshots). Data flows one way: reader → bounded queue →
 //! compressor → bounded queue → writer → file.
 
-use crate::cli::ReaderCpus;
+use crate::cli::{ReaderCpus, ReaderRealtime};
 use crate::cpu_reader::{self, Flag, ReaderConfig, Shared};
 use crate::events::Event;
 use crate::failure::{Failure, Result};
@@ -55,6 +55,8 @@ pub struct Plan {
     pub reader_nice: i32,
     /// Where the readers (and their compressors) run (`--reader-cpus`).
     pub reader_cpus: ReaderCpus,
+    /// The readers' real-time priority (`--reader-realtime`).
+    pub reader_realtime: ReaderRealtime,
     /// Move whole sub-buffers out with splice(2) (else read(2)).
     pub splice: bool,
     pub command_line: String,
@@ -92,6 +94,8 @@ struct ReaderTemplate {
     pages_per_wake: usize,
     /// Readers (and their compressors) keep off the CPU they read.
     away: bool,
+    /// The readers' SCHED_FIFO priority, if any.
+    realtime: Option<u8>,
 }
 
 /// Opens a CPU's `trace_pipe_raw` for the reader (non-blocking).
@@ -254,6 +258,7 @@ impl Session {
             subbuf_size: sb,
         };
         let away = plan.reader_cpus.away(buffer_size_kb);
+        let realtime = plan.reader_realtime.priority(buffer_size_kb);
         let mut session = Session {
             plan,
             cpus: Vec::new(),
@@ -268,6 +273,7 @@ impl Session {
                 kpack_shape,
                 pages_per_wake,
                 away,
+                realtime,
             },
             offline,
             writer: Some(writer),
@@ -296,6 +302,7 @@ impl Session {
             drain_limit: self.plan.drain_only,
             nice: self.plan.reader_nice,
             away: t.away,
+            realtime: t.realtime,
             splice: self.plan.splice,
         };
         let Some(tx) = self.tx.clone() else {

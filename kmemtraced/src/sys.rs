@@ -1,7 +1,7 @@
 //! Every system call the recorder makes that std does not wrap: signals,
 //! poll, pipes, thread ids, resource usage, mounting, and starting the traced
 //! command with its pid already in the event filter. The only module allowed
-//! `unsafe` (for `CommandExt::pre_exec` and `setpriority`).
+//! `unsafe` (for `CommandExt::pre_exec`, `setpriority` and `sched_setscheduler`).
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
@@ -189,6 +189,24 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
     // SAFETY: setpriority only reads its integer arguments.
     #[allow(unsafe_code)]
     let r = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Puts the calling thread under SCHED_FIFO at `priority` (threads it
+/// starts later inherit it). Needs CAP_SYS_NICE or an RLIMIT_RTPRIO, and
+/// real-time time in its cgroup where RT group scheduling is on.
+pub fn set_thread_fifo(priority: u8) -> io::Result<()> {
+    let param = nix::libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: `param` is a valid sched_param that outlives the call, which
+    // only reads it; pid 0 is the calling thread.
+    #[allow(unsafe_code)]
+    let r = unsafe { nix::libc::sched_setscheduler(0, nix::libc::SCHED_FIFO, &param) };
     if r == 0 {
         Ok(())
     } else {

@@ -126,10 +126,25 @@ fn allowed_cpus(task: &Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// A task's scheduling policy and real-time priority (`stat` fields 41
+/// and 40: 0 SCHED_OTHER, 1 SCHED_FIFO).
+fn sched_policy(task: &Path) -> Option<(u32, u32)> {
+    let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+    // Fields after the comm start at field 3.
+    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some((f.get(41 - 3)?.parse().ok()?, f.get(40 - 3)?.parse().ok()?))
+}
+
 /// Whether the recorder `pid` has a reader and a compressor (`kmt-cpuN`,
 /// `kmt-zN`) for each CPU N in `cpus`, each allowed on `expect(N)`, online
-/// CPUs only.
-fn readers_placed(pid: u32, cpus: &[u32], expect: impl Fn(u32) -> Vec<u32>) -> Result<(), String> {
+/// CPUs only; readers under SCHED_FIFO at priority 1 if `fifo`, else, as
+/// compressors always, under SCHED_OTHER.
+fn readers_placed(
+    pid: u32,
+    cpus: &[u32],
+    expect: impl Fn(u32) -> Vec<u32>,
+    fifo: bool,
+) -> Result<(), String> {
     let online = cpu_list(&std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap());
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| e.to_string())?;
     let mut seen = Vec::new();
@@ -142,6 +157,15 @@ fn readers_placed(pid: u32, cpus: &[u32], expect: impl Fn(u32) -> Vec<u32>) -> R
         let cpu: u32 = n.parse().unwrap();
         if !cpus.contains(&cpu) {
             continue;
+        }
+        let policy = sched_policy(&t.path());
+        let want = if fifo && comm.starts_with("kmt-cpu") {
+            (1, 1)
+        } else {
+            (0, 0)
+        };
+        if policy != Some(want) {
+            return Err(format!("{comm} has policy {policy:?}, not {want:?}"));
         }
         let mut allowed = allowed_cpus(&t.path());
         allowed.retain(|c| online.contains(c));
@@ -162,7 +186,9 @@ fn readers_placed(pid: u32, cpus: &[u32], expect: impl Fn(u32) -> Vec<u32>) -> R
 
 /// Below 4 MiB per CPU, each reader and its compressor keep off the CPU
 /// they read (a burst there can hold that CPU while the scheduler thinks
-/// it idle); `--reader-cpus any` leaves them where the recorder may run.
+/// it idle), and below 2 MiB readers are real-time; `--reader-cpus any`
+/// leaves them where the recorder may run, `--reader-realtime off` under
+/// the normal policy.
 #[test]
 fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
     let Some(tracefs) = common::tracefs_or_skip("readers_keep_off_the_cpu_they_read") else {
@@ -177,10 +203,16 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
         return;
     }
     let d = tmp();
-    for (placement, away) in [("auto", true), ("any", false)] {
+    for (placement, realtime, away) in [("auto", "auto", true), ("any", "off", false)] {
         let mut child = kmemtraced()
             .args(["-q", "-b", "1024", "-e", "kmem_cache_alloc", "-d", "20s"])
-            .args(["--reader-cpus", placement, "-o"])
+            .args([
+                "--reader-cpus",
+                placement,
+                "--reader-realtime",
+                realtime,
+                "-o",
+            ])
             .arg(d.path().join(format!("{placement}.kmt")))
             .spawn()
             .unwrap();
@@ -194,7 +226,7 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
         // after it starts, its compressor is made after that).
         let mut last = Err(String::new());
         common::wait_until(10, || {
-            last = readers_placed(child.id(), &mine, expect);
+            last = readers_placed(child.id(), &mine, expect, away);
             last.is_ok()
         });
         signal(&child, "INT");
@@ -617,7 +649,7 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
     let rec = kmemtraced()
         .arg("-o")
         .arg(&log)
-        .args(["-e", "kmalloc,kfree"])
+        .args(["-e", "kmalloc,kfree", "-b", "4096"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -655,6 +687,11 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
         .collect();
     assert_eq!(compressors.len(), readers.len(), "{nices:?}");
     assert!(compressors.iter().all(|(_, n)| *n == -5), "{nices:?}");
+    // At 4 MiB per CPU neither is real-time.
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", rec.id())).unwrap();
+    for t in tasks.flatten() {
+        assert_eq!(sched_policy(&t.path()), Some((0, 0)), "{:?}", t.path());
+    }
     signal(&rec, "INT");
     let out = rec.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
