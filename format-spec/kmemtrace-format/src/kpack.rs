@@ -211,16 +211,27 @@ impl Predictor {
         len: usize,
     ) {
         if i == 1 {
-            g.key = Self::type_key(e, buf, at, len);
-            let (k, o) = self.by_type[Self::type_slot(g.key)];
-            g.pred = (o != 0 && k == g.key).then(|| o as usize - 1);
+            self.by_type_of(g, Self::type_key(e, buf, at, len));
         } else {
-            let site = word(e, &buf[at + 8..at + 8 + W]);
-            g.site = Some(site);
-            let (s, k, o) = self.by_site[Self::site_slot(g.key, site)];
-            if o != 0 && k == g.key && s == site {
-                g.pred = Some(o as usize - 1);
-            }
+            self.by_site_of(g, word(e, &buf[at + 8..at + 8 + W]));
+        }
+    }
+
+    /// The guess for the first field, from the payload's type key.
+    #[inline(always)]
+    fn by_type_of(&self, g: &mut Guess, key: u64) {
+        g.key = key;
+        let (k, o) = self.by_type[Self::type_slot(key)];
+        g.pred = (o != 0 && k == key).then(|| o as usize - 1);
+    }
+
+    /// The guess for the rest, from the first field's value `site`.
+    #[inline(always)]
+    fn by_site_of(&self, g: &mut Guess, site: u64) {
+        g.site = Some(site);
+        let (s, k, o) = self.by_site[Self::site_slot(g.key, site)];
+        if o != 0 && k == g.key && s == site {
+            g.pred = Some(o as usize - 1);
         }
     }
 
@@ -1054,6 +1065,16 @@ impl Rebuild<'_, '_> {
     #[inline]
     fn payload<E: Endian, const W: usize>(&mut self, e: E, len: usize) -> Result<(), UnpackError> {
         self.room(len, "payload")?;
+        // Most payloads: whole words, the first field among them, with
+        // the streams long enough for all of them however long each XOR.
+        let n = len / W;
+        if len % W == 0
+            && n > 8 / W
+            && (2 * self.lens.b.len()).saturating_sub(self.lens.at) >= n
+            && self.xor.b.len().saturating_sub(self.xor.at) >= 8 * n + 8
+        {
+            return self.whole_words::<E, W>(e, len);
+        }
         let at = self.pos;
         let mut g = self.predict.start(len);
         let mut from = 0;
@@ -1076,6 +1097,79 @@ impl Rebuild<'_, '_> {
             (self.lens.at, self.xor.at) = (words.lens_at, words.xor_at);
             r?;
             from = to;
+        }
+        self.pos += len;
+        self.predict.learn(e, &g, self.out, at, len);
+        Ok(())
+    }
+
+    /// [`Rebuild::payload`] for a payload of `len / W` whole words whose
+    /// XORs the streams hold even at 8 bytes each: one loop without a
+    /// check per word (a length over `W` is noted and fails at the end).
+    #[inline(always)]
+    fn whole_words<E: Endian, const W: usize>(
+        &mut self,
+        e: E,
+        len: usize,
+    ) -> Result<(), UnpackError> {
+        let at = self.pos;
+        let (before, rest) = self.out.split_at_mut(at);
+        let cur = &mut rest[..len];
+        let (lens, xor) = (self.lens.b, self.xor.b);
+        let (mut li, mut xi) = (self.lens.at, self.xor.at);
+        let mut too_long = false;
+        let mut next = || {
+            let b = lens.get(li >> 1).copied().unwrap_or(0xff);
+            let k = usize::from(b >> (4 * (li & 1)) & 15);
+            li += 1;
+            too_long |= k > W;
+            let k = k.min(8);
+            let x = xor
+                .get(xi..xi + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+            xi += k;
+            x & MASKS[k]
+        };
+        // A predicted payload is an earlier one of the same length (the
+        // tables are keyed by it), so it lies whole in `before`.
+        let old = |pred: Option<usize>, i: usize| {
+            pred.and_then(|o| before.get(o + i * W..o + i * W + W))
+                .map_or(0, |b| whole_word::<E, W>(e, b))
+        };
+        let put = |cur: &mut [u8], i: usize, v: u64| put_word(e, v, &mut cur[i * W..i * W + W]);
+        let p = &mut *self.predict;
+        let mut g = p.start(len);
+        // The common fields, then the first field, then the rest, each
+        // with the guess made before it. The type (the first two bytes)
+        // and the first field are taken from the words' values, not read
+        // back from `cur`.
+        let first = 8 / W;
+        let mut v0 = 0;
+        for i in 0..first {
+            let v = old(g.pred, i) ^ next();
+            put(cur, i, v);
+            if i == 0 {
+                v0 = v;
+            }
+        }
+        let ty = if e.is_big_endian() {
+            v0 >> (8 * W - 16)
+        } else {
+            v0 & 0xffff
+        };
+        p.by_type_of(&mut g, ty << 32 | len as u64);
+        let site = old(g.pred, first) ^ next();
+        put(cur, first, site);
+        // The rest, if any (none: no guess by call site, as when packing).
+        if len / W > first + 1 {
+            p.by_site_of(&mut g, site);
+            for i in first + 1..len / W {
+                put(cur, i, old(g.pred, i) ^ next());
+            }
+        }
+        (self.lens.at, self.xor.at) = (li, xi);
+        if too_long {
+            return Err(UnpackError::Damaged("xor"));
         }
         self.pos += len;
         self.predict.learn(e, &g, self.out, at, len);
