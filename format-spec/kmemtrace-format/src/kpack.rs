@@ -28,6 +28,7 @@
 
 use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::subbuf::COMMIT_LEN_MASK;
+use std::cell::Cell;
 use std::fmt;
 
 /// First byte of a kpack stream (after the kept head).
@@ -1071,7 +1072,7 @@ impl Rebuild<'_, '_> {
         if len % W == 0
             && n > 8 / W
             && (2 * self.lens.b.len()).saturating_sub(self.lens.at) >= n
-            && self.xor.b.len().saturating_sub(self.xor.at) >= 8 * n + 8
+            && self.xor.b.len().saturating_sub(self.xor.at) >= 8 * n
         {
             return self.whole_words::<E, W>(e, len);
         }
@@ -1105,7 +1106,7 @@ impl Rebuild<'_, '_> {
 
     /// [`Rebuild::payload`] for a payload of `len / W` whole words whose
     /// XORs the streams hold even at 8 bytes each: one loop without a
-    /// check per word (a length over `W` is noted and fails at the end).
+    /// branch per word (damage is noted and fails at the end).
     #[inline(always)]
     fn whole_words<E: Endian, const W: usize>(
         &mut self,
@@ -1117,24 +1118,34 @@ impl Rebuild<'_, '_> {
         let cur = &mut rest[..len];
         let (lens, xor) = (self.lens.b, self.xor.b);
         let (mut li, mut xi) = (self.lens.at, self.xor.at);
-        let mut too_long = false;
+        // Damage seen on the way, reported once the payload is done: an
+        // XOR longer than 8 bytes or than the word (as the slow path's
+        // `put` refuses), a prediction outside what is rebuilt.
+        let (too_long, unpredicted) = (Cell::new(false), Cell::new(false));
         let mut next = || {
             let b = lens.get(li >> 1).copied().unwrap_or(0xff);
             let k = usize::from(b >> (4 * (li & 1)) & 15);
             li += 1;
-            too_long |= k > W;
-            let k = k.min(8);
             let x = xor
                 .get(xi..xi + 8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
-            xi += k;
-            x & MASKS[k]
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                & MASKS[k.min(8)];
+            xi += k.min(8);
+            let wider = x.checked_shr(8 * W as u32).unwrap_or(0) != 0;
+            too_long.set(too_long.get() | (k > 8) | wider);
+            x
         };
         // A predicted payload is an earlier one of the same length (the
         // tables are keyed by it), so it lies whole in `before`.
-        let old = |pred: Option<usize>, i: usize| {
-            pred.and_then(|o| before.get(o + i * W..o + i * W + W))
-                .map_or(0, |b| whole_word::<E, W>(e, b))
+        let old = |pred: Option<usize>, i: usize| match pred {
+            None => 0,
+            Some(o) => match before.get(o + i * W..o + i * W + W) {
+                Some(b) => whole_word::<E, W>(e, b),
+                None => {
+                    unpredicted.set(true);
+                    0
+                }
+            },
         };
         let put = |cur: &mut [u8], i: usize, v: u64| put_word(e, v, &mut cur[i * W..i * W + W]);
         let p = &mut *self.predict;
@@ -1168,8 +1179,11 @@ impl Rebuild<'_, '_> {
             }
         }
         (self.lens.at, self.xor.at) = (li, xi);
-        if too_long {
+        if too_long.get() {
             return Err(UnpackError::Damaged("xor"));
+        }
+        if unpredicted.get() {
+            return Err(UnpackError::Damaged("prediction"));
         }
         self.pos += len;
         self.predict.learn(e, &g, self.out, at, len);

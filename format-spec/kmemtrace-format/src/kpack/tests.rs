@@ -164,17 +164,93 @@ fn arbitrary_bytes_come_back_too() {
     }
 }
 
+/// The five streams of a packed payload (after the head and kpack's header).
+fn streams_of(packed: &[u8]) -> Vec<Vec<u8>> {
+    let mut at = HEAD + HEADER_LEN;
+    (0..5)
+        .map(|_| {
+            let n = u32::from_le_bytes(packed[at..at + 4].try_into().unwrap()) as usize;
+            at += 4 + n;
+            packed[at - n..at].to_vec()
+        })
+        .collect()
+}
+
+/// Word `i`'s XOR length in the `lens` stream.
+fn nibble(lens: &[u8], i: usize) -> usize {
+    usize::from(lens[i / 2] >> (4 * (i % 2)) & 15)
+}
+
+/// `packed` with the XOR of word `j` kept in `bytes.len()` more bytes,
+/// `bytes` above its own.
+fn widen_xor(packed: &[u8], j: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut streams = streams_of(packed);
+    let pos: usize = (0..j).map(|i| nibble(&streams[1], i)).sum();
+    let k = nibble(&streams[1], j);
+    let wider = (k + bytes.len()) as u8;
+    let b = &mut streams[1][j / 2];
+    *b = if j % 2 == 0 {
+        *b & 0xf0 | wider
+    } else {
+        *b & 0x0f | wider << 4
+    };
+    streams[2].splice(pos + k..pos + k, bytes.iter().copied());
+    let mut out = packed[..HEAD + HEADER_LEN].to_vec();
+    for st in &streams {
+        out.extend_from_slice(&(st.len() as u32).to_le_bytes());
+        out.extend_from_slice(st);
+    }
+    out
+}
+
+/// FORMAT.md §8.2: an XOR may be kept in more bytes than it needs, up to
+/// 8, as long as its value fits the word; payloads rebuilt in one loop
+/// and word by word (near the streams' end) read it alike.
+#[test]
+fn xor_lengths_beyond_the_word_are_read_by_value() {
+    let kinds = [
+        (RunTimeEndian::Little, 4),
+        (RunTimeEndian::Big, 4),
+        (RunTimeEndian::Little, 8),
+    ];
+    for (e, long) in kinds {
+        let payload = with_head(&pages(e, long, 4096, 9, 2));
+        let packed = round_trip(shape(e, long, 4096), &payload);
+        let lens = &streams_of(&packed)[1];
+        let mut u = Unpacker::new();
+        let mut out = vec![0u8; payload.len()];
+        let mut unpack = |p: &[u8]| u.unpack(p, HEAD, &mut out).map(|_| out == payload);
+        // The first words, and the last (the low half of the last byte).
+        for j in (0..40).chain([2 * lens.len() - 2]) {
+            let k = nibble(lens, j);
+            // Zero bytes up to 8 in all: the same value; 9 is damage.
+            let same = widen_xor(&packed, j, &vec![0; 8 - k]);
+            assert_eq!(unpack(&same), Ok(true), "{e:?} {long}: word {j}");
+            let nine = widen_xor(&packed, j, &vec![0; 9 - k]);
+            assert!(unpack(&nine).is_err(), "{e:?} {long}: word {j}");
+            // A fifth byte that is not zero does not fit a 4-byte word.
+            if long == 4 {
+                let mut high = vec![0; 4 - k];
+                high.push(1);
+                let wide = widen_xor(&packed, j, &high);
+                assert!(unpack(&wide).is_err(), "{e:?}: word {j}");
+            }
+        }
+    }
+}
+
 #[test]
 fn damaged_streams_never_give_wrong_bytes() {
-    let body = pages(RunTimeEndian::Big, 8, 4096, 5, 3);
+    for (e, long) in [(RunTimeEndian::Big, 8), (RunTimeEndian::Little, 4)] {
+        damaged_streams_are_noticed(e, long);
+    }
+}
+
+fn damaged_streams_are_noticed(e: RunTimeEndian, long: usize) {
+    let body = pages(e, long, 4096, 5, 3);
     let payload = with_head(&body);
     let mut packed = Vec::new();
-    Packer::new().pack(
-        shape(RunTimeEndian::Big, 8, 4096),
-        &payload,
-        HEAD,
-        &mut packed,
-    );
+    Packer::new().pack(shape(e, long, 4096), &payload, HEAD, &mut packed);
     let mut u = Unpacker::new();
     let mut out = vec![0u8; payload.len()];
     // Every cut is noticed.
