@@ -198,6 +198,9 @@ pub struct Cli {
     /// 20 s stress runs at 512 KiB and 1 MiB, readers at nice -10 lost
     /// events in 5 of 27, real-time ones in none of 33, for 0-11% more
     /// recorder CPU. Their compressors keep their nice value (`--reader-nice`).
+    /// `auto` is `off` with `--boot`, which only drains. Needs CAP_SYS_NICE
+    /// (or RLIMIT_RTPRIO); where refused, readers keep the normal policy and
+    /// the log says so.
     #[arg(
         long = "reader-realtime",
         value_name = "auto|PRIO|off",

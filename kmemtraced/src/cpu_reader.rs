@@ -220,8 +220,11 @@ fn read_cpu(
     if let Some(prio) = cfg.realtime {
         // After the compressor is started, which must not inherit it: a
         // real-time thread that compresses would take whole CPUs from the
-        // load. Best effort, as the nice value.
-        let _ = sys::set_thread_fifo(prio);
+        // load. Best effort, as the nice value, but noted in the log.
+        if let Err(e) = sys::set_thread_fifo(prio) {
+            c.realtime_refused
+                .store(e.raw_os_error().unwrap_or(-1), Relaxed);
+        }
     }
     let batch = pool.take_empty(c)?;
     let mut r = Reader {
@@ -359,7 +362,7 @@ impl Reader<'_> {
     fn read_one(&mut self) -> Result<bool, String> {
         let sb = self.cfg.subbuf_size;
         let start = CPU_DATA_HEADER_LEN + self.filled;
-        let mut got = 0;
+        let (mut got, mut waits) = (0, 0);
         while got < sb {
             match self.cfg.file.read(&mut self.batch[start + got..start + sb]) {
                 Ok(0) => break,
@@ -372,8 +375,15 @@ impl Reader<'_> {
                     if got == 0 {
                         break;
                     }
-                    // The rest of a page being read is always there at once.
-                    std::thread::yield_now();
+                    // The rest of a page being read is always there at
+                    // once; should it not be (a page smaller than we
+                    // think), a real-time reader must not spin on it, nor
+                    // wait for it forever at stop.
+                    waits += 1;
+                    if waits > 100 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
                 }
                 Err(e) => return Err(format!("reading trace_pipe_raw: {e}")),
             }

@@ -2,7 +2,7 @@
 //! (until a signal, a duration, or the traced command's exit), drain the
 //! top-level buffer left by boot-time tracing, and remove stale instances.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, ReaderRealtime};
 use crate::command::{describe_exit, pass_on, start_command, wait_briefly, wait_passing_signals};
 use crate::events::{self, Event};
 use crate::failure::{Failure, Result};
@@ -819,7 +819,12 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,
         reader_cpus: cli.reader_cpus,
-        reader_realtime: cli.reader_realtime,
+        // Boot mode only drains what is there: a real-time reader buys
+        // nothing, unless asked for by priority.
+        reader_realtime: match cli.reader_realtime {
+            ReaderRealtime::Auto => ReaderRealtime::Off,
+            asked => asked,
+        },
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };

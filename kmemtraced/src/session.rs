@@ -464,6 +464,11 @@ impl Session {
         for m in metadata::kernel_cmdlines(&self.plan.top) {
             self.send(Msg::Meta(m));
         }
+        if let (n @ 1.., Some(why)) = self.counters.realtime_refused() {
+            self.notes.push(format!(
+                "{n} readers could not run under SCHED_FIFO as asked (--reader-realtime): {why}"
+            ));
+        }
         let waits = self.counters.compressor_waits();
         if waits > 0 {
             self.notes.push(format!(

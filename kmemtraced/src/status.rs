@@ -19,6 +19,9 @@ pub struct CpuCounters {
     /// back (compression slower than the trace: the kernel's buffer fills
     /// meanwhile).
     pub compressor_waits: AtomicU64,
+    /// Set when the reader could not put itself under SCHED_FIFO as
+    /// asked (`--reader-realtime`): the OS error number, or -1.
+    pub realtime_refused: std::sync::atomic::AtomicI32,
 }
 
 /// All counters.
@@ -47,6 +50,21 @@ impl Counters {
     }
     pub fn compressor_waits(&self) -> u64 {
         self.sum(|k| &k.compressor_waits)
+    }
+    /// The CPUs whose readers could not become real-time, and why (the
+    /// first one's error).
+    pub fn realtime_refused(&self) -> (usize, Option<std::io::Error>) {
+        let refused: Vec<i32> = self
+            .cpus
+            .iter()
+            .map(|(_, k)| k.realtime_refused.load(Relaxed))
+            .filter(|&e| e != 0)
+            .collect();
+        let why = refused.first().map(|&e| match e {
+            1.. => std::io::Error::from_raw_os_error(e),
+            _ => std::io::Error::other("no error number"),
+        });
+        (refused.len(), why)
     }
     /// One counter summed over the CPUs.
     fn sum(&self, counter: impl Fn(&CpuCounters) -> &AtomicU64) -> u64 {

@@ -200,13 +200,24 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
 /// starts later inherit it). Needs CAP_SYS_NICE or an RLIMIT_RTPRIO, and
 /// real-time time in its cgroup where RT group scheduling is on.
 pub fn set_thread_fifo(priority: u8) -> io::Result<()> {
-    let param = nix::libc::sched_param {
-        sched_priority: i32::from(priority),
-    };
-    // SAFETY: `param` is a valid sched_param that outlives the call, which
-    // only reads it; pid 0 is the calling thread.
+    // The kernel's struct sched_param is one int (libc's may be longer:
+    // musl's has POSIX's sporadic-server fields too).
+    let param: nix::libc::c_int = priority.into();
+    // The system call itself, which is per thread: musl's
+    // sched_setscheduler() always fails with ENOSYS (POSIX makes it per
+    // process), and the board builds are musl.
+    // SAFETY: `param` outlives the call, which only reads it; pid 0 is the
+    // calling thread.
     #[allow(unsafe_code)]
-    let r = unsafe { nix::libc::sched_setscheduler(0, nix::libc::SCHED_FIFO, &param) };
+    let r = unsafe {
+        // syscall() reads each argument as a long: pass longs.
+        nix::libc::syscall(
+            nix::libc::SYS_sched_setscheduler,
+            0 as nix::libc::c_long,
+            nix::libc::c_long::from(nix::libc::SCHED_FIFO),
+            &param as *const nix::libc::c_int,
+        )
+    };
     if r == 0 {
         Ok(())
     } else {

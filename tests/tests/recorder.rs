@@ -235,6 +235,38 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
     }
 }
 
+/// Readers that may not become real-time (no CAP_SYS_NICE here) still
+/// record, and the log says so.
+#[test]
+fn readers_refused_real_time_are_noted_in_the_log() {
+    if common::tracefs_or_skip("readers_refused_real_time").is_none() {
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIP readers_refused_real_time: no setpriv (util-linux)");
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("no-rt.kmt");
+    let out = run(Command::new("setpriv")
+        .args(["--bounding-set", "-sys_nice"])
+        .arg(common::bin("kmemtraced"))
+        .args(["-q", "-b", "1024", "-e", "kmalloc", "-d", "1s", "-o"])
+        .arg(&log));
+    assert!(out.status.success());
+    let (l, _) = decode(&log);
+    let refused: Vec<_> = l
+        .notes
+        .iter()
+        .filter(|n| n.warning && n.text.contains("could not run under SCHED_FIFO"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{:?}", l.notes);
+    assert!(
+        refused[0].text.contains("Operation not permitted"),
+        "{refused:?}"
+    );
+}
+
 #[test]
 fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
     if common::tracefs_or_skip("file_opens_show_as_kmem_cache_alloc_with_the_pid").is_none() {
