@@ -224,6 +224,9 @@ fn zstd_tune(blocks: &[Vec<u8>], ev: f64) {
         ("level 1, hash log 12", 1, vec![P::HashLog(12)]),
         ("level 1, hash log 15", 1, vec![P::HashLog(15)]),
         ("level 1, window log 17", 1, vec![P::WindowLog(17)]),
+        ("level -1", -1, vec![]),
+        ("level -2", -2, vec![]),
+        ("level -3", -3, vec![]),
         (
             "level -1, literals raw",
             -1,
