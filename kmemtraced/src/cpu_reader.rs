@@ -138,6 +138,9 @@ pub struct ReaderConfig {
     pub realtime: Option<u8>,
     /// Move whole sub-buffers out with splice(2) (see `splice.rs`).
     pub splice: bool,
+    /// Count the events of each sub-buffer read (else the main thread
+    /// takes the kernel's count: `Session::poll_stats`).
+    pub count_events: bool,
 }
 
 /// Shared between the readers, their compressors and the main thread.
@@ -401,7 +404,8 @@ impl Reader<'_> {
     /// Counts the sub-buffer just put in the batch at `start` and keeps it.
     fn account(&mut self, start: usize) {
         let sb = self.cfg.subbuf_size;
-        let (events, missed) = scan_subbuf(&self.cfg.layout, &self.batch[start..start + sb]);
+        let page = &self.batch[start..start + sb];
+        let (events, missed) = scan_subbuf(&self.cfg.layout, page, self.cfg.count_events);
         self.counters.events.fetch_add(events, Relaxed);
         self.counters.missed.fetch_add(missed, Relaxed);
         self.counters.subbufs.fetch_add(1, Relaxed);
@@ -440,8 +444,9 @@ const HOST: RunTimeEndian = if cfg!(target_endian = "big") {
 };
 
 /// Counts the data events in a sub-buffer (up to the first malformed
-/// record), and the events the kernel says it lost before it.
-pub fn scan_subbuf(layout: &SubBufLayout, page: &[u8]) -> (u64, u64) {
+/// record; 0 unless `count`), and the events the kernel says it lost
+/// before it.
+pub fn scan_subbuf(layout: &SubBufLayout, page: &[u8], count: bool) -> (u64, u64) {
     let Ok(sb) = parse_subbuf(HOST, layout, page) else {
         return (0, 0);
     };
@@ -450,6 +455,9 @@ pub fn scan_subbuf(layout: &SubBufLayout, page: &[u8]) -> (u64, u64) {
     } else {
         0
     };
+    if !count {
+        return (0, missed);
+    }
     let events = sb
         .events(HOST)
         .map_while(|r| r.ok())
@@ -485,14 +493,15 @@ mod tests {
         // bytes), discarded padding of 8 bytes.
         let words = [2, 0, 0, 30, 0, 0, 12, 0, 0, (1 << 5) | 29, 4];
         let len = (words.len() * 4) as u64;
-        assert_eq!(scan_subbuf(&LAYOUT, &page(len, &words)), (2, 0));
+        assert_eq!(scan_subbuf(&LAYOUT, &page(len, &words), true), (2, 0));
         // Missed events, count stored after the data.
         let mut p = page(len | (1 << 31) | (1 << 30), &words);
         p[16 + len as usize..24 + len as usize].copy_from_slice(&77u64.to_ne_bytes());
-        assert_eq!(scan_subbuf(&LAYOUT, &p), (2, 77));
+        assert_eq!(scan_subbuf(&LAYOUT, &p, true), (2, 77));
+        assert_eq!(scan_subbuf(&LAYOUT, &p, false), (0, 77));
         // Garbage never panics.
-        assert_eq!(scan_subbuf(&LAYOUT, &[1, 2, 3]), (0, 0));
+        assert_eq!(scan_subbuf(&LAYOUT, &[1, 2, 3], true), (0, 0));
         let junk = page(u64::MAX, &[0, u32::MAX, 5]);
-        let _ = scan_subbuf(&LAYOUT, &junk);
+        let _ = scan_subbuf(&LAYOUT, &junk, true);
     }
 }

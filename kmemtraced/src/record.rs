@@ -743,7 +743,7 @@ fn wait_for_end(
                 }
             }
             if let Some(sl) = status_line.as_mut() {
-                sl.update(&session.counters, &session.lost_so_far());
+                sl.update(&session.counters, &session.poll_stats());
             }
             next_status = now + Duration::from_secs(1);
         }

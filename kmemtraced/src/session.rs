@@ -80,6 +80,9 @@ pub struct Session {
     offline: Vec<u32>,
     writer: Option<JoinHandle<std::io::Result<LogWriter<sink::Output>>>>,
     start_stats: BTreeMap<u32, CpuStats>,
+    /// The events read are the kernel's `read events` since the start,
+    /// not counted by the readers (see `poll_stats`).
+    kernel_counts: bool,
     last_cmdlines: Vec<Meta>,
     pub started: Instant,
     notes: Vec<String>,
@@ -207,10 +210,18 @@ impl Session {
         } else {
             &cpus
         };
+        // Counting a sub-buffer's events was a twentieth of the recorder's
+        // CPU; the kernel counts the events its readers take (`read
+        // events`, ring_buffer_read_page), the same figure. Not in boot
+        // mode, whose buffer others may have read before.
+        let mut kernel_counts = !start_cpus.is_empty();
         for &cpu in start_cpus {
-            if let Some(s) = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start) {
-                start_stats.insert(cpu, CpuStats::parse(&String::from_utf8_lossy(&s.text)));
-                w.write_stats(&s).map_err(werr)?;
+            let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
+            let text = s.as_ref().map(|s| String::from_utf8_lossy(&s.text));
+            kernel_counts &= text.as_ref().is_some_and(|t| t.contains("read events:"));
+            if let (Some(s), Some(text)) = (&s, &text) {
+                start_stats.insert(cpu, CpuStats::parse(text));
+                w.write_stats(s).map_err(werr)?;
             }
         }
 
@@ -278,6 +289,7 @@ impl Session {
             offline,
             writer: Some(writer),
             start_stats,
+            kernel_counts,
             last_cmdlines,
             started: Instant::now(),
             notes: Vec::new(),
@@ -304,6 +316,7 @@ impl Session {
             away: t.away,
             realtime: t.realtime,
             splice: self.plan.splice,
+            count_events: !self.kernel_counts,
         };
         let Some(tx) = self.tx.clone() else {
             return Err(Failure::runtime("the session is finishing"));
@@ -398,8 +411,10 @@ impl Session {
         }
     }
 
-    /// Events lost per CPU since the start, from the kernel's statistics.
-    pub fn lost_so_far(&self) -> Vec<(u32, u64)> {
+    /// Reads each CPU's kernel statistics: takes the events read so far
+    /// into the counters (where the kernel counts them) and returns the
+    /// events lost per CPU since the start.
+    pub fn poll_stats(&self) -> Vec<(u32, u64)> {
         self.cpus
             .iter()
             .map(|&c| {
@@ -409,10 +424,21 @@ impl Session {
                     .read_string(&format!("per_cpu/cpu{c}/stats"))
                     .map(|t| CpuStats::parse(&t))
                     .unwrap_or_default();
-                let start = self.start_stats.get(&c).copied().unwrap_or_default();
-                (c, now.lost().saturating_sub(start.lost()))
+                (c, self.since_start(c, &now))
             })
             .collect()
+    }
+
+    /// The events lost on `cpu` since the start, given its statistics
+    /// `now`; takes the events read from them too, where the kernel counts.
+    fn since_start(&self, cpu: u32, now: &CpuStats) -> u64 {
+        let start = self.start_stats.get(&cpu).copied().unwrap_or_default();
+        if let Some(k) = self.counters.cpu(cpu).filter(|_| self.kernel_counts) {
+            // A CPU come online later: its buffer is new, counted from 0.
+            let read = now.read_events.saturating_sub(start.read_events);
+            k.events.store(read, std::sync::atomic::Ordering::Relaxed);
+        }
+        now.lost().saturating_sub(start.lost())
     }
 
     /// Periodic statistics, and the kernel's pid→comm tables when changed.
@@ -453,8 +479,7 @@ impl Session {
         for &cpu in &self.cpus {
             if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::End) {
                 let end = CpuStats::parse(&String::from_utf8_lossy(&s.text));
-                let start = self.start_stats.get(&cpu).copied().unwrap_or_default();
-                lost.push((cpu, end.lost().saturating_sub(start.lost())));
+                lost.push((cpu, self.since_start(cpu, &end)));
                 self.send(Msg::Stats(s));
             }
         }

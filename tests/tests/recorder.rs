@@ -733,6 +733,23 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
     assert!(common::instances_with_prefix(&prefix).is_empty());
     let (l, evs) = decode(&log);
     assert_eq!(l.end.as_ref().unwrap().reason, "signal SIGINT");
+    // The summary's count (the kernel's `read events`, not counted by
+    // the readers) is the log's.
+    let summary: u64 = err
+        .lines()
+        .find_map(|line| line.strip_prefix("kmemtraced: ")?.split_once(" events in "))
+        .map(|(n, _)| n.replace(',', "").parse().unwrap())
+        .expect("a summary line");
+    let mut in_log = 0;
+    for cpu in l.cpus() {
+        l.visit_cpu(
+            cpu,
+            |v| in_log += v.subbuf.unwrap().count_data_events(l.endian).unwrap() as u64,
+            |p| panic!("{p}"),
+        );
+    }
+    assert_eq!(summary, in_log, "{err}");
+    assert!(in_log > 0);
     // What was asked, and the idle-switch probe the report uses to find
     // tasks the kernel does not record.
     assert_eq!(
