@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 /// What one CPU's reader has done so far.
 #[derive(Debug, Default)]
 pub struct CpuCounters {
+    /// Events read: counted by the reader, or the kernel's `read events`
+    /// stored by the main thread (`Session::poll_stats`).
     pub events: AtomicU64,
     pub subbufs: AtomicU64,
     pub data_bytes: AtomicU64,
