@@ -743,7 +743,8 @@ fn wait_for_end(
                 }
             }
             if let Some(sl) = status_line.as_mut() {
-                sl.update(&session.counters, &session.poll_stats());
+                let lost = session.poll_stats();
+                sl.update(&session.counters, &lost);
             }
             next_status = now + Duration::from_secs(1);
         }

@@ -83,6 +83,8 @@ pub struct Session {
     /// The events read are the kernel's `read events` since the start,
     /// not counted by the readers (see `poll_stats`).
     kernel_counts: bool,
+    /// Per CPU, the kernel's count as last seen and across its resets.
+    read_counts: BTreeMap<u32, ReadCount>,
     last_cmdlines: Vec<Meta>,
     pub started: Instant,
     notes: Vec<String>,
@@ -214,7 +216,9 @@ impl Session {
         // CPU; the kernel counts the events its readers take (`read
         // events`, ring_buffer_read_page), the same figure. Not in boot
         // mode, whose buffer others may have read before.
-        let mut kernel_counts = !start_cpus.is_empty();
+        // 64-bit kernels only: a 32-bit one prints the count signed, as
+        // negative past 2^31 events.
+        let mut kernel_counts = !start_cpus.is_empty() && plan.layout.long_size == 8;
         for &cpu in start_cpus {
             let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
             let text = s.as_ref().map(|s| String::from_utf8_lossy(&s.text));
@@ -290,6 +294,7 @@ impl Session {
             writer: Some(writer),
             start_stats,
             kernel_counts,
+            read_counts: BTreeMap::new(),
             last_cmdlines,
             started: Instant::now(),
             notes: Vec::new(),
@@ -413,36 +418,44 @@ impl Session {
 
     /// Reads each CPU's kernel statistics: takes the events read so far
     /// into the counters (where the kernel counts them) and returns the
-    /// events lost per CPU since the start.
-    pub fn poll_stats(&self) -> Vec<(u32, u64)> {
-        self.cpus
-            .iter()
-            .map(|&c| {
+    /// events lost per CPU since the start (0 where unreadable).
+    pub fn poll_stats(&mut self) -> Vec<(u32, u64)> {
+        let cpus = self.cpus.clone();
+        cpus.into_iter()
+            .map(|c| {
                 let now = self
                     .plan
                     .dir
                     .read_string(&format!("per_cpu/cpu{c}/stats"))
-                    .map(|t| CpuStats::parse(&t))
-                    .unwrap_or_default();
-                (c, self.since_start(c, &now))
+                    .map(|t| CpuStats::parse(&t));
+                (c, now.map_or(0, |now| self.since_start(c, &now)))
             })
             .collect()
     }
 
     /// The events lost on `cpu` since the start, given its statistics
     /// `now`; takes the events read from them too, where the kernel counts.
-    fn since_start(&self, cpu: u32, now: &CpuStats) -> u64 {
+    fn since_start(&mut self, cpu: u32, now: &CpuStats) -> u64 {
         let start = self.start_stats.get(&cpu).copied().unwrap_or_default();
-        if let Some(k) = self.counters.cpu(cpu).filter(|_| self.kernel_counts) {
+        if self.kernel_counts {
             // A CPU come online later: its buffer is new, counted from 0.
-            let read = now.read_events.saturating_sub(start.read_events);
-            k.events.store(read, std::sync::atomic::Ordering::Relaxed);
+            let count = self
+                .read_counts
+                .entry(cpu)
+                .or_insert(ReadCount::from(start.read_events))
+                .update(now.read_events);
+            if let Some(k) = self.counters.cpu(cpu) {
+                k.events.store(count, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         now.lost().saturating_sub(start.lost())
     }
 
     /// Periodic statistics, and the kernel's pid→comm tables when changed.
     pub fn periodic(&mut self) {
+        // Also without a status line: a reset of the kernel's count is
+        // seen only by watching it.
+        self.poll_stats();
         for &cpu in &self.cpus {
             if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::Periodic) {
                 self.send(Msg::Stats(s));
@@ -476,11 +489,15 @@ impl Session {
         }
         let elapsed = self.started.elapsed();
         let mut lost = Vec::new();
-        for &cpu in &self.cpus {
+        for cpu in self.cpus.clone() {
             if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::End) {
                 let end = CpuStats::parse(&String::from_utf8_lossy(&s.text));
                 lost.push((cpu, self.since_start(cpu, &end)));
                 self.send(Msg::Stats(s));
+            } else if self.kernel_counts {
+                self.notes.push(format!(
+                    "CPU {cpu}: its end statistics could not be read: the events read are counted up to the last look at them"
+                ));
             }
         }
         for m in metadata::proc_cmdlines() {
@@ -544,5 +561,59 @@ mod tests {
         assert_eq!(parse_buffer_kb("1408\n"), Some(1408));
         assert_eq!(parse_buffer_kb("7 (expanded: 1408)\n"), Some(1408));
         assert_eq!(parse_buffer_kb("X\n"), None);
+    }
+}
+
+/// The kernel's `read events` of one CPU, followed across resets: a
+/// reset (someone truncating the instance's `trace`, or changing its
+/// tracer or clock) sets it back to 0. Only a reset seen as a fall
+/// between two looks is followed: looks come each second with a status
+/// line, else every 10 s, so the summary may count too few after one
+/// (the log itself is whole: `kmemtrace-check` counts it).
+#[derive(Debug, Clone, Copy)]
+struct ReadCount {
+    /// Events counted before the last reset.
+    before: u64,
+    /// The count's value at the start, or 0 after a reset.
+    origin: u64,
+    last: u64,
+}
+
+impl ReadCount {
+    fn from(start: u64) -> Self {
+        ReadCount {
+            before: 0,
+            origin: start,
+            last: start,
+        }
+    }
+
+    /// The events read since the start, given the count now.
+    fn update(&mut self, now: u64) -> u64 {
+        if now < self.last {
+            self.before += self.last - self.origin;
+            self.origin = 0;
+        }
+        self.last = now;
+        self.before + (now - self.origin)
+    }
+}
+
+#[cfg(test)]
+mod read_count_tests {
+    use super::ReadCount;
+
+    #[test]
+    fn the_kernels_count_is_followed_across_resets() {
+        let mut c = ReadCount::from(100);
+        assert_eq!(c.update(100), 0);
+        assert_eq!(c.update(250), 150);
+        // Reset, then 30 more.
+        assert_eq!(c.update(30), 180);
+        assert_eq!(c.update(30), 180);
+        assert_eq!(c.update(70), 220);
+        // Another reset, seen at 0.
+        assert_eq!(c.update(0), 220);
+        assert_eq!(c.update(5), 225);
     }
 }
