@@ -451,15 +451,23 @@ impl Session {
         now.lost().saturating_sub(start.lost())
     }
 
+    /// Writes `cpu`'s statistics now to the log and takes its figures
+    /// ([`Session::since_start`]): the events lost since the start, `None`
+    /// where they could not be read.
+    fn record_stats(&mut self, cpu: u32, phase: StatsPhase) -> Option<u64> {
+        let s = metadata::stats_record(&self.plan.dir, cpu, phase)?;
+        let now = CpuStats::parse(&String::from_utf8_lossy(&s.text));
+        let lost = self.since_start(cpu, &now);
+        self.send(Msg::Stats(s));
+        Some(lost)
+    }
+
     /// Periodic statistics, and the kernel's pid→comm tables when changed.
     pub fn periodic(&mut self) {
-        // Also without a status line: a reset of the kernel's count is
-        // seen only by watching it.
-        self.poll_stats();
-        for &cpu in &self.cpus {
-            if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::Periodic) {
-                self.send(Msg::Stats(s));
-            }
+        // Their figures taken also without a status line: a reset of the
+        // kernel's count is seen only by watching it.
+        for cpu in self.cpus.clone() {
+            self.record_stats(cpu, StatsPhase::Periodic);
         }
         for m in metadata::kernel_cmdlines(&self.plan.top) {
             if !self.last_cmdlines.contains(&m) {
@@ -490,10 +498,8 @@ impl Session {
         let elapsed = self.started.elapsed();
         let mut lost = Vec::new();
         for cpu in self.cpus.clone() {
-            if let Some(s) = metadata::stats_record(&self.plan.dir, cpu, StatsPhase::End) {
-                let end = CpuStats::parse(&String::from_utf8_lossy(&s.text));
-                lost.push((cpu, self.since_start(cpu, &end)));
-                self.send(Msg::Stats(s));
+            if let Some(l) = self.record_stats(cpu, StatsPhase::End) {
+                lost.push((cpu, l));
             } else if self.kernel_counts {
                 self.notes.push(format!(
                     "CPU {cpu}: its end statistics could not be read: the events read are counted up to the last look at them"

@@ -126,13 +126,18 @@ fn allowed_cpus(task: &Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Field `n` of a task's `stat`, numbered as proc(5) does.
+fn stat_field(task: &Path, n: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+    // The fields after the comm (which may hold spaces) start at field 3.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
 /// A task's scheduling policy and real-time priority (`stat` fields 41
 /// and 40: 0 SCHED_OTHER, 1 SCHED_FIFO).
-fn sched_policy(task: &Path) -> Option<(u32, u32)> {
-    let stat = std::fs::read_to_string(task.join("stat")).ok()?;
-    // Fields after the comm start at field 3.
-    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    Some((f.get(41 - 3)?.parse().ok()?, f.get(40 - 3)?.parse().ok()?))
+fn sched_policy(task: &Path) -> Option<(i64, i64)> {
+    Some((stat_field(task, 41)?, stat_field(task, 40)?))
 }
 
 /// Whether the recorder `pid` has a reader and a compressor (`kmt-cpuN`,
@@ -698,11 +703,8 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
         .flatten()
         .filter_map(|t| {
             let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
-            let after = &stat[stat.rfind(')')? + 1..];
-            // Field 19 (nice) is the 17th after the comm.
-            let nice = after.split_whitespace().nth(16)?.parse().ok()?;
-            Some((comm.trim().to_string(), nice))
+            // Field 19: nice.
+            Some((comm.trim().to_string(), stat_field(&t.path(), 19)?))
         })
         .collect();
     let readers: Vec<_> = nices

@@ -1151,24 +1151,12 @@ impl Rebuild<'_, '_> {
         let p = &mut *self.predict;
         let mut g = p.start(len);
         // The common fields, then the first field, then the rest, each
-        // with the guess made before it. The type (the first two bytes)
-        // and the first field are taken from the words' values, not read
-        // back from `cur`.
+        // with the guess made before it.
         let first = 8 / W;
-        let mut v0 = 0;
         for i in 0..first {
-            let v = old(g.pred, i) ^ next();
-            put(cur, i, v);
-            if i == 0 {
-                v0 = v;
-            }
+            put(cur, i, old(g.pred, i) ^ next());
         }
-        let ty = if e.is_big_endian() {
-            v0 >> (8 * W - 16)
-        } else {
-            v0 & 0xffff
-        };
-        p.by_type_of(&mut g, ty << 32 | len as u64);
+        p.by_type_of(&mut g, Predictor::type_key(e, cur, 0, len));
         let site = old(g.pred, first) ^ next();
         put(cur, first, site);
         // The rest, if any (none: no guess by call site, as when packing).
