@@ -1043,27 +1043,6 @@ fn a_recording_that_fails_waits_for_the_command_instead_of_orphaning_it() {
     assert!(done.exists(), "kmemtraced exited before its command");
 }
 
-/// The byte ranges of an event's record that no field covers (alignment
-/// holes), up to the end of its last fixed field.
-fn holes(f: &kmemtrace_format::event_format::EventFormat) -> Vec<std::ops::Range<usize>> {
-    let mut fields: Vec<(usize, usize)> = f
-        .common_fields
-        .iter()
-        .chain(&f.fields)
-        .map(|x| (x.offset, x.offset + x.size))
-        .collect();
-    fields.sort_unstable();
-    let mut out = Vec::new();
-    let mut covered = 0;
-    for (start, end) in fields {
-        if start > covered {
-            out.push(covered..start);
-        }
-        covered = covered.max(end);
-    }
-    out
-}
-
 /// Of the records of events with holes, how many there are and how many
 /// have only zero bytes in them.
 fn zero_holes(log: &Path) -> (u64, u64) {
@@ -1077,7 +1056,7 @@ fn zero_holes(log: &Path) -> (u64, u64) {
         .filter_map(|m| {
             let text = std::str::from_utf8(&m.content).ok()?;
             let f = kmemtrace_format::event_format::EventFormat::parse(text, None).ok()?;
-            let h = holes(&f);
+            let h = f.holes();
             (!h.is_empty()).then_some((f.id as u16, h))
         })
         .collect();

@@ -279,6 +279,47 @@ impl EventFormat {
     pub fn full_name(&self) -> String {
         format!("{}/{}", self.system, self.name)
     }
+
+    /// The byte ranges of the record's fixed part that no field covers:
+    /// alignment holes. The kernel writes an event field by field, so
+    /// these keep whatever the ring's page held before, zeros only in a
+    /// fresh page.
+    pub fn holes(&self) -> Vec<core::ops::Range<usize>> {
+        let mut fields: Vec<(usize, usize)> = self
+            .all_fields()
+            .map(|x| (x.offset, x.offset + x.size))
+            .collect();
+        fields.sort_unstable();
+        let mut out = Vec::new();
+        let mut covered = 0;
+        for (start, end) in fields {
+            if start > covered {
+                out.push(covered..start);
+            }
+            covered = covered.max(end);
+        }
+        out
+    }
+
+    /// Where the fixed part ends: the end of the furthest field.
+    pub fn fixed_len(&self) -> usize {
+        self.all_fields()
+            .map(|x| x.offset + x.size)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether data may follow the fixed part: `__data_loc`/`__rel_loc`
+    /// fields point there, and a trailing array may run past its declared
+    /// length (ftrace's `kernel_stack` declares `caller[8]` and stores as
+    /// many as it took). Otherwise what follows, up to the 4-byte rounding
+    /// of the record, is one more hole.
+    pub fn has_variable_tail(&self) -> bool {
+        let last = self.all_fields().max_by_key(|x| x.offset);
+        self.all_fields()
+            .any(|x| matches!(x.kind, FieldKind::DataLoc | FieldKind::RelLoc))
+            || last.is_some_and(|x| matches!(x.kind, FieldKind::Array { .. }))
+    }
 }
 
 /// Parses `field:<decl>;\toffset:N;\tsize:N;\tsigned:N;` (also the old
@@ -600,6 +641,37 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
         assert_eq!(comm.read_str(LittleEndian, &p), Some("bash"));
         assert_eq!(msg.read_str(LittleEndian, &p), Some("xyz"));
         assert_eq!(comm.read_u64(LittleEndian, &p), None);
+    }
+
+    #[test]
+    fn holes_and_the_variable_tail() {
+        // 6.18's kmalloc on x86_64: 53 bytes of fields, rounded up to 56.
+        let kmalloc = "name: kmalloc\nID: 5\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+            \tfield:unsigned long call_site;\toffset:8;\tsize:8;\tsigned:0;\n\
+            \tfield:int node;\toffset:16;\tsize:4;\tsigned:1;\n\
+            \tfield:unsigned long gfp_flags;\toffset:24;\tsize:8;\tsigned:0;\n\
+            \tfield:bool accounted;\toffset:32;\tsize:1;\tsigned:0;\n\n\
+            print fmt: \"\"\n";
+        let f = EventFormat::parse(kmalloc, None).unwrap();
+        assert_eq!(f.holes(), vec![2..4, 20..24]);
+        assert_eq!(f.fixed_len(), 33);
+        assert!(!f.has_variable_tail());
+        // A locator: its string follows the fixed part.
+        let f = EventFormat::parse(KMEM_CACHE_FREE_ARMHF, None).unwrap();
+        assert!(f.holes().is_empty());
+        assert_eq!(f.fixed_len(), 20);
+        assert!(f.has_variable_tail());
+        // ftrace's kernel_stack: `caller[8]` runs on.
+        let stack = "name: kernel_stack\nID: 4\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+            \tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\
+            \tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n\n\
+            print fmt: \"\"\n";
+        let f = EventFormat::parse(stack, None).unwrap();
+        assert_eq!(f.holes(), vec![2..8, 12..16]);
+        assert!(f.has_variable_tail());
     }
 
     #[test]
