@@ -163,11 +163,19 @@ pub struct Cli {
 
     /// Wake a reader when its CPU's buffer is this full (percent; written to
     /// the instance's `buffer_percent`, raised to one sub-buffer's worth on
-    /// small buffers); 0 wakes the reader for every event (costly). Default:
-    /// 25 with sub-buffers bigger than a page (kmemtraced's default on
-    /// Linux 6.8+), else 2.
-    #[arg(long = "buffer-percent", value_name = "PCT", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub buffer_percent: Option<u32>,
+    /// small buffers); 0 wakes the reader for every event (costly).
+    // Lower marks wake readers for fewer sub-buffers each time: at 2% a
+    // reader of few big sub-buffers woke, read one and polled again (1 MiB
+    // per CPU, 64 of 16 KiB: 350-381 ns/event against 226-234 at 25%, and
+    // losses in two rounds of seven where 25% lost none in five). One-page
+    // sub-buffers (kernels before 6.8) had kept 2%, chosen when readers ran
+    // at nice 0: with today's readers, 3 rounds at each of 1, 2 and 4 MiB
+    // with `--subbuf-kb 4`, 25% took 110-124, 94-116 and 92-95 ns/event
+    // against 234-264, 151-190 and 109-115, and neither lost anything
+    // (`bench/compare.sh`); inside an emulated arm64 board (6.1) 0.6 against
+    // 1.4 us/event net of fixed costs.
+    #[arg(long = "buffer-percent", value_name = "PCT", default_value_t = 25, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub buffer_percent: u32,
 
     /// Nice value of the per-CPU reader threads (-20..19; 0 leaves them at
     /// the normal priority). Readers need little CPU but need it at once

@@ -21,13 +21,11 @@
 //!   once that share of the buffer's sub-buffers is filled (`full_hit`), and
 //!   the writer wakes the poller (via irq_work) when it crosses that mark.
 //!   So the reader sleeps while the buffer fills, then reads the filled
-//!   sub-buffers, not the one being written, and polls again. With
-//!   one-page sub-buffers the default mark is low (2%): bursts of frees (a
-//!   process exiting frees thousands of pages in a few milliseconds) need
-//!   the rest of the buffer free. With the bigger sub-buffers of Linux
-//!   6.8+ it is 25%: at 2% a reader of few big sub-buffers woke, read one
-//!   and polled again, and both cost and losses were higher (`record.rs`
-//!   `wake_percent`).
+//!   sub-buffers, not the one being written, and polls again. The default
+//!   mark is 25%: lower ones cost more wake-ups for fewer sub-buffers each,
+//!   and lost more, not less, with big sub-buffers; with one-page ones
+//!   (kernels before 6.8) 2% cost twice the CPU and saved no events once
+//!   readers ran early enough (`record.rs` `wake_percent`).
 //!   (trace-cmd instead reads until empty and sleeps 1 ms in between.)
 //!   Readers run at nice -10 by default (`--reader-nice`): when the traced
 //!   load keeps every CPU busy, a reader woken during such a burst must

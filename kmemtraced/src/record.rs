@@ -115,21 +115,6 @@ fn mem_available_kb() -> Option<u64> {
     })
 }
 
-/// The readers' wake-up mark (`buffer_percent`): as asked, else 25% with
-/// sub-buffers bigger than a page and 2% with one-page ones. At 2% a reader
-/// with few big sub-buffers wakes, reads one, and polls again: at 1 MiB per
-/// CPU (64 of 16 KiB) that cost 350-381 ns/event against 226-234 at 25%,
-/// and lost events in two rounds of seven where 25% lost none in five
-/// (trace-cmd lost some in every round; `kmemtraced/bench/compare.sh`).
-/// With one-page sub-buffers a high mark lost events where 2% lost few.
-fn wake_percent(asked: Option<u32>, subbuf_size: u32, page_size: Option<u32>) -> u32 {
-    asked.unwrap_or(if subbuf_size > page_size.unwrap_or(4096) {
-        25
-    } else {
-        2
-    })
-}
-
 /// Sets the instance up; returns the pids put in `set_event_pid` (the
 /// asked processes' threads; with `-F` none until the command starts).
 fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
@@ -453,7 +438,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let layout = metadata::layout(&inst.dir)?;
-    let buffer_percent = wake_percent(cli.buffer_percent, layout.subbuf_size, sys::page_size());
+    let buffer_percent = cli.buffer_percent;
     inst.dir
         .write("buffer_percent", &buffer_percent.to_string())?;
     let out = output::open(&output)?;
@@ -802,7 +787,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         }
     }
     let layout = metadata::layout(&top)?;
-    let buffer_percent = wake_percent(cli.buffer_percent, layout.subbuf_size, sys::page_size());
+    let buffer_percent = cli.buffer_percent;
     let out = output::open(&output)?;
     let nr_pages = crate::session::buffer_kb(&top).map_or(4096, |kb| {
         u64::from(kb) * 1024 / u64::from(layout.subbuf_size.max(1))
@@ -850,7 +835,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{default_buffer_kb, default_subbuf_kb, page_stack_trigger_not_ours, wake_percent};
+    use super::{default_buffer_kb, default_subbuf_kb, page_stack_trigger_not_ours};
 
     #[test]
     fn page_stack_trigger_leaves_out_runs_of_own_threads() {
@@ -888,16 +873,6 @@ mod tests {
                 "{kernel_kb} KiB, {cpus} CPUs, {avail:?} KiB available"
             );
         }
-    }
-
-    #[test]
-    fn wake_mark_is_higher_with_sub_buffers_bigger_than_a_page() {
-        assert_eq!(wake_percent(None, 16384, Some(4096)), 25);
-        assert_eq!(wake_percent(None, 4096, Some(4096)), 2);
-        assert_eq!(wake_percent(None, 65536, Some(65536)), 2);
-        assert_eq!(wake_percent(None, 8192, None), 25);
-        assert_eq!(wake_percent(Some(2), 65536, Some(4096)), 2);
-        assert_eq!(wake_percent(Some(0), 4096, Some(4096)), 0);
     }
 
     #[test]

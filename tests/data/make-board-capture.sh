@@ -9,7 +9,10 @@
 #   environment: OUT=DIR writes the files there (default: tests/data);
 #                KERNEL_DEB=, BUSYBOX_DEB= use these packages instead of
 #                downloading Debian's (linux-image-arm64 /
-#                linux-image-armmp-lpae, busybox-static of that arch).
+#                linux-image-armmp-lpae, busybox-static of that arch);
+#                ROUNDS=N rounds of the load for the cost (default 100);
+#                BUFFER_KB=N both recorders' buffer per CPU there (default
+#                1024); KMEMTRACED_ARGS adds options to kmemtraced's.
 #
 # Needs qemu-system-arm, dpkg-deb, python3, and what scripts/cross-build.sh
 # needs (it is run with --install). The board is qemu's `virt` machine
@@ -25,7 +28,10 @@
 #     (Debian's package and its libraries; TRACE_CMD=0 leaves it out),
 #     records a fixed load system-wide with each recorder in turn, the same
 #     six kmem events and buffer size, and prints each one's CPU, events
-#     and bytes.
+#     and bytes; then each recorder for as long without the load, whose
+#     CPU (start-up, reading kallsyms and the formats, idle wake-ups) is
+#     taken off to give the cost per event net of what does not depend on
+#     the events.
 # The capture and text come back base64-encoded over the serial console.
 set -euo pipefail
 
@@ -126,16 +132,19 @@ echo KMT-LOG-END
 /kmemtraced -o /tmp/live.kmt -- sh -c '. /load.sh; load; load; load' 2>/tmp/live.err
 echo "KMT-LIVE-RC: $?"
 echo "KMT-LIVE: $(grep 'events in' /tmp/live.err)"
-# Beside trace-cmd: each recorder started, given 8 s to settle, the same
-# load run (25 rounds: enough events that the start-up, such as reading
-# kallsyms, does not dominate), then stopped with SIGINT; its CPU time (its threads and the
-# children it reaped) read from the shell that waited for it.
-cost() { # NAME COMMAND...: prints NAME's CPU seconds
-  name=$1; shift
+# Beside trace-cmd: each recorder started, given 8 s to settle, ROUNDS
+# rounds of the load run, then stopped with SIGINT; its CPU time (its
+# threads and the children it reaped) read from the shell that waited for
+# it. With 0 rounds it waits as long as the last load took instead.
+cost() { # NAME ROUNDS COMMAND...: prints NAME's CPU milliseconds
+  name=$1; rounds=$2; shift 2
   sh -c '"$@" >/dev/null 2>/tmp/$0.err & echo $! > /tmp/$0.pid; wait $!; set -- $(cat /proc/$$/stat)
          echo "${14}" "${15}" "${16}" "${17}" > /tmp/$0.ticks' "$name" "$@" &
   sleep 8
-  r=0; while [ $r -lt 25 ]; do load; r=$((r + 1)); done
+  start=$(cut -d. -f1 /proc/uptime)
+  if [ "$rounds" = 0 ]; then sleep "$(cat /tmp/took)"; fi
+  r=0; while [ $r -lt "$rounds" ]; do load; r=$((r + 1)); done
+  [ "$rounds" = 0 ] || echo $(($(cut -d. -f1 /proc/uptime) - start)) > /tmp/took
   sleep 1
   kill -INT "$(cat /tmp/$name.pid)"; wait
   set -- $(cat /tmp/$name.ticks)
@@ -143,14 +152,19 @@ cost() { # NAME COMMAND...: prints NAME's CPU seconds
 }
 if [ -x /usr/bin/trace-cmd ]; then
   kmem=kmem:kmalloc,kmem:kfree,kmem:kmem_cache_alloc,kmem:kmem_cache_free,kmem:mm_page_alloc,kmem:mm_page_free
-  c=$(cost k /kmemtraced -o /tmp/k.kmt -b 1024 --page-stacks off -e $kmem)
+  kcmd="/kmemtraced -o /tmp/k.kmt -b @BUFFER_KB@ --page-stacks off -e $kmem @KMEMTRACED_ARGS@"
+  tcmd="trace-cmd record -q -b @BUFFER_KB@ $(echo $kmem | sed 's/,/ /g; s/kmem:/-e kmem:/g') -o /tmp/t.dat"
+  c=$(cost k @ROUNDS@ $kcmd)
   echo "KMT-COST-KMEMTRACED: $c, $(stat -c %s /tmp/k.kmt) bytes; $(grep 'events in' /tmp/k.err)"
-  c=$(cost t trace-cmd record -q -b 1024 $(echo $kmem | sed 's/,/ /g; s/kmem:/-e kmem:/g') -o /tmp/t.dat)
+  c=$(cost t @ROUNDS@ $tcmd)
   n=$(trace-cmd report -i /tmp/t.dat 2>/dev/null | grep -c ': \(kmalloc\|kfree\|kmem_cache_alloc\|kmem_cache_free\|mm_page_alloc\|mm_page_free\):')
   echo "KMT-COST-TRACE-CMD: $c, $(stat -c %s /tmp/t.dat) bytes; $n events"
+  echo "KMT-FIXED-KMEMTRACED: $(cost k 0 $kcmd) for $(cat /tmp/took) s"
+  echo "KMT-FIXED-TRACE-CMD: $(cost t 0 $tcmd) for $(cat /tmp/took) s"
 fi
 poweroff -f
 EOF
+sed -i "s/@ROUNDS@/${ROUNDS:-100}/; s/@BUFFER_KB@/${BUFFER_KB:-1024}/; s/@KMEMTRACED_ARGS@/${KMEMTRACED_ARGS:-}/" "$work/rd/init"
 # The load again, for the recording in step 2.
 sed -n '/^load() {/,/^}/p' "$work/rd/init" >"$work/rd/load.sh"
 chmod +x "$work/rd/init"
@@ -176,7 +190,27 @@ if line('KMT-RC:') != 'KMT-RC: 0':
     sys.exit(f"kmemtraced --boot in the guest: {line('KMT-RC:')}\n{t[-3000:]}")
 open(f"{out}/board-{arch}.trace.txt.gz", 'wb').write(between('KMT-TEXT-BEGIN', 'KMT-TEXT-END'))
 open(f"{out}/board-{arch}.kmt", 'wb').write(between('KMT-LOG-BEGIN', 'KMT-LOG-END'))
-for tag in ('KMT-INFO', 'KMT-LIVE-RC', 'KMT-LIVE:', 'KMT-COST-KMEMTRACED', 'KMT-COST-TRACE-CMD'):
+for tag in ('KMT-INFO', 'KMT-LIVE-RC', 'KMT-LIVE:', 'KMT-COST-KMEMTRACED', 'KMT-COST-TRACE-CMD',
+            'KMT-FIXED-KMEMTRACED', 'KMT-FIXED-TRACE-CMD'):
     print(line(tag))
+# Per event, under the load and net of the run without it.
+import re
+def found(tag, pattern):
+    m = re.search(pattern, line(tag))
+    return int(m.group(1).replace(',', '')) if m else None
+rows = {}
+for name, tag in (('kmemtraced', 'KMEMTRACED'), ('trace-cmd', 'TRACE-CMD')):
+    cpu = found('KMT-COST-' + tag, r'cpu (\d+) ms')
+    fixed = found('KMT-FIXED-' + tag, r'cpu (\d+) ms')
+    n = found('KMT-COST-' + tag, r'(?:bytes; |kmemtraced: )([\d,]+) events')
+    size = found('KMT-COST-' + tag, r', (\d+) bytes;')
+    if None in (cpu, fixed, n, size) or n == 0:
+        continue
+    rows[name] = (cpu * 1e3 / n, (cpu - fixed) * 1e3 / n)
+    print(f"{name}: {n} events, CPU {cpu} ms ({fixed} ms without the load): "
+          f"{rows[name][0]:.1f} us/event, {rows[name][1]:.1f} net; {size / n:.1f} bytes/event")
+if len(rows) == 2:
+    k, t = rows['kmemtraced'], rows['trace-cmd']
+    print(f"kmemtraced / trace-cmd CPU per event: {k[0] / t[0]:.2f}x, {k[1] / t[1]:.2f}x net")
 PY
 ls -l "$out/board-$arch".*

@@ -193,7 +193,8 @@ fn readers_placed(
 /// they read (a burst there can hold that CPU while the scheduler thinks
 /// it idle), and below 2 MiB readers are real-time; `--reader-cpus any`
 /// leaves them where the recorder may run, `--reader-realtime off` under
-/// the normal policy.
+/// the normal policy. Readers wake at 25% whatever the sub-buffer size
+/// (one page, as on kernels before 6.8, where the kernel lets us choose).
 #[test]
 fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
     let Some(tracefs) = common::tracefs_or_skip("readers_keep_off_the_cpu_they_read") else {
@@ -208,9 +209,15 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
         return;
     }
     let d = tmp();
+    let can_size_subbufs = tracefs.join("buffer_subbuf_size_kb").exists();
     for (placement, realtime, away) in [("auto", "auto", true), ("any", "off", false)] {
         let mut child = kmemtraced()
             .args(["-q", "-b", "1024", "-e", "kmem_cache_alloc", "-d", "20s"])
+            .args(if can_size_subbufs && away {
+                &["--subbuf-kb", "4"][..]
+            } else {
+                &[]
+            })
             .args([
                 "--reader-cpus",
                 placement,
@@ -234,9 +241,21 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
             last = readers_placed(child.id(), &mine, expect, away);
             last.is_ok()
         });
+        let instance = std::fs::read_dir(tracefs.join("instances"))
+            .unwrap()
+            .flatten()
+            .find(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&instance_prefix(child.id()))
+            })
+            .expect("the recorder's instance")
+            .path();
+        let mark = std::fs::read_to_string(instance.join("buffer_percent")).unwrap();
         signal(&child, "INT");
         assert!(child.wait().unwrap().success());
         assert_eq!(last, Ok(()), "{placement}");
+        assert_eq!(mark.trim(), "25", "{placement}: the wake-up mark");
     }
 }
 
