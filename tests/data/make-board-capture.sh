@@ -135,16 +135,18 @@ echo "KMT-LIVE: $(grep 'events in' /tmp/live.err)"
 # Beside trace-cmd: each recorder started, given 8 s to settle, ROUNDS
 # rounds of the load run, then stopped with SIGINT; its CPU time (its
 # threads and the children it reaped) read from the shell that waited for
-# it. With 0 rounds it waits as long as the last load took instead.
+# it. With 0 rounds it waits as long as NAME's loaded run took instead.
+cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}"; } # uptime in 1/100 s
 cost() { # NAME ROUNDS COMMAND...: prints NAME's CPU milliseconds
   name=$1; rounds=$2; shift 2
   sh -c '"$@" >/dev/null 2>/tmp/$0.err & echo $! > /tmp/$0.pid; wait $!; set -- $(cat /proc/$$/stat)
          echo "${14}" "${15}" "${16}" "${17}" > /tmp/$0.ticks' "$name" "$@" &
   sleep 8
-  start=$(cut -d. -f1 /proc/uptime)
-  if [ "$rounds" = 0 ]; then sleep "$(cat /tmp/took)"; fi
+  start=$(cs)
+  if [ "$rounds" = 0 ]; then sleep "$(cat /tmp/$name.took)"; fi
   r=0; while [ $r -lt "$rounds" ]; do load; r=$((r + 1)); done
-  [ "$rounds" = 0 ] || echo $(($(cut -d. -f1 /proc/uptime) - start)) > /tmp/took
+  # Seconds with two decimals, for busybox's sleep.
+  [ "$rounds" = 0 ] || { t=$(($(cs) - start)); printf '%d.%02d\n' $((t / 100)) $((t % 100)) > /tmp/$name.took; }
   sleep 1
   kill -INT "$(cat /tmp/$name.pid)"; wait
   set -- $(cat /tmp/$name.ticks)
@@ -159,12 +161,17 @@ if [ -x /usr/bin/trace-cmd ]; then
   c=$(cost t @ROUNDS@ $tcmd)
   n=$(trace-cmd report -i /tmp/t.dat 2>/dev/null | grep -c ': \(kmalloc\|kfree\|kmem_cache_alloc\|kmem_cache_free\|mm_page_alloc\|mm_page_free\):')
   echo "KMT-COST-TRACE-CMD: $c, $(stat -c %s /tmp/t.dat) bytes; $n events"
-  echo "KMT-FIXED-KMEMTRACED: $(cost k 0 $kcmd) for $(cat /tmp/took) s"
-  echo "KMT-FIXED-TRACE-CMD: $(cost t 0 $tcmd) for $(cat /tmp/took) s"
+  echo "KMT-FIXED-KMEMTRACED: $(cost k 0 $kcmd) for $(cat /tmp/k.took) s"
+  echo "KMT-FIXED-TRACE-CMD: $(cost t 0 $tcmd) for $(cat /tmp/t.took) s"
 fi
 poweroff -f
 EOF
-sed -i "s/@ROUNDS@/${ROUNDS:-100}/; s/@BUFFER_KB@/${BUFFER_KB:-1024}/; s/@KMEMTRACED_ARGS@/${KMEMTRACED_ARGS:-}/" "$work/rd/init"
+# The cost run's settings into /init (options are split on spaces there).
+extra=${KMEMTRACED_ARGS:-}
+case $extra in *[\"\$\`\\\'\&\|]*)
+  echo "KMEMTRACED_ARGS: options without quotes, \\, \$, \`, & or |" >&2; exit 2 ;;
+esac
+sed -i "s|@ROUNDS@|${ROUNDS:-100}|; s|@BUFFER_KB@|${BUFFER_KB:-1024}|; s|@KMEMTRACED_ARGS@|$extra|" "$work/rd/init"
 # The load again, for the recording in step 2.
 sed -n '/^load() {/,/^}/p' "$work/rd/init" >"$work/rd/load.sh"
 chmod +x "$work/rd/init"
@@ -209,7 +216,7 @@ for name, tag in (('kmemtraced', 'KMEMTRACED'), ('trace-cmd', 'TRACE-CMD')):
     rows[name] = (cpu * 1e3 / n, (cpu - fixed) * 1e3 / n)
     print(f"{name}: {n} events, CPU {cpu} ms ({fixed} ms without the load): "
           f"{rows[name][0]:.1f} us/event, {rows[name][1]:.1f} net; {size / n:.1f} bytes/event")
-if len(rows) == 2:
+if len(rows) == 2 and min(rows['trace-cmd']) > 0:
     k, t = rows['kmemtraced'], rows['trace-cmd']
     print(f"kmemtraced / trace-cmd CPU per event: {k[0] / t[0]:.2f}x, {k[1] / t[1]:.2f}x net")
 PY

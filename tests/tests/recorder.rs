@@ -241,21 +241,24 @@ fn readers_keep_off_the_cpu_they_read_with_small_buffers() {
             last = readers_placed(child.id(), &mine, expect, away);
             last.is_ok()
         });
-        let instance = std::fs::read_dir(tracefs.join("instances"))
-            .unwrap()
-            .flatten()
-            .find(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&instance_prefix(child.id()))
+        let mark = std::fs::read_dir(tracefs.join("instances"))
+            .ok()
+            .and_then(|d| {
+                d.flatten().find(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&instance_prefix(child.id()))
+                })
             })
-            .expect("the recorder's instance")
-            .path();
-        let mark = std::fs::read_to_string(instance.join("buffer_percent")).unwrap();
+            .and_then(|i| std::fs::read_to_string(i.path().join("buffer_percent")).ok());
         signal(&child, "INT");
         assert!(child.wait().unwrap().success());
         assert_eq!(last, Ok(()), "{placement}");
-        assert_eq!(mark.trim(), "25", "{placement}: the wake-up mark");
+        assert_eq!(
+            mark.as_deref().map(str::trim),
+            Some("25"),
+            "{placement}: the wake-up mark"
+        );
     }
 }
 

@@ -17,32 +17,24 @@
 //! clearing each event's holes, found from its format.
 
 use kmemtrace_format::endian::Endian;
-use kmemtrace_format::event_format::EventFormat;
+use kmemtrace_format::event_format::WrittenExtent;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
 use std::ops::Range;
 use std::time::Instant;
 
-/// An event's holes as the walk needs them, by `common_type`.
-struct EventHoles {
-    inside: Vec<Range<usize>>,
-    /// Where the rounding hole starts, if the event has a fixed length.
-    tail_from: Option<usize>,
-}
+/// By `common_type`: what bounds the bytes the kernel writes in an event's
+/// records, and the holes of its fixed part.
+type EventHoles<'a> = Vec<Option<(WrittenExtent<'a>, Vec<Range<usize>>)>>;
 
-fn event_holes(log: &Log) -> Vec<Option<EventHoles>> {
-    let mut by_id: Vec<Option<EventHoles>> = (0..=u16::MAX).map(|_| None).collect();
-    for id in 0..=u16::MAX {
-        let Some(f): Option<&EventFormat> = log.format_by_id(u32::from(id)) else {
-            continue;
-        };
-        by_id[usize::from(id)] = Some(EventHoles {
-            inside: f.holes(),
-            tail_from: (!f.has_variable_tail()).then(|| f.fixed_len()),
-        });
-    }
-    by_id
+fn event_holes(log: &Log) -> EventHoles<'_> {
+    (0..=u16::MAX)
+        .map(|id| {
+            let f = log.format_by_id(u32::from(id))?;
+            Some((f.written_extent(), f.holes()))
+        })
+        .collect()
 }
 
 /// Lists in `spans` the byte ranges of `page` that nothing the kernel
@@ -50,7 +42,7 @@ fn event_holes(log: &Log) -> Vec<Option<EventHoles>> {
 fn hole_spans<E: Endian>(
     e: E,
     layout: &SubBufLayout,
-    by_id: &[Option<EventHoles>],
+    by_id: &EventHoles,
     page: &[u8],
     spans: &mut Vec<Range<usize>>,
 ) -> u64 {
@@ -65,18 +57,20 @@ fn hole_spans<E: Endian>(
                 events += 1;
                 let start = r.offset + r.len - payload.len();
                 let id = usize::from(e.u16_from([payload[0], payload[1]]));
-                let Some(Some(h)) = by_id.get(id) else {
+                let Some(Some((written, inside))) = by_id.get(id) else {
                     continue;
                 };
                 let within = |x: &Range<usize>| x.end <= payload.len();
                 spans.extend(
-                    h.inside
+                    inside
                         .iter()
                         .filter(|x| within(x))
                         .map(|x| start + x.start..start + x.end),
                 );
-                if let Some(t) = h.tail_from.filter(|t| *t < payload.len()) {
-                    spans.push(start + t..start + payload.len());
+                // After the fixed part and any dynamic data, up to the
+                // record's rounding.
+                if let Some(w) = written.len(e, payload).filter(|w| *w < payload.len()) {
+                    spans.push(start + w..start + payload.len());
                 }
             }
             // The kernel writes end-of-page padding's header and length,
@@ -142,8 +136,9 @@ impl WithEndian for Build<'_> {
                     out.hole_bytes += s.len();
                     out.nonzero_hole_bytes += page[s.clone()].iter().filter(|b| **b != 0).count();
                 }
+                // What the writer left there a lap before, itself stale.
                 if let Some(earlier) = i.checked_sub(self.ring) {
-                    let earlier = &spliced[earlier * layout.subbuf_size..][..layout.subbuf_size];
+                    let earlier = &stale[earlier * layout.subbuf_size..][..layout.subbuf_size];
                     for s in &spans {
                         filled[s.clone()].copy_from_slice(&earlier[s.clone()]);
                     }
@@ -158,27 +153,26 @@ impl WithEndian for Build<'_> {
 }
 
 /// Zeroes every hole of the streams in place.
-fn zero_holes(log: &Log, streams: &mut [Vec<u8>]) {
-    struct Zero<'a>(&'a Log, &'a mut [Vec<u8>]);
-    impl WithEndian for Zero<'_> {
+fn zero_holes(log: &Log, by_id: &EventHoles, streams: &mut [Vec<u8>]) {
+    struct Zero<'a, 'f>(&'a Log, &'a EventHoles<'f>, &'a mut [Vec<u8>]);
+    impl WithEndian for Zero<'_, '_> {
         type Output = ();
         fn run<E: Endian>(self, e: E) {
             let layout = self.0.layout;
-            let by_id = event_holes(self.0);
             let mut spans = Vec::with_capacity(256);
-            for page in self
-                .1
+            let pages = self
+                .2
                 .iter_mut()
-                .flat_map(|s| s.chunks_mut(layout.subbuf_size))
-            {
-                hole_spans(e, &layout, &by_id, page, &mut spans);
+                .flat_map(|s| s.chunks_mut(layout.subbuf_size));
+            for page in pages {
+                hole_spans(e, &layout, self.1, page, &mut spans);
                 for s in spans.drain(..) {
                     page[s].fill(0);
                 }
             }
         }
     }
-    with_endian(log.endian, Zero(log, streams))
+    with_endian(log.endian, Zero(log, by_id, streams))
 }
 
 /// zstd 1 over `block`-sized pieces of the streams: bytes out, and seconds
@@ -207,15 +201,17 @@ fn main() {
     let log = Log::open(std::path::Path::new(&path)).expect("a readable log");
     let s = with_endian(log.endian, Build { log: &log, ring });
     let ev = s.events as f64;
-    let block = (1 << 20) / log.layout.subbuf_size * log.layout.subbuf_size;
+    let sb = log.layout.subbuf_size;
+    let block = ((1 << 20) / sb * sb).max(sb);
     let (spliced, spliced_s) = zstd_1(&s.spliced, block);
     let (stale, stale_s) = zstd_1(&s.stale, block);
     let mut zeroed = s.stale.clone();
     let mut zeroing_s = f64::MAX;
+    let by_id = event_holes(&log);
     for _ in 0..3 {
         zeroed.clone_from(&s.stale);
         let t = Instant::now();
-        zero_holes(&log, &mut zeroed);
+        zero_holes(&log, &by_id, &mut zeroed);
         zeroing_s = zeroing_s.min(t.elapsed().as_secs_f64());
     }
     let (all_zero, all_zero_s) = zstd_1(&zeroed, block);

@@ -309,16 +309,52 @@ impl EventFormat {
             .unwrap_or(0)
     }
 
-    /// Whether data may follow the fixed part: `__data_loc`/`__rel_loc`
-    /// fields point there, and a trailing array may run past its declared
+    /// How many bytes of this record (`payload`) the kernel wrote: the
+    /// fixed part and the data its locators point at. What follows, up to
+    /// the record's rounding to 4 bytes, is one more hole (the kernel
+    /// reserves the struct's size, padding included, plus the dynamic
+    /// data). `None` where a trailing array may run past its declared
     /// length (ftrace's `kernel_stack` declares `caller[8]` and stores as
-    /// many as it took). Otherwise what follows, up to the 4-byte rounding
-    /// of the record, is one more hole.
-    pub fn has_variable_tail(&self) -> bool {
+    /// many as it took), or a locator points outside the payload.
+    pub fn written_len<E: Endian>(&self, e: E, payload: &[u8]) -> Option<usize> {
+        self.written_extent().len(e, payload)
+    }
+
+    /// [`EventFormat::written_len`]'s rule, worked out once for many
+    /// records.
+    pub fn written_extent(&self) -> WrittenExtent<'_> {
         let last = self.all_fields().max_by_key(|x| x.offset);
-        self.all_fields()
-            .any(|x| matches!(x.kind, FieldKind::DataLoc | FieldKind::RelLoc))
-            || last.is_some_and(|x| matches!(x.kind, FieldKind::Array { .. }))
+        WrittenExtent {
+            fixed_len: self.fixed_len(),
+            locators: self
+                .all_fields()
+                .filter(|f| matches!(f.kind, FieldKind::DataLoc | FieldKind::RelLoc))
+                .collect(),
+            runs_on: last.is_some_and(|x| matches!(x.kind, FieldKind::Array { .. })),
+        }
+    }
+}
+
+/// What bounds the bytes the kernel writes in one event's records
+/// ([`EventFormat::written_extent`]).
+#[derive(Clone, Debug)]
+pub struct WrittenExtent<'a> {
+    fixed_len: usize,
+    locators: Vec<&'a Field>,
+    runs_on: bool,
+}
+
+impl WrittenExtent<'_> {
+    /// [`EventFormat::written_len`] of one record.
+    pub fn len<E: Endian>(&self, e: E, payload: &[u8]) -> Option<usize> {
+        if self.runs_on {
+            return None;
+        }
+        let mut end = self.fixed_len;
+        for f in &self.locators {
+            end = end.max(f.data_range(e, payload)?.end);
+        }
+        Some(end)
     }
 }
 
@@ -458,11 +494,16 @@ impl Field {
     /// as stored (including any NUL). `None` for scalars, or when the
     /// location falls outside the payload.
     pub fn read_raw_bytes<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<&'a [u8]> {
-        match self.kind {
-            FieldKind::Scalar => None,
-            FieldKind::Array { .. } => {
-                payload.get(self.offset..self.offset.checked_add(self.size)?)
-            }
+        payload.get(self.data_range(e, payload)?)
+    }
+
+    /// Where [`Field::read_raw_bytes`] reads: the array itself, or the data
+    /// a locator points at. `None` for scalars, or when the location falls
+    /// outside the payload.
+    pub fn data_range<E: Endian>(&self, e: E, payload: &[u8]) -> Option<core::ops::Range<usize>> {
+        let range = match self.kind {
+            FieldKind::Scalar => return None,
+            FieldKind::Array { .. } => self.offset..self.offset.checked_add(self.size)?,
             FieldKind::DataLoc | FieldKind::RelLoc => {
                 if self.size != 4 {
                     return None;
@@ -473,9 +514,10 @@ impl Field {
                 if self.kind == FieldKind::RelLoc {
                     off = off.checked_add(self.offset + self.size)?;
                 }
-                payload.get(off..off.checked_add(len)?)
+                off..off.checked_add(len)?
             }
-        }
+        };
+        (range.end <= payload.len()).then_some(range)
     }
 
     /// Like [`Field::read_raw_bytes`], cut at the first NUL (what the
@@ -522,7 +564,7 @@ pub mod trace_flags {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endian::{BigEndian, LittleEndian};
+    use crate::endian::{BigEndian, LittleEndian, RunTimeEndian};
 
     const KMEM_CACHE_FREE_ARMHF: &str = "name: kmem_cache_free
 ID: 507
@@ -644,8 +686,9 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
     }
 
     #[test]
-    fn holes_and_the_variable_tail() {
-        // 6.18's kmalloc on x86_64: 53 bytes of fields, rounded up to 56.
+    fn holes_and_what_the_kernel_wrote() {
+        // A cut-down record: holes after the common type and `node`, and
+        // past `accounted` up to the record's rounding.
         let kmalloc = "name: kmalloc\nID: 5\nformat:\n\
             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
@@ -657,12 +700,23 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
         let f = EventFormat::parse(kmalloc, None).unwrap();
         assert_eq!(f.holes(), vec![2..4, 20..24]);
         assert_eq!(f.fixed_len(), 33);
-        assert!(!f.has_variable_tail());
-        // A locator: its string follows the fixed part.
+        assert_eq!(f.written_len(LittleEndian, &[0; 36]), Some(33));
+        // A locator: its string follows the fixed part, in either order.
         let f = EventFormat::parse(KMEM_CACHE_FREE_ARMHF, None).unwrap();
         assert!(f.holes().is_empty());
         assert_eq!(f.fixed_len(), 20);
-        assert!(f.has_variable_tail());
+        let record = |e: RunTimeEndian, loc: u64| {
+            let mut p = vec![0u8; 16];
+            e.write_uint(&mut p, loc, 4);
+            p.resize(28, 0);
+            p
+        };
+        for e in [RunTimeEndian::Little, RunTimeEndian::Big] {
+            let p = record(e, (6 << 16) | 20);
+            assert_eq!(f.written_len(e, &p), Some(26), "{e:?}");
+            let p = record(e, (6 << 16) | 24);
+            assert_eq!(f.written_len(e, &p), None, "{e:?}: past the payload");
+        }
         // ftrace's kernel_stack: `caller[8]` runs on.
         let stack = "name: kernel_stack\nID: 4\nformat:\n\
             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
@@ -671,7 +725,7 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
             print fmt: \"\"\n";
         let f = EventFormat::parse(stack, None).unwrap();
         assert_eq!(f.holes(), vec![2..8, 12..16]);
-        assert!(f.has_variable_tail());
+        assert_eq!(f.written_len(LittleEndian, &[0; 120]), None);
     }
 
     #[test]
