@@ -19,6 +19,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::header_page::HeaderPage;
 use kmemtrace_format::human::parse_cpu_list;
 use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
+use kmemtrace_format::stats::CpuStats;
 use kmemtrace_format::RunTimeEndian;
 use std::fs;
 use std::path::Path;
@@ -148,61 +149,6 @@ pub fn cpu_node_map() -> Vec<u8> {
     kmemtrace_format::records::cpu_node_map(lists)
 }
 
-/// The figures of a `per_cpu/cpuN/stats` text that the status line needs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuStats {
-    pub entries: u64,
-    pub overrun: u64,
-    pub commit_overrun: u64,
-    pub dropped: u64,
-    pub read_events: u64,
-    pub now_ns: Option<u64>,
-}
-
-impl CpuStats {
-    /// Events the kernel could not keep: overwritten, or dropped.
-    pub fn lost(&self) -> u64 {
-        self.overrun + self.commit_overrun + self.dropped
-    }
-
-    pub fn parse(text: &str) -> CpuStats {
-        let mut s = CpuStats::default();
-        for line in text.lines() {
-            let Some((k, v)) = line.split_once(':') else {
-                continue;
-            };
-            let v = v.trim();
-            let n = || v.parse::<u64>().unwrap_or(0);
-            match k.trim() {
-                "entries" => s.entries = n(),
-                "overrun" => s.overrun = n(),
-                "commit overrun" => s.commit_overrun = n(),
-                "dropped events" => s.dropped = n(),
-                "read events" => s.read_events = n(),
-                "now ts" => s.now_ns = parse_seconds_ns(v),
-                _ => {}
-            }
-        }
-        s
-    }
-}
-
-/// `877.885123` (seconds with up to 9 decimals) → ns.
-fn parse_seconds_ns(v: &str) -> Option<u64> {
-    let (s, frac) = v.split_once('.').unwrap_or((v, ""));
-    let secs: u64 = s.trim().parse().ok()?;
-    let frac = frac.trim();
-    if frac.len() > 9 || !frac.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let ns: u64 = if frac.is_empty() {
-        0
-    } else {
-        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
-    };
-    secs.checked_mul(1_000_000_000)?.checked_add(ns)
-}
-
 /// Reads `per_cpu/cpuN/stats` as a STATS record.
 pub fn stats_record(dir: &TraceDir, cpu: u32, phase: StatsPhase) -> Option<StatsRecord> {
     let text = dir.read_bytes(&format!("per_cpu/cpu{cpu}/stats")).ok()?;
@@ -251,7 +197,7 @@ pub fn arch_tag(a: &ArchInput<'_>) -> ArchTag {
     t.start_wall_ns = Some(wall_ns());
     t.start_trace_ns = cpus.first().and_then(|c| {
         let text = a.dir.read_string(&format!("per_cpu/cpu{c}/stats")).ok()?;
-        CpuStats::parse(&text).now_ns
+        CpuStats::parse(&text).ok()?.now_ts?.ns()
     });
     t.recorder = Some(format!("kmemtraced {}", env!("CARGO_PKG_VERSION")));
     t.command_line = Some(a.command_line.clone());
@@ -438,13 +384,11 @@ mod tests {
         let t = "entries: 5\noverrun: 2\ncommit overrun: 1\nbytes: 0\n\
                  oldest event ts:     0.000000\nnow ts:   877.885123\n\
                  dropped events: 3\nread events: 7\n";
-        let s = CpuStats::parse(t);
-        assert_eq!(s.entries, 5);
-        assert_eq!(s.lost(), 6);
-        assert_eq!(s.read_events, 7);
-        assert_eq!(s.now_ns, Some(877_885_123_000));
-        assert_eq!(parse_seconds_ns("1.5"), Some(1_500_000_000));
-        assert_eq!(parse_seconds_ns("x"), None);
+        let s = CpuStats::parse(t).unwrap();
+        assert_eq!(s.entries, Some(5));
+        assert_eq!(s.lost_events(), 6);
+        assert_eq!(s.read_events, Some(7));
+        assert_eq!(s.now_ts.and_then(|t| t.ns()), Some(877_885_123_000));
     }
 
     #[test]

@@ -13,13 +13,14 @@ use crate::cli::{ReaderCpus, ReaderRealtime};
 use crate::cpu_reader::{self, Flag, ReaderConfig, Shared};
 use crate::events::Event;
 use crate::failure::{Failure, Result};
-use crate::metadata::{self, CpuStats, Layout};
+use crate::metadata::{self, Layout};
 use crate::sink::{self, Msg};
 use crate::status::Counters;
 use crate::tracefs::TraceDir;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::kpack;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsPhase};
+use kmemtrace_format::stats::CpuStats;
 use kmemtrace_format::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
 use std::collections::BTreeMap;
@@ -221,10 +222,10 @@ impl Session {
         let mut kernel_counts = !start_cpus.is_empty() && plan.layout.long_size == 8;
         for &cpu in start_cpus {
             let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
-            let text = s.as_ref().map(|s| String::from_utf8_lossy(&s.text));
-            kernel_counts &= text.as_ref().is_some_and(|t| t.contains("read events:"));
-            if let (Some(s), Some(text)) = (&s, &text) {
-                start_stats.insert(cpu, CpuStats::parse(text));
+            let stats = s.as_ref().and_then(|s| parse_stats(&s.text));
+            kernel_counts &= stats.is_some_and(|st| st.read_events.is_some());
+            if let Some(s) = &s {
+                start_stats.insert(cpu, stats.unwrap_or_default());
                 w.write_stats(s).map_err(werr)?;
             }
         }
@@ -426,8 +427,9 @@ impl Session {
                 let now = self
                     .plan
                     .dir
-                    .read_string(&format!("per_cpu/cpu{c}/stats"))
-                    .map(|t| CpuStats::parse(&t));
+                    .read_bytes(&format!("per_cpu/cpu{c}/stats"))
+                    .ok()
+                    .and_then(|t| parse_stats(&t));
                 (c, now.map_or(0, |now| self.since_start(c, &now)))
             })
             .collect()
@@ -442,13 +444,15 @@ impl Session {
             let count = self
                 .read_counts
                 .entry(cpu)
-                .or_insert(ReadCount::from(start.read_events))
-                .update(now.read_events);
-            if let Some(k) = self.counters.cpu(cpu) {
-                k.events.store(count, std::sync::atomic::Ordering::Relaxed);
+                .or_insert(ReadCount::from(start.read_events.unwrap_or(0)));
+            if let Some(now) = now.read_events {
+                let count = count.update(now);
+                if let Some(k) = self.counters.cpu(cpu) {
+                    k.events.store(count, std::sync::atomic::Ordering::Relaxed);
+                }
             }
         }
-        now.lost().saturating_sub(start.lost())
+        now.lost_since(&start)
     }
 
     /// Writes `cpu`'s statistics now to the log and takes its figures
@@ -456,10 +460,10 @@ impl Session {
     /// where they could not be read.
     fn record_stats(&mut self, cpu: u32, phase: StatsPhase) -> Option<u64> {
         let s = metadata::stats_record(&self.plan.dir, cpu, phase)?;
-        let now = CpuStats::parse(&String::from_utf8_lossy(&s.text));
-        let lost = self.since_start(cpu, &now);
+        let now = parse_stats(&s.text);
+        let lost = now.map(|now| self.since_start(cpu, &now));
         self.send(Msg::Stats(s));
-        Some(lost)
+        lost
     }
 
     /// Periodic statistics, and the kernel's pid→comm tables when changed.
@@ -568,6 +572,13 @@ mod tests {
         assert_eq!(parse_buffer_kb("7 (expanded: 1408)\n"), Some(1408));
         assert_eq!(parse_buffer_kb("X\n"), None);
     }
+}
+
+/// A `per_cpu/cpuN/stats` text's counters (the format library's reading,
+/// as the log's readers read the same text); `None` where a value is not
+/// a number.
+fn parse_stats(text: &[u8]) -> Option<CpuStats> {
+    CpuStats::parse(&String::from_utf8_lossy(text)).ok()
 }
 
 /// The kernel's `read events` of one CPU, followed across resets: a
