@@ -438,9 +438,8 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let layout = metadata::layout(&inst.dir)?;
-    let buffer_percent = cli.buffer_percent;
     inst.dir
-        .write("buffer_percent", &buffer_percent.to_string())?;
+        .write("buffer_percent", &cli.buffer_percent.to_string())?;
     let out = output::open(&output)?;
     // The log carries the stack record's format beside the events' (the
     // kernel writes those records; there is nothing to enable).
@@ -453,7 +452,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         layout,
         compression: cli.compress,
         flush_interval: cli.flush_interval,
-        buffer_percent,
+        buffer_percent: cli.buffer_percent,
         drain_only: None,
         reader_nice: cli.reader_nice,
         reader_cpus: cli.reader_cpus,
@@ -787,7 +786,6 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         }
     }
     let layout = metadata::layout(&top)?;
-    let buffer_percent = cli.buffer_percent;
     let out = output::open(&output)?;
     let nr_pages = crate::session::buffer_kb(&top).map_or(4096, |kb| {
         u64::from(kb) * 1024 / u64::from(layout.subbuf_size.max(1))
@@ -800,7 +798,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         layout,
         compression: cli.compress,
         flush_interval: cli.flush_interval,
-        buffer_percent,
+        buffer_percent: cli.buffer_percent,
         // Events may still be arriving: take at most twice the buffer.
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,

@@ -105,16 +105,16 @@ struct Streams {
     nonzero_hole_bytes: usize,
 }
 
-struct Build<'a> {
+struct Build<'a, 'f> {
     log: &'a Log,
+    by_id: &'a EventHoles<'f>,
     ring: usize,
 }
 
-impl WithEndian for Build<'_> {
+impl WithEndian for Build<'_, '_> {
     type Output = Streams;
     fn run<E: Endian>(self, e: E) -> Streams {
-        let (log, layout) = (self.log, self.log.layout);
-        let by_id = event_holes(log);
+        let (log, layout, by_id) = (self.log, self.log.layout, self.by_id);
         let mut out = Streams {
             spliced: vec![],
             stale: vec![],
@@ -129,7 +129,7 @@ impl WithEndian for Build<'_> {
             let (mut spliced, mut stale) = (Vec::new(), Vec::new());
             for (i, page) in pages.iter_mut().enumerate() {
                 page.resize(layout.subbuf_size, 0);
-                out.events += hole_spans(e, &layout, &by_id, page, &mut spans);
+                out.events += hole_spans(e, &layout, by_id, page, &mut spans);
                 spliced.extend_from_slice(page);
                 let mut filled = page.clone();
                 for s in &spans {
@@ -199,7 +199,13 @@ fn main() {
         .next()
         .map_or(64, |s| s.parse().expect("RING: sub-buffers per CPU"));
     let log = Log::open(std::path::Path::new(&path)).expect("a readable log");
-    let s = with_endian(log.endian, Build { log: &log, ring });
+    let by_id = event_holes(&log);
+    let build = Build {
+        log: &log,
+        by_id: &by_id,
+        ring,
+    };
+    let s = with_endian(log.endian, build);
     let ev = s.events as f64;
     let sb = log.layout.subbuf_size;
     let block = ((1 << 20) / sb * sb).max(sb);
@@ -207,7 +213,6 @@ fn main() {
     let (stale, stale_s) = zstd_1(&s.stale, block);
     let mut zeroed = s.stale.clone();
     let mut zeroing_s = f64::MAX;
-    let by_id = event_holes(&log);
     for _ in 0..3 {
         zeroed.clone_from(&s.stale);
         let t = Instant::now();

@@ -309,19 +309,9 @@ impl EventFormat {
             .unwrap_or(0)
     }
 
-    /// How many bytes of this record (`payload`) the kernel wrote: the
-    /// fixed part and the data its locators point at. What follows, up to
-    /// the record's rounding to 4 bytes, is one more hole (the kernel
-    /// reserves the struct's size, padding included, plus the dynamic
-    /// data). `None` where a trailing array may run past its declared
-    /// length (ftrace's `kernel_stack` declares `caller[8]` and stores as
-    /// many as it took), or a locator points outside the payload.
-    pub fn written_len<E: Endian>(&self, e: E, payload: &[u8]) -> Option<usize> {
-        self.written_extent().len(e, payload)
-    }
-
-    /// [`EventFormat::written_len`]'s rule, worked out once for many
-    /// records.
+    /// What bounds the bytes the kernel writes in this event's records:
+    /// the fixed part and the data its locators point at
+    /// ([`WrittenExtent::len`]).
     pub fn written_extent(&self) -> WrittenExtent<'_> {
         let last = self.all_fields().max_by_key(|x| x.offset);
         WrittenExtent {
@@ -335,8 +325,7 @@ impl EventFormat {
     }
 }
 
-/// What bounds the bytes the kernel writes in one event's records
-/// ([`EventFormat::written_extent`]).
+/// [`EventFormat::written_extent`].
 #[derive(Clone, Debug)]
 pub struct WrittenExtent<'a> {
     fixed_len: usize,
@@ -345,7 +334,12 @@ pub struct WrittenExtent<'a> {
 }
 
 impl WrittenExtent<'_> {
-    /// [`EventFormat::written_len`] of one record.
+    /// How many bytes of one record (`payload`) the kernel wrote. What
+    /// follows, up to the record's rounding to 4 bytes, is one more hole
+    /// (the kernel reserves the struct's size, padding included, plus the
+    /// dynamic data). `None` where a trailing array may run past its
+    /// declared length (ftrace's `kernel_stack` declares `caller[8]` and
+    /// stores as many as it took), or a locator points outside the payload.
     pub fn len<E: Endian>(&self, e: E, payload: &[u8]) -> Option<usize> {
         if self.runs_on {
             return None;
@@ -700,7 +694,7 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
         let f = EventFormat::parse(kmalloc, None).unwrap();
         assert_eq!(f.holes(), vec![2..4, 20..24]);
         assert_eq!(f.fixed_len(), 33);
-        assert_eq!(f.written_len(LittleEndian, &[0; 36]), Some(33));
+        assert_eq!(f.written_extent().len(LittleEndian, &[0; 36]), Some(33));
         // A locator: its string follows the fixed part, in either order.
         let f = EventFormat::parse(KMEM_CACHE_FREE_ARMHF, None).unwrap();
         assert!(f.holes().is_empty());
@@ -713,9 +707,13 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
         };
         for e in [RunTimeEndian::Little, RunTimeEndian::Big] {
             let p = record(e, (6 << 16) | 20);
-            assert_eq!(f.written_len(e, &p), Some(26), "{e:?}");
+            assert_eq!(f.written_extent().len(e, &p), Some(26), "{e:?}");
             let p = record(e, (6 << 16) | 24);
-            assert_eq!(f.written_len(e, &p), None, "{e:?}: past the payload");
+            assert_eq!(
+                f.written_extent().len(e, &p),
+                None,
+                "{e:?}: past the payload"
+            );
         }
         // ftrace's kernel_stack: `caller[8]` runs on.
         let stack = "name: kernel_stack\nID: 4\nformat:\n\
@@ -725,7 +723,7 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
             print fmt: \"\"\n";
         let f = EventFormat::parse(stack, None).unwrap();
         assert_eq!(f.holes(), vec![2..8, 12..16]);
-        assert_eq!(f.written_len(LittleEndian, &[0; 120]), None);
+        assert_eq!(f.written_extent().len(LittleEndian, &[0; 120]), None);
     }
 
     #[test]
