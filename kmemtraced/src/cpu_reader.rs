@@ -25,7 +25,9 @@
 //!   mark is 25%: lower ones cost more wake-ups for fewer sub-buffers each,
 //!   and lost more, not less, with big sub-buffers; with one-page ones
 //!   (kernels before 6.8) 2% cost twice the CPU and saved no events once
-//!   readers ran early enough (`cli.rs` `buffer_percent`).
+//!   readers ran early enough (`cli.rs` `buffer_percent`). Real-time
+//!   readers (below), which run as soon as they are woken, wake at 50%
+//!   (`cli.rs` `wake_mark`).
 //!   (trace-cmd instead reads until empty and sleeps 1 ms in between.)
 //!   Readers run at nice -10 by default (`--reader-nice`): when the traced
 //!   load keeps every CPU busy, a reader woken during such a burst must

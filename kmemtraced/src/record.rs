@@ -2,7 +2,7 @@
 //! (until a signal, a duration, or the traced command's exit), drain the
 //! top-level buffer left by boot-time tracing, and remove stale instances.
 
-use crate::cli::{Cli, ReaderRealtime};
+use crate::cli::{wake_mark, Cli, ReaderRealtime};
 use crate::command::{describe_exit, pass_on, start_command, wait_briefly, wait_passing_signals};
 use crate::events::{self, Event};
 use crate::failure::{Failure, Result};
@@ -438,8 +438,13 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let layout = metadata::layout(&inst.dir)?;
+    // The session makes the readers real-time by the same rule.
+    let realtime = cli
+        .reader_realtime
+        .priority(crate::session::buffer_kb(&inst.dir));
+    let buffer_percent = wake_mark(cli.buffer_percent, realtime.is_some());
     inst.dir
-        .write("buffer_percent", &cli.buffer_percent.to_string())?;
+        .write("buffer_percent", &buffer_percent.to_string())?;
     let out = output::open(&output)?;
     // The log carries the stack record's format beside the events' (the
     // kernel writes those records; there is nothing to enable).
@@ -452,7 +457,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         layout,
         compression: cli.compress,
         flush_interval: cli.flush_interval,
-        buffer_percent: cli.buffer_percent,
+        buffer_percent,
         drain_only: None,
         reader_nice: cli.reader_nice,
         reader_cpus: cli.reader_cpus,
@@ -798,7 +803,8 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         layout,
         compression: cli.compress,
         flush_interval: cli.flush_interval,
-        buffer_percent: cli.buffer_percent,
+        // Only drains: no reader waits on the mark, which is not written.
+        buffer_percent: wake_mark(cli.buffer_percent, false),
         // Events may still be arriving: take at most twice the buffer.
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,
