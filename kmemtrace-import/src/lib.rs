@@ -270,8 +270,11 @@ fn note(w: &mut LogWriter<impl Write>, warning: bool, text: impl Into<String>) -
     })
 }
 
-fn stats_of(text: &[u8]) -> Option<CpuStats> {
-    CpuStats::parse(&String::from_utf8_lossy(text)).ok()
+/// A `stats` text's counters, in the width of the kernel's long.
+fn stats_of(text: &[u8], long_size: usize) -> Option<CpuStats> {
+    CpuStats::parse(&String::from_utf8_lossy(text))
+        .ok()
+        .map(|s| s.with_long_size(long_size))
 }
 
 /// Imports `input` into a log written to `out`.
@@ -413,7 +416,7 @@ pub fn import<W: Write>(
     arch.start_trace_ns = start_stats
         .values()
         .next()
-        .and_then(|t| stats_of(t)?.now_ts?.ns());
+        .and_then(|t| stats_of(t, layout.long_size)?.now_ts?.ns());
     arch.recorder = Some(format!("kmemtraced {} --import", env!("CARGO_PKG_VERSION")));
     arch.command_line = Some(command_line);
     arch.instance = info.get("instance").cloned();
@@ -634,10 +637,12 @@ pub fn import<W: Write>(
                 text,
             })?;
         }
-        let start = start_stats.get(&cpu).and_then(|t| stats_of(t));
+        let start = start_stats
+            .get(&cpu)
+            .and_then(|t| stats_of(t, layout.long_size));
         let t = tallies.get(&cpu).cloned().unwrap_or_default();
         if let Some(text) = end {
-            let end_stats = stats_of(&text);
+            let end_stats = stats_of(&text, layout.long_size);
             w.write_stats(&StatsRecord {
                 cpu,
                 phase: StatsPhase::End,

@@ -216,13 +216,15 @@ impl Session {
         // Counting a sub-buffer's events was a twentieth of the recorder's
         // CPU; the kernel counts the events its readers take (`read
         // events`, ring_buffer_read_page), the same figure. Not in boot
-        // mode, whose buffer others may have read before.
-        // 64-bit kernels only: a 32-bit one prints the count signed, as
-        // negative past 2^31 events.
-        let mut kernel_counts = !start_cpus.is_empty() && plan.layout.long_size == 8;
+        // mode, whose buffer others may have read before. (A 32-bit kernel
+        // prints it negative past 2^31 and wraps it at 2^32: `parse_stats`
+        // and `ReadCount` read it in the long's width.)
+        let mut kernel_counts = !start_cpus.is_empty();
         for &cpu in start_cpus {
             let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
-            let stats = s.as_ref().and_then(|s| parse_stats(&s.text));
+            let stats = s
+                .as_ref()
+                .and_then(|s| parse_stats(&s.text, plan.layout.long_size));
             kernel_counts &= stats.is_some_and(|st| st.read_events.is_some());
             if let Some(s) = &s {
                 start_stats.insert(cpu, stats.unwrap_or_default());
@@ -429,7 +431,7 @@ impl Session {
                     .dir
                     .read_bytes(&format!("per_cpu/cpu{c}/stats"))
                     .ok()
-                    .and_then(|t| parse_stats(&t));
+                    .and_then(|t| parse_stats(&t, self.plan.layout.long_size));
                 (c, now.map_or(0, |now| self.since_start(c, &now)))
             })
             .collect()
@@ -441,10 +443,10 @@ impl Session {
         let start = self.start_stats.get(&cpu).copied().unwrap_or_default();
         if self.kernel_counts {
             // A CPU come online later: its buffer is new, counted from 0.
-            let count = self
-                .read_counts
-                .entry(cpu)
-                .or_insert(ReadCount::from(start.read_events.unwrap_or(0)));
+            let count = self.read_counts.entry(cpu).or_insert(ReadCount::from(
+                start.read_events.unwrap_or(0),
+                self.plan.layout.long_size,
+            ));
             if let Some(now) = now.read_events {
                 let count = count.update(now);
                 if let Some(k) = self.counters.cpu(cpu) {
@@ -460,7 +462,7 @@ impl Session {
     /// where they could not be read.
     fn record_stats(&mut self, cpu: u32, phase: StatsPhase) -> Option<u64> {
         let s = metadata::stats_record(&self.plan.dir, cpu, phase)?;
-        let now = parse_stats(&s.text);
+        let now = parse_stats(&s.text, self.plan.layout.long_size);
         let lost = now.map(|now| self.since_start(cpu, &now));
         self.send(Msg::Stats(s));
         lost
@@ -575,44 +577,57 @@ mod tests {
 }
 
 /// A `per_cpu/cpuN/stats` text's counters (the format library's reading,
-/// as the log's readers read the same text); `None` where a value is not
-/// a number.
-fn parse_stats(text: &[u8]) -> Option<CpuStats> {
-    CpuStats::parse(&String::from_utf8_lossy(text)).ok()
+/// as the log's readers read the same text), in the width of the kernel's
+/// long (`long_size` bytes); `None` where a value is not a number.
+fn parse_stats(text: &[u8], long_size: u8) -> Option<CpuStats> {
+    CpuStats::parse(&String::from_utf8_lossy(text))
+        .ok()
+        .map(|s| s.with_long_size(usize::from(long_size)))
 }
 
-/// The kernel's `read events` of one CPU, followed across resets: a
-/// reset (someone truncating the instance's `trace`, or changing its
-/// tracer or clock) sets it back to 0. Only a reset seen as a fall
-/// between two looks is followed: looks come each second with a status
-/// line, else every 10 s, so the summary may count too few after one
-/// (the log itself is whole: `kmemtrace-check` counts it).
+/// The kernel's `read events` of one CPU, followed across resets and, on
+/// 32-bit kernels, across 2^32. A reset (someone truncating the
+/// instance's `trace`, or changing its tracer or clock) sets it back to 0.
+/// Only a reset seen as a fall between two looks is followed: looks come
+/// each second with a status line, else every 10 s, so the summary may
+/// count too few after one (the log itself is whole: `kmemtrace-check`
+/// counts it).
 #[derive(Debug, Clone, Copy)]
 struct ReadCount {
-    /// Events counted before the last reset.
-    before: u64,
-    /// The count's value at the start, or 0 after a reset.
-    origin: u64,
+    /// Events read since the start, as of the last look.
+    total: u64,
     last: u64,
+    /// The count's width in bits: the kernel's long.
+    bits: u32,
 }
 
 impl ReadCount {
-    fn from(start: u64) -> Self {
+    fn from(start: u64, long_size: u8) -> Self {
         ReadCount {
-            before: 0,
-            origin: start,
+            total: 0,
             last: start,
+            bits: (8 * u32::from(long_size)).clamp(8, 64),
         }
     }
 
     /// The events read since the start, given the count now.
     fn update(&mut self, now: u64) -> u64 {
-        if now < self.last {
-            self.before += self.last - self.origin;
-            self.origin = 0;
-        }
+        let step = if now >= self.last {
+            now - self.last
+        } else {
+            // A 32-bit count that passed 2^32 fell, but moved forward by
+            // what can be read between two looks (a quarter of the range
+            // is over 100 s at 10 M events/s); a reset fell to near 0.
+            let forward = (now.wrapping_sub(self.last)) & (u64::MAX >> (64 - self.bits));
+            if self.bits < 64 && forward < 1 << (self.bits - 2) {
+                forward
+            } else {
+                now
+            }
+        };
         self.last = now;
-        self.before + (now - self.origin)
+        self.total += step;
+        self.total
     }
 }
 
@@ -622,7 +637,7 @@ mod read_count_tests {
 
     #[test]
     fn the_kernels_count_is_followed_across_resets() {
-        let mut c = ReadCount::from(100);
+        let mut c = ReadCount::from(100, 8);
         assert_eq!(c.update(100), 0);
         assert_eq!(c.update(250), 150);
         // Reset, then 30 more.
@@ -632,5 +647,20 @@ mod read_count_tests {
         // Another reset, seen at 0.
         assert_eq!(c.update(0), 220);
         assert_eq!(c.update(5), 225);
+    }
+
+    /// A 32-bit kernel's count goes on from 0 after 2^32 - 1.
+    #[test]
+    fn a_32_bit_count_is_followed_across_2_to_the_32() {
+        let top = u64::from(u32::MAX);
+        let mut c = ReadCount::from(top - 99, 4);
+        assert_eq!(c.update(top), 99);
+        assert_eq!(c.update(400), 500);
+        assert_eq!(c.update(3_000_000_000), 3_000_000_100);
+        // A reset from high up is still a reset.
+        assert_eq!(c.update(10), 3_000_000_110);
+        // A 64-bit count never wraps: a fall is a reset.
+        let mut c = ReadCount::from(u64::MAX - 5, 8);
+        assert_eq!(c.update(3), 3);
     }
 }

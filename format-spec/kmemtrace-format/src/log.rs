@@ -631,6 +631,13 @@ impl Log {
                     .unwrap_or_default()
             ))
         })?;
+        // The counters are the kernel's longs (a 32-bit one prints its high
+        // values negative): the arch tag says how wide.
+        for snapshot in &mut stats {
+            snapshot.parsed = snapshot
+                .parsed
+                .map(|p| p.with_long_size(usize::from(arch.long_size)));
+        }
         let endian = arch.byte_order;
         let layout = SubBufLayout {
             long_size: usize::from(arch.long_size),

@@ -14,6 +14,14 @@
 //! Times are `seconds.micros` for nanosecond trace clocks and a bare count
 //! for counter clocks (`counter`, `x86-tsc`), as `tracing_stats_read()`
 //! prints them. Unknown lines are ignored, missing ones are `None`.
+//!
+//! The counters are the kernel's `unsigned long`s printed with `%ld`, so a
+//! 32-bit kernel prints one past 2^31 as negative (`read events:
+//! -2147483000` after some 2.1 G events read). [`CpuStats::parse`] keeps a
+//! negative value's bits as a 64-bit two's complement;
+//! [`CpuStats::with_long_size`] takes them to the kernel's width, where
+//! the 32-bit counter's value is again exact (modulo 2^32, as the kernel
+//! holds it).
 
 use core::fmt;
 
@@ -113,7 +121,12 @@ impl CpuStats {
             };
             let key = k.trim();
             let num = |slot: &mut Option<u64>| -> Result<(), StatsError> {
-                *slot = Some(v.parse::<u64>().map_err(|_| err(key))?);
+                let n = match v.strip_prefix('-') {
+                    // `%ld` of an unsigned long: keep its bits.
+                    Some(_) => v.parse::<i64>().map(|n| n as u64),
+                    None => v.parse::<u64>(),
+                };
+                *slot = Some(n.map_err(|_| err(key))?);
                 Ok(())
             };
             match key {
@@ -131,6 +144,26 @@ impl CpuStats {
             }
         }
         Ok(s)
+    }
+
+    /// The counters in the width of the kernel's `unsigned long`
+    /// (`long_size` bytes): what a 32-bit kernel printed as negative becomes
+    /// its value again. 8 (or more) leaves them as they are.
+    pub fn with_long_size(self, long_size: usize) -> Self {
+        let bits = 8 * long_size as u32;
+        let fit = |v: Option<u64>| match bits {
+            1..=63 => v.map(|v| v & ((1u64 << bits) - 1)),
+            _ => v,
+        };
+        CpuStats {
+            entries: fit(self.entries),
+            overrun: fit(self.overrun),
+            commit_overrun: fit(self.commit_overrun),
+            bytes: fit(self.bytes),
+            dropped_events: fit(self.dropped_events),
+            read_events: fit(self.read_events),
+            ..self
+        }
     }
 
     /// Events the kernel lost so far: `overrun + commit overrun + dropped
@@ -180,6 +213,26 @@ mod tests {
         assert_eq!(start.lost_since(&s), 5);
     }
 
+    /// A 32-bit kernel's counters past 2^31, as `%ld` prints them.
+    #[test]
+    fn negative_counters_are_a_32_bit_kernels_high_values() {
+        let text = "entries: 12\noverrun: -2147483000\ncommit overrun: 0\n\
+            dropped events: 0\nread events: -1\n";
+        let s = CpuStats::parse(text).unwrap().with_long_size(4);
+        assert_eq!(s.overrun, Some((1 << 31) + 648));
+        assert_eq!(s.read_events, Some(u64::from(u32::MAX)));
+        assert_eq!(s.entries, Some(12));
+        let start = CpuStats {
+            overrun: Some((1 << 31) - 352),
+            ..CpuStats::default()
+        };
+        assert_eq!(s.lost_since(&start), 1000);
+        // A 64-bit kernel's are their own value (never reached in practice).
+        let s = CpuStats::parse(text).unwrap().with_long_size(8);
+        assert_eq!(s.read_events, Some(u64::MAX));
+        assert_eq!(CpuStats::parse(text).unwrap(), s);
+    }
+
     #[test]
     fn counter_clocks_missing_and_unknown_lines() {
         let s = CpuStats::parse(
@@ -197,12 +250,18 @@ mod tests {
 
     #[test]
     fn errors_name_the_line() {
-        let e = CpuStats::parse("entries: 1\noverrun: -3\n").unwrap_err();
+        let e = CpuStats::parse("entries: 1\noverrun: 3x\n").unwrap_err();
         assert_eq!(e.line, 2);
         assert!(
-            e.to_string().contains("overrun \"-3\" is not a number"),
+            e.to_string().contains("overrun \"3x\" is not a number"),
             "{e}"
         );
+        for bad in ["-", "--3", "-99999999999999999999", "+-3"] {
+            assert!(
+                CpuStats::parse(&format!("read events: {bad}")).is_err(),
+                "{bad}"
+            );
+        }
         for bad in [
             "now ts: 1.",
             "now ts: .5",

@@ -1,0 +1,61 @@
+//! A 32-bit kernel prints its per-CPU counters past 2^31 as negative
+//! numbers (`%ld` of an unsigned long, FORMAT.md §9): the log reads them in
+//! the arch tag's long width, and losses come out as the kernel counted.
+
+use kmemtrace_format::log::Log;
+use kmemtrace_format::records::StatsPhase;
+use kmemtrace_format::stats::CpuStats;
+use kmemtrace_format::synth::LogBuilder;
+use kmemtrace_format::RunTimeEndian;
+
+fn stats(long_size: u8, start: &str, end: &str) -> (Log, CpuStats, CpuStats) {
+    let mut b = LogBuilder::new(RunTimeEndian::Big, long_size, 4096);
+    let text =
+        |counters: &str| format!("entries: 3\n{counters}commit overrun: 0\ndropped events: 0\n");
+    b.stats(0, StatsPhase::Start, &text(start));
+    b.stats(0, StatsPhase::End, &text(end));
+    let log = Log::from_bytes("stats-width", &b.build().unwrap()).unwrap();
+    let parsed = |phase| log.cpu_stats(0, phase).next().unwrap().parsed.unwrap();
+    let (s, e) = (parsed(StatsPhase::Start), parsed(StatsPhase::End));
+    (log, s, e)
+}
+
+#[test]
+fn a_32_bit_kernels_negative_counters_are_its_high_values() {
+    let (log, start, end) = stats(
+        4,
+        "overrun: 2147483000\nread events: -5\n",
+        "overrun: -2147483000\nread events: 20\n",
+    );
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    assert_eq!(start.read_events, Some((1 << 32) - 5));
+    assert_eq!(end.overrun, Some((1 << 32) - 2_147_483_000));
+    assert_eq!(end.lost_since(&start), 1296);
+}
+
+#[test]
+fn a_64_bit_kernels_counters_are_read_as_printed() {
+    let (log, start, end) = stats(8, "overrun: 2147483000\n", "overrun: 4294967296000\n");
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    assert_eq!(end.lost_since(&start), 4_294_967_296_000 - 2_147_483_000);
+    // What no 64-bit kernel can reach is still kept, bit for bit.
+    let (log, _, end) = stats(8, "overrun: 0\n", "overrun: -1\n");
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    assert_eq!(end.overrun, Some(u64::MAX));
+}
+
+#[test]
+fn a_counter_that_is_no_number_is_still_a_problem() {
+    let (log, ..) = {
+        let mut b = LogBuilder::new(RunTimeEndian::Little, 4, 4096);
+        b.stats(0, StatsPhase::Start, "overrun: -x\n");
+        let log = Log::from_bytes("bad", &b.build().unwrap()).unwrap();
+        (log, ())
+    };
+    assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
+    assert!(
+        log.problems[0].what.contains("overrun"),
+        "{:?}",
+        log.problems
+    );
+}
