@@ -650,20 +650,18 @@ pub fn import<W: Write>(
                 text,
             })?;
             if let Some(es) = end_stats {
-                let lost = es.lost_since(&start.unwrap_or_default());
+                let start = start.unwrap_or_default();
+                let lost = es.lost_since(&start);
                 lost_total += lost;
                 // Events the kernel handed out, by its own counters.
-                let read0 = start.and_then(|s| s.read_events).unwrap_or(0);
+                let read = es.read_events.map(|_| es.since(&start, |s| s.read_events));
                 let expected = if d
                     .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
                     .is_some()
                 {
-                    es.read_events.map(|r| r.saturating_sub(read0))
+                    read
                 } else {
-                    match (es.entries, es.read_events) {
-                        (Some(e), r) => Some((e + r.unwrap_or(0)).saturating_sub(read0)),
-                        _ => None,
-                    }
+                    es.entries.map(|e| e + read.unwrap_or(0))
                 };
                 if let Some(x) = expected {
                     if x != t.events && d.raw.contains_key(&cpu) {

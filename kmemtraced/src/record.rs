@@ -438,11 +438,12 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let layout = metadata::layout(&inst.dir)?;
-    // The session makes the readers real-time by the same rule.
     let realtime = cli
         .reader_realtime
         .priority(crate::session::buffer_kb(&inst.dir));
-    let buffer_percent = wake_mark(cli.buffer_percent, realtime.is_some());
+    // Where SCHED_FIFO is refused, the readers run at their nice value
+    // (and the log says so): wake them as such.
+    let buffer_percent = wake_mark(cli.buffer_percent, realtime.is_some_and(sys::fifo_allowed));
     inst.dir
         .write("buffer_percent", &buffer_percent.to_string())?;
     let out = output::open(&output)?;
@@ -461,7 +462,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         drain_only: None,
         reader_nice: cli.reader_nice,
         reader_cpus: cli.reader_cpus,
-        reader_realtime: cli.reader_realtime,
+        reader_realtime: realtime,
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
@@ -812,8 +813,8 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         // Boot mode only drains what is there: a real-time reader buys
         // nothing, unless asked for by priority.
         reader_realtime: match cli.reader_realtime {
-            ReaderRealtime::Auto => ReaderRealtime::Off,
-            asked => asked,
+            ReaderRealtime::Fifo(priority) => Some(priority),
+            ReaderRealtime::Auto | ReaderRealtime::Off => None,
         },
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),

@@ -9,7 +9,7 @@
 //! pid→comm snapshots). Data flows one way: reader → bounded queue →
 //! compressor → bounded queue → writer → file.
 
-use crate::cli::{ReaderCpus, ReaderRealtime};
+use crate::cli::ReaderCpus;
 use crate::cpu_reader::{self, Flag, ReaderConfig, Shared};
 use crate::events::Event;
 use crate::failure::{Failure, Result};
@@ -20,7 +20,7 @@ use crate::tracefs::TraceDir;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::kpack;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsPhase};
-use kmemtrace_format::stats::CpuStats;
+use kmemtrace_format::stats::{counter_step, CpuStats};
 use kmemtrace_format::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
 use std::collections::BTreeMap;
@@ -56,8 +56,9 @@ pub struct Plan {
     pub reader_nice: i32,
     /// Where the readers (and their compressors) run (`--reader-cpus`).
     pub reader_cpus: ReaderCpus,
-    /// The readers' real-time priority (`--reader-realtime`).
-    pub reader_realtime: ReaderRealtime,
+    /// The readers' SCHED_FIFO priority, if they are to be real-time
+    /// (`--reader-realtime`, decided with the buffer's size).
+    pub reader_realtime: Option<u8>,
     /// Move whole sub-buffers out with splice(2) (else read(2)).
     pub splice: bool,
     pub command_line: String,
@@ -276,7 +277,7 @@ impl Session {
             subbuf_size: sb,
         };
         let away = plan.reader_cpus.away(buffer_size_kb);
-        let realtime = plan.reader_realtime.priority(buffer_size_kb);
+        let realtime = plan.reader_realtime;
         let mut session = Session {
             plan,
             cpus: Vec::new(),
@@ -612,21 +613,9 @@ impl ReadCount {
 
     /// The events read since the start, given the count now.
     fn update(&mut self, now: u64) -> u64 {
-        let step = if now >= self.last {
-            now - self.last
-        } else {
-            // A 32-bit count that passed 2^32 fell, but moved forward by
-            // what can be read between two looks (a quarter of the range
-            // is over 100 s at 10 M events/s); a reset fell to near 0.
-            let forward = (now.wrapping_sub(self.last)) & (u64::MAX >> (64 - self.bits));
-            if self.bits < 64 && forward < 1 << (self.bits - 2) {
-                forward
-            } else {
-                now
-            }
-        };
+        // A fall that is no step over the top is a reset: from 0 again.
+        self.total += counter_step(self.last, now, self.bits).unwrap_or(now);
         self.last = now;
-        self.total += step;
         self.total
     }
 }

@@ -225,6 +225,14 @@ pub fn set_thread_fifo(priority: u8) -> io::Result<()> {
     }
 }
 
+/// Whether our threads may run under SCHED_FIFO at `priority`: tried on a
+/// thread of ours that then exits.
+pub fn fifo_allowed(priority: u8) -> bool {
+    std::thread::spawn(move || set_thread_fifo(priority).is_ok())
+        .join()
+        .unwrap_or(false)
+}
+
 /// Keeps the calling thread (and the threads it starts later) off CPU
 /// `cpu`, within the CPUs it may already use, unless that would leave it
 /// none. Returns whether the affinity changed. The mask the kernel gives

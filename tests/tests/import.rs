@@ -181,9 +181,11 @@ fn notes(log: &Log) -> Vec<&NoteRecord> {
     log.notes.iter().collect()
 }
 
-fn stats_file(dir: &Path, cpu: u32, name: &str) -> CpuStats {
+/// A dump's `stats` file, its counters in the width of the log's long.
+fn stats_file(dir: &Path, cpu: u32, name: &str, log: &Log) -> CpuStats {
     CpuStats::parse(&fs::read_to_string(dir.join(format!("per_cpu/cpu{cpu}/{name}"))).unwrap())
         .unwrap()
+        .with_long_size(usize::from(log.arch.long_size))
 }
 
 fn check_json(log: &Path) -> (i32, serde_json::Value) {
@@ -283,11 +285,11 @@ fn foreign(arch: &str, dump: &str, text: &str) {
     for cpu in 0..2u32 {
         let end: Vec<_> = log.cpu_stats(cpu, StatsPhase::End).collect();
         assert_eq!(end.len(), 1);
-        let after = stats_file(&dir, cpu, "stats.after_drain");
+        let after = stats_file(&dir, cpu, "stats.after_drain", &log);
         assert_eq!(end[0].parsed.as_ref().unwrap(), &after);
         let periodic: Vec<_> = log.cpu_stats(cpu, StatsPhase::Periodic).collect();
         assert_eq!(periodic.len(), 1);
-        let before = stats_file(&dir, cpu, "stats");
+        let before = stats_file(&dir, cpu, "stats", &log);
         assert_eq!(periodic[0].parsed.as_ref().unwrap(), &before);
         assert_eq!(log.cpu_stats(cpu, StatsPhase::Start).count(), 0);
         // The events decoded are those the kernel says it held.
@@ -347,7 +349,7 @@ fn foreign(arch: &str, dump: &str, text: &str) {
                 lost["subbuf_stored"].as_u64(),
                 d.stored_lost.get(&cpu).copied()
             );
-            let overrun = stats_file(&dir, cpu, "stats.after_drain").overrun.unwrap();
+            let overrun = stats_file(&dir, cpu, "stats.after_drain", &log).overrun.unwrap();
             // No start snapshot in these dumps: the end counters, whole.
             assert_eq!(lost["source"].as_str(), Some("stats"), "{c}");
             assert_eq!(

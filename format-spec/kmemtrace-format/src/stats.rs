@@ -61,6 +61,24 @@ pub struct CpuStats {
     pub dropped_events: Option<u64>,
     /// Events consumed by readers.
     pub read_events: Option<u64>,
+    /// The counters' width in bits, where known ([`CpuStats::with_long_size`]):
+    /// a 32-bit kernel's wrap at 2^32. `None`: 64.
+    pub counter_bits: Option<u32>,
+}
+
+/// How far a counter of `bits` bits went from `from` to `to`; `None` where
+/// it fell, which is a reset of the buffer, unless a counter narrower than
+/// 64 bits passed its top: then it fell but moved forward by what a buffer
+/// can take between two looks, a quarter of its range at most (2^30
+/// events for 32 bits: over 100 s at 10 M events/s), where a reset falls
+/// to near 0.
+pub fn counter_step(from: u64, to: u64, bits: u32) -> Option<u64> {
+    if to >= from {
+        return Some(to - from);
+    }
+    let bits = bits.clamp(2, 64);
+    let forward = to.wrapping_sub(from) & (u64::MAX >> (64 - bits));
+    (bits < 64 && forward < 1 << (bits - 2)).then_some(forward)
 }
 
 /// A counter line whose value cannot be read.
@@ -150,12 +168,13 @@ impl CpuStats {
     /// (`long_size` bytes): what a 32-bit kernel printed as negative becomes
     /// its value again. 8 (or more) leaves them as they are.
     pub fn with_long_size(self, long_size: usize) -> Self {
-        let bits = 8 * long_size as u32;
-        let fit = |v: Option<u64>| match bits {
-            1..=63 => v.map(|v| v & ((1u64 << bits) - 1)),
-            _ => v,
+        let bits = match long_size {
+            1..=7 => 8 * long_size as u32,
+            _ => 64,
         };
+        let fit = |v: Option<u64>| v.map(|v| v & (u64::MAX >> (64 - bits)));
         CpuStats {
+            counter_bits: Some(bits),
             entries: fit(self.entries),
             overrun: fit(self.overrun),
             commit_overrun: fit(self.commit_overrun),
@@ -175,13 +194,19 @@ impl CpuStats {
             .fold(0u64, u64::saturating_add)
     }
 
+    /// How far one `counter` went from `start` to `self` ([`counter_step`]
+    /// in `self`'s width; a missing value counts as 0), 0 if it was reset.
+    pub fn since(&self, start: &CpuStats, counter: impl Fn(&CpuStats) -> Option<u64>) -> u64 {
+        let (from, to) = (counter(start).unwrap_or(0), counter(self).unwrap_or(0));
+        counter_step(from, to, self.counter_bits.unwrap_or(64)).unwrap_or(0)
+    }
+
     /// Events lost between `start` and `self` (format-spec/FORMAT.md §9),
-    /// 0 if the counters went backwards (buffer reset).
+    /// 0 for a counter that went backwards (buffer reset).
     pub fn lost_since(&self, start: &CpuStats) -> u64 {
-        let d = |a: Option<u64>, b: Option<u64>| a.unwrap_or(0).saturating_sub(b.unwrap_or(0));
-        d(self.overrun, start.overrun)
-            .saturating_add(d(self.commit_overrun, start.commit_overrun))
-            .saturating_add(d(self.dropped_events, start.dropped_events))
+        self.since(start, |s| s.overrun)
+            .saturating_add(self.since(start, |s| s.commit_overrun))
+            .saturating_add(self.since(start, |s| s.dropped_events))
     }
 }
 
@@ -227,10 +252,41 @@ mod tests {
             ..CpuStats::default()
         };
         assert_eq!(s.lost_since(&start), 1000);
+        // Past 2^32 the count goes on from 0.
+        let near_top = CpuStats {
+            overrun: Some(u64::from(u32::MAX) - 99),
+            ..CpuStats::default()
+        };
+        let past_top = CpuStats {
+            overrun: Some(500),
+            ..s
+        };
+        assert_eq!(past_top.lost_since(&near_top), 600);
+        // Half the range back is no step but a reset.
+        assert_eq!(past_top.lost_since(&start), 0);
         // A 64-bit kernel's are their own value (never reached in practice).
         let s = CpuStats::parse(text).unwrap().with_long_size(8);
         assert_eq!(s.read_events, Some(u64::MAX));
-        assert_eq!(CpuStats::parse(text).unwrap(), s);
+        assert_eq!(
+            CpuStats {
+                counter_bits: Some(64),
+                ..CpuStats::parse(text).unwrap()
+            },
+            s
+        );
+    }
+
+    #[test]
+    fn counters_step_forward_across_their_top_and_fall_at_a_reset() {
+        let top32 = u64::from(u32::MAX);
+        assert_eq!(counter_step(5, 9, 32), Some(4));
+        assert_eq!(counter_step(top32 - 99, 400, 32), Some(500));
+        // A fall from high up to near 0 that is no short step: a reset.
+        assert_eq!(counter_step(3_000_000_000, 10, 32), None);
+        assert_eq!(counter_step(10, 3, 32), None);
+        // 64-bit counters never pass their top.
+        assert_eq!(counter_step(u64::MAX - 5, 3, 64), None);
+        assert_eq!(counter_step(7, 7, 0), Some(0));
     }
 
     #[test]

@@ -46,12 +46,9 @@ fn a_64_bit_kernels_counters_are_read_as_printed() {
 
 #[test]
 fn a_counter_that_is_no_number_is_still_a_problem() {
-    let (log, ..) = {
-        let mut b = LogBuilder::new(RunTimeEndian::Little, 4, 4096);
-        b.stats(0, StatsPhase::Start, "overrun: -x\n");
-        let log = Log::from_bytes("bad", &b.build().unwrap()).unwrap();
-        (log, ())
-    };
+    let mut b = LogBuilder::new(RunTimeEndian::Little, 4, 4096);
+    b.stats(0, StatsPhase::Start, "overrun: -x\n");
+    let log = Log::from_bytes("bad", &b.build().unwrap()).unwrap();
     assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
     assert!(
         log.problems[0].what.contains("overrun"),

@@ -56,11 +56,10 @@ fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
         None => &zero,
     };
     let b: &CpuStats = end.parsed.as_ref()?;
-    let d = |x: Option<u64>, y: Option<u64>| x.unwrap_or(0).saturating_sub(y.unwrap_or(0));
     Some(StatsDelta {
-        overrun: d(b.overrun, a.overrun),
-        commit_overrun: d(b.commit_overrun, a.commit_overrun),
-        dropped_events: d(b.dropped_events, a.dropped_events),
+        overrun: b.since(a, |s| s.overrun),
+        commit_overrun: b.since(a, |s| s.commit_overrun),
+        dropped_events: b.since(a, |s| s.dropped_events),
         total: b.lost_since(a),
         start_offset: start.map_or(0, |s| s.offset),
         since: if start.is_some() {
