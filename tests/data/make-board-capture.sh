@@ -209,16 +209,6 @@ import re
 def found(tag, pattern):
     m = re.search(pattern, line(tag))
     return int(m.group(1).replace(',', '')) if m else None
-# The recorder's summary counts what the kernel says its readers took;
-# kmemtrace-check counts the log's events. Nothing was lost: the same.
-for run, check in (('KMT-LIVE:', 'KMT-LIVE-CHECK'), ('KMT-COST-KMEMTRACED', 'KMT-COST-CHECK')):
-    if check not in t:
-        continue
-    said = found(run, r'kmemtraced: ([\d,]+) events')
-    counted = found(check, r'OK \(([\d,]+) events')
-    print(line(check))
-    if said is None or said != counted:
-        sys.exit(f"{run} the summary says {said} events, kmemtrace-check counts {counted}")
 rows = {}
 for name, tag in (('kmemtraced', 'KMEMTRACED'), ('trace-cmd', 'TRACE-CMD')):
     cpu = found('KMT-COST-' + tag, r'cpu (\d+) ms')
@@ -231,7 +221,17 @@ for name, tag in (('kmemtraced', 'KMEMTRACED'), ('trace-cmd', 'TRACE-CMD')):
     print(f"{name}: {n} events, CPU {cpu} ms ({fixed} ms without the load): "
           f"{rows[name][0]:.1f} us/event, {rows[name][1]:.1f} net; {size / n:.1f} bytes/event")
 if len(rows) == 2 and min(rows['trace-cmd']) > 0:
-    k, t = rows['kmemtraced'], rows['trace-cmd']
-    print(f"kmemtraced / trace-cmd CPU per event: {k[0] / t[0]:.2f}x, {k[1] / t[1]:.2f}x net")
+    k, tc = rows['kmemtraced'], rows['trace-cmd']
+    print(f"kmemtraced / trace-cmd CPU per event: {k[0] / tc[0]:.2f}x, {k[1] / tc[1]:.2f}x net")
+# The recorder's summary counts what the kernel says its readers took;
+# kmemtrace-check counts the log's events. Nothing was lost: the same.
+for run, check in (('KMT-LIVE:', 'KMT-LIVE-CHECK'), ('KMT-COST-KMEMTRACED', 'KMT-COST-CHECK')):
+    if check not in t:
+        continue
+    said = found(run, r'kmemtraced: ([\d,]+) events')
+    counted = found(check, r'OK \(([\d,]+) events')
+    print(line(check))
+    if said is None or said != counted:
+        sys.exit(f"{run} the summary says {said} events; kmemtrace-check: {line(check)}")
 PY
 ls -l "$out/board-$arch".*
