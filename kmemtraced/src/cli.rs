@@ -164,7 +164,8 @@ pub struct Cli {
     /// Wake a reader when its CPU's buffer is this full (percent; written to
     /// the instance's `buffer_percent`, raised to one sub-buffer's worth on
     /// small buffers); 0 wakes the reader for every event (costly). Default
-    /// 25, or 50 where readers are real-time (`--reader-realtime`).
+    /// 25, or 50 where readers are real-time (`--reader-realtime`) and the
+    /// buffer is 1 MiB per CPU or more.
     // Lower marks wake readers for fewer sub-buffers each time: at 2% a
     // reader of few big sub-buffers woke, read one and polled again (1 MiB
     // per CPU, 64 of 16 KiB: 350-381 ns/event against 226-234 at 25%, and
@@ -365,15 +366,22 @@ impl ReaderRealtime {
 }
 
 /// The wake-up mark (`buffer_percent`) where `--buffer-percent` gives none:
-/// 50 for real-time readers, 25 for the others.
+/// 50 for real-time readers of 1 MiB per CPU or more, 25 for the others.
 // A real-time reader takes a CPU as soon as it is woken, so it needs less
 // of the buffer as room and can read twice the sub-buffers per wake-up. At
 // 1 MiB per CPU (64 sub-buffers of 16 KiB), 14 rounds of 20 s in turns
 // (`bench/compare.sh`): 50% took 73-87 ns/event, median 81, against 25%'s
 // 80-98, median 86, and neither lost an event; 75% took 72-86 (79) but lost
-// events in 2 rounds (284, 912); trace-cmd lost in all 14.
-pub fn wake_mark(asked: Option<u32>, realtime_readers: bool) -> u32 {
-    asked.unwrap_or(if realtime_readers { 50 } else { 25 })
+// events in 2 rounds (284, 912); trace-cmd lost in all 14. What loses is
+// the room left, 256 KiB there: at 512 KiB, 6 rounds, 50% lost 492 events
+// in one (98-109 ns/event against 25%'s 112-135, which lost none).
+pub fn wake_mark(asked: Option<u32>, realtime_readers: bool, buffer_kb: Option<u32>) -> u32 {
+    let room_at_half = buffer_kb.is_some_and(|kb| kb >= 1024);
+    asked.unwrap_or(if realtime_readers && room_at_half {
+        50
+    } else {
+        25
+    })
 }
 
 pub fn parse_reader_realtime(s: &str) -> Result<ReaderRealtime, String> {
@@ -415,14 +423,18 @@ mod tests {
 
     #[test]
     fn real_time_readers_wake_at_half_unless_told() {
-        let mark = |args: &[&str], realtime| {
+        let mark = |args: &[&str], realtime, kb| {
             let cli = Cli::try_parse_from(["kmemtraced"].iter().chain(args)).unwrap();
-            wake_mark(cli.buffer_percent, realtime)
+            wake_mark(cli.buffer_percent, realtime, kb)
         };
-        assert_eq!(mark(&[], false), 25);
-        assert_eq!(mark(&[], true), 50);
-        assert_eq!(mark(&["--buffer-percent", "10"], true), 10);
-        assert_eq!(mark(&["--buffer-percent", "0"], false), 0);
+        assert_eq!(mark(&[], false, Some(1024)), 25);
+        assert_eq!(mark(&[], true, Some(1024)), 50);
+        assert_eq!(mark(&[], true, Some(65536)), 50);
+        // Half of a small buffer leaves too little room.
+        assert_eq!(mark(&[], true, Some(512)), 25);
+        assert_eq!(mark(&[], true, None), 25);
+        assert_eq!(mark(&["--buffer-percent", "10"], true, Some(1024)), 10);
+        assert_eq!(mark(&["--buffer-percent", "0"], false, None), 0);
     }
 
     #[test]

@@ -27,7 +27,7 @@
 //!   (kernels before 6.8) 2% cost twice the CPU and saved no events once
 //!   readers ran early enough (`cli.rs` `buffer_percent`). Real-time
 //!   readers (below), which run as soon as they are woken, wake at 50%
-//!   (`cli.rs` `wake_mark`).
+//!   where that leaves 512 KiB or more of room (`cli.rs` `wake_mark`).
 //!   (trace-cmd instead reads until empty and sleeps 1 ms in between.)
 //!   Readers run at nice -10 by default (`--reader-nice`): when the traced
 //!   load keeps every CPU busy, a reader woken during such a burst must

@@ -438,12 +438,15 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let layout = metadata::layout(&inst.dir)?;
-    let realtime = cli
-        .reader_realtime
-        .priority(crate::session::buffer_kb(&inst.dir));
+    let buffer_kb = crate::session::buffer_kb(&inst.dir);
+    let realtime = cli.reader_realtime.priority(buffer_kb);
     // Where SCHED_FIFO is refused, the readers run at their nice value
     // (and the log says so): wake them as such.
-    let buffer_percent = wake_mark(cli.buffer_percent, realtime.is_some_and(sys::fifo_allowed));
+    let buffer_percent = wake_mark(
+        cli.buffer_percent,
+        realtime.is_some_and(sys::fifo_allowed),
+        buffer_kb,
+    );
     inst.dir
         .write("buffer_percent", &buffer_percent.to_string())?;
     let out = output::open(&output)?;
@@ -805,7 +808,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         compression: cli.compress,
         flush_interval: cli.flush_interval,
         // Only drains: no reader waits on the mark, which is not written.
-        buffer_percent: wake_mark(cli.buffer_percent, false),
+        buffer_percent: wake_mark(cli.buffer_percent, false, None),
         // Events may still be arriving: take at most twice the buffer.
         drain_only: Some(2 * nr_pages + 16),
         reader_nice: cli.reader_nice,

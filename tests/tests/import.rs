@@ -285,11 +285,11 @@ fn foreign(arch: &str, dump: &str, text: &str) {
     for cpu in 0..2u32 {
         let end: Vec<_> = log.cpu_stats(cpu, StatsPhase::End).collect();
         assert_eq!(end.len(), 1);
-        let after = stats_file(&dir, cpu, "stats.after_drain", &log);
+        let after = stats_file(&dir, cpu, "stats.after_drain", log);
         assert_eq!(end[0].parsed.as_ref().unwrap(), &after);
         let periodic: Vec<_> = log.cpu_stats(cpu, StatsPhase::Periodic).collect();
         assert_eq!(periodic.len(), 1);
-        let before = stats_file(&dir, cpu, "stats", &log);
+        let before = stats_file(&dir, cpu, "stats", log);
         assert_eq!(periodic[0].parsed.as_ref().unwrap(), &before);
         assert_eq!(log.cpu_stats(cpu, StatsPhase::Start).count(), 0);
         // The events decoded are those the kernel says it held.
@@ -349,7 +349,9 @@ fn foreign(arch: &str, dump: &str, text: &str) {
                 lost["subbuf_stored"].as_u64(),
                 d.stored_lost.get(&cpu).copied()
             );
-            let overrun = stats_file(&dir, cpu, "stats.after_drain", &log).overrun.unwrap();
+            let overrun = stats_file(&dir, cpu, "stats.after_drain", log)
+                .overrun
+                .unwrap();
             // No start snapshot in these dumps: the end counters, whole.
             assert_eq!(lost["source"].as_str(), Some("stats"), "{c}");
             assert_eq!(

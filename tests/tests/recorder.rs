@@ -207,7 +207,7 @@ fn readers_placed(
 /// they read (a burst there can hold that CPU while the scheduler thinks
 /// it idle), and below 2 MiB readers are real-time; `--reader-cpus any`
 /// leaves them where the recorder may run, `--reader-realtime off` under
-/// the normal policy. Real-time readers wake at 50%, the others at 25%,
+/// the normal policy. Real-time readers of 1 MiB wake at 50%, the others at 25%,
 /// whatever the sub-buffer size (one page, as on kernels before 6.8, where
 /// the kernel lets us choose).
 #[test]
