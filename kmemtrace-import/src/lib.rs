@@ -270,13 +270,6 @@ fn note(w: &mut LogWriter<impl Write>, warning: bool, text: impl Into<String>) -
     })
 }
 
-/// A `stats` text's counters, in the width of the kernel's long.
-fn stats_of(text: &[u8], long_size: usize) -> Option<CpuStats> {
-    CpuStats::parse(&String::from_utf8_lossy(text))
-        .ok()
-        .map(|s| s.with_long_size(long_size))
-}
-
 /// Imports `input` into a log written to `out`.
 pub fn import<W: Write>(
     input: &Path,
@@ -416,7 +409,7 @@ pub fn import<W: Write>(
     arch.start_trace_ns = start_stats
         .values()
         .next()
-        .and_then(|t| stats_of(t, layout.long_size)?.now_ts?.ns());
+        .and_then(|t| CpuStats::from_kernel(t, layout.long_size)?.now_ts?.ns());
     arch.recorder = Some(format!("kmemtraced {} --import", env!("CARGO_PKG_VERSION")));
     arch.command_line = Some(command_line);
     arch.instance = info.get("instance").cloned();
@@ -639,10 +632,10 @@ pub fn import<W: Write>(
         }
         let start = start_stats
             .get(&cpu)
-            .and_then(|t| stats_of(t, layout.long_size));
+            .and_then(|t| CpuStats::from_kernel(t, layout.long_size));
         let t = tallies.get(&cpu).cloned().unwrap_or_default();
         if let Some(text) = end {
-            let end_stats = stats_of(&text, layout.long_size);
+            let end_stats = CpuStats::from_kernel(&text, layout.long_size);
             w.write_stats(&StatsRecord {
                 cpu,
                 phase: StatsPhase::End,

@@ -218,14 +218,14 @@ impl Session {
         // CPU; the kernel counts the events its readers take (`read
         // events`, ring_buffer_read_page), the same figure. Not in boot
         // mode, whose buffer others may have read before. (A 32-bit kernel
-        // prints it negative past 2^31 and wraps it at 2^32: `parse_stats`
-        // and `ReadCount` read it in the long's width.)
+        // prints it negative past 2^31 and wraps it at 2^32:
+        // `CpuStats::from_kernel` and `ReadCount` read it in the long's width.)
         let mut kernel_counts = !start_cpus.is_empty();
         for &cpu in start_cpus {
             let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
             let stats = s
                 .as_ref()
-                .and_then(|s| parse_stats(&s.text, plan.layout.long_size));
+                .and_then(|s| CpuStats::from_kernel(&s.text, usize::from(plan.layout.long_size)));
             kernel_counts &= stats.is_some_and(|st| st.read_events.is_some());
             if let Some(s) = &s {
                 start_stats.insert(cpu, stats.unwrap_or_default());
@@ -432,7 +432,9 @@ impl Session {
                     .dir
                     .read_bytes(&format!("per_cpu/cpu{c}/stats"))
                     .ok()
-                    .and_then(|t| parse_stats(&t, self.plan.layout.long_size));
+                    .and_then(|t| {
+                        CpuStats::from_kernel(&t, usize::from(self.plan.layout.long_size))
+                    });
                 (c, now.map_or(0, |now| self.since_start(c, &now)))
             })
             .collect()
@@ -446,7 +448,7 @@ impl Session {
             // A CPU come online later: its buffer is new, counted from 0.
             let count = self.read_counts.entry(cpu).or_insert(ReadCount::from(
                 start.read_events.unwrap_or(0),
-                self.plan.layout.long_size,
+                now.counter_bits.unwrap_or(64),
             ));
             if let Some(now) = now.read_events {
                 let count = count.update(now);
@@ -463,7 +465,7 @@ impl Session {
     /// where they could not be read.
     fn record_stats(&mut self, cpu: u32, phase: StatsPhase) -> Option<u64> {
         let s = metadata::stats_record(&self.plan.dir, cpu, phase)?;
-        let now = parse_stats(&s.text, self.plan.layout.long_size);
+        let now = CpuStats::from_kernel(&s.text, usize::from(self.plan.layout.long_size));
         let lost = now.map(|now| self.since_start(cpu, &now));
         self.send(Msg::Stats(s));
         lost
@@ -577,15 +579,6 @@ mod tests {
     }
 }
 
-/// A `per_cpu/cpuN/stats` text's counters (the format library's reading,
-/// as the log's readers read the same text), in the width of the kernel's
-/// long (`long_size` bytes); `None` where a value is not a number.
-fn parse_stats(text: &[u8], long_size: u8) -> Option<CpuStats> {
-    CpuStats::parse(&String::from_utf8_lossy(text))
-        .ok()
-        .map(|s| s.with_long_size(usize::from(long_size)))
-}
-
 /// The kernel's `read events` of one CPU, followed across resets and, on
 /// 32-bit kernels, across 2^32. A reset (someone truncating the
 /// instance's `trace`, or changing its tracer or clock) sets it back to 0.
@@ -598,16 +591,17 @@ struct ReadCount {
     /// Events read since the start, as of the last look.
     total: u64,
     last: u64,
-    /// The count's width in bits: the kernel's long.
+    /// The count's width in bits: the kernel's long
+    /// ([`CpuStats::counter_bits`]).
     bits: u32,
 }
 
 impl ReadCount {
-    fn from(start: u64, long_size: u8) -> Self {
+    fn from(start: u64, bits: u32) -> Self {
         ReadCount {
             total: 0,
             last: start,
-            bits: (8 * u32::from(long_size)).clamp(8, 64),
+            bits,
         }
     }
 
@@ -626,7 +620,7 @@ mod read_count_tests {
 
     #[test]
     fn the_kernels_count_is_followed_across_resets() {
-        let mut c = ReadCount::from(100, 8);
+        let mut c = ReadCount::from(100, 64);
         assert_eq!(c.update(100), 0);
         assert_eq!(c.update(250), 150);
         // Reset, then 30 more.
@@ -642,14 +636,14 @@ mod read_count_tests {
     #[test]
     fn a_32_bit_count_is_followed_across_2_to_the_32() {
         let top = u64::from(u32::MAX);
-        let mut c = ReadCount::from(top - 99, 4);
+        let mut c = ReadCount::from(top - 99, 32);
         assert_eq!(c.update(top), 99);
         assert_eq!(c.update(400), 500);
         assert_eq!(c.update(3_000_000_000), 3_000_000_100);
         // A reset from high up is still a reset.
         assert_eq!(c.update(10), 3_000_000_110);
         // A 64-bit count never wraps: a fall is a reset.
-        let mut c = ReadCount::from(u64::MAX - 5, 8);
+        let mut c = ReadCount::from(u64::MAX - 5, 64);
         assert_eq!(c.update(3), 3);
     }
 }

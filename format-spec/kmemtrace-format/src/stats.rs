@@ -164,6 +164,15 @@ impl CpuStats {
         Ok(s)
     }
 
+    /// A `stats` file's bytes as a kernel whose long is `long_size` bytes
+    /// wrote them ([`CpuStats::parse`], then [`CpuStats::with_long_size`]);
+    /// `None` where a value is not a number.
+    pub fn from_kernel(text: &[u8], long_size: usize) -> Option<Self> {
+        CpuStats::parse(&String::from_utf8_lossy(text))
+            .ok()
+            .map(|s| s.with_long_size(long_size))
+    }
+
     /// The counters in the width of the kernel's `unsigned long`
     /// (`long_size` bytes): what a 32-bit kernel printed as negative becomes
     /// its value again. 8 (or more) leaves them as they are.
