@@ -69,7 +69,9 @@ run_one() {
   sleep 2
   local rpid
   rpid=$(pgrep -P "$tpid" | head -1)
-  stress-ng $STRESS --timeout "${SECS}s" --quiet >/dev/null 2>&1 || true
+  # --temp-path: the open stressor's files, left behind when it is cut off
+  # at the timeout, go into the scratch directory, not the caller's.
+  stress-ng $STRESS --temp-path "$WORK" --timeout "${SECS}s" --quiet >/dev/null 2>&1 || true
   sleep 1
   kill -INT "$rpid" 2>/dev/null || true
   wait "$tpid" || true

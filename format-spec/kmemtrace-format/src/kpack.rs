@@ -28,7 +28,6 @@
 
 use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::subbuf::COMMIT_LEN_MASK;
-use std::cell::Cell;
 use std::fmt;
 
 /// First byte of a kpack stream (after the kept head).
@@ -124,33 +123,39 @@ impl fmt::Display for UnpackError {
 impl std::error::Error for UnpackError {}
 
 /// Where earlier payloads are, for predicting the next: offsets (plus one,
-/// 0 being "none") into the body being packed or rebuilt.
+/// 0 being "none") into the body being packed or rebuilt. Arrays of their
+/// fixed sizes: a slot made by a shift needs no bounds check.
 struct Predictor {
     /// By payload length / 4 (lengths up to 4 KiB).
-    by_len: Vec<u32>,
+    by_len: Box<[u32; BY_LEN]>,
     /// By (type, length), hashed; the key kept to check.
-    by_type: Vec<(u64, u32)>,
+    by_type: Box<[(u64, u32); 1 << BY_TYPE_BITS]>,
     /// By (type, length, first field), hashed.
-    by_site: Vec<(u64, u64, u32)>,
+    by_site: Box<[(u64, u64, u32); 1 << BY_SITE_BITS]>,
 }
 
 const BY_LEN: usize = 1025;
 const BY_TYPE_BITS: u32 = 10;
 const BY_SITE_BITS: u32 = 10;
 
-/// The prediction for one payload as its words go by.
+/// The prediction for one payload as its words go by, and the slots it
+/// was looked up in (where it is remembered once known).
 struct Guess {
     pred: Option<usize>,
-    key: u64,
-    site: Option<u64>,
+    /// The type key and its `by_type` slot, once looked up (payloads
+    /// longer than 8 bytes).
+    key: Option<(u64, usize)>,
+    /// The first field and its `by_site` slot, once looked up (payloads
+    /// longer than `8 + W` bytes).
+    site: Option<(u64, usize)>,
 }
 
 impl Predictor {
     fn new() -> Self {
         Predictor {
-            by_len: vec![0; BY_LEN],
-            by_type: vec![(0, 0); 1 << BY_TYPE_BITS],
-            by_site: vec![(0, 0, 0); 1 << BY_SITE_BITS],
+            by_len: Box::new([0; BY_LEN]),
+            by_type: Box::new([(0, 0); 1 << BY_TYPE_BITS]),
+            by_site: Box::new([(0, 0, 0); 1 << BY_SITE_BITS]),
         }
     }
 
@@ -180,7 +185,7 @@ impl Predictor {
         let pred = Self::len_slot(len).and_then(|s| self.by_len[s].checked_sub(1));
         Guess {
             pred: pred.map(|o| o as usize),
-            key: 0,
+            key: None,
             site: None,
         }
     }
@@ -221,17 +226,20 @@ impl Predictor {
     /// The guess for the first field, from the payload's type key.
     #[inline(always)]
     fn by_type_of(&self, g: &mut Guess, key: u64) {
-        g.key = key;
-        let (k, o) = self.by_type[Self::type_slot(key)];
+        let slot = Self::type_slot(key);
+        g.key = Some((key, slot));
+        let (k, o) = self.by_type[slot];
         g.pred = (o != 0 && k == key).then(|| o as usize - 1);
     }
 
     /// The guess for the rest, from the first field's value `site`.
     #[inline(always)]
     fn by_site_of(&self, g: &mut Guess, site: u64) {
-        g.site = Some(site);
-        let (s, k, o) = self.by_site[Self::site_slot(g.key, site)];
-        if o != 0 && k == g.key && s == site {
+        let key = g.key.map_or(0, |(k, _)| k);
+        let slot = Self::site_slot(key, site);
+        g.site = Some((site, slot));
+        let (s, k, o) = self.by_site[slot];
+        if o != 0 && k == key && s == site {
             g.pred = Some(o as usize - 1);
         }
     }
@@ -243,14 +251,14 @@ impl Predictor {
         if let Some(s) = Self::len_slot(len) {
             self.by_len[s] = o;
         }
-        let key = if len <= 8 {
-            Self::type_key(e, buf, at, len)
-        } else {
-            g.key
-        };
-        self.by_type[Self::type_slot(key)] = (key, o);
-        if let Some(site) = g.site {
-            self.by_site[Self::site_slot(key, site)] = (site, key, o);
+        // A payload of 8 bytes or fewer was not looked up by type.
+        let (key, slot) = g.key.unwrap_or_else(|| {
+            let key = Self::type_key(e, buf, at, len);
+            (key, Self::type_slot(key))
+        });
+        self.by_type[slot] = (key, o);
+        if let Some((site, slot)) = g.site {
+            self.by_site[slot] = (site, key, o);
         }
     }
 }
@@ -686,498 +694,8 @@ impl Streams {
     }
 }
 
-/// A stream being read back.
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-    name: &'static str,
-}
-
-impl<'a> Cursor<'a> {
-    #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], UnpackError> {
-        let end = self.at.checked_add(n);
-        let s = end
-            .and_then(|end| self.b.get(self.at..end))
-            .ok_or(UnpackError::Damaged(self.name))?;
-        self.at += n;
-        Ok(s)
-    }
-    #[inline]
-    fn byte(&mut self) -> Result<u8, UnpackError> {
-        let b = *self.b.get(self.at).ok_or(UnpackError::Damaged(self.name))?;
-        self.at += 1;
-        Ok(b)
-    }
-    #[inline]
-    fn varint(&mut self) -> Result<u64, UnpackError> {
-        let b = self.byte()?;
-        if b < 0x80 {
-            return Ok(u64::from(b));
-        }
-        let mut v = u64::from(b & 0x7f);
-        for shift in (7..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err(UnpackError::Damaged(self.name))
-    }
-    /// A byte that is 0 or 1.
-    #[inline]
-    fn flag(&mut self) -> Result<bool, UnpackError> {
-        match self.byte()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(UnpackError::Damaged(self.name)),
-        }
-    }
-    fn done(&self) -> bool {
-        self.at == self.b.len()
-    }
-}
-
-/// The `lens` and `xor` streams being read, with their positions in
-/// locals (fields behind `&mut self` would be reloaded every word).
-struct Words<'a> {
-    lens: &'a [u8],
-    lens_at: usize,
-    xor: &'a [u8],
-    xor_at: usize,
-}
-
-/// `MASKS[k]`: the low `k` bytes of a u64.
-const MASKS: [u64; 9] = {
-    let mut m = [0u64; 9];
-    let mut k = 1;
-    while k < 9 {
-        m[k] = u64::MAX >> (64 - 8 * k);
-        k += 1;
-    }
-    m
-};
-
-impl Words<'_> {
-    /// The next XOR value.
-    #[inline(always)]
-    fn next(&mut self) -> Result<u64, UnpackError> {
-        let b = *self
-            .lens
-            .get(self.lens_at >> 1)
-            .ok_or(UnpackError::Damaged("lens"))?;
-        let k = usize::from(b >> (4 * (self.lens_at & 1)) & 15);
-        self.lens_at += 1;
-        let at = self.xor_at;
-        if k > 8 || self.xor.len() - at < k {
-            return Err(UnpackError::Damaged("xor"));
-        }
-        let x = match self.xor.get(at..at + 8) {
-            Some(b) => u64::from_le_bytes(b.try_into().unwrap_or_default()),
-            None => {
-                let mut a = [0u8; 8];
-                a[..k].copy_from_slice(&self.xor[at..at + k]);
-                u64::from_le_bytes(a)
-            }
-        };
-        self.xor_at += k;
-        Ok(x & MASKS[k])
-    }
-
-    /// Rebuilds `out[dst..dst + n]`, words of `W` bytes, from the streams
-    /// and the predicted bytes at `out[src..]` (an earlier payload).
-    #[inline]
-    fn unxor<E: Endian, const W: usize>(
-        &mut self,
-        e: E,
-        out: &mut [u8],
-        dst: usize,
-        src: Option<usize>,
-        n: usize,
-    ) -> Result<(), UnpackError> {
-        let (before, rest) = out.split_at_mut(dst);
-        let cur = &mut rest[..n];
-        let old = match src {
-            Some(o) if o + n <= dst => Some(&before[o..o + n]),
-            Some(_) => return Err(UnpackError::Damaged("prediction")),
-            None => None,
-        };
-        let put = |c: &mut [u8], v: u64| {
-            if c.len() < 8 && v >> (8 * c.len()) != 0 {
-                return Err(UnpackError::Damaged("xor"));
-            }
-            put_word(e, v, c);
-            Ok(())
-        };
-        let mut chunks = cur.chunks_exact_mut(W);
-        match old {
-            Some(old) => {
-                let mut olds = old.chunks_exact(W);
-                for (c, o) in chunks.by_ref().zip(olds.by_ref()) {
-                    let v = whole_word::<E, W>(e, o) ^ self.next()?;
-                    put(c, v)?;
-                }
-                let (c, o) = (chunks.into_remainder(), olds.remainder());
-                if !c.is_empty() {
-                    let v = word(e, o) ^ self.next()?;
-                    put(c, v)?;
-                }
-            }
-            None => {
-                for c in chunks.by_ref() {
-                    let v = self.next()?;
-                    put(c, v)?;
-                }
-                let c = chunks.into_remainder();
-                if !c.is_empty() {
-                    let v = self.next()?;
-                    put(c, v)?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Rebuilds CPU_DATA payloads from their packed form.
-pub struct Unpacker {
-    predict: Predictor,
-}
-
-impl Default for Unpacker {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Debug for Unpacker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Unpacker")
-    }
-}
-
-impl Unpacker {
-    pub fn new() -> Self {
-        Unpacker {
-            predict: Predictor::new(),
-        }
-    }
-
-    /// Rebuilds into `out` (exactly the payload's length) the payload
-    /// `packed` was made from: its first `head` bytes are `packed`'s own.
-    pub fn unpack(
-        &mut self,
-        packed: &[u8],
-        head: usize,
-        out: &mut [u8],
-    ) -> Result<(), UnpackError> {
-        if packed.len() < head || out.len() < head {
-            return Err(UnpackError::Damaged("head"));
-        }
-        let (kept, rest) = packed.split_at(head);
-        let (out_head, body) = out.split_at_mut(head);
-        out_head.copy_from_slice(kept);
-        let h = rest
-            .get(..HEADER_LEN)
-            .ok_or(UnpackError::Damaged("header"))?;
-        if h[0] != VERSION {
-            return Err(UnpackError::Version(h[0]));
-        }
-        let le32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let shape = Shape::new(
-            h[1] & 1 != 0,
-            h[2],
-            u32::from(u16::from_le_bytes([h[3], h[4]])),
-            le32(5),
-        )
-        .filter(|_| h[1] & !1 == 0)
-        .ok_or(UnpackError::Shape)?;
-        if le32(9) as usize != body.len() {
-            return Err(UnpackError::Damaged("body length"));
-        }
-        let mut lengths = Cursor {
-            b: &rest[HEADER_LEN..],
-            at: 0,
-            name: "stream lengths",
-        };
-        let [ctl, lens, xor, raw, times] = STREAM_NAMES;
-        let mut r = Rebuild {
-            ctl: next_stream(&mut lengths, ctl)?,
-            lens: next_stream(&mut lengths, lens)?,
-            xor: next_stream(&mut lengths, xor)?,
-            raw: next_stream(&mut lengths, raw)?,
-            times: next_stream(&mut lengths, times)?,
-            predict: &mut self.predict,
-            out: body,
-            pos: 0,
-            long8: shape.long_size == 8,
-        };
-        if !lengths.done() {
-            return Err(UnpackError::Damaged("bytes after the streams"));
-        }
-        r.predict.reset();
-        if shape.big_endian {
-            r.run(BigEndian, shape)?;
-        } else {
-            r.run(LittleEndian, shape)?;
-        }
-        // `lens` is read in halves of bytes: done when its last byte is,
-        // an unused high half zero.
-        let lens_done = r.lens.at.div_ceil(2) == r.lens.b.len()
-            && (r.lens.at % 2 == 0 || r.lens.b.last().is_some_and(|b| b >> 4 == 0));
-        if !lens_done {
-            return Err(UnpackError::Damaged("lens"));
-        }
-        let all = [&r.ctl, &r.xor, &r.raw, &r.times];
-        if let Some(c) = all.iter().find(|c| !c.done()) {
-            return Err(UnpackError::Damaged(c.name));
-        }
-        // The raw bytes come back exactly, or not at all.
-        if crc32fast::hash(out) != le32(13) {
-            return Err(UnpackError::Crc);
-        }
-        Ok(())
-    }
-}
-
-/// The next stream named in `lengths`: a u32 LE length and its bytes.
-fn next_stream<'a>(
-    lengths: &mut Cursor<'a>,
-    name: &'static str,
-) -> Result<Cursor<'a>, UnpackError> {
-    let n = u32::from_le_bytes(lengths.take(4)?.try_into().unwrap_or_default());
-    Ok(Cursor {
-        b: lengths.take(n as usize)?,
-        at: 0,
-        name,
-    })
-}
-
-struct Rebuild<'a, 'o> {
-    ctl: Cursor<'a>,
-    lens: Cursor<'a>,
-    xor: Cursor<'a>,
-    raw: Cursor<'a>,
-    times: Cursor<'a>,
-    predict: &'o mut Predictor,
-    /// The body being rebuilt, and how much of it is.
-    out: &'o mut [u8],
-    pos: usize,
-    /// Words of 8 bytes (64-bit kernels), else 4.
-    long8: bool,
-}
-
-impl Rebuild<'_, '_> {
-    /// Room for `n` more bytes of output.
-    #[inline]
-    fn room(&self, n: usize, what: &'static str) -> Result<(), UnpackError> {
-        if self.out.len() - self.pos < n {
-            return Err(UnpackError::Damaged(what));
-        }
-        Ok(())
-    }
-
-    fn raw(&mut self, n: usize) -> Result<(), UnpackError> {
-        self.room(n, "raw")?;
-        let b = self.raw.take(n)?;
-        self.out[self.pos..self.pos + n].copy_from_slice(b);
-        self.pos += n;
-        Ok(())
-    }
-
-    fn run<E: Endian>(&mut self, e: E, shape: Shape) -> Result<(), UnpackError> {
-        let size = shape.subbuf_size as usize;
-        let mut prev_ts = 0u64;
-        while self.out.len() - self.pos >= size {
-            prev_ts = self.subbuf(e, shape, prev_ts)?;
-        }
-        self.raw(self.out.len() - self.pos)
-    }
-
-    fn subbuf<E: Endian>(&mut self, e: E, shape: Shape, prev_ts: u64) -> Result<u64, UnpackError> {
-        let size = shape.subbuf_size as usize;
-        let at = self.pos;
-        if !self.ctl.flag()? {
-            self.raw(size)?;
-            return Ok(prev_ts);
-        }
-        let ts = prev_ts.wrapping_add(unzigzag(self.times.varint()?) as u64);
-        put_word(e, ts, &mut self.out[at..at + 8]);
-        self.pos += 8;
-        let off = shape.data_offset as usize;
-        self.raw(off - 8)?;
-        // The commit is back: the data length comes from it as it did
-        // when packing.
-        let len = shape
-            .data_len(e, &self.out[at..at + off])
-            .ok_or(UnpackError::Damaged("commit"))?;
-        self.records(e, len)?;
-        let tail = size - off - len;
-        if tail > 0 {
-            if self.ctl.flag()? {
-                self.raw(tail)?;
-            } else {
-                self.out[self.pos..self.pos + tail].fill(0);
-                self.pos += tail;
-            }
-        }
-        Ok(ts)
-    }
-
-    fn records<E: Endian>(&mut self, e: E, len: usize) -> Result<(), UnpackError> {
-        let end = self.pos + len;
-        while self.pos < end {
-            let v = self.ctl.varint()?;
-            if v == 0 {
-                return self.raw(end - self.pos);
-            }
-            let w = u32::try_from(v - 1).map_err(|_| UnpackError::Damaged("ctl"))?;
-            let n = if has_len_word(w) {
-                u32::try_from(self.ctl.varint()?).map_err(|_| UnpackError::Damaged("ctl"))?
-            } else {
-                0
-            };
-            let ext = extent(w, n, end - self.pos).ok_or(UnpackError::Damaged("record"))?;
-            if ext.head > ext.total {
-                return Err(UnpackError::Damaged("record"));
-            }
-            let p = self.pos;
-            put_word(e, u64::from(from_canonical(e, w)), &mut self.out[p..p + 4]);
-            if ext.head == 8 {
-                put_word(e, u64::from(n), &mut self.out[p + 4..p + 8]);
-            }
-            self.pos += ext.head;
-            let body = ext.total - ext.head;
-            if ext.data {
-                if self.long8 {
-                    self.payload::<E, 8>(e, body)?;
-                } else {
-                    self.payload::<E, 4>(e, body)?;
-                }
-            } else {
-                self.raw(body)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// An event payload, as [`Packer::pack_payload`] made it.
-    #[inline]
-    fn payload<E: Endian, const W: usize>(&mut self, e: E, len: usize) -> Result<(), UnpackError> {
-        self.room(len, "payload")?;
-        // Most payloads: whole words, the first field among them, with
-        // the streams long enough for all of them however long each XOR.
-        let n = len / W;
-        if len % W == 0
-            && n > 8 / W
-            && (2 * self.lens.b.len()).saturating_sub(self.lens.at) >= n
-            && self.xor.b.len().saturating_sub(self.xor.at) >= 8 * n
-        {
-            return self.whole_words::<E, W>(e, len);
-        }
-        let at = self.pos;
-        let mut g = self.predict.start(len);
-        let mut from = 0;
-        for (i, upto) in [(0, 8), (1, 8 + W), (2, len)] {
-            if i > 0 {
-                if len <= from {
-                    break;
-                }
-                self.predict.refine::<E, W>(e, &mut g, i, self.out, at, len);
-            }
-            let to = upto.min(len);
-            let mut words = Words {
-                lens: self.lens.b,
-                lens_at: self.lens.at,
-                xor: self.xor.b,
-                xor_at: self.xor.at,
-            };
-            let r =
-                words.unxor::<E, W>(e, self.out, at + from, g.pred.map(|o| o + from), to - from);
-            (self.lens.at, self.xor.at) = (words.lens_at, words.xor_at);
-            r?;
-            from = to;
-        }
-        self.pos += len;
-        self.predict.learn(e, &g, self.out, at, len);
-        Ok(())
-    }
-
-    /// [`Rebuild::payload`] for a payload of `len / W` whole words whose
-    /// XORs the streams hold even at 8 bytes each: one loop without a
-    /// branch per word (damage is noted and fails at the end).
-    #[inline(always)]
-    fn whole_words<E: Endian, const W: usize>(
-        &mut self,
-        e: E,
-        len: usize,
-    ) -> Result<(), UnpackError> {
-        let at = self.pos;
-        let (before, rest) = self.out.split_at_mut(at);
-        let cur = &mut rest[..len];
-        let (lens, xor) = (self.lens.b, self.xor.b);
-        let (mut li, mut xi) = (self.lens.at, self.xor.at);
-        // Damage seen on the way, reported once the payload is done: an
-        // XOR longer than 8 bytes or than the word (as the slow path's
-        // `put` refuses), a prediction outside what is rebuilt.
-        let (too_long, unpredicted) = (Cell::new(false), Cell::new(false));
-        let mut next = || {
-            let b = lens.get(li >> 1).copied().unwrap_or(0xff);
-            let k = usize::from(b >> (4 * (li & 1)) & 15);
-            li += 1;
-            let x = xor
-                .get(xi..xi + 8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                & MASKS[k.min(8)];
-            xi += k.min(8);
-            let wider = x.checked_shr(8 * W as u32).unwrap_or(0) != 0;
-            too_long.set(too_long.get() | (k > 8) | wider);
-            x
-        };
-        // A predicted payload is an earlier one of the same length (the
-        // tables are keyed by it), so it lies whole in `before`.
-        let old = |pred: Option<usize>, i: usize| match pred {
-            None => 0,
-            Some(o) => match before.get(o + i * W..o + i * W + W) {
-                Some(b) => whole_word::<E, W>(e, b),
-                None => {
-                    unpredicted.set(true);
-                    0
-                }
-            },
-        };
-        let put = |cur: &mut [u8], i: usize, v: u64| put_word(e, v, &mut cur[i * W..i * W + W]);
-        let p = &mut *self.predict;
-        let mut g = p.start(len);
-        // The common fields, then the first field, then the rest, each
-        // with the guess made before it.
-        let first = 8 / W;
-        for i in 0..first {
-            put(cur, i, old(g.pred, i) ^ next());
-        }
-        p.by_type_of(&mut g, Predictor::type_key(e, cur, 0, len));
-        let site = old(g.pred, first) ^ next();
-        put(cur, first, site);
-        // The rest, if any (none: no guess by call site, as when packing).
-        if len / W > first + 1 {
-            p.by_site_of(&mut g, site);
-            for i in first + 1..len / W {
-                put(cur, i, old(g.pred, i) ^ next());
-            }
-        }
-        (self.lens.at, self.xor.at) = (li, xi);
-        if too_long.get() {
-            return Err(UnpackError::Damaged("xor"));
-        }
-        if unpredicted.get() {
-            return Err(UnpackError::Damaged("prediction"));
-        }
-        self.pos += len;
-        self.predict.learn(e, &g, self.out, at, len);
-        Ok(())
-    }
-}
+mod unpack;
+pub use unpack::Unpacker;
 
 #[cfg(test)]
 mod tests;

@@ -195,12 +195,70 @@ fn widen_xor(packed: &[u8], j: usize, bytes: &[u8]) -> Vec<u8> {
         *b & 0x0f | wider << 4
     };
     streams[2].splice(pos + k..pos + k, bytes.iter().copied());
+    reframed(packed, &streams)
+}
+
+/// `packed` with its streams replaced by `streams`, their lengths right.
+fn reframed(packed: &[u8], streams: &[Vec<u8>]) -> Vec<u8> {
     let mut out = packed[..HEAD + HEADER_LEN].to_vec();
-    for st in &streams {
+    for st in streams {
         out.extend_from_slice(&(st.len() as u32).to_le_bytes());
         out.extend_from_slice(st);
     }
     out
+}
+
+/// Streams that are framed right but end early, run on, or hold other
+/// bytes (XOR lengths above 8 among them) are refused or, where the
+/// change does not matter, give the payload back: never wrong bytes, never
+/// a panic. The cuts of the whole packed payload above stop at the
+/// framing; these reach the rebuilding itself.
+#[test]
+fn damage_inside_the_streams_never_gives_wrong_bytes() {
+    for (e, long) in [(RunTimeEndian::Little, 8), (RunTimeEndian::Big, 4)] {
+        let payload = with_head(&pages(e, long, 4096, 11, 3));
+        let packed = round_trip(shape(e, long, 4096), &payload);
+        let streams = streams_of(&packed);
+        let mut u = Unpacker::new();
+        let mut out = vec![0u8; payload.len()];
+        let mut check = |s: &[Vec<u8>], what: &str| {
+            let r = u.unpack(&reframed(&packed, s), HEAD, &mut out);
+            assert!(r.is_err() || out == payload, "{e:?} {long}: {what}");
+        };
+        let mut r = Rng(5);
+        for i in 0..5 {
+            let n = streams[i].len();
+            for cut in [1, 2, 3, 9, n / 2, n].into_iter().filter(|&c| c <= n && c > 0) {
+                let mut s = streams.clone();
+                s[i].truncate(n - cut);
+                check(&s, &format!("stream {i} cut by {cut}"));
+            }
+            for extra in [0u8, 0x11, 0xff] {
+                let mut s = streams.clone();
+                s[i].push(extra);
+                check(&s, &format!("stream {i} with {extra:#x} after it"));
+            }
+            for _ in 0..200.min(4 * n) {
+                let mut s = streams.clone();
+                let at = r.below(n as u64) as usize;
+                s[i][at] = r.below(256) as u8;
+                check(&s, &format!("stream {i} byte {at}"));
+            }
+        }
+        // Every XOR length in turn made 9..15: more than any word holds.
+        for j in 0..2 * streams[1].len() {
+            let mut s = streams.clone();
+            let b = &mut s[1][j / 2];
+            let bad = 9 + (j % 7) as u8;
+            *b = if j % 2 == 0 {
+                *b & 0xf0 | bad
+            } else {
+                *b & 0x0f | bad << 4
+            };
+            let r = u.unpack(&reframed(&packed, &s), HEAD, &mut out);
+            assert_eq!(r, Err(UnpackError::Damaged("xor")), "{e:?} {long}: length of word {j}");
+        }
+    }
 }
 
 /// FORMAT.md §8.2: an XOR may be kept in more bytes than it needs, up to
