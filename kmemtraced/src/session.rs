@@ -20,7 +20,7 @@ use crate::tracefs::TraceDir;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::kpack;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsPhase};
-use kmemtrace_format::stats::{counter_step, CpuStats};
+use kmemtrace_format::stats::{CpuCounters, CpuStats};
 use kmemtrace_format::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
 use std::collections::BTreeMap;
@@ -85,8 +85,14 @@ pub struct Session {
     /// The events read are the kernel's `read events` since the start,
     /// not counted by the readers (see `poll_stats`).
     kernel_counts: bool,
-    /// Per CPU, the kernel's count as last seen and across its resets.
-    read_counts: BTreeMap<u32, ReadCount>,
+    /// Per CPU, the kernel's loss counters and `read events` followed
+    /// look by look, across resets (someone truncating the instance's
+    /// `trace`, or changing its tracer or clock, sets them back to 0) and,
+    /// on 32-bit kernels, across 2^32. Only a reset seen as a fall between
+    /// two looks is followed: looks come each second with a status line,
+    /// else every 10 s, so the summary may count too few after one (the
+    /// log itself is whole: `kmemtrace-check` counts it).
+    followed: BTreeMap<u32, CpuCounters>,
     last_cmdlines: Vec<Meta>,
     pub started: Instant,
     notes: Vec<String>,
@@ -298,7 +304,7 @@ impl Session {
             writer: Some(writer),
             start_stats,
             kernel_counts,
-            read_counts: BTreeMap::new(),
+            followed: BTreeMap::new(),
             last_cmdlines,
             started: Instant::now(),
             notes: Vec::new(),
@@ -443,21 +449,20 @@ impl Session {
     /// The events lost on `cpu` since the start, given its statistics
     /// `now`; takes the events read from them too, where the kernel counts.
     fn since_start(&mut self, cpu: u32, now: &CpuStats) -> u64 {
+        // A CPU come online later: its buffer is new, counted from 0.
         let start = self.start_stats.get(&cpu).copied().unwrap_or_default();
-        if self.kernel_counts {
-            // A CPU come online later: its buffer is new, counted from 0.
-            let count = self.read_counts.entry(cpu).or_insert(ReadCount::from(
-                start.read_events.unwrap_or(0),
-                now.counter_bits.unwrap_or(64),
-            ));
-            if let Some(now) = now.read_events {
-                let count = count.update(now);
-                if let Some(k) = self.counters.cpu(cpu) {
-                    k.events.store(count, std::sync::atomic::Ordering::Relaxed);
-                }
+        let followed = self
+            .followed
+            .entry(cpu)
+            .or_insert_with(|| CpuCounters::from(&start));
+        followed.update(now);
+        if self.kernel_counts && now.read_events.is_some() {
+            if let Some(k) = self.counters.cpu(cpu) {
+                let count = followed.read_events.total();
+                k.events.store(count, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        now.lost_since(&start)
+        followed.lost()
     }
 
     /// Writes `cpu`'s statistics now to the log and takes its figures
@@ -576,74 +581,5 @@ mod tests {
         assert_eq!(parse_buffer_kb("1408\n"), Some(1408));
         assert_eq!(parse_buffer_kb("7 (expanded: 1408)\n"), Some(1408));
         assert_eq!(parse_buffer_kb("X\n"), None);
-    }
-}
-
-/// The kernel's `read events` of one CPU, followed across resets and, on
-/// 32-bit kernels, across 2^32. A reset (someone truncating the
-/// instance's `trace`, or changing its tracer or clock) sets it back to 0.
-/// Only a reset seen as a fall between two looks is followed: looks come
-/// each second with a status line, else every 10 s, so the summary may
-/// count too few after one (the log itself is whole: `kmemtrace-check`
-/// counts it).
-#[derive(Debug, Clone, Copy)]
-struct ReadCount {
-    /// Events read since the start, as of the last look.
-    total: u64,
-    last: u64,
-    /// The count's width in bits: the kernel's long
-    /// ([`CpuStats::counter_bits`]).
-    bits: u32,
-}
-
-impl ReadCount {
-    fn from(start: u64, bits: u32) -> Self {
-        ReadCount {
-            total: 0,
-            last: start,
-            bits,
-        }
-    }
-
-    /// The events read since the start, given the count now.
-    fn update(&mut self, now: u64) -> u64 {
-        // A fall that is no step over the top is a reset: from 0 again.
-        self.total += counter_step(self.last, now, self.bits).unwrap_or(now);
-        self.last = now;
-        self.total
-    }
-}
-
-#[cfg(test)]
-mod read_count_tests {
-    use super::ReadCount;
-
-    #[test]
-    fn the_kernels_count_is_followed_across_resets() {
-        let mut c = ReadCount::from(100, 64);
-        assert_eq!(c.update(100), 0);
-        assert_eq!(c.update(250), 150);
-        // Reset, then 30 more.
-        assert_eq!(c.update(30), 180);
-        assert_eq!(c.update(30), 180);
-        assert_eq!(c.update(70), 220);
-        // Another reset, seen at 0.
-        assert_eq!(c.update(0), 220);
-        assert_eq!(c.update(5), 225);
-    }
-
-    /// A 32-bit kernel's count goes on from 0 after 2^32 - 1.
-    #[test]
-    fn a_32_bit_count_is_followed_across_2_to_the_32() {
-        let top = u64::from(u32::MAX);
-        let mut c = ReadCount::from(top - 99, 32);
-        assert_eq!(c.update(top), 99);
-        assert_eq!(c.update(400), 500);
-        assert_eq!(c.update(3_000_000_000), 3_000_000_100);
-        // A reset from high up is still a reset.
-        assert_eq!(c.update(10), 3_000_000_110);
-        // A 64-bit count never wraps: a fall is a reset.
-        let mut c = ReadCount::from(u64::MAX - 5, 64);
-        assert_eq!(c.update(3), 3);
     }
 }

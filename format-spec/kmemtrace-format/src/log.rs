@@ -21,7 +21,7 @@ use crate::records::{
     CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
     CPU_DATA_HEADER_LEN,
 };
-use crate::stats::CpuStats;
+use crate::stats::{CpuCounters, CpuStats};
 use crate::subbuf::{SubBufError, SubBufLayout, SubBuffer};
 use crate::RunTimeEndian;
 use std::borrow::Cow;
@@ -144,6 +144,17 @@ pub struct StatsSnapshot {
     pub offset: u64,
     pub record: StatsRecord,
     pub parsed: Option<CpuStats>,
+}
+
+/// One CPU's counters over a capture ([`Log::cpu_counters`]) and the
+/// snapshots they run between.
+#[derive(Debug, Clone, Copy)]
+pub struct CountersRun<'a> {
+    /// The start snapshot; `None`: counted from the buffer's creation.
+    pub start: Option<&'a StatsSnapshot>,
+    /// The last snapshot taken: the end, else a periodic one.
+    pub end: &'a StatsSnapshot,
+    pub counters: CpuCounters,
 }
 
 /// One sub-buffer handed to [`Log::visit_cpu`].
@@ -835,6 +846,34 @@ impl Log {
         self.stats
             .iter()
             .filter(move |s| s.record.cpu == cpu && s.record.phase == phase)
+    }
+
+    /// What `cpu`'s counters did over the capture ([`CpuCounters`]): from
+    /// its first start snapshot (without one, from 0: the ring buffer's
+    /// creation) over every later snapshot in file order, up to its last
+    /// end snapshot, or its last periodic one in a log cut short. Only
+    /// snapshots that parse count. `None` without such an end.
+    pub fn cpu_counters(&self, cpu: u32) -> Option<CountersRun<'_>> {
+        let mine = || {
+            self.stats
+                .iter()
+                .filter(move |s| s.record.cpu == cpu && s.parsed.is_some())
+        };
+        let last_in = |phase| mine().filter(|s| s.record.phase == phase).last();
+        let start = mine().find(|s| s.record.phase == StatsPhase::Start);
+        let end = last_in(StatsPhase::End).or_else(|| last_in(StatsPhase::Periodic))?;
+        let from = start.map_or(0, |s| s.offset);
+        let looks = mine()
+            .filter(|s| s.record.phase != StatsPhase::Start && s.offset > from)
+            .take_while(|s| s.offset <= end.offset)
+            .filter_map(|s| s.parsed.as_ref());
+        let zero = CpuStats::default();
+        let first = start.and_then(|s| s.parsed.as_ref()).unwrap_or(&zero);
+        Some(CountersRun {
+            start,
+            end,
+            counters: CpuCounters::over(first, looks),
+        })
     }
 
     /// Reads a CPU_DATA block back and returns its sub-buffer bytes (the

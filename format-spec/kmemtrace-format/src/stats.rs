@@ -219,6 +219,103 @@ impl CpuStats {
     }
 }
 
+/// A counter followed look by look: its steps ([`counter_step`]) added
+/// up, a reset (a fall that is no pass over the top) counting the value
+/// after it whole, as the kernel counts again from 0.
+///
+/// Why look by look: a 32-bit kernel's counters pass 2^32, and the
+/// difference of two values far apart cannot tell a pass from a reset
+/// once the counter moved more than a quarter of its range; between looks
+/// seconds apart it cannot move that far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CounterSum {
+    /// Counted since the first look, as of the last.
+    total: u64,
+    last: u64,
+    /// The counter's width in bits ([`CpuStats::counter_bits`]).
+    bits: u32,
+}
+
+impl CounterSum {
+    /// Starts from the value `start` of a counter `bits` wide.
+    pub fn from(start: u64, bits: u32) -> Self {
+        CounterSum {
+            total: 0,
+            last: start,
+            bits,
+        }
+    }
+
+    /// Takes the value `now`; returns the count since the start.
+    pub fn update(&mut self, now: u64) -> u64 {
+        let step = counter_step(self.last, now, self.bits).unwrap_or(now);
+        self.total = self.total.saturating_add(step);
+        self.last = now;
+        self.total
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
+/// One CPU's loss counters and read count followed snapshot by snapshot
+/// ([`CounterSum`]): the figures of a capture from its start, periodic
+/// and end statistics (format-spec/FORMAT.md §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuCounters {
+    pub overrun: CounterSum,
+    pub commit_overrun: CounterSum,
+    pub dropped_events: CounterSum,
+    pub read_events: CounterSum,
+}
+
+impl CpuCounters {
+    /// From the statistics at the start (a missing counter counts as 0).
+    pub fn from(start: &CpuStats) -> Self {
+        let bits = start.counter_bits.unwrap_or(64);
+        let at = |v: Option<u64>| CounterSum::from(v.unwrap_or(0), bits);
+        CpuCounters {
+            overrun: at(start.overrun),
+            commit_overrun: at(start.commit_overrun),
+            dropped_events: at(start.dropped_events),
+            read_events: at(start.read_events),
+        }
+    }
+
+    /// From `start`, over the later statistics `looks` in the order taken.
+    pub fn over<'a>(start: &CpuStats, looks: impl IntoIterator<Item = &'a CpuStats>) -> Self {
+        let mut c = Self::from(start);
+        for now in looks {
+            c.update(now);
+        }
+        c
+    }
+
+    /// Takes the statistics `now` (a counter missing there is skipped:
+    /// no value, not 0).
+    pub fn update(&mut self, now: &CpuStats) {
+        let take = |sum: &mut CounterSum, v: Option<u64>| {
+            if let Some(v) = v {
+                sum.bits = now.counter_bits.unwrap_or(64);
+                sum.update(v);
+            }
+        };
+        take(&mut self.overrun, now.overrun);
+        take(&mut self.commit_overrun, now.commit_overrun);
+        take(&mut self.dropped_events, now.dropped_events);
+        take(&mut self.read_events, now.read_events);
+    }
+
+    /// Events lost since the start: the three loss counters added up.
+    pub fn lost(&self) -> u64 {
+        [self.overrun, self.commit_overrun, self.dropped_events]
+            .iter()
+            .map(CounterSum::total)
+            .fold(0u64, u64::saturating_add)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +393,58 @@ mod tests {
         // 64-bit counters never pass their top.
         assert_eq!(counter_step(u64::MAX - 5, 3, 64), None);
         assert_eq!(counter_step(7, 7, 0), Some(0));
+    }
+
+    #[test]
+    fn a_counter_is_followed_across_resets() {
+        let mut c = CounterSum::from(100, 64);
+        assert_eq!(c.update(100), 0);
+        assert_eq!(c.update(250), 150);
+        // Reset, then 30 more.
+        assert_eq!(c.update(30), 180);
+        assert_eq!(c.update(30), 180);
+        assert_eq!(c.update(70), 220);
+        // Another reset, seen at 0.
+        assert_eq!(c.update(0), 220);
+        assert_eq!(c.update(5), 225);
+        assert_eq!(c.total(), 225);
+    }
+
+    /// A 32-bit kernel's count goes on from 0 after 2^32 - 1.
+    #[test]
+    fn a_32_bit_counter_is_followed_across_2_to_the_32() {
+        let top = u64::from(u32::MAX);
+        let mut c = CounterSum::from(top - 99, 32);
+        assert_eq!(c.update(top), 99);
+        assert_eq!(c.update(400), 500);
+        assert_eq!(c.update(3_000_000_000), 3_000_000_100);
+        // A reset from high up is still a reset.
+        assert_eq!(c.update(10), 3_000_000_110);
+        // A 64-bit count never wraps: a fall is a reset.
+        let mut c = CounterSum::from(u64::MAX - 5, 64);
+        assert_eq!(c.update(3), 3);
+    }
+
+    #[test]
+    fn looks_seconds_apart_tell_passes_over_the_top_from_resets() {
+        // A 32-bit overrun that went 3.2 G on from 3.2 G, in looks 0.9 G
+        // apart: from start to end alone that is a fall of over 1.07 G
+        // (2^30), a reset.
+        let look = |overrun: u64, read: u64| CpuStats {
+            overrun: Some(overrun % (1 << 32)),
+            read_events: Some(read),
+            counter_bits: Some(32),
+            ..CpuStats::default()
+        };
+        let g = 1_000_000_000u64;
+        let start = look(3 << 30, 0);
+        let end = look((3 << 30) + 32 * g / 10, 20);
+        assert_eq!(end.lost_since(&start), 0, "one step: taken for a reset");
+        let at = |n: u64| look((3 << 30) + n * 9 * g / 10, n);
+        let looks = [at(1), at(2), at(3), end];
+        let c = CpuCounters::over(&start, &looks);
+        assert_eq!(c.lost(), 32 * g / 10);
+        assert_eq!(c.read_events.total(), 20);
     }
 
     #[test]

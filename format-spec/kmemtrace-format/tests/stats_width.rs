@@ -56,3 +56,41 @@ fn a_counter_that_is_no_number_is_still_a_problem() {
         log.problems
     );
 }
+
+/// A 32-bit kernel's overrun that went 3.2 G on, written every 0.9 G by
+/// the periodic snapshots: the log's counters follow it snapshot by
+/// snapshot, where start and end alone read as a reset (a fall of more
+/// than 2^30).
+#[test]
+fn periodic_snapshots_follow_a_32_bit_counter_past_2_to_the_32() {
+    let g = 1_000_000_000u64;
+    let at = |n: u64| {
+        let v = ((3u64 << 30) + n * g / 10) % (1 << 32);
+        // As a 32-bit kernel prints it: `%ld`, negative past 2^31.
+        format!("overrun: {}\nread events: {n}\n", v as u32 as i32)
+    };
+    let mut b = LogBuilder::new(RunTimeEndian::Little, 4, 4096);
+    b.stats(0, StatsPhase::Start, &at(0));
+    for n in [9, 18, 27] {
+        b.stats(0, StatsPhase::Periodic, &at(n));
+    }
+    b.stats(0, StatsPhase::End, &at(32));
+    // CPU 1: no start (a dump that saved only the end), one reset seen.
+    b.stats(1, StatsPhase::Periodic, "overrun: 500\n");
+    b.stats(1, StatsPhase::End, "overrun: 40\n");
+    let log = Log::from_bytes("followed", &b.build().unwrap()).unwrap();
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    let run = log.cpu_counters(0).unwrap();
+    assert_eq!(run.counters.lost(), 32 * g / 10);
+    assert_eq!(run.counters.read_events.total(), 32);
+    assert_eq!(run.end.record.phase, StatsPhase::End);
+    let ends = |p| log.cpu_stats(0, p).next().unwrap().parsed.unwrap();
+    assert_eq!(
+        ends(StatsPhase::End).lost_since(&ends(StatsPhase::Start)),
+        0
+    );
+    let run = log.cpu_counters(1).unwrap();
+    assert!(run.start.is_none());
+    assert_eq!(run.counters.lost(), 540);
+    assert!(log.cpu_counters(2).is_none());
+}

@@ -386,21 +386,12 @@ fn capture(
                     count: s.problems_dropped,
                 });
             }
-            let lost_stats = {
-                let st = log
-                    .cpu_stats(s.cpu, StatsPhase::Start)
-                    .filter_map(|x| x.parsed)
-                    .next();
-                let en = log
-                    .cpu_stats(s.cpu, StatsPhase::End)
-                    .filter_map(|x| x.parsed)
-                    .last();
-                match (st, en) {
-                    (Some(st), Some(en)) => Some(en.lost_since(&st)),
-                    (None, Some(en)) => Some(en.lost_events()),
-                    _ => None,
-                }
-            };
+            // Only a capture's end says what it lost: a periodic look is
+            // a lower bound.
+            let lost_stats = log
+                .cpu_counters(s.cpu)
+                .filter(|r| r.end.record.phase == StatsPhase::End)
+                .map(|r| r.counters.lost());
             CpuRow {
                 cpu: s.cpu,
                 node: log.cpu_nodes.get(&s.cpu).copied(),

@@ -27,48 +27,38 @@ use super::Sink;
 use crate::findings::{
     thousands, CpuReport, Finding, Kind, Location, LossWindow, Lost, StatsDelta, MAX_KEPT,
 };
-use kmemtrace_format::log::{Log, StatsSnapshot};
+use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_format::stats::CpuStats;
 use std::collections::BTreeSet;
 
 /// The statistics delta of one CPU, if the log has an end (or, cut short,
-/// a periodic) snapshot. Without a start snapshot (a dump imported from
-/// `kmemtrace-capture.sh` or another tool that saved only the end) the end
-/// counters are taken whole: the kernel counts them since the ring buffer
-/// was created or reset, which for a capture in its own instance is the
-/// capture.
+/// a periodic) snapshot: each counter followed snapshot by snapshot
+/// ([`Log::cpu_counters`]), so a 32-bit kernel's passes over 2^32 and a
+/// reset between two snapshots count right. Without a start snapshot (a
+/// dump imported from `kmemtrace-capture.sh` or another tool that saved
+/// only the end) the counters count from 0: the kernel counts them since
+/// the ring buffer was created or reset, which for a capture in its own
+/// instance is the capture.
 fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
-    let parsed = |s: &&StatsSnapshot| s.parsed.is_some();
-    let start = log.cpu_stats(cpu, StatsPhase::Start).find(parsed);
-    let (end, phase) = match log.cpu_stats(cpu, StatsPhase::End).filter(parsed).last() {
-        Some(e) => (e, "end"),
-        None => (
-            log.cpu_stats(cpu, StatsPhase::Periodic)
-                .filter(parsed)
-                .last()?,
-            "periodic",
-        ),
-    };
-    let zero = CpuStats::default();
-    let a: &CpuStats = match start {
-        Some(s) => s.parsed.as_ref()?,
-        None => &zero,
-    };
-    let b: &CpuStats = end.parsed.as_ref()?;
+    let run = log.cpu_counters(cpu)?;
+    let c = &run.counters;
     Some(StatsDelta {
-        overrun: b.since(a, |s| s.overrun),
-        commit_overrun: b.since(a, |s| s.commit_overrun),
-        dropped_events: b.since(a, |s| s.dropped_events),
-        total: b.lost_since(a),
-        start_offset: start.map_or(0, |s| s.offset),
-        since: if start.is_some() {
+        overrun: c.overrun.total(),
+        commit_overrun: c.commit_overrun.total(),
+        dropped_events: c.dropped_events.total(),
+        total: c.lost(),
+        start_offset: run.start.map_or(0, |s| s.offset),
+        since: if run.start.is_some() {
             "start"
         } else {
             "buffer creation"
         },
-        end_offset: end.offset,
-        end_phase: phase,
+        end_offset: run.end.offset,
+        end_phase: if run.end.record.phase == StatsPhase::End {
+            "end"
+        } else {
+            "periodic"
+        },
     })
 }
 

@@ -228,7 +228,10 @@ fn damage_inside_the_streams_never_gives_wrong_bytes() {
         let mut r = Rng(5);
         for i in 0..5 {
             let n = streams[i].len();
-            for cut in [1, 2, 3, 9, n / 2, n].into_iter().filter(|&c| c <= n && c > 0) {
+            for cut in [1, 2, 3, 9, n / 2, n]
+                .into_iter()
+                .filter(|&c| c <= n && c > 0)
+            {
                 let mut s = streams.clone();
                 s[i].truncate(n - cut);
                 check(&s, &format!("stream {i} cut by {cut}"));
@@ -256,7 +259,11 @@ fn damage_inside_the_streams_never_gives_wrong_bytes() {
                 *b & 0x0f | bad << 4
             };
             let r = u.unpack(&reframed(&packed, &s), HEAD, &mut out);
-            assert_eq!(r, Err(UnpackError::Damaged("xor")), "{e:?} {long}: length of word {j}");
+            assert_eq!(
+                r,
+                Err(UnpackError::Damaged("xor")),
+                "{e:?} {long}: length of word {j}"
+            );
         }
     }
 }
