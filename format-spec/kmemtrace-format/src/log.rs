@@ -859,7 +859,7 @@ impl Log {
                 .iter()
                 .filter(move |s| s.record.cpu == cpu && s.parsed.is_some())
         };
-        let last_in = |phase| mine().filter(|s| s.record.phase == phase).last();
+        let last_in = |phase| mine().rev().find(|s| s.record.phase == phase);
         let start = mine().find(|s| s.record.phase == StatsPhase::Start);
         let end = last_in(StatsPhase::End).or_else(|| last_in(StatsPhase::Periodic))?;
         let from = start.map_or(0, |s| s.offset);
