@@ -356,9 +356,11 @@ pub struct PageReport {
     pub allocations: PageRequests,
     /// `mm_page_free`.
     pub frees: PageRequests,
-    /// Allocations whose free came in the capture.
+    /// Frees of blocks allocated in the capture (whoever allocated them):
+    /// `frees` = `alloc_freed` + `free_only`, as in perf's summary.
     pub alloc_freed: PageRequests,
-    /// Allocations still live at the end.
+    /// Allocations still live at the end. Without filters, `allocations`
+    /// = `alloc_freed` + `alloc_only` + `allocated_while_live`.
     pub alloc_only: PageRequests,
     /// Frees of blocks not allocated in the capture.
     pub free_only: PageRequests,

@@ -148,7 +148,7 @@ pub(crate) fn section(
         migratetype_names_fallback: types.fallback.clone(),
         pageblock_order: types.pageblock_order,
         allocations: requests(&p.allocated),
-        frees: requests(&p.freed),
+        frees: requests(&p.free_events),
         alloc_freed: requests(&p.alloc_freed),
         alloc_only: PageRequests {
             requests: live.blocks,

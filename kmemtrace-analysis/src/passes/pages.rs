@@ -203,15 +203,13 @@ pub struct PagesPass<'a> {
     /// (order 0 frees go to the freeing CPU's list), until allocated.
     on_list_of: FastMap<u64, u16>,
     pub allocated: Requests,
-    /// `mm_page_free` events that pass the filters (`freed` also counts
-    /// the frees of selected allocations).
+    /// `mm_page_free` events that pass the filters.
     pub free_events: Requests,
     pub batched_frees: u64,
     pub zone_locked: u64,
-    pub freed: Requests,
-    /// Allocations freed during the capture.
+    /// Frees (passing the filters) of blocks allocated during the capture.
     pub alloc_freed: Requests,
-    /// Frees of blocks not allocated during the capture.
+    /// Frees (passing the filters) of blocks not allocated during it.
     pub free_only: Requests,
     pub failed: u64,
     /// Frames freed twice, blocks allocated while live, frees with
@@ -261,7 +259,6 @@ impl<'a> PagesPass<'a> {
             free_events: Requests::default(),
             batched_frees: 0,
             zone_locked: 0,
-            freed: Requests::default(),
             alloc_freed: Requests::default(),
             free_only: Requests::default(),
             failed: 0,
@@ -294,7 +291,6 @@ impl<'a> PagesPass<'a> {
         self.free_events.absorb(&o.free_events);
         self.batched_frees += o.batched_frees;
         self.zone_locked += o.zone_locked;
-        self.freed.absorb(&o.freed);
         self.alloc_freed.absorb(&o.alloc_freed);
         self.free_only.absorb(&o.free_only);
         self.failed += o.failed;
@@ -459,20 +455,15 @@ impl<'a> PagesPass<'a> {
             bytes,
             selected,
         );
-        match live {
-            Some(p) => {
-                if p.selected || selected {
-                    self.freed.add(bytes);
-                }
-                if p.selected {
-                    self.alloc_freed.add(self.bytes(p.order));
-                }
-            }
-            None if selected => {
-                self.freed.add(bytes);
+        // As perf's summary: a free that passes the filters is of a block
+        // allocated in the capture or not (whoever allocated it), so
+        // that the two add up to the frees.
+        if selected {
+            if live.is_some() {
+                self.alloc_freed.add(bytes);
+            } else {
                 self.free_only.add(bytes);
             }
-            None => {}
         }
     }
 

@@ -38,6 +38,23 @@ fn page_requests_are_told_apart_exactly() {
     assert_eq!(pair("alloc_freed"), (5, 5 * 4096));
     assert_eq!(pair("alloc_only"), (2, 2 * 16384));
     assert_eq!(pair("free_only"), (3, 3 * 4096));
+    // Per CPU, as perf's summary: the frees on a CPU are of blocks
+    // allocated in the capture (on any CPU) or not, and the CPUs' frees
+    // add up to all of them.
+    let on = |cpu: &str| {
+        let p = report_json(log.path(), &["--cpu", cpu])["pages"].clone();
+        let q = |k: &str| n(&p[k]["requests"]);
+        let keys = [
+            "allocations",
+            "frees",
+            "alloc_freed",
+            "alloc_only",
+            "free_only",
+        ];
+        keys.map(q)
+    };
+    assert_eq!(on("0"), [5, 3, 0, 0, 3]);
+    assert_eq!(on("1"), [2, 5, 5, 2, 0]);
     // Order x migratetype: the synthetic allocations are migratetype 0.
     let rows: Vec<(String, u64)> = p["by_order_migratetype"]
         .as_array()
