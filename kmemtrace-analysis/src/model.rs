@@ -360,7 +360,8 @@ pub struct PageReport {
     /// `frees` = `alloc_freed` + `free_only`, as in perf's summary.
     pub alloc_freed: PageRequests,
     /// Allocations still live at the end. Without filters, `allocations`
-    /// = `alloc_freed` + `alloc_only` + `allocated_while_live`.
+    /// = `alloc_freed` + `alloc_only` + `allocated_while_live`, but for
+    /// blocks the recorder (whose events are left out) allocated or freed.
     pub alloc_only: PageRequests,
     /// Frees of blocks not allocated in the capture.
     pub free_only: PageRequests,
