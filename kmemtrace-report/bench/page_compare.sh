@@ -17,8 +17,18 @@ rm -f "$out/perf.data" "$out/k.kmt"
 perf kmem --page record -o "$out/perf.data" -- \
   "$bin/kmemtraced" -q -o "$out/k.kmt" -- \
   stress-ng --quiet --fork 2 --vm 1 --vm-bytes 64M --timeout "${secs}s" >/dev/null 2>"$out/perf-record.log"
-perf kmem --page -i "$out/perf.data" stat >"$out/perf.txt" 2>/dev/null || true
-perf kmem -i "$out/perf.data" --page --caller stat >"$out/perf-caller.txt" 2>/dev/null || true
+# perf's own failures are shown, not taken for empty tables (perf 6.1
+# stops with "failed to process type: 68 [Cannot allocate memory]" on some
+# loads).
+for run in "stat:perf.txt" "--caller stat:perf-caller.txt"; do
+  args=${run%%:*} file=${run#*:}
+  # shellcheck disable=SC2086
+  if ! perf kmem --page -i "$out/perf.data" $args >"$out/$file" 2>"$out/$file.err" ||
+     ! grep -q . "$out/$file"; then
+    echo "perf kmem --page $args failed:" >&2
+    tail -n 3 "$out/$file.err" >&2
+  fi
+done
 "$bin/kmemtrace-report" -q --json "$out/k.kmt" >"$out/k.json"
 python3 - "$out" <<'PY'
 import json, re, sys
