@@ -66,15 +66,31 @@ fn looks_like_json(path: &Path) -> std::io::Result<bool> {
     Ok(text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
 }
 
+/// A report document from its text.
+fn document(text: &str) -> Result<Value, String> {
+    let v: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| format!("not a report document: {e}"))?;
+    check_document(&v)?;
+    Ok(v)
+}
+
 fn report(path: &Path) -> Result<Value, String> {
-    if looks_like_json(path).map_err(|e| e.to_string())? {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-            .map_err(|e| format!("not a report document: {e}"))?;
-        check_document(&v)?;
-        return Ok(v);
-    }
-    let mut log = kmemtrace_import::open_log(path).map_err(|e| e.to_string())?;
+    let mut log = if path.as_os_str() == "-" {
+        // Standard input, read once: a document or a log.
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+        if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+            return document(&String::from_utf8_lossy(text));
+        }
+        kmemtrace_format::log::Log::from_bytes("<stdin>", &bytes).map_err(|e| e.to_string())?
+    } else if looks_like_json(path).map_err(|e| e.to_string())? {
+        return document(&std::fs::read_to_string(path).map_err(|e| e.to_string())?);
+    } else {
+        kmemtrace_import::open_log(path).map_err(|e| e.to_string())?
+    };
     if log.kmem_decoder().ids().next().is_none() {
         return Err("the log has no readable kmem event formats: nothing to compare".into());
     }

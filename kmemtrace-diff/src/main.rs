@@ -197,6 +197,10 @@ fn sides(m: &clap::ArgMatches) -> Result<(Vec<PathBuf>, Vec<Vec<PathBuf>>), Stri
     if news.is_empty() {
         return Err("nothing to compare with the baseline: give NEW captures".into());
     }
+    let stdin = |f: &Vec<PathBuf>| f.iter().filter(|p| p.as_os_str() == "-").count();
+    if stdin(&base) + news.iter().map(|(_, f)| stdin(f)).sum::<usize>() > 1 {
+        return Err("standard input (-) can be read once: give it as one capture".into());
+    }
     Ok((base, news.into_iter().map(|(_, f)| f).collect()))
 }
 
@@ -229,6 +233,16 @@ fn main() -> ExitCode {
     let junit_path = cli.junit.as_ref();
     if let Some(bad) = cli.sort.iter().find(|k| !SORT_KEYS.contains(&k.as_str())) {
         let msg = format!("sort key \"{bad}\": one of {}", SORT_KEYS.join(", "));
+        return fail(EXIT_USAGE, &msg, junit_path);
+    }
+    // A -m that names no metric would show "no figure changed".
+    let names = figures::metric_names();
+    if let Some(bad) = cli
+        .metrics
+        .iter()
+        .find(|m| !names.iter().any(|n| gate::glob(m, n)))
+    {
+        let msg = format!("metric \"{bad}\" matches none of {}", names.join(", "));
         return fail(EXIT_USAGE, &msg, junit_path);
     }
     let (base_files, new_files) = match sides(&matches) {

@@ -329,6 +329,25 @@ fn a_bad_rule_exits_2_naming_its_line_and_why() {
     assert_eq!(out.status.code(), Some(2));
     let out = diff(&[base.path()], &[]);
     assert_eq!(out.status.code(), Some(2));
+    // A metric that names none is refused, not shown as "no change".
+    let out = diff(&[base.path(), base.path()], &["-m", "hits,nosuchmetric"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"nosuchmetric\" matches none"));
+    let out = diff(&[base.path(), base.path()], &["-m", "misuse:*"]);
+    assert_eq!(out.status.code(), Some(0));
+    // Standard input once, a log or a report document.
+    let out = diff(&[Path::new("-"), Path::new("-")], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let document = stored_report(base.path());
+    for input in [base.path(), document.path()] {
+        let out = Command::new(common::bin("kmemtrace-diff"))
+            .args([Path::new("-"), base.path()])
+            .stdin(std::fs::File::open(input).unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{}: {err}", input.display());
+    }
 }
 
 #[test]
