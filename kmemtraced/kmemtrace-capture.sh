@@ -36,6 +36,9 @@
 
 KMT_VERSION=1
 PROG=kmemtrace-capture
+# The dump holds kallsyms and raw kernel pointers (the kernel's layout):
+# readable by its owner only, as kmemtraced's logs.
+umask 077
 
 DEFAULT_EVENTS="kmalloc kfree kmem_cache_alloc kmem_cache_free mm_page_alloc mm_page_free mm_page_free_batched mm_page_alloc_zone_locked mm_page_pcpu_drain mm_page_alloc_extfrag kmalloc_node kmem_cache_alloc_node"
 

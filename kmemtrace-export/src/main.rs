@@ -4,6 +4,7 @@ use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+const EXIT_USAGE: u8 = 2;
 const EXIT_INPUT: u8 = 3;
 const EXIT_OUTPUT: u8 = 4;
 
@@ -35,7 +36,8 @@ struct Cli {
     /// The format to write.
     #[arg(long, value_enum, default_value = "trace-dat")]
     to: Format,
-    /// Where to write (for parquet: a directory).
+    /// Where to write (for parquet: a directory; `-`: standard output, for
+    /// perfetto). New files are readable by their owner only, as the log.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
     /// The capture's name in Parquet rows and the manifest (default: the
@@ -53,6 +55,21 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let to_stdout = cli.output.as_os_str() == "-";
+    if to_stdout {
+        use std::io::IsTerminal;
+        let why = if !matches!(cli.to, Format::Perfetto) {
+            Some("-o -: standard output takes --to perfetto only (a trace.dat is written with seeks back, Parquet is a directory)")
+        } else if std::io::stdout().is_terminal() {
+            Some("-o -: refusing to write a binary trace to a terminal: redirect standard output")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            eprintln!("kmemtrace-export: {why}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     let mut log = match kmemtrace_import::open_log(&cli.log) {
         Ok(l) => l,
         Err(e) => {
@@ -86,58 +103,71 @@ fn main() -> ExitCode {
             Err(e) => output_failed(&cli, e),
         };
     }
-    let out = match std::fs::File::create(&cli.output) {
-        Ok(f) => std::io::BufWriter::with_capacity(1 << 20, f),
-        Err(e) => return output_failed(&cli, e),
-    };
     let summary = match cli.to {
-        Format::TraceDat => kmemtrace_export::tracedat::write(&log, out).map(|w| {
-            format!(
-                "trace.dat version 6, {} CPUs, {} pages, {} event formats{}",
-                w.cpus,
-                w.pages,
-                w.formats,
-                if w.unreadable_pages > 0 {
-                    format!(
-                        "; {} pages unreadable in the log, written empty",
-                        w.unreadable_pages
-                    )
-                } else {
-                    String::new()
-                }
-            )
-        }),
+        Format::TraceDat => {
+            // Written with seeks back (section sizes): a file only.
+            let out = match kmemtrace_export::private_file(&cli.output) {
+                Ok(f) => std::io::BufWriter::with_capacity(1 << 20, f),
+                Err(e) => return output_failed(&cli, e),
+            };
+            kmemtrace_export::tracedat::write(&log, out).map(|w| {
+                format!(
+                    "trace.dat version 6, {} CPUs, {} pages, {} event formats{}",
+                    w.cpus,
+                    w.pages,
+                    w.formats,
+                    if w.unreadable_pages > 0 {
+                        format!(
+                            "; {} pages unreadable in the log, written empty",
+                            w.unreadable_pages
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+        }
         Format::Perfetto => {
+            let out: Box<dyn std::io::Write> = if to_stdout {
+                Box::new(std::io::stdout().lock())
+            } else {
+                match kmemtrace_export::private_file(&cli.output) {
+                    Ok(f) => Box::new(f),
+                    Err(e) => return output_failed(&cli, e),
+                }
+            };
+            let out = std::io::BufWriter::with_capacity(1 << 20, out);
             let series = kmemtrace_export::perfetto::derived_series(&mut log);
             kmemtrace_export::perfetto::write(&log, &series, out).map(|w| {
-            let mut s = format!(
-                "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
-                w.typed, w.generic, w.bundles, w.counter_points
-            );
-            if w.unknown > 0 {
-                s += &format!("; {} records of unknown events left out", w.unknown);
-            }
-            if !kmemtrace_format::arch::clock_in_ns(log.arch.trace_clock.as_deref()) {
-                s += &format!(
-                    "; the trace clock {:?} does not count nanoseconds: times are its own counts",
-                    log.arch.trace_clock.as_deref().unwrap_or("?")
+                let mut s = format!(
+                    "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
+                    w.typed, w.generic, w.bundles, w.counter_points
                 );
-            }
-            for (event, fields) in &w.dropped_fields {
-                s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
-            }
-            s
-        })
+                if w.unknown > 0 {
+                    s += &format!("; {} records of unknown events left out", w.unknown);
+                }
+                if !kmemtrace_format::arch::clock_in_ns(log.arch.trace_clock.as_deref()) {
+                    s += &format!(
+                        "; the trace clock {:?} does not count nanoseconds: times are its own counts",
+                        log.arch.trace_clock.as_deref().unwrap_or("?")
+                    );
+                }
+                for (event, fields) in &w.dropped_fields {
+                    s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
+                }
+                s
+            })
         }
         Format::Parquet => unreachable!("written above"),
     };
     match summary {
         Ok(s) => {
-            eprintln!(
-                "kmemtrace-export: {} -> {}: {s}",
-                log.name,
-                cli.output.display()
-            );
+            let to = if to_stdout {
+                "standard output".into()
+            } else {
+                cli.output.display().to_string()
+            };
+            eprintln!("kmemtrace-export: {} -> {to}: {s}", log.name);
             ExitCode::SUCCESS
         }
         Err(e) => output_failed(&cli, e),

@@ -431,6 +431,10 @@ fn script_duration_into_a_tar_gz() {
     assert!(err.contains("no event kmem:nosuch"), "{err}");
     assert!(!instance_exists(spid));
     assert!(out.is_file());
+    // Kernel addresses and symbols: owner-only, as the recorder's logs.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the dump's mode");
     assert!(
         !tmp.path().join("cap.tar.gz.d").exists(),
         "the work directory is removed"

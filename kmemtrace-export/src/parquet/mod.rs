@@ -179,7 +179,7 @@ pub fn run_bytes(log: &Log) -> u64 {
 /// Writes `log` into the directory `dir` (created if missing) as capture
 /// `capture`.
 pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Result<Written> {
-    std::fs::create_dir_all(dir)?;
+    crate::private_dir(dir)?;
     // Call sites named as the report names them.
     let syms = Symbols::of_log(&mut log);
     let (log, syms) = (&log, &syms);
@@ -214,7 +214,8 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
         pcp_events: events[PCP],
         callsites: sites[0],
     };
-    std::fs::write(dir.join("manifest.json"), manifest(log, capture, &w))?;
+    let mut m = crate::private_file(&dir.join("manifest.json"))?;
+    std::io::Write::write_all(&mut m, manifest(log, capture, &w).as_bytes())?;
     Ok(w)
 }
 

@@ -226,7 +226,7 @@ fn assemble(
     let mut written = Vec::new();
     for (t, spec) in specs.iter().enumerate() {
         let schema = &schemas[t];
-        let out = File::create(dir.join(spec.file))?;
+        let out = crate::private_file(&dir.join(spec.file))?;
         let mut w = SerializedFileWriter::new(out, schema.root.clone(), schema.props.clone())
             .map_err(pq)?;
         let mut rows = 0;

@@ -328,3 +328,49 @@ fn the_timelines_are_the_same_whatever_the_thread_count() {
         assert_eq!(timeline(threads), one, "{threads} threads");
     }
 }
+
+/// Exports are made owner-only (0600), as the recorder's logs: they keep
+/// the kernel's addresses and symbols. A Perfetto trace also goes to
+/// standard output (`-o -`), the same bytes; a trace.dat, written with
+/// seeks back, does not.
+#[test]
+fn exports_are_owner_only_and_perfetto_streams_to_stdout() {
+    use std::os::unix::fs::PermissionsExt;
+    let sample = common::workspace().join("tests/data/sample-x86_64.kmt");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.pftrace");
+    export(&sample, &file);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let out = Command::new(common::bin("kmemtrace-export"))
+        .arg(&sample)
+        .args(["--to", "perfetto", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, std::fs::read(&file).unwrap());
+    for to in ["trace-dat", "parquet"] {
+        let out = Command::new(common::bin("kmemtrace-export"))
+            .arg(&sample)
+            .args(["--to", to, "-o", "-"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{to}");
+        assert!(out.stdout.is_empty(), "{to}");
+        assert!(!dir.path().join("-").exists(), "{to}: a file named -");
+    }
+    let dat = dir.path().join("s.dat");
+    common::stdout_ok(
+        Command::new(common::bin("kmemtrace-export"))
+            .arg(&sample)
+            .arg("-o")
+            .arg(&dat),
+    );
+    let mode = std::fs::metadata(&dat).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
