@@ -388,6 +388,10 @@ pub struct Report {
     /// `major.minor`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format_version: Option<String>,
+    /// The file was read through a log converted from it (a trace.dat):
+    /// `bytes` and every offset are that log's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converted_from: Option<&'static str>,
     pub bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arch: Option<ArchInfo>,

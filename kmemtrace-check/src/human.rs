@@ -97,7 +97,14 @@ pub fn render(r: &Report, style: &Style) -> String {
     };
 
     // Header.
-    let _ = write!(o, "{}: kmemtrace log", r.file);
+    match r.converted_from {
+        Some(src) => {
+            let _ = write!(o, "{}: {src}, checked converted to kmemtrace log", r.file);
+        }
+        None => {
+            let _ = write!(o, "{}: kmemtrace log", r.file);
+        }
+    }
     if let Some(v) = &r.format_version {
         let _ = write!(o, " {v}");
     }
@@ -117,15 +124,25 @@ pub fn render(r: &Report, style: &Style) -> String {
     }
     let _ = writeln!(
         o,
-        ", {} bytes, {} blocks ({} of CPU data)",
+        ", {} bytes, {} blocks ({} of CPU data){}",
         thousands(r.bytes),
         thousands(r.blocks.before_end),
-        thousands(r.blocks.cpu_data)
+        thousands(r.blocks.cpu_data),
+        if r.converted_from.is_some() {
+            "; sizes and offsets are that log's"
+        } else {
+            ""
+        }
     );
     let mut info = Vec::new();
     if let Some(a) = &r.arch {
         if let Some(rec) = &a.recorder {
-            info.push(format!("recorded by {rec}"));
+            let verb = if r.converted_from.is_some() {
+                "converted by"
+            } else {
+                "recorded by"
+            };
+            info.push(format!("{verb} {rec}"));
         }
         if let Some(c) = &a.trace_clock {
             info.push(format!("clock {c}"));

@@ -13,6 +13,8 @@ use kmemtrace_format::RunTimeEndian;
 
 /// How the byte order was learned: the arch tag's `byte_order_source`.
 pub const SOURCE_FILE: &str = "dump endianness file";
+/// A trace.dat's header byte (imported as the dump's endianness file).
+pub const SOURCE_TRACEDAT: &str = "trace.dat header";
 pub const SOURCE_UNAME: &str = "uname machine";
 pub const SOURCE_PLAUSIBILITY: &str = "sub-buffer plausibility";
 pub const SOURCE_ASSUMED: &str = "assumed (nothing to decode)";
@@ -96,6 +98,8 @@ pub fn plausibility<'a>(
 pub struct Evidence {
     /// Contents of the `endianness` file, if any.
     pub endianness_file: Option<String>,
+    /// That file is a trace.dat header's byte order, not a dump's file.
+    pub from_tracedat: bool,
     /// `uname -m`, if known.
     pub machine: Option<String>,
 }
@@ -169,20 +173,34 @@ pub fn infer(ev: &Evidence, p: &Plausibility, layout: &SubBufLayout) -> Result<B
         ));
     }
     let (order, source, why) = if let Some(o) = from_file {
-        let mut why = format!(
-            "from the dump's endianness file ({:?})",
-            ev.endianness_file.as_deref().unwrap_or("").trim()
-        );
+        let mut why = if ev.from_tracedat {
+            format!("from the trace.dat header ({}-endian)", o.name())
+        } else {
+            format!(
+                "from the dump's endianness file ({:?})",
+                ev.endianness_file.as_deref().unwrap_or("").trim()
+            )
+        };
         match (from_uname, ev.machine.as_deref()) {
             (Some(u), Some(m)) if u == o => why.push_str(&format!("; uname machine {m} agrees")),
             (Some(u), Some(m)) => warnings.push(format!(
-                "uname machine {m} suggests {}-endian but the dump's endianness file says {}",
+                "uname machine {m} suggests {}-endian but the {} says {}",
                 u.name(),
+                if ev.from_tracedat {
+                    "trace.dat header"
+                } else {
+                    "dump's endianness file"
+                },
                 o.name()
             )),
             _ => {}
         }
-        (o, SOURCE_FILE, why)
+        let source = if ev.from_tracedat {
+            SOURCE_TRACEDAT
+        } else {
+            SOURCE_FILE
+        };
+        (o, source, why)
     } else if let Some(o) = from_uname {
         let why = format!(
             "from uname machine {}",
@@ -327,6 +345,7 @@ mod tests {
         // File first.
         let ev = Evidence {
             endianness_file: Some("big\n".into()),
+            from_tracedat: false,
             machine: Some("s390x".into()),
         };
         let b = infer(&ev, &p, &l).unwrap();
@@ -336,6 +355,7 @@ mod tests {
         // Then uname.
         let ev = Evidence {
             endianness_file: None,
+            from_tracedat: false,
             machine: Some("s390x".into()),
         };
         let b = infer(&ev, &p, &l).unwrap();
@@ -343,6 +363,7 @@ mod tests {
         // Then the data.
         let ev = Evidence {
             endianness_file: None,
+            from_tracedat: false,
             machine: Some("mips64".into()),
         };
         let b = infer(&ev, &p, &l).unwrap();
@@ -359,6 +380,7 @@ mod tests {
         // Metadata that the data contradicts is refused.
         let ev = Evidence {
             endianness_file: Some("little".into()),
+            from_tracedat: false,
             machine: None,
         };
         let e = infer(&ev, &p, &l).unwrap_err();
@@ -381,6 +403,7 @@ mod tests {
         let p = plausibility([&be[..]], &l);
         let ev = Evidence {
             endianness_file: Some("middle".into()),
+            from_tracedat: false,
             machine: None,
         };
         let b = infer(&ev, &p, &l).unwrap();

@@ -367,6 +367,7 @@ pub fn import<W: Write>(
     let bo = byteorder::infer(
         &Evidence {
             endianness_file: d.text("endianness"),
+            from_tracedat: matches!(d.container, Container::TraceDat(_)),
             machine: machine.clone(),
         },
         &plaus,
@@ -751,8 +752,20 @@ pub fn open_log(
     // The open log keeps its file; the name goes at once.
     let _ = std::fs::remove_file(&tmp);
     let mut log = result?;
-    log.name = format!("{} (trace.dat)", path.display());
+    log.name = format!("{}{TRACEDAT_SUFFIX}", path.display());
     Ok(log)
+}
+
+/// What [`open_log`] appends to the name of a log it converted from a
+/// trace.dat.
+const TRACEDAT_SUFFIX: &str = " (trace.dat)";
+
+/// What a log [`open_log`] returned was converted from, if it was: its
+/// sizes and offsets are the converted log's, not the file's.
+pub fn converted_from(log: &kmemtrace_format::log::Log) -> Option<&'static str> {
+    log.name
+        .ends_with(TRACEDAT_SUFFIX)
+        .then_some("a trace-cmd trace.dat")
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ Examples:
   kmemtraced -o boot.kmt --boot                drain what `trace_event=kmem:...` recorded at boot
   kmemtraced --cleanup                         remove instances left by killed recorders
   kmemtraced --import dump.tar.gz -o board.kmt  log from a kmemtrace-capture.sh dump
+  kmemtraced --import trace.dat -o board.kmt    log from trace-cmd record's file
 
 Without -F or -p the whole system is traced, the recorder's own threads
 too (the log lists them and the report leaves their own events out;
@@ -243,8 +244,10 @@ pub struct Cli {
 
     /// Turn a tracefs dump (a directory, or a tar, gzip'd or not, as
     /// kmemtrace-capture.sh writes on machines that cannot run kmemtraced)
-    /// into a log, with the dump's own byte order and sizes.
-    #[arg(long = "import", value_name = "DIR|TAR", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
+    /// or a trace-cmd trace.dat (versions 6 and 7; its top buffer, else
+    /// the first instance with data)
+    /// into a log, with the recorded kernel's own byte order and sizes.
+    #[arg(long = "import", value_name = "DIR|TAR|TRACE.DAT", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
     pub import: Option<PathBuf>,
 
     /// Internal: the guardian of a recording's instance (see guard.rs).

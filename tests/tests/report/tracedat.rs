@@ -75,6 +75,11 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
             // Read directly, and through kmemtraced --import.
             let direct = report_json(&dat, &[]);
             let log = import(&dat, dir.path(), &format!("{arch}-{file}"));
+            let arch_tag = kmemtrace_format::log::Log::open(&log).unwrap().arch;
+            assert_eq!(
+                arch_tag.byte_order_source.as_deref(),
+                Some("trace.dat header")
+            );
             let imported = report_json(&log, &[]);
             for r in [&direct, &imported] {
                 assert_eq!(callsite_totals(r), want, "{arch} {file}");
@@ -101,6 +106,12 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
             let says = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(0), "{says}");
             assert!(says.contains("no start statistics"), "{says}");
+            // Its sizes and offsets are not the file's: it says so.
+            assert!(
+                says.contains("a trace-cmd trace.dat, checked converted to kmemtrace log"),
+                "{says}"
+            );
+            assert!(says.contains("sizes and offsets are that log's"), "{says}");
         }
         // Version 7 (zstd) and 6 (plain) hold the same events.
         let strip = |r: &serde_json::Value| {
