@@ -177,17 +177,20 @@ pub fn render(r: &Report, s: &Sections) -> String {
     let c = &r.capture;
     let _ = writeln!(
         o,
-        "capture: {} events ({} kmem, {} slab analysed) over {} s on {} CPUs; {}; symbols: {}",
+        "capture: {} events ({} kmem, {} slab{}) over {} s on {} CPUs; {}; symbols: {}",
         thousands(c.events),
         thousands(c.kmem_events),
         thousands(c.slab_events),
+        // The figures below are of the selected events; these are the
+        // capture's, only the slab count cut to a time window.
+        if r.filters.time_start_ns.is_some() || r.filters.time_end_ns.is_some() {
+            " in the time window"
+        } else {
+            ""
+        },
         secs(c.duration_ns),
         c.cpus.len(),
-        match (&r.input.end_reason, &r.input.truncated) {
-            (Some(e), _) => format!("complete ({e})"),
-            (None, Some(_)) => "cut short (no END block)".to_string(),
-            (None, None) => "no END block".to_string(),
-        },
+        capture_end(r),
         r.input.kallsyms
     );
     let mut lost = Vec::new();
@@ -742,5 +745,16 @@ mod tests {
         assert_eq!(signed(-1234), "-1,234");
         assert_eq!(secs(4_449_503_360), "4.449503");
         assert_eq!(secs(4_449_503_500), "4.449504");
+    }
+}
+
+/// How the capture ended, as the log says: complete only with its END
+/// block and nothing damaged before it.
+pub fn capture_end(r: &Report) -> String {
+    match (&r.input.end_reason, &r.input.truncated) {
+        (Some(e), _) if r.problems.is_empty() => format!("complete ({e})"),
+        (Some(e), _) => format!("ended ({e}) but damaged"),
+        (None, Some(_)) => "cut short (no END block)".to_string(),
+        (None, None) => "no END block".to_string(),
     }
 }

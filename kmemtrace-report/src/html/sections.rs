@@ -99,11 +99,7 @@ pub fn header(p: &Page<'_>, o: &mut String) {
         o,
         r#"<p class="meta">{} · {} · recorded by {}</p>"#,
         esc(&r.input.name),
-        match (&r.input.end_reason, &r.input.truncated) {
-            (Some(e), _) => format!("complete ({})", esc(e)),
-            (None, Some(_)) => "cut short (no END block)".into(),
-            (None, None) => "no END block".into(),
-        },
+        esc(&crate::text::capture_end(r)),
         esc(r.input.recorder.as_deref().unwrap_or("?"))
     );
     if !r.problems.is_empty() {

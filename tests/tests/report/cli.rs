@@ -165,6 +165,12 @@ fn damaged_logs_never_crash() {
         }
     }
     assert_eq!(n, 36);
+    // A log with its END block but a damaged block before it is not
+    // called complete.
+    let damaged = common::workspace().join("format-spec/test-vectors/damaged.kmt");
+    let text = stdout(&report(&[damaged.to_str().unwrap()]));
+    assert!(text.contains("; ended (synthetic) but damaged;"), "{text}");
+    assert!(text.contains("CPU 1: 2 sub-buffers missing"), "{text}");
 }
 
 #[test]

@@ -21,11 +21,28 @@ fn golden_dir() -> PathBuf {
 
 /// Values that changed on purpose since the golden outputs were made,
 /// each with its reason (JSON.md says so too).
-const CHANGED: &[(&str, &str)] = &[(
-    ".capture.tracked_pointers",
-    "freed pointers are forgotten per bucket of the pointer hash since the \
-     sharded analysis (the same for every thread count), not over all pointers",
-)];
+const CHANGED: &[(&str, &str)] = &[
+    (
+        ".capture.tracked_pointers",
+        "freed pointers are forgotten per bucket of the pointer hash since the \
+         sharded analysis (the same for every thread count), not over all pointers",
+    ),
+    (
+        "cpu1.pages.frees.requests",
+        "filtered page frees are the frees that pass the filters, as perf's \
+         summary, no longer also the frees (on other CPUs) of selected allocations",
+    ),
+    ("cpu1.pages.frees.bytes", "as cpu1.pages.frees.requests"),
+    (
+        "cpu1.pages.alloc_freed.requests",
+        "alloc+freed counts the selected frees of blocks allocated in the capture, \
+         so that frees = alloc_freed + free_only under any filter",
+    ),
+    (
+        "cpu1.pages.alloc_freed.bytes",
+        "as cpu1.pages.alloc_freed.requests",
+    ),
+];
 
 /// Values that became null on purpose: a leak row with no leaked
 /// objects (only objects counted apart, `freed_untraced`) has no ages,
