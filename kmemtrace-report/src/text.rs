@@ -732,6 +732,17 @@ fn completeness(o: &mut String, c: &kmemtrace_analysis::model::TraceCompleteness
     t.render(o);
 }
 
+/// How the capture ended, as the log says: complete only with its END
+/// block and nothing damaged before it.
+pub fn capture_end(r: &Report) -> String {
+    match (&r.input.end_reason, &r.input.truncated) {
+        (Some(e), _) if r.problems.is_empty() => format!("complete ({e})"),
+        (Some(e), _) => format!("ended ({e}) but damaged"),
+        (None, Some(_)) => "cut short (no END block)".to_string(),
+        (None, None) => "no END block".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,16 +756,5 @@ mod tests {
         assert_eq!(signed(-1234), "-1,234");
         assert_eq!(secs(4_449_503_360), "4.449503");
         assert_eq!(secs(4_449_503_500), "4.449504");
-    }
-}
-
-/// How the capture ended, as the log says: complete only with its END
-/// block and nothing damaged before it.
-pub fn capture_end(r: &Report) -> String {
-    match (&r.input.end_reason, &r.input.truncated) {
-        (Some(e), _) if r.problems.is_empty() => format!("complete ({e})"),
-        (Some(e), _) => format!("ended ({e}) but damaged"),
-        (None, Some(_)) => "cut short (no END block)".to_string(),
-        (None, None) => "no END block".to_string(),
     }
 }
