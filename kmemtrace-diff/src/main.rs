@@ -95,7 +95,7 @@ struct Cli {
         default_value = "change"
     )]
     sort: Vec<String>,
-    /// Rows of changes per comparison in the table (default 25).
+    /// Rows of changes per comparison in the table (default 25; 0: all).
     #[arg(short = 'l', long = "lines", value_name = "N", default_value_t = 25)]
     lines: usize,
     /// Only these metrics (comma-separated globs: `hits,misuse:*`), in the
@@ -297,7 +297,12 @@ fn main() -> ExitCode {
         }
     }
     let opts = text::Options {
-        lines: cli.lines,
+        // 0: every row.
+        lines: if cli.lines == 0 {
+            usize::MAX
+        } else {
+            cli.lines
+        },
         all: cli.all,
         metrics: cli.metrics.clone(),
     };

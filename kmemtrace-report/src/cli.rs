@@ -100,7 +100,7 @@ pub struct Cli {
     )]
     pub sort: String,
 
-    /// Rows per table (default 20 in tables; all rows in JSON).
+    /// Rows per table (default 20 in tables; all rows in JSON; 0: all).
     #[arg(short = 'l', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
 

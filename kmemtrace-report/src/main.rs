@@ -76,7 +76,9 @@ fn cpus_in_log(log: &Log, asked: &std::collections::HashSet<u32>) -> Result<(), 
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // -l 0: every row (as kmemtrace-check's --max-problems 0).
+    cli.lines = cli.lines.map(|n| if n == 0 { usize::MAX } else { n });
     let sort = match model::parse_sort(&cli.sort) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, e),
@@ -282,6 +284,18 @@ fn select_tasks_and_time(
         let end = b.map_or(u64::MAX, |t| t.resolve(first));
         if end < start {
             return Err("the time window ends before it starts".into());
+        }
+        // A window beside the capture selects nothing: say so, as --cpu
+        // does for a CPU the log does not have.
+        let last = kmemtrace_format::walk::last_event_ts(log).unwrap_or(first);
+        if start > last || end < first {
+            let rel = |t: u64| t.saturating_sub(first) as f64 / 1e9;
+            return Err(format!(
+                "the time window ({:.6}..{:.6} s after the first event) holds none of the capture's events (0..{:.6} s)",
+                rel(start),
+                if end == u64::MAX { f64::INFINITY } else { rel(end) },
+                rel(last)
+            ));
         }
         filter.time = Some((start, end));
     }

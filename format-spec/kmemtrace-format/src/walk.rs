@@ -106,32 +106,61 @@ pub fn with_endian<W: WithEndian>(e: RunTimeEndian, w: W) -> W::Output {
 /// The time stamp of the first data event of each CPU, the earliest of
 /// them: read from the CPUs' first chunks only.
 pub fn first_event_ts<S: SubBufSource + ?Sized>(src: &S) -> Option<u64> {
-    struct First<'a, S: ?Sized>(&'a S);
-    impl<S: SubBufSource + ?Sized> WithEndian for First<'_, S> {
+    edge_event_ts(src, false)
+}
+
+/// The latest data event's time stamp over all CPUs (each CPU's last
+/// chunk that holds one), `None` for a log without events.
+pub fn last_event_ts<S: SubBufSource + ?Sized>(src: &S) -> Option<u64> {
+    edge_event_ts(src, true)
+}
+
+/// The first (or, `last`, the latest) data event's time stamp over all
+/// CPUs, reading from each CPU's first (or last) chunk that has events.
+fn edge_event_ts<S: SubBufSource + ?Sized>(src: &S, last: bool) -> Option<u64> {
+    struct Edge<'a, S: ?Sized>(&'a S, bool);
+    impl<S: SubBufSource + ?Sized> WithEndian for Edge<'_, S> {
         type Output = Option<u64>;
         fn run<E: Endian>(self, e: E) -> Option<u64> {
-            let src = self.0;
+            let (src, last) = (self.0, self.1);
             let layout = *src.layout();
             let mut scratch = BlockScratch::new();
             let mut best: Option<u64> = None;
+            let pick = |b: Option<u64>, ts: u64| {
+                Some(b.map_or(ts, |b| if last { b.max(ts) } else { b.min(ts) }))
+            };
             for cpu in src.cpus() {
-                'chunks: for chunk in src.chunks(cpu) {
+                let mut chunks = src.chunks(cpu);
+                if last {
+                    chunks.reverse();
+                }
+                for chunk in chunks {
                     let Ok(data) = src.read_chunk(chunk, &mut scratch) else {
                         continue;
                     };
+                    let mut found = None;
                     for item in subbufs(e, &layout, chunk.first_subbuf, data) {
                         let Ok(sb) = item.subbuf else { continue };
-                        if let Some(Ok((_, ts, _))) = sb.data_events(e).next() {
-                            best = Some(best.map_or(ts, |b| b.min(ts)));
-                            break 'chunks;
+                        for (_, ts, _) in sb.data_events(e).map_while(Result::ok) {
+                            found = pick(found, ts);
+                            if !last {
+                                break;
+                            }
                         }
+                        if found.is_some() && !last {
+                            break;
+                        }
+                    }
+                    if let Some(ts) = found {
+                        best = pick(best, ts);
+                        break;
                     }
                 }
             }
             best
         }
     }
-    with_endian(src.endian(), First(src))
+    with_endian(src.endian(), Edge(src, last))
 }
 
 /// A run of consecutive chunks of one CPU, itself a source: the unit of

@@ -112,6 +112,21 @@ fn exit_codes() {
     assert_eq!(report(&[p, "--cpu", "x"]).status.code(), Some(2));
     assert_eq!(report(&[p, "--time", "5"]).status.code(), Some(2));
     assert_eq!(report(&[p, "--min-age", "1y"]).status.code(), Some(2));
+    // A time window beside the capture, as a CPU it does not have.
+    let o = report(&[p, "--time", "1000..2000"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds none of the capture's events"));
+    assert_eq!(report(&[p, "--time", "0..1000"]).status.code(), Some(0));
+    // -l 0: every row, as kmemtrace-check's --max-problems 0.
+    let all = stdout(&report(&[p, "--caller", "-l", "0"]));
+    let (shown, of) = all
+        .lines()
+        .find_map(|l| l.strip_prefix("SLAB CALL SITES (sorted by frag,hit,bytes; "))
+        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|r| r.split_once(" of "))
+        .expect("the call-site table's title");
+    assert_eq!(shown, of, "{all}");
+    assert_ne!(shown, "0", "{all}");
     assert_eq!(report(&["--bogus"]).status.code(), Some(2));
     // 1: --fail-on with certain findings of that severity.
     assert_eq!(report(&[p, "--fail-on", "error"]).status.code(), Some(1));
