@@ -93,8 +93,9 @@ fn main() -> ExitCode {
     for f in &cli.files {
         let r = check_one(f, &opts, progress);
         worst = worst.max(r.exit_code);
-        if let (Some(e), true) = (&r.error, !cli.json) {
-            // Unusable input: one clear line on stderr too.
+        if let (Some(e), true) = (&r.error, !cli.json && !cli.quiet) {
+            // Unusable input: one clear line on stderr too (with -q, the
+            // verdict line alone, which says it).
             eprintln!("kmemtrace-check: {}: {e}", r.file);
         }
         if !cli.json {

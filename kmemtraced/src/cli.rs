@@ -96,7 +96,8 @@ pub struct Cli {
     /// Larger sub-buffers mean fewer reads and wake-ups: 64 took 15-35% off
     /// the recorder's CPU per event under a stress load. Default there:
     /// 64, or less to keep 64 sub-buffers per CPU; elsewhere the kernel's
-    /// (one page).
+    /// (one page). The kernel rounds up to a power of two of pages (24 is
+    /// 32), and kmemtraced says so.
     #[arg(long = "subbuf-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub subbuf_kb: Option<u32>,
 

@@ -139,6 +139,17 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
         }
         inst.write("buffer_subbuf_size_kb", &kb.to_string())
             .map_err(|e| Failure::usage(format!("--subbuf-kb {kb}: {}", e.msg)))?;
+        // The kernel takes a power of two of pages, rounding up.
+        let got = inst
+            .read_string("buffer_subbuf_size_kb")
+            .unwrap_or_default();
+        if got.trim().parse::<u32>().is_ok_and(|g| g != kb) {
+            let msg = format!(
+                "--subbuf-kb {kb}: the kernel made the sub-buffers {} KiB (a power of two of pages)",
+                got.trim()
+            );
+            say(cli.quiet, &msg);
+        }
     } else if can_size_subbufs {
         let per_cpu_kb = cli.buffer_kb.or(default_kb).or_else(kernel_kb);
         // Only a speed-up: where the kernel refuses, its pages do.

@@ -336,6 +336,13 @@ fn unusable_input_and_usage_errors_exit_3() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(want), "{err}");
         assert!(out.contains("UNUSABLE"), "{out}");
+        // -q: the verdict line alone, which says it.
+        let quiet: Vec<&str> = ["-q"].into_iter().chain(args.iter().copied()).collect();
+        let (code, out, err) = run(&quiet, None);
+        assert_eq!(code, 3);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(out.contains(want), "{out}");
+        assert!(err.is_empty(), "{err}");
     }
     let (code, _, err) = run(&[], None);
     assert_eq!(code, 3, "{err}");
