@@ -159,6 +159,17 @@ impl Evidence<'_> {
                 thousands(t.freed_again_twice)
             ));
         }
+        // A named cache that untraced paths free, on more than one object,
+        // is one moved in bulk both ways: the NAPI skb cache, io_uring's
+        // requests, the maple tree and slab sheaves pair
+        // kmem_cache_free_bulk with kmem_cache_alloc_bulk. (kmalloc caches
+        // are freed untraced by kfree_rcu's kfree_bulk alone: not them.)
+        if matches!(w.group, Group::Cache(_)) && t.untraced_frees() {
+            return Some(format!(
+                "{name} has pointers returned while live on more than one object ({} in all): a cache moved in bulk both ways (kmem_cache_free_bulk and kmem_cache_alloc_bulk: the NAPI skb cache, io_uring, the maple tree, slab sheaves), so it is allocated by a path the kernel does not trace too",
+                thousands(t.live_returned)
+            ));
+        }
         if w.site == NO_SITE {
             return None;
         }

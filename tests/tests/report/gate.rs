@@ -211,6 +211,57 @@ fn a_double_free_in_a_cache_with_bulk_traffic_is_still_reported() {
     assert!(text.contains("TRACE COMPLETENESS"), "{text}");
 }
 
+/// A named cache that untraced paths free (pointers returned while live,
+/// on more than one object) is moved in bulk both ways (the NAPI skb
+/// cache): its double frees are set apart. A kmalloc cache freed untraced
+/// (kfree_rcu's kfree_bulk) is not allocated untraced: kept.
+#[test]
+fn a_double_free_in_a_cache_freed_in_bulk_is_set_apart() {
+    let mut s = Synth::new("6.18.44");
+    opener(&mut s);
+    let cache = "skbuff_head_cache";
+    for i in 0..3u64 {
+        // Allocated traced, freed untraced (a bulk flush), handed out again.
+        let p = 0xffff_8880_4000_0000 + i * 0x100;
+        s.cache_alloc(1, 10_000 + i * 1000, 7, "bulk_user", p, cache, 256);
+        s.cache_alloc(1, 10_500 + i * 1000, 7, "bulk_user", p, cache, 256);
+        s.cache_free(1, 10_700 + i * 1000, 7, "cache_free_x", p, cache);
+        // kmalloc objects returned while live too (kfree_bulk).
+        let k = 0xffff_8880_4100_0000 + i * 0x400;
+        s.kmalloc(1, 20_000 + i * 1000, 7, "alloc_b", k, 512, 512);
+        s.kmalloc(1, 20_500 + i * 1000, 7, "alloc_b", k, 512, 512);
+        s.kfree(1, 20_700 + i * 1000, 7, "free_a", k);
+    }
+    // One double free in each, at call sites that free traced objects.
+    let (y, k) = (0xffff_8880_4200_0000u64, 0xffff_8880_4300_0000u64);
+    s.cache_alloc(0, 50_000_000, 5, "bulk_user", y, cache, 256);
+    s.cache_free(0, 50_000_100, 5, "cache_free_x", y, cache);
+    s.cache_free(0, 50_000_200, 5, "cache_free_x", y, cache);
+    s.kmalloc(0, 60_000_000, 5, "alloc_b", k, 512, 512);
+    s.kfree(0, 60_000_100, 5, "free_a", k);
+    s.kfree(0, 60_000_200, 5, "free_a", k);
+    trailer(&mut s, 200_000_000);
+    let log = temp_log(&s.build());
+    let r = report_json(log.path(), &[]);
+    let d = finding(&r, "double_free");
+    assert_eq!((n(d, "count"), n(d, "certain")), (2, 1), "{d}");
+    assert_eq!(d["first_certain"]["ptr"], format!("0x{k:x}"));
+    let apart = d["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["cache"] == cache)
+        .expect("a reason for the cache");
+    assert_eq!(apart["kept"], false, "{apart}");
+    assert!(
+        apart["because"]
+            .as_str()
+            .unwrap()
+            .contains("moved in bulk both ways"),
+        "{apart}"
+    );
+}
+
 #[test]
 fn textbook_double_frees_in_a_clean_cache_are_kept() {
     let mut s = Synth::new("6.18.44");
