@@ -47,9 +47,15 @@ impl Filter {
             && self.cpu_pid(u32::from(ev.cpu), ev.pid)
     }
 
+    /// Whether `--cpu` keeps `cpu`.
+    #[inline]
+    pub fn on_cpu(&self, cpu: u32) -> bool {
+        self.cpus.as_ref().map_or(true, |s| s.contains(&cpu))
+    }
+
     #[inline]
     pub fn cpu_pid(&self, cpu: u32, pid: i32) -> bool {
-        self.cpus.as_ref().map_or(true, |s| s.contains(&cpu))
+        self.on_cpu(cpu)
             && self.pids.as_ref().map_or(true, |s| s.contains(&pid))
             && self
                 .comm

@@ -37,6 +37,7 @@ site is `-`.
 
 Filters: --time cuts the capture to a window (seconds after the first event,
 or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,
+--callsite selects slab events only (the page section is not filtered by it).
 --pid, --comm and --callsite select allocations by the allocating event; an
 object is followed to its free on any CPU, by any task. A log recorded with
 `kmemtraced -p` or `-F` is analysed for the traced tasks and their
@@ -167,7 +168,8 @@ pub struct Cli {
     /// event, or `@START..@END` trace-clock seconds; either side optional.
     #[arg(long, value_name = "START..END", allow_hyphen_values = true)]
     pub time: Option<String>,
-    /// Only call sites whose symbol matches (glob with * and ?, else substring).
+    /// Only slab call sites whose symbol matches (glob with * and ?, else
+    /// substring); pages are not selected by it.
     #[arg(long, value_name = "PATTERN")]
     pub callsite: Option<String>,
 

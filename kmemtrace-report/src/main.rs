@@ -206,7 +206,10 @@ fn main() -> ExitCode {
     let html_to_stdout = cli.html.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if let Some(path) = cli.html.as_deref().filter(|_| !html_to_stdout) {
         let page = html::render(&out.report, cli.lines.unwrap_or(HTML_LINES));
-        if let Err(e) = std::fs::write(path, page) {
+        // The page holds kernel addresses: owner-only, as the log.
+        let written = kmemtrace_format::private_file::create(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, page.as_bytes()));
+        if let Err(e) = written {
             return fail(EXIT_OUTPUT, format!("{}: {e}", path.display()));
         }
     }

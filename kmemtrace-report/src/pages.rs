@@ -59,6 +59,19 @@ pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
     line(o, "Total alloc+freed requests", &p.alloc_freed);
     line(o, "Total alloc-only requests", &p.alloc_only);
     line(o, "Total free-only requests", &p.free_only);
+    // As perf's, alloc+freed counts frees: with the allocations it splits
+    // them only where every block was allocated and freed by the tasks
+    // selected (filters, and the recorder's own events left out, move
+    // blocks across the line).
+    let split = p.alloc_freed.requests + p.alloc_only.requests;
+    if split != p.allocations.requests {
+        let _ = writeln!(
+            o,
+            "  (alloc+freed + alloc-only = {} of {} allocations: blocks allocated and freed on both sides of the selection, or allocated while live)",
+            thousands(split),
+            thousands(p.allocations.requests)
+        );
+    }
     let _ = writeln!(
         o,
         "{:<30}: {:>15}",

@@ -242,39 +242,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
             r.problems[0]
         );
     }
-    let f = &r.filters;
-    let mut fl = Vec::new();
-    if let Some(c) = &f.cpus {
-        fl.push(format!(
-            "cpu {}",
-            c.iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
-    }
-    match (&f.traced_tasks, &f.pids) {
-        (Some(t), _) => fl.push(format!(
-            "the recording's traced tasks (pid {} and {} descendants; other tasks' events left out, --all-tasks keeps them)",
-            t.asked
-                .iter()
-                .map(i32::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-            t.tasks.saturating_sub(t.asked.len() as u64)
-        )),
-        (None, Some(p)) => fl.push(format!("{} pids", p.len())),
-        (None, None) => {}
-    }
-    if let Some(c) = &f.comm {
-        fl.push(format!("comm {c}"));
-    }
-    if let (Some(a), Some(b)) = (f.time_start_ns, f.time_end_ns) {
-        fl.push(format!("time {}..{}", secs(a), secs(b)));
-    }
-    if let Some(c) = &f.callsite {
-        fl.push(format!("callsite {c}"));
-    }
+    let fl = filter_list(r);
     if !fl.is_empty() {
         let _ = writeln!(o, "filters: {}", fl.join(", "));
     }
@@ -730,6 +698,47 @@ fn completeness(o: &mut String, c: &kmemtrace_analysis::model::TraceCompleteness
         ]);
     }
     t.render(o);
+}
+
+/// The filters the report was made with, one phrase each (the text's
+/// `filters:` line, the HTML's).
+pub fn filter_list(r: &Report) -> Vec<String> {
+    let f = &r.filters;
+    let mut fl = Vec::new();
+    if let Some(c) = &f.cpus {
+        fl.push(format!(
+            "cpu {}",
+            c.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    match (&f.traced_tasks, &f.pids) {
+        (Some(t), _) => fl.push(format!(
+            "the recording's traced tasks (pid {} and {} descendants; other tasks' events left out, --all-tasks keeps them)",
+            t.asked
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            t.tasks.saturating_sub(t.asked.len() as u64)
+        )),
+        (None, Some(p)) => fl.push(format!("{} pids", p.len())),
+        (None, None) => {}
+    }
+    if let Some(c) = &f.comm {
+        fl.push(format!("comm {c}"));
+    }
+    if let (Some(a), Some(b)) = (f.time_start_ns, f.time_end_ns) {
+        fl.push(format!("time {}..{}", secs(a), secs(b)));
+    }
+    if let Some(c) = &f.callsite {
+        // Slab call sites are the events' own; page call sites come from
+        // stacks, and --callsite does not select pages.
+        fl.push(format!("callsite {c} (slab events only)"));
+    }
+    fl
 }
 
 /// How the capture ended, as the log says: complete only with its END

@@ -121,7 +121,8 @@ pub struct Cli {
     /// repeatable. The log also records the traced tasks' forks
     /// (`sched:sched_process_fork`) and the pids asked for, so that the
     /// report keeps exactly this tree: the kernel's pid filter lets some
-    /// events of neighbouring tasks through.
+    /// events of neighbouring tasks through. Without a command, recording
+    /// stops once every process asked for has exited (as perf record -p).
     #[arg(
         short = 'p',
         long = "pid",

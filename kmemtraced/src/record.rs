@@ -623,6 +623,17 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
+/// Whether process `pid` runs: it exists and is not a zombie (whose
+/// `/proc` entry stays until its parent reaps it).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        // The state follows the command name's closing parenthesis.
+        st.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| !matches!(state, 'Z' | 'X'))
+    })
+}
+
 /// Why a recording stopped: the END block's reason, and the command's
 /// exit status if it exited.
 struct End {
@@ -735,6 +746,17 @@ fn wait_for_end(
                 exit_status: None,
             };
         }
+        // -p without a command: done when every process asked for is.
+        if child.is_none()
+            && !cli.pids.is_empty()
+            && now >= next_status
+            && !cli.pids.iter().any(|&p| process_alive(p))
+        {
+            break End {
+                reason: "traced processes exited".into(),
+                exit_status: None,
+            };
+        }
         if now >= next_status {
             session.adopt_onlined_cpus();
             if !cli.trace_self {
@@ -798,6 +820,14 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let tfs = Tracefs::find(cli.tracefs.as_deref())?;
     let top = tfs.top.clone();
     let mut evs = events::enabled_in(&top);
+    if evs.is_empty() {
+        // Not an error (a board may boot without it now and then), but
+        // what is drained is then only what others left in the buffer.
+        say(
+            cli.quiet,
+            "no event is enabled in the top-level buffer: boot-time tracing was not set up (trace_event=kmem:kmalloc,kmem:kfree,... on the kernel command line); draining what the buffer holds",
+        );
+    }
     if let Ok(defaults) = events::resolve(&top, &[]) {
         for d in defaults {
             if !evs.contains(&d) {

@@ -55,6 +55,7 @@ pub mod human;
 pub mod log;
 pub mod losses;
 pub mod machine;
+pub mod private_file;
 #[cfg(any(test, feature = "testkit"))]
 pub mod synth;
 

@@ -107,7 +107,8 @@ pub(crate) fn section(
         })
     });
     let mut per_cpu: Vec<PcpRow> = Vec::new();
-    for c in summaries {
+    // The CPUs --cpu keeps (the lock runs are counted per CPU).
+    for c in summaries.iter().filter(|c| p.filter.on_cpu(c.cpu)) {
         let (refilled, drained) = u16::try_from(c.cpu)
             .ok()
             .and_then(|k| p.per_cpu.get(&k))

@@ -195,7 +195,7 @@ pub struct Fallback {
 
 /// The pass.
 pub struct PagesPass<'a> {
-    filter: &'a Filter,
+    pub filter: &'a Filter,
     page_size: u64,
     /// Allocated blocks by head page frame (this shard's buckets).
     pub live: FastMap<u64, LivePage>,
@@ -337,7 +337,13 @@ impl<'a> PagesPass<'a> {
     /// One page-allocator event, in time order.
     #[inline]
     pub fn page(&mut self, ev: &Event, key: OrderKey, pg: &Page) {
-        let selected = self.filter.selects(ev);
+        let mut selected = self.filter.selects(ev);
+        if matches!(ev.kind, Kind::PageAllocZoneLocked | Kind::PagePcpuDrain) {
+            // A CPU's list serves every task: its refills and drains are
+            // selected by CPU (and time) only, as its lock runs are
+            // counted, whichever task happened to be current.
+            selected = self.filter.on_cpu(u32::from(ev.cpu));
+        }
         match ev.kind {
             Kind::PageAlloc if pg.pfn == NO_PFN => self.failed += u64::from(selected),
             Kind::PageAlloc => {

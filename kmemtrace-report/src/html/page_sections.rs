@@ -103,12 +103,12 @@ fn per_cpu_lists(p: &Page<'_>, o: &mut String) {
             ("Pages per drain", true),
         ],
     );
+    // No lock run: `-`, as the text report (sorted below every ratio).
     let per = |pages: u64, runs: u64| {
-        let v = if runs == 0 {
-            0.0
-        } else {
-            pages as f64 / runs as f64
-        };
+        if runs == 0 {
+            return (-1.0, "-".to_string());
+        }
+        let v = pages as f64 / runs as f64;
         (v, format!("{v:.1}"))
     };
     for r in pr.per_cpu_lists.iter().take(p.lines) {

@@ -102,6 +102,16 @@ pub fn header(p: &Page<'_>, o: &mut String) {
         esc(&crate::text::capture_end(r)),
         esc(r.input.recorder.as_deref().unwrap_or("?"))
     );
+    let filters = crate::text::filter_list(r);
+    if !filters.is_empty() {
+        // Every figure below is of the selection; the headline's are the
+        // capture's.
+        let _ = write!(
+            o,
+            r#"<p class="meta"><b>filters:</b> {} (the figures below are of the selected events)</p>"#,
+            esc(&filters.join(", "))
+        );
+    }
     if !r.problems.is_empty() {
         o.push_str(r#"<details class="problems"><summary>"#);
         let _ = write!(
@@ -418,7 +428,7 @@ pub fn caches(p: &Page<'_>, o: &mut String) {
         for c in rows.iter().take(p.lines) {
             t.row()
                 .code(&c.name)
-                .count(c.object_size.unwrap_or(0))
+                .maybe_count(c.object_size)
                 .count(c.hits)
                 .count(c.bytes_alloc)
                 .count(c.bytes_wasted)

@@ -70,6 +70,14 @@ impl Table {
         self
     }
 
+    /// A count, or `-` where it is unknown (sorted below every count).
+    pub fn maybe_count(&mut self, n: Option<u64>) -> &mut Self {
+        match n {
+            Some(n) => self.count(n),
+            None => self.value(-1.0, "-"),
+        }
+    }
+
     /// A number shown as `shown` (a percentage, an age) and sorted by `v`.
     pub fn value(&mut self, v: f64, shown: &str) -> &mut Self {
         let _ = write!(

@@ -243,3 +243,31 @@ fn chromium_loads_the_page_sorts_a_table_and_draws_the_plots() {
         assert!(n > 500, "{n} pixels of #{colour}");
     }
 }
+
+/// The page holds kernel addresses: written owner-only (0600), never
+/// through a symbolic link; a filter is said on the page.
+#[test]
+fn the_page_is_owner_only_and_says_its_filters() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let page = d.path().join("r.html");
+    let run = |out: &Path, extra: &[&str]| {
+        Command::new(common::bin("kmemtrace-report"))
+            .arg(sample())
+            .arg("--html")
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&page, &["--cpu", "1"]).status.success());
+    let mode = std::fs::metadata(&page).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<b>filters:</b> cpu 1"), "no filters line");
+    let link = d.path().join("link.html");
+    std::os::unix::fs::symlink(d.path().join("elsewhere"), &link).unwrap();
+    let o = run(&link, &[]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(!d.path().join("elsewhere").exists());
+}
