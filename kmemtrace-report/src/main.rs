@@ -236,6 +236,7 @@ fn main() -> ExitCode {
             page_callers: !any_section || cli.caller || (cli.page && !cli.alloc && !cli.live),
             page_alloc: cli.alloc && (cli.page || cli.live),
             page_live: cli.live,
+            page_asked: cli.page || cli.live,
             color,
             lines: cli.lines.unwrap_or(20),
         };

@@ -44,6 +44,13 @@ fn matrix(o: &mut String, p: &PageReport, rows: &[OrderRow]) {
 pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
     let events = p.allocations.requests + p.frees.requests + p.allocation_failures;
     if events + p.fallbacks_total == 0 && p.per_cpu_lists.is_empty() {
+        // Asked for by name (--page and the like), it says why it is empty.
+        if s.page_asked {
+            let _ = writeln!(
+                o,
+                "\nNo page-allocator events (kmem:mm_page_*) in the selection: none recorded, or none pass the filters."
+            );
+        }
         return;
     }
     let lines = s.lines;

@@ -139,6 +139,8 @@ pub struct Sections {
     pub page_callers: bool,
     pub page_alloc: bool,
     pub page_live: bool,
+    /// The page section was asked for by name (--page, --live).
+    pub page_asked: bool,
     pub color: bool,
     /// Rows per table.
     pub lines: usize,

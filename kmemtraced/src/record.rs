@@ -424,6 +424,13 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         say(cli.quiet, &format!("removed stale instance {r}"));
     }
     let mut events = events::resolve(&tfs.top, &cli.events)?;
+    if !events.iter().any(|e| e.system == "kmem") {
+        // The log is valid, but the report and diff analyse kmem events.
+        say(
+            cli.quiet,
+            "no kmem event selected: the log will hold only the others (kmemtrace-report and -diff analyse kmem events; --events lists any)",
+        );
+    }
     let pid_filter = pid_filtered(cli);
     if pid_filter {
         // The traced tree's forks, to tell its tasks from their neighbours.

@@ -259,3 +259,17 @@ fn wrong_cpus_binary_symbols_and_damage_get_one_clear_line() {
     let off = first.split(':').next().unwrap();
     assert!(!first[off.len()..].contains(off), "offset repeated: {line}");
 }
+
+/// `--page` on a capture without page events says so instead of nothing;
+/// the default report of such a capture stays without the section.
+#[test]
+fn page_section_asked_for_on_a_slab_only_capture_says_it_is_empty() {
+    let mut s = Synth::new("6.18.44");
+    s.kmalloc(0, 10, 1, "alloc_a", 0xffff_8880_0000_1000, 8, 8);
+    s.kfree(0, 20, 1, "free_a", 0xffff_8880_0000_1000);
+    let log = temp_log(&s.build());
+    let p = log.path().to_str().unwrap();
+    let note = "No page-allocator events (kmem:mm_page_*) in the selection";
+    assert!(stdout(&report(&[p, "--page"])).contains(note));
+    assert!(!stdout(&report(&[p])).contains(note));
+}
