@@ -689,7 +689,14 @@ fn wait_for_end(
             if r.signal == Signal::SIGCHLD {
                 continue;
             }
-            signalled.get_or_insert_with(|| format!("signal {}", r.signal));
+            // The first signal is why the command was asked to exit; a
+            // second one, which stops at once, is why the recording did.
+            let name = format!("signal {}", r.signal);
+            if grace_until.is_some() {
+                signalled = Some(name);
+            } else {
+                signalled.get_or_insert(name);
+            }
             match child.as_deref() {
                 Some(c) => {
                     pass_on(c, r);

@@ -1288,3 +1288,37 @@ fn kpack_logs_hold_every_event_and_check_clean() {
         String::from_utf8_lossy(&check.stdout)
     );
 }
+
+/// A command that ignores the stop signal passed on to it: a second
+/// signal stops the recording at once, and is named as why.
+#[test]
+fn a_second_signal_stops_at_once_and_is_named() {
+    if common::tracefs_or_skip("a_second_signal_stops_at_once_and_is_named").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("two.kmt");
+    let rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["--", "sh", "-c", "trap '' TERM; sleep 4"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = instance_prefix(rec.id());
+    assert!(common::wait_until(10, || common::instances_with_prefix(
+        &prefix
+    )
+    .len()
+        == 1));
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&rec, "TERM");
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&rec, "INT");
+    let out = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped: signal SIGINT"), "{err}");
+    let (l, _) = decode(&log);
+    assert_eq!(l.end.as_ref().unwrap().reason, "signal SIGINT");
+}
