@@ -28,7 +28,7 @@ enum Format {
 #[derive(Parser)]
 #[command(
     version,
-    after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev\n  kmemtrace-export board.kmt --to parquet -o dataset/capture=board1   # duckdb, spark"
+    after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev\n  kmemtrace-export board.kmt --to parquet -o dataset/board1   # duckdb, spark: dataset/*/slab_events.parquet\n\nParquet columns and types: kmemtrace-export/PARQUET.md in the sources."
 )]
 struct Cli {
     /// The log.

@@ -60,6 +60,10 @@ def main():
             select coalesce(call_site_sym, '-'), "order", count(*) from {f('page_events')}
             where event = 'mm_page_alloc' and not by_recorder group by 1, 2""").fetchall()
     }
+    # What `where not by_recorder` selects is what the report counts.
+    out["page_frees"] = con.sql(f"""
+        select count(*) from {f('page_events')}
+        where event = 'mm_page_free' and not by_recorder""").fetchall()[0][0]
     out["stacks"] = list(con.sql(f"""
         select count(call_site), count(stack),
                count(*) filter (where stack is not null and

@@ -249,7 +249,9 @@ impl<'a> Run<'_, 'a> {
             cpu,
             pid: k.pid,
             comm,
-            by_recorder,
+            // As the report leaves them out: interrupt work run while a
+            // recorder thread was current is not the recorder's.
+            by_recorder: by_recorder && !k.in_interrupt,
             in_interrupt: k.in_interrupt,
             kind: k.kind,
         };

@@ -1,6 +1,6 @@
 //! A log written as Parquet files for DuckDB, Spark and the like, into a
 //! directory of its own (one capture; a dataset is many such directories,
-//! e.g. `dataset/capture=<name>/`):
+//! e.g. `dataset/<name>/`; columns and types: `kmemtrace-export/PARQUET.md`):
 //!
 //! - `slab_events.parquet`: every kmalloc/kfree/kmem_cache_* event;
 //! - `page_events.parquet`: page allocations and frees (`mm_page_alloc`,
@@ -16,7 +16,8 @@
 //! gives it back), counts as INT64, names as UTF-8 strings; no unsigned
 //! 64-bit columns. Every row has the capture's name, so that many captures
 //! can be read as one table. `by_recorder` marks the events of kmemtraced's
-//! own threads, which the report leaves out.
+//! own threads (not the interrupt work run while one was current), which
+//! the report leaves out.
 //!
 //! Rows come CPU by CPU, each CPU's in the order its ring buffer holds
 //! them (by time): `order by ts_ns, cpu` gives the trace's order across
@@ -265,4 +266,60 @@ fn manifest(log: &Log, capture: &str, w: &Written) -> String {
         },
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+
+    /// PARQUET.md's section whose heading starts with `title`: its rows.
+    fn section<'a>(doc: &'a str, title: &str) -> &'a str {
+        let start = doc
+            .find(&format!("## {title}"))
+            .unwrap_or_else(|| panic!("PARQUET.md has no section {title}"));
+        let rest = &doc[start + 3..];
+        &rest[..rest.find("\n## ").unwrap_or(rest.len())]
+    }
+
+    fn documents(rows: &str, fields: &[&Field], table: &str) {
+        for f in fields {
+            let ty = match f.ty {
+                Ty::I64 => "INT64",
+                Ty::I32 => "INT32",
+                Ty::Bool => "BOOLEAN",
+                Ty::Str => "STRING",
+            };
+            let null = if f.optional { "yes" } else { "no" };
+            let row = format!("| `{}` | {ty} | {null} |", f.name);
+            assert!(rows.contains(&row), "{table}: PARQUET.md lacks {row}");
+        }
+        let listed = rows.lines().filter(|l| l.starts_with("| `")).count();
+        assert_eq!(
+            listed,
+            fields.len(),
+            "{table}: columns listed in PARQUET.md"
+        );
+    }
+
+    /// The document users read lists every column the files have, with
+    /// its type and whether it may be null, and no other.
+    #[test]
+    fn parquet_md_lists_every_column() {
+        let doc = include_str!("../../PARQUET.md");
+        let all = |f: &'static [Field]| f.iter().collect::<Vec<_>>();
+        documents(
+            section(doc, "Every event table"),
+            &all(EVENT_FIELDS),
+            "events",
+        );
+        for t in EVENT_TABLES {
+            let own: Vec<&Field> = t.fields[1..].iter().flat_map(|f| f.iter()).collect();
+            documents(section(doc, t.file), &own, t.name);
+        }
+        documents(
+            section(doc, CALLSITES.file),
+            &all(CALLSITE_FIELDS),
+            "callsites",
+        );
+    }
 }

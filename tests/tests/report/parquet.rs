@@ -105,6 +105,11 @@ fn exported_equals_the_log(test: &str, log: &Path, out: &Path, name: &str) -> Op
         *want.entry(key).or_default() += c["hits"].as_u64().unwrap();
     }
     assert_eq!(counts(&got["page_sites"]), want, "{at}: page call sites");
+    // `not by_recorder` selects the page frees the report counts.
+    assert_eq!(
+        got["page_frees"], report["pages"]["frees"]["requests"],
+        "{at}: page frees"
+    );
     // Each has its stack, ending at the call site's function.
     let stacks = &got["stacks"];
     assert_eq!(stacks[0], stacks[1], "{at}: call sites without a stack");
