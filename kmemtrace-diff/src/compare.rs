@@ -17,6 +17,9 @@ pub struct Capture {
     pub figures: Figures,
     /// The report's `filters`: what was selected.
     pub filters: serde_json::Value,
+    /// Why its figures are not a whole capture's (cut short, damaged, no
+    /// kmem events), if they are not: a gate cannot stand on them.
+    pub partial: Option<String>,
 }
 
 /// Captures of one side.

@@ -35,6 +35,25 @@ pub fn of_report(name: String, report: &Value) -> Capture {
         kernel,
         figures: figures::read(report),
         filters: report["filters"].clone(),
+        partial: partial(report),
+    }
+}
+
+/// Why a report's figures are not a whole capture's, if they are not.
+fn partial(report: &Value) -> Option<String> {
+    let problems = report["problems"].as_array().map_or(0, Vec::len);
+    if report["input"]["complete"] == false {
+        Some("cut short (no END block): the recording did not finish".into())
+    } else if problems > 0 {
+        let first = report["problems"][0]["message"]
+            .as_str()
+            .or_else(|| report["problems"][0].as_str())
+            .unwrap_or("?");
+        Some(format!("damaged ({problems} problems; first: {first})"))
+    } else if report["capture"]["kmem_events"].as_u64() == Some(0) {
+        Some("no kmem events".into())
+    } else {
+        None
     }
 }
 

@@ -53,7 +53,9 @@ METRICS
                                freed_with_larger_order, freed_with_smaller_order, freed_unseen)
 
 Exit status: 0 every gate holds (or none given), 1 a gate failed, 2 usage (a bad rule says its
-line and why), 3 an input that cannot be read or compared, 4 the output could not be written.
+line and why), 3 an input that cannot be read or compared, or that a gate cannot stand on (cut
+short, damaged, or without kmem events: without --gate only a warning), 4 the output could not
+be written.
 With --junit, exits 2 and 3 leave a JUnit file with the error.";
 
 /// Compare kmem captures: per call site (by function, so different kernels
@@ -277,6 +279,18 @@ fn main() -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(EXIT_INPUT, &e, junit_path),
     };
+    // A capture that is not whole is said; a gate cannot stand on it.
+    let partial = std::iter::once(&base)
+        .chain(&news)
+        .flat_map(|g| &g.captures)
+        .filter_map(|c| c.partial.as_ref().map(|why| format!("{}: {why}", c.name)));
+    for why in partial {
+        if !gates.is_empty() {
+            let msg = format!("cannot gate on {why} (kmemtrace-check says more)");
+            return fail(EXIT_INPUT, &msg, junit_path);
+        }
+        eprintln!("kmemtrace-diff: warning: {why}: its figures are not the whole capture's");
+    }
     let d = kmemtrace_diff::diff(&base, &news, &gates, &cli.sort);
     for c in d
         .comparisons

@@ -350,6 +350,46 @@ fn a_bad_rule_exits_2_naming_its_line_and_why() {
     }
 }
 
+/// A capture cut short (no END block), damaged, or without kmem events
+/// is said; a gate cannot stand on it: exit 3, and a JUnit error.
+#[test]
+fn a_gate_does_not_stand_on_a_partial_capture() {
+    let whole = workload(0);
+    let base = temp_log(&whole);
+    let cut = temp_log(&whole[..whole.len() * 3 / 4]);
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("j.xml");
+    let r = rules("[[gate]]\nmetric = \"hits\"\nmax_increase_pct = 50\n");
+    let args = [
+        "--gate",
+        r.path().to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ];
+    let out = diff(&[base.path(), cut.path()], &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot gate on") && err.contains("cut short"),
+        "{err}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<error") && xml.contains("cut short"), "{xml}");
+    // The same gate on the whole capture holds.
+    assert_eq!(
+        diff(&[base.path(), base.path()], &args).status.code(),
+        Some(0)
+    );
+    // Without a gate: compared, with a warning.
+    let out = diff(&[base.path(), cut.path()], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning") && err.contains("cut short"),
+        "{err}"
+    );
+}
+
 #[test]
 fn unusable_input_exits_3() {
     let base = temp_log(&workload(0));
