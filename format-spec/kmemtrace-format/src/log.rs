@@ -763,11 +763,24 @@ impl Log {
             return;
         };
         let mut tables = Vec::with_capacity(count as usize);
+        // Parts after the last one present in a log cut short: lost with
+        // the rest of the file, said once, at the cut.
+        let mut cut_off: Vec<u32> = Vec::new();
+        let cut_at = self
+            .truncated
+            .as_ref()
+            .map(|t| t.offset)
+            .or_else(|| self.end.is_none().then_some(self.len));
         for i in 0..count {
             let Some(&(offset, _, _, m)) = parts.iter().find(|p| p.1 == i) else {
                 // Placed at the damage between its neighbours, if any.
                 let after = parts.iter().filter(|p| p.1 < i).map(|p| p.0).max();
                 let before = parts.iter().filter(|p| p.1 > i).map(|p| p.0).min();
+                if before.is_none() && cut_at.is_some() {
+                    cut_off.push(i + 1);
+                    tables.push(None);
+                    continue;
+                }
                 let (lo, hi) = (after.unwrap_or(0), before.unwrap_or(u64::MAX));
                 let at = self
                     .problems
@@ -798,6 +811,20 @@ impl Log {
                     tables.push(None);
                 }
             }
+        }
+        if let (Some(&first), Some(&last), Some(at)) = (cut_off.first(), cut_off.last(), cut_at) {
+            let which = if first == last {
+                format!("part {first}")
+            } else {
+                format!("parts {first} to {last}")
+            };
+            self.problems.push(Problem {
+                offset: at,
+                kind: ProblemKind::Metadata,
+                what: format!(
+                    "kallsyms {which} of {count} lie past where the log was cut short: call sites in them are not resolved"
+                ),
+            });
         }
         self.kallsyms = Some(Kallsyms::join(tables));
     }

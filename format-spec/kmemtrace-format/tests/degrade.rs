@@ -124,3 +124,33 @@ fn a_damaged_kallsyms_part_costs_its_own_symbols_only() {
     // unknown).
     assert_eq!(unresolved, lost + 1);
 }
+
+/// A log cut inside its kallsyms: the parts past the cut are said once,
+/// as lost with the rest of the file, not each as damage of its own.
+#[test]
+fn kallsyms_parts_past_a_cut_are_one_problem() {
+    let bytes = sample(40_000);
+    let all = blocks(&bytes);
+    let parts: Vec<_> = all.iter().filter(|b| b.3.is_some()).collect();
+    assert!(parts.len() >= 4, "{} parts", parts.len());
+    // Cut in the middle of the third part's block.
+    let (start, end, _, _) = *parts[2];
+    let log = Log::from_bytes("cut", &bytes[..((start + end) / 2) as usize]).unwrap();
+    assert!(log.truncated.is_some());
+    let about: Vec<_> = log
+        .problems
+        .iter()
+        .filter(|p| p.what.contains("kallsyms"))
+        .collect();
+    assert_eq!(about.len(), 1, "{:?}", log.problems);
+    let want = format!(
+        "kallsyms parts 3 to {} of {} lie past",
+        parts.len(),
+        parts.len()
+    );
+    assert!(about[0].what.contains(&want), "{:?}", about[0]);
+    assert_eq!(about[0].offset, start);
+    // The parts before the cut still resolve.
+    let k = log.kallsyms.as_ref().unwrap();
+    assert_eq!(k.resolve(BASE + 0x10).unwrap().name, "func_0");
+}

@@ -61,6 +61,25 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
         ));
     }
 
+    // Truncation, first: what it cut off is said after it.
+    if let Some(t) = &log.truncated {
+        sink.push(Finding::error(
+            Kind::Truncation,
+            Location::block(t.offset),
+            format!(
+                "truncated: the log ends inside a block ({} of its {} bytes present); the blocks before it are complete",
+                thousands(t.available),
+                thousands(t.needed)
+            ),
+        ));
+    } else if log.end.is_none() {
+        sink.push(Finding::error(
+            Kind::Truncation,
+            Location::at(log.len),
+            "truncated: no END block (the recording did not finish, or the log was cut at a block boundary)",
+        ));
+    }
+
     // What Log::open met.
     for p in &log.problems {
         let kind = kind_of(p.kind);
@@ -84,25 +103,6 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
                 format!("recorder's note: {}", n.text),
             ));
         }
-    }
-
-    // Truncation.
-    if let Some(t) = &log.truncated {
-        sink.push(Finding::error(
-            Kind::Truncation,
-            Location::block(t.offset),
-            format!(
-                "truncated: the log ends inside a block ({} of its {} bytes present); the blocks before it are complete",
-                thousands(t.available),
-                thousands(t.needed)
-            ),
-        ));
-    } else if log.end.is_none() {
-        sink.push(Finding::error(
-            Kind::Truncation,
-            Location::at(log.len),
-            "truncated: no END block (the recording did not finish, or the log was cut at a block boundary)",
-        ));
     }
 
     check_arch(log, sink);
