@@ -49,4 +49,6 @@ echo "(the same report with plots: ${out%.kmt}.html, one file, open it in any br
 
 echo "== the first events, as the kernel's trace file prints them: kmemtrace-report --events $out --event 'kmalloc,mm_page_alloc'" >&2
 # `head` closes the pipe early: the listing stops quietly.
-$bin/kmemtrace-report --events -q --event 'kmalloc,mm_page_alloc' "$out" | head -n 24
+# (the recorder's own threads, listed as the kernel wrote them, left out here)
+$bin/kmemtrace-report --events -q --event 'kmalloc,mm_page_alloc' "$out" |
+  grep -v -e '^ *kmemtraced-[0-9]' -e '^ *kmt-[a-z0-9]*-[0-9]' | head -n 24
