@@ -71,6 +71,18 @@ fn wake_mark_of(tracefs: &Path, pid: u32) -> Option<String> {
         .map(|m| m.trim().to_string())
 }
 
+/// Waits (10 s at most) until the recorder `rec` has made its one
+/// instance; returns the instance names' prefix.
+fn wait_for_instance(rec: &Child) -> String {
+    let prefix = instance_prefix(rec.id());
+    assert!(common::wait_until(10, || common::instances_with_prefix(
+        &prefix
+    )
+    .len()
+        == 1));
+    prefix
+}
+
 fn signal(child: &Child, sig: &str) {
     let st = Command::new("kill")
         .args([&format!("-{sig}"), &child.id().to_string()])
@@ -735,12 +747,7 @@ fn sigint_stops_cleanly_and_the_instance_is_gone() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = instance_prefix(rec.id());
-    assert!(common::wait_until(10, || common::instances_with_prefix(
-        &prefix
-    )
-    .len()
-        == 1));
+    let prefix = wait_for_instance(&rec);
     std::thread::sleep(Duration::from_millis(500));
     // The per-CPU readers (kmt-cpuN) run at nice -10 (we are root here).
     let nices: Vec<(String, i64)> = std::fs::read_dir(format!("/proc/{}/task", rec.id()))
@@ -1305,12 +1312,7 @@ fn a_second_signal_stops_at_once_and_is_named() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = instance_prefix(rec.id());
-    assert!(common::wait_until(10, || common::instances_with_prefix(
-        &prefix
-    )
-    .len()
-        == 1));
+    wait_for_instance(&rec);
     std::thread::sleep(Duration::from_millis(500));
     signal(&rec, "TERM");
     std::thread::sleep(Duration::from_millis(500));
