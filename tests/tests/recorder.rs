@@ -1269,7 +1269,7 @@ fn kpack_logs_hold_every_event_and_check_clean() {
     let n = 2_000;
     let (log, pid) = record_opener(d.path(), "kpack", &["-q", "-c", "kpack"], n);
     let (l, evs) = decode(&log);
-    assert_eq!(l.version, (1, 2), "kpack blocks need format 1.2");
+    assert_eq!(l.version, (1, 3), "kpack blocks need format 1.3");
     assert!(l.problems.is_empty(), "{:?}", l.problems);
     assert!(!l.blocks.is_empty());
     for b in &l.blocks {

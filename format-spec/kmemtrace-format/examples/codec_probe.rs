@@ -4,6 +4,7 @@
 //!   KPACK_ONLY=1 ...   # kpack's own cost (best of 5) and its streams
 //!   ZSTD_TUNE=1 ...    # zstd alone with parameters beside level 1's
 //!   LEVELS=1,-7 ...    # these zstd levels (default 1,-1,-3)
+//!   KPACK_V1=1 ...     # kpack's first version (§8.2) instead of columns (§8.3)
 //!
 //! The log's sub-buffers are cut into CPU_DATA-sized blocks (1 MiB, as the
 //! recorder writes them) and encoded two ways at zstd levels 1, -1 and -3:
@@ -86,7 +87,12 @@ fn main() {
         .flat_map(|b| b.chunks(per_block))
         .map(|c| [&[0u8; HEAD][..], c].concat())
         .collect();
-    let (mut packer, mut unpacker) = (Packer::new(), Unpacker::new());
+    let packer = if std::env::var_os("KPACK_V1").is_some() {
+        Packer::version1()
+    } else {
+        Packer::new()
+    };
+    let (mut packer, mut unpacker) = (packer, Unpacker::new());
     let mut packed: Vec<Vec<u8>> = vec![Vec::new(); blocks.len()];
     let mut pack = |packed: &mut Vec<Vec<u8>>| {
         timed(|| {
@@ -112,6 +118,17 @@ fn main() {
         zstd_tune(&blocks, ev);
         return;
     }
+    if std::env::var_os("UNPACK_LOOP").is_some() {
+        // Only unpacking, over and over (for a profiler).
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            for (b, p) in blocks.iter().zip(&packed) {
+                out.resize(b.len(), 0);
+                unpacker.unpack(p, HEAD, &mut out).expect("unpacks");
+            }
+        }
+        return;
+    }
     if std::env::var_os("KPACK_ONLY").is_some() {
         // Only kpack: each way the fastest of five passes (what the
         // transform costs without the machine's noise), and what zstd
@@ -119,12 +136,17 @@ fn main() {
         let mut out = Vec::new();
         let (mut best_pack, mut best_unpack) = (f64::MAX, f64::MAX);
         let mut c = zstd::bulk::Compressor::new(1).expect("zstd");
-        let names = kmemtrace_format::kpack::STREAM_NAMES;
-        let (mut raw_b, mut z_b, mut z_t) = ([0usize; 5], [0usize; 5], [0f64; 5]);
+        let names: &[&str] = match packed.first().map(|p| p[HEAD]) {
+            Some(kmemtrace_format::kpack::VERSION_1) => &kmemtrace_format::kpack::STREAM_NAMES,
+            _ => &kmemtrace_format::kpack::COLUMN_STREAM_NAMES,
+        };
+        let n = names.len();
+        let (mut raw_b, mut z_b, mut z_t) = (vec![0usize; n], vec![0usize; n], vec![0f64; n]);
+        let mut d_t = vec![0f64; n];
         for p in &packed {
-            // After the head and kpack's header: five streams.
+            // After the head and kpack's header: the streams.
             let mut at = HEAD + kmemtrace_format::kpack::HEADER_LEN;
-            for i in 0..5 {
+            for i in 0..n {
                 let n = u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize;
                 let st = &p[at + 4..at + 4 + n];
                 at += 4 + n;
@@ -132,15 +154,21 @@ fn main() {
                 let mut z = Vec::new();
                 z_t[i] += timed(|| z = c.compress(st).unwrap());
                 z_b[i] += z.len();
+                let mut back = vec![0u8; st.len()];
+                let mut d = zstd::bulk::Decompressor::new().expect("zstd");
+                d_t[i] += timed(|| {
+                    d.decompress_to_buffer(&z, &mut back).expect("zstd");
+                });
             }
         }
-        for i in 0..5 {
+        for i in 0..n {
             println!(
-                "stream {:6} {:.2} bytes/event, {:.2} after zstd 1 alone, in {:.1} ns/event",
+                "stream {:6} {:.2} bytes/event, {:.2} after zstd 1 alone, in {:.1} ns/event, back in {:.1}",
                 names[i],
                 per(raw_b[i]),
                 per(z_b[i]),
-                ns(z_t[i])
+                ns(z_t[i]),
+                ns(d_t[i])
             );
         }
         for _ in 0..5 {

@@ -356,7 +356,7 @@ fn build(spec: &Spec) -> (Vec<u8>, String, String) {
             Compression::None => "none".to_string(),
             Compression::Zstd(l) => format!("zstd level {l}"),
             Compression::Kpack(l) =>
-                format!("kpack, then zstd level {l} (format 1.2, FORMAT.md §8.2)"),
+                format!("kpack, then zstd level {l} (format 1.3, FORMAT.md §8.3)"),
         }
     )
     .unwrap();
@@ -442,7 +442,7 @@ fn specs() -> Vec<Spec> {
         },
         Spec {
             name: "be64-s390x-kpack",
-            title: "The be64-s390x scenario with its CPU data through kpack (format 1.2): the same sub-buffers, bit for bit, so the same events.",
+            title: "The be64-s390x scenario with its CPU data through kpack (format 1.3, columns): the same sub-buffers, bit for bit, so the same events. `v1.2/` holds it as format 1.2 wrote it (kpack version 1).",
             kernel: S390X,
             order: RunTimeEndian::Big,
             compression: Compression::Kpack(3),
@@ -451,7 +451,7 @@ fn specs() -> Vec<Spec> {
         },
         Spec {
             name: "le32-armhf-kpack",
-            title: "The le32-armhf scenario with its CPU data through kpack (format 1.2).",
+            title: "The le32-armhf scenario with its CPU data through kpack (format 1.3, columns); as format 1.2 wrote it in `v1.2/`.",
             kernel: ARMHF,
             order: RunTimeEndian::Little,
             compression: Compression::Kpack(3),

@@ -11,8 +11,9 @@ pub const FILE_HEADER_LEN: usize = 16;
 /// The format version this library writes.
 pub const VERSION_MAJOR: u16 = 1;
 /// The newest minor version this library reads and writes: 1.1 added
-/// ARCH_COPY blocks and kallsyms in parts, 1.2 kpack (FORMAT.md §4.2).
-pub const VERSION_MINOR: u16 = 2;
+/// ARCH_COPY blocks and kallsyms in parts, 1.2 kpack, 1.3 kpack's second
+/// version, columns (FORMAT.md §4.2); a writer that packs writes 1.3.
+pub const VERSION_MINOR: u16 = 3;
 /// The minor version of logs without kpack blocks (a writer writes the
 /// lowest minor version whose features it uses).
 pub const VERSION_MINOR_WITHOUT_KPACK: u16 = 1;
@@ -27,7 +28,7 @@ pub const MAX_BLOCK_LEN: u32 = 64 << 20;
 /// Block header flag: the payload is one zstd frame.
 pub const FLAG_ZSTD: u16 = 1;
 /// Block header flag (1.2): the payload (after zstd, when `FLAG_ZSTD` is
-/// set too) is the kpack form of a CPU_DATA payload (FORMAT.md §8.2).
+/// set too) is the kpack form of a CPU_DATA payload (FORMAT.md §8.2, §8.3).
 pub const FLAG_KPACK: u16 = 2;
 /// Flags this version knows.
 pub const KNOWN_FLAGS: u16 = FLAG_ZSTD | FLAG_KPACK;
@@ -91,7 +92,7 @@ pub enum Compression {
     None,
     /// zstd at this level (1..=22; negative levels are zstd's fast modes).
     Zstd(i32),
-    /// CPU_DATA payloads through kpack, then zstd at this level (1.2);
+    /// CPU_DATA payloads through kpack, then zstd at this level (1.3);
     /// other blocks as `Zstd`.
     Kpack(i32),
 }
@@ -411,6 +412,12 @@ impl BlockCompressor {
         n < payload.len()
     }
 
+    /// Packs CPU data with `packer` from now on (an older version's, for
+    /// comparisons; see `Packer::version1`).
+    pub fn set_packer(&mut self, packer: crate::kpack::Packer) {
+        self.packer = Some(Box::new(packer));
+    }
+
     /// Appends one block (header + possibly compressed payload) to `out`.
     pub fn encode(
         &mut self,
@@ -448,7 +455,7 @@ impl BlockCompressor {
     /// Appends a CPU_DATA block of `payload` (its CPU_DATA header, then
     /// whole sub-buffers of the `shape` given). With `Compression::Kpack`
     /// and a shape kpack walks, the payload goes through kpack, then zstd
-    /// (FORMAT.md §8.2); whatever kpack does not make smaller is encoded
+    /// (FORMAT.md §8.3); whatever kpack does not make smaller is encoded
     /// as [`encode_with_head`](Self::encode_with_head) does.
     pub fn encode_cpu_data(
         &mut self,

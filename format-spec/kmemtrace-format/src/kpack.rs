@@ -30,17 +30,22 @@ use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::subbuf::COMMIT_LEN_MASK;
 use std::fmt;
 
-/// First byte of a kpack stream (after the kept head).
-pub const VERSION: u8 = 1;
+/// First byte of a kpack stream (after the kept head), as written now:
+/// version 2, columns (`kpack::columns`, FORMAT.md §8.3).
+pub const VERSION: u8 = 2;
+/// The first version (§8.2): payloads XORed with predicted earlier ones.
+/// Still read; written only by [`Packer::version1`].
+pub const VERSION_1: u8 = 1;
 /// Bytes a CPU_DATA payload keeps as they are before its kpack stream: its
 /// CPU_DATA header, which an index then reads as from any other block.
 pub const HEAD_LEN: usize = crate::records::CPU_DATA_HEADER_LEN;
 /// Version, flags, long size, data offset (u16), sub-buffer size (u32),
 /// body length (u32), CRC-32 of the whole payload, head included (u32).
 pub const HEADER_LEN: usize = 17;
-/// Streams, in this order after the header, each as a u32 LE length and
-/// its bytes: ctl, lens, xor, raw, times.
+/// Version 1's streams, in this order after the header, each as a u32 LE
+/// length and its bytes: ctl, lens, xor, raw, times.
 pub const STREAM_NAMES: [&str; 5] = ["ctl", "lens", "xor", "raw", "times"];
+pub use columns::STREAM_NAMES as COLUMN_STREAM_NAMES;
 /// Largest sub-buffer kpack walks (the kernel allows up to 1 MiB).
 const MAX_SUBBUF: u32 = 1 << 20;
 
@@ -456,6 +461,10 @@ fn unzigzag(z: u64) -> i64 {
 /// Packs CPU_DATA payloads; keeps its tables and streams from block to
 /// block (each block is packed on its own).
 pub struct Packer {
+    /// The version written: [`VERSION`], or [`VERSION_1`].
+    version: u8,
+    columns: columns::ColumnPacker,
+    // Version 1's state.
     predict: Predictor,
     s: Streams,
     /// Words of 8 bytes (64-bit kernels), else 4.
@@ -475,11 +484,24 @@ impl fmt::Debug for Packer {
 }
 
 impl Packer {
+    /// A packer of the current version ([`VERSION`]).
     pub fn new() -> Self {
         Packer {
+            version: VERSION,
+            columns: columns::ColumnPacker::default(),
             predict: Predictor::new(),
             s: Streams::default(),
             long8: true,
+        }
+    }
+
+    /// A packer of version 1, which nothing writes any more: kept so that
+    /// the reader of logs written before stays tested on every kind of
+    /// input, and for comparisons.
+    pub fn version1() -> Self {
+        Packer {
+            version: VERSION_1,
+            ..Self::new()
         }
     }
 
@@ -489,6 +511,28 @@ impl Packer {
         let head = head.min(payload.len());
         out.extend_from_slice(&payload[..head]);
         let body = &payload[head..];
+        let streams: &[&[u8]] = if self.version == VERSION_1 {
+            self.pack_version1(shape, body);
+            &self.s.all()
+        } else {
+            &self.columns.pack(shape, body)
+        };
+        out.push(self.version);
+        out.push(u8::from(shape.big_endian));
+        out.push(shape.long_size);
+        out.extend_from_slice(&shape.data_offset.to_le_bytes());
+        out.extend_from_slice(&shape.subbuf_size.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        let total: usize = streams.iter().map(|v| 4 + v.len()).sum();
+        out.reserve(total);
+        for v in streams {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+    }
+
+    fn pack_version1(&mut self, shape: Shape, body: &[u8]) {
         self.predict.reset();
         for v in [&mut self.s.ctl, &mut self.s.raw, &mut self.s.times] {
             v.clear();
@@ -500,19 +544,6 @@ impl Packer {
             self.pack_body(LittleEndian, shape, body);
         }
         self.s.pair_lens();
-        out.push(VERSION);
-        out.push(u8::from(shape.big_endian));
-        out.push(shape.long_size);
-        out.extend_from_slice(&shape.data_offset.to_le_bytes());
-        out.extend_from_slice(&shape.subbuf_size.to_le_bytes());
-        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        let total: usize = self.s.all().iter().map(|v| 4 + v.len()).sum();
-        out.reserve(total);
-        for v in self.s.all() {
-            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-            out.extend_from_slice(v);
-        }
     }
 
     fn pack_body<E: Endian>(&mut self, e: E, shape: Shape, body: &[u8]) {
@@ -694,6 +725,7 @@ impl Streams {
     }
 }
 
+mod columns;
 mod unpack;
 pub use unpack::Unpacker;
 

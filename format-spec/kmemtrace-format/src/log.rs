@@ -1149,7 +1149,7 @@ mod tests {
         let raw = |bytes: &[u8]| {
             let log = Log::from_bytes("t", bytes).unwrap();
             assert!(log.problems.is_empty(), "{:?}", log.problems);
-            assert_eq!(log.version, (1, 2));
+            assert_eq!(log.version, (1, 3));
             let index: Vec<_> = log
                 .blocks
                 .iter()

@@ -181,7 +181,11 @@ fn kpack_vectors_hold_their_siblings_sub_buffers_bit_for_bit() {
     ] {
         let a = Log::from_bytes(packed, &read(&format!("{packed}.kmt"))).unwrap();
         let b = Log::from_bytes(plain, &read(&format!("{plain}.kmt"))).unwrap();
-        assert_eq!(a.version, (1, 2), "{packed}: kpack needs format 1.2");
+        assert_eq!(
+            a.version,
+            (1, 3),
+            "{packed}: kpack's columns need format 1.3"
+        );
         assert_eq!(b.version, (1, 1), "{plain}: no kpack, so 1.1");
         let cpu_blocks = &a.blocks;
         assert!(!cpu_blocks.is_empty());
@@ -212,6 +216,30 @@ fn committed_vectors_are_what_the_generator_makes() {
             "{} differs from the generator's output: run `cargo run -p kmemtrace-format --example make_vectors` and review the change",
             f.name
         );
+    }
+}
+
+#[test]
+fn format_1_2_kpack_logs_still_read_as_they_did() {
+    // Copies of the kpack vectors as format 1.2 wrote them (kpack version
+    // 1, FORMAT.md §8.2): the same events and sub-buffers as today's.
+    use kmemtrace_format::block::FLAG_KPACK;
+    for name in ["be64-s390x-kpack", "le32-armhf-kpack"] {
+        let old = Log::from_bytes(name, &read(&format!("v1.2/{name}.kmt"))).unwrap();
+        let new = Log::from_bytes(name, &read(&format!("{name}.kmt"))).unwrap();
+        assert_eq!(old.version, (1, 2), "{name}");
+        assert!(old.problems.is_empty(), "{name}: {:?}", old.problems);
+        assert!(old.blocks.iter().all(|r| r.header.flags & FLAG_KPACK != 0));
+        let want = String::from_utf8(read(&format!("{name}.events.txt"))).unwrap();
+        assert_eq!(listing(&old).0, want, "{name}");
+        let raw = |log: &Log| {
+            let mut all = Vec::new();
+            for cpu in log.cpus() {
+                log.visit_cpu(cpu, |v| all.extend_from_slice(v.raw), |p| panic!("{p}"));
+            }
+            all
+        };
+        assert!(raw(&old) == raw(&new), "{name}: sub-buffers differ");
     }
 }
 

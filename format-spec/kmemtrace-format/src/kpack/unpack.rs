@@ -9,21 +9,21 @@
 
 use super::{
     extent, from_canonical, has_len_word, put_word, unzigzag, whole_word, word, Predictor, Shape,
-    UnpackError, HEADER_LEN, STREAM_NAMES, VERSION,
+    UnpackError, HEADER_LEN, STREAM_NAMES, VERSION, VERSION_1,
 };
 use crate::endian::{BigEndian, Endian, LittleEndian};
 use std::fmt;
 
 /// A stream being read back.
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-    name: &'static str,
+pub(super) struct Cursor<'a> {
+    pub(super) b: &'a [u8],
+    pub(super) at: usize,
+    pub(super) name: &'static str,
 }
 
 impl<'a> Cursor<'a> {
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], UnpackError> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], UnpackError> {
         let end = self.at.checked_add(n);
         let s = end
             .and_then(|end| self.b.get(self.at..end))
@@ -32,13 +32,13 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
     #[inline]
-    fn byte(&mut self) -> Result<u8, UnpackError> {
+    pub(super) fn byte(&mut self) -> Result<u8, UnpackError> {
         let b = *self.b.get(self.at).ok_or(UnpackError::Damaged(self.name))?;
         self.at += 1;
         Ok(b)
     }
     #[inline]
-    fn varint(&mut self) -> Result<u64, UnpackError> {
+    pub(super) fn varint(&mut self) -> Result<u64, UnpackError> {
         let b = self.byte()?;
         if b < 0x80 {
             return Ok(u64::from(b));
@@ -55,14 +55,14 @@ impl<'a> Cursor<'a> {
     }
     /// A byte that is 0 or 1.
     #[inline]
-    fn flag(&mut self) -> Result<bool, UnpackError> {
+    pub(super) fn flag(&mut self) -> Result<bool, UnpackError> {
         match self.byte()? {
             0 => Ok(false),
             1 => Ok(true),
             _ => Err(UnpackError::Damaged(self.name)),
         }
     }
-    fn done(&self) -> bool {
+    pub(super) fn done(&self) -> bool {
         self.at == self.b.len()
     }
 }
@@ -268,6 +268,7 @@ fn put_part<E: Endian>(e: E, c: &mut [u8], v: u64) -> Result<(), UnpackError> {
 
 /// Rebuilds CPU_DATA payloads from their packed form.
 pub struct Unpacker {
+    columns: super::columns::ColumnUnpacker,
     predict: Predictor,
     /// The room [`Xors`] reads values into, kept from block to block.
     vals: Vec<u64>,
@@ -288,6 +289,7 @@ impl fmt::Debug for Unpacker {
 impl Unpacker {
     pub fn new() -> Self {
         Unpacker {
+            columns: Default::default(),
             predict: Predictor::new(),
             vals: Vec::with_capacity(CHUNK),
         }
@@ -310,7 +312,7 @@ impl Unpacker {
         let h = rest
             .get(..HEADER_LEN)
             .ok_or(UnpackError::Damaged("header"))?;
-        if h[0] != VERSION {
+        if h[0] != VERSION && h[0] != VERSION_1 {
             return Err(UnpackError::Version(h[0]));
         }
         let le32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
@@ -330,12 +332,31 @@ impl Unpacker {
             at: 0,
             name: "stream lengths",
         };
+        if h[0] == VERSION {
+            self.columns.unpack(shape, &mut lengths, body)?;
+        } else {
+            self.version1(shape, &mut lengths, body)?;
+        }
+        // The raw bytes come back exactly, or not at all.
+        if crc32fast::hash(out) != le32(13) {
+            return Err(UnpackError::Crc);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds a version 1 body from the streams after the header.
+    fn version1(
+        &mut self,
+        shape: Shape,
+        lengths: &mut Cursor<'_>,
+        body: &mut [u8],
+    ) -> Result<(), UnpackError> {
         let [ctl, lens, xor, raw, times] = STREAM_NAMES;
-        let ctl = next_stream(&mut lengths, ctl)?;
-        let lens = next_stream(&mut lengths, lens)?.b;
-        let xor = next_stream(&mut lengths, xor)?.b;
-        let raw = next_stream(&mut lengths, raw)?;
-        let times = next_stream(&mut lengths, times)?;
+        let ctl = next_stream(lengths, ctl)?;
+        let lens = next_stream(lengths, lens)?.b;
+        let xor = next_stream(lengths, xor)?.b;
+        let raw = next_stream(lengths, raw)?;
+        let times = next_stream(lengths, times)?;
         if !lengths.done() {
             return Err(UnpackError::Damaged("bytes after the streams"));
         }
@@ -367,16 +388,12 @@ impl Unpacker {
         if let Some((_, name)) = others.iter().find(|(done, _)| !done) {
             return Err(UnpackError::Damaged(name));
         }
-        // The raw bytes come back exactly, or not at all.
-        if crc32fast::hash(out) != le32(13) {
-            return Err(UnpackError::Crc);
-        }
         Ok(())
     }
 }
 
 /// The next stream named in `lengths`: a u32 LE length and its bytes.
-fn next_stream<'a>(
+pub(super) fn next_stream<'a>(
     lengths: &mut Cursor<'a>,
     name: &'static str,
 ) -> Result<Cursor<'a>, UnpackError> {
