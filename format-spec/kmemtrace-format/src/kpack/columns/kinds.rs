@@ -32,6 +32,14 @@ const NO_SITE: u16 = u16::MAX;
 const KIND_SLOTS: usize = 2 * MAX_KINDS;
 const SITE_SLOTS: usize = 2 * 4096;
 
+/// A payload noted: its kind, its site (or `NO_SITE`), where it starts.
+#[derive(Clone, Copy)]
+struct Noted {
+    kind: u16,
+    site: u16,
+    pos: u32,
+}
+
 #[derive(Default, Clone, Copy)]
 struct KindInfo {
     len: u32,
@@ -52,10 +60,8 @@ pub(super) struct Kinds {
     filled_sites: Vec<u32>,
     kinds: Vec<KindInfo>,
     sites: usize,
-    /// Per payload: its kind, its site (or `NO_SITE`), where it starts.
-    rec_kind: Vec<u16>,
-    rec_site: Vec<u16>,
-    rec_pos: Vec<u32>,
+    /// The payloads noted, in record order.
+    noted: Vec<Noted>,
     /// Group ids given so far, by kind and by site (`u16::MAX`: none yet).
     kind_group: Vec<u16>,
     site_group: Vec<u16>,
@@ -80,9 +86,7 @@ impl Kinds {
         }
         self.kinds.clear();
         self.sites = 0;
-        self.rec_kind.clear();
-        self.rec_site.clear();
-        self.rec_pos.clear();
+        self.noted.clear();
     }
 
     /// Notes the payload `p`, which starts at `pos` in the body; `w` is the
@@ -102,9 +106,7 @@ impl Kinds {
         if site == NO_SITE {
             k.splittable = false;
         }
-        self.rec_kind.push(kind);
-        self.rec_site.push(site);
-        self.rec_pos.push(pos);
+        self.noted.push(Noted { kind, site, pos });
         true
     }
 
@@ -188,8 +190,8 @@ impl Kinds {
                 k.splittable && k.sites > 1 && k.rows >= MIN_ROWS_PER_SITE * u32::from(k.sites)
             })
             .collect();
-        keys.reserve(self.rec_kind.len());
-        for ((&kind, &site), &pos) in self.rec_kind.iter().zip(&self.rec_site).zip(&self.rec_pos) {
+        keys.reserve(self.noted.len());
+        for &Noted { kind, site, pos } in &self.noted {
             let kind = usize::from(kind);
             let slot = if split[kind] {
                 &mut self.site_group[usize::from(site)]

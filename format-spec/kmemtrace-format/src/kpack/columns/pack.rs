@@ -121,11 +121,11 @@ impl ColumnPacker {
                     if !self.kinds.note(p, (q + head) as u32, long) {
                         break;
                     }
-                    self.rec.extend_from_slice(&body[q..q + head]);
+                    push_words(&mut self.rec, &body[q..q + head]);
                 }
-                Kind::Time => self.rec.extend_from_slice(&body[q..q + total]),
+                Kind::Time => push_words(&mut self.rec, &body[q..q + total]),
                 Kind::Padding(_) => {
-                    self.rec.extend_from_slice(&body[q..q + head]);
+                    push_words(&mut self.rec, &body[q..q + head]);
                     self.raw.extend_from_slice(&body[q + head..q + total]);
                 }
             }
@@ -140,44 +140,102 @@ impl ColumnPacker {
         put_varint(&mut self.groups_out, self.groups.used as u64);
         for g in self.groups.live() {
             let len = g.len as usize;
+            let rows = g.pos.len();
             put_varint(&mut self.groups_out, g.len.into());
             let bitmap_at = self.groups_out.len();
             self.groups_out
                 .resize(bitmap_at + columns(len).div_ceil(8), 0);
-            for j in 0..columns(len) {
-                let (from, to) = (4 * j, len.min(4 * j + 4));
-                let start = self.cols.len();
-                let changed = if to - from == 4 {
-                    column_xors(body, &g.pos, from, &mut self.cols)
-                } else {
-                    short_column_xors(body, &g.pos, from, to, &mut self.cols)
-                };
+            let bitmap = &mut self.groups_out[bitmap_at..];
+            // The whole columns, all rows of each, then each constant one
+            // cut to its first word.
+            let whole = len / 4;
+            let start = self.cols.len();
+            self.cols.resize(start + 4 * whole * rows, 0);
+            let changed = column_xors(body, &g.pos, whole, &mut self.cols[start..]);
+            let mut kept = start;
+            for (j, &changed) in changed.iter().enumerate() {
+                let from = start + 4 * rows * j;
+                let n = if changed { 4 * rows } else { 4 };
+                self.cols.copy_within(from..from + n, kept);
+                kept += n;
                 if !changed {
-                    self.cols.truncate(start + (to - from));
-                    self.groups_out[bitmap_at + j / 8] |= 1 << (j % 8);
+                    bitmap[j / 8] |= 1 << (j % 8);
+                }
+            }
+            self.cols.truncate(kept);
+            if len % 4 != 0 {
+                let at = self.cols.len();
+                let width = len % 4;
+                if !short_column_xors(body, &g.pos, 4 * whole, len, &mut self.cols) {
+                    self.cols.truncate(at + width);
+                    bitmap[whole / 8] |= 1 << (whole % 8);
                 }
             }
         }
     }
 }
 
-/// Appends the XORs of the 4-byte words at `pos[i] + from` with the word
-/// above (the first with 0); whether any after the first is not 0.
+/// The 4-byte words of a record's header (and `array[0]`, or a time
+/// extend's second word), appended a word at a time: copies of a fixed
+/// size, not a call to memcpy.
 #[inline]
-fn column_xors(body: &[u8], pos: &[u32], from: usize, cols: &mut Vec<u8>) -> bool {
-    let (mut prev, mut changed) = (0u32, 0u32);
-    cols.reserve(4 * pos.len());
-    for (i, &p) in pos.iter().enumerate() {
-        let at = p as usize + from;
-        let v = u32::from_ne_bytes(body[at..at + 4].try_into().unwrap_or_default());
-        let x = v ^ prev;
-        if i > 0 {
-            changed |= x;
-        }
-        cols.extend_from_slice(&x.to_ne_bytes());
-        prev = v;
+fn push_words(rec: &mut Vec<u8>, words: &[u8]) {
+    for w in words.chunks_exact(4) {
+        let w: [u8; 4] = w.try_into().unwrap_or_default();
+        rec.extend_from_slice(&w);
     }
-    changed != 0
+}
+
+/// Columns handled together by [`xor_rows`]: its running words stay in
+/// registers, and a payload is read in pieces of this many words.
+const BAND: usize = 8;
+
+/// Writes into `out` (`whole` columns of `4 * pos.len()` bytes each) the
+/// XORs of each payload's first `whole` 4-byte words with the payload's
+/// above (the first with 0); for each column, whether any XOR after the
+/// first is not 0. A band of columns at a time, row by row, so that each
+/// payload is read in a few pieces rather than once per column.
+fn column_xors(body: &[u8], pos: &[u32], whole: usize, out: &mut [u8]) -> Vec<bool> {
+    let col_bytes = 4 * pos.len();
+    let mut changed = Vec::with_capacity(whole);
+    for from in (0..whole).step_by(BAND) {
+        let out = &mut out[from * col_bytes..];
+        macro_rules! band {
+            ($($n:literal)*) => {
+                match whole - from {
+                    $($n => changed.extend(xor_rows::<$n>(body, pos, 4 * from, out)),)*
+                    _ => changed.extend(xor_rows::<BAND>(body, pos, 4 * from, out)),
+                }
+            };
+        }
+        band!(1 2 3 4 5 6 7);
+    }
+    changed
+}
+
+/// [`column_xors`] for the `N` columns from byte `from` of each payload,
+/// the running words in registers.
+#[inline(never)]
+fn xor_rows<const N: usize>(body: &[u8], pos: &[u32], from: usize, out: &mut [u8]) -> [bool; N] {
+    let rows = pos.len();
+    let mut columns = out.chunks_exact_mut(4 * rows.max(1));
+    let cols: [&mut [u8]; N] = std::array::from_fn(|_| columns.next().unwrap_or_default());
+    let mut prev = [0u32; N];
+    let mut changed = [0u32; N];
+    for (r, &p) in pos.iter().enumerate() {
+        let at = p as usize + from;
+        let row = &body[at..at + 4 * N];
+        for j in 0..N {
+            let v = u32::from_ne_bytes(row[4 * j..4 * j + 4].try_into().unwrap_or_default());
+            let x = v ^ prev[j];
+            prev[j] = v;
+            if r > 0 {
+                changed[j] |= x;
+            }
+            cols[j][4 * r..4 * r + 4].copy_from_slice(&x.to_ne_bytes());
+        }
+    }
+    changed.map(|c| c != 0)
 }
 
 /// As [`column_xors`], for the last word of a payload whose length is not
