@@ -12,8 +12,8 @@ Examples:
   kmemtraced -o make.kmt -F -- make -j2        trace only `make` and its children
   kmemtraced -o db.kmt -p 1234 -p 1240         trace two processes (and what they fork)
   kmemtraced -o - | ssh host 'cat > x.kmt'     stream the log to another machine
-  kmemtraced -o slab.kmt -e kmalloc,kfree -b 8192 --compress 1
-  kmemtraced -o /mnt/sd/x.kmt -c kpack         a quarter fewer bytes (format 1.2)
+  kmemtraced -o slab.kmt -e kmalloc,kfree -b 8192
+  kmemtraced -o old.kmt -c 1                   zstd alone, for readers older than format 1.3
   kmemtraced -o boot.kmt --boot                drain what `trace_event=kmem:...` recorded at boot
   kmemtraced --cleanup                         remove instances left by killed recorders
   kmemtraced --import dump.tar.gz -o board.kmt  log from a kmemtrace-capture.sh dump
@@ -106,15 +106,17 @@ pub struct Cli {
     #[arg(long = "clock", value_name = "CLOCK")]
     pub clock: Option<String>,
 
-    /// Compression of CPU data blocks: a zstd level 1-19, zstd's faster
-    /// `fast=1`..`fast=7` (less CPU, bigger logs), `kpack[=LEVEL]`, or
-    /// `none`. zstd is most of the recorder's CPU: `none` halves it, at ~10x
-    /// the bytes (~6 bytes per event compressed, ~59 plain); keep zstd where
-    /// the output is flash or a network link, whose bandwidth loses events
-    /// first. `kpack` takes each record's words apart from those of the
-    /// previous record of its kind before zstd: about a quarter fewer bytes
-    /// for 10-30% more CPU (format 1.2: older readers skip such blocks).
-    #[arg(short = 'c', long = "compress", value_name = "none|LEVEL|kpack", default_value = "1", allow_hyphen_values = true, value_parser = parse_compression)]
+    /// Compression of CPU data blocks. `kpack` (the default; `kpack=LEVEL`
+    /// for another zstd level behind it) stores each block's records as
+    /// columns of like fields, then zstd (FORMAT.md §8.3): about 3 bytes an
+    /// event on a slab and page stress load, half of zstd alone's, for no
+    /// more CPU, and read back as fast. A zstd level 1-19 or zstd's faster
+    /// `fast=1`..`fast=7` alone: ~5.5 bytes an event, in format 1.1, which
+    /// readers older than format 1.3 read whole (they skip kpack blocks).
+    /// `none`: the sub-buffers as they are (~59 bytes an event), about half
+    /// the recorder's CPU, for a fast local disk only: a board's flash or
+    /// network link loses events first at that rate.
+    #[arg(short = 'c', long = "compress", value_name = "kpack|LEVEL|none", default_value = "kpack", allow_hyphen_values = true, value_parser = parse_compression)]
     pub compress: Compression,
 
     /// Trace only this process (all its threads) and what it forks;

@@ -389,7 +389,8 @@ fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
         .iter()
         .all(|m| m.content.len() <= kmemtrace_format::records::KALLSYMS_PART_BYTES));
     assert!(l.kallsyms.as_ref().is_some_and(|k| k.len() > 10_000));
-    assert_eq!(l.version, (1, 1));
+    // CPU data is packed by default (kpack version 2, format 1.3).
+    assert_eq!(l.version, (1, 3));
     assert!(l.meta(MetaKind::HeaderEvent, "").is_some());
     assert!(l
         .meta(MetaKind::EventFormat, "kmem/kmem_cache_alloc")
