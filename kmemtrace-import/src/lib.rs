@@ -40,7 +40,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
-use kmemtrace_format::stats::CpuStats;
+use kmemtrace_format::stats::{CpuCounters, CpuStats};
 use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
 use kmemtrace_format::writer::LogWriter;
 use kmemtrace_format::RunTimeEndian;
@@ -623,6 +623,10 @@ pub fn import<W: Write>(
             (s, Some(a)) => (s, Some(a)),
             (s, None) => (None, s),
         };
+        // Snapshots in the order taken: start, before the drain, after it.
+        let periodic_stats = periodic
+            .as_ref()
+            .and_then(|t| CpuStats::from_kernel(t, layout.long_size));
         if let Some(text) = periodic {
             w.write_stats(&StatsRecord {
                 cpu,
@@ -645,10 +649,14 @@ pub fn import<W: Write>(
             })?;
             if let Some(es) = end_stats {
                 let start = start.unwrap_or_default();
-                let lost = es.lost_since(&start);
+                // Followed snapshot by snapshot, as kmemtrace-check and the
+                // report count them: a reset between two counts the value
+                // after it, a 32-bit counter's pass over 2^32 its step.
+                let counters = CpuCounters::over(&start, periodic_stats.iter().chain([&es]));
+                let lost = counters.lost();
                 lost_total += lost;
                 // Events the kernel handed out, by its own counters.
-                let read = es.read_events.map(|_| es.since(&start, |s| s.read_events));
+                let read = es.read_events.map(|_| counters.read_events.total());
                 let expected = if d
                     .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
                     .is_some()

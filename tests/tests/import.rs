@@ -714,3 +714,52 @@ fn kpack_imports_hold_the_same_sub_buffers_and_report_the_same() {
         assert_eq!(reports[0], reports[1], "{arch}");
     }
 }
+
+/// A buffer reset between a dump's start snapshot and its later ones (the
+/// overrun counter falls): the import's summary counts the losses after
+/// the reset, as kmemtrace-check counts them in the log it writes. It
+/// used to take start-to-end differences, where the fall counted 0.
+#[test]
+fn a_reset_between_snapshots_counts_the_same_losses_as_the_checker() {
+    let Some(data) = common::shared_data_or_skip("import after a reset") else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let dump = d.path().join("dump");
+    copy_dir(&data.join("armhf/raw_overflow"), &dump);
+    let cpu0 = dump.join("per_cpu/cpu0");
+    // Before the reset the kernel had counted more overruns (9000) than it
+    // counts after it (8577 in `stats`, the same in `stats.after_drain`).
+    let before = fs::read_to_string(cpu0.join("stats"))
+        .unwrap()
+        .replace("overrun: 8577", "overrun: 9000")
+        .replace("now ts:    15.398959", "now ts:    15.000000");
+    assert!(before.contains("overrun: 9000"), "{before}");
+    fs::write(cpu0.join("stats.start"), before).unwrap();
+    let out = d.path().join("reset.kmt");
+    let o = kmemtraced(&[
+        "--import".as_ref(),
+        dump.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let summary: u64 = err
+        .split_once(" lost by the kernel")
+        .and_then(|(before, _)| before.rsplit(", ").next())
+        .unwrap_or_else(|| panic!("no losses in the summary: {err}"))
+        .replace(',', "")
+        .parse()
+        .unwrap();
+    let (_, v) = check_json(&out);
+    let f = &v["files"][0];
+    let per_cpu: Vec<u64> = f["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["lost"]["events"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(per_cpu[0], 8577, "cpu0 after the reset: {f}");
+    assert_eq!(summary, per_cpu.iter().sum::<u64>(), "{err}\n{f}");
+}
