@@ -57,7 +57,8 @@ if [ $install = 1 ]; then
     command -v "$cc" >/dev/null || pkgs+=("$pkg")
   done
   if [ ${#pkgs[@]} -gt 0 ]; then
-    apt-get update -qq
+    # A mirror caught mid-sync fails one list; the others still serve.
+    apt-get update -qq || echo "cross-build: apt-get update failed in part" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
   fi
 fi

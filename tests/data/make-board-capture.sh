@@ -58,7 +58,9 @@ trap 'rm -rf "$work"' EXIT
 # package name is looked up in them (on a fresh machine they are not there).
 with_arch() {
   dpkg --print-foreign-architectures | grep -qx "$arch" || {
-    dpkg --add-architecture "$arch"; apt-get update -qq; }
+    dpkg --add-architecture "$arch"
+    # A mirror caught mid-sync fails one list; the others still serve.
+    apt-get update -qq || echo "apt-get update failed in part" >&2; }
 }
 fetch() { # PACKAGE -> path of its .deb, downloaded from Debian's archive
   with_arch
