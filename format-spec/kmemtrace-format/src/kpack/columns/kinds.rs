@@ -191,7 +191,7 @@ impl Kinds {
             })
             .collect();
         keys.reserve(self.noted.len());
-        for &Noted { kind, site, pos } in &self.noted {
+        for &Noted { kind, site, .. } in &self.noted {
             let kind = usize::from(kind);
             let slot = if split[kind] {
                 &mut self.site_group[usize::from(site)]
@@ -202,7 +202,10 @@ impl Kinds {
                 *slot = groups.add(self.kinds[kind].len) as u16;
             }
             keys.push(*slot);
-            groups.list[usize::from(*slot)].pos.push(pos);
+        }
+        groups.count_rows(keys.iter().map(|&k| usize::from(k)));
+        for (&k, n) in keys.iter().zip(&self.noted) {
+            groups.put(usize::from(k), n.pos);
         }
     }
 }

@@ -48,7 +48,7 @@ impl ColumnPacker {
         self.kinds.assign(&mut self.groups, &mut self.keys);
         self.write_columns(body);
         planes(&self.rec, &mut self.rec_planes);
-        if self.groups.used > 256 {
+        if self.groups.live().len() > 256 {
             self.keys_out
                 .extend(self.keys.iter().flat_map(|k| k.to_le_bytes()));
         } else {
@@ -137,10 +137,11 @@ impl ColumnPacker {
     /// Each group's length and constant columns in `groups`, its columns'
     /// words in `cols`.
     fn write_columns(&mut self, body: &[u8]) {
-        put_varint(&mut self.groups_out, self.groups.used as u64);
+        put_varint(&mut self.groups_out, self.groups.live().len() as u64);
         for g in self.groups.live() {
             let len = g.len as usize;
-            let rows = g.pos.len();
+            let pos = self.groups.rows(g);
+            let rows = pos.len();
             put_varint(&mut self.groups_out, g.len.into());
             let bitmap_at = self.groups_out.len();
             self.groups_out
@@ -151,7 +152,7 @@ impl ColumnPacker {
             let whole = len / 4;
             let start = self.cols.len();
             self.cols.resize(start + 4 * whole * rows, 0);
-            let changed = column_xors(body, &g.pos, whole, &mut self.cols[start..]);
+            let changed = column_xors(body, pos, whole, &mut self.cols[start..]);
             let mut kept = start;
             for (j, &changed) in changed.iter().enumerate() {
                 let from = start + 4 * rows * j;
@@ -166,7 +167,7 @@ impl ColumnPacker {
             if len % 4 != 0 {
                 let at = self.cols.len();
                 let width = len % 4;
-                if !short_column_xors(body, &g.pos, 4 * whole, len, &mut self.cols) {
+                if !short_column_xors(body, pos, 4 * whole, len, &mut self.cols) {
                     self.cols.truncate(at + width);
                     bitmap[whole / 8] |= 1 << (whole % 8);
                 }

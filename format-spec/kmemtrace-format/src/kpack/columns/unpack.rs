@@ -1,7 +1,7 @@
 //! Unpacking (FORMAT.md §8.3): a version 2 body rebuilt in two passes,
 //! one over the records, one down each group's rows.
 
-use super::{columns, is_constant, record, Group, Groups, Kind, MAX_GROUPS, STREAM_NAMES};
+use super::{columns, is_constant, record, Groups, Kind, MAX_GROUPS, STREAM_NAMES};
 use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::kpack::unpack::{next_stream, Cursor};
 use crate::kpack::{canonical, has_len_word, Shape, UnpackError};
@@ -98,13 +98,20 @@ impl ColumnUnpacker {
         if !groups.done() {
             return Err(UnpackError::Damaged("groups"));
         }
+        // Room for each group's rows, counted from the keys the walk reads.
+        let wide = count > 256;
+        let key_bytes = keys.b;
+        if (wide && key_bytes.len() % 2 != 0) || !ids(key_bytes, wide).all(|id| id < count) {
+            return Err(UnpackError::Damaged("keys"));
+        }
+        self.groups.count_rows(ids(key_bytes, wide));
         let mut s = Streams {
             ctl,
             heads,
             rec,
             keys,
             raw,
-            wide: count > 256,
+            wide,
         };
         if shape.big_endian {
             self.walk(BigEndian, shape, &mut s, out)?;
@@ -120,11 +127,19 @@ impl ColumnUnpacker {
             return Err(UnpackError::Damaged("rec"));
         }
         for (g, constant) in self.groups.live().iter().zip(constants) {
+            let pos = self.groups.rows(g);
             // The packer makes no empty group.
-            if g.pos.is_empty() {
+            if pos.is_empty() {
                 return Err(UnpackError::Damaged("groups"));
             }
-            fill_columns(g, constant, &mut cols, &mut self.zeros, out)?;
+            fill_columns(
+                g.len as usize,
+                pos,
+                constant,
+                &mut cols,
+                &mut self.zeros,
+                out,
+            )?;
         }
         if !cols.done() {
             return Err(UnpackError::Damaged("cols"));
@@ -187,11 +202,12 @@ impl ColumnUnpacker {
         } else {
             usize::from(s.keys.byte()?)
         };
-        let g = self.groups.list[..self.groups.used]
-            .get_mut(id)
+        self.groups
+            .live()
+            .get(id)
             .filter(|g| g.len as usize == len)
             .ok_or(UnpackError::Damaged("keys"))?;
-        g.pos.push(at);
+        self.groups.put(id, at);
         Ok(())
     }
 
@@ -251,20 +267,27 @@ fn word4(c: &mut Cursor<'_>) -> Result<[u8; 4], UnpackError> {
     Ok(c.take(4)?.try_into().unwrap_or_default())
 }
 
+/// The group ids in `keys`: a byte each, or a u16 each where `wide`.
+fn ids(keys: &[u8], wide: bool) -> impl Iterator<Item = usize> + '_ {
+    let width = if wide { 2 } else { 1 };
+    keys.chunks_exact(width)
+        .map(move |k| usize::from(k[0]) | usize::from(*k.get(1).unwrap_or(&0)) << 8)
+}
+
 /// The second pass for one group: its payloads' words, row by row. A
 /// column that does not change is read as its value XORed with zeros, so
 /// that every column takes the same loop; that loop has a version for
 /// each count of columns up to [`UNROLLED`], which keeps the running
 /// values in registers.
 fn fill_columns(
-    g: &Group,
+    len: usize,
+    pos: &[u32],
     constant: &[u8],
     cols: &mut Cursor<'_>,
     zeros: &mut Vec<u8>,
     out: &mut [u8],
 ) -> Result<(), UnpackError> {
-    let len = g.len as usize;
-    let rows = g.pos.len();
+    let rows = pos.len();
     if zeros.len() < 4 * rows {
         zeros.resize(4 * rows, 0);
     }
@@ -293,8 +316,8 @@ fn fill_columns(
     macro_rules! unrolled {
         ($($n:literal)*) => {
             match whole {
-                $($n => rows_of::<$n>(xors, first, &g.pos, out),)*
-                _ => rows_of_any(xors, first, &g.pos, out),
+                $($n => rows_of::<$n>(xors, first, pos, out),)*
+                _ => rows_of_any(xors, first, pos, out),
             }
         };
     }
@@ -302,7 +325,7 @@ fn fill_columns(
         25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48);
     if len % 4 != 0 {
         short_column(
-            g,
+            pos,
             4 * whole,
             len % 4,
             is_constant(constant, whole),
@@ -316,17 +339,17 @@ fn fill_columns(
 /// The last, short column (`width` bytes at `from`) of payloads whose
 /// length is not a multiple of 4.
 fn short_column(
-    g: &Group,
+    pos: &[u32],
     from: usize,
     width: usize,
     constant: bool,
     cols: &mut Cursor<'_>,
     out: &mut [u8],
 ) -> Result<(), UnpackError> {
-    let rows = g.pos.len();
+    let rows = pos.len();
     let xs = cols.take(if constant { width } else { width * rows })?;
     let mut acc = [0u8; 4];
-    for (r, &p) in g.pos.iter().enumerate() {
+    for (r, &p) in pos.iter().enumerate() {
         if !constant || r == 0 {
             for (a, x) in acc.iter_mut().zip(&xs[width * r..width * r + width]) {
                 *a ^= x;
