@@ -276,9 +276,7 @@ fn ids(keys: &[u8], wide: bool) -> impl Iterator<Item = usize> + '_ {
 
 /// The second pass for one group: its payloads' words, row by row. A
 /// column that does not change is read as its value XORed with zeros, so
-/// that every column takes the same loop; that loop has a version for
-/// each count of columns up to [`UNROLLED`], which keeps the running
-/// values in registers.
+/// that every column takes the same loop ([`rows_in_bands`]).
 fn fill_columns(
     len: usize,
     pos: &[u32],
@@ -294,7 +292,7 @@ fn fill_columns(
     let zeros = &zeros[..4 * rows];
     let whole = len / 4;
     // Each whole column's XORs and first value: on the stack up to
-    // `UNROLLED` columns (most groups), else on the heap.
+    // `UNROLLED` columns (nearly every group), else on the heap.
     let mut xors_here: [&[u8]; UNROLLED] = [&[]; UNROLLED];
     let mut first_here = [0u32; UNROLLED];
     let (mut xors_heap, mut first_heap) = (Vec::new(), Vec::new());
@@ -313,16 +311,7 @@ fn fill_columns(
             xors[j] = cols.take(4 * rows)?;
         }
     }
-    macro_rules! unrolled {
-        ($($n:literal)*) => {
-            match whole {
-                $($n => rows_of::<$n>(xors, first, pos, out),)*
-                _ => rows_of_any(xors, first, pos, out),
-            }
-        };
-    }
-    unrolled!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24
-        25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48);
+    rows_in_bands(xors, first, pos, out);
     if len % 4 != 0 {
         short_column(
             pos,
@@ -361,34 +350,50 @@ fn short_column(
     Ok(())
 }
 
-/// Column counts with a loop of their own.
+/// Column counts whose XORs and first values are kept on the stack.
 const UNROLLED: usize = 48;
 
-/// Writes `N` words at each of `pos`: word `j` of row `r` is `first[j]`
-/// XORed with `xors[j]`'s words up to `r`.
+/// Columns rebuilt together by [`rows_of`]: their running values stay
+/// in registers, and a payload is written in pieces of this many words.
+const BAND: usize = 8;
+
+/// Writes each payload's whole columns (`xors.len()` of them) at `pos`,
+/// a band of [`BAND`] columns at a time.
+fn rows_in_bands(xors: &[&[u8]], first: &[u32], pos: &[u32], out: &mut [u8]) {
+    let whole = xors.len();
+    for from in (0..whole).step_by(BAND) {
+        let (xors, first) = (&xors[from..], &first[from..]);
+        macro_rules! band {
+            ($($n:literal)*) => {
+                match whole - from {
+                    $($n => rows_of::<$n>(xors, first, pos, 4 * from, out),)*
+                    _ => rows_of::<BAND>(xors, first, pos, 4 * from, out),
+                }
+            };
+        }
+        band!(1 2 3 4 5 6 7);
+    }
+}
+
+/// Writes `N` words at byte `from` of each payload at `pos`: word `j` of
+/// row `r` is `first[j]` XORed with `xors[j]`'s words up to `r`.
 #[inline(never)]
-fn rows_of<const N: usize>(xors: &[&[u8]], first: &[u32], pos: &[u32], out: &mut [u8]) {
+fn rows_of<const N: usize>(
+    xors: &[&[u8]],
+    first: &[u32],
+    pos: &[u32],
+    from: usize,
+    out: &mut [u8],
+) {
     let xors: [&[u8]; N] = std::array::from_fn(|j| xors[j]);
     let mut acc: [u32; N] = std::array::from_fn(|j| first[j]);
     for (r, &p) in pos.iter().enumerate() {
-        let row = &mut out[p as usize..p as usize + 4 * N];
+        let at = p as usize + from;
+        let row = &mut out[at..at + 4 * N];
         for j in 0..N {
             let x: [u8; 4] = xors[j][4 * r..4 * r + 4].try_into().unwrap_or_default();
             acc[j] ^= u32::from_ne_bytes(x);
             row[4 * j..4 * j + 4].copy_from_slice(&acc[j].to_ne_bytes());
-        }
-    }
-}
-
-/// [`rows_of`] for more than [`UNROLLED`] columns.
-fn rows_of_any(xors: &[&[u8]], first: &[u32], pos: &[u32], out: &mut [u8]) {
-    let mut acc = first.to_vec();
-    for (r, &p) in pos.iter().enumerate() {
-        let row = &mut out[p as usize..p as usize + 4 * acc.len()];
-        for (j, (a, xs)) in acc.iter_mut().zip(xors).enumerate() {
-            let x: [u8; 4] = xs[4 * r..4 * r + 4].try_into().unwrap_or_default();
-            *a ^= u32::from_ne_bytes(x);
-            row[4 * j..4 * j + 4].copy_from_slice(&a.to_ne_bytes());
         }
     }
 }
