@@ -343,10 +343,57 @@ pub struct BlockCounts {
     /// Intact blocks before END (what END's total counts), ARCH included.
     pub before_end: u64,
     pub cpu_data: u64,
+    /// The CPU_DATA blocks by how they are stored.
+    pub cpu_data_codecs: Codecs,
     pub unknown_type: u64,
     /// Damaged regions, and the bytes they cover.
     pub damaged_regions: u64,
     pub damaged_bytes: u64,
+}
+
+/// CPU_DATA blocks by how they are stored (FORMAT.md §5, §8.2, §8.3):
+/// a writer may fall back block by block (kpack to zstd alone where packing
+/// does not make a block smaller, zstd to plain likewise).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Codecs {
+    pub kpack_zstd: u64,
+    pub kpack: u64,
+    pub zstd: u64,
+    pub plain: u64,
+}
+
+impl Codecs {
+    /// Counts a block with header flags `flags`.
+    pub fn count(&mut self, flags: u16) {
+        use kmemtrace_format::block::{FLAG_KPACK, FLAG_ZSTD};
+        let n = match (flags & FLAG_KPACK != 0, flags & FLAG_ZSTD != 0) {
+            (true, true) => &mut self.kpack_zstd,
+            (true, false) => &mut self.kpack,
+            (false, true) => &mut self.zstd,
+            (false, false) => &mut self.plain,
+        };
+        *n += 1;
+    }
+
+    /// `kpack + zstd 80, zstd 1`: the codecs used, most blocks first.
+    pub fn describe(&self) -> String {
+        let mut used = [
+            ("kpack + zstd", self.kpack_zstd),
+            ("kpack", self.kpack),
+            ("zstd", self.zstd),
+            ("plain", self.plain),
+        ];
+        used.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+        let used: Vec<_> = used.iter().filter(|&&(_, n)| n > 0).collect();
+        match used[..] {
+            [(codec, _)] => codec.to_string(),
+            _ => used
+                .iter()
+                .map(|(codec, n)| format!("{codec} {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
 }
 
 /// The END block.
@@ -496,5 +543,27 @@ mod tests {
             ..Location::at(0)
         };
         assert_eq!(whole.to_string(), "in the log (CPU 2)");
+    }
+
+    #[test]
+    fn codecs_counted_and_said_most_blocks_first() {
+        use kmemtrace_format::block::{FLAG_KPACK, FLAG_ZSTD};
+        let mut c = Codecs::default();
+        assert_eq!(c.describe(), "");
+        c.count(FLAG_KPACK | FLAG_ZSTD);
+        assert_eq!(c.describe(), "kpack + zstd");
+        for flags in [FLAG_ZSTD, 0, FLAG_ZSTD, FLAG_KPACK] {
+            c.count(flags);
+        }
+        assert_eq!(
+            c,
+            Codecs {
+                kpack_zstd: 1,
+                kpack: 1,
+                zstd: 2,
+                plain: 1
+            }
+        );
+        assert_eq!(c.describe(), "zstd 2, kpack + zstd 1, kpack 1, plain 1");
     }
 }

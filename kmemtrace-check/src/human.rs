@@ -124,10 +124,15 @@ pub fn render(r: &Report, style: &Style) -> String {
     }
     let _ = writeln!(
         o,
-        ", {} bytes, {} blocks ({} of CPU data){}",
+        ", {} bytes, {} blocks ({} of CPU data{}){}",
         thousands(r.bytes),
         thousands(r.blocks.before_end),
         thousands(r.blocks.cpu_data),
+        if r.blocks.cpu_data > 0 {
+            format!(": {}", r.blocks.cpu_data_codecs.describe())
+        } else {
+            String::new()
+        },
         if r.converted_from.is_some() {
             "; sizes and offsets are that log's"
         } else {

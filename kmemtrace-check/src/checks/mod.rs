@@ -16,8 +16,8 @@ pub mod ordering;
 pub mod subbufs;
 
 use crate::findings::{
-    percent, thousands, ArchInfo, BlockCounts, EndInfo, Finding, Findings, Report, Severity,
-    Totals, Verdict,
+    percent, thousands, ArchInfo, BlockCounts, Codecs, EndInfo, Finding, Findings, Report,
+    Severity, Totals, Verdict,
 };
 use kmemtrace_format::log::Log;
 use std::sync::atomic::AtomicU64;
@@ -120,6 +120,10 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
         blocks: BlockCounts {
             before_end: log.blocks_before_end,
             cpu_data: log.blocks.len() as u64,
+            cpu_data_codecs: log.blocks.iter().fold(Codecs::default(), |mut c, b| {
+                c.count(b.header.flags);
+                c
+            }),
             unknown_type: log.unknown_blocks,
             damaged_regions: container.damaged.len() as u64,
             damaged_bytes: container.damaged.iter().map(|d| d.1).sum(),
