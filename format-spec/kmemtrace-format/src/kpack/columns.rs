@@ -75,15 +75,19 @@ impl Groups {
         &self.pos[g.start as usize..g.end as usize]
     }
 
-    /// Makes room for the rows of payloads whose groups are `ids` (each
-    /// less than the groups' count), in record order; [`put`](Self::put)
-    /// then places them: a counting sort.
-    fn count_rows(&mut self, ids: impl Iterator<Item = usize>) {
+    /// Makes room for the rows of payloads whose groups are `ids`, in
+    /// record order; [`put`](Self::put) then places them: a counting sort.
+    /// `false` where an id is no group's (damaged keys).
+    #[must_use]
+    fn count_rows(&mut self, ids: impl Iterator<Item = usize>) -> bool {
         for g in &mut self.list {
             g.end = 0;
         }
         for id in ids {
-            self.list[id].end += 1;
+            let Some(g) = self.list.get_mut(id) else {
+                return false;
+            };
+            g.end += 1;
         }
         let mut next = 0;
         for g in &mut self.list {
@@ -92,6 +96,7 @@ impl Groups {
         }
         self.pos.clear();
         self.pos.resize(next as usize, 0);
+        true
     }
 
     /// The next row of group `id` starts at `at`; `ids` given to
@@ -103,6 +108,12 @@ impl Groups {
         g.end += 1;
     }
 }
+
+/// Columns handled together, packing ([`pack`]'s `xor_rows`) and
+/// unpacking ([`unpack`]'s `rows_of`): their running words stay in
+/// registers, and a payload is read or written in pieces of this many
+/// words, by one loop for each count of columns up to it.
+const BAND: usize = 8;
 
 /// How many column words (4 bytes, the last shorter) a payload of `len` has.
 #[inline]

@@ -1,7 +1,7 @@
 //! Packing (FORMAT.md §8.3): the streams of a version 2 body.
 
 use super::kinds::Kinds;
-use super::{columns, planes, record, Groups, Kind};
+use super::{columns, planes, record, Groups, Kind, BAND};
 use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::kpack::{all_zero, put_varint, Shape};
 
@@ -186,10 +186,6 @@ fn push_words(rec: &mut Vec<u8>, words: &[u8]) {
         rec.extend_from_slice(&w);
     }
 }
-
-/// Columns handled together by [`xor_rows`]: its running words stay in
-/// registers, and a payload is read in pieces of this many words.
-const BAND: usize = 8;
 
 /// Writes into `out` (`whole` columns of `4 * pos.len()` bytes each) the
 /// XORs of each payload's first `whole` 4-byte words with the payload's

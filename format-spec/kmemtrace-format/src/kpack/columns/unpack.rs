@@ -1,7 +1,7 @@
 //! Unpacking (FORMAT.md §8.3): a version 2 body rebuilt in two passes,
 //! one over the records, one down each group's rows.
 
-use super::{columns, is_constant, record, Groups, Kind, MAX_GROUPS, STREAM_NAMES};
+use super::{columns, is_constant, record, Groups, Kind, BAND, MAX_GROUPS, STREAM_NAMES};
 use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::kpack::unpack::{next_stream, Cursor};
 use crate::kpack::{canonical, has_len_word, Shape, UnpackError};
@@ -54,8 +54,8 @@ struct Streams<'a> {
     rec: Planes<'a>,
     keys: Cursor<'a>,
     raw: Cursor<'a>,
-    /// Keys of two bytes (more than 256 groups).
-    wide: bool,
+    /// Bytes a key: 2 where the block has more than 256 groups, else 1.
+    key_width: usize,
 }
 
 impl ColumnUnpacker {
@@ -99,19 +99,21 @@ impl ColumnUnpacker {
             return Err(UnpackError::Damaged("groups"));
         }
         // Room for each group's rows, counted from the keys the walk reads.
-        let wide = count > 256;
-        let key_bytes = keys.b;
-        if (wide && key_bytes.len() % 2 != 0) || !ids(key_bytes, wide).all(|id| id < count) {
+        let key_width = if count > 256 { 2 } else { 1 };
+        if keys.b.len() % key_width != 0
+            || !self
+                .groups
+                .count_rows(keys.b.chunks_exact(key_width).map(key_id))
+        {
             return Err(UnpackError::Damaged("keys"));
         }
-        self.groups.count_rows(ids(key_bytes, wide));
         let mut s = Streams {
             ctl,
             heads,
             rec,
             keys,
             raw,
-            wide,
+            key_width,
         };
         if shape.big_endian {
             self.walk(BigEndian, shape, &mut s, out)?;
@@ -196,11 +198,12 @@ impl ColumnUnpacker {
     /// next row goes.
     #[inline(always)]
     fn payload_at(&mut self, s: &mut Streams<'_>, at: u32, len: usize) -> Result<(), UnpackError> {
-        let id = if s.wide {
-            let k = s.keys.take(2)?;
-            usize::from(u16::from_le_bytes([k[0], k[1]]))
-        } else {
+        // A byte key read as a byte: most blocks have them, and the
+        // general read costs the walk 2%.
+        let id = if s.key_width == 1 {
             usize::from(s.keys.byte()?)
+        } else {
+            key_id(s.keys.take(s.key_width)?)
         };
         self.groups
             .live()
@@ -267,11 +270,15 @@ fn word4(c: &mut Cursor<'_>) -> Result<[u8; 4], UnpackError> {
     Ok(c.take(4)?.try_into().unwrap_or_default())
 }
 
-/// The group ids in `keys`: a byte each, or a u16 each where `wide`.
-fn ids(keys: &[u8], wide: bool) -> impl Iterator<Item = usize> + '_ {
-    let width = if wide { 2 } else { 1 };
-    keys.chunks_exact(width)
-        .map(move |k| usize::from(k[0]) | usize::from(*k.get(1).unwrap_or(&0)) << 8)
+/// The group id of one key: a byte, or a little-endian u16 where a block
+/// has more than 256 groups.
+#[inline]
+fn key_id(k: &[u8]) -> usize {
+    match k {
+        [a] => usize::from(*a),
+        [a, b, ..] => usize::from(u16::from_le_bytes([*a, *b])),
+        [] => 0,
+    }
 }
 
 /// The second pass for one group: its payloads' words, row by row. A
@@ -352,10 +359,6 @@ fn short_column(
 
 /// Column counts whose XORs and first values are kept on the stack.
 const UNROLLED: usize = 48;
-
-/// Columns rebuilt together by [`rows_of`]: their running values stay
-/// in registers, and a payload is written in pieces of this many words.
-const BAND: usize = 8;
 
 /// Writes each payload's whole columns (`xors.len()` of them) at `pos`,
 /// a band of [`BAND`] columns at a time.
