@@ -110,7 +110,7 @@ pub struct Cli {
     /// for another zstd level behind it) stores each block's records as
     /// columns of like fields, then zstd (FORMAT.md §8.3): about 3 bytes an
     /// event on a slab and page stress load, half of zstd alone's, for no
-    /// more CPU, and read back as fast. A zstd level 1-19 or zstd's faster
+    /// more CPU, and read back faster. A zstd level 1-19 or zstd's faster
     /// `fast=1`..`fast=7` alone: ~5.5 bytes an event, in format 1.1, which
     /// readers older than format 1.3 read whole (they skip kpack blocks).
     /// `none`: the sub-buffers as they are (~59 bytes an event), about half
