@@ -5,12 +5,27 @@ use kmemtrace_format::block::Compression;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const AFTER_HELP: &str = "\
+/// `--help`'s text after the options: examples, behaviour, exit status.
+pub fn after_help() -> String {
+    use kmemtrace_cli::exit::*;
+    let codes = help(&[
+        (OK, "recording finished (whatever the traced command returned)"),
+        (USAGE, "a bad option, an unknown event, a buffer size the kernel cannot allocate"),
+        (INPUT, "tracefs unavailable or not permitted (not root, no tracefs, a kernel without tracing); --import: the dump or trace.dat is not usable"),
+        (OUTPUT, "the log could not be created or written (a symlink, a missing directory, a full disk)"),
+        (FAILED, "reading the ring buffer or a recorder thread failed; the log is finished as far as it could be"),
+        (NOT_EXECUTABLE, "found, but not executable (nothing was recorded or touched)"),
+        (NOT_FOUND, "not found in PATH (nothing was recorded or touched)"),
+    ]);
+    format!("{AFTER_HELP}\n\n{codes}")
+}
+
+const AFTER_HELP: &str = "\
 Examples:
   kmemtraced -o boot.kmt -d 10s                record 10 seconds, system-wide
   kmemtraced -o make.kmt -- make -j2           trace the whole system while `make -j2` runs
   kmemtraced -o make.kmt -F -- make -j2        trace only `make` and its children
-  kmemtraced -o db.kmt -p 1234 -p 1240         trace two processes (and what they fork)
+  kmemtraced -o db.kmt -p $(pidof postgres)    trace every postgres process (also -p 1234,1240)
   kmemtraced -o - | ssh host 'cat > x.kmt'     stream the log to another machine
   kmemtraced -o slab.kmt -e kmalloc,kfree -b 8192
   kmemtraced -o old.kmt -c 1                   zstd alone, for readers older than format 1.3
@@ -48,20 +63,14 @@ removed on exit. A guardian process (`kmemtraced --guard`, in ps) stops
 tracing there and removes it if the recorder is killed (SIGKILL, OOM);
 any instance of a dead recorder left otherwise is removed by the next run.
 
-Exit status:
-  0  recording finished (whatever the traced command returned)
-  1  runtime failure (writing the log, reading the ring buffer, starting COMMAND)
-  2  usage error (bad option, unknown event, refused output, a buffer size
-     the kernel cannot allocate)
-  3  tracefs unavailable or not permitted (not root, no tracefs, kernel without tracing)
-  4  --import: the dump is not usable (no or malformed header_page, bad sizes, damaged tar)";
+";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kmemtraced",
-    version,
+    version = kmemtrace_cli::VERSION,
     about = "Record the kernel's kmem trace events (slab and page allocations) into a kmemtrace log",
-    after_help = AFTER_HELP
+    after_help = after_help()
 )]
 pub struct Cli {
     /// Log file to write; `-` writes to standard output (which must not be a terminal).
@@ -119,16 +128,20 @@ pub struct Cli {
     #[arg(short = 'c', long = "compress", value_name = "kpack|LEVEL|none", default_value = "kpack", allow_hyphen_values = true, value_parser = parse_compression)]
     pub compress: Compression,
 
-    /// Trace only this process (all its threads) and what it forks;
-    /// repeatable. The log also records the traced tasks' forks
-    /// (`sched:sched_process_fork`) and the pids asked for, so that the
-    /// report keeps exactly this tree: the kernel's pid filter lets some
-    /// events of neighbouring tasks through. Without a command, recording
-    /// stops once every process asked for has exited (as perf record -p).
+    /// Trace only these processes (all their threads), their descendants
+    /// running now, and what they fork: `-p 1234,1240`, `-p 1234 1240`
+    /// (so `-p $(pidof postgres)`), or `-p` repeated. The log also records
+    /// the traced tasks' forks (`sched:sched_process_fork`) and the pids
+    /// traced, so that the report keeps exactly this tree: the kernel's
+    /// pid filter lets some events of neighbouring tasks through. Without
+    /// a command, recording stops once every process asked for has exited
+    /// (as perf record -p).
     #[arg(
         short = 'p',
         long = "pid",
         value_name = "PID",
+        num_args = 1..,
+        value_delimiter = ',',
         allow_negative_numbers = true
     )]
     pub pids: Vec<u32>,

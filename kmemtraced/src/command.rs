@@ -10,8 +10,9 @@ use crate::tracefs::Instance;
 use nix::sys::signal::Signal;
 use std::fs::OpenOptions;
 use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -27,9 +28,69 @@ pub fn describe_exit(st: std::process::ExitStatus) -> (String, i32) {
     }
 }
 
-/// Starts COMMAND (its pid added to the event filter first with `-F`).
-pub fn start_command(cli: &Cli, output: &Path, inst: &Instance) -> Result<Child> {
-    let mut cmd = Command::new(&cli.command[0]);
+/// Whether `p` is a regular file that this process may execute.
+fn executable(p: &Path) -> bool {
+    p.metadata().is_ok_and(|m| m.is_file())
+        && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+/// Finds COMMAND as a shell would, before anything is set up or any file
+/// touched: a name with a `/` is that file, another is looked up in
+/// `PATH` (an empty entry being the current directory). Not found exits
+/// 127, found but not executable (or a directory) 126, as the shell does.
+pub fn resolve(program: &str) -> Result<PathBuf> {
+    use kmemtrace_cli::exit::{NOT_EXECUTABLE, NOT_FOUND};
+    let fail = |code: kmemtrace_cli::exit::Code, why: &str| Failure {
+        code: code.code,
+        msg: format!("{program}: {why}"),
+    };
+    if program.is_empty() {
+        return Err(fail(NOT_FOUND, "command not found"));
+    }
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return if executable(&p) {
+            Ok(p)
+        } else if p.is_dir() {
+            Err(fail(NOT_EXECUTABLE, "is a directory"))
+        } else if p.exists() {
+            Err(fail(NOT_EXECUTABLE, "permission denied (not executable)"))
+        } else {
+            Err(fail(NOT_FOUND, "no such file"))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut not_executable = None;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let p = dir.join(program);
+        if executable(&p) {
+            return Ok(p);
+        }
+        if p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 == 0)
+        {
+            not_executable.get_or_insert(p);
+        }
+    }
+    match not_executable {
+        Some(p) => Err(fail(
+            NOT_EXECUTABLE,
+            &format!("{} is not executable", p.display()),
+        )),
+        None => Err(fail(NOT_FOUND, "command not found (not in PATH)")),
+    }
+}
+
+/// Starts COMMAND, found as [`resolve`] found it (its pid added to the
+/// event filter first with `-F`).
+pub fn start_command(cli: &Cli, program: &Path, output: &Path, inst: &Instance) -> Result<Child> {
+    let mut cmd = Command::new(program);
+    std::os::unix::process::CommandExt::arg0(&mut cmd, &cli.command[0]);
     cmd.args(&cli.command[1..]);
     if output.as_os_str() == "-" {
         // The log owns standard output: the command's goes to stderr.
@@ -80,5 +141,28 @@ pub fn wait_passing_signals(c: &mut Child, signals: &nix::sys::signalfd::SignalF
                 pass_on(c, r);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn commands_are_found_as_the_shell_finds_them() {
+        assert!(resolve("sh").unwrap().ends_with("sh"));
+        assert_eq!(resolve("nosuchcmd-kmemtrace").unwrap_err().code, 127);
+        assert_eq!(resolve("./nosuchcmd-kmemtrace").unwrap_err().code, 127);
+        assert_eq!(resolve("").unwrap_err().code, 127);
+        assert_eq!(resolve("/").unwrap_err().code, 126);
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("plain");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = resolve(script.to_str().unwrap()).unwrap_err();
+        assert_eq!(e.code, 126, "{}", e.msg);
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(resolve(script.to_str().unwrap()).unwrap(), script);
     }
 }

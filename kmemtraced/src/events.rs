@@ -76,7 +76,7 @@ pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {
             }
         }
         if out.is_empty() {
-            return Err(Failure::tracefs(format!(
+            return Err(Failure::input(format!(
                 "this kernel has none of the kmem events ({}/events/kmem is missing or empty)",
                 dir.path.display()
             )));
@@ -189,7 +189,7 @@ mod tests {
         let names: Vec<_> = ev.iter().map(|e| e.colon()).collect();
         assert_eq!(names, ["kmem:kfree", "sched:sched_switch"]);
         let e = resolve(&d, &s(&["kmem:nope"])).unwrap_err();
-        assert_eq!(e.code, crate::failure::EXIT_USAGE);
+        assert_eq!(e.code, kmemtrace_cli::exit::USAGE.code);
         assert!(e.msg.contains("unknown event"), "{}", e.msg);
         assert!(resolve(&d, &s(&["../x"])).is_err());
         assert!(resolve(&d, &s(&["nosys:*"])).is_err());

@@ -1,11 +1,8 @@
-//! Why kmemtraced stops with a non-zero exit status: one line and a code.
+//! Why kmemtraced stops with a non-zero exit status: one line and a code
+//! from the one table of every kmemtrace program (`kmemtrace_cli::exit`).
 
+use kmemtrace_cli::exit;
 use std::fmt;
-
-/// Exit codes, as documented in `--help`.
-pub const EXIT_RUNTIME: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_TRACEFS: u8 = 3;
 
 #[derive(Debug)]
 pub struct Failure {
@@ -14,22 +11,35 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn runtime(msg: impl Into<String>) -> Self {
+    fn with(code: exit::Code, msg: impl Into<String>) -> Self {
         Failure {
-            code: EXIT_RUNTIME,
+            code: code.code,
             msg: msg.into(),
         }
+    }
+    /// The recording failed while it ran (a thread, a system call).
+    pub fn runtime(msg: impl Into<String>) -> Self {
+        Self::with(exit::FAILED, msg)
     }
     pub fn usage(msg: impl Into<String>) -> Self {
-        Failure {
-            code: EXIT_USAGE,
-            msg: msg.into(),
-        }
+        Self::with(exit::USAGE, msg)
     }
-    pub fn tracefs(msg: impl Into<String>) -> Self {
+    /// tracefs (the recorder's input) unavailable or not permitted; a dump
+    /// or trace.dat that cannot be imported.
+    pub fn input(msg: impl Into<String>) -> Self {
+        Self::with(exit::INPUT, msg)
+    }
+    /// The log could not be created or written.
+    pub fn output(msg: impl Into<String>) -> Self {
+        Self::with(exit::OUTPUT, msg)
+    }
+}
+
+impl From<kmemtrace_cli::output::Refused> for Failure {
+    fn from(r: kmemtrace_cli::output::Refused) -> Self {
         Failure {
-            code: EXIT_TRACEFS,
-            msg: msg.into(),
+            code: r.code.code,
+            msg: r.msg,
         }
     }
 }

@@ -44,7 +44,7 @@ pub struct Layout {
 
 pub fn layout(dir: &TraceDir) -> Result<Layout> {
     let header_page = dir.read_bytes("events/header_page").map_err(|e| {
-        Failure::tracefs(format!(
+        Failure::input(format!(
             "reading {}: {e}",
             dir.file("events/header_page").display()
         ))

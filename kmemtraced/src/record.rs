@@ -3,7 +3,9 @@
 //! top-level buffer left by boot-time tracing, and remove stale instances.
 
 use crate::cli::{wake_mark, Cli, ReaderRealtime};
-use crate::command::{describe_exit, pass_on, start_command, wait_briefly, wait_passing_signals};
+use crate::command::{
+    describe_exit, pass_on, resolve, start_command, wait_briefly, wait_passing_signals,
+};
 use crate::events::{self, Event};
 use crate::failure::{Failure, Result};
 use crate::guard::Guardian;
@@ -58,6 +60,43 @@ fn threads_of(pid: u32) -> Result<Vec<u32>> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect())
+}
+
+/// The parent of process `pid` (`PPid` of /proc/PID/status).
+fn parent_of(pid: u32) -> Option<u32> {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    st.lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The processes running now that descend from `pids` (not `pids`
+/// themselves), in pid order: with `-p`, the kernel's `event-fork` option
+/// follows only forks made after the filter is set, so workers a parent
+/// started earlier are added here.
+fn running_descendants(pids: &[u32]) -> Vec<u32> {
+    let procs: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter_map(|p| Some((p, parent_of(p)?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+    // Parents come and go in any pid order: repeat until nothing is added.
+    loop {
+        let before = tree.len();
+        for &(p, parent) in &procs {
+            if tree.contains(&parent) {
+                tree.insert(p);
+            }
+        }
+        if tree.len() == before {
+            break;
+        }
+    }
+    tree.into_iter().filter(|p| !pids.contains(p)).collect()
 }
 
 /// A pid no task has now (counting down from `pid_max`).
@@ -184,6 +223,17 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
     for &p in &cli.pids {
         tids.extend(threads_of(p)?);
     }
+    let descendants = running_descendants(&cli.pids);
+    for &p in &descendants {
+        // One may exit meanwhile: it then has nothing left to trace.
+        tids.extend(threads_of(p).unwrap_or_default());
+    }
+    if !cli.pids.is_empty() {
+        say(
+            cli.quiet,
+            &traced_processes(&cli.pids, &descendants, tids.len()),
+        );
+    }
     if !tids.is_empty() {
         inst.write("set_event_pid", &pid_list(&tids))?;
     } else if cli.follow_command {
@@ -192,6 +242,22 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
         inst.write("set_event_pid", &unused_pid().to_string())?;
     }
     Ok(tids)
+}
+
+/// What `-p` traces, said at the start: `tracing pid 13586 and its 4
+/// running descendants (12 threads); their forks from now on too`.
+fn traced_processes(pids: &[u32], descendants: &[u32], threads: usize) -> String {
+    let asked = match pids {
+        [p] => format!("pid {p}"),
+        _ => format!("pids {}", pid_list(pids).replace(' ', ",")),
+    };
+    let their = if pids.len() == 1 { "its" } else { "their" };
+    let desc = match descendants.len() {
+        0 => String::new(),
+        1 => format!(" and {their} running descendant {}", descendants[0]),
+        n => format!(" and {their} {n} running descendants"),
+    };
+    format!("tracing {asked}{desc} ({threads} threads); what they fork from now on too")
 }
 
 fn pid_list(pids: &[u32]) -> String {
@@ -243,10 +309,10 @@ fn buffer_refused(inst: &TraceDir, kb: u32, e: &std::io::Error) -> Failure {
         msg += &format!("; the buffer stays at {} KiB", thousands(u64::from(k)));
     }
     Failure {
-        code: if failure.code == crate::failure::EXIT_TRACEFS {
+        code: if failure.code == kmemtrace_cli::exit::INPUT.code {
             failure.code
         } else {
-            crate::failure::EXIT_USAGE
+            kmemtrace_cli::exit::USAGE.code
         },
         msg,
     }
@@ -418,6 +484,14 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             "-F/--follow-command needs a command after `--`",
         ));
     }
+    // A mistyped command fails here, before tracefs or the output is touched.
+    let program = match cli.command.first() {
+        Some(c) => Some(resolve(c)?),
+        None => None,
+    };
+    for &p in &cli.pids {
+        threads_of(p)?;
+    }
     let tfs = Tracefs::find(cli.tracefs.as_deref())?;
     let mut errs = Vec::new();
     for r in tfs.remove_stale(&mut errs) {
@@ -435,9 +509,6 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     if pid_filter {
         // The traced tree's forks, to tell its tasks from their neighbours.
         events::add_if_present(&tfs.top, &mut events, "sched", "sched_process_fork");
-    }
-    for &p in &cli.pids {
-        threads_of(p)?;
     }
     let signals = sys::block_signals()
         .map_err(|e| Failure::runtime(format!("setting up signal handling: {e}")))?;
@@ -468,6 +539,8 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     inst.dir
         .write("buffer_percent", &buffer_percent.to_string())?;
     let out = output::open(&output)?;
+    let out_name = out.name.clone();
+    let (out_file, written) = out.split();
     // The log carries the stack record's format beside the events' (the
     // kernel writes those records; there is nothing to enable).
     let recorded: Vec<Event> = events.iter().cloned().chain(stacks.clone()).collect();
@@ -487,7 +560,10 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
-    let mut session = Session::start(plan, out.file)?;
+    let mut session = match Session::start(plan, out_file) {
+        Ok(s) => s,
+        Err(f) => return Err(with_restore(f, written, cli.quiet)),
+    };
     for n in stack_notes {
         say(cli.quiet, &n);
         session.note(n);
@@ -529,8 +605,8 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     session.mark_started();
     let mut failure: Option<Failure> = enabled.err();
     let mut child = None;
-    if failure.is_none() && !cli.command.is_empty() {
-        match start_command(cli, &output, &inst) {
+    if let Some(program) = program.as_deref().filter(|_| failure.is_none()) {
+        match start_command(cli, program, &output, &inst) {
             Ok(c) => {
                 if cli.follow_command {
                     session.write_meta(pid_filter_meta(&[c.id()]));
@@ -541,6 +617,8 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         }
     }
 
+    // Nothing of what was asked gets recorded: the previous log stays.
+    let failed_at_start = failure.is_some();
     let tty = std::io::stderr().is_terminal() && !cli.quiet;
     let color = status::use_color(tty);
     let mut end = match &failure {
@@ -582,6 +660,10 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             &format!("could not remove instance {}: {e}", inst.name),
         );
     }
+    if failed_at_start {
+        let f = failure.expect("failed at start");
+        return Err(with_restore(f, written, cli.quiet));
+    }
     let failed = match res {
         Ok(report) => {
             if !cli.quiet {
@@ -590,14 +672,11 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
                     cpus,
                     &report,
                     &end.reason,
-                    &out.name,
+                    &out_name,
                     color,
                 );
-                if let Some(old) = &out.kept_old {
-                    say(
-                        false,
-                        &format!("the previous log is kept as {}", old.display()),
-                    );
+                if let Some(note) = written.kept_note() {
+                    say(false, &note);
                 }
             }
             failure.or_else(|| report.errors.first().map(|e| Failure::runtime(e.clone())))
@@ -628,6 +707,15 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// `f`, after putting the previous log back in place of this run's (which
+/// recorded nothing of what was asked).
+fn with_restore(f: Failure, written: output::Written, quiet: bool) -> Failure {
+    if let Some(note) = written.restore() {
+        say(quiet, &note);
+    }
+    f
 }
 
 /// Whether process `pid` runs: it exists and is not a zombie (whose
@@ -851,6 +939,8 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
     }
     let layout = metadata::layout(&top)?;
     let out = output::open(&output)?;
+    let out_name = out.name.clone();
+    let (out_file, written) = out.split();
     let nr_pages = crate::session::buffer_kb(&top).map_or(4096, |kb| {
         u64::from(kb) * 1024 / u64::from(layout.subbuf_size.max(1))
     });
@@ -877,7 +967,10 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
     };
-    let mut session = Session::start(plan, out.file)?;
+    let mut session = match Session::start(plan, out_file) {
+        Ok(s) => s,
+        Err(f) => return Err(with_restore(f, written, cli.quiet)),
+    };
     if let Some(t) = metadata::boot_trace_clock_switch() {
         session.note(format!(
             "the kernel switched its default trace clock {t:.3} s after boot (unstable clock), which emptied the buffer: boot events before then are missing; boot with trace_clock=global (or trace_clock=local) to keep them"
@@ -888,7 +981,10 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let report = session.finish("boot drain", None)?;
     if !cli.quiet {
         let color = status::use_color(std::io::stderr().is_terminal());
-        print_summary(&counters, cpus, &report, "boot drain", &out.name, color);
+        print_summary(&counters, cpus, &report, "boot drain", &out_name, color);
+        if let Some(note) = written.kept_note() {
+            say(false, &note);
+        }
     }
     if let Some(e) = report.errors.first() {
         return Err(Failure::runtime(e.clone()));

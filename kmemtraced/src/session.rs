@@ -165,7 +165,7 @@ impl Session {
             }
         }
         if files.is_empty() {
-            return Err(Failure::tracefs(format!(
+            return Err(Failure::input(format!(
                 "no per-CPU trace_pipe_raw could be opened under {}",
                 plan.dir.file("per_cpu").display()
             )));
@@ -181,7 +181,7 @@ impl Session {
             buffer_size_kb,
             command_line: plan.command_line.clone(),
         });
-        let werr = |e: std::io::Error| Failure::runtime(format!("writing the log: {e}"));
+        let werr = |e: std::io::Error| Failure::output(format!("writing the log: {e}"));
         let tids = Arc::new(Mutex::new(Vec::new()));
         let output = sink::Output::new(out, tids.clone());
         let helper_threads = 1 + usize::from(output.has_sync_thread());
@@ -556,13 +556,13 @@ impl Session {
         let w = match self.writer.take().map(|h| h.join()) {
             Some(Ok(Ok(w))) => w,
             Some(Ok(Err(e))) => {
-                return Err(Failure::runtime(format!("writing the log: {e}")));
+                return Err(Failure::output(format!("writing the log: {e}")));
             }
             _ => return Err(Failure::runtime("the writer thread panicked")),
         };
         let w = w
             .finish(Some(metadata::wall_ns()), reason, exit_status)
-            .map_err(|e| Failure::runtime(format!("writing the log: {e}")))?;
+            .map_err(|e| Failure::output(format!("writing the log: {e}")))?;
         drop(w);
         Ok(Report {
             lost,

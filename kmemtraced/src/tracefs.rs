@@ -56,7 +56,7 @@ impl TraceDir {
             self.file(rel).display()
         );
         if e.kind() == io::ErrorKind::PermissionDenied {
-            Failure::tracefs(msg + " (run kmemtraced as root)")
+            Failure::input(msg + " (run kmemtraced as root)")
         } else {
             Failure::runtime(msg)
         }
@@ -110,7 +110,7 @@ impl Tracefs {
                     top: TraceDir { path: p.into() },
                 });
             }
-            return Err(Failure::tracefs(format!(
+            return Err(Failure::input(format!(
                 "{} is not a mounted tracefs (no events/ and per_cpu/ in it)",
                 p.display()
             )));
@@ -124,19 +124,19 @@ impl Tracefs {
         }
         let main = Path::new(CANDIDATES[0]);
         if !sys::is_root() {
-            return Err(Failure::tracefs(format!(
+            return Err(Failure::input(format!(
                 "tracefs is not available at {} (or {}): run kmemtraced as root, which mounts it, or `mount -t tracefs nodev {}`",
                 CANDIDATES[0], CANDIDATES[1], CANDIDATES[0]
             )));
         }
         if !main.is_dir() {
-            return Err(Failure::tracefs(format!(
+            return Err(Failure::input(format!(
                 "{} does not exist: this kernel was built without tracing (CONFIG_TRACING), or sysfs is not mounted",
                 main.display()
             )));
         }
         sys::mount_tracefs(main).map_err(|e| {
-            Failure::tracefs(format!(
+            Failure::input(format!(
                 "tracefs is not mounted and `mount -t tracefs nodev {}` failed: {e}",
                 main.display()
             ))
@@ -146,7 +146,7 @@ impl Tracefs {
                 top: TraceDir { path: main.into() },
             })
         } else {
-            Err(Failure::tracefs(format!(
+            Err(Failure::input(format!(
                 "mounted tracefs at {} but it has no events/: this kernel has no event tracing",
                 main.display()
             )))
@@ -228,10 +228,10 @@ impl Instance {
             let msg = format!("creating tracefs instance {}: {e}", path.display());
             return Err(match e.kind() {
                 io::ErrorKind::PermissionDenied => {
-                    Failure::tracefs(msg + " (run kmemtraced as root)")
+                    Failure::input(msg + " (run kmemtraced as root)")
                 }
                 io::ErrorKind::NotFound => {
-                    Failure::tracefs(msg + " (this kernel has no tracefs instances)")
+                    Failure::input(msg + " (this kernel has no tracefs instances)")
                 }
                 _ => Failure::runtime(msg),
             });

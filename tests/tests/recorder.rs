@@ -920,15 +920,62 @@ fn bad_input_gets_one_line_and_a_documented_code() {
     let link = d.path().join("link.kmt");
     std::os::unix::fs::symlink(d.path().join("target"), &link).unwrap();
     let o = run(kmemtraced().arg("-o").arg(&link).args(["-d", "1s"]));
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(4), "an output refused: exit 4");
     one_line(&o);
     let o = run(kmemtraced().arg("-o").arg(d.path().join("c.kmt")).args([
         "-q",
         "--",
         "/nonexistent/command",
     ]));
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(127));
     one_line(&o);
+    assert!(!d.path().join("c.kmt").exists());
+}
+
+#[test]
+fn a_mistyped_command_keeps_the_previous_capture() {
+    let d = tmp();
+    let keep = d.path().join("keep.kmt");
+    let precious = std::fs::read(common::workspace().join("tests/data/sample-x86_64.kmt")).unwrap();
+    std::fs::write(&keep, &precious).unwrap();
+    let not_exec = d.path().join("script");
+    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    // Twice each: a second run must not push the capture out either.
+    for (cmd, code) in [
+        ("nosuchcmd-kmemtrace", 127),
+        ("nosuchcmd-kmemtrace", 127),
+        (not_exec.to_str().unwrap(), 126),
+        (not_exec.to_str().unwrap(), 126),
+    ] {
+        let o = run(kmemtraced().arg("-o").arg(&keep).args(["--", cmd]));
+        assert_eq!(o.status.code(), Some(code), "{cmd}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+        assert!(e.contains(cmd), "{e}");
+        assert_eq!(std::fs::read(&keep).unwrap(), precious, "{cmd}");
+        assert!(!d.path().join("keep.kmt.old").exists(), "{cmd}");
+    }
+}
+
+#[test]
+fn pids_are_taken_as_pidof_and_perf_give_them() {
+    // Parsed before anything else: an unknown pid is a usage error that
+    // names it, whichever form the list takes.
+    let d = tmp();
+    let log = d.path().join("p.kmt");
+    for args in [
+        &["-p", "999999998", "999999999"][..],
+        &["-p", "999999998,999999999"],
+        &["-p", "999999998", "-p", "999999999"],
+    ] {
+        let o = run(kmemtraced().arg("-o").arg(&log).args(args));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            !e.contains("unexpected argument") && !e.contains("invalid digit"),
+            "{args:?}: {e}"
+        );
+    }
 }
 
 #[test]
@@ -998,6 +1045,79 @@ fn pid_filter_follows_forks() {
             e.pid
         );
     }
+}
+
+#[test]
+fn pid_filter_takes_the_running_descendants_too() {
+    if common::tracefs_or_skip("pid_filter_takes_the_running_descendants_too").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("tree.kmt");
+    let go = d.path().join("go");
+    let kidfile = d.path().join("kid");
+    // A parent whose worker runs before the recording starts, as a
+    // stress-ng or postgres parent's do; the worker works once `go` exists.
+    let script = format!(
+        "sh -c 'echo $$ > {kid}; while [ ! -e {go} ]; do sleep 0.05; done; i=0; while [ $i -lt 200 ]; do exec 3</dev/null; i=$((i+1)); done' & wait",
+        go = go.display(),
+        kid = kidfile.display()
+    );
+    let mut parent = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    assert!(common::wait_until(10, || kidfile.exists()
+        && std::fs::read_to_string(&kidfile)
+            .is_ok_and(|s| s.ends_with('\n'))));
+    let kid = read_pid(&kidfile);
+    let rec = kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["-p", &parent.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = instance_prefix(rec.id());
+    let tfs = common::tracefs().unwrap();
+    assert!(common::wait_until(10, || {
+        common::instances_with_prefix(&prefix)
+            .first()
+            .is_some_and(|i| {
+                std::fs::read_to_string(
+                    tfs.join("instances")
+                        .join(i)
+                        .join("events/kmem/kmalloc/enable"),
+                )
+                .is_ok_and(|s| s.trim() == "1")
+            })
+    }));
+    std::fs::write(&go, b"").unwrap();
+    parent.wait().unwrap();
+    let out = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("tracing pid {} and its ", parent.id()))
+            && err.contains("running descendant"),
+        "said at the start: {err}"
+    );
+    let (_, evs) = decode(&log);
+    let kid_allocs = evs
+        .iter()
+        .filter(|e| e.pid == kid && e.kind == KmemKind::KmemCacheAlloc)
+        .count();
+    assert!(
+        kid_allocs >= 200,
+        "the worker running before: {kid_allocs} allocations"
+    );
+    // The report keeps it as one of the traced tree.
+    let rep = common::json_stdout(
+        Command::new(common::bin("kmemtrace-report"))
+            .arg("--json")
+            .arg("--pid")
+            .arg(kid.to_string())
+            .arg(&log),
+    );
+    let allocs = rep["summary"]["alloc_events"].as_u64().unwrap_or(0);
+    assert!(allocs >= 200, "report of the worker: {allocs} allocations");
 }
 
 #[test]
@@ -1090,7 +1210,11 @@ fn a_recording_that_fails_waits_for_the_command_instead_of_orphaning_it() {
         &script,
     ]));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the log could not be written: {err}"
+    );
     assert!(err.contains("No space left on device"), "{err}");
     assert!(err.contains("waiting for the command"), "{err}");
     assert!(done.exists(), "kmemtraced exited before its command");

@@ -1,0 +1,28 @@
+//! # kmemtrace-cli
+//!
+//! What every kmemtrace program shares on its command line, kept in one
+//! place so that the programs agree:
+//!
+//! - [`exit`]: the one table of exit codes, and the `Exit status` help
+//!   text each program prints from it;
+//! - [`output`]: how an output file or directory is created (one policy:
+//!   an existing one is kept as `NAME.old`, never through a symbolic link,
+//!   owner-only, the parent directory must exist);
+//! - [`VERSION`]: the version with the commit it was built from.
+#![forbid(unsafe_code)]
+
+pub mod exit;
+pub mod output;
+
+/// `0.1.0 (commit 0123456789ab)`, or the version alone where the sources
+/// were built outside a git checkout. For clap's `version`.
+pub const VERSION: &str = if env!("KMEMTRACE_COMMIT").is_empty() {
+    env!("CARGO_PKG_VERSION")
+} else {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (commit ",
+        env!("KMEMTRACE_COMMIT"),
+        ")"
+    )
+};
