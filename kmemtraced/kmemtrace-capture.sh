@@ -29,10 +29,13 @@
 #   page_stacks  present when the kernel took a stack with each mm_page_alloc
 #                (events/ftrace/kernel_stack/format then decodes them)
 #
-# Exit status: 0 done; 1 error (one line on stderr saying what); 2 usage;
-# with `-- COMMAND`, the dump is written whatever the command's status, and
-# the script exits with 0 (the status is in capture_info).
-# 130/143: interrupted twice (the second INT/TERM aborts the drain).
+# Exit status, as every kmemtrace program's (one line on stderr says what):
+# 0 done; 2 usage (a bad option, a buffer size the kernel refuses, no such
+# event); 3 tracefs unavailable or not permitted; 4 the dump could not be
+# written; 6 recording failed while it ran. With `-- COMMAND`, the dump is
+# written whatever the command's status, and the script exits with 0 (the
+# status is in capture_info). 130/143: interrupted twice (the second
+# INT/TERM aborts the drain).
 
 KMT_VERSION=1
 PROG=kmemtrace-capture
@@ -72,10 +75,17 @@ EOF
 
 say() { [ -n "$QUIET" ] || echo "$PROG: $*" >&2; }
 warn() { echo "$PROG: warning: $*" >&2; }
+# die CODE MESSAGE: the exit codes of every kmemtrace program.
 die() {
+    code=$1
+    shift
     echo "$PROG: error: $*" >&2
-    exit 1
+    exit "$code"
 }
+E_USAGE=2
+E_TRACEFS=3
+E_OUTPUT=4
+E_FAILED=6
 
 # --- options -----------------------------------------------------------------
 DURATION=
@@ -115,11 +125,11 @@ if ! is_uint "$BUF_KB" || [ "$BUF_KB" -lt 4 ]; then
 fi
 
 # --- preconditions -----------------------------------------------------------
-[ "$(id -u 2>/dev/null)" = 0 ] || die "must run as root (tracefs instances need it)"
+[ "$(id -u 2>/dev/null)" = 0 ] || die $E_TRACEFS "must run as root (tracefs instances need it)"
 
 find_tracefs() {
     if [ -n "$TRACEFS" ]; then
-        [ -d "$TRACEFS/instances" ] || die "$TRACEFS is not a tracefs mount (no instances/ directory)"
+        [ -d "$TRACEFS/instances" ] || die $E_TRACEFS "$TRACEFS is not a tracefs mount (no instances/ directory)"
         return
     fi
     for t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
@@ -140,7 +150,7 @@ find_tracefs() {
         TRACEFS=/sys/kernel/debug/tracing
         return
     fi
-    die "no tracefs: the kernel lacks CONFIG_FTRACE/tracefs, or it cannot be mounted at /sys/kernel/tracing"
+    die $E_TRACEFS "no tracefs: the kernel lacks CONFIG_FTRACE/tracefs, or it cannot be mounted at /sys/kernel/tracing"
 }
 find_tracefs
 
@@ -160,11 +170,11 @@ if [ -n "$TARMODE" ]; then
 else
     WORK=$OUT
 fi
-[ -e "$OUT" ] && die "$OUT already exists: choose another -o"
-[ -e "$WORK" ] && die "$WORK already exists: choose another -o"
-mkdir -p "$WORK" 2>/dev/null || die "cannot create $WORK (read-only file system? use -o /tmp/...)"
+[ -e "$OUT" ] && die $E_OUTPUT "$OUT already exists: choose another -o"
+[ -e "$WORK" ] && die $E_OUTPUT "$WORK already exists: choose another -o"
+mkdir -p "$WORK" 2>/dev/null || die $E_OUTPUT "cannot create $WORK (read-only file system? use -o /tmp/...)"
 CTL=$WORK/.kmt-ctl
-mkdir -p "$CTL" || die "cannot create $CTL"
+mkdir -p "$CTL" || die $E_OUTPUT "cannot create $CTL"
 
 INST_NAME=kmt-capture-$$
 INST=$TRACEFS/instances/$INST_NAME
@@ -234,12 +244,12 @@ trap 'on_signal TERM' TERM
 trap 'on_signal HUP' HUP
 
 # --- the instance --------------------------------------------------------------
-mkdir "$INST" 2>/dev/null || die "cannot create tracefs instance $INST"
-echo 0 >"$INST/tracing_on" || die "cannot write $INST/tracing_on"
+mkdir "$INST" 2>/dev/null || die $E_TRACEFS "cannot create tracefs instance $INST"
+echo 0 >"$INST/tracing_on" || die $E_TRACEFS "cannot write $INST/tracing_on"
 echo "$BUF_KB" >"$INST/buffer_size_kb" 2>/dev/null ||
-    die "cannot set a $BUF_KB KiB per-CPU buffer (not enough memory? try a smaller -b)"
+    die $E_USAGE "cannot set a $BUF_KB KiB per-CPU buffer (not enough memory? try a smaller -b)"
 
-[ -f "$INST/events/header_page" ] || die "$INST/events/header_page is missing: cannot describe the ring buffer"
+[ -f "$INST/events/header_page" ] || die $E_TRACEFS "$INST/events/header_page is missing: cannot describe the ring buffer"
 # Sub-buffer size: buffer_subbuf_size_kb where the kernel has it (6.8+), else
 # data offset + size from header_page (= the page size).
 SUBBUF=
@@ -252,7 +262,7 @@ hp_size=$(sed -n 's/.*char data;.*size:\([0-9]*\);.*/\1/p' "$INST/events/header_
 HP_SUBBUF=
 is_uint "$hp_off" && is_uint "$hp_size" && HP_SUBBUF=$((hp_off + hp_size))
 [ -n "$SUBBUF" ] || SUBBUF=$HP_SUBBUF
-is_uint "$SUBBUF" && [ "$SUBBUF" -gt 0 ] || die "cannot find the sub-buffer size (buffer_subbuf_size_kb or header_page)"
+is_uint "$SUBBUF" && [ "$SUBBUF" -gt 0 ] || die $E_TRACEFS "cannot find the sub-buffer size (buffer_subbuf_size_kb or header_page)"
 if [ -n "$HP_SUBBUF" ] && [ "$HP_SUBBUF" != "$SUBBUF" ]; then
     warn "buffer_subbuf_size_kb says $SUBBUF bytes but header_page $HP_SUBBUF; using $SUBBUF"
 fi
@@ -262,7 +272,7 @@ for d in "$INST"/per_cpu/cpu[0-9]*; do
     [ -d "$d" ] || continue
     CPUS="$CPUS ${d##*/cpu}"
 done
-[ -n "$CPUS" ] || die "$INST/per_cpu has no cpuN directories"
+[ -n "$CPUS" ] || die $E_TRACEFS "$INST/per_cpu has no cpuN directories"
 
 # Events.
 EVDIR=$INST/events
@@ -297,13 +307,13 @@ if [ -n "$EVENTS_OPT" ]; then
 else
     for ev in $DEFAULT_EVENTS; do enable_event kmem "$ev" implicit; done
 fi
-[ -n "$ENABLED" ] || die "none of the requested events exists on this kernel (see $EVDIR/kmem)"
+[ -n "$ENABLED" ] || die $E_USAGE "none of the requested events exists on this kernel (see $EVDIR/kmem)"
 
 # --- metadata that does not change -------------------------------------------
 copy() { # src dst: copy a file if readable; empty dst if not
     cat "$1" >"$2" 2>/dev/null || rm -f "$2"
 }
-mkdir -p "$WORK/events" || die "cannot write into $WORK"
+mkdir -p "$WORK/events" || die $E_OUTPUT "cannot write into $WORK"
 copy "$EVDIR/header_page" "$WORK/events/header_page"
 copy "$EVDIR/header_event" "$WORK/events/header_event"
 for e in $ENABLED; do
@@ -458,7 +468,7 @@ esac
 
 START_WALL=$(date +%s)
 STATE=recording
-echo 1 >"$INST/tracing_on" || die "cannot start tracing ($INST/tracing_on)"
+echo 1 >"$INST/tracing_on" || die $E_FAILED "cannot start tracing ($INST/tracing_on)"
 say "recording$(for e in $ENABLED; do printf ' %s' "${e#*/}"; done) on $NCPU CPUs into $WORK (instance $INST_NAME, sub-buffer $SUBBUF bytes)"
 
 CMD_STATUS=
@@ -598,7 +608,7 @@ if [ -n "$TARMODE" ]; then
         rm -rf "$WORK" "$WORK.tar-err"
     else
         STATE=done
-        die "tar failed ($(sed -n 1p "$WORK.tar-err")); the dump is in $WORK"
+        die $E_OUTPUT "tar failed ($(sed -n 1p "$WORK.tar-err")); the dump is in $WORK"
     fi
 fi
 STATE=done

@@ -23,8 +23,9 @@ pub struct Filter {
     /// Call-site pattern on the symbolised name (glob with `*`/`?`, else a
     /// substring).
     pub callsite: Option<String>,
-    /// Task name, looked up in the log's pid -> comm map.
-    pub comm: Option<(String, PidMap)>,
+    /// The pids whose task name (in the log's pid -> comm map) matches
+    /// `--comm` ([`tasks_named`]).
+    pub comm_pids: Option<HashSet<i32>>,
     /// The recorder's own threads (from the log): their own events are not
     /// the workload's; interrupt work recorded while one was current is.
     /// Looked up for every event: the fast hasher.
@@ -43,8 +44,14 @@ impl Filter {
     /// Whether an event is selected by its CPU and task.
     #[inline]
     pub fn selects(&self, ev: &crate::event::Event) -> bool {
-        (ev.in_interrupt || !self.recorder.contains(&ev.pid))
-            && self.cpu_pid(u32::from(ev.cpu), ev.pid)
+        self.workload(ev.pid, ev.in_interrupt) && self.cpu_pid(u32::from(ev.cpu), ev.pid)
+    }
+
+    /// Whether an event by `pid` is the workload's: not a recorder
+    /// thread's own (interrupt work recorded while one was current is).
+    #[inline]
+    pub fn workload(&self, pid: i32, in_interrupt: bool) -> bool {
+        in_interrupt || !self.recorder.contains(&pid)
     }
 
     /// Whether `--cpu` keeps `cpu`.
@@ -57,10 +64,7 @@ impl Filter {
     pub fn cpu_pid(&self, cpu: u32, pid: i32) -> bool {
         self.on_cpu(cpu)
             && self.pids.as_ref().map_or(true, |s| s.contains(&pid))
-            && self
-                .comm
-                .as_ref()
-                .map_or(true, |(c, m)| m.comm(pid) == Some(c.as_str()))
+            && self.comm_pids.as_ref().map_or(true, |s| s.contains(&pid))
     }
 
     pub fn callsite_matches(&self, name: &str) -> bool {
@@ -70,6 +74,46 @@ impl Filter {
             Some(p) => name.contains(p.as_str()),
         }
     }
+}
+
+/// The pids of `map` whose task name matches `pattern` (a glob with `*`
+/// and `?`, else the whole name); an error that lists the names the log
+/// has where none does.
+pub fn tasks_named(pattern: &str, map: &PidMap) -> Result<HashSet<i32>, String> {
+    let matches = |name: &str| {
+        if pattern.contains(['*', '?']) {
+            glob(pattern.as_bytes(), name.as_bytes())
+        } else {
+            name == pattern
+        }
+    };
+    let pids: HashSet<i32> = map
+        .pids()
+        .into_iter()
+        .filter(|&p| map.comm(p).is_some_and(matches))
+        .collect();
+    if !pids.is_empty() {
+        return Ok(pids);
+    }
+    let mut names: Vec<&str> = map.pids().into_iter().filter_map(|p| map.comm(p)).collect();
+    names.sort_unstable();
+    names.dedup();
+    let shown = names.len().min(40);
+    let more = if names.len() > shown {
+        format!(", and {} more", names.len() - shown)
+    } else {
+        String::new()
+    };
+    let prefix = names.iter().any(|n| n.starts_with(pattern) && *n != pattern);
+    Err(format!(
+        "--comm {pattern}: no task of that name in the log{} (task names: {}{more})",
+        if prefix && !pattern.contains(['*', '?']) {
+            format!("; '{pattern}*' would take the names it starts")
+        } else {
+            String::new()
+        },
+        names[..shown].join(", ")
+    ))
 }
 
 /// `*` matches any run, `?` one byte; the whole name must match.
@@ -200,5 +244,23 @@ mod tests {
         assert_eq!(parse_duration_ns("2").unwrap(), 2_000_000_000);
         assert_eq!(parse_duration_ns("1m").unwrap(), 60_000_000_000);
         assert!(parse_duration_ns("1y").is_err());
+    }
+}
+
+#[cfg(test)]
+mod comm_tests {
+    use super::*;
+
+    #[test]
+    fn task_names_match_whole_or_by_glob_and_a_miss_lists_them() {
+        let map = PidMap::parse("10 stress-ng\n11 stress-ng-fork\n12 bash\n", None).unwrap();
+        let set = |v: &[i32]| v.iter().copied().collect::<HashSet<i32>>();
+        assert_eq!(tasks_named("stress-ng", &map).unwrap(), set(&[10]));
+        assert_eq!(tasks_named("stress-ng*", &map).unwrap(), set(&[10, 11]));
+        assert_eq!(tasks_named("b?sh", &map).unwrap(), set(&[12]));
+        let e = tasks_named("nosuch", &map).unwrap_err();
+        assert!(e.contains("bash, stress-ng, stress-ng-fork"), "{e}");
+        let e = tasks_named("stress", &map).unwrap_err();
+        assert!(e.contains("'stress*'"), "{e}");
     }
 }

@@ -3,7 +3,21 @@
 use clap::Parser;
 use std::path::PathBuf;
 
-pub const AFTER_HELP: &str = "\
+/// `--help`'s text after the options.
+pub fn after_help() -> String {
+    use kmemtrace_cli::exit::*;
+    let codes = help(&[
+        (OK, "intact, and the kernel lost no events"),
+        (NO, "intact, but events were lost (ring-buffer overruns, drops)"),
+        (USAGE, ""),
+        (INPUT, "not a kmemtrace log (the message says what it is), an unsupported major version, unreadable"),
+        (OUTPUT, "standard output full or closed"),
+        (DAMAGED, "corruption (a damaged file header or ARCH block too), truncation, sequence gaps, undecodable sub-buffers, time going backwards, missing metadata"),
+    ]);
+    format!("{AFTER_HELP}\n\nWith several files, the exit status is the worst: unusable, then damaged, then lost.\n{codes}")
+}
+
+const AFTER_HELP: &str = "\
 Examples:
   kmemtrace-check boot.kmt                    per-CPU table, problems, verdict
   kmemtrace-check -q *.kmt                    one verdict line per file
@@ -20,24 +34,14 @@ check: the reader resynchronises at the next intact block, and every
 problem is listed with its file offset (inside a compressed block: the
 block's offset and the sub-buffer's index in it).
 
-Exit status (with several files, the worst):
-  0  intact, and the kernel lost no events
-  1  intact, but events were lost (ring-buffer overruns, drops)
-  2  damaged: corruption (a damaged file header or ARCH block too),
-     truncation, sequence gaps, undecodable sub-buffers, time going
-     backwards, missing metadata
-  3  unusable input (not a kmemtrace log, an unsupported major version,
-     unreadable) or a usage error
-  4  the result could not be written (standard output full or closed)
-
 --json prints one document (schema kmemtrace-check/1, see JSON.md).";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kmemtrace-check",
-    version,
+    version = kmemtrace_cli::VERSION,
     about = "Check that a kmemtrace log can be trusted, or say exactly why not",
-    after_help = AFTER_HELP
+    after_help = after_help()
 )]
 pub struct Cli {
     /// Logs to check; `-` reads standard input.

@@ -28,13 +28,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The process exit code for this verdict (see `--help`).
+    /// The process exit code for this verdict, from the one table of
+    /// every kmemtrace program (`kmemtrace_cli::exit`).
     pub fn exit_code(self) -> u8 {
+        use kmemtrace_cli::exit;
         match self {
-            Verdict::Ok => 0,
-            Verdict::Lost => 1,
-            Verdict::Damaged => 2,
-            Verdict::Unusable => 3,
+            Verdict::Ok => exit::OK.code,
+            Verdict::Lost => exit::NO.code,
+            Verdict::Damaged => exit::DAMAGED.code,
+            Verdict::Unusable => exit::INPUT.code,
         }
     }
     pub fn word(self) -> &'static str {

@@ -36,7 +36,7 @@ pub fn unusable(name: &str, error: String) -> Report {
     }
 }
 
-/// The report for a log that cannot be opened: damaged (exit 2) when it is
+/// The report for a log that cannot be opened: damaged (exit 5) when it is
 /// a kmemtrace log whose file header or ARCH block is damaged, unusable
 /// (exit 3) when it is not a log, has a major version this checker does
 /// not read, or cannot be read.
@@ -65,6 +65,10 @@ fn open_failure(name: &str, e: LogError) -> Report {
         }
     };
     match e {
+        // What the file is instead, and what to run (kmemtrace_import::sniff).
+        LogError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            unusable(name, e.to_string())
+        }
         LogError::Io(e) => unusable(name, format!("cannot read: {e}")),
         LogError::Header(OpenError::Header(h @ FileHeaderError::BadCrc { .. })) => damaged(
             0,

@@ -46,19 +46,16 @@ fn check_one(path: &std::path::Path, opts: &Options, show_progress: bool) -> Rep
     })
 }
 
-/// Exit status when the result cannot be written (documented in --help).
-const EXIT_OUTPUT: u8 = 4;
-
 /// Writes to standard output. A reader that went away (`| head`) is not an
 /// error; any other failure (a full disk, `> /dev/full`) is one line and
-/// [`EXIT_OUTPUT`].
+/// the one table's output error.
 fn write_out(out: &mut impl Write, text: &str) -> Result<(), ExitCode> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => {
             eprintln!("kmemtrace-check: writing the result: {e}");
-            Err(ExitCode::from(EXIT_OUTPUT))
+            Err(kmemtrace_cli::exit::OUTPUT.exit_code())
         }
     }
 }
@@ -67,20 +64,25 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { 3 } else { 0 };
+            let code = if e.use_stderr() {
+                kmemtrace_cli::exit::USAGE.code
+            } else {
+                0
+            };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
     if cli.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
         eprintln!("kmemtrace-check: standard input (-) can be checked only once");
-        return ExitCode::from(3);
+        return kmemtrace_cli::exit::USAGE.exit_code();
     }
     let opts = Options {
         threads: cli.threads,
     };
     let stdout = std::io::stdout();
-    let color = kmemtrace_format::human::use_color(stdout.is_terminal());
+    let stdout_tty = stdout.is_terminal();
+    let color = kmemtrace_format::human::use_color(stdout_tty);
     let progress = std::io::stderr().is_terminal();
     let style = Style {
         quiet: cli.quiet,
@@ -88,14 +90,19 @@ fn main() -> ExitCode {
         max_listed: cli.max_problems,
     };
     let mut reports = Vec::new();
-    let mut worst = 0u8;
+    let mut worst = kmemtrace_cli::exit::OK;
     let mut out = stdout.lock();
     for f in &cli.files {
         let r = check_one(f, &opts, progress);
-        worst = worst.max(r.exit_code);
-        if let (Some(e), true) = (&r.error, !cli.json && !cli.quiet) {
-            // Unusable input: one clear line on stderr too (with -q, the
-            // verdict line alone, which says it).
+        let code = kmemtrace_cli::exit::ALL
+            .into_iter()
+            .find(|c| c.code == r.exit_code)
+            .unwrap_or(kmemtrace_cli::exit::INPUT);
+        worst = kmemtrace_cli::exit::worst(worst, code);
+        // Unusable input: the verdict line on standard output says why; on
+        // stderr too only where standard output is not the terminal that
+        // stderr shows (a pipe, a file), so a terminal sees it once.
+        if let (Some(e), true) = (&r.error, !cli.json && !cli.quiet && !stdout_tty) {
             eprintln!("kmemtrace-check: {}: {e}", r.file);
         }
         if !cli.json {
@@ -107,9 +114,9 @@ fn main() -> ExitCode {
         reports.push(r);
     }
     if cli.json {
-        if let Err(code) = write_out(&mut out, &json::document(&reports, worst)) {
+        if let Err(code) = write_out(&mut out, &json::document(&reports, worst.code)) {
             return code;
         }
     }
-    ExitCode::from(worst)
+    worst.exit_code()
 }

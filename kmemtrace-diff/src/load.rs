@@ -10,6 +10,10 @@ use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
 
+/// [`Capture::partial`] of a capture that is whole but holds no kmem
+/// event: unusable for a gate, not damaged.
+pub const NO_KMEM_EVENTS: &str = "no kmem events";
+
 /// The report schema whose meanings this version knows.
 pub const REPORT_SCHEMA: &str = "kmemtrace-report/1";
 
@@ -51,7 +55,7 @@ fn partial(report: &Value) -> Option<String> {
             .unwrap_or("?");
         Some(format!("damaged ({problems} problems; first: {first})"))
     } else if report["capture"]["kmem_events"].as_u64() == Some(0) {
-        Some("no kmem events".into())
+        Some(NO_KMEM_EVENTS.into())
     } else {
         None
     }

@@ -3,14 +3,15 @@
 
 use kmemtrace_diff::compare::{Capture, Group, SORT_KEYS};
 use kmemtrace_diff::{figures, gate, junit, load, text};
+use kmemtrace_cli::exit::{self, Code};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const EXIT_GATE: u8 = 1;
-const EXIT_USAGE: u8 = 2;
-const EXIT_INPUT: u8 = 3;
+const EXIT_GATE: Code = exit::NO;
+const EXIT_USAGE: Code = exit::USAGE;
+const EXIT_INPUT: Code = exit::INPUT;
 /// Writing the output failed (a full disk): no verdict was delivered.
-const EXIT_OUTPUT: u8 = 4;
+const EXIT_OUTPUT: Code = exit::OUTPUT;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -52,11 +53,8 @@ METRICS
   page_misuse:KIND       t     page findings (freed_twice, allocated_while_live,
                                freed_with_larger_order, freed_with_smaller_order, freed_unseen)
 
-Exit status: 0 every gate holds (or none given), 1 a gate failed, 2 usage (a bad rule says its
-line and why), 3 an input that cannot be read or compared, or that a gate cannot stand on (cut
-short, damaged, or without kmem events: without --gate only a warning), 4 the output could not
-be written.
-With --junit, exits 2 and 3 leave a JUnit file with the error.";
+EXIT_STATUS
+With --junit, exits 2, 3 and 5 leave a JUnit file with the error.";
 
 /// Compare kmem captures: per call site (by function, so different kernels
 /// and architectures compare), per cache, page call site, page order and in
@@ -64,7 +62,7 @@ With --junit, exits 2 and 3 leave a JUnit file with the error.";
 ///
 /// Each input is a kmemtrace log or a `kmemtrace-report --json` document.
 #[derive(clap::Parser)]
-#[command(version, after_long_help = after_help())]
+#[command(version = kmemtrace_cli::VERSION, after_long_help = after_help())]
 struct Cli {
     /// BASE NEW...: the baseline, then captures each compared with it. With
     /// --base, every one is a new capture.
@@ -128,19 +126,41 @@ fn after_help() -> String {
             format!("  {:<22} {:<5} {}", m.name, scopes, m.what)
         })
         .collect();
-    AFTER_HELP.replace("METRICS", &rows.join("\n"))
+    use kmemtrace_cli::exit::*;
+    let codes = help(&[
+        (OK, "every gate holds (or none given)"),
+        (NO, "a gate failed"),
+        (USAGE, "a bad option or rule (it says its line and why)"),
+        (INPUT, "an input that cannot be read or compared, or without kmem events (with --gate)"),
+        (OUTPUT, ""),
+        (DAMAGED, "an input is cut short or damaged: with --gate no gate stands on it (stopped before comparing); without, the comparison is printed with a warning"),
+    ]);
+    AFTER_HELP
+        .replace("METRICS", &rows.join("\n"))
+        .replace("EXIT_STATUS", &codes)
 }
 
 /// Says why and exits with `code`; with --junit, leaves a report in error
 /// there too, so CI shows a broken run rather than a missing report.
-fn fail(code: u8, msg: &str, junit: Option<&PathBuf>) -> ExitCode {
+fn fail(code: Code, msg: &str, junit: Option<&PathBuf>) -> ExitCode {
     eprintln!("kmemtrace-diff: {msg}");
     if let Some(path) = junit {
-        if let Err(e) = std::fs::write(path, junit::error(msg)) {
-            eprintln!("kmemtrace-diff: {}: {e}", path.display());
+        if let Err(e) = write_file(path, &junit::error(msg)) {
+            eprintln!("kmemtrace-diff: {e}");
         }
     }
-    ExitCode::from(code)
+    code.exit_code()
+}
+
+/// Writes `text` to `path` under the output policy of every kmemtrace
+/// program (an existing file kept as `.old`, no symlink, no directory
+/// created on the way).
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut f = kmemtrace_cli::output::create(path).map_err(|r| r.msg)?;
+    f.file
+        .write_all(text.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Values of `id`, each occurrence together, with the command-line index
@@ -280,16 +300,23 @@ fn main() -> ExitCode {
         Err(e) => return fail(EXIT_INPUT, &e, junit_path),
     };
     // A capture that is not whole is said; a gate cannot stand on it.
+    let mut done = exit::OK;
     let partial = std::iter::once(&base)
         .chain(&news)
         .flat_map(|g| &g.captures)
-        .filter_map(|c| c.partial.as_ref().map(|why| format!("{}: {why}", c.name)));
-    for why in partial {
+        .filter_map(|c| c.partial.as_ref().map(|why| (format!("{}: {why}", c.name), why)));
+    for (said, why) in partial {
+        let code = if why == load::NO_KMEM_EVENTS {
+            EXIT_INPUT
+        } else {
+            exit::DAMAGED
+        };
         if !gates.is_empty() {
-            let msg = format!("cannot gate on {why} (kmemtrace-check says more)");
-            return fail(EXIT_INPUT, &msg, junit_path);
+            let msg = format!("cannot gate on {said} (kmemtrace-check says more)");
+            return fail(code, &msg, junit_path);
         }
-        eprintln!("kmemtrace-diff: warning: {why}: its figures are not the whole capture's");
+        eprintln!("kmemtrace-diff: warning: {said}: its figures are not the whole capture's");
+        done = exit::worst(done, code);
     }
     let d = kmemtrace_diff::diff(&base, &news, &gates, &cli.sort);
     for c in d
@@ -305,9 +332,9 @@ fn main() -> ExitCode {
         );
     }
     if let Some(path) = junit_path {
-        if let Err(e) = std::fs::write(path, junit::write(&d)) {
-            eprintln!("kmemtrace-diff: {}: {e}", path.display());
-            return ExitCode::from(EXIT_OUTPUT);
+        if let Err(e) = write_file(path, &junit::write(&d)) {
+            eprintln!("kmemtrace-diff: {e}");
+            return EXIT_OUTPUT.exit_code();
         }
     }
     let opts = text::Options {
@@ -335,11 +362,10 @@ fn main() -> ExitCode {
     };
     if let Err(e) = printed {
         eprintln!("kmemtrace-diff: {e}");
-        return ExitCode::from(EXIT_OUTPUT);
+        return EXIT_OUTPUT.exit_code();
     }
     if d.gates_failed > 0 {
-        ExitCode::from(EXIT_GATE)
-    } else {
-        ExitCode::SUCCESS
+        done = exit::worst(done, EXIT_GATE);
     }
+    done.exit_code()
 }

@@ -32,6 +32,7 @@
 pub mod byteorder;
 mod dump;
 pub mod tracedat;
+pub mod sniff;
 mod ustar;
 
 use byteorder::{Evidence, Plausibility};
@@ -724,24 +725,28 @@ pub fn import<W: Write>(
     })
 }
 
-/// Opens `path` for reading as a log: a kmemtrace log as it is, or a
-/// trace-cmd trace.dat (recognised by its magic) imported on the fly into
-/// an unnamed temporary log, so every tool reads trace.dat files directly.
+/// Opens `path` for reading as a log: a kmemtrace log as it is; a
+/// trace-cmd trace.dat or a kmemtrace-capture.sh dump (a directory, or a
+/// tar, gzip'd or not) imported on the fly into an unnamed temporary log,
+/// so every tool reads them directly; anything else refused with what it
+/// is and what to run ([`sniff`]).
 pub fn open_log(
     path: &Path,
 ) -> Result<kmemtrace_format::log::Log, kmemtrace_format::log::LogError> {
     use kmemtrace_format::log::{Log, LogError};
-    let is_tracedat = path.as_os_str() != "-"
-        && std::fs::File::open(path)
-            .and_then(|mut f| {
-                let mut head = [0u8; 10];
-                let n = io::Read::read(&mut f, &mut head)?;
-                Ok(tracedat::looks_like(&head[..n]))
-            })
-            .unwrap_or(false);
-    if !is_tracedat {
-        return Log::open(path);
-    }
+    let kind = if path.as_os_str() == "-" {
+        sniff::Input::Log
+    } else {
+        sniff::sniff(path)
+    };
+    let suffix = match kind {
+        sniff::Input::Log => return Log::open(path),
+        sniff::Input::Other(what) => {
+            return Err(LogError::Io(io::Error::new(io::ErrorKind::InvalidData, what)))
+        }
+        sniff::Input::TraceDat => TRACEDAT_SUFFIX,
+        sniff::Input::Dump => DUMP_SUFFIX,
+    };
     let tmp = std::env::temp_dir().join(format!(
         "kmemtrace-import-{}-{}.kmt",
         std::process::id(),
@@ -753,27 +758,33 @@ pub fn open_log(
         .map_err(ImportError::Io)
         .and_then(|f| {
             let out = io::BufWriter::with_capacity(1 << 20, f);
-            import(path, out, Compression::None, "opened as a trace.dat".into())
+            import(path, out, Compression::None, format!("opened as{suffix}"))
         })
         .map_err(|e| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))
         .and_then(|_| Log::open(&tmp));
     // The open log keeps its file; the name goes at once.
     let _ = std::fs::remove_file(&tmp);
     let mut log = result?;
-    log.name = format!("{}{TRACEDAT_SUFFIX}", path.display());
+    log.name = format!("{}{suffix}", path.display());
     Ok(log)
 }
 
 /// What [`open_log`] appends to the name of a log it converted from a
 /// trace.dat.
 const TRACEDAT_SUFFIX: &str = " (trace.dat)";
+/// ... and from a kmemtrace-capture.sh dump.
+const DUMP_SUFFIX: &str = " (capture-script dump)";
 
 /// What a log [`open_log`] returned was converted from, if it was: its
 /// sizes and offsets are the converted log's, not the file's.
 pub fn converted_from(log: &kmemtrace_format::log::Log) -> Option<&'static str> {
-    log.name
-        .ends_with(TRACEDAT_SUFFIX)
-        .then_some("a trace-cmd trace.dat")
+    if log.name.ends_with(TRACEDAT_SUFFIX) {
+        Some("a trace-cmd trace.dat")
+    } else if log.name.ends_with(DUMP_SUFFIX) {
+        Some("a kmemtrace-capture.sh dump")
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -4,15 +4,34 @@ use clap::Parser;
 use kmemtrace_analysis::model::Severity;
 use std::path::PathBuf;
 
-pub const AFTER_HELP: &str = "\
+/// The call-site sort when `-s` is not given: the most bytes first, then
+/// the most hits (`-s frag,hit,bytes` is perf kmem's order).
+pub const DEFAULT_SORT: &str = "bytes,hit";
+
+/// `--help`'s text after the options.
+pub fn after_help() -> String {
+    use kmemtrace_cli::exit::*;
+    let codes = help(&[
+        (OK, "report printed"),
+        (NO, "--fail-on given and a certain finding of that severity or worse exists"),
+        (USAGE, "a bad option; a filter (--cpu, --pid, --comm, --callsite, --time, --event) that selects nothing: the message names what the log has"),
+        (INPUT, "not a capture (the message says what the file is), no ARCH block, unreadable, no kmem formats"),
+        (OUTPUT, "the report or --html page could not be written (other than a closed pipe)"),
+        (DAMAGED, "the log is cut short or damaged: the report covers what could be read, and stderr says per CPU what is unknown (also with --fail-on: a gate never passes on it)"),
+    ]);
+    format!("{AFTER_HELP}\n\n{codes}")
+}
+
+const AFTER_HELP: &str = "\
 Examples:
   kmemtrace-report boot.kmt                       summary, top call sites, misuse, leaks
   kmemtraced -o - -d 10s | kmemtrace-report -     analyse while recording
   kmemtrace-report x.kmt -s waste,hit -l 40       the 40 most wasteful call sites
+  kmemtrace-report x.kmt -s frag,hit,bytes        call sites in perf kmem's order
   kmemtrace-report x.kmt --caches --matrix        per-cache and size-class tables, CPU x CPU frees
   kmemtrace-report x.kmt --leaks --min-age 2s     objects still live after 2 s, by call site
   kmemtrace-report x.kmt --callsite 'ext4_*' --cpu 0-3 --time 1.5..3
-  kmemtrace-report x.kmt --comm nginx --pid 4242,4243
+  kmemtrace-report x.kmt --comm 'nginx*' --pid 4242,4243
   kmemtrace-report x.kmt --kallsyms System.map-6.1.0   symbols from another file
   kmemtrace-report x.kmt --json > report.json     everything, schema kmemtrace-report/1
   kmemtrace-report x.kmt --html report.html       and a page with plots (one file, no network)
@@ -24,7 +43,9 @@ Examples:
 
 Sort keys (-s, comma-separated, first key first): callsite, bytes (allocated),
 req, hit, frag, waste, pingpong (cross-CPU frees), live (live bytes at the
-end), peak (peak live bytes). Default: frag,hit,bytes, as perf kmem.
+end), peak (peak live bytes). Default: bytes,hit (what costs most first);
+perf kmem's order is -s frag,hit,bytes. -s shows the call-site table
+beside other section flags (--caches --matrix).
 The page tables take page (frame), callsite, bytes, hit, order, migtype and
 gfp from the same list (numbers the largest first, the rest ascending);
 default bytes,hit, as perf kmem --page.
@@ -45,21 +66,14 @@ descendants (from the forks it recorded); --all-tasks keeps the events of
 other tasks that the kernel's pid filter let through.
 
 Findings that fall where the log lost events are counted as uncertain and
-never reported as kernel bugs.
-
-Exit status:
-  0  report printed
-  1  --fail-on given and a certain finding of that severity or worse exists
-  2  usage error
-  3  unusable input (not a kmemtrace log, no ARCH block, unreadable, no kmem formats)
-  4  output error (other than a closed pipe)";
+never reported as kernel bugs.";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kmemtrace-report",
-    version,
+    version = kmemtrace_cli::VERSION,
     about = "Slab fragmentation, cross-CPU frees, leaks and allocator misuse per call site, from a kmemtrace log",
-    after_help = AFTER_HELP
+    after_help = after_help()
 )]
 pub struct Cli {
     /// The log (`-` for standard input).
@@ -79,7 +93,8 @@ pub struct Cli {
 
     /// List every event instead of a report: in time order across CPUs, as
     /// the recorded kernel's own `trace` file prints it (with --cpu, --pid,
-    /// --comm, --time and --event).
+    /// --comm, --time and --event). The recorder's own threads' events are
+    /// left out, as in the report (--all-tasks keeps them).
     #[arg(long, conflicts_with_all = ["json", "html", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "callsite", "fail_on"])]
     pub events: bool,
     /// With --events: only these events (`name` or `system:name`, comma-
@@ -92,12 +107,14 @@ pub struct Cli {
     )]
     pub event: Vec<String>,
 
-    /// Sort keys for call sites (and caches, pointers).
+    /// Sort keys for call sites (and caches, pointers), the first first;
+    /// see below. Default: bytes,hit.
     #[arg(
         short = 's',
         long = "sort",
         value_name = "KEYS",
-        default_value = "frag,hit,bytes"
+        default_value = DEFAULT_SORT,
+        hide_default_value = true
     )]
     pub sort: String,
 
@@ -158,10 +175,12 @@ pub struct Cli {
     /// A log recorded with `kmemtraced --pid` or `-F` is analysed for the
     /// traced tasks and their descendants only (the kernel's pid filter
     /// lets through some events of tasks switched or woken beside them):
-    /// keep every task's events instead.
+    /// keep every task's events instead. With --events: the recorder's
+    /// own threads' events too.
     #[arg(long = "all-tasks", conflicts_with_all = ["pid", "comm"])]
     pub all_tasks: bool,
-    /// Only allocations by tasks of this name (from the log's saved_cmdlines).
+    /// Only allocations by tasks of this name (from the log's task names):
+    /// the whole name, or a glob with * and ? (`'stress-ng*'`).
     #[arg(long, value_name = "NAME")]
     pub comm: Option<String>,
     /// Only events in this window: `START..END` seconds after the first

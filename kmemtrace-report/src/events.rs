@@ -151,9 +151,10 @@ struct Printer<'a> {
 
 impl Listing<'_> {
     /// Prints the listing to `w`; returns the number of events printed and
-    /// what could not be printed of them, one line per conversion that
-    /// never has a value (`kmem/mm_page_alloc: `page=`: reads `mem_map`...`).
-    pub fn run(&self, w: &mut dyn Write) -> std::io::Result<(u64, Vec<String>)> {
+    /// what could not be printed of them: (event, why) for each conversion
+    /// that never has a value (`kmem/mm_page_alloc`, `` `page=`: reads
+    /// `mem_map` ``...), for [`limits_once`].
+    pub fn run(&self, w: &mut dyn Write) -> std::io::Result<(u64, Vec<(String, String)>)> {
         let log = self.log;
         let kinds = log
             .formats
@@ -222,12 +223,28 @@ impl Listing<'_> {
             if let Some(k) = p.kinds.get(id) {
                 let name = k.format.full_name();
                 for why in k.print.unevaluated() {
-                    limits.push(format!("{name}: {why}; printed as `?`"));
+                    limits.push((name.clone(), why.to_string()));
                 }
             }
         }
         Ok((p.printed, limits))
     }
+}
+
+/// The lines that say what [`Listing::run`] printed as `?`: one per
+/// reason, naming the events it applies to (the page events share one).
+pub fn limits_once(limits: &[(String, String)]) -> Vec<String> {
+    let mut by_why: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (event, why) in limits {
+        match by_why.iter_mut().find(|(w, _)| w == why) {
+            Some((_, events)) => events.push(event),
+            None => by_why.push((why, vec![event])),
+        }
+    }
+    by_why
+        .into_iter()
+        .map(|(why, events)| format!("{why}; printed as `?` in {}", events.join(", ")))
+        .collect()
 }
 
 /// The records in the log and those it knows were lost (the kernel's
@@ -290,8 +307,11 @@ impl Printer<'_> {
         });
         let pid = pid as i32;
         let stack = self.stacks.as_ref().and_then(|s| s.read(e, r.payload));
+        let in_interrupt =
+            flags as u8 & kmemtrace_format::event_format::trace_flags::INTERRUPT != 0;
         let selected = filter.in_time(r.ts)
             && filter.cpu_pid(r.cpu, pid)
+            && filter.workload(pid, in_interrupt)
             && if stack.is_some() {
                 self.last_printed
                     .get(&r.cpu)

@@ -253,7 +253,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
         let alloc_rows: Vec<&CallsiteRow> = r.callsites.iter().filter(|c| c.hits > 0).collect();
         let _ = writeln!(
             o,
-            "\nSLAB CALL SITES (sorted by {}; {} of {})",
+            "\nSLAB CALL SITES (sorted by {}; -s KEYS to change, -s frag,hit,bytes for perf kmem's order; {} of {})",
             r.sort.join(","),
             alloc_rows.len().min(s.lines),
             alloc_rows.len()

@@ -545,13 +545,13 @@ fn script_usage_and_errors() {
     assert!(one_line(&o).contains("-d wants whole seconds"));
 
     let o = go(&["-t", "/nonexistent", "-d", "1"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(3), "tracefs unavailable");
     assert!(one_line(&o).contains("/nonexistent is not a tracefs mount"));
 
     let exists = tmp.path().join("exists");
     fs::create_dir(&exists).unwrap();
     let o = go(&["-d", "1", "-o", exists.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(4), "the dump cannot be written");
     assert!(one_line(&o).contains("already exists"));
 
     let o = go(&[
@@ -562,7 +562,7 @@ fn script_usage_and_errors() {
         "-o",
         tmp.path().join("n").to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "no such event: usage");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("none of the requested events"), "{e}");
     assert!(!tmp.path().join("n").exists(), "nothing left behind");
@@ -579,7 +579,7 @@ fn script_usage_and_errors() {
         .gid(65534)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(3), "tracefs not permitted");
     assert!(one_line(&o).contains("must run as root"));
     assert!(!Path::new("/tmp/kmt-never").exists());
 }

@@ -323,7 +323,7 @@ fn human_report_table_and_verdicts() {
 }
 
 #[test]
-fn unusable_input_and_usage_errors_exit_3() {
+fn unusable_input_exits_3_and_usage_errors_2() {
     let junk = tmp(b"this is not a kmemtrace log at all\n");
     let empty = tmp(b"");
     for (args, want) in [
@@ -345,24 +345,25 @@ fn unusable_input_and_usage_errors_exit_3() {
         assert!(err.is_empty(), "{err}");
     }
     let (code, _, err) = run(&[], None);
-    assert_eq!(code, 3, "{err}");
+    assert_eq!(code, 2, "usage: {err}");
     let (code, _, _) = run(&["--bogus", "x"], None);
-    assert_eq!(code, 3);
+    assert_eq!(code, 2);
     let (code, out, _) = run(&["--help"], None);
     assert_eq!(code, 0);
     for s in [
         "Exit status",
-        "0  intact",
-        "1  intact, but",
-        "2  damaged",
-        "3  unusable",
+        "0  done: intact",
+        "1  done, and the answer is no: intact, but",
+        "2  usage error",
+        "3  unusable input",
+        "5  damaged input",
         "Examples",
     ] {
         assert!(out.contains(s), "--help lacks {s:?}");
     }
     // A log whose ARCH block is missing is a damaged log: nothing decodes.
     let (code, r) = check_bytes_json(&kmemtrace_format::block::encode_file_header());
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     assert_eq!(r["verdict"], "damaged");
     assert!(problems(&r)[0]["message"]
         .as_str()
@@ -401,11 +402,11 @@ pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
             continue;
         }
         if cut < arch_end {
-            assert_eq!(code, 2, "cut {cut}");
+            assert_eq!(code, 5, "cut {cut}");
             assert_eq!(problems(&r)[0]["offset"], 16, "cut {cut}");
             continue;
         }
-        assert_eq!(code, 2, "cut {cut}");
+        assert_eq!(code, 5, "cut {cut}");
         let t: Vec<Value> = problems(&r)
             .into_iter()
             .filter(|p| p["kind"] == "truncation")
@@ -440,7 +441,7 @@ pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
 }
 
 /// Flips one random bit in each of `n` copies of `bytes` (and in the
-/// file header and ARCH block): every flip is detected (2), the first
+/// file header and ARCH block): every flip is detected (5), the first
 /// problem being damage at the flipped block (the file header's at offset
 /// 0, the magic included: the intact ARCH block after it shows the file is
 /// a log).
@@ -453,7 +454,7 @@ pub fn assert_flips(bytes: &[u8], n: usize, seed: u64) {
         let mut b = bytes.to_vec();
         b[pos as usize] ^= 1 << rng.below(8);
         let (code, r) = check_bytes_json(&b);
-        assert_eq!(code, 2, "flip at {pos}: {r:#}");
+        assert_eq!(code, 5, "flip at {pos}: {r:#}");
         let start = block_containing(bytes, pos).map_or(0, |b| b.0);
         let first = &problems(&r)[0];
         assert_eq!(
@@ -503,7 +504,7 @@ fn sequence_gaps_say_how_much_was_lost() {
         },
     );
     let (code, r) = check_bytes_json(&bytes);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let seq: Vec<Value> = problems(&r)
         .into_iter()
         .filter(|p| p["kind"] == "sequence")
@@ -549,7 +550,7 @@ fn time_going_backwards_is_located() {
             },
         );
         let (code, r) = check_bytes_json(&bytes);
-        assert_eq!(code, 2);
+        assert_eq!(code, 5);
         let ord: Vec<Value> = problems(&r)
             .into_iter()
             .filter(|p| p["kind"] == "ordering")
@@ -585,7 +586,7 @@ fn time_going_backwards_is_located() {
     );
     let f = tmp(&bytes);
     let (code, out, _) = run(&[f.path().to_str().unwrap()], None);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     assert!(
         out.contains(", sub-buffer 3 +16 (CPU 1, sub-buffer 11 of the CPU): time goes backwards"),
         "{out}"
@@ -640,7 +641,7 @@ fn segment_seams_keep_ordering_and_loss_windows() {
         },
     );
     let (code, r) = check_bytes_json(&bytes);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let ord: Vec<Value> = problems(&r)
         .into_iter()
         .filter(|p| p["kind"] == "ordering")
@@ -722,7 +723,7 @@ fn undecodable_sub_buffers_are_located() {
         },
     );
     let (code, r) = check_bytes_json(&bytes);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let sub: Vec<Value> = problems(&r)
         .into_iter()
         .filter(|p| p["kind"] == "sub_buffer")
@@ -775,7 +776,7 @@ fn missing_metadata_is_reported() {
         },
     );
     let (code, r) = check_bytes_json(&bytes);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let msgs: Vec<String> = problems(&r)
         .iter()
         .map(|p| p["message"].as_str().unwrap().to_string())
@@ -817,7 +818,7 @@ fn end_block_totals_and_blocks_after_end() {
     let mut b = bytes.clone();
     b.extend_from_slice(&bytes[stats.0 as usize..stats.1 as usize]);
     let (code, r) = check_bytes_json(&b);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let p = problems(&r);
     assert_eq!(p.len(), 1, "{p:#?}");
     assert_eq!(p[0]["kind"], "structure");
@@ -837,7 +838,7 @@ fn end_block_totals_and_blocks_after_end() {
     let mut b = bytes[..cpu_block.0 as usize].to_vec();
     b.extend_from_slice(&bytes[cpu_block.1 as usize..]);
     let (code, r) = check_bytes_json(&b);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let k = kinds(&r);
     assert!(k.contains(&"end_totals".to_string()), "{k:?}");
     let msgs: Vec<String> = problems(&r)
@@ -874,7 +875,7 @@ fn a_cpu_data_block_that_does_not_decompress_is_damage() {
     let crc = crc32fast_hash(&bytes[s..s + 16], &bytes[s + 20..e]);
     bytes[s + 16..s + 20].copy_from_slice(&crc.to_le_bytes());
     let (code, r) = check_bytes_json(&bytes);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     let p = problems(&r);
     assert_eq!(p[0]["kind"], "damage", "{p:#?}");
     assert_eq!(p[0]["offset"], start);
@@ -1011,7 +1012,7 @@ fn bi_endian_machine_names_are_never_damage() {
         (Little, 4, "aarch64"),
     ] {
         let (code, r) = check_bytes_json(&log_of_machine(order, long, m));
-        assert_eq!(code, 2, "{m}");
+        assert_eq!(code, 5, "{m}");
         assert!(kinds(&r).contains(&"arch".to_string()), "{m}: {r:#}");
     }
 }
@@ -1055,7 +1056,7 @@ fn damaged_first_and_last_blocks_are_losses_in_the_check_and_the_report() {
         bytes[b.1 as usize + 20 + 100] ^= 0x40;
     }
     let (code, r) = check_bytes_json(&bytes);
-    assert_eq!(code, 2);
+    assert_eq!(code, 5);
     assert_eq!(r["cpus"][0]["missing_subbufs"], 10, "{:#?}", r["cpus"]);
     assert_eq!(r["cpus"][1]["missing_subbufs"], last1_subbufs);
 

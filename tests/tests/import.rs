@@ -152,12 +152,12 @@ fn import_ok(dump: &Path, out: &Path) {
     );
 }
 
-/// Imports `dump`, expecting failure with exit status 4 and one line on
+/// Imports `dump`, expecting failure with exit status 3 and one line on
 /// stderr containing `want`.
 fn import_fails(dump: &Path, out: &Path, want: &str) {
     let o = import(dump, out);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(4), "{}: {err}", dump.display());
+    assert_eq!(o.status.code(), Some(3), "{}: {err}", dump.display());
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(err.starts_with("kmemtraced: import: "), "{err}");
     assert!(err.contains(want), "want {want:?} in {err}");
@@ -554,7 +554,7 @@ fn broken_dumps_fail_with_one_line() {
     // A log already there is what it was after a failed import.
     fs::write(&out, b"an earlier log").unwrap();
     let o = import(&d, &out);
-    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(o.status.code(), Some(3));
     assert_eq!(fs::read(&out).unwrap(), b"an earlier log");
     assert!(!tmp.path().join("out.kmt.old").exists());
     fs::remove_file(&out).unwrap();

@@ -40,6 +40,8 @@ mod perfetto;
 mod pid;
 #[path = "report/tracedat.rs"]
 mod tracedat;
+#[path = "report/trust.rs"]
+mod trust;
 
 use serde_json::Value;
 use std::path::Path;

@@ -52,6 +52,7 @@ pub mod tasks;
 pub mod walk;
 
 pub mod human;
+pub mod completeness;
 pub mod log;
 pub mod losses;
 pub mod machine;

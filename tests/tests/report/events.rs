@@ -10,10 +10,14 @@ use crate::tracedat::{export, record, trace_cmd, trace_cmd_listing};
 use std::path::Path;
 use std::process::Command;
 
+/// `--events`, every task's (the kernel's text has the recorder's own
+/// events too) unless a task is asked for.
 fn events(log: &Path, args: &[&str]) -> String {
+    let tasks_asked = args.iter().any(|a| *a == "--pid" || *a == "--comm");
     common::stdout_ok(
         Command::new(common::bin("kmemtrace-report"))
             .arg("--events")
+            .args(if tasks_asked { &[][..] } else { &["--all-tasks"][..] })
             .args(args)
             .arg(log),
     )
