@@ -104,7 +104,9 @@ pub fn tasks_named(pattern: &str, map: &PidMap) -> Result<HashSet<i32>, String> 
     } else {
         String::new()
     };
-    let prefix = names.iter().any(|n| n.starts_with(pattern) && *n != pattern);
+    let prefix = names
+        .iter()
+        .any(|n| n.starts_with(pattern) && *n != pattern);
     Err(format!(
         "--comm {pattern}: no task of that name in the log{} (task names: {}{more})",
         if prefix && !pattern.contains(['*', '?']) {

@@ -19,16 +19,13 @@ pub struct Style {
 pub fn verdict_line(r: &Report, color: bool) -> String {
     let word = r.verdict.word();
     let rest = r.summary.strip_prefix(word).unwrap_or(&r.summary);
-    let word = if color {
-        let code = match r.verdict {
-            Verdict::Ok => "32",
-            Verdict::Lost => "33",
-            Verdict::Damaged | Verdict::Unusable => "31",
-        };
-        format!("\x1b[1;{code}m{word}\x1b[0m")
-    } else {
-        word.to_string()
+    use kmemtrace_format::human::{colour, paint};
+    let code = match r.verdict {
+        Verdict::Ok => colour::GREEN,
+        Verdict::Lost => colour::YELLOW,
+        Verdict::Damaged | Verdict::Unusable => colour::RED,
     };
+    let word = paint(word, code, color);
     format!("{}: {word}{rest}", r.file)
 }
 

@@ -1,9 +1,9 @@
 //! `kmemtrace-diff BASE NEW...`: what changed between captures, and
 //! whether the gates hold.
 
+use kmemtrace_cli::exit::{self, Code};
 use kmemtrace_diff::compare::{Capture, Group, SORT_KEYS};
 use kmemtrace_diff::{figures, gate, junit, load, text};
-use kmemtrace_cli::exit::{self, Code};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -304,7 +304,11 @@ fn main() -> ExitCode {
     let partial = std::iter::once(&base)
         .chain(&news)
         .flat_map(|g| &g.captures)
-        .filter_map(|c| c.partial.as_ref().map(|why| (format!("{}: {why}", c.name), why)));
+        .filter_map(|c| {
+            c.partial
+                .as_ref()
+                .map(|why| (format!("{}: {why}", c.name), why))
+        });
     for (said, why) in partial {
         let code = if why == load::NO_KMEM_EVENTS {
             EXIT_INPUT
@@ -346,6 +350,10 @@ fn main() -> ExitCode {
         },
         all: cli.all,
         metrics: cli.metrics.clone(),
+        color: {
+            use std::io::IsTerminal;
+            kmemtrace_format::human::use_color(std::io::stdout().is_terminal())
+        },
     };
     let printed = if cli.json {
         // -m selects the changes in the document as in the table.

@@ -16,6 +16,8 @@ pub struct Options {
     pub all: bool,
     /// Only these metrics in the tables of changes (globs; empty: all).
     pub metrics: Vec<String>,
+    /// Gate verdicts in colour (a terminal, `NO_COLOR` unset).
+    pub color: bool,
 }
 
 impl Options {
@@ -158,7 +160,8 @@ fn changes_table(o: &mut String, c: &Comparison, noisy: bool, opts: &Options) {
     }
 }
 
-fn gates(o: &mut String, verdicts: &[Verdict]) {
+fn gates(o: &mut String, verdicts: &[Verdict], color: bool) {
+    use kmemtrace_format::human::{colour, paint};
     if verdicts.is_empty() {
         return;
     }
@@ -171,7 +174,11 @@ fn gates(o: &mut String, verdicts: &[Verdict]) {
     for v in verdicts {
         o.push_str(&format!(
             "  {}  {}  (rules line {})\n",
-            if v.passed { "pass" } else { "FAIL" },
+            if v.passed {
+                paint("pass", colour::GREEN, color)
+            } else {
+                paint("FAIL", colour::RED, color)
+            },
             v.gate.name,
             v.gate.line
         ));
@@ -222,7 +229,7 @@ fn comparison(o: &mut String, d: &Diff, c: &Comparison, opts: &Options) {
             o.push_str(&format!("\n{what}: {}\n", list.join(", ")));
         }
     }
-    gates(o, &c.gates);
+    gates(o, &c.gates, opts.color);
 }
 
 /// The change of a total, as a percentage or `=`.
@@ -233,7 +240,8 @@ fn total_pct(c: &Comparison, metric: &str) -> String {
         .map_or("=".into(), pct)
 }
 
-fn summary(o: &mut String, d: &Diff) {
+fn summary(o: &mut String, d: &Diff, color: bool) {
+    use kmemtrace_format::human::{colour, paint};
     o.push_str(&format!(
         "\nSummary: {} against {} new sides\n",
         side(&d.base),
@@ -258,8 +266,14 @@ fn summary(o: &mut String, d: &Diff) {
         }
         o.push_str(&match (c.gates.len(), c.gates_failed) {
             (0, _) => "  -\n".to_string(),
-            (n, 0) => format!("  {n} passed\n"),
-            (n, f) => format!("  {f} of {n} FAILED\n"),
+            (n, 0) => format!(
+                "  {}\n",
+                paint(&format!("{n} passed"), colour::GREEN, color)
+            ),
+            (n, f) => format!(
+                "  {}\n",
+                paint(&format!("{f} of {n} FAILED"), colour::RED, color)
+            ),
         });
     }
 }
@@ -274,7 +288,7 @@ pub fn write(d: &Diff, opts: &Options) -> String {
         comparison(&mut o, d, c, opts);
     }
     if d.comparisons.len() > 1 {
-        summary(&mut o, d);
+        summary(&mut o, d, opts.color);
     }
     o
 }

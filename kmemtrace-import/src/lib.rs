@@ -31,8 +31,8 @@
 
 pub mod byteorder;
 mod dump;
-pub mod tracedat;
 pub mod sniff;
+pub mod tracedat;
 mod ustar;
 
 use byteorder::{Evidence, Plausibility};
@@ -742,7 +742,10 @@ pub fn open_log(
     let suffix = match kind {
         sniff::Input::Log => return Log::open(path),
         sniff::Input::Other(what) => {
-            return Err(LogError::Io(io::Error::new(io::ErrorKind::InvalidData, what)))
+            return Err(LogError::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                what,
+            )))
         }
         sniff::Input::TraceDat => TRACEDAT_SUFFIX,
         sniff::Input::Dump => DUMP_SUFFIX,

@@ -16,10 +16,10 @@ mod text;
 use clap::Parser;
 use cli::Cli;
 use kmemtrace_analysis::{filter, model, Symbols};
+use kmemtrace_cli::exit;
 use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
 use std::io::{IsTerminal, Write};
-use kmemtrace_cli::exit;
 use std::process::ExitCode;
 
 /// Rows per table of the HTML page unless `-l` says otherwise.
@@ -383,7 +383,11 @@ fn report(
 
     let html_to_stdout = cli.html.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if let Some(path) = cli.html.as_deref().filter(|_| !html_to_stdout) {
-        write_html(cli, path, &html::render(&out.report, cli.lines.unwrap_or(HTML_LINES)))?;
+        write_html(
+            cli,
+            path,
+            &html::render(&out.report, cli.lines.unwrap_or(HTML_LINES)),
+        )?;
     }
     let text = if html_to_stdout {
         html::render(&out.report, cli.lines.unwrap_or(HTML_LINES))

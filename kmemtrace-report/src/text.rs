@@ -147,16 +147,13 @@ pub struct Sections {
 }
 
 fn tag(sev: Severity, color: bool) -> String {
-    let name = sev.name();
-    if !color {
-        return format!("[{name}]");
-    }
+    use kmemtrace_format::human::{colour, paint};
     let c = match sev {
-        Severity::Error => "31",
-        Severity::Warning => "33",
-        Severity::Info => "36",
+        Severity::Error => colour::RED,
+        Severity::Warning => colour::YELLOW,
+        Severity::Info => colour::CYAN,
     };
-    format!("\x1b[1;{c}m[{name}]\x1b[0m")
+    paint(&format!("[{}]", sev.name()), c, color)
 }
 
 pub fn render(r: &Report, s: &Sections) -> String {

@@ -28,6 +28,8 @@ Examples:
   kmemtraced -o db.kmt -p $(pidof postgres)    trace every postgres process (also -p 1234,1240)
   kmemtraced -o - | ssh host 'cat > x.kmt'     stream the log to another machine
   kmemtraced -o slab.kmt -e kmalloc,kfree -b 8192
+  kmemtraced -o big.kmt -e kmalloc -f 'bytes_alloc > 4096' -e kfree   a filter on kmalloc
+  kmemtraced -o cpu01.kmt -C 0-1 -d 10s        record CPUs 0 and 1 only
   kmemtraced -o old.kmt -c 1                   zstd alone, for readers older than format 1.3
   kmemtraced -o boot.kmt --boot                drain what `trace_event=kmem:...` recorded at boot
   kmemtraced --cleanup                         remove instances left by killed recorders
@@ -91,6 +93,24 @@ pub struct Cli {
         value_delimiter = ','
     )]
     pub events: Vec<String>,
+
+    /// A filter in the kernel's event-filter syntax
+    /// (`'bytes_alloc > 4096'`, `'call_site == 0xffffffff81234567'`) for
+    /// the events of the `-e` given just before it, as trace-cmd's `-f`;
+    /// before any `-e`, for every event recorded. The kernel checks it:
+    /// one it refuses is a usage error with its reason.
+    #[arg(short = 'f', long = "filter", value_name = "FILTER")]
+    pub filters: Vec<String>,
+
+    /// For each `-f`, the `-e` list just before it (`None`: every event):
+    /// set by [`Cli::parse_args`] from where each option stands.
+    #[arg(skip)]
+    pub filter_events: Vec<Option<Vec<String>>>,
+
+    /// Record only these CPUs (`0-3,6`; the instance's `tracing_cpumask`),
+    /// as perf's `-C` and trace-cmd's `-M`. Default: every CPU.
+    #[arg(short = 'C', long = "cpus", value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
 
     /// Per-CPU ring-buffer size in KiB. Default: 4096, or less to keep all
     /// CPUs' buffers within 1/64 of the available memory, and never below
@@ -172,7 +192,7 @@ pub struct Cli {
     /// `trace_buf_size=` large enough for the boot, and with `trace_clock=`
     /// set: a kernel that finds its clock unstable switches clocks at
     /// late_initcall, which empties the buffer (the log notes it).
-    #[arg(long = "boot", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command"])]
+    #[arg(long = "boot", conflicts_with_all = ["duration", "pids", "follow_command", "events", "filters", "cpus", "buffer_kb", "subbuf_kb", "clock", "command"])]
     pub boot: bool,
 
     /// Remove tracefs instances left by recorders that were killed, and exit.
@@ -264,7 +284,7 @@ pub struct Cli {
     /// or a trace-cmd trace.dat (versions 6 and 7; its top buffer, else
     /// the first instance with data)
     /// into a log, with the recorded kernel's own byte order and sizes.
-    #[arg(long = "import", value_name = "DIR|TAR|TRACE.DAT", conflicts_with_all = ["duration", "pids", "follow_command", "events", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
+    #[arg(long = "import", value_name = "DIR|TAR|TRACE.DAT", conflicts_with_all = ["duration", "pids", "follow_command", "events", "filters", "cpus", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
     pub import: Option<PathBuf>,
 
     /// Internal: the guardian of a recording's instance (see guard.rs).
@@ -274,6 +294,56 @@ pub struct Cli {
     /// Command to run while tracing (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+impl Cli {
+    /// Parses the command line (clap's errors exit 2), pairing each `-f`
+    /// with the `-e` before it.
+    pub fn parse_args() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let m = Cli::command().get_matches();
+        let mut cli = Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+        // Each value of `-e a,b` has an index of its own: an occurrence
+        // starts at its first.
+        let mut at = m.indices_of("events").into_iter().flatten();
+        let events: Vec<(usize, Vec<String>)> = m
+            .get_occurrences::<String>("events")
+            .into_iter()
+            .flatten()
+            .map(|o| {
+                let v: Vec<String> = o.cloned().collect();
+                let first = at.next().unwrap_or(0);
+                at.by_ref().take(v.len().saturating_sub(1)).for_each(drop);
+                (first, v)
+            })
+            .collect();
+        cli.filter_events = m
+            .indices_of("filters")
+            .into_iter()
+            .flatten()
+            .map(|at| {
+                events
+                    .iter()
+                    .filter(|(i, _)| *i < at)
+                    .max_by_key(|(i, _)| *i)
+                    .map(|(_, v)| v.clone())
+            })
+            .collect();
+        cli
+    }
+}
+
+/// `-C`'s CPUs, ascending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+/// `-C`: a CPU list of at least one CPU.
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    let v = kmemtrace_format::human::parse_cpu_list(s)?;
+    if v.is_empty() {
+        return Err("an empty CPU list".into());
+    }
+    Ok(CpuList(v))
 }
 
 /// A positive duration (kmemtrace_format::human::parse_duration).

@@ -29,7 +29,6 @@ mod status;
 mod sys;
 mod tracefs;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -37,7 +36,7 @@ fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     // clap prints usage errors and exits 2, --help/--version exit 0.
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_args();
     if let Some(instance) = &cli.guard {
         if let Some(done) = guard::watch(instance) {
             eprintln!("kmemtraced: {done}");

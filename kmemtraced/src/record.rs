@@ -214,6 +214,20 @@ fn configure(inst: &TraceDir, cli: &Cli, pid_filter: bool) -> Result<Vec<u32>> {
         }
         inst.write("trace_clock", clock)?;
     }
+    if let Some(crate::cli::CpuList(cpus)) = &cli.cpus {
+        let online = metadata::online_cpus();
+        if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
+            return Err(Failure::usage(format!(
+                "-C: CPU {c} is not online (online: {})",
+                online
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )));
+        }
+        inst.write("tracing_cpumask", &cpumask_hex(cpus))?;
+    }
     // pid→tgid for the log; harmless if the option is missing.
     let _ = inst.write("options/record-tgid", "1");
     if pid_filter {
@@ -258,6 +272,59 @@ fn traced_processes(pids: &[u32], descendants: &[u32], threads: usize) -> String
         n => format!(" and {their} {n} running descendants"),
     };
     format!("tracing {asked}{desc} ({threads} threads); what they fork from now on too")
+}
+
+/// `tracing_cpumask`'s text for `cpus`: hex, in comma-separated groups of
+/// 32 CPUs, the highest first (`3` for 0-1, `1,00000000` for 32).
+fn cpumask_hex(cpus: &[u32]) -> String {
+    let top = cpus.iter().copied().max().unwrap_or(0) / 32;
+    (0..=top)
+        .rev()
+        .map(|group| {
+            let word = cpus
+                .iter()
+                .filter(|&&c| c / 32 == group)
+                .fold(0u32, |w, &c| w | 1 << (c % 32));
+            if group == top {
+                format!("{word:x}")
+            } else {
+                format!("{word:08x}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Sets each `-f` on its events (those of the `-e` before it, or all
+/// recorded): a filter the kernel refuses is a usage error with the
+/// kernel's reason (which it leaves in the filter file).
+fn apply_filters(dir: &TraceDir, top: &TraceDir, cli: &Cli, recorded: &[Event]) -> Result<()> {
+    for (filter, asked) in cli.filters.iter().zip(&cli.filter_events) {
+        let targets = match asked {
+            Some(specs) => events::resolve(top, specs)?,
+            None => recorded.to_vec(),
+        };
+        for e in &targets {
+            let file = format!("events/{}/filter", e.path());
+            if let Err(err) = dir.write_io(&file, filter) {
+                let why = dir
+                    .read_string(&file)
+                    .ok()
+                    .and_then(|t| {
+                        t.lines()
+                            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                            .last()
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| err.to_string());
+                return Err(Failure::usage(format!(
+                    "-f '{filter}': the kernel refused it on {}: {why}",
+                    e.colon()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn pid_list(pids: &[u32]) -> String {
@@ -517,6 +584,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let mut inst = Instance::create(&tfs)?;
     let guardian = Guardian::start(&inst);
     let asked_pids = configure(&inst.dir, cli, pid_filter)?;
+    apply_filters(&inst.dir, &tfs.top, cli, &events)?;
     if !pid_filter {
         add_idle_switches(&inst.dir, &mut events);
     }
@@ -994,7 +1062,16 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{default_buffer_kb, default_subbuf_kb, page_stack_trigger_not_ours};
+    use super::{cpumask_hex, default_buffer_kb, default_subbuf_kb, page_stack_trigger_not_ours};
+
+    #[test]
+    fn cpu_masks_are_written_as_the_kernel_reads_them() {
+        assert_eq!(cpumask_hex(&[0, 1]), "3");
+        assert_eq!(cpumask_hex(&[3]), "8");
+        assert_eq!(cpumask_hex(&[0, 31]), "80000001");
+        assert_eq!(cpumask_hex(&[32]), "1,00000000");
+        assert_eq!(cpumask_hex(&[1, 40, 64]), "1,00000100,00000002");
+    }
 
     #[test]
     fn page_stack_trigger_leaves_out_runs_of_own_threads() {

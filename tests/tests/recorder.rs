@@ -1448,3 +1448,60 @@ fn a_second_signal_stops_at_once_and_is_named() {
     let (l, _) = decode(&log);
     assert_eq!(l.end.as_ref().unwrap().reason, "signal SIGINT");
 }
+
+#[test]
+fn cpus_and_filters_as_perf_and_trace_cmd_take_them() {
+    if common::tracefs_or_skip("cpus_and_filters_as_perf_and_trace_cmd_take_them").is_none() {
+        return;
+    }
+    let d = tmp();
+    let log = d.path().join("cf.kmt");
+    // -f applies to the -e before it: kmalloc only above 2048 bytes, kfree all.
+    let out = run(kmemtraced().arg("-o").arg(&log).args([
+        "-q",
+        "-e",
+        "kmalloc",
+        "-f",
+        "bytes_alloc > 2048",
+        "-e",
+        "kfree",
+        "-C",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 200 ]; do cat /proc/self/status >/dev/null; i=$((i+1)); done",
+    ]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, evs) = decode(&log);
+    let kmallocs: Vec<_> = evs.iter().filter(|e| e.kind == KmemKind::Kmalloc).collect();
+    assert!(!kmallocs.is_empty(), "seq_file reads kmalloc a page");
+    assert!(kmallocs.iter().all(|e| e.bytes_alloc > 2048));
+    assert!(
+        evs.iter().any(|e| e.kind == KmemKind::Kfree),
+        "kfree unfiltered"
+    );
+    assert!(evs.iter().all(|e| e.cpu == 0), "CPU 0 only");
+    // A filter the kernel refuses: one line, its reason, usage.
+    let o = run(kmemtraced().arg("-o").arg(&log).args([
+        "-e",
+        "kmalloc",
+        "-f",
+        "no_such_field > 1",
+        "-d",
+        "1s",
+    ]));
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("refused") && e.contains("kmem:kmalloc"), "{e}");
+    let o = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["-C", "4096", "-d", "1s"]));
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -38,7 +38,9 @@ impl Log {
             cpus.extend(with_data);
             cpus.sort_unstable();
             cpus.dedup();
-            cpus.into_iter().map(|c| (c, self.last_event_ts(c))).collect()
+            cpus.into_iter()
+                .map(|c| (c, self.last_event_ts(c)))
+                .collect()
         } else {
             Vec::new()
         };

@@ -113,6 +113,24 @@ pub fn use_color(tty: bool) -> bool {
     tty && no_color_allows(std::env::var_os("NO_COLOR").as_deref())
 }
 
+/// Colours the programs use, as SGR codes for [`paint`].
+pub mod colour {
+    pub const RED: &str = "31";
+    pub const GREEN: &str = "32";
+    pub const YELLOW: &str = "33";
+    pub const CYAN: &str = "36";
+}
+
+/// `text` in bold `colour` (an SGR code of [`colour`]) where `color`,
+/// else as it is.
+pub fn paint(text: &str, colour: &str, color: bool) -> String {
+    if color {
+        format!("\x1b[1;{colour}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
 fn no_color_allows(v: Option<&std::ffi::OsStr>) -> bool {
     v.map_or(true, |v| v.is_empty())
 }

@@ -51,8 +51,8 @@ pub mod subbuf;
 pub mod tasks;
 pub mod walk;
 
-pub mod human;
 pub mod completeness;
+pub mod human;
 pub mod log;
 pub mod losses;
 pub mod machine;

@@ -147,6 +147,7 @@ pub struct KmemEv {
     pub pid: i32,
     pub cache: Option<String>,
     pub order: u32,
+    pub bytes_alloc: u64,
 }
 
 /// Decodes every kmem event of a log (panicking on any problem).
@@ -175,6 +176,7 @@ pub fn decode_kmem(path: &Path) -> (Log, Vec<KmemEv>) {
                             pid: k.pid,
                             cache: k.cache_name.map(str::to_string),
                             order: k.order,
+                            bytes_alloc: k.bytes_alloc,
                         });
                     }
                 }

@@ -17,7 +17,11 @@ fn events(log: &Path, args: &[&str]) -> String {
     common::stdout_ok(
         Command::new(common::bin("kmemtrace-report"))
             .arg("--events")
-            .args(if tasks_asked { &[][..] } else { &["--all-tasks"][..] })
+            .args(if tasks_asked {
+                &[][..]
+            } else {
+                &["--all-tasks"][..]
+            })
             .args(args)
             .arg(log),
     )

@@ -60,16 +60,28 @@ fn every_tool_says_a_cut_or_damaged_log_and_exits_5() {
             ("kmemtrace-report", vec![l.into()]),
             ("kmemtrace-report", vec![l.into(), "--json".into()]),
             ("kmemtrace-report", vec![l.into(), "--events".into()]),
-            ("kmemtrace-report", vec![l.into(), "--fail-on".into(), "error".into()]),
+            (
+                "kmemtrace-report",
+                vec![l.into(), "--fail-on".into(), "error".into()],
+            ),
             (
                 "kmemtrace-export",
                 vec![l.into(), "-o".into(), out("x.dat")],
             ),
             (
                 "kmemtrace-export",
-                vec![l.into(), "--to".into(), "perfetto".into(), "-o".into(), out("x.pftrace")],
+                vec![
+                    l.into(),
+                    "--to".into(),
+                    "perfetto".into(),
+                    "-o".into(),
+                    out("x.pftrace"),
+                ],
             ),
-            ("kmemtrace-diff", vec![sample().to_str().unwrap().into(), l.into()]),
+            (
+                "kmemtrace-diff",
+                vec![sample().to_str().unwrap().into(), l.into()],
+            ),
             ("kmemtrace-check", vec![l.into()]),
         ];
         for (bin, args) in runs {
@@ -84,15 +96,29 @@ fn every_tool_says_a_cut_or_damaged_log_and_exits_5() {
         // What it costs: per CPU, after which time events are unknown.
         let e = stderr(&report(&[l]));
         if said == "cut short" {
-            assert!(e.contains("events unknown") && e.contains("CPU 0 after") && e.contains("CPU 1 after"), "{e}");
+            assert!(
+                e.contains("events unknown")
+                    && e.contains("CPU 0 after")
+                    && e.contains("CPU 1 after"),
+                "{e}"
+            );
         }
     }
     // A gate never passes on it.
     let gates = d.path().join("g.toml");
-    std::fs::write(&gates, "[[gate]]\nmetric = \"hits\"\nmax_increase_pct = 1000\n").unwrap();
+    std::fs::write(
+        &gates,
+        "[[gate]]\nmetric = \"hits\"\nmax_increase_pct = 1000\n",
+    )
+    .unwrap();
     let o = run(
         "kmemtrace-diff",
-        &[sample().to_str().unwrap(), cut90.to_str().unwrap(), "--gate", gates.to_str().unwrap()],
+        &[
+            sample().to_str().unwrap(),
+            cut90.to_str().unwrap(),
+            "--gate",
+            gates.to_str().unwrap(),
+        ],
     );
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     // A whole log: 0.
@@ -127,7 +153,10 @@ fn filters_that_select_nothing_are_usage_errors_that_name_what_there_is() {
     let o = report(&[s, "--comm", "stress-ng-fork", "--json"]);
     let exact: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let allocs = |v: &serde_json::Value| v["summary"]["alloc_events"].as_u64().unwrap();
-    assert!(allocs(&all) > allocs(&exact), "stress-ng* takes stress-ng-fork and the rest");
+    assert!(
+        allocs(&all) > allocs(&exact),
+        "stress-ng* takes stress-ng-fork and the rest"
+    );
     // The parent, named stress-ng, allocates nothing itself: the miss hints the glob.
     let o = report(&[s, "--comm", "stress-ng"]);
     assert_eq!(o.status.code(), Some(2));
@@ -138,12 +167,16 @@ fn filters_that_select_nothing_are_usage_errors_that_name_what_there_is() {
 fn the_first_table_leads_with_the_most_bytes_and_says_how_it_is_sorted() {
     let o = report(&[sample().to_str().unwrap(), "--caller", "-l", "5"]);
     let t = stdout(&o);
-    let header = t.lines().find(|l| l.starts_with("SLAB CALL SITES")).unwrap();
-    assert!(header.contains("sorted by bytes,hit") && header.contains("-s frag,hit,bytes"), "{header}");
-    let r: serde_json::Value = serde_json::from_slice(
-        &report(&[sample().to_str().unwrap(), "--json"]).stdout,
-    )
-    .unwrap();
+    let header = t
+        .lines()
+        .find(|l| l.starts_with("SLAB CALL SITES"))
+        .unwrap();
+    assert!(
+        header.contains("sorted by bytes,hit") && header.contains("-s frag,hit,bytes"),
+        "{header}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&report(&[sample().to_str().unwrap(), "--json"]).stdout).unwrap();
     let bytes: Vec<u64> = r["callsites"]
         .as_array()
         .unwrap()
@@ -157,9 +190,21 @@ fn the_first_table_leads_with_the_most_bytes_and_says_how_it_is_sorted() {
 #[test]
 fn sort_and_lines_compose_with_section_flags() {
     let s = sample();
-    let o = report(&[s.to_str().unwrap(), "-s", "waste", "-l", "7", "--caches", "--matrix"]);
+    let o = report(&[
+        s.to_str().unwrap(),
+        "-s",
+        "waste",
+        "-l",
+        "7",
+        "--caches",
+        "--matrix",
+    ]);
     let t = stdout(&o);
-    for want in ["SLAB CALL SITES (sorted by waste", "SLAB CACHES", "CROSS-CPU FREES"] {
+    for want in [
+        "SLAB CALL SITES (sorted by waste",
+        "SLAB CACHES",
+        "CROSS-CPU FREES",
+    ] {
         assert!(t.contains(want), "{want} in:\n{t}");
     }
     assert!(!t.contains("LEAKS"), "only what was asked");
@@ -175,7 +220,12 @@ fn files_that_are_not_captures_are_named_with_what_to_run() {
     let perf = d.path().join("perf.data");
     std::fs::write(&perf, b"PERFILE2\x68\0\0\0\0\0\0\0more bytes").unwrap();
     for (f, want) in [(&gz, "zcat"), (&perf, "perf.data file")] {
-        for bin in ["kmemtrace-report", "kmemtrace-check", "kmemtrace-export", "kmemtrace-diff"] {
+        for bin in [
+            "kmemtrace-report",
+            "kmemtrace-check",
+            "kmemtrace-export",
+            "kmemtrace-diff",
+        ] {
             let mut args = vec![f.to_str().unwrap()];
             let out = d.path().join("out.dat");
             match bin {
@@ -186,7 +236,10 @@ fn files_that_are_not_captures_are_named_with_what_to_run() {
             let o = run(bin, &args);
             let all = stderr(&o) + &stdout(&o);
             assert_eq!(o.status.code(), Some(3), "{bin} {f:?}: {all}");
-            assert!(all.contains(want) && !all.contains("magic"), "{bin} {f:?}: {all}");
+            assert!(
+                all.contains(want) && !all.contains("magic"),
+                "{bin} {f:?}: {all}"
+            );
         }
     }
 }
@@ -197,7 +250,11 @@ fn the_checker_says_an_error_once_on_a_terminal() {
     let junk = d.path().join("junk.kmt");
     std::fs::write(&junk, b"this is not a kmemtrace log at all\n").unwrap();
     // `script` gives the checker a terminal for stdout and stderr alike.
-    let cmd = format!("{} {}", common::bin("kmemtrace-check").display(), junk.display());
+    let cmd = format!(
+        "{} {}",
+        common::bin("kmemtrace-check").display(),
+        junk.display()
+    );
     let o = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .env("NO_COLOR", "1")
@@ -242,15 +299,24 @@ fn events_leave_out_the_recorder_and_warn_once() {
             .filter(|l| {
                 let l = l.trim_start();
                 (l.starts_with("kmt-") || l.starts_with("kmemtraced-"))
-                    && l.split_whitespace().nth(2).is_some_and(|f| !f.contains(['h', 's', 'H', 'z']))
+                    && l.split_whitespace()
+                        .nth(2)
+                        .is_some_and(|f| !f.contains(['h', 's', 'H', 'z']))
             })
             .count()
     };
     let o = report(&[l, "--events"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let all = report(&[l, "--events", "--all-tasks"]);
-    assert_eq!(recorder(&stdout(&o)), 0, "the recorder's own events left out by default");
+    assert_eq!(
+        recorder(&stdout(&o)),
+        0,
+        "the recorder's own events left out by default"
+    );
     assert!(recorder(&stdout(&all)) > 0, "and kept with --all-tasks");
     let e = stderr(&o);
-    assert!(e.matches("page=").count() <= 1, "one line for every page event: {e}");
+    assert!(
+        e.matches("page=").count() <= 1,
+        "one line for every page event: {e}"
+    );
 }
