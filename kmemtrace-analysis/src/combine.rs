@@ -174,7 +174,7 @@ pub fn summarise(epoch: u64, outs: Vec<EpochOut>) -> EpochSummary {
         let mut pick: Option<(usize, &Delta)> = None;
         for (i, l) in lists.iter().enumerate() {
             if let Some(d) = l.get(at[i]) {
-                if pick.map_or(true, |(_, p)| d.key < p.key) {
+                if pick.is_none_or(|(_, p)| d.key < p.key) {
                     pick = Some((i, d));
                 }
             }

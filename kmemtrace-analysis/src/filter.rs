@@ -57,14 +57,14 @@ impl Filter {
     /// Whether `--cpu` keeps `cpu`.
     #[inline]
     pub fn on_cpu(&self, cpu: u32) -> bool {
-        self.cpus.as_ref().map_or(true, |s| s.contains(&cpu))
+        self.cpus.as_ref().is_none_or(|s| s.contains(&cpu))
     }
 
     #[inline]
     pub fn cpu_pid(&self, cpu: u32, pid: i32) -> bool {
         self.on_cpu(cpu)
-            && self.pids.as_ref().map_or(true, |s| s.contains(&pid))
-            && self.comm_pids.as_ref().map_or(true, |s| s.contains(&pid))
+            && self.pids.as_ref().is_none_or(|s| s.contains(&pid))
+            && self.comm_pids.as_ref().is_none_or(|s| s.contains(&pid))
     }
 
     pub fn callsite_matches(&self, name: &str) -> bool {

@@ -43,7 +43,7 @@ pub struct Judged {
 }
 
 fn keep_first(slot: &mut Option<(OrderKey, Occurrence)>, key: OrderKey, o: &Occurrence) {
-    if slot.as_ref().map_or(true, |(k, _)| key < *k) {
+    if slot.as_ref().is_none_or(|(k, _)| key < *k) {
         *slot = Some((key, o.clone()));
     }
 }

@@ -328,7 +328,7 @@ fn row(gate: &Gate, base: &Group, new: &Group, key: Key) -> Checked {
     let delta = nv - b.unwrap_or(0.0);
     // With several baseline captures, an increase within their own spread
     // is noise: it breaks an increase limit only above the highest of them.
-    let above_noise = base_spread.map_or(true, |[_, hi]| nv > hi);
+    let above_noise = base_spread.is_none_or(|[_, hi]| nv > hi);
     let mut breaches = Vec::new();
     if let Some(max) = gate.max {
         if nv > max {

@@ -34,13 +34,12 @@ impl Cutter {
 
     fn with(page: usize, layout: SubBufLayout, endian: RunTimeEndian) -> Option<Cutter> {
         let l = layout;
-        (page < l.subbuf_size && l.subbuf_size % page == 0 && page >= 4 * l.data_offset).then_some(
-            Cutter {
+        (page < l.subbuf_size && l.subbuf_size.is_multiple_of(page) && page >= 4 * l.data_offset)
+            .then_some(Cutter {
                 page,
                 layout,
                 endian,
-            },
-        )
+            })
     }
 
     /// The kernel's `header_page` text with the data field's size made a

@@ -84,7 +84,7 @@ pub fn lat_fmt(flags: u8, preempt: u8, lazy: bool) -> [u8; 5] {
 pub fn lazy_resched_bit(release: Option<&str>) -> bool {
     release
         .and_then(kmemtrace_analysis::build::kernel_version)
-        .map_or(true, |v| v >= (6, 13))
+        .is_none_or(|v| v >= (6, 13))
 }
 
 pub use kmemtrace_format::arch::clock_in_ns;
@@ -200,7 +200,7 @@ impl Listing<'_> {
         let filter = self.filter;
         for_each_record(
             log,
-            |cpu| filter.cpus.as_ref().map_or(true, |s| s.contains(&cpu)),
+            |cpu| filter.cpus.as_ref().is_none_or(|s| s.contains(&cpu)),
             |r| {
                 if result.is_err() {
                     return;
@@ -318,7 +318,7 @@ impl Printer<'_> {
                     .copied()
                     .unwrap_or(self.every_event)
             } else {
-                kind.map_or(true, |k| k.selected)
+                kind.is_none_or(|k| k.selected)
             };
         self.last_printed.insert(r.cpu, selected);
         if !selected {

@@ -420,7 +420,7 @@ impl ReaderCpus {
         match self {
             ReaderCpus::Others => true,
             ReaderCpus::Any => false,
-            ReaderCpus::Auto => buffer_kb.map_or(true, |kb| kb < Self::AUTO_AWAY_BELOW_KB),
+            ReaderCpus::Auto => buffer_kb.is_none_or(|kb| kb < Self::AUTO_AWAY_BELOW_KB),
         }
     }
 }
@@ -449,7 +449,7 @@ impl ReaderRealtime {
             ReaderRealtime::Fifo(p) => Some(p),
             ReaderRealtime::Off => None,
             ReaderRealtime::Auto => buffer_kb
-                .map_or(true, |kb| kb < Self::AUTO_BELOW_KB)
+                .is_none_or(|kb| kb < Self::AUTO_BELOW_KB)
                 .then_some(1),
         }
     }

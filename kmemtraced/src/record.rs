@@ -312,8 +312,7 @@ fn apply_filters(dir: &TraceDir, top: &TraceDir, cli: &Cli, recorded: &[Event]) 
                     .ok()
                     .and_then(|t| {
                         t.lines()
-                            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-                            .last()
+                            .rfind(|l| !l.starts_with('#') && !l.trim().is_empty())
                             .map(str::to_string)
                     })
                     .unwrap_or_else(|| err.to_string());

@@ -89,7 +89,7 @@ impl SplicePipe {
     /// pipe, up to `max` bytes and what the pipe takes, without blocking.
     pub fn fill(&mut self, from: BorrowedFd<'_>, max: usize) -> Fill {
         use nix::libc::{EAGAIN, EINTR, EINVAL, ENOMEM};
-        if self.pending % self.unit != 0 {
+        if !self.pending.is_multiple_of(self.unit) {
             return Fill::Full;
         }
         let mut moved = 0;

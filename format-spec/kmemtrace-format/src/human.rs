@@ -9,7 +9,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -132,7 +132,7 @@ pub fn paint(text: &str, colour: &str, color: bool) -> String {
 }
 
 fn no_color_allows(v: Option<&std::ffi::OsStr>) -> bool {
-    v.map_or(true, |v| v.is_empty())
+    v.is_none_or(|v| v.is_empty())
 }
 
 #[cfg(test)]

@@ -553,7 +553,7 @@ impl KmemDecoder {
                     k if k.is_slab_alloc() => 2,
                     _ => 3,
                 };
-                if gfp.as_ref().map_or(true, |(r, _)| rank < *r) {
+                if gfp.as_ref().is_none_or(|(r, _)| rank < *r) {
                     match FlagTable::for_field(&f.print_fmt, "gfp_flags") {
                         Ok(Some(t)) => gfp = Some((rank, t)),
                         Ok(None) => {}
@@ -608,7 +608,7 @@ impl KmemDecoder {
         if self
             .plans
             .last()
-            .map_or(true, |p| (p.id as usize) < MAX_DIRECT_ID)
+            .is_none_or(|p| (p.id as usize) < MAX_DIRECT_ID)
         {
             return None;
         }

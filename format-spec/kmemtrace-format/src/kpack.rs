@@ -172,7 +172,7 @@ impl Predictor {
 
     #[inline]
     fn len_slot(len: usize) -> Option<usize> {
-        (len % 4 == 0 && len / 4 < BY_LEN).then_some(len / 4)
+        (len.is_multiple_of(4) && len / 4 < BY_LEN).then_some(len / 4)
     }
     #[inline]
     fn type_slot(key: u64) -> usize {

@@ -92,7 +92,7 @@ pub fn fallback(release: Option<&str>) -> PageTypes {
             it.next()?.parse::<u32>().ok()?,
         ))
     });
-    let new_order = version.map_or(true, |v| v >= (4, 4));
+    let new_order = version.is_none_or(|v| v >= (4, 4));
     let names: &[&str] = if new_order {
         &[
             "Unmovable",

@@ -470,11 +470,11 @@ fn eval_arg<'r, E: Endian>(a: &'r Arg, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> O
 fn pad(out: &mut String, text: &str, width: Option<usize>, left: bool) {
     let fill = width.unwrap_or(0).saturating_sub(text.chars().count());
     if !left {
-        out.extend(std::iter::repeat(' ').take(fill));
+        out.extend(std::iter::repeat_n(' ', fill));
     }
     out.push_str(text);
     if left {
-        out.extend(std::iter::repeat(' ').take(fill));
+        out.extend(std::iter::repeat_n(' ', fill));
     }
 }
 
@@ -563,17 +563,17 @@ fn number(
     let fill = width.saturating_sub(used);
     let mut s = String::with_capacity(width.max(used));
     if !spec.left && !spec.zero {
-        s.extend(std::iter::repeat(' ').take(fill));
+        s.extend(std::iter::repeat_n(' ', fill));
     }
     s.push_str(sign);
     s.push_str(prefix);
     if !spec.left && spec.zero {
-        s.extend(std::iter::repeat('0').take(fill));
+        s.extend(std::iter::repeat_n('0', fill));
     }
-    s.extend(std::iter::repeat('0').take(precision - digits.len()));
+    s.extend(std::iter::repeat_n('0', precision - digits.len()));
     s.push_str(&digits);
     if spec.left {
-        s.extend(std::iter::repeat(' ').take(fill));
+        s.extend(std::iter::repeat_n(' ', fill));
     }
     s
 }

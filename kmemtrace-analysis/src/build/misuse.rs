@@ -208,7 +208,7 @@ struct Tally {
 
 fn earliest(slot: &mut Option<(OrderKey, Occurrence)>, c: &Option<(OrderKey, Occurrence)>) {
     if let Some((k, o)) = c {
-        if slot.as_ref().map_or(true, |(s, _)| k < s) {
+        if slot.as_ref().is_none_or(|(s, _)| k < s) {
             *slot = Some((*k, o.clone()));
         }
     }

@@ -769,7 +769,7 @@ pub fn size_class_name(size: u64, page_size: u64) -> String {
             .trailing_zeros();
         return format!("kmalloc-large (order {order}, {} bytes)", size);
     }
-    if size >= 1024 && size % 1024 == 0 {
+    if size >= 1024 && size.is_multiple_of(1024) {
         format!("kmalloc-{}k", size / 1024)
     } else {
         format!("kmalloc-{size}")

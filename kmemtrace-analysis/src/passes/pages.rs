@@ -389,7 +389,7 @@ impl<'a> PagesPass<'a> {
                     if let Some(owner) = owner {
                         *self.drained_from.entry((owner, ev.cpu)).or_insert(0) += 1;
                     }
-                    if owner.map_or(true, |o| o == ev.cpu) {
+                    if owner.is_none_or(|o| o == ev.cpu) {
                         self.list_cycles
                             .entry((ev.cpu, second(ev.ts)))
                             .or_default()

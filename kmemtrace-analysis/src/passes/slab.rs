@@ -160,7 +160,7 @@ struct Classes {
 impl Classes {
     #[inline]
     fn get(&mut self, size: u64) -> &mut Agg {
-        if size <= 8192 && size % 8 == 0 {
+        if size <= 8192 && size.is_multiple_of(8) {
             let i = (size / 8) as usize;
             if self.small.len() <= i {
                 self.small.resize(i + 1, None);

@@ -81,7 +81,7 @@ impl<E> Epochs<E> {
         let mut x = self.lock();
         if x.epochs
             .first_key_value()
-            .map_or(true, |(&e, _)| e >= x.low())
+            .is_none_or(|(&e, _)| e >= x.low())
             && x.low() != u64::MAX
         {
             x = self

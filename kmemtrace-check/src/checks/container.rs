@@ -146,7 +146,7 @@ fn check_arch(log: &Log, sink: &mut Sink) {
         }
     }
     if let Some(ps) = a.page_size {
-        if ps == 0 || !ps.is_power_of_two() || a.subbuf_size % ps != 0 {
+        if ps == 0 || !ps.is_power_of_two() || !a.subbuf_size.is_multiple_of(ps) {
             sink.push(Finding::error(
                 Kind::Arch,
                 at.clone(),

@@ -170,7 +170,7 @@ pub fn assess(
         let lost = Lost {
             events,
             // Flags without a count, and no statistics that count them.
-            lower_bound: s.flag_only > 0 && stats.as_ref().map_or(true, |d| d.overrun == 0),
+            lower_bound: s.flag_only > 0 && stats.as_ref().is_none_or(|d| d.overrun == 0),
             fraction: fraction(events, s.events),
             source: if stats.is_some() {
                 "stats"

@@ -57,7 +57,7 @@ pub fn hybrid(out: &mut Vec<u8>, values: &[u32], width: u8) {
         uleb(out, (groups as u64) << 1 | 1);
         let pad = groups * 8 - lits.len();
         let all = lits.iter().map(|&v| u64::from(v));
-        pack(out, all.chain(std::iter::repeat(0).take(pad)), width);
+        pack(out, all.chain(std::iter::repeat_n(0, pad)), width);
     };
     let (mut i, mut literals) = (0, 0);
     while i < values.len() {
@@ -112,7 +112,7 @@ pub fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) {
         for (d, &w) in minis.iter().zip(&widths) {
             let pad = per_mini - d.len();
             let from_min = d.iter().map(|&x| x.wrapping_sub(min) as u64);
-            pack(out, from_min.chain(std::iter::repeat(0).take(pad)), w);
+            pack(out, from_min.chain(std::iter::repeat_n(0, pad)), w);
         }
     }
 }

@@ -212,7 +212,7 @@ fn widen_xor(packed: &[u8], j: usize, bytes: &[u8]) -> Vec<u8> {
     let k = nibble(&streams[1], j);
     let wider = (k + bytes.len()) as u8;
     let b = &mut streams[1][j / 2];
-    *b = if j % 2 == 0 {
+    *b = if j.is_multiple_of(2) {
         *b & 0xf0 | wider
     } else {
         *b & 0x0f | wider << 4

@@ -192,7 +192,7 @@ impl<'a> Xors<'a> {
     fn done(&self) -> bool {
         let w = self.words_used;
         let lens_done = w.div_ceil(2) == self.lens.len()
-            && (w % 2 == 0 || self.lens.last().is_some_and(|b| b >> 4 == 0));
+            && (w.is_multiple_of(2) || self.lens.last().is_some_and(|b| b >> 4 == 0));
         // Then every `lens` byte was read, the unused half as 0 bytes.
         lens_done && self.lens_read == self.lens.len() && self.xor_read == self.xor.len()
     }

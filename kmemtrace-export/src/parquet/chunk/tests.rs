@@ -41,13 +41,13 @@ fn row(item: usize, i: usize) -> (i64, Option<i64>, i64, i64, bool, Option<Strin
         1 => Some(-(i as i64 % 5)),
         _ => Some(i as i64 % 3 * 1_000_000_007),
     };
-    let name = (i % 11 != 0).then(|| format!("site{}", (i / 9) % 7));
+    let name = (!i.is_multiple_of(11)).then(|| format!("site{}", (i / 9) % 7));
     (
         ts,
         few,
         n * 31,
         n.wrapping_mul(0x1e37_79b9_7f4a_7c15),
-        i % 3 == 0 || i % 50 < 20,
+        i.is_multiple_of(3) || i % 50 < 20,
         name,
     )
 }

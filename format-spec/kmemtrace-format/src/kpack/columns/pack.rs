@@ -164,7 +164,7 @@ impl ColumnPacker {
                 }
             }
             self.cols.truncate(kept);
-            if len % 4 != 0 {
+            if !len.is_multiple_of(4) {
                 let at = self.cols.len();
                 let width = len % 4;
                 if !short_column_xors(body, pos, 4 * whole, len, &mut self.cols) {

@@ -319,7 +319,7 @@ fn fill_columns(
         }
     }
     rows_in_bands(xors, first, pos, out);
-    if len % 4 != 0 {
+    if !len.is_multiple_of(4) {
         short_column(
             pos,
             4 * whole,
