@@ -8,6 +8,16 @@ use std::path::PathBuf;
 /// the most hits (`-s frag,hit,bytes` is perf kmem's order).
 pub const DEFAULT_SORT: &str = "bytes,hit";
 
+/// `-h`'s text after the options.
+const SHORT_AFTER_HELP: &str = "\
+Examples:
+  kmemtrace-report x.kmt                          summary, top call sites, misuse, leaks
+  kmemtrace-report x.kmt -s waste,hit -l 40       the 40 most wasteful call sites
+  kmemtrace-report x.kmt --page --caller --stacks page call sites with their stacks
+  kmemtrace-report x.kmt --events --cpu 1          the events, as the kernel's trace file
+
+--help: every option in full, more examples, sort keys, filters, exit status.";
+
 /// `--help`'s text after the options.
 pub fn after_help() -> String {
     use kmemtrace_cli::exit::*;
@@ -73,7 +83,8 @@ never reported as kernel bugs.";
     name = "kmemtrace-report",
     version = kmemtrace_cli::VERSION,
     about = "Slab fragmentation, cross-CPU frees, leaks and allocator misuse per call site, from a kmemtrace log",
-    after_help = after_help()
+    after_help = SHORT_AFTER_HELP,
+    after_long_help = after_help()
 )]
 pub struct Cli {
     /// The log (`-` for standard input).
@@ -84,21 +95,26 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
-    /// Also write the report as one self-contained HTML page with plots
-    /// (live bytes over time, rates per CPU with lost-event windows, heat
-    /// maps, sortable tables) to FILE (`-`: to standard output instead of
-    /// the text report).
+    /// Also write the report as one HTML page with plots.
+    ///
+    /// One self-contained page (live bytes over time, rates per CPU with
+    /// lost-event windows, heat maps, sortable tables) to FILE (`-`: to
+    /// standard output instead of the text report).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
-    /// List every event instead of a report: in time order across CPUs, as
-    /// the recorded kernel's own `trace` file prints it (with --cpu, --pid,
+    /// List every event, as the kernel's `trace` file prints it.
+    ///
+    /// Instead of a report: in time order across CPUs, as the recorded
+    /// kernel's own `trace` file prints it (with --cpu, --pid,
     /// --comm, --time and --event). The recorder's own threads' events are
     /// left out, as in the report (--all-tasks keeps them).
     #[arg(long, conflicts_with_all = ["json", "html", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "callsite", "fail_on"])]
     pub events: bool,
-    /// With --events: only these events (`name` or `system:name`, comma-
-    /// separated, globs with * and ?); the stacks taken with them follow them.
+    /// With --events: only these events (globs).
+    ///
+    /// `name` or `system:name`, comma-separated, globs with * and ?; the
+    /// stacks taken with them follow them.
     #[arg(
         long = "event",
         value_name = "NAME,...",
@@ -107,8 +123,9 @@ pub struct Cli {
     )]
     pub event: Vec<String>,
 
-    /// Sort keys for call sites (and caches, pointers), the first first;
-    /// see below. Default: bytes,hit.
+    /// Sort keys (default: bytes,hit; perf's: frag,hit,bytes).
+    ///
+    /// For call sites (and caches, pointers), the first first; see below.
     #[arg(
         short = 's',
         long = "sort",
@@ -118,7 +135,7 @@ pub struct Cli {
     )]
     pub sort: String,
 
-    /// Rows per table (default 20 in tables; all rows in JSON; 0: all).
+    /// Rows per table (default 20; JSON: all; 0: all).
     #[arg(short = 'l', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
 
@@ -140,25 +157,31 @@ pub struct Cli {
     /// Show the misuse findings.
     #[arg(long)]
     pub misuse: bool,
-    /// Show the page-allocator section: perf kmem --page's summary, order x
-    /// migratetype, per-CPU lists, external fragmentation.
+    /// Show the page-allocator section.
+    ///
+    /// perf kmem --page's summary, order x migratetype, per-CPU lists,
+    /// external fragmentation.
     #[arg(long)]
     pub page: bool,
-    /// With --page: the pages still allocated at the end, grouped by
-    /// --cull (page_owner_sort's question, answered from the trace).
+    /// With --page: the pages still allocated at the end.
+    ///
+    /// Grouped by --cull (page_owner_sort's question, answered from the
+    /// trace).
     #[arg(long)]
     pub live: bool,
-    /// How --live groups pages: comma-separated stack, callsite, pid, comm.
+    /// How --live groups: stack, callsite, pid, comm.
     #[arg(long, value_name = "KEYS", default_value = "stack")]
     pub cull: String,
-    /// Whole kernel stacks in the page tables (each call site's commonest).
+    /// Whole kernel stacks in the page tables.
     #[arg(long)]
     pub stacks: bool,
 
-    /// Leaks: only objects at least this old at the end (`500ms`, `2s`).
+    /// Leaks: only objects this old at the end (`2s`).
     #[arg(long = "min-age", value_name = "DURATION", value_parser = kmemtrace_analysis::filter::parse_duration_ns, default_value = "0")]
     pub min_age: u64,
 
+    /// Frees remembered to recognise double frees.
+    ///
     /// Double frees are recognised while the first free is among the last
     /// N to 2N frees (counted in each of 64 buckets of the pointer hash,
     /// N/64 each; a bucket's N grows to a quarter of its live objects if
@@ -172,6 +195,8 @@ pub struct Cli {
     /// Only allocations by these pids (comma-separated).
     #[arg(long, value_name = "PID,...", value_delimiter = ',')]
     pub pid: Vec<i32>,
+    /// Every task's events, not only the traced tree's.
+    ///
     /// A log recorded with `kmemtraced --pid` or `-F` is analysed for the
     /// traced tasks and their descendants only (the kernel's pid filter
     /// lets through some events of tasks switched or woken beside them):
@@ -179,37 +204,45 @@ pub struct Cli {
     /// own threads' events too.
     #[arg(long = "all-tasks", conflicts_with_all = ["pid", "comm"])]
     pub all_tasks: bool,
-    /// Only allocations by tasks of this name (from the log's task names):
-    /// the whole name, or a glob with * and ? (`'stress-ng*'`).
+    /// Only allocations by tasks of this name (a glob).
+    ///
+    /// From the log's task names: the whole name, or a glob with * and ?
+    /// (`'stress-ng*'`).
     #[arg(long, value_name = "NAME")]
     pub comm: Option<String>,
-    /// Only events in this window: `START..END` seconds after the first
-    /// event, or `@START..@END` trace-clock seconds; either side optional.
+    /// Only events in this window (seconds).
+    ///
+    /// `START..END` seconds after the first event, or `@START..@END`
+    /// trace-clock seconds; either side optional.
     #[arg(long, value_name = "START..END", allow_hyphen_values = true)]
     pub time: Option<String>,
-    /// Only slab call sites whose symbol matches (glob with * and ?, else
-    /// substring); pages are not selected by it.
+    /// Only slab call sites whose symbol matches.
+    ///
+    /// A glob with * and ?, else a part of the name; pages are not
+    /// selected by it.
     #[arg(long, value_name = "PATTERN")]
     pub callsite: Option<String>,
 
-    /// Symbols from this kallsyms or System.map instead of the log's.
+    /// Symbols from this kallsyms or System.map.
     #[arg(long, value_name = "FILE")]
     pub kallsyms: Option<PathBuf>,
     /// Show call sites as raw addresses.
     #[arg(long = "raw-ip")]
     pub raw_ip: bool,
 
-    /// Exit 1 if a certain finding of this severity or worse exists.
+    /// Exit 1 on a certain finding this severe or worse.
     #[arg(long = "fail-on", value_name = "SEVERITY", value_parser = parse_severity)]
     pub fail_on: Option<Severity>,
 
-    /// Threads: N decoders and N/2 (rounded up) analysis shards, each
+    /// Threads (default: one per core, at most 16).
+    ///
+    /// N decoders and N/2 (rounded up) analysis shards, each
     /// following the pointers of its buckets (default: one per core, at
     /// most 16). The report is the same whatever the number.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 
-    /// No progress indicator and no warnings on stderr.
+    /// No progress line and no warnings.
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }

@@ -5,6 +5,17 @@ use kmemtrace_format::block::Compression;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `-h`'s text after the options.
+pub const SHORT_AFTER_HELP: &str = "\
+Examples:
+  kmemtraced -o boot.kmt -d 10s                record 10 seconds, system-wide
+  kmemtraced -o make.kmt -F -- make -j2        trace only `make` and its children
+  kmemtraced -o db.kmt -p $(pidof postgres)    trace running processes until they exit
+  kmemtraced -o - | ssh host 'cat > x.kmt'     stream the log to another machine
+
+--help: every option in full, examples, how a recording starts and stops,
+the output file, exit status.";
+
 /// `--help`'s text after the options: examples, behaviour, exit status.
 pub fn after_help() -> String {
     use kmemtrace_cli::exit::*;
@@ -49,16 +60,17 @@ to it (Ctrl-C reaches it from the terminal directly) and recording goes on
 until it exits, at most 10 s; a second signal stops at once. When -d runs
 out first, COMMAND is left running. If recording fails (a full disk), the
 log is finished as far as it can be and kmemtraced waits for COMMAND to
-exit, passing signals on, then exits 1: the command is never orphaned.
+exit, passing signals on, then exits 4: the command is never orphaned.
 Readers run at nice -10 (--reader-nice) so that bursts do not overrun them,
 and below 4 MiB per CPU off the CPU they read (--reader-cpus).
 A CPU that comes online while recording gets its reader within a second
 (the kernel keeps its first events meanwhile); the log notes when.
 
 The output is created with mode 0600: kallsyms and raw kernel pointers
-reveal the kernel's layout. A symlink is refused. It is opened only after
-every option has been accepted; an existing file is kept as FILE.old, as
-perf keeps perf.data.old.
+reveal the kernel's layout. A symlink is refused, and its directory must
+exist. It is opened only after every option has been accepted and COMMAND
+found; an existing file is kept as FILE.old, as perf keeps perf.data.old,
+and put back where the run records nothing of what was asked.
 
 Each run traces in its own tracefs instance, instances/kmemtraced-<pid>-<start>,
 removed on exit. A guardian process (`kmemtraced --guard`, in ps) stops
@@ -72,20 +84,24 @@ any instance of a dead recorder left otherwise is removed by the next run.
     name = "kmemtraced",
     version = kmemtrace_cli::VERSION,
     about = "Record the kernel's kmem trace events (slab and page allocations) into a kmemtrace log",
-    after_help = after_help()
+    after_help = SHORT_AFTER_HELP,
+    after_long_help = after_help()
 )]
 pub struct Cli {
-    /// Log file to write; `-` writes to standard output (which must not be a terminal).
+    /// Log file to write; `-`: standard output.
+    ///
+    /// Standard output must not be a terminal.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Stop after this long: `10s`, `500ms`, `2m`, `1h`, or plain seconds.
+    /// Stop after this long: `10s`, `500ms`, `2m`, `1h`, seconds.
     #[arg(short = 'd', long = "duration", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Events to record, comma-separated: `kmalloc`, `kmem:kfree`, `kmem:*`,
-    /// `sched:sched_process_exec`. Default: every kmem allocation event this
-    /// kernel has.
+    /// Events to record, comma-separated (default: kmem's).
+    ///
+    /// `kmalloc`, `kmem:kfree`, `kmem:*`, `sched:sched_process_exec`.
+    /// Default: every kmem allocation event this kernel has.
     #[arg(
         short = 'e',
         long = "events",
@@ -94,9 +110,10 @@ pub struct Cli {
     )]
     pub events: Vec<String>,
 
-    /// A filter in the kernel's event-filter syntax
-    /// (`'bytes_alloc > 4096'`, `'call_site == 0xffffffff81234567'`) for
-    /// the events of the `-e` given just before it, as trace-cmd's `-f`;
+    /// A kernel event filter for the `-e` before it.
+    ///
+    /// The kernel's syntax: `'bytes_alloc > 4096'`,
+    /// `'call_site == 0xffffffff81234567'`, as trace-cmd's `-f`;
     /// before any `-e`, for every event recorded. The kernel checks it:
     /// one it refuses is a usage error with its reason.
     #[arg(short = 'f', long = "filter", value_name = "FILTER")]
@@ -107,50 +124,53 @@ pub struct Cli {
     #[arg(skip)]
     pub filter_events: Vec<Option<Vec<String>>>,
 
-    /// Record only these CPUs (`0-3,6`; the instance's `tracing_cpumask`),
-    /// as perf's `-C` and trace-cmd's `-M`. Default: every CPU.
+    /// Record only these CPUs (`0-3,6`), as perf's -C.
+    ///
+    /// The instance's `tracing_cpumask`. Default: every CPU.
     #[arg(short = 'C', long = "cpus", value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<CpuList>,
 
-    /// Per-CPU ring-buffer size in KiB. Default: 4096, or less to keep all
-    /// CPUs' buffers within 1/64 of the available memory, and never below
-    /// the kernel's own (usually 1408): a process freeing its memory at exit
-    /// writes a megabyte of events within milliseconds, which smaller
-    /// buffers keep only if their reader gets a CPU at once (see
-    /// --reader-cpus)
+    /// Per-CPU ring-buffer size in KiB (default: 4096).
+    ///
+    /// Default: 4096, or less to keep all CPUs' buffers within 1/64 of the
+    /// available memory, and never below the kernel's own (usually 1408).
+    /// A process freeing its memory at exit writes a megabyte of events
+    /// within milliseconds: smaller buffers keep them only if their reader
+    /// gets a CPU at once (see --reader-cpus).
     #[arg(short = 'b', long = "buffer-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(4..))]
     pub buffer_kb: Option<u32>,
 
-    /// Sub-buffer size in KiB, on kernels with `buffer_subbuf_size_kb` (6.8+).
-    /// Larger sub-buffers mean fewer reads and wake-ups: 64 took 15-35% off
-    /// the recorder's CPU per event under a stress load. Default there:
-    /// 64, or less to keep 64 sub-buffers per CPU; elsewhere the kernel's
-    /// (one page). The kernel rounds up to a power of two of pages (24 is
-    /// 32), and kmemtraced says so.
+    /// Sub-buffer size in KiB (Linux 6.8+).
+    ///
+    /// Larger sub-buffers mean fewer reads and wake-ups. Default there: 64,
+    /// or less to keep 64 sub-buffers per CPU; elsewhere the kernel's (one
+    /// page). The kernel rounds up to a power of two of pages (24 is 32),
+    /// and kmemtraced says so.
     #[arg(long = "subbuf-kb", value_name = "KB", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub subbuf_kb: Option<u32>,
 
-    /// Trace clock (`local`, `global`, `mono`, `boot`, ...; see `trace_clock`).
-    /// Default: the kernel's (`local`).
+    /// Trace clock (`local`, `global`, `mono`, `boot`, ...).
+    ///
+    /// Default: the kernel's (`local`); `trace_clock` lists what it has.
     #[arg(long = "clock", value_name = "CLOCK")]
     pub clock: Option<String>,
 
-    /// Compression of CPU data blocks. `kpack` (the default; `kpack=LEVEL`
-    /// for another zstd level behind it) stores each block's records as
-    /// columns of like fields, then zstd (FORMAT.md §8.3): about 3 bytes an
-    /// event on a slab and page stress load, half of zstd alone's, for no
-    /// more CPU, and read back faster. A zstd level 1-19 or zstd's faster
-    /// `fast=1`..`fast=7` alone: ~5.5 bytes an event, in format 1.1, which
-    /// readers older than format 1.3 read whole (they skip kpack blocks).
-    /// `none`: the sub-buffers as they are (~59 bytes an event), about half
-    /// the recorder's CPU, for a fast local disk only: a board's flash or
-    /// network link loses events first at that rate.
-    #[arg(short = 'c', long = "compress", value_name = "kpack|LEVEL|none", default_value = "kpack", allow_hyphen_values = true, value_parser = parse_compression)]
+    /// kpack[=LEVEL], a zstd LEVEL 1-19, or none.
+    ///
+    /// `kpack` (the default; `kpack=LEVEL` for another zstd level behind
+    /// it) stores each block's records as columns of like fields, then
+    /// zstd (FORMAT.md §8.3), format 1.3. A zstd level 1-19 or zstd's
+    /// faster `fast=1`..`fast=7` alone writes format 1.1, which readers
+    /// older than 1.3 read whole (they skip kpack blocks) at about twice
+    /// the bytes. `none` stores the sub-buffers as they are, for a fast
+    /// local disk only. docs/benchmarks.md has the sizes and costs.
+    #[arg(short = 'c', long = "compress", value_name = "HOW", default_value = "kpack", allow_hyphen_values = true, value_parser = parse_compression)]
     pub compress: Compression,
 
-    /// Trace only these processes (all their threads), their descendants
-    /// running now, and what they fork: `-p 1234,1240`, `-p 1234 1240`
-    /// (so `-p $(pidof postgres)`), or `-p` repeated. The log also records
+    /// Trace only these processes and their descendants.
+    ///
+    /// `-p 1234,1240`, `-p 1234 1240` (so `-p $(pidof postgres)`), or `-p`
+    /// repeated; every thread of each. The log also records
     /// the traced tasks' forks (`sched:sched_process_fork`) and the pids
     /// traced, so that the report keeps exactly this tree: the kernel's
     /// pid filter lets some events of neighbouring tasks through. Without
@@ -166,19 +186,21 @@ pub struct Cli {
     )]
     pub pids: Vec<u32>,
 
-    /// With COMMAND: trace only the command and its descendants.
+    /// Trace only COMMAND and its descendants.
     #[arg(short = 'F', long = "follow-command")]
     pub follow_command: bool,
 
-    /// Count the recorder's own allocations in the report like the
-    /// workload's. The kernel records every task's events either way; by
+    /// Count the recorder's own allocations as the workload's.
+    ///
+    /// The kernel records every task's events either way; by
     /// default the log lists the recorder's threads and the report leaves
     /// their own (not interrupt) events out of its figures.
     #[arg(long = "trace-self")]
     pub trace_self: bool,
 
-    /// Take a kernel stack with every page allocation (`mm_page_alloc`), for
-    /// the report's page call sites: the `stacktrace` event trigger in the
+    /// A kernel stack with each page allocation.
+    ///
+    /// For the report's page call sites: the `stacktrace` event trigger in the
     /// recorder's own instance (not for the recorder's own threads outside
     /// interrupts, unless --trace-self). `off` records no stacks (smaller logs, less
     /// overhead in the traced kernel; the page report then has no call
@@ -186,8 +208,10 @@ pub struct Cli {
     #[arg(long = "page-stacks", value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = parse_on_off)]
     pub page_stacks: bool,
 
-    /// Boot mode: drain what boot-time tracing (`trace_event=kmem:...` on the
-    /// kernel command line) left in the top-level buffer, without resetting it
+    /// Drain what boot-time tracing left in the top buffer.
+    ///
+    /// What `trace_event=kmem:...` on the kernel command line recorded,
+    /// without resetting the buffer
     /// or changing its events; no instance is created. Boot with
     /// `trace_buf_size=` large enough for the boot, and with `trace_clock=`
     /// set: a kernel that finds its clock unstable switches clocks at
@@ -195,100 +219,104 @@ pub struct Cli {
     #[arg(long = "boot", conflicts_with_all = ["duration", "pids", "follow_command", "events", "filters", "cpus", "buffer_kb", "subbuf_kb", "clock", "command"])]
     pub boot: bool,
 
-    /// Remove tracefs instances left by recorders that were killed, and exit.
+    /// Remove instances left by killed recorders, and exit.
     #[arg(long = "cleanup", conflicts_with_all = ["output", "boot", "command"])]
     pub cleanup: bool,
 
-    /// Wake a reader when its CPU's buffer is this full (percent; written to
-    /// the instance's `buffer_percent`, raised to one sub-buffer's worth on
-    /// small buffers); 0 wakes the reader for every event (costly). Default
-    /// 25, or 50 where readers are real-time (`--reader-realtime`) and the
-    /// buffer is 1 MiB per CPU or more.
-    // Lower marks wake readers for fewer sub-buffers each time: at 2% a
-    // reader of few big sub-buffers woke, read one and polled again (1 MiB
-    // per CPU, 64 of 16 KiB: 350-381 ns/event against 226-234 at 25%, and
-    // losses in two rounds of seven where 25% lost none in five). One-page
-    // sub-buffers (kernels before 6.8) had kept 2%, chosen when readers ran
-    // at nice 0: with today's readers, 3 rounds at each of 1, 2 and 4 MiB
-    // with `--subbuf-kb 4`, 25% took 110-124, 94-116 and 92-95 ns/event
-    // against 234-264, 151-190 and 109-115, and neither lost anything
-    // (`bench/compare.sh`); inside an emulated arm64 board (6.1) 0.6 against
-    // 1.4 us/event net of fixed costs.
+    /// Wake a reader when its buffer is this full (percent).
+    ///
+    /// Written to the instance's `buffer_percent`, raised to one
+    /// sub-buffer's worth on small buffers; 0 wakes the reader for every
+    /// event (costly). Default 25, or 50 where readers are real-time
+    /// (`--reader-realtime`) and the buffer is 1 MiB per CPU or more.
+    // A lower mark wakes a reader for fewer sub-buffers each time, which
+    // costs more per event and lost events where 25% lost none: the
+    // rounds that chose 25% are in docs/benchmarks.md ("Recording").
     #[arg(long = "buffer-percent", value_name = "PCT", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub buffer_percent: Option<u32>,
 
-    /// Nice value of the per-CPU reader threads (-20..19; 0 leaves them at
-    /// the normal priority). Readers need little CPU but need it at once
+    /// Nice value of the per-CPU readers (-20..19).
+    ///
+    /// 0 leaves them at the normal priority. Readers need little CPU but need it at once
     /// when a burst fills the buffer while the traced load keeps every CPU
     /// busy. Their compressor threads take half a negative value (-5).
     #[arg(long = "reader-nice", value_name = "N", default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub reader_nice: i32,
 
-    /// Where the per-CPU readers (and their compressors) run: `others`
-    /// keeps each off the CPU it reads, `any` leaves it to the scheduler,
-    /// `auto` is `others` below 4 MiB per CPU. A burst can hold a CPU where
-    /// nothing else runs (softirq RCU work in an idle CPU's context, kernel
-    /// code that does not yield), and the scheduler wakes that CPU's reader
-    /// there because it looks idle: a small buffer overflows first. Reading
-    /// from another CPU costs some 5-12% more recorder CPU (the data crosses
-    /// caches), which a 4 MiB buffer does not need to pay.
+    /// Where readers run: auto, others, any.
+    ///
+    /// `others` keeps each off the CPU it reads, `any` leaves it to the
+    /// scheduler, `auto` is `others` below 4 MiB per CPU. A burst can hold
+    /// a CPU where nothing else runs (softirq RCU work in an idle CPU's
+    /// context, kernel code that does not yield), and the scheduler wakes
+    /// that CPU's reader there because it looks idle: a small buffer
+    /// overflows first. Reading from another CPU costs some recorder CPU
+    /// (the data crosses caches), which a 4 MiB buffer need not pay.
     #[arg(
         long = "reader-cpus",
-        value_name = "auto|others|any",
+        value_name = "WHERE",
+        hide_possible_values = true,
         default_value = "auto"
     )]
     pub reader_cpus: ReaderCpus,
 
-    /// Run the per-CPU readers under SCHED_FIFO at this priority (1-99),
-    /// or `off`; `auto` is 1 below 2 MiB per CPU, else `off`. A woken
-    /// real-time reader takes a CPU from the traced load at its next
-    /// preemption point, where a nice -10 one may still wait its turn: in
-    /// 20 s stress runs at 512 KiB and 1 MiB, readers at nice -10 lost
-    /// events in 5 of 27, real-time ones in none of 33, for 0-11% more
-    /// recorder CPU. Their compressors keep their nice value (`--reader-nice`).
+    /// Readers under SCHED_FIFO at PRIO 1-99, auto, off.
+    ///
+    /// `auto` is 1 below 2 MiB per CPU, else `off`. A woken real-time
+    /// reader takes a CPU from the traced load at its next preemption
+    /// point, where a nice -10 one may still wait its turn, and small
+    /// buffers overrun first. Their compressors keep their nice value
+    /// (`--reader-nice`).
     /// `auto` is `off` with `--boot`, which only drains. Needs CAP_SYS_NICE
     /// (or RLIMIT_RTPRIO); where refused, readers keep the normal policy and
     /// the log says so.
     #[arg(
         long = "reader-realtime",
-        value_name = "auto|PRIO|off",
+        value_name = "PRIO",
         default_value = "auto",
         value_parser = parse_reader_realtime
     )]
     pub reader_realtime: ReaderRealtime,
 
-    /// Read sub-buffers with read(2) instead of splice(2). With read the
-    /// kernel puts the page it last handed out back into the ring, so the
-    /// padding inside records keeps that page's old bytes; splice gives it
-    /// fresh zeroed pages instead (as trace-cmd gets), and the log is about
-    /// a quarter smaller and cheaper to compress. Splice falls back to read
-    /// by itself where the kernel refuses it.
+    /// Read sub-buffers with read(2) instead of splice(2).
+    ///
+    /// With read the kernel puts the page it last handed out back into the
+    /// ring, so the padding inside records keeps that page's old bytes;
+    /// splice gives it fresh zeroed pages instead (as trace-cmd gets), and
+    /// the log compresses better. Splice falls back to read by itself where
+    /// the kernel refuses it.
     #[arg(long = "no-splice")]
     pub no_splice: bool,
 
-    /// Write what a CPU has at least this often, even if its buffer is not
-    /// yet full (bounds what a crash loses and the latency of `-o -`).
+    /// Write what a CPU has at least this often.
+    ///
+    /// Even if its buffer is not yet full: bounds what a crash loses and
+    /// the latency of `-o -`.
     #[arg(long = "flush-interval", value_name = "DURATION", default_value = "1s", allow_hyphen_values = true, value_parser = parse_duration)]
     pub flush_interval: Duration,
 
-    /// Tracefs mount point (default: /sys/kernel/tracing, then /sys/kernel/debug/tracing).
+    /// Tracefs mount point.
+    ///
+    /// Default: /sys/kernel/tracing, then /sys/kernel/debug/tracing.
     #[arg(long = "tracefs", value_name = "DIR")]
     pub tracefs: Option<PathBuf>,
 
-    /// No status line and no summary on stderr.
+    /// No status line and no summary.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
 
-    /// Turn a tracefs dump (a directory, or a tar, gzip'd or not, as
-    /// kmemtrace-capture.sh writes on machines that cannot run kmemtraced)
-    /// or a trace-cmd trace.dat (versions 6 and 7; its top buffer, else
-    /// the first instance with data)
-    /// into a log, with the recorded kernel's own byte order and sizes.
-    #[arg(long = "import", value_name = "DIR|TAR|TRACE.DAT", conflicts_with_all = ["duration", "pids", "follow_command", "events", "filters", "cpus", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
+    /// A capture-script dump or a trace.dat into a log.
+    ///
+    /// A dump is a directory, or a tar, gzip'd or not, as
+    /// kmemtrace-capture.sh writes on machines that cannot run kmemtraced;
+    /// a trace.dat of versions 6 and 7 gives its top buffer, else the first
+    /// instance with data. The log keeps the recorded kernel's own byte
+    /// order and sizes.
+    #[arg(long = "import", value_name = "DUMP", conflicts_with_all = ["duration", "pids", "follow_command", "events", "filters", "cpus", "buffer_kb", "subbuf_kb", "clock", "command", "boot", "cleanup", "trace_self", "page_stacks"])]
     pub import: Option<PathBuf>,
 
     /// Internal: the guardian of a recording's instance (see guard.rs).
-    #[arg(long = "guard", value_name = "INSTANCE_DIR", hide = true)]
+    #[arg(long = "guard", value_name = "DIR", hide = true)]
     pub guard: Option<PathBuf>,
 
     /// Command to run while tracing (after `--`).

@@ -320,3 +320,69 @@ fn events_leave_out_the_recorder_and_warn_once() {
         "one line for every page event: {e}"
     );
 }
+
+#[test]
+fn versions_name_the_commit_they_were_built_from() {
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(common::workspace())
+        .output();
+    let Some(head) = head
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    else {
+        common::skip(
+            "versions_name_the_commit_they_were_built_from",
+            common::Missing::Tool,
+            "not a git checkout",
+        );
+        return;
+    };
+    for bin in [
+        "kmemtraced",
+        "kmemtrace-check",
+        "kmemtrace-report",
+        "kmemtrace-diff",
+        "kmemtrace-export",
+    ] {
+        let v = stdout(&run(bin, &["--version"]));
+        assert!(v.contains("(commit ") && v.contains(&head), "{bin}: {v}");
+    }
+}
+
+#[test]
+fn diff_gates_in_colour_on_a_terminal_and_never_with_no_color() {
+    let d = tempfile::tempdir().unwrap();
+    let gates = d.path().join("g.toml");
+    std::fs::write(&gates, "[[gate]]\nmetric = \"hits\"\nmax = 0\n").unwrap();
+    let s = sample();
+    let cmd = format!(
+        "{} {} {} --gate {}",
+        common::bin("kmemtrace-diff").display(),
+        s.display(),
+        s.display(),
+        gates.display()
+    );
+    let on_tty = |no_color: bool| {
+        let mut c = Command::new("script");
+        c.args(["-qec", &cmd, "/dev/null"]).env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        c.output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let Some(coloured) = on_tty(false) else {
+        common::skip(
+            "diff_gates_in_colour_on_a_terminal_and_never_with_no_color",
+            common::Missing::Tool,
+            "no `script` (util-linux)",
+        );
+        return;
+    };
+    assert!(coloured.contains("\x1b[1;31mFAIL\x1b[0m"), "{coloured}");
+    let plain = on_tty(true).unwrap();
+    assert!(plain.contains("FAIL") && !plain.contains('\x1b'), "{plain}");
+}
