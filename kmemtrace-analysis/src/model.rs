@@ -558,6 +558,11 @@ pub struct PageCallsiteRow {
     /// (innermost first, from the call site; with `--stacks`, else empty).
     pub stacks: u64,
     pub top_stack: Vec<String>,
+    /// The most frequent stack whatever `--stacks` says (empty without
+    /// one), for the HTML page, which shows it folded; not in the JSON,
+    /// whose `top_stack` keeps its meaning.
+    #[serde(skip)]
+    pub commonest_stack: Vec<String>,
 }
 
 /// A GFP flag's short name, as the kernel names it.

@@ -4,6 +4,14 @@
 //! name and its print fmt applied to its fields, stacks as `<stack trace>`
 //! with ` => function` lines.
 //!
+//! ftrace's own entries (system `ftrace`: `print`, `raw_data`, `bputs`,
+//! ...) the kernel prints with functions of their own, without the name:
+//! a write to `trace_marker` (`print`) is `tracing_mark_write: TEXT`, the
+//! text as written with the newline the kernel ends it with; one to
+//! `trace_marker_raw` (`raw_data`) is `# ID buf: xx xx ...`, every byte of
+//! the record after the id. The others print their print fmt, without the
+//! name (`bputs` and `bprint` point at strings in the kernel's memory: `?`).
+//!
 //! Losses: where a CPU lost records before its first one in the log (the
 //! kernel's buffer had overrun before it was read, the case of a `trace`
 //! file read after an overflow), every CPU's first record but the
@@ -112,10 +120,49 @@ pub fn header(out: &mut String, in_buffer: u64, written: u64, cpus: u32) {
 struct Kind<'a> {
     format: &'a EventFormat,
     print: PrintFmt,
+    shape: Shape,
     selected: bool,
     /// `common_pid`, `common_flags`, `common_preempt_count`, looked up
     /// once.
     common: [Option<Field>; 3],
+}
+
+/// How the kernel's `trace` file prints an event type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Shape {
+    /// A trace event (`TRACE_EVENT()`): `name: ` and its print fmt.
+    Named,
+    /// One of ftrace's own entries (kernel/trace/trace_entries.h, system
+    /// `ftrace`), printed by a function of its own without the name: here
+    /// its print fmt.
+    Ftrace,
+    /// `print` (`trace_print_print()`): `ip: buf`, the ip as
+    /// `seq_print_ip_sym()` prints it, `buf` with its own newline.
+    Print { ip: Field, buf: Field },
+    /// `raw_data` (`trace_raw_data()`): `# %x buf:` and ` %02x` for each
+    /// byte of the record from `buf` on.
+    RawData { id: Field, buf: Field },
+}
+
+impl Shape {
+    fn of(f: &EventFormat) -> Shape {
+        if f.system != "ftrace" {
+            return Shape::Named;
+        }
+        let field = |n: &str| f.fields.iter().find(|x| x.name == n).cloned();
+        let tail = |n: &str| field(n).filter(Field::runs_to_end);
+        match f.name.as_str() {
+            "print" => match (field("ip"), tail("buf")) {
+                (Some(ip), Some(buf)) => Shape::Print { ip, buf },
+                _ => Shape::Ftrace,
+            },
+            "raw_data" => match (field("id"), tail("buf")) {
+                (Some(id), Some(buf)) => Shape::RawData { id, buf },
+                _ => Shape::Ftrace,
+            },
+            _ => Shape::Ftrace,
+        }
+    }
 }
 
 /// What `--events` prints from.
@@ -163,6 +210,7 @@ impl Listing<'_> {
                 let kind = Kind {
                     format: f,
                     print: PrintFmt::compile(&f.print_fmt),
+                    shape: Shape::of(f),
                     selected: event_selected(self.events, f),
                     common: ["common_pid", "common_flags", "common_preempt_count"]
                         .map(|n| f.field(n).cloned()),
@@ -221,6 +269,9 @@ impl Listing<'_> {
         ids.sort();
         for id in ids {
             if let Some(k) = p.kinds.get(id) {
+                if !matches!(k.shape, Shape::Named | Shape::Ftrace) {
+                    continue; // Printed without the print fmt.
+                }
                 let name = k.format.full_name();
                 for why in k.print.unevaluated() {
                     limits.push((name.clone(), why.to_string()));
@@ -354,10 +405,39 @@ impl Printer<'_> {
             }
             (Some(k), None) => {
                 self.shown.insert(id);
-                out.push_str(&k.format.name);
-                out.push_str(": ");
-                k.print.write(out, e, k.format, r.payload, &self.kernel);
-                out.push('\n');
+                match &k.shape {
+                    Shape::Named => {
+                        out.push_str(&k.format.name);
+                        out.push_str(": ");
+                        k.print.write(out, e, k.format, r.payload, &self.kernel);
+                        out.push('\n');
+                    }
+                    Shape::Ftrace => {
+                        k.print.write(out, e, k.format, r.payload, &self.kernel);
+                        out.push('\n');
+                    }
+                    Shape::Print { ip, buf } => {
+                        self.ip_sym(out, ip.read_u64(e, r.payload).unwrap_or(0));
+                        out.push_str(": ");
+                        let text = buf.read_bytes(e, r.payload).unwrap_or_default();
+                        out.push_str(&String::from_utf8_lossy(text));
+                        // The kernel ends a marker's text with a newline
+                        // where it has none; a `print` from trace_printk()
+                        // may lack one, which the kernel's text then runs on
+                        // from, where this listing keeps one line an event.
+                        if !out.ends_with('\n') {
+                            out.push('\n');
+                        }
+                    }
+                    Shape::RawData { id, buf } => {
+                        let id = id.read_u64(e, r.payload).unwrap_or(0) as u32;
+                        let _ = write!(out, "# {id:x} buf:");
+                        for b in buf.read_raw_bytes(e, r.payload).unwrap_or_default() {
+                            let _ = write!(out, " {b:02x}");
+                        }
+                        out.push('\n');
+                    }
+                }
             }
             (None, _) => {
                 let _ = writeln!(out, "Unknown type {id}");

@@ -26,6 +26,8 @@ mod golden;
 mod html;
 #[path = "report/live.rs"]
 mod live;
+#[path = "report/markers.rs"]
+mod markers;
 #[path = "report/misuse.rs"]
 mod misuse;
 #[path = "report/page_stacks.rs"]

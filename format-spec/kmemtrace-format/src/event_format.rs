@@ -93,6 +93,9 @@ pub enum FieldKind {
     /// A fixed array (`char comm[16]`). `len` is the element count written
     /// between the brackets; when that is not a plain number
     /// (`[sizeof(...)]`) it is the field's `size`, and for `[]` it is 0.
+    /// An array of size 0 (ftrace's `print`: `char buf[]; offset:16;
+    /// size:0;`) is the record's tail: it runs from its offset to the end
+    /// of the record ([`Field::runs_to_end`]).
     Array { len: usize },
 }
 
@@ -491,12 +494,16 @@ impl Field {
         payload.get(self.data_range(e, payload)?)
     }
 
-    /// Where [`Field::read_raw_bytes`] reads: the array itself, or the data
-    /// a locator points at. `None` for scalars, or when the location falls
-    /// outside the payload.
+    /// Where [`Field::read_raw_bytes`] reads: the array itself (to the end
+    /// of the payload for an array of size 0), or the data a locator points
+    /// at. `None` for scalars, or when the location falls outside the
+    /// payload.
     pub fn data_range<E: Endian>(&self, e: E, payload: &[u8]) -> Option<core::ops::Range<usize>> {
         let range = match self.kind {
             FieldKind::Scalar => return None,
+            FieldKind::Array { .. } if self.runs_to_end() => {
+                (self.offset <= payload.len()).then_some(self.offset..payload.len())?
+            }
             FieldKind::Array { .. } => self.offset..self.offset.checked_add(self.size)?,
             FieldKind::DataLoc | FieldKind::RelLoc => {
                 if self.size != 4 {
@@ -527,6 +534,17 @@ impl Field {
     /// [`Field::read_bytes`] as text; `None` if it is not UTF-8.
     pub fn read_str<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<&'a str> {
         core::str::from_utf8(self.read_bytes(e, payload)?).ok()
+    }
+
+    /// True for an array declared with size 0: the kernel's flexible
+    /// array member at the end of an entry (`char buf[]` of ftrace's
+    /// `print` and `raw_data`, `u32 buf[]` of `bprint`), whose bytes run to
+    /// the end of the record, as libtraceevent reads it ("zero sized
+    /// fields mean the rest of the data"). Where a record holds more than
+    /// the kernel wrote (its length is rounded up to 4 bytes), a string
+    /// still stops at its NUL ([`Field::read_bytes`]).
+    pub fn runs_to_end(&self) -> bool {
+        matches!(self.kind, FieldKind::Array { .. }) && self.size == 0
     }
 
     /// True for `__data_loc`, `__rel_loc` and arrays: fields read with
@@ -677,6 +695,62 @@ print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, _
         assert_eq!(comm.read_str(LittleEndian, &p), Some("bash"));
         assert_eq!(msg.read_str(LittleEndian, &p), Some("xyz"));
         assert_eq!(comm.read_u64(LittleEndian, &p), None);
+    }
+
+    /// ftrace's `print` (what a write to `trace_marker` records) as a
+    /// 64-bit and a 32-bit kernel print its format: `buf` has size 0.
+    fn ftrace_print(long: usize) -> EventFormat {
+        let buf = 8 + long;
+        EventFormat::parse(
+            &format!(
+                "name: print\nID: 5\nformat:\n\
+                 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+                 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+                 \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+                 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+                 \tfield:unsigned long ip;\toffset:8;\tsize:{long};\tsigned:0;\n\
+                 \tfield:char buf[];\toffset:{buf};\tsize:0;\tsigned:0;\n\n\
+                 print fmt: \"%ps: %s\", (void *)REC->ip, REC->buf\n"
+            ),
+            Some("ftrace"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_array_of_size_0_runs_to_the_end_of_the_record() {
+        for long in [4, 8] {
+            let f = ftrace_print(long);
+            let buf = f.field("buf").unwrap();
+            assert_eq!(buf.kind, FieldKind::Array { len: 0 });
+            assert!(buf.runs_to_end() && buf.is_bytes());
+            assert!(!f.field("ip").unwrap().runs_to_end());
+            for e in [RunTimeEndian::Little, RunTimeEndian::Big] {
+                // The kernel's `trace_marker` record: the text, its newline
+                // and NUL, then the record's rounding to 4 bytes.
+                let mut p = Vec::new();
+                e.write_uint(&mut p, 5, 2);
+                p.extend_from_slice(&[1, 1]);
+                e.write_uint(&mut p, 4242, 4);
+                e.write_uint(&mut p, 0xc012_3456, long);
+                p.extend_from_slice(b"PHASE A start\n\0");
+                p.resize(p.len().next_multiple_of(4), 0xaa);
+                let at = 8 + long;
+                assert_eq!(buf.data_range(e, &p), Some(at..p.len()), "{e:?} {long}");
+                assert_eq!(buf.read_str(e, &p), Some("PHASE A start\n"));
+                assert_eq!(buf.read_raw_bytes(e, &p).unwrap().len(), p.len() - at);
+                assert_eq!(f.field("ip").unwrap().read_u64(e, &p), Some(0xc012_3456));
+                // No NUL: the whole tail; nothing after the fixed part: empty;
+                // a record shorter than the fixed part: nothing to read.
+                let mut q = p[..at].to_vec();
+                q.extend_from_slice(b"abc");
+                assert_eq!(buf.read_str(e, &q), Some("abc"));
+                assert_eq!(buf.read_str(e, &p[..at]), Some(""));
+                assert_eq!(buf.read_bytes(e, &p[..at - 1]), None);
+            }
+            // The record runs on past the fixed part.
+            assert_eq!(f.written_extent().len(LittleEndian, &[0; 40]), None);
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - [`encode_event`] lays out one trace record from a recorded `format`
 //!   file: `common_*` fields, scalars at their offsets and sizes in the given
 //!   byte order, `__data_loc` / `__rel_loc` strings appended after the fixed
-//!   part, as the kernel's `trace_event_raw_event_*` functions do.
+//!   part, as the kernel's `trace_event_raw_event_*` functions do, and a
+//!   string for an array of size 0 (`char buf[]`) as the record's tail.
 //! - [`LogBuilder`] packs each CPU's records into sub-buffers with the
 //!   kernel-rule encoder ([`crate::subbuf::encode`]) and writes a complete
 //!   log: ARCH, `header_page`, `header_event`, formats, CPU data, END.
@@ -74,6 +75,13 @@ pub fn encode_event<E: Endian>(
             (FieldKind::Scalar, Value::Uint(x)) => put(&mut rec, f.offset, f.size, *x),
             (FieldKind::DataLoc | FieldKind::RelLoc, Value::Str(s)) => {
                 dynamic.push((f.offset, f.size, f.kind, s.as_bytes().to_vec()));
+            }
+            (FieldKind::Array { .. }, Value::Str(s)) if f.runs_to_end() => {
+                // The entry's flexible array (`char buf[]` of ftrace's
+                // `print`): the string and its NUL end the record.
+                rec.resize(rec.len().max(f.offset), 0);
+                rec.extend_from_slice(s.as_bytes());
+                rec.push(0);
             }
             (FieldKind::Array { .. }, Value::Str(s)) => {
                 let b = s.as_bytes();

@@ -116,6 +116,10 @@ pub(crate) fn callsites(
                 .iter()
                 .max_by(|a, b| a.1.cmp(b.1).then_with(|| ss.raw(*b.0).cmp(ss.raw(*a.0))))
                 .map(|(&id, _)| id);
+            let commonest = match top {
+                Some(id) if id != NO_STACK => ss.frames(id),
+                _ => Vec::new(),
+            };
             PageCallsiteRow {
                 callsite: ss.name(k.site),
                 addr: Addr(k.site),
@@ -127,10 +131,12 @@ pub(crate) fn callsites(
                 live_blocks: acc.live.requests,
                 live_bytes: acc.live.bytes,
                 stacks: acc.stacks.keys().filter(|&&s| s != NO_STACK).count() as u64,
-                top_stack: match top {
-                    Some(id) if cx.opts.page_stacks && id != NO_STACK => ss.frames(id),
-                    _ => Vec::new(),
+                top_stack: if cx.opts.page_stacks {
+                    commonest.clone()
+                } else {
+                    Vec::new()
                 },
+                commonest_stack: commonest,
             }
         })
         .collect();

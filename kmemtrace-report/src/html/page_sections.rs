@@ -220,7 +220,8 @@ fn callsites(p: &Page<'_>, o: &mut String) {
             .count(u64::from(r.order))
             .text(&r.migratetype)
             .code(&r.gfp.compact)
-            .code(&r.top_stack.join(" ← "));
+            // Folded but with --stacks, as the text report shows stacks.
+            .stack(&r.commonest_stack, !r.top_stack.is_empty());
     }
     t.more(
         pr.callsites.len().saturating_sub(p.lines),

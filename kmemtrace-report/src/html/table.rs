@@ -19,6 +19,26 @@ pub struct Table {
     left_out: Option<String>,
 }
 
+/// `s` escaped for HTML, with a line-break opportunity (`<wbr>`) after
+/// each `|`, `.`, `/` and `,` and before each `+`: where a symbol
+/// (`radix_tree_node_alloc.constprop.0+0xb3`) or a flag list
+/// (`NOWAIT|NORETRY|NOMEMALLOC`) may wrap in a narrow column. The text, and
+/// a sort by it, are unchanged.
+pub fn breakable(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 16);
+    let mut buf = [0u8; 4];
+    for c in s.chars() {
+        if c == '+' {
+            o.push_str("<wbr>");
+        }
+        o.push_str(&esc(c.encode_utf8(&mut buf)));
+        if matches!(c, '|' | '.' | '/' | ',') {
+            o.push_str("<wbr>");
+        }
+    }
+    o
+}
+
 impl Table {
     pub fn new(id: &'static str, columns: &[Column]) -> Self {
         Table {
@@ -55,9 +75,41 @@ impl Table {
         self
     }
 
-    /// Text in a fixed-width font (symbols, addresses, flags).
+    /// Text in a fixed-width font (symbols, addresses, flags), free to
+    /// wrap where a symbol or a flag list may ([`breakable`]).
     pub fn code(&mut self, s: &str) -> &mut Self {
-        let _ = write!(self.body, "<td><code>{}</code></td>", esc(s));
+        let _ = write!(self.body, "<td><code>{}</code></td>", breakable(s));
+        self
+    }
+
+    /// A kernel stack, innermost first from the row's call site: folded to
+    /// the call site's caller and the number of callers, unfolded (all the
+    /// callers, one a line) on a click, or from the start where `open`;
+    /// `-` without a stack.
+    pub fn stack(&mut self, frames: &[String], open: bool) -> &mut Self {
+        let callers = frames.get(1..).unwrap_or_default();
+        let Some(first) = callers.first() else {
+            return match frames.first() {
+                Some(site) => self.code(site),
+                None => self.text("-"),
+            };
+        };
+        let _ = write!(
+            self.body,
+            r#"<td class="stack"><details{}><summary><code>← {}</code>"#,
+            if open { " open" } else { "" },
+            breakable(first)
+        );
+        let _ = write!(
+            self.body,
+            r#" <span class="depth">… {} caller{}</span></summary><ol>"#,
+            callers.len(),
+            if callers.len() == 1 { "" } else { "s" }
+        );
+        for f in callers {
+            let _ = write!(self.body, "<li><code>{}</code></li>", breakable(f));
+        }
+        self.body.push_str("</ol></details></td>");
         self
     }
 

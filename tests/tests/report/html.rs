@@ -271,3 +271,177 @@ fn the_page_is_owner_only_and_says_its_filters() {
     assert_eq!(o.status.code(), Some(4));
     assert!(!d.path().join("elsewhere").exists());
 }
+
+/// Appended to a copy of a page: measures it as laid out, with its stacks
+/// folded (as the page opens) and then unfolded, into `<pre id="laid-out">`.
+const MEASURE: &str = r#"<script>
+(function () {
+  function measure() {
+    var out = { doc_width: document.documentElement.scrollWidth, overflowing: [], headings: {}, stacks: [] };
+    document.querySelectorAll("main div.scroll, main figure").forEach(function (d) {
+      if (d.scrollWidth > d.clientWidth) {
+        var t = d.querySelector("table, figcaption");
+        out.overflowing.push(t.id || t.textContent);
+      }
+    });
+    document.querySelectorAll("table.sortable").forEach(function (t) {
+      var box = t.closest("div.scroll").getBoundingClientRect();
+      out.headings[t.id] = Array.prototype.map.call(t.tHead.rows[0].cells, function (th) {
+        var r = th.getBoundingClientRect();
+        return [th.textContent, r.width > 0 && r.left >= box.left - 0.5 && r.right <= box.right + 0.5];
+      });
+    });
+    var pages = document.getElementById("page-callsites");
+    if (pages) {
+      Array.prototype.forEach.call(pages.tBodies[0].rows, function (row) {
+        var cell = row.cells[row.cells.length - 1];
+        out.stacks.push([row.cells[0].textContent, cell.innerText.trim(), cell.getBoundingClientRect().height]);
+      });
+    }
+    return out;
+  }
+  var folded = measure();
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  var pre = document.createElement("pre");
+  pre.id = "laid-out";
+  pre.textContent = JSON.stringify({ folded: folded, unfolded: measure(), width: window.innerWidth });
+  document.body.appendChild(pre);
+})();
+</script>"#;
+
+/// `page` laid out by headless Chromium in a `width` px wide window
+/// ([`MEASURE`]); `None` (skipped) without Chromium.
+fn laid_out(test: &str, page: &Path, width: u32) -> Option<serde_json::Value> {
+    if Command::new("chromium").arg("--version").output().is_err() {
+        common::skip(test, common::Missing::Tool, "chromium (Debian's package)");
+        return None;
+    }
+    let copy = page.with_extension("measured.html");
+    let mut html = std::fs::read_to_string(page).unwrap();
+    html.push_str(MEASURE);
+    std::fs::write(&copy, html).unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            &format!("--window-size={width},900"),
+            "--dump-dom",
+            &format!("file://{}", copy.display()),
+        ])
+        .env("HOME", page.parent().unwrap())
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let at = dom
+        .find(r#"<pre id="laid-out">"#)
+        .expect("the measuring script ran")
+        + 19;
+    let text = &dom[at..at + dom[at..].find("</pre>").unwrap()];
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["width"], width);
+    Some(v)
+}
+
+/// Nothing of the page runs past a `width` px wide window, whether its
+/// stacks are folded or not: no table or plot scrolls sideways, and every
+/// column heading is inside its table's box.
+fn assert_fits(v: &serde_json::Value, width: u32, what: &str) {
+    for state in ["folded", "unfolded"] {
+        let m = &v[state];
+        assert_eq!(m["overflowing"], serde_json::json!([]), "{what}, {state}");
+        assert!(
+            m["doc_width"].as_u64().unwrap() <= u64::from(width),
+            "{what}, {state}: {}",
+            m["doc_width"]
+        );
+        for (table, headings) in m["headings"].as_object().unwrap() {
+            for h in headings.as_array().unwrap() {
+                assert_eq!(h[1], true, "{what}, {state}: {table}'s {} is cut off", h[0]);
+            }
+        }
+    }
+}
+
+#[test]
+fn at_1400_px_every_table_fits_and_page_call_sites_show_their_stacks() {
+    let test = "at_1400_px_every_table_fits_and_page_call_sites_show_their_stacks";
+    let dir = tempfile::tempdir().unwrap();
+    // The sample's slab tables: long symbols, cache names and GFP lists.
+    let sample_page = dir.path().join("sample.html");
+    html_of(&sample(), &sample_page, &[]);
+    // Page call sites with the stacks kmemtraced records, without
+    // --stacks (folded) and with it (unfolded from the start).
+    let (log, planted) = crate::page_stacks::x86_64_log();
+    let log_path = dir.path().join("stacks.kmt");
+    std::fs::write(&log_path, log).unwrap();
+    let folded = html_of(&log_path, &dir.path().join("stacks.html"), &[]);
+    let open = html_of(&log_path, &dir.path().join("open.html"), &["--stacks"]);
+    assert!(folded.contains(r#"<td class="stack"><details><summary>"#));
+    assert!(!folded.contains("<details open>"));
+    assert!(open.contains(r#"<td class="stack"><details open><summary>"#));
+    // The JSON's top_stack still follows --stacks.
+    let json = crate::report_json(&log_path, &[]);
+    for row in json["pages"]["callsites"].as_array().unwrap() {
+        assert_eq!(row["top_stack"], serde_json::json!([]), "{row}");
+    }
+    let Some(sample) = laid_out(test, &sample_page, 1400) else {
+        return;
+    };
+    assert_fits(&sample, 1400, "the sample");
+    let slab = sample["folded"]["headings"]["slab-callsites"]
+        .as_array()
+        .unwrap();
+    assert!(slab.iter().any(|h| h[0] == "Cache"), "{slab:?}");
+    // Each call site's commonest stack: its callers, innermost first.
+    let callers: std::collections::BTreeMap<&str, &[&str]> = [
+        ("pgd_alloc+0x10", &["copy_process+0x10"][..]),
+        ("do_anonymous_page+0x10", &["handle_mm_fault+0x10"][..]),
+        ("net_rx_refill+0x10", &["__do_softirq+0x10"][..]),
+        ("-", &["-"][..]),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        callers.keys().collect::<Vec<_>>(),
+        planted.keys().collect::<Vec<_>>()
+    );
+    for page in ["stacks.html", "open.html"] {
+        let v = laid_out(test, &dir.path().join(page), 1400).unwrap();
+        assert_fits(&v, 1400, page);
+        for state in ["folded", "unfolded"] {
+            let rows = v[state]["stacks"].as_array().unwrap();
+            assert_eq!(rows.len(), planted.len(), "{page}, {state}: {rows:?}");
+            for r in rows {
+                let site = r[0].as_str().unwrap();
+                let shown = r[1].as_str().unwrap();
+                assert!(r[2].as_f64().unwrap() > 0.0, "{page}, {state}: {r}");
+                for f in callers[site] {
+                    assert!(shown.contains(f), "{page}, {state}: {site}: {shown:?}");
+                }
+            }
+        }
+        // Folded, a stack shows its call site's caller and how many there
+        // are; unfolded, one caller a line.
+        let row = |state: &str| {
+            v[state]["stacks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r[0] == "pgd_alloc+0x10")
+                .unwrap()[1]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(row("unfolded"), "… 1 caller\ncopy_process+0x10");
+        if page == "stacks.html" {
+            assert_eq!(row("folded"), "← copy_process+0x10 … 1 caller");
+        }
+    }
+}

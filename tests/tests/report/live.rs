@@ -47,7 +47,7 @@ impl Drop for Instance {
     }
 }
 
-fn drain(path: &Path, page: usize) -> Vec<u8> {
+pub(crate) fn drain(path: &Path, page: usize) -> Vec<u8> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc_o_nonblock())
@@ -74,7 +74,7 @@ fn drain(path: &Path, page: usize) -> Vec<u8> {
 /// Reads a tracefs file with one large read per call: tracefs text files
 /// (header_page) come out cut when read in small pieces, as
 /// `read_to_string`'s first 32-byte probe does.
-fn read_tracefs(path: &Path) -> Vec<u8> {
+pub(crate) fn read_tracefs(path: &Path) -> Vec<u8> {
     let mut f = std::fs::File::open(path).unwrap();
     let mut out = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
@@ -92,7 +92,7 @@ fn libc_o_nonblock() -> i32 {
     0o4000 // O_NONBLOCK on Linux (all architectures this runs on)
 }
 
-fn format_id(f: &[u8]) -> u32 {
+pub(crate) fn format_id(f: &[u8]) -> u32 {
     String::from_utf8_lossy(f)
         .lines()
         .find_map(|l| l.strip_prefix("ID: "))

@@ -291,8 +291,9 @@ fn check(what: &str, log: &[u8], planted: &BTreeMap<&'static str, (u64, u64)>) {
     }
 }
 
-#[test]
-fn call_sites_from_stacks_on_this_kernels_layout() {
+/// A log of this kernel's layout (x86_64 6.18) with page stacks, and the
+/// call sites planted in it.
+pub(crate) fn x86_64_log() -> (Vec<u8>, BTreeMap<&'static str, (u64, u64)>) {
     let k = Kernel {
         order: RunTimeEndian::Little,
         long: 8,
@@ -301,7 +302,12 @@ fn call_sites_from_stacks_on_this_kernels_layout() {
         page_free: PAGE_FREE.into(),
         stack: STACK.into(),
     };
-    let (log, planted) = build(LittleEndian, &k);
+    build(LittleEndian, &k)
+}
+
+#[test]
+fn call_sites_from_stacks_on_this_kernels_layout() {
+    let (log, planted) = x86_64_log();
     check("x86_64", &log, &planted);
 }
 
