@@ -141,6 +141,23 @@ pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {
     Ok(out)
 }
 
+/// The ftrace entries a write to `trace_marker` (`print`),
+/// `trace_marker_raw` (`raw_data`) or `trace_printk()` (`bputs`, `bprint`)
+/// leaves in any instance, whose formats this kernel has: nothing enables
+/// them, and the log carries their formats so that what a workload marks
+/// (`echo "phase 2" > instances/NAME/trace_marker`) lists as the kernel
+/// prints it.
+pub fn marker_formats(dir: &TraceDir) -> Vec<Event> {
+    ["print", "raw_data", "bputs", "bprint"]
+        .into_iter()
+        .filter(|n| exists(dir, "ftrace", n))
+        .map(|n| Event {
+            system: "ftrace".into(),
+            name: n.into(),
+        })
+        .collect()
+}
+
 /// The events enabled in `set_event` (boot mode), as `system:name` lines.
 pub fn enabled_in(dir: &TraceDir) -> Vec<Event> {
     dir.read_string("set_event")

@@ -610,7 +610,12 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     let (out_file, written) = out.split();
     // The log carries the stack record's format beside the events' (the
     // kernel writes those records; there is nothing to enable).
-    let recorded: Vec<Event> = events.iter().cloned().chain(stacks.clone()).collect();
+    let recorded: Vec<Event> = events
+        .iter()
+        .cloned()
+        .chain(stacks.clone())
+        .chain(events::marker_formats(&inst.dir))
+        .collect();
     let plan = Plan {
         dir: inst.dir.clone(),
         top: tfs.top.clone(),
@@ -1002,6 +1007,11 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
             if !evs.contains(&d) {
                 evs.push(d);
             }
+        }
+    }
+    for m in events::marker_formats(&top) {
+        if !evs.contains(&m) {
+            evs.push(m);
         }
     }
     let layout = metadata::layout(&top)?;

@@ -1505,3 +1505,48 @@ fn cpus_and_filters_as_perf_and_trace_cmd_take_them() {
         .args(["-C", "4096", "-d", "1s"]));
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn a_workloads_markers_list_as_the_kernel_prints_them() {
+    let Some(tfs) = common::tracefs_or_skip("a_workloads_markers_list_as_the_kernel_prints_them")
+    else {
+        return;
+    };
+    let d = tmp();
+    let log = d.path().join("marks.kmt");
+    // The command's parent is the recorder: its instance is kmemtraced-$PPID-*.
+    let script = format!(
+        "for m in {}/instances/kmemtraced-$PPID-*/trace_marker; do echo 'PHASE A start' > $m; cat /proc/self/stat > /dev/null; echo 'PHASE A end' > $m; done",
+        tfs.display()
+    );
+    let out = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args(["-q", "--", "sh", "-c", &script]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing = common::stdout_ok(
+        Command::new(common::bin("kmemtrace-report"))
+            .args(["--events", "--all-tasks"])
+            .arg(&log),
+    );
+    let marks: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains("tracing_mark_write"))
+        .collect();
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    assert!(
+        marks[0].ends_with(": tracing_mark_write: PHASE A start"),
+        "{}",
+        marks[0]
+    );
+    assert!(
+        marks[1].ends_with(": tracing_mark_write: PHASE A end"),
+        "{}",
+        marks[1]
+    );
+}
