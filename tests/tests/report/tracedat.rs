@@ -307,14 +307,40 @@ pub(crate) fn record(log: &std::path::Path, options: &[&str], script: &str) {
     );
 }
 
-/// `kmemtrace-export INPUT --to trace-dat -o OUT`, asserting success.
+/// `kmemtrace-export INPUT --to trace-dat -o OUT` (version 7, the
+/// default), asserting success.
 pub(crate) fn export(input: &std::path::Path, out: &std::path::Path) {
-    common::stdout_ok(
-        Command::new(common::bin("kmemtrace-export"))
-            .arg(input)
-            .args(["--to", "trace-dat", "-o"])
-            .arg(out),
-    );
+    export_version(input, out, &[]);
+}
+
+/// `kmemtrace-export INPUT --to trace-dat [OPTIONS] -o OUT`, asserting
+/// success; returns its summary line.
+fn export_version(input: &std::path::Path, out: &std::path::Path, options: &[&str]) -> String {
+    let o = Command::new(common::bin("kmemtrace-export"))
+        .arg(input)
+        .args(["--to", "trace-dat"])
+        .args(options)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+/// The version a trace.dat's header says, and its compression (v7).
+fn dat_version(dat: &std::path::Path) -> (String, Option<String>) {
+    let b = std::fs::read(dat).unwrap();
+    assert_eq!(&b[..10], b"\x17\x08\x44tracing");
+    let cstr = |at: usize| {
+        let end = at + b[at..].iter().position(|&c| c == 0).unwrap();
+        (String::from_utf8_lossy(&b[at..end]).into_owned(), end + 1)
+    };
+    let (version, at) = cstr(10);
+    // Byte order, long size, page size; then v7's compression name.
+    let compression = (version == "7").then(|| cstr(at + 6).0);
+    (version, compression)
 }
 
 /// `trace-cmd report -i FILE`'s output.
@@ -347,17 +373,47 @@ fn foreign_captures_exported_list_the_same_events_in_trace_cmd() {
     for arch in ["armhf", "s390x"] {
         let original = data.join(arch).join("tracecmd/trace.dat");
         let want = trace_cmd_report(&original);
-        // trace.dat (v7, zstd) -> our log -> trace.dat (v6): trace-cmd
-        // prints every event as it printed the original, line for line.
-        let log = import(&original, dir.path(), arch);
-        let out = dir.path().join(format!("{arch}.dat"));
-        export(&log, &out);
-        let got = trace_cmd_report(&out);
         assert!(want.lines().count() > 30_000, "{arch}");
-        if got != want {
-            let first = got.lines().zip(want.lines()).position(|(a, b)| a != b);
-            panic!("{arch}: first differing line {first:?}");
+        // trace.dat (v7, zstd) -> our log -> trace.dat, version 7 (the
+        // default, zstd-compressed as trace-cmd 3 writes it) and version 6
+        // (uncompressed): trace-cmd prints every event as it printed the
+        // original, line for line, from both.
+        let log = import(&original, dir.path(), arch);
+        let v7 = dir.path().join(format!("{arch}.dat"));
+        let v6 = dir.path().join(format!("{arch}.v6.dat"));
+        let said = export_version(&log, &v7, &[]);
+        assert!(said.contains("trace.dat version 7 (zstd"), "{said}");
+        export_version(&log, &v6, &["--trace-dat-version", "6"]);
+        assert_eq!(
+            dat_version(&v7),
+            ("7".into(), Some("zstd".into())),
+            "{arch}"
+        );
+        assert_eq!(dat_version(&v6), ("6".into(), None), "{arch}");
+        for (out, version) in [(&v7, 7), (&v6, 6)] {
+            let got = trace_cmd_report(out);
+            if got != want {
+                let first = got.lines().zip(want.lines()).position(|(a, b)| a != b);
+                panic!("{arch} version {version}: first differing line {first:?}");
+            }
         }
+        // The pages compressed take a fraction of the uncompressed file.
+        let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
+        assert!(
+            size(&v7) * 3 < size(&v6),
+            "{arch}: {} vs {}",
+            size(&v7),
+            size(&v6)
+        );
+        // trace-cmd's own account of the file: version 7, zstd, one
+        // buffer of compressed CPU data.
+        let dump = common::stdout_ok(
+            Command::new("trace-cmd")
+                .args(["dump", "--summary", "-i"])
+                .arg(&v7),
+        );
+        assert!(dump.contains("zstd\t[Compression algorithm]"), "{dump}");
+        assert!(dump.contains("[10 sections]"), "{dump}");
     }
 }
 
