@@ -2,8 +2,9 @@
 //! Linux 6.8+) cut into page-sized ones, for a trace.dat (either version):
 //! a version 6 header has one page size, by which trace-cmd splits the CPU
 //! data and which readers (our importer among them) take for the machine's
-//! page, the unit of the page allocator's byte counts; and trace-cmd before
-//! 3.2 reads version 7's top buffer by that page size too, not its own.
+//! page, the unit of the page allocator's byte counts; and trace-cmd (3.1
+//! to 3.4) reads version 7's top buffer by that page size too, not by the
+//! buffer's own.
 //!
 //! Each page takes whole records in order. Its time stamp is the running
 //! time before its first record, so every record's delta, relative to the

@@ -10,7 +10,7 @@
 //!
 //! Both versions hold the same pages: sub-buffers bigger than the
 //! machine's page are cut into pages for both (`repage.rs`), as trace-cmd
-//! before 3.2 reads the top buffer's pages by the header's page size.
+//! (3.1 to 3.4) reads the top buffer's pages by the header's page size.
 
 use crate::progress::Progress;
 use crate::repage::Cutter;
