@@ -23,6 +23,16 @@ enum Format {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum PerfettoCompression {
+    /// In batches, each deflated (zlib) into one `compressed_packets`
+    /// packet, as Perfetto's own service writes them: trace_processor and
+    /// ui.perfetto.dev inflate them as they read.
+    Zlib,
+    /// Each packet as it is, for tools that do not inflate them.
+    None,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum DatVersion {
     /// Version 7, as trace-cmd 3 writes it: sections, the metadata and
     /// the CPU data compressed with zstd (read by trace-cmd 3.0 and later).
@@ -55,6 +65,9 @@ struct Cli {
     /// The trace.dat version written by --to trace-dat.
     #[arg(long, value_enum, value_name = "N", default_value = "7")]
     trace_dat_version: DatVersion,
+    /// How --to perfetto writes its packets.
+    #[arg(long, value_enum, value_name = "HOW", default_value = "zlib")]
+    perfetto_compression: PerfettoCompression,
     /// No progress line and no summary on standard error (errors are
     /// still reported). The progress line is shown on a terminal only.
     #[arg(short, long)]
@@ -179,12 +192,31 @@ fn main() -> ExitCode {
                 }
             };
             let out = std::io::BufWriter::with_capacity(1 << 20, out);
-            let series = kmemtrace_export::perfetto::derived_series(&mut log);
-            kmemtrace_export::perfetto::write(&log, &series, out).map(|w| {
+            let mut line = progress_line(&cli);
+            let series = kmemtrace_export::perfetto::derived_series(&mut log, &mut |p| {
+                if let Some(l) = line.as_mut() {
+                    l.update(p)
+                }
+            });
+            let compression = match cli.perfetto_compression {
+                PerfettoCompression::Zlib => kmemtrace_export::perfetto::Compression::Zlib,
+                PerfettoCompression::None => kmemtrace_export::perfetto::Compression::None,
+            };
+            let written =
+                kmemtrace_export::perfetto::write(&log, &series, out, compression, &mut |p| {
+                    if let Some(l) = line.as_mut() {
+                        l.update(p)
+                    }
+                });
+            drop(line);
+            written.map(|w| {
                 let mut s = format!(
                     "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
                     w.typed, w.generic, w.bundles, w.counter_points
                 );
+                if w.compressed_packets > 0 {
+                    s += &format!(", zlib-compressed in {} packets", w.compressed_packets);
+                }
                 if w.unknown > 0 {
                     s += &format!("; {} records of unknown events left out", w.unknown);
                 }

@@ -5,9 +5,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-/// Sub-buffers of the log read, of all it holds.
+/// Sub-buffers of the log read, of all it holds, by the step named
+/// (`writing`; for Perfetto, `analysing` first).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
+    pub step: &'static str,
     pub done: u64,
     pub total: u64,
 }
@@ -73,10 +75,11 @@ impl Drop for Line {
     }
 }
 
-/// `kmemtrace-export:  42% of 12,345 sub-buffers, 3.1 s`.
+/// `kmemtrace-export: writing  42% of 12,345 sub-buffers, 3.1 s`.
 fn line(p: Progress, elapsed: Duration) -> String {
     format!(
-        "kmemtrace-export: {:>3}% of {} sub-buffers, {:.1} s",
+        "kmemtrace-export: {} {:>3}% of {} sub-buffers, {:.1} s",
+        p.step,
         (p.done.min(p.total) * 100)
             .checked_div(p.total)
             .unwrap_or(100),
@@ -93,15 +96,23 @@ mod tests {
     fn the_line_says_the_share_done() {
         let l = line(
             Progress {
+                step: "writing",
                 done: 617,
                 total: 1234,
             },
             Duration::from_millis(3150),
         );
-        assert_eq!(l, "kmemtrace-export:  50% of 1,234 sub-buffers, 3.1 s");
+        assert_eq!(
+            l,
+            "kmemtrace-export: writing  50% of 1,234 sub-buffers, 3.1 s"
+        );
         // Nothing to do is all done; more than all is all.
         assert!(line(Progress::default(), Duration::ZERO).contains("100% of 0"));
-        let over = Progress { done: 5, total: 4 };
+        let over = Progress {
+            done: 5,
+            total: 4,
+            ..Progress::default()
+        };
         assert!(line(over, Duration::ZERO).contains("100% of 4"));
     }
 }

@@ -255,7 +255,11 @@ impl<'a, 'p> Pages<'a, 'p> {
             cpus,
             scratch: BlockScratch::default(),
             buf: Vec::new(),
-            progress: Progress { done: 0, total },
+            progress: Progress {
+                step: "writing",
+                done: 0,
+                total,
+            },
             report,
         }
     }
@@ -666,7 +670,11 @@ mod tests {
         // Progress comes after each block, up to all of them.
         assert!(seen.windows(2).all(|p| p[0].done < p[1].done));
         let total: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
-        assert_eq!(seen.last().copied(), Some(Progress { done: total, total }));
+        let last = seen.last().unwrap();
+        assert_eq!(
+            (last.step, last.done, last.total),
+            ("writing", total, total)
+        );
         w
     }
 
