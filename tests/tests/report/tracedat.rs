@@ -577,3 +577,67 @@ fn damaged_trace_dat_files_are_refused_or_read_never_a_crash() {
         }
     }
 }
+
+/// `kmemtrace-export`'s progress line is for terminals: with standard
+/// error a pipe it says only its summary, and with -q nothing at all (the
+/// file written all the same); on a terminal (`script` gives it one)
+/// whatever progress line it drew is wiped before the summary.
+#[test]
+fn export_progress_is_for_terminals_and_quiet_says_nothing() {
+    let sample = common::workspace().join("tests/data/sample-x86_64.kmt");
+    let dir = tempfile::tempdir().unwrap();
+    let have_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    for to in ["trace-dat", "perfetto"] {
+        let out = dir.path().join(format!("s.{to}"));
+        let run = |extra: &[&str]| {
+            let o = Command::new(common::bin("kmemtrace-export"))
+                .arg(&sample)
+                .args(["--to", to])
+                .args(extra)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let err = String::from_utf8(o.stderr).unwrap();
+            assert!(o.status.success(), "{to}: {err}");
+            err
+        };
+        let err = run(&[]);
+        assert!(!err.contains('\r'), "{to}: {err:?}");
+        assert_eq!(err.lines().count(), 1, "{to}: {err:?}");
+        assert!(err.starts_with("kmemtrace-export: "), "{to}: {err:?}");
+        std::fs::remove_file(&out).unwrap();
+        assert_eq!(run(&["-q"]), "", "{to}");
+        assert!(std::fs::metadata(&out).unwrap().len() > 1000, "{to}");
+        if !have_script {
+            continue;
+        }
+        // On a terminal: the summary last, the progress line wiped (a run
+        // of spaces over it) before anything else is written.
+        let cmd = format!(
+            "{} {} --to {to} -o {}",
+            common::bin("kmemtrace-export").display(),
+            sample.display(),
+            out.display()
+        );
+        let tty = common::stdout_ok(Command::new("script").args(["-qefc", &cmd, "/dev/null"]));
+        let parts: Vec<&str> = tty.split('\r').collect();
+        let last = parts.iter().rev().find(|p| !p.trim().is_empty()).unwrap();
+        assert!(
+            last.starts_with("kmemtrace-export: ") && last.contains(" -> "),
+            "{to}: {tty:?}"
+        );
+        // (A progress line is followed by the next one, or wiped.)
+        let progress =
+            |p: &str| p.starts_with("kmemtrace-export: ") && p.contains(" sub-buffers, ");
+        for (i, p) in parts.iter().enumerate() {
+            if progress(p) {
+                let next = parts[i + 1];
+                assert!(next.trim().is_empty() || progress(next), "{to}: {tty:?}");
+            }
+        }
+    }
+}
