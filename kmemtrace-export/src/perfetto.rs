@@ -54,6 +54,7 @@ use kmemtrace_format::{Endian, RunTimeEndian};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 
 /// `Trace.packet`.
 const TRACE_PACKET: u32 = 1;
@@ -234,60 +235,147 @@ pub enum Compression {
 const BATCH_BYTES: usize = 512 << 10;
 
 /// The packets out, each a `Trace.packet` (its field key and length
-/// first): written as they come, or gathered and deflated in batches.
+/// first): written as they come, or gathered in batches that threads
+/// deflate while the records are read, written in order.
 struct Packets<W: Write> {
     out: W,
-    compression: Compression,
     batch: Vec<u8>,
+    deflater: Option<Deflater>,
     /// `compressed_packets` packets written.
     compressed: u64,
+}
+
+/// Threads deflating batches: jobs numbered in order, results written in
+/// that order whatever order they come back in.
+struct Deflater {
+    jobs: Option<mpsc::SyncSender<(u64, Vec<u8>)>>,
+    results: mpsc::Receiver<(u64, io::Result<Vec<u8>>)>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    sent: u64,
+    next: u64,
+    back: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Deflater {
+    fn new() -> Self {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        // At most two batches waiting per thread.
+        let (jobs, queue) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * n);
+        let queue = Arc::new(Mutex::new(queue));
+        let (done, results) = mpsc::channel();
+        let threads = (0..n)
+            .map(|_| {
+                let (queue, done) = (Arc::clone(&queue), done.clone());
+                std::thread::spawn(move || loop {
+                    let job = queue.lock().map(|q| q.recv());
+                    let Ok(Ok((seq, batch))) = job else { break };
+                    if done.send((seq, deflate(&batch))).is_err() {
+                        break;
+                    }
+                })
+            })
+            .collect();
+        Deflater {
+            jobs: Some(jobs),
+            results,
+            threads,
+            sent: 0,
+            next: 0,
+            back: BTreeMap::new(),
+        }
+    }
+}
+
+/// A batch as a zlib stream (Perfetto's level, 6).
+fn deflate(batch: &[u8]) -> io::Result<Vec<u8>> {
+    let mut z = flate2::write::ZlibEncoder::new(
+        Vec::with_capacity(batch.len() / 4),
+        flate2::Compression::default(),
+    );
+    z.write_all(batch)?;
+    z.finish()
 }
 
 impl<W: Write> Packets<W> {
     fn new(out: W, compression: Compression) -> Self {
         Packets {
             out,
-            compression,
             batch: Vec::new(),
+            deflater: (compression == Compression::Zlib).then(Deflater::new),
             compressed: 0,
         }
     }
 
     /// One `Trace.packet`, whole.
     fn put(&mut self, packet: &[u8]) -> io::Result<()> {
-        match self.compression {
-            Compression::None => self.out.write_all(packet),
-            Compression::Zlib => {
-                self.batch.extend_from_slice(packet);
-                if self.batch.len() >= BATCH_BYTES {
-                    self.deflate()?;
-                }
-                Ok(())
-            }
+        if self.deflater.is_none() {
+            return self.out.write_all(packet);
         }
+        self.batch.extend_from_slice(packet);
+        if self.batch.len() >= BATCH_BYTES {
+            self.send()?;
+        }
+        Ok(())
     }
 
-    /// The batch as one packet: `TracePacket { compressed_packets }`.
-    fn deflate(&mut self) -> io::Result<()> {
-        if self.batch.is_empty() {
+    /// The batch to the threads; what they have deflated out.
+    fn send(&mut self) -> io::Result<()> {
+        let Some(d) = self.deflater.as_mut() else {
             return Ok(());
+        };
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_BYTES));
+            let sent = d.jobs.as_ref().map(|j| j.send((d.sent, batch)));
+            if !matches!(sent, Some(Ok(()))) {
+                return Err(io::Error::other("the deflating threads stopped"));
+            }
+            d.sent += 1;
         }
-        let mut z = flate2::write::ZlibEncoder::new(
-            Vec::with_capacity(self.batch.len() / 4),
-            flate2::Compression::default(),
-        );
-        z.write_all(&self.batch)?;
-        let mut p = Msg::new();
-        p.bytes(packet::COMPRESSED_PACKETS, &z.finish()?);
-        self.out
-            .write_all(Msg::new().msg(TRACE_PACKET, &p).as_bytes())?;
-        self.batch.clear();
-        self.compressed += 1;
+        self.collect(false)
+    }
+
+    /// Writes the deflated batches that are next in order; with `all`,
+    /// waits for every batch sent.
+    fn collect(&mut self, all: bool) -> io::Result<()> {
+        let Some(d) = self.deflater.as_mut() else {
+            return Ok(());
+        };
+        while d.next < d.sent {
+            if let Some(z) = d.back.remove(&d.next) {
+                // `TracePacket { compressed_packets }`.
+                let mut p = Msg::new();
+                p.bytes(packet::COMPRESSED_PACKETS, &z);
+                self.out
+                    .write_all(Msg::new().msg(TRACE_PACKET, &p).as_bytes())?;
+                d.next += 1;
+                self.compressed += 1;
+                continue;
+            }
+            let r = if all {
+                d.results.recv().map_err(|_| ())
+            } else {
+                d.results.try_recv().map_err(|_| ())
+            };
+            match r {
+                Ok((seq, z)) => {
+                    d.back.insert(seq, z?);
+                }
+                Err(()) if all => return Err(io::Error::other("the deflating threads stopped")),
+                Err(()) => break,
+            }
+        }
         Ok(())
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        self.deflate()?;
+        self.send()?;
+        self.collect(true)?;
+        if let Some(mut d) = self.deflater.take() {
+            d.jobs = None;
+            for t in d.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
         self.out.flush()
     }
 }
@@ -938,7 +1026,7 @@ mod tests {
     fn compressed_batches_inflate_to_the_packets_whole() {
         let mut plain = Packets::new(Vec::new(), Compression::None);
         let mut zlib = Packets::new(Vec::new(), Compression::Zlib);
-        for i in 0..3000usize {
+        for i in 0..12000usize {
             let body: Vec<u8> = (0..100 + i % 700).map(|j| (i * 31 + j / 8) as u8).collect();
             let mut p = Msg::new();
             p.bytes(packet::FTRACE_EVENTS, &body);
