@@ -5,6 +5,7 @@
 
 pub mod parquet;
 pub mod perfetto;
+pub mod progress;
 mod proto;
 mod repage;
 pub mod tracedat;

@@ -10,8 +10,9 @@ const EXIT_OUTPUT: u8 = 4;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
-    /// trace-cmd's trace.dat, version 6 (uncompressed): `trace-cmd report
-    /// -i OUT` and KernelShark open it.
+    /// trace-cmd's trace.dat (version 7, compressed, unless
+    /// --trace-dat-version 6): `trace-cmd report -i OUT` and KernelShark
+    /// open it.
     TraceDat,
     /// A Perfetto trace (protobuf): ui.perfetto.dev and trace_processor
     /// open it; kmem events as Perfetto's typed events, others generic.
@@ -19,6 +20,27 @@ enum Format {
     /// Parquet files in the directory OUT (slab, page and per-CPU list
     /// events, call sites) and a manifest: for DuckDB, Spark, pandas.
     Parquet,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PerfettoCompression {
+    /// In batches, each deflated (zlib) into one `compressed_packets`
+    /// packet, as Perfetto's own service writes them: trace_processor and
+    /// ui.perfetto.dev inflate them as they read.
+    Zlib,
+    /// Each packet as it is, for tools that do not inflate them.
+    None,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DatVersion {
+    /// Version 7, as trace-cmd 3 writes it: sections, the metadata and
+    /// the CPU data compressed with zstd (read by trace-cmd 3.0 and later).
+    #[value(name = "7")]
+    V7,
+    /// Version 6: nothing compressed (every trace-cmd and KernelShark).
+    #[value(name = "6")]
+    V6,
 }
 
 /// Write a kmemtrace log (or a trace.dat) in another tool's format.
@@ -40,6 +62,16 @@ struct Cli {
     /// perfetto). New files are readable by their owner only, as the log.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
+    /// The trace.dat version written by --to trace-dat.
+    #[arg(long, value_enum, value_name = "N", default_value = "7")]
+    trace_dat_version: DatVersion,
+    /// How --to perfetto writes its packets.
+    #[arg(long, value_enum, value_name = "HOW", default_value = "zlib")]
+    perfetto_compression: PerfettoCompression,
+    /// No progress line and no summary on standard error (errors are
+    /// still reported). The progress line is shown on a terminal only.
+    #[arg(short, long)]
+    quiet: bool,
     /// The capture's name in Parquet rows and the manifest (default: the
     /// log's file name without its extension).
     #[arg(long, value_name = "NAME")]
@@ -90,14 +122,16 @@ fn main() -> ExitCode {
         };
         return match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
             Ok(w) => {
-                eprintln!(
-                    "kmemtrace-export: {name} -> {}: Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",
-                    cli.output.display(),
-                    w.slab_events,
-                    w.page_events,
-                    w.pcp_events,
-                    w.callsites
-                );
+                if !cli.quiet {
+                    eprintln!(
+                        "kmemtrace-export: {name} -> {}: Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",
+                        cli.output.display(),
+                        w.slab_events,
+                        w.page_events,
+                        w.pcp_events,
+                        w.callsites
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => output_failed(&cli, e),
@@ -110,9 +144,30 @@ fn main() -> ExitCode {
                 Ok(f) => std::io::BufWriter::with_capacity(1 << 20, f),
                 Err(e) => return output_failed(&cli, e),
             };
-            kmemtrace_export::tracedat::write(&log, out).map(|w| {
+            let version = match cli.trace_dat_version {
+                DatVersion::V7 => kmemtrace_export::tracedat::Version::V7,
+                DatVersion::V6 => kmemtrace_export::tracedat::Version::V6,
+            };
+            let mut line = progress_line(&cli);
+            let written = kmemtrace_export::tracedat::write(&log, out, version, &mut |p| {
+                if let Some(l) = line.as_mut() {
+                    l.update(p)
+                }
+            });
+            drop(line);
+            written.map(|w| {
                 format!(
-                    "trace.dat version 6, {} CPUs, {} pages, {} event formats{}",
+                    "trace.dat version {}{}, {} CPUs, {} pages, {} event formats{}",
+                    w.version,
+                    if w.version >= 7 {
+                        format!(
+                            " (zstd: {} of pages in {})",
+                            human_bytes(w.page_bytes),
+                            human_bytes(w.stored_page_bytes)
+                        )
+                    } else {
+                        String::new()
+                    },
                     w.cpus,
                     w.pages,
                     w.formats,
@@ -137,12 +192,31 @@ fn main() -> ExitCode {
                 }
             };
             let out = std::io::BufWriter::with_capacity(1 << 20, out);
-            let series = kmemtrace_export::perfetto::derived_series(&mut log);
-            kmemtrace_export::perfetto::write(&log, &series, out).map(|w| {
+            let mut line = progress_line(&cli);
+            let series = kmemtrace_export::perfetto::derived_series(&mut log, &mut |p| {
+                if let Some(l) = line.as_mut() {
+                    l.update(p)
+                }
+            });
+            let compression = match cli.perfetto_compression {
+                PerfettoCompression::Zlib => kmemtrace_export::perfetto::Compression::Zlib,
+                PerfettoCompression::None => kmemtrace_export::perfetto::Compression::None,
+            };
+            let written =
+                kmemtrace_export::perfetto::write(&log, &series, out, compression, &mut |p| {
+                    if let Some(l) = line.as_mut() {
+                        l.update(p)
+                    }
+                });
+            drop(line);
+            written.map(|w| {
                 let mut s = format!(
                     "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
                     w.typed, w.generic, w.bundles, w.counter_points
                 );
+                if w.compressed_packets > 0 {
+                    s += &format!(", zlib-compressed in {} packets", w.compressed_packets);
+                }
                 if w.unknown > 0 {
                     s += &format!("; {} records of unknown events left out", w.unknown);
                 }
@@ -167,11 +241,24 @@ fn main() -> ExitCode {
             } else {
                 cli.output.display().to_string()
             };
-            eprintln!("kmemtrace-export: {} -> {to}: {s}", log.name);
+            if !cli.quiet {
+                eprintln!("kmemtrace-export: {} -> {to}: {s}", log.name);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => output_failed(&cli, e),
     }
+}
+
+/// The progress line, where standard error is a terminal and -q is not
+/// given.
+fn progress_line(cli: &Cli) -> Option<kmemtrace_export::progress::Line> {
+    use std::io::IsTerminal;
+    (!cli.quiet && std::io::stderr().is_terminal()).then(kmemtrace_export::progress::Line::new)
+}
+
+fn human_bytes(n: u64) -> String {
+    kmemtrace_format::human::bytes(n as f64)
 }
 
 fn output_failed(cli: &Cli, e: std::io::Error) -> ExitCode {

@@ -29,22 +29,32 @@
 //! count nanoseconds (`counter`, `x86-tsc`, `uptime`) gets no clock
 //! snapshot, and the summary says its times are not nanoseconds.
 //!
+//! The packets are written in batches, each deflated (zlib, as Perfetto's
+//! own service compresses them) into one `TracePacket.compressed_packets`:
+//! a serialized `Trace` of the batch's packets, which trace_processor and
+//! ui.perfetto.dev inflate as they read; or, on request, as they are.
+//!
 //! Field numbers are those of Perfetto's `protos/perfetto/trace/` (checked
 //! by decoding the output with Perfetto's own generated classes, in the
 //! tests).
 
+use crate::progress::Progress;
 use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
 use kmemtrace_analysis::model::TimeSeries;
 use kmemtrace_format::arch::clock_in_ns;
 use kmemtrace_format::event_format::{EventFormat, Field, FieldKind};
 use kmemtrace_format::kmem::KmemKind;
-use kmemtrace_format::log::Log;
+use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_format::records::StatsPhase;
 use kmemtrace_format::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
+use kmemtrace_format::subbuf::SubBufLayout;
+use kmemtrace_format::walk::SubBufSource;
 use kmemtrace_format::{Endian, RunTimeEndian};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 
 /// `Trace.packet`.
 const TRACE_PACKET: u32 = 1;
@@ -62,6 +72,8 @@ mod packet {
     pub const TRACK_DESCRIPTOR: u32 = 60;
     pub const FTRACE_STATS: u32 = 34;
     pub const SYSTEM_INFO: u32 = 45;
+    /// `bytes compressed_packets`: a zlib stream of a serialized `Trace`.
+    pub const COMPRESSED_PACKETS: u32 = 50;
 }
 
 /// `FtraceEventBundle` and `FtraceEvent` fields.
@@ -209,6 +221,198 @@ const TYPED: &[Typed] = &[
     },
 ];
 
+/// How the packets are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// In batches, each deflated into one `compressed_packets` packet.
+    #[default]
+    Zlib,
+    /// Each packet as it is.
+    None,
+}
+
+/// Uncompressed bytes of packets per `compressed_packets` packet.
+const BATCH_BYTES: usize = 512 << 10;
+
+/// The packets out, each a `Trace.packet` (its field key and length
+/// first): written as they come, or gathered in batches that threads
+/// deflate while the records are read, written in order.
+struct Packets<W: Write> {
+    out: W,
+    batch: Vec<u8>,
+    deflater: Option<Deflater>,
+    /// `compressed_packets` packets written.
+    compressed: u64,
+}
+
+/// Threads deflating batches: jobs numbered in order, results written in
+/// that order whatever order they come back in.
+struct Deflater {
+    jobs: Option<mpsc::SyncSender<(u64, Vec<u8>)>>,
+    results: mpsc::Receiver<(u64, io::Result<Vec<u8>>)>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    sent: u64,
+    next: u64,
+    back: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Deflater {
+    fn new() -> Self {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        // At most two batches waiting per thread.
+        let (jobs, queue) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * n);
+        let queue = Arc::new(Mutex::new(queue));
+        let (done, results) = mpsc::channel();
+        let threads = (0..n)
+            .map(|_| {
+                let (queue, done) = (Arc::clone(&queue), done.clone());
+                std::thread::spawn(move || loop {
+                    let job = queue.lock().map(|q| q.recv());
+                    let Ok(Ok((seq, batch))) = job else { break };
+                    if done.send((seq, deflate(&batch))).is_err() {
+                        break;
+                    }
+                })
+            })
+            .collect();
+        Deflater {
+            jobs: Some(jobs),
+            results,
+            threads,
+            sent: 0,
+            next: 0,
+            back: BTreeMap::new(),
+        }
+    }
+}
+
+/// A batch as a zlib stream (Perfetto's level, 6).
+fn deflate(batch: &[u8]) -> io::Result<Vec<u8>> {
+    let mut z = flate2::write::ZlibEncoder::new(
+        Vec::with_capacity(batch.len() / 4),
+        flate2::Compression::default(),
+    );
+    z.write_all(batch)?;
+    z.finish()
+}
+
+impl<W: Write> Packets<W> {
+    fn new(out: W, compression: Compression) -> Self {
+        Packets {
+            out,
+            batch: Vec::new(),
+            deflater: (compression == Compression::Zlib).then(Deflater::new),
+            compressed: 0,
+        }
+    }
+
+    /// One `Trace.packet`, whole.
+    fn put(&mut self, packet: &[u8]) -> io::Result<()> {
+        if self.deflater.is_none() {
+            return self.out.write_all(packet);
+        }
+        self.batch.extend_from_slice(packet);
+        if self.batch.len() >= BATCH_BYTES {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    /// The batch to the threads; what they have deflated out.
+    fn send(&mut self) -> io::Result<()> {
+        let Some(d) = self.deflater.as_mut() else {
+            return Ok(());
+        };
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_BYTES));
+            let sent = d.jobs.as_ref().map(|j| j.send((d.sent, batch)));
+            if !matches!(sent, Some(Ok(()))) {
+                return Err(io::Error::other("the deflating threads stopped"));
+            }
+            d.sent += 1;
+        }
+        self.collect(false)
+    }
+
+    /// Writes the deflated batches that are next in order; with `all`,
+    /// waits for every batch sent.
+    fn collect(&mut self, all: bool) -> io::Result<()> {
+        let Some(d) = self.deflater.as_mut() else {
+            return Ok(());
+        };
+        while d.next < d.sent {
+            if let Some(z) = d.back.remove(&d.next) {
+                // `TracePacket { compressed_packets }`.
+                let mut p = Msg::new();
+                p.bytes(packet::COMPRESSED_PACKETS, &z);
+                self.out
+                    .write_all(Msg::new().msg(TRACE_PACKET, &p).as_bytes())?;
+                d.next += 1;
+                self.compressed += 1;
+                continue;
+            }
+            let r = if all {
+                d.results.recv().map_err(|_| ())
+            } else {
+                d.results.try_recv().map_err(|_| ())
+            };
+            match r {
+                Ok((seq, z)) => {
+                    d.back.insert(seq, z?);
+                }
+                Err(()) if all => return Err(io::Error::other("the deflating threads stopped")),
+                Err(()) => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.send()?;
+        self.collect(true)?;
+        if let Some(mut d) = self.deflater.take() {
+            d.jobs = None;
+            for t in d.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+        self.out.flush()
+    }
+}
+
+/// The log as the in-order walk reads it, counting the sub-buffers read.
+struct Counted<'a> {
+    log: &'a Log,
+    done: AtomicU64,
+}
+
+impl SubBufSource for Counted<'_> {
+    fn endian(&self) -> RunTimeEndian {
+        self.log.endian
+    }
+    fn layout(&self) -> &SubBufLayout {
+        &self.log.layout
+    }
+    fn cpus(&self) -> Vec<u32> {
+        self.log.cpus()
+    }
+    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+        self.log.cpu_blocks(cpu)
+    }
+    fn read_chunk<'s>(
+        &self,
+        chunk: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem> {
+        self.done
+            .fetch_add(u64::from(chunk.count), Ordering::Relaxed);
+        self.log.read_cpu_block_into(chunk, scratch)
+    }
+    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
+        self.log.subbuf_file_offset(chunk, index)
+    }
+}
+
 /// What was written.
 #[derive(Debug, Default)]
 pub struct Written {
@@ -223,6 +427,9 @@ pub struct Written {
     /// Kernel fields of typed events that Perfetto's messages have no
     /// place for, by event (`kmalloc: accounted, node`): left out.
     pub dropped_fields: BTreeMap<String, Vec<String>>,
+    /// `compressed_packets` packets holding the others (0: none
+    /// compressed).
+    pub compressed_packets: u64,
 }
 
 /// How the records of one event id are written.
@@ -312,25 +519,44 @@ pub struct Series {
 }
 
 /// The series `kmemtrace-report LOG` derives (its selection: the
-/// recorder's own threads left out).
-pub fn derived_series(log: &mut Log) -> Series {
+/// recorder's own threads left out, as `analyse_as_recorded`), telling
+/// `progress` how far the analysis has got.
+pub fn derived_series(log: &mut Log, progress: &mut dyn FnMut(Progress)) -> Series {
     let syms = kmemtrace_analysis::Symbols::of_log(log);
-    let r = kmemtrace_analysis::analyse_as_recorded(log, &syms);
+    let mut opts = kmemtrace_analysis::Options::default();
+    opts.select_as_recorded(log, true);
+    let r = kmemtrace_analysis::analyse(log, &syms, opts, &mut |p| {
+        progress(Progress {
+            step: "analysing",
+            done: p.subbufs_done,
+            total: p.subbufs_total,
+        })
+    })
+    .report;
     Series {
         slab_live: r.live_timeline,
         page_held: r.page_timeline,
     }
 }
 
-/// Writes `log` as a Perfetto trace, with `series` as counter tracks.
-pub fn write<W: Write>(log: &Log, series: &Series, mut out: W) -> io::Result<Written> {
+/// Writes `log` as a Perfetto trace, with `series` as counter tracks, its
+/// packets compressed or not; tells `progress` how many of the log's
+/// sub-buffers have been read as they are.
+pub fn write<W: Write>(
+    log: &Log,
+    series: &Series,
+    out: W,
+    compression: Compression,
+    progress: &mut dyn FnMut(Progress),
+) -> io::Result<Written> {
+    let mut out = Packets::new(out, compression);
     let mut written = Written::default();
     let mut first = Msg::new();
     first
         .msg(packet::SYSTEM_INFO, &system_info(log))
         .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1)
         .uint(packet::SEQUENCE_FLAGS, 1);
-    out.write_all(Msg::new().msg(TRACE_PACKET, &first).as_bytes())?;
+    out.put(Msg::new().msg(TRACE_PACKET, &first).as_bytes())?;
     put_packet(&mut out, packet::PROCESS_TREE, &process_tree(log))?;
     if let Some(c) = clock_snapshot(log) {
         put_packet(&mut out, packet::CLOCK_SNAPSHOT, &c)?;
@@ -359,12 +585,27 @@ pub fn write<W: Write>(log: &Log, series: &Series, mut out: W) -> io::Result<Wri
     let mut result = Ok(());
     let mut event = Msg::new();
     let mut body = Msg::new();
-    for_each_record(
+    let source = Counted {
         log,
+        done: AtomicU64::new(0),
+    };
+    let total = log.blocks.iter().map(|b| u64::from(b.count)).sum();
+    let mut shown = 0;
+    for_each_record(
+        &source,
         |_| true,
         |r: Record<'_>| {
             if result.is_err() {
                 return;
+            }
+            let done = source.done.load(Ordering::Relaxed);
+            if done != shown {
+                shown = done;
+                progress(Progress {
+                    step: "writing",
+                    done,
+                    total,
+                });
             }
             let b = bundles.entry(r.cpu).or_insert_with(|| Bundle::new(r.cpu));
             if r.lost_before.is_some() && b.events > 0 {
@@ -403,7 +644,13 @@ pub fn write<W: Write>(log: &Log, series: &Series, mut out: W) -> io::Result<Wri
     if let Some(s) = ftrace_stats(log, StatsPhase::End) {
         put_packet(&mut out, packet::FTRACE_STATS, &s)?;
     }
-    out.flush()?;
+    out.finish()?;
+    written.compressed_packets = out.compressed;
+    progress(Progress {
+        step: "writing",
+        done: total,
+        total,
+    });
     Ok(written)
 }
 
@@ -426,7 +673,7 @@ impl Bundle {
         }
     }
 
-    fn flush<W: Write>(&mut self, out: &mut W, written: &mut Written) -> io::Result<()> {
+    fn flush<W: Write>(&mut self, out: &mut Packets<W>, written: &mut Written) -> io::Result<()> {
         if self.events == 0 {
             return Ok(());
         }
@@ -695,7 +942,7 @@ const PAGE_HELD_TRACK: u64 = 2;
 /// packet per value: `TracePacket.timestamp` and `TrackEvent { type = 9
 /// (TYPE_COUNTER = 4); track_uuid = 11; counter_value = 30 }`.
 fn counter_track<W: Write>(
-    out: &mut W,
+    out: &mut Packets<W>,
     uuid: u64,
     name: &str,
     series: &TimeSeries,
@@ -713,23 +960,98 @@ fn counter_track<W: Write>(
         pkt.uint(packet::TIMESTAMP, p.ts_ns)
             .msg(packet::TRACK_EVENT, &ev)
             .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1);
-        out.write_all(Msg::new().msg(TRACE_PACKET, &pkt).as_bytes())?;
+        out.put(Msg::new().msg(TRACE_PACKET, &pkt).as_bytes())?;
         n += 1;
     }
     Ok(n)
 }
 
-fn put_packet<W: Write>(out: &mut W, field: u32, body: &Msg) -> io::Result<()> {
+fn put_packet<W: Write>(out: &mut Packets<W>, field: u32, body: &Msg) -> io::Result<()> {
     put_packet_bytes(out, field, body.as_bytes())
 }
 
 /// One `Trace.packet`: `TracePacket { <field> = body;
 /// trusted_packet_sequence_id = 1 }`.
-fn put_packet_bytes<W: Write>(out: &mut W, field: u32, body: &[u8]) -> io::Result<()> {
+fn put_packet_bytes<W: Write>(out: &mut Packets<W>, field: u32, body: &[u8]) -> io::Result<()> {
     let mut p = Msg::new();
     p.bytes(field, body)
         .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1);
     let mut t = Msg::new();
     t.msg(TRACE_PACKET, &p);
-    out.write_all(t.as_bytes())
+    out.put(t.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A varint at `at`, and where it ends.
+    fn varint(b: &[u8], mut at: usize) -> (u64, usize) {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let c = b[at];
+            at += 1;
+            v |= u64::from(c & 0x7f) << shift;
+            if c < 0x80 {
+                return (v, at);
+            }
+            shift += 7;
+        }
+    }
+
+    /// The `Trace.packet`s of a trace: (field, bytes) of their first field.
+    fn packets(b: &[u8]) -> Vec<(u64, &[u8])> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < b.len() {
+            let (key, i) = varint(b, at);
+            assert_eq!(key, u64::from(TRACE_PACKET << 3 | 2));
+            let (len, i) = varint(b, i);
+            let p = &b[i..i + len as usize];
+            let (key, j) = varint(p, 0);
+            let (n, j) = varint(p, j);
+            assert_eq!(j + n as usize, p.len(), "one field a packet");
+            out.push((key >> 3, &p[j..]));
+            at = i + len as usize;
+        }
+        out
+    }
+
+    /// Packets compressed in batches: each batch is one packet holding
+    /// only `compressed_packets`, a zlib stream of whole packets, and the
+    /// batches inflated, one after the other, are the packets as written
+    /// uncompressed.
+    #[test]
+    fn compressed_batches_inflate_to_the_packets_whole() {
+        let mut plain = Packets::new(Vec::new(), Compression::None);
+        let mut zlib = Packets::new(Vec::new(), Compression::Zlib);
+        for i in 0..12000usize {
+            let body: Vec<u8> = (0..100 + i % 700).map(|j| (i * 31 + j / 8) as u8).collect();
+            let mut p = Msg::new();
+            p.bytes(packet::FTRACE_EVENTS, &body);
+            let t = Msg::new().msg(TRACE_PACKET, &p).as_bytes().to_vec();
+            plain.put(&t).unwrap();
+            zlib.put(&t).unwrap();
+        }
+        plain.finish().unwrap();
+        zlib.finish().unwrap();
+        assert_eq!(plain.compressed, 0);
+        let batches = packets(&zlib.out);
+        assert!(batches.len() > 1, "{} batches", batches.len());
+        assert_eq!(zlib.compressed, batches.len() as u64);
+        let mut inflated = Vec::new();
+        for (field, data) in batches {
+            assert_eq!(field, u64::from(packet::COMPRESSED_PACKETS));
+            let mut batch = Vec::new();
+            flate2::read::ZlibDecoder::new(data)
+                .read_to_end(&mut batch)
+                .unwrap();
+            // Whole packets.
+            assert!(!packets(&batch).is_empty());
+            inflated.extend(batch);
+        }
+        assert_eq!(inflated, plain.out);
+        assert!(zlib.out.len() * 4 < plain.out.len());
+    }
 }

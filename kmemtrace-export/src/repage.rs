@@ -1,8 +1,10 @@
 //! Sub-buffers bigger than the machine's page (`kmemtraced --subbuf-kb`,
-//! Linux 6.8+) cut into page-sized ones, for a trace.dat version 6: its
-//! header has one page size, by which trace-cmd splits the CPU data and
-//! which readers (our importer among them) take for the machine's page,
-//! the unit of the page allocator's byte counts.
+//! Linux 6.8+) cut into page-sized ones, for a trace.dat (either version):
+//! a version 6 header has one page size, by which trace-cmd splits the CPU
+//! data and which readers (our importer among them) take for the machine's
+//! page, the unit of the page allocator's byte counts; and trace-cmd (3.1
+//! to 3.4) reads version 7's top buffer by that page size too, not by the
+//! buffer's own.
 //!
 //! Each page takes whole records in order. Its time stamp is the running
 //! time before its first record, so every record's delta, relative to the

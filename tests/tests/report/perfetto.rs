@@ -1,6 +1,7 @@
-//! `kmemtrace-export --to perfetto`: the trace decoded with Perfetto's own
-//! generated protobuf classes (`tests/scripts/pftrace_dump.py`, PyPI
-//! `perfetto`) holds every record of the log, CPU by CPU in order: each kmem
+//! `kmemtrace-export --to perfetto`: the trace, its zlib-compressed packets
+//! inflated, decoded with Perfetto's own generated protobuf classes
+//! (`tests/scripts/pftrace_dump.py`, PyPI `perfetto`) holds every record of
+//! the log (the same uncompressed), CPU by CPU in order: each kmem
 //! event as Perfetto's typed message with the values the log's decoder
 //! reads, every other event as a generic one; the tasks, the kernel's
 //! counters and the loss marks; and a counter track of live slab bytes
@@ -19,7 +20,34 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-/// The decoded trace, or `None` (skipped) without python3's `perfetto`.
+/// Replaces each `compressed_packets` packet of a trace (argv[1]) by the
+/// packets it holds, inflated with zlib and parsed with Perfetto's own
+/// classes (as trace_processor reads them), into argv[2]; prints how many
+/// there were.
+const INFLATE: &str = r#"
+import sys, zlib
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+trace = pb.Trace()
+trace.ParseFromString(open(sys.argv[1], "rb").read())
+out = pb.Trace()
+n = 0
+for p in trace.packet:
+    if p.HasField("compressed_packets"):
+        assert len(p.ListFields()) == 1, p.ListFields()
+        n += 1
+        inner = pb.Trace()
+        inner.ParseFromString(zlib.decompress(p.compressed_packets))
+        assert not any(q.HasField("compressed_packets") for q in inner.packet)
+        out.packet.extend(inner.packet)
+    else:
+        out.packet.append(p)
+open(sys.argv[2], "wb").write(out.SerializeToString())
+print(n)
+"#;
+
+/// The decoded trace, its compressed packets inflated first (their count
+/// as `compressed_packets`), or `None` (skipped) without python3's
+/// `perfetto`.
 fn dump(test: &str, trace: &Path) -> Option<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pftrace_dump.py");
     let probe = Command::new("python3")
@@ -36,15 +64,30 @@ fn dump(test: &str, trace: &Path) -> Option<Value> {
         );
         return None;
     }
-    let out = common::stdout_ok(Command::new("python3").arg(script).arg(trace));
-    Some(serde_json::from_str(&out).expect("the dump's JSON"))
+    let inflated = trace.with_extension("inflated.pftrace");
+    let n = common::stdout_ok(
+        Command::new("python3")
+            .args(["-c", INFLATE])
+            .arg(trace)
+            .arg(&inflated),
+    );
+    let out = common::stdout_ok(Command::new("python3").arg(script).arg(&inflated));
+    let mut v: Value = serde_json::from_str(&out).expect("the dump's JSON");
+    v["compressed_packets"] = n.trim().parse::<u64>().unwrap().into();
+    Some(v)
 }
 
 fn export(log: &Path, out: &Path) {
+    export_with(log, out, &[]);
+}
+
+fn export_with(log: &Path, out: &Path, options: &[&str]) {
     common::stdout_ok(
         Command::new(common::bin("kmemtrace-export"))
             .arg(log)
-            .args(["--to", "perfetto", "-o"])
+            .args(["--to", "perfetto"])
+            .args(options)
+            .arg("-o")
             .arg(out),
     );
 }
@@ -137,6 +180,27 @@ fn exported_equals_the_log(test: &str, log_path: &Path, dir: &Path) -> Option<(L
     ));
     export(log_path, &trace);
     let got = dump(test, &trace)?;
+    // Compressed by default (zlib, in compressed_packets), the same
+    // packets as written uncompressed on request.
+    let plain = trace.with_extension("plain.pftrace");
+    export_with(log_path, &plain, &["--perfetto-compression", "none"]);
+    let mut plain_got = dump(test, &plain)?;
+    assert!(got["compressed_packets"].as_u64() > Some(0));
+    assert_eq!(plain_got["compressed_packets"], 0);
+    plain_got["compressed_packets"] = got["compressed_packets"].clone();
+    assert!(
+        plain_got == got,
+        "{}: compressed and plain differ",
+        log_path.display()
+    );
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&trace) * 2 < size(&plain),
+        "{}: {} compressed, {} plain",
+        log_path.display(),
+        size(&trace),
+        size(&plain)
+    );
     let log = Log::open(log_path).unwrap();
     let want = expected(&log);
     let (mut kmem, mut stacks, mut deep) = (0, 0, 0);

@@ -307,14 +307,40 @@ pub(crate) fn record(log: &std::path::Path, options: &[&str], script: &str) {
     );
 }
 
-/// `kmemtrace-export INPUT --to trace-dat -o OUT`, asserting success.
+/// `kmemtrace-export INPUT --to trace-dat -o OUT` (version 7, the
+/// default), asserting success.
 pub(crate) fn export(input: &std::path::Path, out: &std::path::Path) {
-    common::stdout_ok(
-        Command::new(common::bin("kmemtrace-export"))
-            .arg(input)
-            .args(["--to", "trace-dat", "-o"])
-            .arg(out),
-    );
+    export_version(input, out, &[]);
+}
+
+/// `kmemtrace-export INPUT --to trace-dat [OPTIONS] -o OUT`, asserting
+/// success; returns its summary line.
+fn export_version(input: &std::path::Path, out: &std::path::Path, options: &[&str]) -> String {
+    let o = Command::new(common::bin("kmemtrace-export"))
+        .arg(input)
+        .args(["--to", "trace-dat"])
+        .args(options)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+/// The version a trace.dat's header says, and its compression (v7).
+fn dat_version(dat: &std::path::Path) -> (String, Option<String>) {
+    let b = std::fs::read(dat).unwrap();
+    assert_eq!(&b[..10], b"\x17\x08\x44tracing");
+    let cstr = |at: usize| {
+        let end = at + b[at..].iter().position(|&c| c == 0).unwrap();
+        (String::from_utf8_lossy(&b[at..end]).into_owned(), end + 1)
+    };
+    let (version, at) = cstr(10);
+    // Byte order, long size, page size; then v7's compression name.
+    let compression = (version == "7").then(|| cstr(at + 6).0);
+    (version, compression)
 }
 
 /// `trace-cmd report -i FILE`'s output.
@@ -347,17 +373,47 @@ fn foreign_captures_exported_list_the_same_events_in_trace_cmd() {
     for arch in ["armhf", "s390x"] {
         let original = data.join(arch).join("tracecmd/trace.dat");
         let want = trace_cmd_report(&original);
-        // trace.dat (v7, zstd) -> our log -> trace.dat (v6): trace-cmd
-        // prints every event as it printed the original, line for line.
-        let log = import(&original, dir.path(), arch);
-        let out = dir.path().join(format!("{arch}.dat"));
-        export(&log, &out);
-        let got = trace_cmd_report(&out);
         assert!(want.lines().count() > 30_000, "{arch}");
-        if got != want {
-            let first = got.lines().zip(want.lines()).position(|(a, b)| a != b);
-            panic!("{arch}: first differing line {first:?}");
+        // trace.dat (v7, zstd) -> our log -> trace.dat, version 7 (the
+        // default, zstd-compressed as trace-cmd 3 writes it) and version 6
+        // (uncompressed): trace-cmd prints every event as it printed the
+        // original, line for line, from both.
+        let log = import(&original, dir.path(), arch);
+        let v7 = dir.path().join(format!("{arch}.dat"));
+        let v6 = dir.path().join(format!("{arch}.v6.dat"));
+        let said = export_version(&log, &v7, &[]);
+        assert!(said.contains("trace.dat version 7 (zstd"), "{said}");
+        export_version(&log, &v6, &["--trace-dat-version", "6"]);
+        assert_eq!(
+            dat_version(&v7),
+            ("7".into(), Some("zstd".into())),
+            "{arch}"
+        );
+        assert_eq!(dat_version(&v6), ("6".into(), None), "{arch}");
+        for (out, version) in [(&v7, 7), (&v6, 6)] {
+            let got = trace_cmd_report(out);
+            if got != want {
+                let first = got.lines().zip(want.lines()).position(|(a, b)| a != b);
+                panic!("{arch} version {version}: first differing line {first:?}");
+            }
         }
+        // The pages compressed take a fraction of the uncompressed file.
+        let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
+        assert!(
+            size(&v7) * 3 < size(&v6),
+            "{arch}: {} vs {}",
+            size(&v7),
+            size(&v6)
+        );
+        // trace-cmd's own account of the file: version 7, zstd, one
+        // buffer of compressed CPU data.
+        let dump = common::stdout_ok(
+            Command::new("trace-cmd")
+                .args(["dump", "--summary", "-i"])
+                .arg(&v7),
+        );
+        assert!(dump.contains("zstd\t[Compression algorithm]"), "{dump}");
+        assert!(dump.contains("[10 sections]"), "{dump}");
     }
 }
 
@@ -518,6 +574,70 @@ fn damaged_trace_dat_files_are_refused_or_read_never_a_crash() {
                 "{file} case {i}: killed by a signal"
             );
             assert!(!err.contains("panicked"), "{file} case {i}: {err}");
+        }
+    }
+}
+
+/// `kmemtrace-export`'s progress line is for terminals: with standard
+/// error a pipe it says only its summary, and with -q nothing at all (the
+/// file written all the same); on a terminal (`script` gives it one)
+/// whatever progress line it drew is wiped before the summary.
+#[test]
+fn export_progress_is_for_terminals_and_quiet_says_nothing() {
+    let sample = common::workspace().join("tests/data/sample-x86_64.kmt");
+    let dir = tempfile::tempdir().unwrap();
+    let have_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    for to in ["trace-dat", "perfetto"] {
+        let out = dir.path().join(format!("s.{to}"));
+        let run = |extra: &[&str]| {
+            let o = Command::new(common::bin("kmemtrace-export"))
+                .arg(&sample)
+                .args(["--to", to])
+                .args(extra)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let err = String::from_utf8(o.stderr).unwrap();
+            assert!(o.status.success(), "{to}: {err}");
+            err
+        };
+        let err = run(&[]);
+        assert!(!err.contains('\r'), "{to}: {err:?}");
+        assert_eq!(err.lines().count(), 1, "{to}: {err:?}");
+        assert!(err.starts_with("kmemtrace-export: "), "{to}: {err:?}");
+        std::fs::remove_file(&out).unwrap();
+        assert_eq!(run(&["-q"]), "", "{to}");
+        assert!(std::fs::metadata(&out).unwrap().len() > 1000, "{to}");
+        if !have_script {
+            continue;
+        }
+        // On a terminal: the summary last, the progress line wiped (a run
+        // of spaces over it) before anything else is written.
+        let cmd = format!(
+            "{} {} --to {to} -o {}",
+            common::bin("kmemtrace-export").display(),
+            sample.display(),
+            out.display()
+        );
+        let tty = common::stdout_ok(Command::new("script").args(["-qefc", &cmd, "/dev/null"]));
+        let parts: Vec<&str> = tty.split('\r').collect();
+        let last = parts.iter().rev().find(|p| !p.trim().is_empty()).unwrap();
+        assert!(
+            last.starts_with("kmemtrace-export: ") && last.contains(" -> "),
+            "{to}: {tty:?}"
+        );
+        // (A progress line is followed by the next one, or wiped.)
+        let progress =
+            |p: &str| p.starts_with("kmemtrace-export: ") && p.contains(" sub-buffers, ");
+        for (i, p) in parts.iter().enumerate() {
+            if progress(p) {
+                let next = parts[i + 1];
+                assert!(next.trim().is_empty() || progress(next), "{to}: {tty:?}");
+            }
         }
     }
 }
