@@ -203,6 +203,16 @@ pub struct OutputDir {
 }
 
 impl OutputDir {
+    /// Undoes [`create_dir`] after a run that failed: removes what it
+    /// wrote there and gives `NAME.old` its name back.
+    pub fn restore(self) -> std::io::Result<()> {
+        std::fs::remove_dir_all(&self.path)?;
+        if let Some(old) = &self.kept_old {
+            std::fs::rename(old, &self.path)?;
+        }
+        Ok(())
+    }
+
     pub fn kept_note(&self) -> Option<String> {
         self.kept_old.as_ref().map(|o| {
             format!(
@@ -367,6 +377,16 @@ mod tests {
             std::fs::read_to_string(old_name(&ds).join("manifest.json")).unwrap(),
             "2"
         );
+        // A failed run puts the previous one back.
+        std::fs::write(ds.join("manifest.json"), "3").unwrap();
+        let o = create_dir(&ds, ours).unwrap();
+        std::fs::write(ds.join("partial.parquet"), "x").unwrap();
+        o.restore().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ds.join("manifest.json")).unwrap(),
+            "3"
+        );
+        assert!(!ds.join("partial.parquet").exists());
         // Someone else's directory is never moved.
         let home = d.path().join("home");
         std::fs::create_dir(&home).unwrap();

@@ -1,12 +1,10 @@
 //! `kmemtrace-export LOG --to trace-dat|perfetto|parquet -o OUT`.
 
 use clap::{Parser, ValueEnum};
+use kmemtrace_cli::exit::{self, Code};
+use kmemtrace_format::log::Log;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-const EXIT_USAGE: u8 = 2;
-const EXIT_INPUT: u8 = 3;
-const EXIT_OUTPUT: u8 = 4;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
@@ -43,13 +41,23 @@ enum DatVersion {
     V6,
 }
 
+/// `--help`'s exit status.
+fn exit_help() -> String {
+    use kmemtrace_cli::exit::*;
+    help(&[
+        (OK, "written"),
+        (USAGE, ""),
+        (INPUT, "the input cannot be read (the message says what it is)"),
+        (OUTPUT, "a symlink, a missing directory, a directory not ours, a full disk; the previous output is put back"),
+        (DAMAGED, "the log is cut short or damaged: what could be read was exported, and stderr says per CPU what is unknown"),
+    ])
+}
+
 /// Write a kmemtrace log (or a trace.dat) in another tool's format.
-///
-/// Exit status: 0 written, 2 usage, 3 an input that cannot be read, 4 the
-/// output could not be written.
 #[derive(Parser)]
 #[command(
-    version,
+    version = kmemtrace_cli::VERSION,
+    after_long_help = exit_help(),
     after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev\n  kmemtrace-export board.kmt --to parquet -o dataset/board1   # duckdb, spark: dataset/*/slab_events.parquet\n\nParquet columns and types: kmemtrace-export/PARQUET.md in the sources."
 )]
 struct Cli {
@@ -59,7 +67,11 @@ struct Cli {
     #[arg(long, value_enum, default_value = "trace-dat")]
     to: Format,
     /// Where to write (for parquet: a directory; `-`: standard output, for
-    /// perfetto). New files are readable by their owner only, as the log.
+    /// perfetto).
+    ///
+    /// New files are readable by their owner only, as the log. An
+    /// existing file is kept as NAME.old, an earlier Parquet dataset as
+    /// NAME.old/; the directory it goes in must exist.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
     /// The trace.dat version written by --to trace-dat.
@@ -85,168 +97,209 @@ struct Cli {
     run_bytes: Option<u64>,
 }
 
+/// Why the export stops: a code of the one table and one line.
+type Stop = (Code, String);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let to_stdout = cli.output.as_os_str() == "-";
-    if to_stdout {
-        use std::io::IsTerminal;
-        let why = if !matches!(cli.to, Format::Perfetto) {
-            Some("-o -: standard output takes --to perfetto only (a trace.dat is written with seeks back, Parquet is a directory)")
-        } else if std::io::stdout().is_terminal() {
-            Some("-o -: refusing to write a binary trace to a terminal: redirect standard output")
+    match run(&cli) {
+        Ok(code) => code.exit_code(),
+        Err((code, msg)) => {
+            eprintln!("kmemtrace-export: {msg}");
+            code.exit_code()
+        }
+    }
+}
+
+/// `-o -`: standard output takes a Perfetto trace only, never a terminal.
+fn check_stdout(cli: &Cli) -> Result<(), Stop> {
+    if cli.output.as_os_str() != "-" {
+        return Ok(());
+    }
+    if !matches!(cli.to, Format::Perfetto) {
+        return Err((
+            exit::USAGE,
+            "-o -: standard output takes --to perfetto only (a trace.dat is written with seeks back, Parquet is a directory)".into(),
+        ));
+    }
+    kmemtrace_cli::output::stdout_binary("a binary trace")
+        .map(drop)
+        .map_err(|r| (r.code, format!("-o -: {}", r.msg)))
+}
+
+/// The export: the summary line on stderr, then what the log lacks, if
+/// anything (exit 5: what could be read was exported).
+fn run(cli: &Cli) -> Result<Code, Stop> {
+    check_stdout(cli)?;
+    let mut log = kmemtrace_import::open_log(&cli.log)
+        .map_err(|e| (exit::INPUT, format!("{}: {e}", cli.log.display())))?;
+    let incomplete = log.incomplete();
+    let name = log.name.clone();
+    let (summary, kept) = match cli.to {
+        Format::TraceDat => to_file(cli, |out| trace_dat(cli, &log, out))?,
+        Format::Perfetto if cli.output.as_os_str() == "-" => {
+            let out = Box::new(std::io::stdout().lock());
+            (
+                perfetto(cli, &mut log, out).map_err(|e| output_failed(cli, e))?,
+                None,
+            )
+        }
+        Format::Perfetto => to_file(cli, |out| perfetto(cli, &mut log, Box::new(out)))?,
+        Format::Parquet => parquet(cli, log)?,
+    };
+    if !cli.quiet {
+        let to = if cli.output.as_os_str() == "-" {
+            "standard output".into()
         } else {
-            None
+            cli.output.display().to_string()
         };
-        if let Some(why) = why {
-            eprintln!("kmemtrace-export: {why}");
-            return ExitCode::from(EXIT_USAGE);
+        eprintln!("kmemtrace-export: {name} -> {to}: {summary}");
+        if let Some(note) = kept {
+            eprintln!("kmemtrace-export: {note}");
         }
     }
-    let mut log = match kmemtrace_import::open_log(&cli.log) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("kmemtrace-export: {}: {e}", cli.log.display());
-            return ExitCode::from(EXIT_INPUT);
-        }
-    };
-    if let Format::Parquet = cli.to {
-        let capture = cli.capture.clone().unwrap_or_else(|| {
-            cli.log
-                .file_stem()
-                .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
-        });
-        let name = log.name.clone();
-        let opts = kmemtrace_export::parquet::Options {
-            threads: cli.threads.map(usize::from),
-            run_bytes: cli.run_bytes,
-        };
-        return match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
-            Ok(w) => {
-                if !cli.quiet {
-                    eprintln!(
-                        "kmemtrace-export: {name} -> {}: Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",
-                        cli.output.display(),
-                        w.slab_events,
-                        w.page_events,
-                        w.pcp_events,
-                        w.callsites
-                    );
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => output_failed(&cli, e),
-        };
-    }
-    let summary = match cli.to {
-        Format::TraceDat => {
-            // Written with seeks back (section sizes): a file only.
-            let out = match kmemtrace_export::private_file(&cli.output) {
-                Ok(f) => std::io::BufWriter::with_capacity(1 << 20, f),
-                Err(e) => return output_failed(&cli, e),
-            };
-            let version = match cli.trace_dat_version {
-                DatVersion::V7 => kmemtrace_export::tracedat::Version::V7,
-                DatVersion::V6 => kmemtrace_export::tracedat::Version::V6,
-            };
-            let mut line = progress_line(&cli);
-            let written = kmemtrace_export::tracedat::write(&log, out, version, &mut |p| {
-                if let Some(l) = line.as_mut() {
-                    l.update(p)
-                }
-            });
-            drop(line);
-            written.map(|w| {
-                format!(
-                    "trace.dat version {}{}, {} CPUs, {} pages, {} event formats{}",
-                    w.version,
-                    if w.version >= 7 {
-                        format!(
-                            " (zstd: {} of pages in {})",
-                            human_bytes(w.page_bytes),
-                            human_bytes(w.stored_page_bytes)
-                        )
-                    } else {
-                        String::new()
-                    },
-                    w.cpus,
-                    w.pages,
-                    w.formats,
-                    if w.unreadable_pages > 0 {
-                        format!(
-                            "; {} pages unreadable in the log, written empty",
-                            w.unreadable_pages
-                        )
-                    } else {
-                        String::new()
-                    }
-                )
-            })
-        }
-        Format::Perfetto => {
-            let out: Box<dyn std::io::Write> = if to_stdout {
-                Box::new(std::io::stdout().lock())
-            } else {
-                match kmemtrace_export::private_file(&cli.output) {
-                    Ok(f) => Box::new(f),
-                    Err(e) => return output_failed(&cli, e),
-                }
-            };
-            let out = std::io::BufWriter::with_capacity(1 << 20, out);
-            let mut line = progress_line(&cli);
-            let series = kmemtrace_export::perfetto::derived_series(&mut log, &mut |p| {
-                if let Some(l) = line.as_mut() {
-                    l.update(p)
-                }
-            });
-            let compression = match cli.perfetto_compression {
-                PerfettoCompression::Zlib => kmemtrace_export::perfetto::Compression::Zlib,
-                PerfettoCompression::None => kmemtrace_export::perfetto::Compression::None,
-            };
-            let written =
-                kmemtrace_export::perfetto::write(&log, &series, out, compression, &mut |p| {
-                    if let Some(l) = line.as_mut() {
-                        l.update(p)
-                    }
-                });
-            drop(line);
-            written.map(|w| {
-                let mut s = format!(
-                    "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
-                    w.typed, w.generic, w.bundles, w.counter_points
-                );
-                if w.compressed_packets > 0 {
-                    s += &format!(", zlib-compressed in {} packets", w.compressed_packets);
-                }
-                if w.unknown > 0 {
-                    s += &format!("; {} records of unknown events left out", w.unknown);
-                }
-                if !kmemtrace_format::arch::clock_in_ns(log.arch.trace_clock.as_deref()) {
-                    s += &format!(
-                        "; the trace clock {:?} does not count nanoseconds: times are its own counts",
-                        log.arch.trace_clock.as_deref().unwrap_or("?")
-                    );
-                }
-                for (event, fields) in &w.dropped_fields {
-                    s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
-                }
-                s
-            })
-        }
-        Format::Parquet => unreachable!("written above"),
-    };
-    match summary {
-        Ok(s) => {
-            let to = if to_stdout {
-                "standard output".into()
-            } else {
-                cli.output.display().to_string()
-            };
+    Ok(match incomplete {
+        Some(inc) => {
             if !cli.quiet {
-                eprintln!("kmemtrace-export: {} -> {to}: {s}", log.name);
+                for l in inc.lines(&name) {
+                    eprintln!("kmemtrace-export: {l}");
+                }
             }
-            ExitCode::SUCCESS
+            exit::DAMAGED
         }
-        Err(e) => output_failed(&cli, e),
+        None => exit::OK,
+    })
+}
+
+/// Writes the output file under the output policy with `write`; a failed
+/// write puts the previous file back. The summary, and where the previous
+/// file went.
+fn to_file(
+    cli: &Cli,
+    write: impl FnOnce(std::fs::File) -> std::io::Result<String>,
+) -> Result<(String, Option<String>), Stop> {
+    let out = kmemtrace_cli::output::create(&cli.output).map_err(|r| (r.code, r.msg))?;
+    let file = out.file.try_clone().map_err(|e| output_failed(cli, e))?;
+    match write(file) {
+        Ok(s) => Ok((s, out.kept_note())),
+        Err(e) => {
+            let _ = out.restore();
+            Err(output_failed(cli, e))
+        }
+    }
+}
+
+fn trace_dat(cli: &Cli, log: &Log, out: std::fs::File) -> std::io::Result<String> {
+    // Written with seeks back (section sizes): a file only.
+    let out = std::io::BufWriter::with_capacity(1 << 20, out);
+    let version = match cli.trace_dat_version {
+        DatVersion::V7 => kmemtrace_export::tracedat::Version::V7,
+        DatVersion::V6 => kmemtrace_export::tracedat::Version::V6,
+    };
+    let mut line = progress_line(cli);
+    let written = kmemtrace_export::tracedat::write(log, out, version, &mut |p| {
+        if let Some(l) = line.as_mut() {
+            l.update(p)
+        }
+    });
+    drop(line);
+    let w = written?;
+    let zstd = if w.version >= 7 {
+        format!(
+            " (zstd: {} of pages in {})",
+            human_bytes(w.page_bytes),
+            human_bytes(w.stored_page_bytes)
+        )
+    } else {
+        String::new()
+    };
+    let unreadable = if w.unreadable_pages > 0 {
+        format!(
+            "; {} pages unreadable in the log, written empty",
+            w.unreadable_pages
+        )
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "trace.dat version {}{zstd}, {} CPUs, {} pages, {} event formats{unreadable}",
+        w.version, w.cpus, w.pages, w.formats
+    ))
+}
+
+fn perfetto(
+    cli: &Cli,
+    log: &mut Log,
+    out: Box<dyn std::io::Write + '_>,
+) -> std::io::Result<String> {
+    let out = std::io::BufWriter::with_capacity(1 << 20, out);
+    let mut line = progress_line(cli);
+    let series = kmemtrace_export::perfetto::derived_series(log, &mut |p| {
+        if let Some(l) = line.as_mut() {
+            l.update(p)
+        }
+    });
+    let compression = match cli.perfetto_compression {
+        PerfettoCompression::Zlib => kmemtrace_export::perfetto::Compression::Zlib,
+        PerfettoCompression::None => kmemtrace_export::perfetto::Compression::None,
+    };
+    let written = kmemtrace_export::perfetto::write(log, &series, out, compression, &mut |p| {
+        if let Some(l) = line.as_mut() {
+            l.update(p)
+        }
+    });
+    drop(line);
+    let w = written?;
+    let mut s = format!(
+        "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
+        w.typed, w.generic, w.bundles, w.counter_points
+    );
+    if w.compressed_packets > 0 {
+        s += &format!(", zlib-compressed in {} packets", w.compressed_packets);
+    }
+    if w.unknown > 0 {
+        s += &format!("; {} records of unknown events left out", w.unknown);
+    }
+    if !kmemtrace_format::arch::clock_in_ns(log.arch.trace_clock.as_deref()) {
+        s += &format!(
+            "; the trace clock {:?} does not count nanoseconds: times are its own counts",
+            log.arch.trace_clock.as_deref().unwrap_or("?")
+        );
+    }
+    for (event, fields) in &w.dropped_fields {
+        s += &format!("; {event}: {} not in Perfetto's message", fields.join(", "));
+    }
+    Ok(s)
+}
+
+/// The Parquet dataset in its directory, under the output policy (an
+/// earlier dataset, with its manifest, is kept as `NAME.old`).
+fn parquet(cli: &Cli, log: Log) -> Result<(String, Option<String>), Stop> {
+    let capture = cli.capture.clone().unwrap_or_else(|| {
+        cli.log
+            .file_stem()
+            .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let opts = kmemtrace_export::parquet::Options {
+        threads: cli.threads.map(usize::from),
+        run_bytes: cli.run_bytes,
+    };
+    let dir = kmemtrace_cli::output::create_dir(&cli.output, |p| {
+        p.join(kmemtrace_export::parquet::MANIFEST).is_file()
+    })
+    .map_err(|r| (r.code, r.msg))?;
+    match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
+        Ok(w) => Ok((
+            format!(
+                "Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",
+                w.slab_events, w.page_events, w.pcp_events, w.callsites
+            ),
+            dir.kept_note(),
+        )),
+        Err(e) => {
+            let _ = dir.restore();
+            Err(output_failed(cli, e))
+        }
     }
 }
 
@@ -261,7 +314,6 @@ fn human_bytes(n: u64) -> String {
     kmemtrace_format::human::bytes(n as f64)
 }
 
-fn output_failed(cli: &Cli, e: std::io::Error) -> ExitCode {
-    eprintln!("kmemtrace-export: {}: {e}", cli.output.display());
-    ExitCode::from(EXIT_OUTPUT)
+fn output_failed(cli: &Cli, e: std::io::Error) -> Stop {
+    (exit::OUTPUT, format!("{}: {e}", cli.output.display()))
 }

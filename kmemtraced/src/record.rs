@@ -538,8 +538,10 @@ fn pid_filtered(cli: &Cli) -> bool {
 /// passed on to it, while the recording goes on.
 const COMMAND_GRACE: Duration = Duration::from_secs(10);
 
-/// Records live: the default mode.
-pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
+/// What the command line asks for that can be checked without tracefs:
+/// the output's name and COMMAND, found as the shell finds it. A mistyped
+/// command fails here, before tracefs or the output is touched.
+fn checked_request(cli: &Cli) -> Result<(std::path::PathBuf, Option<std::path::PathBuf>)> {
     let Some(output) = cli.output.clone() else {
         return Err(Failure::usage(
             "no output: give -o FILE (or -o - for standard output)",
@@ -550,7 +552,6 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             "-F/--follow-command needs a command after `--`",
         ));
     }
-    // A mistyped command fails here, before tracefs or the output is touched.
     let program = match cli.command.first() {
         Some(c) => Some(resolve(c)?),
         None => None,
@@ -558,12 +559,13 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     for &p in &cli.pids {
         threads_of(p)?;
     }
-    let tfs = Tracefs::find(cli.tracefs.as_deref())?;
-    let mut errs = Vec::new();
-    for r in tfs.remove_stale(&mut errs) {
-        say(cli.quiet, &format!("removed stale instance {r}"));
-    }
-    let mut events = events::resolve(&tfs.top, &cli.events)?;
+    Ok((output, program))
+}
+
+/// The events `cli` asks for on this kernel, with the forks of the traced
+/// tree where pids are filtered (to tell its tasks from their neighbours).
+fn events_asked(cli: &Cli, top: &TraceDir) -> Result<Vec<Event>> {
+    let mut events = events::resolve(top, &cli.events)?;
     if !events.iter().any(|e| e.system == "kmem") {
         // The log is valid, but the report and diff analyse kmem events.
         say(
@@ -571,11 +573,101 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             "no kmem event selected: the log will hold only the others (kmemtrace-report and -diff analyse kmem events; --events lists any)",
         );
     }
-    let pid_filter = pid_filtered(cli);
-    if pid_filter {
-        // The traced tree's forks, to tell its tasks from their neighbours.
-        events::add_if_present(&tfs.top, &mut events, "sched", "sched_process_fork");
+    if pid_filtered(cli) {
+        events::add_if_present(top, &mut events, "sched", "sched_process_fork");
     }
+    Ok(events)
+}
+
+/// Turns every event on at once, with the page stacks' trigger, and
+/// starts tracing: turned on one after another while tracing, the
+/// allocations of the first would be traced and the frees of the last
+/// not yet (objects that look leaked, then returned while live). The
+/// error of an event the kernel would not enable.
+fn start_tracing(
+    cli: &Cli,
+    dir: &TraceDir,
+    session: &mut Session,
+    events: &[Event],
+    stacks: bool,
+    own_tids: &[i32],
+) -> Result<()> {
+    let _ = dir.write("tracing_on", "0");
+    let enabled = set_events(dir, events, true);
+    if stacks {
+        match start_page_stacks(dir, own_tids) {
+            Ok(trigger) => {
+                use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
+                let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
+                m.name = PAGE_STACKS_META.into();
+                session.write_meta(m);
+            }
+            Err(n) => {
+                say(cli.quiet, &n);
+                session.note(n);
+            }
+        }
+    }
+    let _ = dir.write("tracing_on", "1");
+    session.mark_started();
+    enabled
+}
+
+/// The session's plan for a live recording in `inst`: its layout, the
+/// readers' wake mark and priority (written to the instance), and the
+/// formats the log carries: the events', the stack record's beside them
+/// and the marker entries' (the kernel writes those records; there is
+/// nothing to enable).
+fn live_plan(
+    cli: &Cli,
+    tfs: &Tracefs,
+    inst: &Instance,
+    events: &[Event],
+    stacks: Option<Event>,
+    argv: Vec<String>,
+) -> Result<Plan> {
+    let layout = metadata::layout(&inst.dir)?;
+    let buffer_kb = crate::session::buffer_kb(&inst.dir);
+    let realtime = cli.reader_realtime.priority(buffer_kb);
+    // Where SCHED_FIFO is refused, the readers run at their nice value
+    // (and the log says so): wake them as such.
+    let buffer_percent = wake_mark(
+        cli.buffer_percent,
+        realtime.is_some_and(sys::fifo_allowed),
+        buffer_kb,
+    );
+    inst.dir
+        .write("buffer_percent", &buffer_percent.to_string())?;
+    let recorded: Vec<Event> = events.iter().cloned().chain(stacks).collect();
+    Ok(Plan {
+        dir: inst.dir.clone(),
+        top: tfs.top.clone(),
+        instance: inst.name.clone(),
+        events: recorded,
+        more_formats: events::marker_formats(&inst.dir),
+        layout,
+        compression: cli.compress,
+        flush_interval: cli.flush_interval,
+        buffer_percent,
+        drain_only: None,
+        reader_nice: cli.reader_nice,
+        reader_cpus: cli.reader_cpus,
+        reader_realtime: realtime,
+        splice: !cli.no_splice,
+        command_line: metadata::shell_quote(argv),
+    })
+}
+
+/// Records live: the default mode.
+pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
+    let (output, program) = checked_request(cli)?;
+    let tfs = Tracefs::find(cli.tracefs.as_deref())?;
+    let mut errs = Vec::new();
+    for r in tfs.remove_stale(&mut errs) {
+        say(cli.quiet, &format!("removed stale instance {r}"));
+    }
+    let mut events = events_asked(cli, &tfs.top)?;
+    let pid_filter = pid_filtered(cli);
     let signals = sys::block_signals()
         .map_err(|e| Failure::runtime(format!("setting up signal handling: {e}")))?;
 
@@ -593,45 +685,10 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
     } else {
         None
     };
-    let layout = metadata::layout(&inst.dir)?;
-    let buffer_kb = crate::session::buffer_kb(&inst.dir);
-    let realtime = cli.reader_realtime.priority(buffer_kb);
-    // Where SCHED_FIFO is refused, the readers run at their nice value
-    // (and the log says so): wake them as such.
-    let buffer_percent = wake_mark(
-        cli.buffer_percent,
-        realtime.is_some_and(sys::fifo_allowed),
-        buffer_kb,
-    );
-    inst.dir
-        .write("buffer_percent", &buffer_percent.to_string())?;
+    let plan = live_plan(cli, &tfs, &inst, &events, stacks.clone(), argv)?;
     let out = output::open(&output)?;
     let out_name = out.name.clone();
     let (out_file, written) = out.split();
-    // The log carries the stack record's format beside the events' (the
-    // kernel writes those records; there is nothing to enable).
-    let recorded: Vec<Event> = events
-        .iter()
-        .cloned()
-        .chain(stacks.clone())
-        .chain(events::marker_formats(&inst.dir))
-        .collect();
-    let plan = Plan {
-        dir: inst.dir.clone(),
-        top: tfs.top.clone(),
-        instance: inst.name.clone(),
-        events: recorded,
-        layout,
-        compression: cli.compress,
-        flush_interval: cli.flush_interval,
-        buffer_percent,
-        drain_only: None,
-        reader_nice: cli.reader_nice,
-        reader_cpus: cli.reader_cpus,
-        reader_realtime: realtime,
-        splice: !cli.no_splice,
-        command_line: metadata::shell_quote(argv),
-    };
     let mut session = match Session::start(plan, out_file) {
         Ok(s) => s,
         Err(f) => return Err(with_restore(f, written, cli.quiet)),
@@ -654,27 +711,14 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         session.write_meta(pid_filter_meta(&asked_pids));
     }
 
-    // Go: every event at once. Turned on one after another while tracing,
-    // the allocations of the first would be traced and the frees of the
-    // last not yet (objects that look leaked, then returned while live).
-    let _ = inst.dir.write("tracing_on", "0");
-    let enabled = set_events(&inst.dir, &events, true);
-    if stacks.is_some() {
-        match start_page_stacks(&inst.dir, &declared) {
-            Ok(trigger) => {
-                use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
-                let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
-                m.name = PAGE_STACKS_META.into();
-                session.write_meta(m);
-            }
-            Err(n) => {
-                say(cli.quiet, &n);
-                session.note(n);
-            }
-        }
-    }
-    let _ = inst.dir.write("tracing_on", "1");
-    session.mark_started();
+    let enabled = start_tracing(
+        cli,
+        &inst.dir,
+        &mut session,
+        &events,
+        stacks.is_some(),
+        &declared,
+    );
     let mut failure: Option<Failure> = enabled.err();
     let mut child = None;
     if let Some(program) = program.as_deref().filter(|_| failure.is_none()) {
@@ -755,10 +799,22 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         }
         Err(f) => Some(failure.unwrap_or(f)),
     };
-    if let Some(c) = child.as_mut().filter(|_| end.exit_status.is_none()) {
-        if let Some(f) = &failed {
-            // Never leave the command orphaned by our own failure: it runs
-            // on untraced, and we exit when it does.
+    leave_command(cli, child.as_mut(), &end, failed.as_ref(), &signals);
+    failed.map_or(Ok(()), Err)
+}
+
+/// After the recording: a command still running is waited for where the
+/// recording failed (never orphaned by our failure: it runs on untraced,
+/// and we exit when it does), else left running and said so.
+fn leave_command(
+    cli: &Cli,
+    child: Option<&mut Child>,
+    end: &End,
+    failed: Option<&Failure>,
+    signals: &nix::sys::signalfd::SignalFd,
+) {
+    if let Some(c) = child.filter(|_| end.exit_status.is_none()) {
+        if let Some(f) = failed {
             say(
                 cli.quiet,
                 &format!(
@@ -767,7 +823,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
                     c.id()
                 ),
             );
-            wait_passing_signals(c, &signals);
+            wait_passing_signals(c, signals);
         } else if end.reason != "duration" {
             say(
                 cli.quiet,
@@ -778,7 +834,6 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
             );
         }
     }
-    failed.map_or(Ok(()), Err)
 }
 
 /// `f`, after putting the previous log back in place of this run's (which
@@ -1009,11 +1064,6 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
             }
         }
     }
-    for m in events::marker_formats(&top) {
-        if !evs.contains(&m) {
-            evs.push(m);
-        }
-    }
     let layout = metadata::layout(&top)?;
     let out = output::open(&output)?;
     let out_name = out.name.clone();
@@ -1026,6 +1076,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         top,
         instance: String::new(),
         events: evs,
+        more_formats: events::marker_formats(&tfs.top),
         layout,
         compression: cli.compress,
         flush_interval: cli.flush_interval,

@@ -44,7 +44,11 @@ pub struct Plan {
     pub top: TraceDir,
     /// Instance name for the arch tag (empty: top-level buffer).
     pub instance: String,
+    /// The events recorded (the arch tag lists them) and their formats.
     pub events: Vec<Event>,
+    /// Formats the log carries besides: entries nothing enables, which
+    /// any writer may leave in the buffer (`trace_marker`'s).
+    pub more_formats: Vec<Event>,
     pub layout: Layout,
     pub compression: Compression,
     pub flush_interval: Duration,
@@ -189,8 +193,14 @@ impl Session {
         let mut w =
             LogWriter::with_cpu_compression(output, &arch, META_COMPRESSION, plan.compression)
                 .map_err(werr)?;
+        let formats: Vec<Event> = plan
+            .events
+            .iter()
+            .chain(&plan.more_formats)
+            .cloned()
+            .collect();
         let (metas, more_notes) =
-            metadata::static_metas(&plan.dir, &plan.top, &plan.layout, &plan.events);
+            metadata::static_metas(&plan.dir, &plan.top, &plan.layout, &formats);
         notes.extend(more_notes);
         for m in &metas {
             w.write_meta(m).map_err(werr)?;

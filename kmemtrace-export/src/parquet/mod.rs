@@ -215,7 +215,7 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
         pcp_events: events[PCP],
         callsites: sites[0],
     };
-    let mut m = crate::private_file(&dir.join("manifest.json"))?;
+    let mut m = crate::private_file(&dir.join(MANIFEST))?;
     std::io::Write::write_all(&mut m, manifest(log, capture, &w).as_bytes())?;
     Ok(w)
 }
@@ -240,6 +240,10 @@ fn callsite_row(rows: &mut Rows<'_>, capture: &str, c: &CallsiteRow) -> io::Resu
     ];
     rows.push(0, &[&row])
 }
+
+/// The dataset's manifest file, which also tells an earlier dataset (that
+/// an export may replace) from another directory.
+pub const MANIFEST: &str = "manifest.json";
 
 /// `manifest.json`: the capture and its files.
 fn manifest(log: &Log, capture: &str, w: &Written) -> String {

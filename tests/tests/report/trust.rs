@@ -386,3 +386,108 @@ fn diff_gates_in_colour_on_a_terminal_and_never_with_no_color() {
     let plain = on_tty(true).unwrap();
     assert!(plain.contains("FAIL") && !plain.contains('\x1b'), "{plain}");
 }
+
+#[test]
+fn every_tool_keeps_a_previous_output_and_creates_no_directories() {
+    let d = tempfile::tempdir().unwrap();
+    let s = sample();
+    let s = s.to_str().unwrap();
+    let p = |n: &str| d.path().join(n).to_str().unwrap().to_string();
+    let gates = p("g.toml");
+    std::fs::write(
+        &gates,
+        "[[gate]]\nmetric = \"hits\"\nmax_increase_pct = 1000\n",
+    )
+    .unwrap();
+    // Each writes NAME twice: the first's output is NAME.old after the second.
+    let runs: Vec<(&str, Vec<String>, String)> = vec![
+        (
+            "kmemtrace-export",
+            vec![s.into(), "-o".into(), p("x.dat")],
+            p("x.dat"),
+        ),
+        (
+            "kmemtrace-export",
+            vec![
+                s.into(),
+                "--to".into(),
+                "perfetto".into(),
+                "-o".into(),
+                p("x.pftrace"),
+            ],
+            p("x.pftrace"),
+        ),
+        (
+            "kmemtrace-report",
+            vec![s.into(), "--html".into(), p("r.html")],
+            p("r.html"),
+        ),
+        (
+            "kmemtrace-diff",
+            vec![
+                s.into(),
+                s.into(),
+                "--gate".into(),
+                gates.clone(),
+                "--junit".into(),
+                p("j.xml"),
+            ],
+            p("j.xml"),
+        ),
+    ];
+    for (bin, args, out) in &runs {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        std::fs::write(out, b"the user's own file").unwrap();
+        let o = run(bin, &args);
+        assert_eq!(o.status.code(), Some(0), "{bin}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read(format!("{out}.old")).unwrap(),
+            b"the user's own file",
+            "{bin}"
+        );
+        assert_ne!(std::fs::read(out).unwrap(), b"the user's own file", "{bin}");
+    }
+    // A dataset directory: an earlier one is kept, another never moved.
+    let ds = p("ds");
+    for _ in 0..2 {
+        let o = run("kmemtrace-export", &[s, "--to", "parquet", "-o", &ds, "-q"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    assert!(Path::new(&format!("{ds}/manifest.json")).is_file());
+    assert!(Path::new(&format!("{ds}.old/manifest.json")).is_file());
+    let mine = p("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(format!("{mine}/thesis.tex"), "x").unwrap();
+    let o = run("kmemtrace-export", &[s, "--to", "parquet", "-o", &mine]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(Path::new(&format!("{mine}/thesis.tex")).exists());
+    assert!(!Path::new(&format!("{mine}.old")).exists());
+    // No tool creates a path on the way: every one exits 4, the same.
+    let deep = p("no/such/dir");
+    for (bin, args) in [
+        (
+            "kmemtrace-export",
+            vec![s.to_string(), "-o".into(), format!("{deep}/x.dat")],
+        ),
+        (
+            "kmemtrace-export",
+            vec![
+                s.into(),
+                "--to".into(),
+                "parquet".into(),
+                "-o".into(),
+                format!("{deep}/ds"),
+            ],
+        ),
+        (
+            "kmemtrace-report",
+            vec![s.into(), "--html".into(), format!("{deep}/r.html")],
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(bin, &args);
+        assert_eq!(o.status.code(), Some(4), "{bin} {args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    }
+    assert!(!d.path().join("no").exists());
+}
