@@ -8,11 +8,13 @@
 //! - [`output`]: how an output file or directory is created (one policy:
 //!   an existing one is kept as `NAME.old`, never through a symbolic link,
 //!   owner-only, the parent directory must exist);
+//! - [`progress`]: the progress line shown on a terminal;
 //! - [`VERSION`]: the version with the commit it was built from.
 #![forbid(unsafe_code)]
 
 pub mod exit;
 pub mod output;
+pub mod progress;
 
 /// `0.1.0 (commit 0123456789ab)`, or the version alone where the sources
 /// were built outside a git checkout. For clap's `version`.

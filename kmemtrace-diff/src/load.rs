@@ -21,8 +21,13 @@ pub const REPORT_SCHEMA: &str = "kmemtrace-report/1";
 /// white space) is `{`, else a kmemtrace log.
 pub fn capture(path: &Path) -> Result<Capture, String> {
     let name = path.display().to_string();
-    let report = report(path).map_err(|e| format!("{name}: {e}"))?;
-    Ok(of_report(name, &report))
+    let (report, incomplete) = report(path).map_err(|e| format!("{name}: {e}"))?;
+    let mut c = of_report(name, &report);
+    // A log says itself what it lacks, per CPU, as every tool says it.
+    if let Some(inc) = incomplete {
+        c.partial = Some(inc.lines("it").join("; "));
+    }
+    Ok(c)
 }
 
 /// A capture from a report document.
@@ -97,7 +102,10 @@ fn document(text: &str) -> Result<Value, String> {
     Ok(v)
 }
 
-fn report(path: &Path) -> Result<Value, String> {
+/// The report document of `path`, and what its log lacks (for a log).
+fn report(
+    path: &Path,
+) -> Result<(Value, Option<kmemtrace_format::completeness::Incomplete>), String> {
     let mut log = if path.as_os_str() == "-" {
         // Standard input, read once: a document or a log.
         let mut bytes = Vec::new();
@@ -106,11 +114,12 @@ fn report(path: &Path) -> Result<Value, String> {
             .map_err(|e| e.to_string())?;
         let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
         if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-            return document(&String::from_utf8_lossy(text));
+            return Ok((document(&String::from_utf8_lossy(text))?, None));
         }
         kmemtrace_format::log::Log::from_bytes("<stdin>", &bytes).map_err(|e| e.to_string())?
     } else if looks_like_json(path).map_err(|e| e.to_string())? {
-        return document(&std::fs::read_to_string(path).map_err(|e| e.to_string())?);
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        return Ok((document(&text)?, None));
     } else {
         kmemtrace_import::open_log(path).map_err(|e| e.to_string())?
     };
@@ -119,7 +128,8 @@ fn report(path: &Path) -> Result<Value, String> {
     }
     let syms = Symbols::of_log(&mut log);
     let report = kmemtrace_analysis::analyse_as_recorded(&log, &syms);
-    serde_json::to_value(&report).map_err(|e| e.to_string())
+    let value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+    Ok((value, log.incomplete()))
 }
 
 /// A document this version can compare: schema `/1`, the objects the

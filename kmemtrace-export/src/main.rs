@@ -199,7 +199,7 @@ fn trace_dat(cli: &Cli, log: &Log, out: std::fs::File) -> std::io::Result<String
     let mut line = progress_line(cli);
     let written = kmemtrace_export::tracedat::write(log, out, version, &mut |p| {
         if let Some(l) = line.as_mut() {
-            l.update(p)
+            l.update(|t| kmemtrace_export::progress::line(p, t))
         }
     });
     drop(line);
@@ -236,7 +236,7 @@ fn perfetto(
     let mut line = progress_line(cli);
     let series = kmemtrace_export::perfetto::derived_series(log, &mut |p| {
         if let Some(l) = line.as_mut() {
-            l.update(p)
+            l.update(|t| kmemtrace_export::progress::line(p, t))
         }
     });
     let compression = match cli.perfetto_compression {
@@ -245,7 +245,7 @@ fn perfetto(
     };
     let written = kmemtrace_export::perfetto::write(log, &series, out, compression, &mut |p| {
         if let Some(l) = line.as_mut() {
-            l.update(p)
+            l.update(|t| kmemtrace_export::progress::line(p, t))
         }
     });
     drop(line);
@@ -305,9 +305,8 @@ fn parquet(cli: &Cli, log: Log) -> Result<(String, Option<String>), Stop> {
 
 /// The progress line, where standard error is a terminal and -q is not
 /// given.
-fn progress_line(cli: &Cli) -> Option<kmemtrace_export::progress::Line> {
-    use std::io::IsTerminal;
-    (!cli.quiet && std::io::stderr().is_terminal()).then(kmemtrace_export::progress::Line::new)
+fn progress_line(cli: &Cli) -> Option<kmemtrace_cli::progress::Line> {
+    kmemtrace_cli::progress::Line::on_terminal(cli.quiet)
 }
 
 fn human_bytes(n: u64) -> String {

@@ -218,26 +218,22 @@ fn analyse_with_progress(
     syms: &Symbols,
     opts: kmemtrace_analysis::Options,
 ) -> kmemtrace_analysis::Outcome {
-    if cli.quiet || !std::io::stderr().is_terminal() {
-        return kmemtrace_analysis::analyse(log, syms, opts, &mut |_| {});
-    }
-    let mut printed = false;
-    let out = kmemtrace_analysis::analyse(log, syms, opts, &mut |p| {
-        eprint!(
-            "\rkmemtrace-report: {:>3}% of {} sub-buffers, {} events, {:.1} s ",
-            (p.subbufs_done * 100)
-                .checked_div(p.subbufs_total)
-                .unwrap_or(100),
-            text::thousands(p.subbufs_total),
-            text::thousands(p.events),
-            p.elapsed.as_secs_f64()
-        );
-        printed = true;
-    });
-    if printed {
-        eprint!("\r{:70}\r", "");
-    }
-    out
+    let mut line = kmemtrace_cli::progress::Line::on_terminal(cli.quiet);
+    kmemtrace_analysis::analyse(log, syms, opts, &mut |p| {
+        if let Some(l) = line.as_mut() {
+            l.update(|_| {
+                format!(
+                    "kmemtrace-report: {:>3}% of {} sub-buffers, {} events, {:.1} s",
+                    (p.subbufs_done * 100)
+                        .checked_div(p.subbufs_total)
+                        .unwrap_or(100),
+                    text::thousands(p.subbufs_total),
+                    text::thousands(p.events),
+                    p.elapsed.as_secs_f64()
+                )
+            })
+        }
+    })
 }
 
 /// A filter that selects nothing is a usage error, as `--cpu 7` is: an

@@ -623,6 +623,8 @@ fn export_progress_is_for_terminals_and_quiet_says_nothing() {
             sample.display(),
             out.display()
         );
+        // A fresh name: no line about a previous file kept.
+        std::fs::remove_file(&out).unwrap();
         let tty = common::stdout_ok(Command::new("script").args(["-qefc", &cmd, "/dev/null"]));
         let parts: Vec<&str> = tty.split('\r').collect();
         let last = parts.iter().rev().find(|p| !p.trim().is_empty()).unwrap();
