@@ -54,6 +54,11 @@ pub fn old_name(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// `the previous NAME is kept as NAME.old`, where one was kept.
+fn kept_note(path: &Path, kept_old: Option<&Path>) -> Option<String> {
+    kept_old.map(|o| format!("the previous {} is kept as {}", path.display(), o.display()))
+}
+
 /// Standard output as a file, for `-o -` of a binary format: refused on a
 /// terminal (`what` names the data, as in "the binary log").
 pub fn stdout_binary(what: &str) -> Result<File, Refused> {
@@ -101,13 +106,7 @@ impl OutputFile {
     /// The line that tells the user where the previous file went, if one
     /// was kept.
     pub fn kept_note(&self) -> Option<String> {
-        self.kept_old.as_ref().map(|o| {
-            format!(
-                "the previous {} is kept as {}",
-                self.path.display(),
-                o.display()
-            )
-        })
+        kept_note(&self.path, self.kept_old.as_deref())
     }
 }
 
@@ -214,13 +213,7 @@ impl OutputDir {
     }
 
     pub fn kept_note(&self) -> Option<String> {
-        self.kept_old.as_ref().map(|o| {
-            format!(
-                "the previous {} is kept as {}",
-                self.path.display(),
-                o.display()
-            )
-        })
+        kept_note(&self.path, self.kept_old.as_deref())
     }
 }
 

@@ -3,7 +3,7 @@
 //! ([`kmemtrace_cli::output`]: an existing log is kept as `FILE.old`, a
 //! symlink refused, the new file owner-only). A file is opened only once
 //! everything else has been checked and set up, and a run that records
-//! nothing of what was asked puts the previous log back ([`Output::restore`]).
+//! nothing of what was asked puts the previous log back ([`Written::restore`]).
 
 use crate::failure::Result;
 use kmemtrace_cli::output::{self, OutputFile};

@@ -978,6 +978,25 @@ fn pids_are_taken_as_pidof_and_perf_give_them() {
     }
 }
 
+/// Waits until recorder `rec` has turned `kmalloc` on in its instance:
+/// tracing has started (after `set_event_pid`, for -p).
+fn wait_until_kmalloc_is_on(rec: &Child) {
+    let prefix = instance_prefix(rec.id());
+    let tfs = common::tracefs().unwrap();
+    assert!(common::wait_until(10, || {
+        common::instances_with_prefix(&prefix)
+            .first()
+            .is_some_and(|i| {
+                std::fs::read_to_string(
+                    tfs.join("instances")
+                        .join(i)
+                        .join("events/kmem/kmalloc/enable"),
+                )
+                .is_ok_and(|s| s.trim() == "1")
+            })
+    }));
+}
+
 #[test]
 fn pid_filter_follows_forks() {
     if common::tracefs_or_skip("pid_filter_follows_forks").is_none() {
@@ -1001,21 +1020,7 @@ fn pid_filter_follows_forks() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = instance_prefix(rec.id());
-    // Tracing starts once the events are enabled: wait for set_event_pid.
-    let tfs = common::tracefs().unwrap();
-    assert!(common::wait_until(10, || {
-        common::instances_with_prefix(&prefix)
-            .first()
-            .is_some_and(|i| {
-                std::fs::read_to_string(
-                    tfs.join("instances")
-                        .join(i)
-                        .join("events/kmem/kmalloc/enable"),
-                )
-                .is_ok_and(|s| s.trim() == "1")
-            })
-    }));
+    wait_until_kmalloc_is_on(&rec);
     std::fs::write(&go, b"").unwrap();
     target.wait().unwrap();
     // No signal: the recording stops once the process asked for exited.
@@ -1075,20 +1080,7 @@ fn pid_filter_takes_the_running_descendants_too() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = instance_prefix(rec.id());
-    let tfs = common::tracefs().unwrap();
-    assert!(common::wait_until(10, || {
-        common::instances_with_prefix(&prefix)
-            .first()
-            .is_some_and(|i| {
-                std::fs::read_to_string(
-                    tfs.join("instances")
-                        .join(i)
-                        .join("events/kmem/kmalloc/enable"),
-                )
-                .is_ok_and(|s| s.trim() == "1")
-            })
-    }));
+    wait_until_kmalloc_is_on(&rec);
     std::fs::write(&go, b"").unwrap();
     parent.wait().unwrap();
     let out = rec.wait_with_output().unwrap();
