@@ -227,3 +227,65 @@ fn the_readme_stays_short() {
         "README.md is {n} bytes: figures go to docs/"
     );
 }
+
+/// `[workspace.package]`'s `key = "value"` in Cargo.toml.
+fn workspace_value(key: &str) -> String {
+    let toml = std::fs::read_to_string(common::workspace().join("Cargo.toml")).unwrap();
+    toml.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("Cargo.toml has no {key}"))
+        .to_string()
+}
+
+#[test]
+fn the_stated_minimum_rust_is_what_the_locked_dependencies_need() {
+    let stated = workspace_value("rust-version");
+    let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(common::workspace())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let version = |v: &str| -> Vec<u32> { v.split('.').map(|n| n.parse().unwrap_or(0)).collect() };
+    // Target-specific crates for other systems (wasi) never build here.
+    let needed = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !p["name"].as_str().unwrap_or("").starts_with("wasi"))
+        .filter_map(|p| Some((p["rust_version"].as_str()?, p["name"].as_str()?)))
+        .max_by_key(|(v, _)| version(v))
+        .unwrap();
+    assert!(
+        version(&stated) >= version(needed.0),
+        "rust-version {stated}, but {} needs {}",
+        needed.1,
+        needed.0
+    );
+    assert!(readme().contains(&format!("Rust {stated} or later")));
+}
+
+#[test]
+fn the_readme_says_what_ci_installs_and_the_project_has_its_licences() {
+    let ci = std::fs::read_to_string(common::workspace().join(".ci/run")).unwrap();
+    let text = readme();
+    // `need+=(PACKAGE)` and pip's packages.
+    let mut packages: Vec<&str> = ci
+        .split("need+=(")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .collect();
+    packages.extend(["perfetto", "protobuf", "duckdb"]);
+    assert!(packages.len() >= 9, "{packages:?}");
+    for p in packages {
+        assert!(text.contains(p), "README does not say .ci/run installs {p}");
+    }
+    let license = workspace_value("license");
+    assert_eq!(license, "MIT OR Apache-2.0");
+    for f in ["LICENSE-MIT", "LICENSE-APACHE", "CHANGELOG.md"] {
+        let t = std::fs::read_to_string(common::workspace().join(f)).unwrap();
+        assert!(t.len() > 500, "{f}");
+    }
+}
