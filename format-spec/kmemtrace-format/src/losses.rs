@@ -86,6 +86,11 @@ impl Windows {
     }
 }
 
+/// Smallest event the kernel writes (`RB_EVNT_MIN_SIZE`): a null padding
+/// this long or longer inside a sub-buffer's commit hides bytes that were
+/// committed (the records after it are [`Cause::Damaged`]).
+pub const RB_EVNT_MIN_SIZE: usize = 8;
+
 /// Why a CPU's stream lacks events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Cause {
