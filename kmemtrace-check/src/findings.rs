@@ -279,18 +279,25 @@ pub struct Lost {
     pub stats: Option<StatsDelta>,
 }
 
-/// Where and when the kernel lost events, from one sub-buffer's flags.
+/// Where and when a CPU's stream lost events: a window of the one
+/// [`kmemtrace_format::losses::LossTracker`], as `kmemtrace-report` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LossWindow {
+    /// Where the loss was noticed: the flagged or damaged sub-buffer, the
+    /// first present after missing ones.
     #[serde(flatten)]
     pub location: Location,
-    /// The stored count, or `None` when only the flag is set.
+    /// `overwritten`, `missing` or `damaged` (the first, when one window
+    /// joins several).
+    pub cause: &'static str,
+    /// Events lost, when known: the stored count(s); `None` when a
+    /// sub-buffer has only the flag, or sub-buffers are missing or damaged.
     pub count: Option<u64>,
     /// Time stamp of the last event before the loss (none: the loss came
-    /// before the first sub-buffer of the CPU in the log).
+    /// before the CPU's first event in the log).
     pub after_ts: Option<u64>,
-    /// Time stamp of the first event after it (else the sub-buffer's).
-    pub before_ts: u64,
+    /// Time stamp of the first event after it (none: no event followed).
+    pub before_ts: Option<u64>,
 }
 
 /// One CPU's figures.

@@ -252,11 +252,15 @@ pub fn render(r: &Report, style: &Style) -> String {
                 )
             })
             .collect();
-        let _ = writeln!(
-            o,
-            "  losses flagged in sub-buffers ({}):",
-            per_cpu.join("; ")
-        );
+        if per_cpu.is_empty() {
+            let _ = writeln!(o, "  loss windows:");
+        } else {
+            let _ = writeln!(
+                o,
+                "  losses flagged in sub-buffers ({}):",
+                per_cpu.join("; ")
+            );
+        }
         // A few windows by default: they can number thousands.
         let n = if style.max_listed == 0 {
             r.loss_windows.len()
@@ -264,13 +268,18 @@ pub fn render(r: &Report, style: &Style) -> String {
             r.loss_windows.len().min(style.max_listed.min(10))
         };
         for w in &r.loss_windows[..n] {
-            let count = match w.count {
-                Some(c) => format!("{} events lost", thousands(c)),
-                None => "events lost, count not stored (see the statistics)".into(),
+            let count = match (w.count, w.cause) {
+                (Some(c), _) => format!("{} events lost", thousands(c)),
+                (None, "overwritten") => {
+                    "events lost, count not stored (see the statistics)".into()
+                }
+                (None, cause) => format!("events lost ({cause} sub-buffers)"),
             };
-            let when = match w.after_ts {
-                Some(a) => format!("between {} and {}", secs(a), secs(w.before_ts)),
-                None => format!("before {}", secs(w.before_ts)),
+            let when = match (w.after_ts, w.before_ts) {
+                (Some(a), Some(b)) => format!("between {} and {}", secs(a), secs(b)),
+                (None, Some(b)) => format!("before {}", secs(b)),
+                (Some(a), None) => format!("after {}", secs(a)),
+                (None, None) => "with no event around".into(),
             };
             let _ = writeln!(o, "    {}: {count} {when}", w.location);
         }

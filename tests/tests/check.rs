@@ -6,6 +6,7 @@ mod common;
 mod check {
     pub mod capture;
     pub mod live;
+    mod windows;
 }
 
 use check::capture::{self, block_containing, block_offsets, Build};

@@ -1,6 +1,9 @@
 //! Where a CPU's stream lost events: holes in its sequence of
 //! sub-buffers, and the windows of time in which events went missing. One
-//! place for these facts, for the checker and the analyses alike.
+//! place for these facts, for the checker and the analyses alike: the
+//! [`LossTracker`] holds the one rule set that decides the windows, which
+//! `kmemtrace-check`, `kmemtrace-report` (its analysis stream) and its
+//! `--events` listing all follow.
 
 /// A CPU's sub-buffers, block after block: every CPU's sequence starts at
 /// 0, each block names its first sub-buffer, and END says how many were
@@ -83,6 +86,263 @@ impl Windows {
     }
 }
 
+/// Smallest event the kernel writes (`RB_EVNT_MIN_SIZE`): a null padding
+/// this long or longer inside a sub-buffer's commit hides bytes that were
+/// committed (the records after it are [`Cause::Damaged`]).
+pub const RB_EVNT_MIN_SIZE: usize = 8;
+
+/// Why a CPU's stream lacks events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cause {
+    /// The kernel overwrote them: the next sub-buffer read carries
+    /// `RB_MISSED_EVENTS` (with `RB_MISSED_STORED`, their number).
+    Overwritten,
+    /// Sub-buffers the log lacks: between the blocks present, in a block
+    /// that cannot be read back, or written (END says) after the last one.
+    Missing,
+    /// A sub-buffer whose header does not decode, or whose records stop
+    /// decoding (or a null padding hides committed bytes) before its
+    /// commit: the records after that point.
+    Damaged,
+}
+
+impl Cause {
+    /// The name the JSON documents use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Overwritten => "overwritten",
+            Cause::Missing => "missing",
+            Cause::Damaged => "damaged",
+        }
+    }
+}
+
+/// What the tracker needs of one sub-buffer, or of a run of consecutive
+/// ones of one CPU, in stream order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubBufRun {
+    /// The first sub-buffer's index in the CPU's sequence.
+    pub index: u64,
+    /// Sub-buffers in the run.
+    pub count: u64,
+    /// Events lost before the run's first record: `Overwritten` with the
+    /// stored count (`None`: flag alone), `Damaged` (the header does not
+    /// decode) or `Missing` (a block that cannot be read back).
+    pub before: Option<(Cause, Option<u64>)>,
+    /// The first and last data events' time stamps, in record order, and
+    /// the latest of them all (0 if none).
+    pub first_ts: Option<u64>,
+    pub last_ts: Option<u64>,
+    pub max_ts: u64,
+    /// Records lost after the last one read: the rest of a sub-buffer
+    /// that stops decoding.
+    pub tail_lost: bool,
+}
+
+impl SubBufRun {
+    /// A sub-buffer whose header decoded; `missed`/`stored`: its
+    /// missed-events flag and stored count.
+    pub fn read(index: u64, missed: bool, stored: Option<u64>) -> Self {
+        SubBufRun {
+            index,
+            count: 1,
+            before: missed.then_some((Cause::Overwritten, stored)),
+            first_ts: None,
+            last_ts: None,
+            max_ts: 0,
+            tail_lost: false,
+        }
+    }
+
+    /// A sub-buffer whose header does not decode.
+    pub fn undecodable(index: u64) -> Self {
+        SubBufRun {
+            before: Some((Cause::Damaged, None)),
+            ..SubBufRun::read(index, false, None)
+        }
+    }
+
+    /// A block of `count` sub-buffers from `first` that cannot be read.
+    pub fn unreadable(first: u64, count: u32) -> Self {
+        SubBufRun {
+            count: u64::from(count),
+            before: Some((Cause::Missing, None)),
+            ..SubBufRun::read(first, false, None)
+        }
+    }
+
+    /// A data event read, in record order.
+    #[inline]
+    pub fn event(&mut self, ts: u64) {
+        self.first_ts.get_or_insert(ts);
+        self.last_ts = Some(ts);
+        self.max_ts = self.max_ts.max(ts);
+    }
+}
+
+/// Sub-buffer runs kept for a tracker fed later (a block or a segment
+/// decoded ahead of its turn): consecutive sub-buffers that lost nothing
+/// are one run, so that the list grows with the losses, not the data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubBufRuns(pub Vec<SubBufRun>);
+
+impl SubBufRuns {
+    pub fn push(&mut self, r: SubBufRun) {
+        if let Some(l) = self.0.last_mut() {
+            if r.before.is_none() && !l.tail_lost && l.index.checked_add(l.count) == Some(r.index) {
+                l.count += r.count;
+                l.first_ts = l.first_ts.or(r.first_ts);
+                l.last_ts = r.last_ts.or(l.last_ts);
+                l.max_ts = l.max_ts.max(r.max_ts);
+                l.tail_lost = r.tail_lost;
+                return;
+            }
+        }
+        self.0.push(r);
+    }
+}
+
+/// Where one CPU's stream lost events: from the last data event before the
+/// loss to the first after it, whatever their kind (the ring buffer's
+/// records are the CPU's order; a window bounds the loss as tightly as
+/// the log can).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loss {
+    pub cpu: u32,
+    /// The last event before (`None`: the loss came before the CPU's
+    /// first event in the log).
+    pub start: Option<u64>,
+    /// The first event after (`None`: none followed).
+    pub end: Option<u64>,
+    /// The latest time stamp up to `start` (`start` unless the clock went
+    /// back; 0 without one).
+    pub since: u64,
+    /// The first cause met (a window can join several: a gap in the
+    /// sequence, then a flagged sub-buffer, before any event).
+    pub cause: Cause,
+    /// Events lost, where every cause joined says how many.
+    pub count: Option<u64>,
+    /// The sub-buffer the loss was noticed at: the flagged or damaged one,
+    /// the first present after a gap (for a loss at the stream's end, the
+    /// first one missing).
+    pub subbuf: u64,
+}
+
+impl Loss {
+    /// As a window of [`Windows`] (0 and `u64::MAX` for no bound).
+    pub fn window(&self) -> Window {
+        Window {
+            cpu: self.cpu,
+            start: self.start.unwrap_or(0),
+            end: self.end.unwrap_or(u64::MAX),
+            since: self.since,
+        }
+    }
+}
+
+/// The one rule set for loss windows, fed one CPU's sub-buffers (or runs
+/// of them) in stream order:
+///
+/// - a sub-buffer flagged `RB_MISSED_EVENTS` lost events before its first
+///   record (`Overwritten`, with the stored count if any);
+/// - sub-buffer indexes that skip (blocks lost, or not fed because they
+///   could not be read) lost everything in between (`Missing`), as do
+///   sub-buffers END says were written after the last one fed;
+/// - a sub-buffer whose header does not decode lost all its records, one
+///   whose records stop decoding lost the rest (`Damaged`).
+///
+/// Losses with no event between them are one window. A window runs from
+/// the last data event before it to the first after it; one still open at
+/// the stream's end has no end.
+#[derive(Clone, Debug)]
+pub struct LossTracker {
+    cpu: u32,
+    /// The index the next sub-buffer should have.
+    next: u64,
+    last_ts: Option<u64>,
+    max_ts: u64,
+    pending: Option<Loss>,
+}
+
+impl LossTracker {
+    pub fn new(cpu: u32) -> Self {
+        LossTracker {
+            cpu,
+            next: 0,
+            last_ts: None,
+            max_ts: 0,
+            pending: None,
+        }
+    }
+
+    fn lose(&mut self, cause: Cause, count: Option<u64>, subbuf: u64) {
+        match &mut self.pending {
+            Some(p) => {
+                p.count = match (p.count, count) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    _ => None,
+                };
+            }
+            None => {
+                self.pending = Some(Loss {
+                    cpu: self.cpu,
+                    start: self.last_ts,
+                    end: None,
+                    since: self.max_ts,
+                    cause,
+                    count,
+                    subbuf,
+                })
+            }
+        }
+    }
+
+    /// The next run in stream order: the window its first event closes.
+    pub fn push(&mut self, r: &SubBufRun) -> Option<Loss> {
+        if r.index > self.next {
+            self.lose(Cause::Missing, None, r.index);
+        }
+        self.next = self.next.max(r.index.saturating_add(r.count));
+        if let Some((cause, count)) = r.before {
+            self.lose(cause, count, r.index);
+        }
+        let mut closed = None;
+        if let Some(f) = r.first_ts {
+            closed = self.pending.take().map(|p| Loss { end: Some(f), ..p });
+            self.last_ts = r.last_ts;
+            self.max_ts = self.max_ts.max(r.max_ts);
+        }
+        if r.tail_lost {
+            let at = r.index.saturating_add(r.count.saturating_sub(1));
+            self.lose(Cause::Damaged, None, at);
+        }
+        closed
+    }
+
+    /// The stream is over; `written`: the sub-buffers END says the CPU
+    /// wrote (`None` in a log cut short). The window left open, if any.
+    pub fn finish(&mut self, written: Option<u64>) -> Option<Loss> {
+        if let Some(w) = written.filter(|&w| w > self.next) {
+            let at = self.next;
+            self.lose(Cause::Missing, None, at);
+            self.next = w;
+        }
+        self.pending.take()
+    }
+
+    /// Events were lost after the last event fed.
+    pub fn pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// The latest time stamp fed: a window still open has `since` equal to
+    /// it (no event came after its start), and one that starts later has
+    /// `since` at least this.
+    pub fn floor(&self) -> u64 {
+        self.max_ts
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +383,136 @@ mod tests {
         assert!(!w.touches(61, 1000));
         assert!(w.after(60));
         assert!(!w.after(61));
+    }
+}
+
+#[cfg(test)]
+mod tracker_tests {
+    use super::*;
+
+    fn sb(index: u64, missed: bool, stored: Option<u64>, ts: &[u64]) -> SubBufRun {
+        let mut r = SubBufRun::read(index, missed, stored);
+        for &t in ts {
+            r.event(t);
+        }
+        r
+    }
+
+    fn run(cpu: u32, runs: &[SubBufRun], written: Option<u64>) -> Vec<Loss> {
+        let mut t = LossTracker::new(cpu);
+        let mut out: Vec<Loss> = runs.iter().filter_map(|r| t.push(r)).collect();
+        out.extend(t.finish(written));
+        out
+    }
+
+    type Bounds = (Option<u64>, Option<u64>, Cause, Option<u64>, u64);
+
+    fn bounds(l: &[Loss]) -> Vec<Bounds> {
+        l.iter()
+            .map(|l| (l.start, l.end, l.cause, l.count, l.subbuf))
+            .collect()
+    }
+
+    #[test]
+    fn a_flagged_subbuffer_bounds_its_loss_by_the_events_around_it() {
+        let l = run(
+            3,
+            &[
+                sb(0, false, None, &[10, 20]),
+                sb(1, true, Some(7), &[30, 40]),
+                sb(2, true, None, &[]),
+                sb(3, false, None, &[50]),
+            ],
+            Some(4),
+        );
+        assert_eq!(
+            bounds(&l),
+            [
+                (Some(20), Some(30), Cause::Overwritten, Some(7), 1),
+                (Some(40), Some(50), Cause::Overwritten, None, 2),
+            ]
+        );
+        assert!(l.iter().all(|l| l.cpu == 3));
+        assert_eq!(l[0].window().since, 20);
+    }
+
+    #[test]
+    fn a_loss_before_the_first_event_has_no_start() {
+        let l = run(0, &[sb(0, true, Some(5), &[100])], None);
+        assert_eq!(
+            bounds(&l),
+            [(None, Some(100), Cause::Overwritten, Some(5), 0)]
+        );
+        assert_eq!(l[0].window().start, 0);
+    }
+
+    #[test]
+    fn gaps_unreadable_blocks_and_the_end_are_missing_subbuffers() {
+        // A lost first block, a gap, an unreadable block, and END saying
+        // two more were written.
+        let l = run(
+            1,
+            &[
+                sb(2, false, None, &[5]),
+                sb(6, true, Some(3), &[9]),
+                SubBufRun::unreadable(7, 2),
+                sb(9, false, None, &[12]),
+            ],
+            Some(12),
+        );
+        assert_eq!(
+            bounds(&l),
+            [
+                (None, Some(5), Cause::Missing, None, 2),
+                (Some(5), Some(9), Cause::Missing, None, 6),
+                (Some(9), Some(12), Cause::Missing, None, 7),
+                (Some(12), None, Cause::Missing, None, 10),
+            ]
+        );
+        // A cut log (no END) says nothing of what came after.
+        assert!(run(1, &[sb(0, false, None, &[5])], None).is_empty());
+        // Nothing present at all, but END says some were written.
+        assert_eq!(
+            bounds(&run(2, &[], Some(2))),
+            [(None, None, Cause::Missing, None, 0)]
+        );
+    }
+
+    #[test]
+    fn damage_loses_the_rest_of_a_subbuffer() {
+        let mut torn = sb(1, false, None, &[20, 25]);
+        torn.tail_lost = true;
+        let l = run(
+            0,
+            &[
+                sb(0, false, None, &[10]),
+                torn,
+                SubBufRun::undecodable(2),
+                sb(3, true, Some(4), &[40]),
+            ],
+            Some(4),
+        );
+        assert_eq!(bounds(&l), [(Some(25), Some(40), Cause::Damaged, None, 1)]);
+    }
+
+    #[test]
+    fn runs_keep_what_the_windows_need() {
+        let all = [
+            sb(0, false, None, &[1, 2]),
+            sb(1, false, None, &[3]),
+            sb(2, true, Some(2), &[]),
+            sb(3, false, None, &[7, 5]),
+            sb(4, false, None, &[8]),
+            sb(9, false, None, &[10]),
+        ];
+        let mut runs = SubBufRuns::default();
+        for r in all {
+            runs.push(r);
+        }
+        assert_eq!(runs.0.len(), 3);
+        assert_eq!((runs.0[1].index, runs.0[1].count), (2, 3));
+        assert_eq!(runs.0[1].max_ts, 8);
+        assert_eq!(run(0, &runs.0, Some(10)), run(0, &all, Some(10)));
+        assert_eq!(run(0, &all, Some(10)).len(), 2);
     }
 }

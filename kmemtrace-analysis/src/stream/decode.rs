@@ -4,17 +4,21 @@
 //! as compact events, slab and page alike, already routed: one vector per
 //! shard, by the bucket of the event's pointer or page frame.
 //!
-//! Losses inside a block are noted here ([`BlockLoss`]): a sub-buffer's
-//! missed-events flag, a sub-buffer that stops decoding midway, a block
-//! that cannot be read back. The loss assembler ([`super::losses`]) adds
-//! the gaps between blocks and turns them into windows.
+//! What the loss windows need of a block is noted here, sub-buffer by
+//! sub-buffer ([`SubBufRuns`]): each one's missed-events flag, whether it
+//! decodes to its commit, its first and last events' times; a block that
+//! cannot be read back is one run of missing sub-buffers. The loss
+//! assembler ([`super::losses`]) feeds them, in stream order, to the one
+//! [`kmemtrace_format::losses::LossTracker`] of each CPU.
 
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
+use kmemtrace_format::losses::{SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
 use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
+use kmemtrace_format::subbuf::RbRecordKind;
 use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
 use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
@@ -35,7 +39,7 @@ const MAX_PROBLEMS: usize = 20;
 #[derive(Clone, Debug, Default)]
 pub struct CpuSummary {
     pub cpu: u32,
-    /// Events were lost after the last slab event sent.
+    /// Events were lost after the last event read.
     pub pending_loss: bool,
     pub subbufs: u64,
     /// Sub-buffers with the missed-events flag.
@@ -91,36 +95,14 @@ impl CpuSummary {
     }
 }
 
-/// Where a block's slab events met losses, for the loss windows.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BlockLoss {
-    /// The block's first and last slab events' times.
-    pub first_slab: Option<u64>,
-    pub last_slab: Option<u64>,
-    /// The latest slab time stamp in the block (0 if none).
-    pub max_slab: u64,
-    /// Slab events that follow a loss.
-    pub ends: Vec<LossEnd>,
-}
-
-/// A slab event that follows a loss.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LossEnd {
-    /// The slab event before it in the block, if any.
-    pub prev: Option<u64>,
-    /// The latest slab time stamp in the block up to `prev` (0 if none).
-    pub prev_max: u64,
-    /// Its own time.
-    pub end: u64,
-}
-
 /// What every shard learns of a block besides its own events.
 #[derive(Clone, Debug, Default)]
 pub struct BlockMeta {
     /// Counts over this block (`cpu` set; `pending_loss`: events were lost
-    /// after the block's last slab event).
+    /// after the block's last event).
     pub sum: CpuSummary,
-    pub loss: BlockLoss,
+    /// The block's sub-buffers, as the loss tracker needs them.
+    pub runs: SubBufRuns,
     /// The latest time stamp in the block (0 if none): the next block's
     /// events are ordered no earlier.
     pub max_ts: u64,
@@ -204,6 +186,7 @@ impl Decoder<'_> {
             parts: vec![Vec::new(); self.shards.max(1)],
             meta: BlockMeta {
                 sum,
+                runs: SubBufRuns(vec![SubBufRun::unreadable(r.first_subbuf, r.count)]),
                 ..Default::default()
             },
         }
@@ -258,7 +241,7 @@ impl Decoder<'_> {
             Ok(d) => d,
             Err(p) => return self.lost(r, p.offset, p.what),
         };
-        let mut loss = BlockLoss::default();
+        let mut runs = SubBufRuns::default();
         let mut pos: u32 = 0;
         let mut max_ts: u64 = 0;
         let route = |ev: Event, parts: &mut Vec<Vec<Event>>| {
@@ -284,6 +267,7 @@ impl Decoder<'_> {
                 Err(err) => {
                     sum.bad_subbufs += 1;
                     pending = true;
+                    runs.push(SubBufRun::undecodable(index));
                     sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
                     continue;
                 }
@@ -293,16 +277,33 @@ impl Decoder<'_> {
                 sum.lost_stored += sbuf.lost_events.unwrap_or(0);
                 pending = true;
             }
-            for rec in sbuf.data_events(e) {
-                let (_, ts, payload) = match rec {
-                    Ok(x) => x,
+            let mut run = SubBufRun::read(index, sbuf.missed_events, sbuf.lost_events);
+            for rec in sbuf.events(e) {
+                let (ts, payload) = match rec {
+                    Ok(x) => match x.kind {
+                        RbRecordKind::Data { payload } => (x.ts, payload),
+                        // A null padding inside the commit hides the
+                        // committed records after it.
+                        RbRecordKind::Padding {
+                            len,
+                            discarded: false,
+                        } if len >= RB_EVNT_MIN_SIZE => {
+                            run.tail_lost = true;
+                            pending = true;
+                            continue;
+                        }
+                        _ => continue,
+                    },
                     Err(err) => {
                         sum.bad_subbufs += 1;
                         pending = true;
+                        run.tail_lost = true;
                         sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
                         break;
                     }
                 };
+                run.event(ts);
+                pending = false;
                 sum.events += 1;
                 if let Some(l) = last_ts {
                     if ts < l {
@@ -375,8 +376,9 @@ impl Decoder<'_> {
                         continue;
                     }
                     Err(err) => {
+                        // The record is there, its fields unreadable: a
+                        // problem, not a loss of the stream.
                         sum.decode_errors += 1;
-                        pending = true;
                         if sum.decode_errors <= 3 {
                             sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
                         }
@@ -418,16 +420,6 @@ impl Decoder<'_> {
                     };
                     sum.slab_events += 1;
                     sum.list_runs.event(None);
-                    if std::mem::take(&mut pending) {
-                        loss.ends.push(LossEnd {
-                            prev: loss.last_slab,
-                            prev_max: loss.max_slab,
-                            end: ts,
-                        });
-                    }
-                    loss.first_slab.get_or_insert(ts);
-                    loss.last_slab = Some(ts);
-                    loss.max_slab = loss.max_slab.max(ts);
                     let slab = Slab {
                         ptr: ev.ptr,
                         site: sites.get(ev.call_site),
@@ -464,13 +456,14 @@ impl Decoder<'_> {
                 }
                 route(ev, &mut parts);
             }
+            runs.push(run);
         }
         self.progress
             .fetch_add(u64::from(r.count), Ordering::Relaxed);
         sum.pending_loss = pending;
         let meta = BlockMeta {
             sum,
-            loss,
+            runs,
             max_ts,
             leading_stacks: leading,
             trailing: awaiting,

@@ -2,14 +2,15 @@
 //! the decoded blocks in stream order (whatever order the decoders finish
 //! them in), with each CPU's counts.
 //!
-//! A window runs from the last slab event before a loss to the first one
-//! after it: a sub-buffer's missed-events flag, a gap in the sub-buffer
-//! sequence (blocks lost between recorder and file, or unreadable), a
-//! sub-buffer that stops decoding midway, sub-buffers END says were written
-//! after the last block present.
+//! The windows are [`LossTracker`]'s, the rule set `kmemtrace-check` follows
+//! too: a window runs from the last data event (of any kind) before a loss
+//! to the first one after it; the losses are a sub-buffer's missed-events
+//! flag, a gap in the sub-buffer sequence (blocks lost between recorder and
+//! file, or unreadable), a sub-buffer that does not decode to its commit,
+//! sub-buffers END says were written after the last block present.
 
 use super::decode::{BlockMeta, CpuSummary};
-pub use kmemtrace_format::losses::{SubBufSequence, Window, Windows};
+pub use kmemtrace_format::losses::{LossTracker, SubBufSequence, Window, Windows};
 use std::collections::BTreeMap;
 
 /// One CPU's blocks, in stream order.
@@ -51,13 +52,8 @@ struct Cpu {
     next: usize,
     /// Holes in the sub-buffer sequence (a lost first block is one too).
     seq: SubBufSequence,
-    /// Events were lost after the last slab event assembled.
-    carry: bool,
-    /// The last slab event's time (0: none yet).
-    last_slab: u64,
-    /// The latest slab time stamp assembled: every window not yet known
-    /// will have `since` at least this.
-    slab_floor: u64,
+    /// The windows.
+    tracker: LossTracker,
     sum: CpuSummary,
     done: bool,
 }
@@ -79,13 +75,11 @@ impl Assembler {
                         cpu: input.cpu,
                         ..Default::default()
                     },
-                    input,
                     waiting: BTreeMap::new(),
                     next: 0,
                     seq: SubBufSequence::default(),
-                    carry: false,
-                    last_slab: 0,
-                    slab_floor: 0,
+                    tracker: LossTracker::new(input.cpu),
+                    input,
                     done: false,
                 })
                 .collect(),
@@ -108,61 +102,23 @@ impl Assembler {
         while let Some(meta) = c.waiting.remove(&c.next) {
             let (first, count) = c.input.blocks[c.next];
             c.next += 1;
-            let missing = c.seq.block(first, count);
-            if missing > 0 {
-                c.sum.missing_subbufs += missing;
-                c.carry = true;
-            }
-            let loss = &meta.loss;
-            let (before, floor) = (c.last_slab, c.slab_floor);
-            let cpu = c.input.cpu;
-            if let Some(f) = loss.first_slab {
-                // Events lost before the block reach its first slab event,
-                // unless the decoder already marked that one.
-                let marked = loss.ends.first().is_some_and(|e| e.prev.is_none());
-                if std::mem::take(&mut c.carry) && !marked {
-                    self.windows.add(Window {
-                        cpu,
-                        start: before,
-                        end: f,
-                        since: floor,
-                    });
+            c.sum.missing_subbufs += c.seq.block(first, count);
+            for r in &meta.runs.0 {
+                if let Some(l) = c.tracker.push(r) {
+                    self.windows.add(l.window());
                 }
-                c.last_slab = loss.last_slab.unwrap_or(f);
             }
-            for e in &loss.ends {
-                self.windows.add(Window {
-                    cpu,
-                    start: e.prev.unwrap_or(before),
-                    end: e.end,
-                    since: if e.prev.is_some() {
-                        e.prev_max.max(floor)
-                    } else {
-                        floor
-                    },
-                });
-            }
-            c.slab_floor = c.slab_floor.max(loss.max_slab);
-            c.carry |= meta.sum.pending_loss;
             c.sum.absorb(&meta.sum);
         }
         if c.next == c.input.blocks.len() && !c.done {
             // The stream is over; sub-buffers written after the last block
             // present are missing.
-            let missing = c.seq.after_last(c.input.written);
-            if missing > 0 {
-                c.sum.missing_subbufs += missing;
-                c.carry = true;
-            }
+            c.sum.missing_subbufs += c.seq.after_last(c.input.written);
             c.done = true;
-            c.sum.pending_loss = c.carry;
-            if c.carry {
-                self.windows.add(Window {
-                    cpu: c.input.cpu,
-                    start: c.last_slab,
-                    end: u64::MAX,
-                    since: c.slab_floor,
-                });
+            let open = c.tracker.finish(c.input.written);
+            c.sum.pending_loss = open.is_some();
+            if let Some(l) = open {
+                self.windows.add(l.window());
             }
         }
     }
@@ -172,7 +128,7 @@ impl Assembler {
     pub fn known_until(&self) -> u64 {
         self.cpus
             .iter()
-            .map(|c| if c.done { u64::MAX } else { c.slab_floor })
+            .map(|c| if c.done { u64::MAX } else { c.tracker.floor() })
             .min()
             .unwrap_or(u64::MAX)
     }
@@ -188,43 +144,31 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::decode::{BlockLoss, LossEnd};
+    use kmemtrace_format::losses::{SubBufRun, SubBufRuns};
 
-    fn meta(
-        first: Option<u64>,
-        last: Option<u64>,
-        ends: &[(Option<u64>, u64)],
-        pending: bool,
-    ) -> BlockMeta {
+    /// A block's meta: each sub-buffer (index, missed flag, events' times,
+    /// tail lost).
+    fn meta(subbufs: &[(u64, bool, &[u64], bool)]) -> BlockMeta {
+        let mut runs = SubBufRuns::default();
+        for &(index, missed, ts, tail) in subbufs {
+            let mut r = SubBufRun::read(index, missed, None);
+            ts.iter().for_each(|&t| r.event(t));
+            r.tail_lost = tail;
+            runs.push(r);
+        }
         BlockMeta {
-            sum: CpuSummary {
-                pending_loss: pending,
-                ..Default::default()
-            },
-            loss: BlockLoss {
-                first_slab: first,
-                last_slab: last,
-                max_slab: last.unwrap_or(0),
-                ends: ends
-                    .iter()
-                    .map(|&(prev, end)| LossEnd {
-                        prev,
-                        prev_max: prev.unwrap_or(0),
-                        end,
-                    })
-                    .collect(),
-            },
-            max_ts: last.unwrap_or(0),
+            runs,
             ..Default::default()
         }
     }
 
     #[test]
     fn windows_from_blocks_in_any_order() {
-        // CPU 0: block 0 (1..5) ends with a loss; block 1 (9) follows.
-        // CPU 1: a loss inside its block, and one after it (END says more
-        // was written). CPU 2: nothing present, END says 2 written. CPU 3:
-        // a gap in the sequence before its second block.
+        // CPU 0: block 0 (1..5) ends with a damaged tail; block 1 (9)
+        // follows. CPU 1: a flagged sub-buffer inside its block, and a loss
+        // after it (END says more was written). CPU 2: nothing present, END
+        // says 2 written. CPU 3: a gap in the sequence before its second
+        // block.
         let inputs = || {
             vec![
                 StreamInput {
@@ -234,8 +178,8 @@ mod tests {
                 },
                 StreamInput {
                     cpu: 1,
-                    blocks: vec![(0, 1)],
-                    written: Some(3),
+                    blocks: vec![(0, 2)],
+                    written: Some(4),
                 },
                 StreamInput {
                     cpu: 2,
@@ -250,43 +194,28 @@ mod tests {
             ]
         };
         let blocks = [
-            (0, 0, meta(Some(1), Some(5), &[], true)),
-            (0, 1, meta(Some(9), Some(9), &[], false)),
-            (1, 0, meta(Some(4), Some(8), &[(Some(4), 6)], false)),
-            (3, 0, meta(Some(2), Some(2), &[], false)),
-            (3, 1, meta(Some(7), Some(7), &[], false)),
+            (0, 0, meta(&[(0, false, &[1, 5], true)])),
+            (0, 1, meta(&[(1, false, &[9], false)])),
+            (
+                1,
+                0,
+                meta(&[(0, false, &[4], false), (1, true, &[6, 8], false)]),
+            ),
+            (3, 0, meta(&[(0, false, &[2], false)])),
+            (3, 1, meta(&[(5, false, &[7], false)])),
         ];
+        let w = |cpu, start, end| Window {
+            cpu,
+            start,
+            end,
+            since: start,
+        };
         let want = [
-            Window {
-                cpu: 0,
-                start: 5,
-                end: 9,
-                since: 5,
-            },
-            Window {
-                cpu: 1,
-                start: 4,
-                end: 6,
-                since: 4,
-            },
-            Window {
-                cpu: 1,
-                start: 8,
-                end: u64::MAX,
-                since: 8,
-            },
-            Window {
-                cpu: 2,
-                start: 0,
-                end: u64::MAX,
-                since: 0,
-            },
-            Window {
-                cpu: 3,
-                start: 2,
-                end: 7,
-                since: 2,
-            },
+            w(0, 5, 9),
+            w(1, 4, 6),
+            w(1, 8, u64::MAX),
+            w(2, 0, u64::MAX),
+            w(3, 2, 7),
         ];
         for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]] {
             let mut a = Assembler::new(inputs());

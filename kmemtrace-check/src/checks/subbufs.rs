@@ -2,7 +2,9 @@
 //! header (commit within the data area, flags), each record's length, no
 //! null padding hiding committed bytes, each event's id described by a
 //! format, time stamps in order ([`Ordering`]), and the missed-events flags
-//! with their stored counts (the loss windows).
+//! with their stored counts. The loss windows are the one
+//! [`LossTracker`]'s, fed each CPU's sub-buffers in stream order (segments
+//! note theirs as [`SubBufRuns`], replayed when the segments are joined).
 //!
 //! One pass per CPU, CPUs on several threads; the decoder is monomorphised
 //! for the log's byte order (the order is matched once per CPU).
@@ -11,15 +13,12 @@ use super::ordering::Ordering;
 use super::Options;
 use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
+use kmemtrace_format::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::walk::subbufs;
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
-
-/// Smallest event the kernel writes (`RB_EVNT_MIN_SIZE`): a null padding
-/// this long or longer inside the commit hides bytes that were committed.
-const RB_EVNT_MIN_SIZE: usize = 8;
 
 /// What one CPU's pass found.
 #[derive(Debug, Default)]
@@ -42,6 +41,8 @@ pub struct CpuScan {
     pub flag_only: u64,
     /// Loss windows (at most [`MAX_KEPT`]).
     pub windows: Vec<LossWindow>,
+    /// The sub-buffers, until the windows are made of them.
+    pub(crate) runs: SubBufRuns,
     pub problems: Findings,
     pub warnings: Findings,
 }
@@ -76,9 +77,8 @@ struct Segment {
     scan: CpuScan,
     /// The first data event's time stamp and place.
     first: Option<(u64, Location)>,
-    /// Loss windows (indexes into `scan.windows`) before the segment's
-    /// first event: their `after_ts` is the previous segment's last.
-    windows_before_first: usize,
+    /// The segment's sub-buffers, for the loss tracker.
+    runs: SubBufRuns,
     /// The first "decodes with the other byte order" finding.
     endian_hint: Option<Finding>,
     unknown: BTreeMap<u16, (u64, Location)>,
@@ -162,7 +162,62 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
     if let Some((acc, joint)) = pending {
         cpus.push(joint.finish(acc));
     }
+    // The loss windows, each CPU's sub-buffers in stream order; CPUs END
+    // says wrote sub-buffers the log lacks entirely are one window each.
+    if let Some(end) = &log.end {
+        for t in end.cpus.iter().filter(|t| t.subbufs > 0) {
+            if !cpus.iter().any(|c| c.cpu == t.cpu) {
+                cpus.push(CpuScan {
+                    cpu: t.cpu,
+                    ..Default::default()
+                });
+            }
+        }
+        cpus.sort_by_key(|c| c.cpu);
+    }
+    for c in &mut cpus {
+        let mut t = LossTracker::new(c.cpu);
+        let runs = std::mem::take(&mut c.runs);
+        let add = |l: Loss, c: &mut CpuScan| {
+            if c.windows.len() < MAX_KEPT {
+                c.windows.push(loss_window(log, &l));
+            }
+        };
+        for r in &runs.0 {
+            if let Some(l) = t.push(r) {
+                add(l, c);
+            }
+        }
+        if let Some(l) = t.finish(log.end_total(c.cpu).map(|t| t.subbufs)) {
+            add(l, c);
+        }
+    }
     cpus
+}
+
+/// A window as the checker lists it: where its loss was noticed.
+fn loss_window(log: &Log, l: &Loss) -> LossWindow {
+    let blocks = log.cpu_blocks(l.cpu);
+    let at = blocks
+        .iter()
+        .find(|r| l.subbuf >= r.first_subbuf && l.subbuf - r.first_subbuf < u64::from(r.count));
+    let location = match at {
+        Some(r) => locate(log, r, (l.subbuf - r.first_subbuf) as usize, None),
+        // Sub-buffers missing at the stream's end: after its last block.
+        None => Location {
+            exact: false,
+            cpu: Some(l.cpu),
+            subbuf: Some(l.subbuf),
+            ..Location::at(blocks.last().map_or(0, |r| r.offset))
+        },
+    };
+    LossWindow {
+        location,
+        cause: l.cause.name(),
+        count: l.count,
+        after_ts: l.start,
+        before_ts: l.end,
+    }
 }
 
 /// State carried from one segment of a CPU to the next.
@@ -183,9 +238,6 @@ impl Joint {
                 acc.problems
                     .push(ordering_finding(acc.cpu, loc.clone(), prev, *first));
             }
-        }
-        for w in s.windows.iter_mut().take(seg.windows_before_first) {
-            w.after_ts = self.last_ts;
         }
         if s.last_ts.is_some() {
             self.last_ts = s.last_ts;
@@ -210,10 +262,8 @@ impl Joint {
         acc.stored_lost = acc.stored_lost.saturating_add(s.stored_lost);
         acc.flagged += s.flagged;
         acc.flag_only += s.flag_only;
-        for w in s.windows.drain(..) {
-            if acc.windows.len() < MAX_KEPT {
-                acc.windows.push(w);
-            }
+        for r in std::mem::take(&mut seg.runs).0 {
+            acc.runs.push(r);
         }
         acc.problems.extend(std::mem::take(&mut s.problems));
         acc.warnings.extend(std::mem::take(&mut s.warnings));
@@ -286,6 +336,8 @@ fn scan_segment<E: Endian>(
         let data = match log.read_cpu_block_into(r, scratch) {
             Ok(d) => d,
             Err(p) => {
+                seg.runs
+                    .push(SubBufRun::unreadable(r.first_subbuf, r.count));
                 s.problems.push(Finding::error(
                     Kind::Damage,
                     Location {
@@ -307,6 +359,7 @@ fn scan_segment<E: Endian>(
                 Ok(sb) => sb,
                 Err(err) => {
                     s.bad_subbufs += 1;
+                    seg.runs.push(SubBufRun::undecodable(item.index));
                     s.problems.push(Finding::error(
                         Kind::SubBuffer,
                         locate(log, r, i, Some(err.offset)),
@@ -319,16 +372,14 @@ fn scan_segment<E: Endian>(
                     continue;
                 }
             };
-            let window_at = if sb.missed_events {
+            if sb.missed_events {
                 s.flagged += 1;
                 match sb.lost_events {
                     Some(n) => s.stored_lost = s.stored_lost.saturating_add(n),
                     None => s.flag_only += 1,
                 }
-                Some(order.last())
-            } else {
-                None
-            };
+            }
+            let mut run = SubBufRun::read(item.index, sb.missed_events, sb.lost_events);
             let mut first_in_subbuf: Option<u64> = None;
             let mut n_events = 0u64;
             for rec in sb.events(e) {
@@ -340,10 +391,9 @@ fn scan_segment<E: Endian>(
                                 first_in_subbuf = Some(rec.ts);
                                 if seg.first.is_none() {
                                     seg.first = Some((rec.ts, locate(log, r, i, Some(rec.offset))));
-                                    seg.windows_before_first =
-                                        s.windows.len() + usize::from(window_at.is_some());
                                 }
                             }
+                            run.event(rec.ts);
                             if let Some(prev) = order.next(rec.ts) {
                                 ordering_violation(log, r, i, rec.offset, prev, rec.ts, &mut s);
                             }
@@ -362,6 +412,7 @@ fn scan_segment<E: Endian>(
                             len,
                             discarded: false,
                         } if len >= RB_EVNT_MIN_SIZE => {
+                            run.tail_lost = true;
                             s.bad_event_streams += 1;
                             s.problems.push(Finding::error(
                                 Kind::SubBuffer,
@@ -375,6 +426,7 @@ fn scan_segment<E: Endian>(
                         _ => {}
                     },
                     Err(err) => {
+                        run.tail_lost = true;
                         s.bad_event_streams += 1;
                         s.problems.push(Finding::error(
                             Kind::SubBuffer,
@@ -396,23 +448,11 @@ fn scan_segment<E: Endian>(
             if s.first_ts.is_none() {
                 s.first_ts = first_in_subbuf;
             }
-            if let Some(after_ts) = window_at {
-                if s.windows.len() < MAX_KEPT {
-                    s.windows.push(LossWindow {
-                        location: locate(log, r, i, None),
-                        count: sb.lost_events,
-                        after_ts,
-                        before_ts: first_in_subbuf.unwrap_or(sb.timestamp),
-                    });
-                }
-            }
+            seg.runs.push(run);
         }
     }
     s.last_ts = order.last();
     s.ordering_violations = order.violations;
-    if seg.first.is_none() {
-        seg.windows_before_first = s.windows.len();
-    }
     seg.scan = s;
     seg
 }
