@@ -12,7 +12,7 @@ use super::Options;
 use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::walk::subbufs;
+use kmemtrace_format::walk::{subbufs, SubBufItem};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
@@ -273,20 +273,25 @@ fn scan_segment<E: Endian>(
     progress: &AtomicU64,
     scratch: &mut BlockScratch,
 ) -> Segment {
-    let mut seg = Segment::default();
-    let mut s = CpuScan {
-        cpu,
-        ..Default::default()
+    let mut scan = SegmentScan {
+        log,
+        e,
+        known,
+        seg: Segment::default(),
+        s: CpuScan {
+            cpu,
+            ..Default::default()
+        },
+        order: Ordering::default(),
+        endian_checked: false,
     };
     let layout = log.layout;
-    let mut order = Ordering::default();
-    let mut endian_checked = false;
 
     for &r in blocks {
         let data = match log.read_cpu_block_into(r, scratch) {
             Ok(d) => d,
             Err(p) => {
-                s.problems.push(Finding::error(
+                scan.s.problems.push(Finding::error(
                     Kind::Damage,
                     Location {
                         cpu: Some(cpu),
@@ -297,117 +302,18 @@ fn scan_segment<E: Endian>(
                 continue;
             }
         };
-        s.blocks += 1;
+        scan.s.blocks += 1;
         progress.fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
         for item in subbufs(e, &layout, r.first_subbuf, data) {
-            let (i, raw) = (item.in_chunk, item.raw);
-            s.subbufs += 1;
-            s.data_bytes += raw.len() as u64;
-            let sb = match item.subbuf {
-                Ok(sb) => sb,
-                Err(err) => {
-                    s.bad_subbufs += 1;
-                    s.problems.push(Finding::error(
-                        Kind::SubBuffer,
-                        locate(log, r, i, Some(err.offset)),
-                        format!("sub-buffer header does not decode: {err}"),
-                    ));
-                    if !endian_checked {
-                        endian_checked = true;
-                        seg.endian_hint = check_other_endian(log, e, raw, r, i);
-                    }
-                    continue;
-                }
-            };
-            let window_at = if sb.missed_events {
-                s.flagged += 1;
-                match sb.lost_events {
-                    Some(n) => s.stored_lost = s.stored_lost.saturating_add(n),
-                    None => s.flag_only += 1,
-                }
-                Some(order.last())
-            } else {
-                None
-            };
-            let mut first_in_subbuf: Option<u64> = None;
-            let mut n_events = 0u64;
-            for rec in sb.events(e) {
-                match rec {
-                    Ok(rec) => match rec.kind {
-                        RbRecordKind::Data { payload } => {
-                            n_events += 1;
-                            if first_in_subbuf.is_none() {
-                                first_in_subbuf = Some(rec.ts);
-                                if seg.first.is_none() {
-                                    seg.first = Some((rec.ts, locate(log, r, i, Some(rec.offset))));
-                                    seg.windows_before_first =
-                                        s.windows.len() + usize::from(window_at.is_some());
-                                }
-                            }
-                            if let Some(prev) = order.next(rec.ts) {
-                                ordering_violation(log, r, i, rec.offset, prev, rec.ts, &mut s);
-                            }
-                            match e.read_u16(payload, 0) {
-                                Some(id) if known.has(id) => {}
-                                id => {
-                                    let id = id.unwrap_or(0);
-                                    let u = seg.unknown.entry(id).or_insert_with(|| {
-                                        (0, locate(log, r, i, Some(rec.offset)))
-                                    });
-                                    u.0 += 1;
-                                }
-                            }
-                        }
-                        RbRecordKind::Padding {
-                            len,
-                            discarded: false,
-                        } if len >= RB_EVNT_MIN_SIZE => {
-                            s.bad_event_streams += 1;
-                            s.problems.push(Finding::error(
-                                Kind::SubBuffer,
-                                locate(log, r, i, Some(rec.offset)),
-                                format!(
-                                    "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
-                                    thousands(len as u64 - 4)
-                                ),
-                            ));
-                        }
-                        _ => {}
-                    },
-                    Err(err) => {
-                        s.bad_event_streams += 1;
-                        s.problems.push(Finding::error(
-                            Kind::SubBuffer,
-                            locate(log, r, i, Some(err.offset)),
-                            format!(
-                                "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
-                                sb.commit,
-                                thousands(n_events)
-                            ),
-                        ));
-                        if !endian_checked {
-                            endian_checked = true;
-                            seg.endian_hint = check_other_endian(log, e, raw, r, i);
-                        }
-                    }
-                }
-            }
-            s.events += n_events;
-            if s.first_ts.is_none() {
-                s.first_ts = first_in_subbuf;
-            }
-            if let Some(after_ts) = window_at {
-                if s.windows.len() < MAX_KEPT {
-                    s.windows.push(LossWindow {
-                        location: locate(log, r, i, None),
-                        count: sb.lost_events,
-                        after_ts,
-                        before_ts: first_in_subbuf.unwrap_or(sb.timestamp),
-                    });
-                }
-            }
+            scan.subbuf(r, item);
         }
     }
+    let SegmentScan {
+        mut seg,
+        mut s,
+        order,
+        ..
+    } = scan;
     s.last_ts = order.last();
     s.ordering_violations = order.violations;
     if seg.first.is_none() {
@@ -415,6 +321,147 @@ fn scan_segment<E: Endian>(
     }
     seg.scan = s;
     seg
+}
+
+/// One segment's scan in progress: what it found so far.
+struct SegmentScan<'a, E: Endian> {
+    log: &'a Log,
+    e: E,
+    known: &'a KnownIds,
+    seg: Segment,
+    s: CpuScan,
+    order: Ordering,
+    /// The other byte order has been tried (on the segment's first
+    /// sub-buffer that does not decode).
+    endian_checked: bool,
+}
+
+impl<E: Endian> SegmentScan<'_, E> {
+    /// On the first sub-buffer that does not decode: whether the other
+    /// byte order would decode it.
+    fn try_other_endian(&mut self, raw: &[u8], r: &CpuBlockRef, i: usize) {
+        if !self.endian_checked {
+            self.endian_checked = true;
+            self.seg.endian_hint = check_other_endian(self.log, self.e, raw, r, i);
+        }
+    }
+
+    /// One sub-buffer (the `i`th of block `r`): its header, every record to
+    /// the end of its commit, and the loss window its missed-events flag
+    /// opens.
+    fn subbuf(&mut self, r: &CpuBlockRef, item: SubBufItem<'_>) {
+        let log = self.log;
+        let (i, raw) = (item.in_chunk, item.raw);
+        self.s.subbufs += 1;
+        self.s.data_bytes += raw.len() as u64;
+        let sb = match item.subbuf {
+            Ok(sb) => sb,
+            Err(err) => {
+                self.s.bad_subbufs += 1;
+                self.s.problems.push(Finding::error(
+                    Kind::SubBuffer,
+                    locate(log, r, i, Some(err.offset)),
+                    format!("sub-buffer header does not decode: {err}"),
+                ));
+                self.try_other_endian(raw, r, i);
+                return;
+            }
+        };
+        let window_at = if sb.missed_events {
+            self.s.flagged += 1;
+            match sb.lost_events {
+                Some(n) => self.s.stored_lost = self.s.stored_lost.saturating_add(n),
+                None => self.s.flag_only += 1,
+            }
+            Some(self.order.last())
+        } else {
+            None
+        };
+        let mut first_in_subbuf: Option<u64> = None;
+        let mut n_events = 0u64;
+        for rec in sb.events(self.e) {
+            match rec {
+                Ok(rec) => match rec.kind {
+                    RbRecordKind::Data { payload } => {
+                        n_events += 1;
+                        if first_in_subbuf.is_none() {
+                            first_in_subbuf = Some(rec.ts);
+                            if self.seg.first.is_none() {
+                                self.seg.first =
+                                    Some((rec.ts, locate(log, r, i, Some(rec.offset))));
+                                self.seg.windows_before_first =
+                                    self.s.windows.len() + usize::from(window_at.is_some());
+                            }
+                        }
+                        self.data_event(r, i, rec.ts, rec.offset, payload);
+                    }
+                    RbRecordKind::Padding {
+                        len,
+                        discarded: false,
+                    } if len >= RB_EVNT_MIN_SIZE => {
+                        self.s.bad_event_streams += 1;
+                        self.s.problems.push(Finding::error(
+                            Kind::SubBuffer,
+                            locate(log, r, i, Some(rec.offset)),
+                            format!(
+                                "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
+                                thousands(len as u64 - 4)
+                            ),
+                        ));
+                    }
+                    _ => {}
+                },
+                Err(err) => {
+                    self.s.bad_event_streams += 1;
+                    self.s.problems.push(Finding::error(
+                        Kind::SubBuffer,
+                        locate(log, r, i, Some(err.offset)),
+                        format!(
+                            "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
+                            sb.commit,
+                            thousands(n_events)
+                        ),
+                    ));
+                    self.try_other_endian(raw, r, i);
+                }
+            }
+        }
+        self.s.events += n_events;
+        if self.s.first_ts.is_none() {
+            self.s.first_ts = first_in_subbuf;
+        }
+        if let Some(after_ts) = window_at {
+            if self.s.windows.len() < MAX_KEPT {
+                self.s.windows.push(LossWindow {
+                    location: locate(log, r, i, None),
+                    count: sb.lost_events,
+                    after_ts,
+                    before_ts: first_in_subbuf.unwrap_or(sb.timestamp),
+                });
+            }
+        }
+    }
+
+    /// A data record at `offset` of sub-buffer `i`: its time must not go
+    /// backwards on the CPU, its event id must be one the log describes.
+    fn data_event(&mut self, r: &CpuBlockRef, i: usize, ts: u64, offset: usize, payload: &[u8]) {
+        if let Some(prev) = self.order.next(ts) {
+            ordering_violation(self.log, r, i, offset, prev, ts, &mut self.s);
+        }
+        match self.e.read_u16(payload, 0) {
+            Some(id) if self.known.has(id) => {}
+            id => {
+                let id = id.unwrap_or(0);
+                let log = self.log;
+                let u = self
+                    .seg
+                    .unknown
+                    .entry(id)
+                    .or_insert_with(|| (0, locate(log, r, i, Some(offset))));
+                u.0 += 1;
+            }
+        }
+    }
 }
 
 fn ordering_finding(cpu: u32, loc: Location, prev: u64, ts: u64) -> Finding {
