@@ -79,31 +79,39 @@ fn opt_ts(t: Option<u64>) -> String {
 
 /// The full report of one file (ending with its verdict line).
 pub fn render(r: &Report, style: &Style) -> String {
-    let mut o = String::new();
+    let mut out = String::new();
     if style.quiet || r.verdict == Verdict::Unusable {
-        o.push_str(&verdict_line(r, style.color));
-        o.push('\n');
-        return o;
+        out.push_str(&verdict_line(r, style.color));
+        out.push('\n');
+        return out;
     }
-    let limit = |n: usize| {
-        if style.max_listed == 0 {
-            n
-        } else {
-            n.min(style.max_listed)
-        }
-    };
+    header(&mut out, r);
+    if !r.cpus.is_empty() {
+        cpu_table(&mut out, r);
+    }
+    kernel_loss_lines(&mut out, r);
+    if !r.loss_windows.is_empty() {
+        loss_windows(&mut out, r, style);
+    }
+    warnings_and_problems(&mut out, r, style);
+    out.push_str(&verdict_line(r, style.color));
+    out.push('\n');
+    out
+}
 
-    // Header.
+/// The file's header: what the log is, where it came from, its size and
+/// blocks; then who recorded it, its clock and why it ended.
+fn header(out: &mut String, r: &Report) {
     match r.converted_from {
         Some(src) => {
-            let _ = write!(o, "{}: {src}, checked converted to kmemtrace log", r.file);
+            let _ = write!(out, "{}: {src}, checked converted to kmemtrace log", r.file);
         }
         None => {
-            let _ = write!(o, "{}: kmemtrace log", r.file);
+            let _ = write!(out, "{}: kmemtrace log", r.file);
         }
     }
     if let Some(v) = &r.format_version {
-        let _ = write!(o, " {v}");
+        let _ = write!(out, " {v}");
     }
     if let Some(a) = &r.arch {
         let who: Vec<&str> = [a.machine.as_deref(), a.release.as_deref()]
@@ -111,16 +119,16 @@ pub fn render(r: &Report, style: &Style) -> String {
             .flatten()
             .collect();
         if !who.is_empty() {
-            let _ = write!(o, " from {}", who.join(" "));
+            let _ = write!(out, " from {}", who.join(" "));
         }
         let _ = write!(
-            o,
+            out,
             " ({}-endian, long {}, sub-buffer {})",
             a.byte_order, a.long_size, a.subbuf_size
         );
     }
     let _ = writeln!(
-        o,
+        out,
         ", {} bytes, {} blocks ({} of CPU data{}){}",
         thousands(r.bytes),
         thousands(r.blocks.before_end),
@@ -154,56 +162,59 @@ pub fn render(r: &Report, style: &Style) -> String {
         info.push(format!("ended: {}", e.reason));
     }
     if !info.is_empty() {
-        let _ = writeln!(o, "  {}", info.join("; "));
+        let _ = writeln!(out, "  {}", info.join("; "));
     }
+}
 
-    // Per-CPU table.
-    if !r.cpus.is_empty() {
-        let mut rows = vec![[
-            "CPU",
-            "blocks",
-            "sub-buffers",
-            "events",
-            "first ts",
-            "last ts",
-            "span",
-            "lost",
-            "lost %",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()];
-        for c in &r.cpus {
-            let (lost, pct) = lost_cell(&c.lost);
-            rows.push(vec![
-                c.cpu.to_string(),
-                thousands(c.blocks),
-                thousands(c.subbufs),
-                thousands(c.events),
-                opt_ts(c.first_ts),
-                opt_ts(c.last_ts),
-                duration(c.span_ns),
-                lost,
-                pct,
-            ]);
-        }
-        let t = &r.total;
-        let (lost, pct) = lost_cell(&t.lost);
+/// The per-CPU table, with a line for all CPUs.
+fn cpu_table(out: &mut String, r: &Report) {
+    let mut rows = vec![[
+        "CPU",
+        "blocks",
+        "sub-buffers",
+        "events",
+        "first ts",
+        "last ts",
+        "span",
+        "lost",
+        "lost %",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<_>>()];
+    for c in &r.cpus {
+        let (lost, pct) = lost_cell(&c.lost);
         rows.push(vec![
-            "all".into(),
-            thousands(t.blocks),
-            thousands(t.subbufs),
-            thousands(t.events),
-            opt_ts(t.first_ts),
-            opt_ts(t.last_ts),
-            duration(t.span_ns),
+            c.cpu.to_string(),
+            thousands(c.blocks),
+            thousands(c.subbufs),
+            thousands(c.events),
+            opt_ts(c.first_ts),
+            opt_ts(c.last_ts),
+            duration(c.span_ns),
             lost,
             pct,
         ]);
-        o.push_str(&table(&rows, &[true; 9]));
     }
+    let t = &r.total;
+    let (lost, pct) = lost_cell(&t.lost);
+    rows.push(vec![
+        "all".into(),
+        thousands(t.blocks),
+        thousands(t.subbufs),
+        thousands(t.events),
+        opt_ts(t.first_ts),
+        opt_ts(t.last_ts),
+        duration(t.span_ns),
+        lost,
+        pct,
+    ]);
+    out.push_str(&table(&rows, &[true; 9]));
+}
 
-    // Losses.
+/// The kernel statistics' losses (end minus start), one line per CPU that
+/// lost events.
+fn kernel_loss_lines(out: &mut String, r: &Report) {
     let stats: Vec<String> = r
         .cpus
         .iter()
@@ -230,69 +241,78 @@ pub fn render(r: &Report, style: &Style) -> String {
         })
         .collect();
     for line in &stats {
-        let _ = writeln!(o, "  kernel statistics, end minus start: {line}");
+        let _ = writeln!(out, "  kernel statistics, end minus start: {line}");
     }
-    if !r.loss_windows.is_empty() {
-        let per_cpu: Vec<String> = r
-            .cpus
-            .iter()
-            .filter(|c| c.lost.subbuf_flagged > 0)
-            .map(|c| {
-                let l = &c.lost;
-                format!(
-                    "CPU {}: {} flagged, {} events counted{}",
-                    c.cpu,
-                    thousands(l.subbuf_flagged),
-                    thousands(l.subbuf_stored),
-                    if l.subbuf_flag_only > 0 {
-                        format!(", {} without a count", thousands(l.subbuf_flag_only))
-                    } else {
-                        String::new()
-                    }
-                )
-            })
-            .collect();
-        if per_cpu.is_empty() {
-            let _ = writeln!(o, "  loss windows:");
-        } else {
-            let _ = writeln!(
-                o,
-                "  losses flagged in sub-buffers ({}):",
-                per_cpu.join("; ")
-            );
-        }
-        // A few windows by default: they can number thousands.
-        let n = if style.max_listed == 0 {
-            r.loss_windows.len()
-        } else {
-            r.loss_windows.len().min(style.max_listed.min(10))
-        };
-        for w in &r.loss_windows[..n] {
-            let count = match (w.count, w.cause) {
-                (Some(c), _) => format!("{} events lost", thousands(c)),
-                (None, "overwritten") => {
-                    "events lost, count not stored (see the statistics)".into()
-                }
-                (None, cause) => format!("events lost ({cause} sub-buffers)"),
-            };
-            let when = match (w.after_ts, w.before_ts) {
-                (Some(a), Some(b)) => format!("between {} and {}", secs(a), secs(b)),
-                (None, Some(b)) => format!("before {}", secs(b)),
-                (Some(a), None) => format!("after {}", secs(a)),
-                (None, None) => "with no event around".into(),
-            };
-            let _ = writeln!(o, "    {}: {count} {when}", w.location);
-        }
-        if n < r.loss_windows.len() {
-            let _ = writeln!(
-                o,
-                "    ... and {} more (--max-problems 0 or --json lists all)",
-                thousands((r.loss_windows.len() - n) as u64)
-            );
-        }
-    }
+}
 
-    // Warnings and problems.
+/// The losses flagged in sub-buffers: per CPU, then the first few windows.
+fn loss_windows(out: &mut String, r: &Report, style: &Style) {
+    let per_cpu: Vec<String> = r
+        .cpus
+        .iter()
+        .filter(|c| c.lost.subbuf_flagged > 0)
+        .map(|c| {
+            let l = &c.lost;
+            format!(
+                "CPU {}: {} flagged, {} events counted{}",
+                c.cpu,
+                thousands(l.subbuf_flagged),
+                thousands(l.subbuf_stored),
+                if l.subbuf_flag_only > 0 {
+                    format!(", {} without a count", thousands(l.subbuf_flag_only))
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
+    if per_cpu.is_empty() {
+        let _ = writeln!(out, "  loss windows:");
+    } else {
+        let _ = writeln!(
+            out,
+            "  losses flagged in sub-buffers ({}):",
+            per_cpu.join("; ")
+        );
+    }
+    // A few windows by default: they can number thousands.
+    let n = if style.max_listed == 0 {
+        r.loss_windows.len()
+    } else {
+        r.loss_windows.len().min(style.max_listed.min(10))
+    };
+    for w in &r.loss_windows[..n] {
+        let count = match (w.count, w.cause) {
+            (Some(c), _) => format!("{} events lost", thousands(c)),
+            (None, "overwritten") => "events lost, count not stored (see the statistics)".into(),
+            (None, cause) => format!("events lost ({cause} sub-buffers)"),
+        };
+        let when = match (w.after_ts, w.before_ts) {
+            (Some(a), Some(b)) => format!("between {} and {}", secs(a), secs(b)),
+            (None, Some(b)) => format!("before {}", secs(b)),
+            (Some(a), None) => format!("after {}", secs(a)),
+            (None, None) => "with no event around".into(),
+        };
+        let _ = writeln!(out, "    {}: {count} {when}", w.location);
+    }
+    if n < r.loss_windows.len() {
+        let _ = writeln!(
+            out,
+            "    ... and {} more (--max-problems 0 or --json lists all)",
+            thousands((r.loss_windows.len() - n) as u64)
+        );
+    }
+}
+
+/// The warnings, then the problems, each list cut at `--max-problems`.
+fn warnings_and_problems(out: &mut String, r: &Report, style: &Style) {
+    let limit = |n: usize| {
+        if style.max_listed == 0 {
+            n
+        } else {
+            n.min(style.max_listed)
+        }
+    };
     for (title, list, total) in [
         ("warnings", &r.warnings, r.warnings_total),
         ("problems", &r.problems, r.problems_total),
@@ -300,14 +320,14 @@ pub fn render(r: &Report, style: &Style) -> String {
         if total == 0 {
             continue;
         }
-        let _ = writeln!(o, "  {title} ({}):", thousands(total));
+        let _ = writeln!(out, "  {title} ({}):", thousands(total));
         let n = limit(list.len());
         for f in &list[..n] {
-            let _ = writeln!(o, "    {f}");
+            let _ = writeln!(out, "    {f}");
         }
         if (n as u64) < total {
             let _ = writeln!(
-                o,
+                out,
                 "    ... and {} more{}",
                 thousands(total - n as u64),
                 if n < list.len() {
@@ -318,9 +338,6 @@ pub fn render(r: &Report, style: &Style) -> String {
             );
         }
     }
-    o.push_str(&verdict_line(r, style.color));
-    o.push('\n');
-    o
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub mod sniff;
 pub mod tracedat;
 mod ustar;
 
-use byteorder::{Evidence, Plausibility};
+use byteorder::{ByteOrder, Evidence, Plausibility};
 use dump::{Container, Dump};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
@@ -278,20 +278,99 @@ pub fn import<W: Write>(
     compression: Compression,
     command_line: String,
 ) -> Result<Summary, ImportError> {
-    let bad = |m: String| ImportError::Dump(m);
     let d = Dump::open(input)?;
     let mut warnings: Vec<String> = d.warnings.clone();
+    let headers = read_headers(&d, &mut warnings)?;
+    let layout = headers.layout;
+    let cpus = dump_cpus(&d, &layout, &mut warnings)?;
+    let machine = uname_fields(&d)[4].clone();
+    let bo = infer_byte_order(&d, &layout, machine.clone())?;
+    warnings.extend(bo.warnings.iter().cloned());
+    let info = d
+        .text("capture_info")
+        .map(|t| key_values(&t))
+        .unwrap_or_default();
+    let start_stats: BTreeMap<u32, Vec<u8>> = cpus
+        .iter()
+        .filter_map(|&c| Some((c, d.get(&format!("per_cpu/cpu{c}/stats.start"))?.to_vec())))
+        .collect();
+    let arch = arch_tag(&d, &info, &bo, &layout, &cpus, &start_stats, command_line);
+    let end_wall_ns = wall_ns(&info, "end_wall_s");
 
-    // --- layout, from header_page ------------------------------------------
+    let mut w = LogWriter::new(out, &arch, compression)?;
+    write_origin_notes(&mut w, &d, &info, &bo, &mut warnings)?;
+    write_metadata(&mut w, &d, headers, &mut warnings)?;
+    for (&cpu, text) in &start_stats {
+        w.write_stats(&StatsRecord {
+            cpu,
+            phase: StatsPhase::Start,
+            wall_ns: arch.start_wall_ns,
+            text: text.clone(),
+        })?;
+    }
+    let tallies = write_ring_buffers(&mut w, &d, layout, bo.order)?;
+    let end = EndOfCapture {
+        dump: &d,
+        start_stats: &start_stats,
+        tallies: &tallies,
+        long_size: layout.long_size,
+        end_wall_ns,
+    };
+    let mut lost_total = 0u64;
+    for &cpu in &cpus {
+        lost_total += write_end_stats(&mut w, &end, cpu, &mut warnings)?;
+    }
+    if start_stats.is_empty() {
+        note(
+            &mut w,
+            false,
+            "the dump has no statistics from before the capture (stats.start): the end statistics are the buffer's totals since it was created or reset",
+        )?;
+    }
+    for msg in &warnings {
+        note(&mut w, true, msg.clone())?;
+    }
+    let exit_status = info.get("exit_status").and_then(|s| s.parse::<i32>().ok());
+    let mut out = w.finish(end_wall_ns, "import", exit_status)?;
+    out.flush()?;
+
+    Ok(Summary {
+        machine,
+        byte_order: Some(bo.order),
+        byte_order_source: bo.source.to_string(),
+        cpus: cpus.len(),
+        subbufs: tallies.values().map(|t| t.subbufs).sum(),
+        events: tallies.values().map(|t| t.events).sum(),
+        lost: lost_total,
+        warnings,
+    })
+}
+
+/// A dump that cannot be imported, with why.
+fn unusable(why: String) -> ImportError {
+    ImportError::Dump(why)
+}
+
+/// The dump's `events/header_page` (required) and `events/header_event`
+/// (optional), as read, and the sub-buffer layout the first describes.
+struct Headers {
+    header_page: Vec<u8>,
+    header_event: Option<Vec<u8>>,
+    layout: SubBufLayout,
+}
+
+/// Reads and checks the dump's header_page and header_event; a
+/// `buffer_subbuf_size_kb` that disagrees with header_page is a warning.
+fn read_headers(d: &Dump, warnings: &mut Vec<String>) -> Result<Headers, ImportError> {
     let hp_bytes = d
         .get("events/header_page")
-        .ok_or_else(|| bad("the dump has no events/header_page".into()))?
+        .ok_or_else(|| unusable("the dump has no events/header_page".into()))?
         .to_vec();
     let hp = HeaderPage::parse(&String::from_utf8_lossy(&hp_bytes))
-        .map_err(|e| bad(format!("events/header_page: {e}")))?;
+        .map_err(|e| unusable(format!("events/header_page: {e}")))?;
     let layout = SubBufLayout::from_header_page(&hp);
     layout.validate().map_err(|e| {
-        bad(format!(
+        unusable(format!(
             "events/header_page describes an unusable sub-buffer: {e}"
         ))
     })?;
@@ -299,7 +378,7 @@ pub fn import<W: Write>(
     match &he_bytes {
         Some(b) => {
             HeaderEvent::parse(&String::from_utf8_lossy(b))
-                .map_err(|e| bad(format!("events/header_event: {e}")))?;
+                .map_err(|e| unusable(format!("events/header_event: {e}")))?;
         }
         None => warnings.push(
             "the dump has no events/header_event; the kernel's standard event header is assumed"
@@ -317,8 +396,21 @@ pub fn import<W: Write>(
             }
         }
     }
+    Ok(Headers {
+        header_page: hp_bytes,
+        header_event: he_bytes,
+        layout,
+    })
+}
 
-    // --- CPUs ----------------------------------------------------------------
+/// The CPUs the dump has a `per_cpu/cpuN/` directory or ring-buffer data
+/// for; an error when no CPU has data, a warning for each CPU without it
+/// and for data that is not a whole number of sub-buffers.
+fn dump_cpus(
+    d: &Dump,
+    layout: &SubBufLayout,
+    warnings: &mut Vec<String>,
+) -> Result<BTreeSet<u32>, ImportError> {
     let mut cpus: BTreeSet<u32> = d.raw.keys().copied().collect();
     for (k, _) in d.files() {
         if let Some(rest) = k.strip_prefix("per_cpu/cpu") {
@@ -330,7 +422,7 @@ pub fn import<W: Write>(
         }
     }
     if d.raw.is_empty() {
-        return Err(bad(
+        return Err(unusable(
             "the dump has no per_cpu/cpuN/trace_pipe_raw: no ring-buffer data to import".into(),
         ));
     }
@@ -351,37 +443,64 @@ pub fn import<W: Write>(
             ));
         }
     }
+    Ok(cpus)
+}
 
-    // --- byte order ----------------------------------------------------------
-    let uname_all = d.text("uname");
-    let uname_m = d.text("uname_m");
-    let uname_r = d.text("uname_r");
-    let un = uname_all
-        .as_deref()
-        .map(|a| parse_uname(a, uname_m.as_deref(), uname_r.as_deref()));
-    let pick = |file: &str, i: usize| {
-        d.text(file)
-            .or_else(|| un.as_ref().and_then(|u| u[i].clone()))
-    };
-    let machine = pick("uname_m", 4);
-    let plaus: Plausibility = byteorder::plausibility(d.raw.values().map(|r| &r.head[..]), &layout);
-    let bo = byteorder::infer(
+/// `uname`'s sysname, nodename, release, version and machine, each from its
+/// own file (`uname_s`, ...) or else from the dump's `uname -a` line.
+fn uname_fields(d: &Dump) -> [Option<String>; 5] {
+    let uname_all = d.text("uname").map(|a| {
+        parse_uname(
+            &a,
+            d.text("uname_m").as_deref(),
+            d.text("uname_r").as_deref(),
+        )
+    });
+    let files = ["uname_s", "uname_n", "uname_r", "uname_v", "uname_m"];
+    std::array::from_fn(|i| {
+        d.text(files[i])
+            .or_else(|| uname_all.as_ref().and_then(|u| u[i].clone()))
+    })
+}
+
+/// The recorded kernel's byte order, from the dump's `endianness` file, the
+/// machine, or which order makes the sub-buffers decode ([`byteorder`]).
+fn infer_byte_order(
+    d: &Dump,
+    layout: &SubBufLayout,
+    machine: Option<String>,
+) -> Result<ByteOrder, ImportError> {
+    let plaus: Plausibility = byteorder::plausibility(d.raw.values().map(|r| &r.head[..]), layout);
+    byteorder::infer(
         &Evidence {
             endianness_file: d.text("endianness"),
             from_tracedat: matches!(d.container, Container::TraceDat(_)),
-            machine: machine.clone(),
+            machine,
         },
         &plaus,
-        &layout,
+        layout,
     )
-    .map_err(bad)?;
-    warnings.extend(bo.warnings.iter().cloned());
+    .map_err(unusable)
+}
 
-    // --- the arch tag ----------------------------------------------------------
-    let info = d
-        .text("capture_info")
-        .map(|t| key_values(&t))
-        .unwrap_or_default();
+/// A wall-clock time in whole seconds from `capture_info`, in nanoseconds.
+fn wall_ns(info: &BTreeMap<String, String>, key: &str) -> Option<u64> {
+    info.get(key)
+        .and_then(|s| s.parse::<u64>().ok())
+        .and_then(|s| s.checked_mul(1_000_000_000))
+}
+
+/// The log's arch tag, all from the dump (never from this host).
+fn arch_tag(
+    d: &Dump,
+    info: &BTreeMap<String, String>,
+    bo: &ByteOrder,
+    layout: &SubBufLayout,
+    cpus: &BTreeSet<u32>,
+    start_stats: &BTreeMap<u32, Vec<u8>>,
+    command_line: String,
+) -> ArchTag {
+    let [sysname, hostname, release, version, machine] = uname_fields(d);
     let mut arch = ArchTag::new(
         bo.order,
         layout.long_size as u8,
@@ -394,20 +513,13 @@ pub fn import<W: Write>(
         .or_else(|| d.text("page_size"))
         .and_then(|t| parse_page_size(&t));
     arch.nr_cpus = cpus.iter().next_back().map(|c| c + 1);
-    arch.sysname = pick("uname_s", 0);
-    arch.hostname = pick("uname_n", 1);
-    arch.release = pick("uname_r", 2);
-    arch.version = pick("uname_v", 3);
-    arch.machine = machine.clone();
+    arch.sysname = sysname;
+    arch.hostname = hostname;
+    arch.release = release;
+    arch.version = version;
+    arch.machine = machine;
     arch.trace_clock = d.text("trace_clock").and_then(|t| selected(&t));
-    arch.start_wall_ns = info
-        .get("start_wall_s")
-        .and_then(|s| s.parse::<u64>().ok())
-        .and_then(|s| s.checked_mul(1_000_000_000));
-    let start_stats: BTreeMap<u32, Vec<u8>> = cpus
-        .iter()
-        .filter_map(|&c| Some((c, d.get(&format!("per_cpu/cpu{c}/stats.start"))?.to_vec())))
-        .collect();
+    arch.start_wall_ns = wall_ns(info, "start_wall_s");
     arch.start_trace_ns = start_stats
         .values()
         .next()
@@ -429,15 +541,20 @@ pub fn import<W: Write>(
         })
         .or_else(|| info.get("events").map(|e| e.replace('/', ":")));
     arch.online_cpus = d.text("cpus_online");
-    let end_wall_ns = info
-        .get("end_wall_s")
-        .and_then(|s| s.parse::<u64>().ok())
-        .and_then(|s| s.checked_mul(1_000_000_000));
+    arch
+}
 
-    let mut w = LogWriter::new(out, &arch, compression)?;
-
-    // --- notes -------------------------------------------------------------------
-    note(&mut w, false, bo.note.clone())?;
+/// The NOTE blocks on where the log came from: how the byte order was
+/// decided, the dump and what wrote it, the dump's own notes, why the
+/// capture stopped; an incomplete drain is a warning.
+fn write_origin_notes<W: Write>(
+    w: &mut LogWriter<W>,
+    d: &Dump,
+    info: &BTreeMap<String, String>,
+    bo: &ByteOrder,
+    warnings: &mut Vec<String>,
+) -> io::Result<()> {
+    note(w, false, bo.note.clone())?;
     let container = match d.container {
         Container::Dir => "directory".to_string(),
         Container::Tar => "tar archive".to_string(),
@@ -457,16 +574,16 @@ pub fn import<W: Write>(
             }
         }
     }
-    note(&mut w, false, origin)?;
+    note(w, false, origin)?;
     for n in &d.notes {
-        note(&mut w, false, n.clone())?;
+        note(w, false, n.clone())?;
     }
     if let Some(r) = info.get("stop_reason") {
         let mut t = format!("the capture stopped: {r}");
         if let Some(c) = info.get("command") {
             t.push_str(&format!(" (command: {c})"));
         }
-        note(&mut w, false, t)?;
+        note(w, false, t)?;
     }
     if info.get("drain").is_some_and(|v| v != "complete") {
         warnings.push(
@@ -474,13 +591,94 @@ pub fn import<W: Write>(
                 .into(),
         );
     }
+    Ok(())
+}
 
-    // --- metadata ------------------------------------------------------------------
+/// The META blocks: the headers, the event formats, kallsyms, the saved
+/// cmdlines and tgids, printk formats, modules, the CPU->node map, the /proc
+/// files the analysis reads, and every other small top-level file.
+fn write_metadata<W: Write>(
+    w: &mut LogWriter<W>,
+    d: &Dump,
+    headers: Headers,
+    warnings: &mut Vec<String>,
+) -> io::Result<()> {
     let mut used: BTreeSet<String> = BTreeSet::new();
-    w.write_meta(&Meta::new(MetaKind::HeaderPage, hp_bytes))?;
-    if let Some(b) = he_bytes {
+    w.write_meta(&Meta::new(MetaKind::HeaderPage, headers.header_page))?;
+    if let Some(b) = headers.header_event {
         w.write_meta(&Meta::new(MetaKind::HeaderEvent, b))?;
     }
+    write_event_formats(w, d, warnings)?;
+    if let Some(n) = d.which("kallsyms") {
+        used.insert(n);
+        for m in kmemtrace_format::records::kallsyms_metas(d.get("kallsyms").unwrap_or_default()) {
+            w.write_meta(&m)?;
+        }
+    }
+    let mut meta_file = |w: &mut LogWriter<W>, kind: MetaKind, name: &str| -> io::Result<()> {
+        if let Some(n) = d.which(name) {
+            let b = d.get(name).unwrap_or_default();
+            used.insert(n);
+            if !b.is_empty() {
+                w.write_meta(&Meta::new(kind, b))?;
+            }
+        }
+        Ok(())
+    };
+    meta_file(w, MetaKind::SavedCmdlines, "saved_cmdlines.start")?;
+    meta_file(w, MetaKind::SavedCmdlines, "saved_cmdlines")?;
+    meta_file(w, MetaKind::SavedTgids, "saved_tgids.start")?;
+    meta_file(w, MetaKind::SavedTgids, "saved_tgids")?;
+    meta_file(w, MetaKind::PrintkFormats, "printk_formats")?;
+    meta_file(w, MetaKind::Modules, "modules")?;
+    if let Some(n) = d.which("node_cpulist") {
+        used.insert(n);
+        let m = cpu_node_map(&d.text("node_cpulist").unwrap_or_default());
+        if !m.is_empty() {
+            w.write_meta(&Meta::new(MetaKind::CpuNodeMap, m))?;
+        }
+    }
+    // /proc files the analysis reads under their recorder names.
+    for (file, name) in [
+        (
+            "pagetypeinfo",
+            kmemtrace_format::pagetypes::PAGETYPEINFO_META,
+        ),
+        (
+            "min_free_kbytes",
+            kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META,
+        ),
+    ] {
+        if let (Some(n), Some(b)) = (d.which(file), d.get(file)) {
+            used.insert(n);
+            let mut m = Meta::new(MetaKind::Other, b.to_vec());
+            m.name = name.into();
+            w.write_meta(&m)?;
+        }
+    }
+    if d.get("kallsyms").is_none() {
+        warnings.push("the dump has no kallsyms: call sites cannot be named".into());
+    }
+    // Every other top-level file, for the record.
+    for (k, b) in d.files() {
+        if k.contains('/') || used.contains(k) || b.len() > MAX_OTHER {
+            continue;
+        }
+        let mut m = Meta::new(MetaKind::Other, b);
+        m.name = k.to_string();
+        w.write_meta(&m)?;
+    }
+    Ok(())
+}
+
+/// One META block per `events/<system>/<event>/format`, with its id from
+/// the `id` file (or else the format's `ID:` line); a format without either
+/// is left out with a warning, as is a dump without any.
+fn write_event_formats<W: Write>(
+    w: &mut LogWriter<W>,
+    d: &Dump,
+    warnings: &mut Vec<String>,
+) -> io::Result<()> {
     let mut formats = 0;
     for (k, fmt_bytes) in d.files() {
         let Some(rest) = k.strip_prefix("events/") else {
@@ -525,82 +723,22 @@ pub fn import<W: Write>(
             "the dump has no events/<system>/<event>/format files: events cannot be decoded".into(),
         );
     }
-    if let Some(n) = d.which("kallsyms") {
-        used.insert(n);
-        for m in kmemtrace_format::records::kallsyms_metas(d.get("kallsyms").unwrap_or_default()) {
-            w.write_meta(&m)?;
-        }
-    }
-    let mut meta_file = |w: &mut LogWriter<W>, kind: MetaKind, name: &str| -> io::Result<()> {
-        if let Some(n) = d.which(name) {
-            let b = d.get(name).unwrap_or_default();
-            used.insert(n);
-            if !b.is_empty() {
-                w.write_meta(&Meta::new(kind, b))?;
-            }
-        }
-        Ok(())
-    };
-    meta_file(&mut w, MetaKind::SavedCmdlines, "saved_cmdlines.start")?;
-    meta_file(&mut w, MetaKind::SavedCmdlines, "saved_cmdlines")?;
-    meta_file(&mut w, MetaKind::SavedTgids, "saved_tgids.start")?;
-    meta_file(&mut w, MetaKind::SavedTgids, "saved_tgids")?;
-    meta_file(&mut w, MetaKind::PrintkFormats, "printk_formats")?;
-    meta_file(&mut w, MetaKind::Modules, "modules")?;
-    if let Some(n) = d.which("node_cpulist") {
-        used.insert(n);
-        let m = cpu_node_map(&d.text("node_cpulist").unwrap_or_default());
-        if !m.is_empty() {
-            w.write_meta(&Meta::new(MetaKind::CpuNodeMap, m))?;
-        }
-    }
-    // /proc files the analysis reads under their recorder names.
-    for (file, name) in [
-        (
-            "pagetypeinfo",
-            kmemtrace_format::pagetypes::PAGETYPEINFO_META,
-        ),
-        (
-            "min_free_kbytes",
-            kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META,
-        ),
-    ] {
-        if let (Some(n), Some(b)) = (d.which(file), d.get(file)) {
-            used.insert(n);
-            let mut m = Meta::new(MetaKind::Other, b.to_vec());
-            m.name = name.into();
-            w.write_meta(&m)?;
-        }
-    }
-    if d.get("kallsyms").is_none() {
-        warnings.push("the dump has no kallsyms: call sites cannot be named".into());
-    }
-    // Every other top-level file, for the record.
-    for (k, b) in d.files() {
-        if k.contains('/') || used.contains(k) || b.len() > MAX_OTHER {
-            continue;
-        }
-        let mut m = Meta::new(MetaKind::Other, b);
-        m.name = k.to_string();
-        w.write_meta(&m)?;
-    }
+    Ok(())
+}
 
-    // --- statistics at the start -----------------------------------------------------
-    for (&cpu, text) in &start_stats {
-        w.write_stats(&StatsRecord {
-            cpu,
-            phase: StatsPhase::Start,
-            wall_ns: arch.start_wall_ns,
-            text: text.clone(),
-        })?;
-    }
-
-    // --- the ring-buffer data -------------------------------------------------------------
+/// The CPU_DATA blocks: every CPU's ring-buffer data, in blocks of whole
+/// sub-buffers; returns what each CPU's sub-buffers held.
+fn write_ring_buffers<W: Write>(
+    w: &mut LogWriter<W>,
+    d: &Dump,
+    layout: SubBufLayout,
+    order: RunTimeEndian,
+) -> Result<BTreeMap<u32, CpuTally>, ImportError> {
     let block = (BLOCK_BYTES / layout.subbuf_size).max(1) * layout.subbuf_size;
     let mut dw = DataWriter {
-        w: &mut w,
+        w,
         layout,
-        order: bo.order,
+        order,
         cur: None,
         pending: Vec::with_capacity(block),
         block,
@@ -608,121 +746,117 @@ pub fn import<W: Write>(
     };
     d.stream_raw(|cpu, chunk| dw.push(cpu, chunk))?;
     dw.finish_cpu()?;
-    let tallies = std::mem::take(&mut dw.tallies);
-    drop(dw);
+    Ok(dw.tallies)
+}
 
-    // --- statistics at the end ------------------------------------------------------------
+/// What a CPU's end-of-capture statistics are written with and checked
+/// against.
+struct EndOfCapture<'a> {
+    dump: &'a Dump,
+    start_stats: &'a BTreeMap<u32, Vec<u8>>,
+    tallies: &'a BTreeMap<u32, CpuTally>,
+    long_size: usize,
+    end_wall_ns: Option<u64>,
+}
+
+/// Writes `cpu`'s statistics from the end of the capture and returns the
+/// events the kernel lost on it, by its counters; events decoded that the
+/// counters do not account for, missing statistics and undecodable
+/// sub-buffers are warnings.
+fn write_end_stats<W: Write>(
+    w: &mut LogWriter<W>,
+    end: &EndOfCapture,
+    cpu: u32,
+    warnings: &mut Vec<String>,
+) -> io::Result<u64> {
+    let d = end.dump;
     let mut lost_total = 0u64;
-    for &cpu in &cpus {
-        let stats = d
-            .get(&format!("per_cpu/cpu{cpu}/stats"))
-            .map(<[u8]>::to_vec);
-        let after = d
-            .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
-            .map(<[u8]>::to_vec);
-        let (periodic, end) = match (stats, after) {
-            (s, Some(a)) => (s, Some(a)),
-            (s, None) => (None, s),
-        };
-        // Snapshots in the order taken: start, before the drain, after it.
-        let periodic_stats = periodic
-            .as_ref()
-            .and_then(|t| CpuStats::from_kernel(t, layout.long_size));
-        if let Some(text) = periodic {
-            w.write_stats(&StatsRecord {
-                cpu,
-                phase: StatsPhase::Periodic,
-                wall_ns: end_wall_ns,
-                text,
-            })?;
-        }
-        let start = start_stats
-            .get(&cpu)
-            .and_then(|t| CpuStats::from_kernel(t, layout.long_size));
-        let t = tallies.get(&cpu).cloned().unwrap_or_default();
-        if let Some(text) = end {
-            let end_stats = CpuStats::from_kernel(&text, layout.long_size);
-            w.write_stats(&StatsRecord {
-                cpu,
-                phase: StatsPhase::End,
-                wall_ns: end_wall_ns,
-                text,
-            })?;
-            if let Some(es) = end_stats {
-                let start = start.unwrap_or_default();
-                // Followed snapshot by snapshot, as kmemtrace-check and the
-                // report count them: a reset between two counts the value
-                // after it, a 32-bit counter's pass over 2^32 its step.
-                let counters = CpuCounters::over(&start, periodic_stats.iter().chain([&es]));
-                let lost = counters.lost();
-                lost_total += lost;
-                // Events the kernel handed out, by its own counters.
-                let read = es.read_events.map(|_| counters.read_events.total());
-                let expected = if d
-                    .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
-                    .is_some()
-                {
-                    read
-                } else {
-                    es.entries.map(|e| e + read.unwrap_or(0))
-                };
-                if let Some(x) = expected {
-                    if x != t.events && d.raw.contains_key(&cpu) {
-                        warnings.push(format!(
-                            "cpu{cpu}: {} events decoded, but the kernel's statistics count {x}",
-                            t.events
-                        ));
-                    }
-                }
-                if lost > 0 || t.missed_flags > 0 {
-                    note(
-                        &mut w,
-                        false,
-                        format!(
-                            "cpu{cpu}: the kernel lost {lost} events (statistics: overrun, commit overrun, dropped); {} sub-buffers flag missed events, {} lost events stored in them",
-                            t.missed_flags, t.stored_lost
-                        ),
-                    )?;
+    let stats = d
+        .get(&format!("per_cpu/cpu{cpu}/stats"))
+        .map(<[u8]>::to_vec);
+    let after = d
+        .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
+        .map(<[u8]>::to_vec);
+    let (periodic, end_text) = match (stats, after) {
+        (s, Some(a)) => (s, Some(a)),
+        (s, None) => (None, s),
+    };
+    // Snapshots in the order taken: start, before the drain, after it.
+    let periodic_stats = periodic
+        .as_ref()
+        .and_then(|t| CpuStats::from_kernel(t, end.long_size));
+    if let Some(text) = periodic {
+        w.write_stats(&StatsRecord {
+            cpu,
+            phase: StatsPhase::Periodic,
+            wall_ns: end.end_wall_ns,
+            text,
+        })?;
+    }
+    let start = end
+        .start_stats
+        .get(&cpu)
+        .and_then(|t| CpuStats::from_kernel(t, end.long_size));
+    let t = end.tallies.get(&cpu).cloned().unwrap_or_default();
+    if let Some(text) = end_text {
+        let end_stats = CpuStats::from_kernel(&text, end.long_size);
+        w.write_stats(&StatsRecord {
+            cpu,
+            phase: StatsPhase::End,
+            wall_ns: end.end_wall_ns,
+            text,
+        })?;
+        if let Some(es) = end_stats {
+            let start = start.unwrap_or_default();
+            // Followed snapshot by snapshot, as kmemtrace-check and the
+            // report count them: a reset between two counts the value
+            // after it, a 32-bit counter's pass over 2^32 its step.
+            let counters = CpuCounters::over(&start, periodic_stats.iter().chain([&es]));
+            let lost = counters.lost();
+            lost_total += lost;
+            // Events the kernel handed out, by its own counters.
+            let read = es.read_events.map(|_| counters.read_events.total());
+            let expected = if d
+                .get(&format!("per_cpu/cpu{cpu}/stats.after_drain"))
+                .is_some()
+            {
+                read
+            } else {
+                es.entries.map(|e| e + read.unwrap_or(0))
+            };
+            if let Some(x) = expected {
+                if x != t.events && d.raw.contains_key(&cpu) {
+                    warnings.push(format!(
+                        "cpu{cpu}: {} events decoded, but the kernel's statistics count {x}",
+                        t.events
+                    ));
                 }
             }
-        } else {
-            warnings.push(format!(
-                "per_cpu/cpu{cpu} has no stats file: lost events unknown"
-            ));
+            if lost > 0 || t.missed_flags > 0 {
+                note(
+                    w,
+                    false,
+                    format!(
+                        "cpu{cpu}: the kernel lost {lost} events (statistics: overrun, commit overrun, dropped); {} sub-buffers flag missed events, {} lost events stored in them",
+                        t.missed_flags, t.stored_lost
+                    ),
+                )?;
+            }
         }
-        if t.bad_subbufs > 0 {
-            warnings.push(format!(
-                "cpu{cpu}: {} of {} sub-buffers do not decode ({})",
-                t.bad_subbufs,
-                t.subbufs,
-                t.first_error.as_deref().unwrap_or("?")
-            ));
-        }
+    } else {
+        warnings.push(format!(
+            "per_cpu/cpu{cpu} has no stats file: lost events unknown"
+        ));
     }
-    if start_stats.is_empty() {
-        note(
-            &mut w,
-            false,
-            "the dump has no statistics from before the capture (stats.start): the end statistics are the buffer's totals since it was created or reset",
-        )?;
+    if t.bad_subbufs > 0 {
+        warnings.push(format!(
+            "cpu{cpu}: {} of {} sub-buffers do not decode ({})",
+            t.bad_subbufs,
+            t.subbufs,
+            t.first_error.as_deref().unwrap_or("?")
+        ));
     }
-    for msg in &warnings {
-        note(&mut w, true, msg.clone())?;
-    }
-    let exit_status = info.get("exit_status").and_then(|s| s.parse::<i32>().ok());
-    let mut out = w.finish(end_wall_ns, "import", exit_status)?;
-    out.flush()?;
-
-    Ok(Summary {
-        machine,
-        byte_order: Some(bo.order),
-        byte_order_source: bo.source.to_string(),
-        cpus: cpus.len(),
-        subbufs: tallies.values().map(|t| t.subbufs).sum(),
-        events: tallies.values().map(|t| t.events).sum(),
-        lost: lost_total,
-        warnings,
-    })
+    Ok(lost_total)
 }
 
 /// Opens `path` for reading as a log: a kmemtrace log as it is; a

@@ -156,12 +156,44 @@ fn tag(sev: Severity, color: bool) -> String {
     paint(&format!("[{}]", sev.name()), c, color)
 }
 
+/// The text report: a header on the kernel and the capture, then each
+/// section `s` asks for, in a fixed order (the summary always).
 pub fn render(r: &Report, s: &Sections) -> String {
-    let mut o = String::new();
+    let mut out = String::new();
+    header(&mut out, r);
+    if s.callsites {
+        callsite_table(&mut out, r, s);
+    }
+    if s.caches {
+        cache_tables(&mut out, r, s);
+    }
+    if s.matrix {
+        cross_cpu_matrix(&mut out, &r.cross_cpu);
+    }
+    if s.alloc {
+        if let Some(allocs) = &r.allocs {
+            object_table(&mut out, allocs, s);
+        }
+    }
+    summary(&mut out, r);
+    if s.page {
+        crate::pages::render(&mut out, &r.pages, s);
+    }
+    if s.misuse {
+        misuse_section(&mut out, r, s);
+    }
+    if s.leaks {
+        leaks_section(&mut out, &r.leaks, s);
+    }
+    out
+}
+
+/// The header: input, kernel, capture, lost events, problems, filters.
+fn header(out: &mut String, r: &Report) {
     let k = &r.kernel;
-    let _ = writeln!(o, "kmemtrace-report: {}", r.input.name);
+    let _ = writeln!(out, "kmemtrace-report: {}", r.input.name);
     let _ = writeln!(
-        o,
+        out,
         "kernel: {} {} {} ({}-endian, {}-byte long, page {}), {} CPUs, trace clock {}",
         k.sysname.as_deref().unwrap_or("Linux"),
         k.release.as_deref().unwrap_or("(release unknown)"),
@@ -175,7 +207,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
     );
     let c = &r.capture;
     let _ = writeln!(
-        o,
+        out,
         "capture: {} events ({} kmem, {} slab{}) over {} s on {} CPUs; {}; symbols: {}",
         thousands(c.events),
         thousands(c.kmem_events),
@@ -192,6 +224,38 @@ pub fn render(r: &Report, s: &Sections) -> String {
         capture_end(r),
         r.input.kallsyms
     );
+    let lost = lost_per_cpu(c);
+    if lost.is_empty() && c.lost_windows_total == 0 {
+        let _ = writeln!(out, "lost events: none");
+    } else {
+        let _ = writeln!(
+            out,
+            "lost events: {}; {} lost-event windows (findings there are marked uncertain)",
+            if lost.is_empty() {
+                "see windows".to_string()
+            } else {
+                lost.join("; ")
+            },
+            c.lost_windows_total
+        );
+    }
+    if !r.problems.is_empty() {
+        let _ = writeln!(
+            out,
+            "problems: {} (see --json); first: {}",
+            r.problems.len(),
+            r.problems[0]
+        );
+    }
+    let fl = filter_list(r);
+    if !fl.is_empty() {
+        let _ = writeln!(out, "filters: {}", fl.join(", "));
+    }
+}
+
+/// What each CPU lost, `CPU 1: 12 by the kernel's stats, 2 sub-buffers
+/// flagged`, for the CPUs that lost anything.
+fn lost_per_cpu(c: &Capture) -> Vec<String> {
     let mut lost = Vec::new();
     for cpu in &c.cpus {
         let mut parts = Vec::new();
@@ -219,47 +283,83 @@ pub fn render(r: &Report, s: &Sections) -> String {
             lost.push(format!("CPU {}: {}", cpu.cpu, parts.join(", ")));
         }
     }
-    if lost.is_empty() && c.lost_windows_total == 0 {
-        let _ = writeln!(o, "lost events: none");
-    } else {
-        let _ = writeln!(
-            o,
-            "lost events: {}; {} lost-event windows (findings there are marked uncertain)",
-            if lost.is_empty() {
-                "see windows".to_string()
-            } else {
-                lost.join("; ")
-            },
-            c.lost_windows_total
-        );
-    }
-    if !r.problems.is_empty() {
-        let _ = writeln!(
-            o,
-            "problems: {} (see --json); first: {}",
-            r.problems.len(),
-            r.problems[0]
-        );
-    }
-    let fl = filter_list(r);
-    if !fl.is_empty() {
-        let _ = writeln!(o, "filters: {}", fl.join(", "));
-    }
+    lost
+}
 
-    if s.callsites {
-        let alloc_rows: Vec<&CallsiteRow> = r.callsites.iter().filter(|c| c.hits > 0).collect();
-        let _ = writeln!(
-            o,
-            "\nSLAB CALL SITES (sorted by {}; -s KEYS to change, -s frag,hit,bytes for perf kmem's order; {} of {})",
-            r.sort.join(","),
-            alloc_rows.len().min(s.lines),
-            alloc_rows.len()
-        );
+/// The per-call-site table of slab allocations (the sites that allocated).
+fn callsite_table(out: &mut String, r: &Report, s: &Sections) {
+    let alloc_rows: Vec<&CallsiteRow> = r.callsites.iter().filter(|c| c.hits > 0).collect();
+    let _ = writeln!(
+        out,
+        "\nSLAB CALL SITES (sorted by {}; -s KEYS to change, -s frag,hit,bytes for perf kmem's order; {} of {})",
+        r.sort.join(","),
+        alloc_rows.len().min(s.lines),
+        alloc_rows.len()
+    );
+    let mut t = Table::new(&[
+        "Callsite",
+        "Hits",
+        "Total_alloc/Per",
+        "Total_req/Per",
+        "Wasted",
+        "Frag",
+        "Frees",
+        "X-CPU",
+        "Live",
+        "Live bytes",
+        "Peak live",
+        "GFP",
+    ]);
+    for c in alloc_rows.iter().take(s.lines) {
+        let gfp = match c.gfp.first() {
+            Some(g) if c.gfp.len() > 1 || c.gfp_other > 0 => {
+                format!(
+                    "{} +{}",
+                    g.compact,
+                    c.gfp.len() - 1 + usize::from(c.gfp_other > 0)
+                )
+            }
+            Some(g) => g.compact.clone(),
+            None => String::new(),
+        };
+        t.row(vec![
+            c.callsite.clone(),
+            thousands(c.hits),
+            format!(
+                "{}/{}",
+                thousands(c.bytes_alloc),
+                thousands(c.alloc_per_hit)
+            ),
+            format!("{}/{}", thousands(c.bytes_req), thousands(c.req_per_hit)),
+            thousands(c.bytes_wasted),
+            pct(c.fragmentation_pct),
+            thousands(c.frees),
+            thousands(c.cross_cpu_frees),
+            thousands(c.live_objects),
+            thousands(c.live_bytes),
+            thousands(c.peak_live_bytes),
+            gfp,
+        ]);
+    }
+    t.left_last = true;
+    t.render(out);
+}
+
+/// The per-cache and per-kmalloc-size-class tables.
+fn cache_tables(out: &mut String, r: &Report, s: &Sections) {
+    for (title, rows) in [
+        (
+            "SLAB CACHES (kmem_cache_alloc, by the cache name the kernel recorded)",
+            &r.caches,
+        ),
+        ("KMALLOC SIZE CLASSES (by bytes_alloc)", &r.size_classes),
+    ] {
+        let _ = writeln!(out, "\n{title}");
         let mut t = Table::new(&[
-            "Callsite",
+            "Cache",
             "Hits",
-            "Total_alloc/Per",
-            "Total_req/Per",
+            "Alloc bytes",
+            "Req bytes",
             "Wasted",
             "Frag",
             "Frees",
@@ -267,29 +367,13 @@ pub fn render(r: &Report, s: &Sections) -> String {
             "Live",
             "Live bytes",
             "Peak live",
-            "GFP",
         ]);
-        for c in alloc_rows.iter().take(s.lines) {
-            let gfp = match c.gfp.first() {
-                Some(g) if c.gfp.len() > 1 || c.gfp_other > 0 => {
-                    format!(
-                        "{} +{}",
-                        g.compact,
-                        c.gfp.len() - 1 + usize::from(c.gfp_other > 0)
-                    )
-                }
-                Some(g) => g.compact.clone(),
-                None => String::new(),
-            };
+        for c in rows.iter().take(s.lines) {
             t.row(vec![
-                c.callsite.clone(),
+                c.name.clone(),
                 thousands(c.hits),
-                format!(
-                    "{}/{}",
-                    thousands(c.bytes_alloc),
-                    thousands(c.alloc_per_hit)
-                ),
-                format!("{}/{}", thousands(c.bytes_req), thousands(c.req_per_hit)),
+                thousands(c.bytes_alloc),
+                thousands(c.bytes_req),
                 thousands(c.bytes_wasted),
                 pct(c.fragmentation_pct),
                 thousands(c.frees),
@@ -297,130 +381,101 @@ pub fn render(r: &Report, s: &Sections) -> String {
                 thousands(c.live_objects),
                 thousands(c.live_bytes),
                 thousands(c.peak_live_bytes),
-                gfp,
             ]);
         }
-        t.left_last = true;
-        t.render(&mut o);
+        t.render(out);
     }
+}
 
-    if s.caches {
-        for (title, rows) in [
-            (
-                "SLAB CACHES (kmem_cache_alloc, by the cache name the kernel recorded)",
-                &r.caches,
-            ),
-            ("KMALLOC SIZE CLASSES (by bytes_alloc)", &r.size_classes),
-        ] {
-            let _ = writeln!(o, "\n{title}");
-            let mut t = Table::new(&[
-                "Cache",
-                "Hits",
-                "Alloc bytes",
-                "Req bytes",
-                "Wasted",
-                "Frag",
-                "Frees",
-                "X-CPU",
-                "Live",
-                "Live bytes",
-                "Peak live",
-            ]);
-            for c in rows.iter().take(s.lines) {
-                t.row(vec![
-                    c.name.clone(),
-                    thousands(c.hits),
-                    thousands(c.bytes_alloc),
-                    thousands(c.bytes_req),
-                    thousands(c.bytes_wasted),
-                    pct(c.fragmentation_pct),
-                    thousands(c.frees),
-                    thousands(c.cross_cpu_frees),
-                    thousands(c.live_objects),
-                    thousands(c.live_bytes),
-                    thousands(c.peak_live_bytes),
-                ]);
-            }
-            t.render(&mut o);
-        }
-    }
-
-    if s.matrix {
-        let m = &r.cross_cpu;
-        let _ = writeln!(
-            o,
-            "\nCROSS-CPU FREES (rows: allocating CPU, columns: freeing CPU): {} same-CPU, {} cross-CPU",
-            thousands(m.same_cpu_frees),
-            thousands(m.cross_cpu_frees)
-        );
-        let heads: Vec<String> = std::iter::once("alloc\\free".to_string())
-            .chain(m.cpus.iter().map(|c| format!("CPU {c}")))
-            .collect();
-        let hr: Vec<&str> = heads.iter().map(String::as_str).collect();
-        let mut t = Table::new(&hr);
-        for (i, row) in m.matrix.iter().enumerate() {
-            let mut cells = vec![format!("CPU {}", m.cpus[i])];
-            cells.extend(row.iter().map(|&n| thousands(n)));
-            t.row(cells);
-        }
-        t.render(&mut o);
-    }
-
-    if s.alloc {
-        if let Some(a) = &r.allocs {
-            let _ = writeln!(o, "\nOBJECTS (per pointer; {} rows)", a.len().min(s.lines));
-            let mut t = Table::new(&[
-                "Alloc Ptr",
-                "Callsite",
-                "Hits",
-                "Alloc bytes",
-                "Req bytes",
-                "Frag",
-                "X-CPU",
-                "Live",
-            ]);
-            for p in a.iter().take(s.lines) {
-                t.row(vec![
-                    p.ptr.to_string(),
-                    p.callsite.clone(),
-                    thousands(p.hits),
-                    thousands(p.bytes_alloc),
-                    thousands(p.bytes_req),
-                    pct(p.fragmentation_pct),
-                    thousands(p.cross_cpu_frees),
-                    if p.live { "yes" } else { "" }.into(),
-                ]);
-            }
-            t.left = 2;
-            t.render(&mut o);
-        }
-    }
-
-    // Summary, as perf kmem stat prints it, plus what it cannot.
-    let m = &r.summary;
-    let _ = writeln!(o, "\nSUMMARY (SLAB allocator)\n========================");
-    let _ = writeln!(o, "Total bytes requested: {}", thousands(m.bytes_requested));
-    let _ = writeln!(o, "Total bytes allocated: {}", thousands(m.bytes_allocated));
-    let _ = writeln!(o, "Total bytes freed:     {}", thousands(m.bytes_freed));
+/// The allocating CPU x freeing CPU matrix.
+fn cross_cpu_matrix(out: &mut String, m: &CrossCpu) {
     let _ = writeln!(
-        o,
+        out,
+        "\nCROSS-CPU FREES (rows: allocating CPU, columns: freeing CPU): {} same-CPU, {} cross-CPU",
+        thousands(m.same_cpu_frees),
+        thousands(m.cross_cpu_frees)
+    );
+    let heads: Vec<String> = std::iter::once("alloc\\free".to_string())
+        .chain(m.cpus.iter().map(|c| format!("CPU {c}")))
+        .collect();
+    let hr: Vec<&str> = heads.iter().map(String::as_str).collect();
+    let mut t = Table::new(&hr);
+    for (i, row) in m.matrix.iter().enumerate() {
+        let mut cells = vec![format!("CPU {}", m.cpus[i])];
+        cells.extend(row.iter().map(|&n| thousands(n)));
+        t.row(cells);
+    }
+    t.render(out);
+}
+
+/// The per-object (per pointer) table.
+fn object_table(out: &mut String, a: &[AllocRow], s: &Sections) {
+    let _ = writeln!(
+        out,
+        "\nOBJECTS (per pointer; {} rows)",
+        a.len().min(s.lines)
+    );
+    let mut t = Table::new(&[
+        "Alloc Ptr",
+        "Callsite",
+        "Hits",
+        "Alloc bytes",
+        "Req bytes",
+        "Frag",
+        "X-CPU",
+        "Live",
+    ]);
+    for p in a.iter().take(s.lines) {
+        t.row(vec![
+            p.ptr.to_string(),
+            p.callsite.clone(),
+            thousands(p.hits),
+            thousands(p.bytes_alloc),
+            thousands(p.bytes_req),
+            pct(p.fragmentation_pct),
+            thousands(p.cross_cpu_frees),
+            if p.live { "yes" } else { "" }.into(),
+        ]);
+    }
+    t.left = 2;
+    t.render(out);
+}
+
+/// The summary, as perf kmem stat prints it, plus what it cannot; the page
+/// allocator's counts when it was traced.
+fn summary(out: &mut String, r: &Report) {
+    let m = &r.summary;
+    let _ = writeln!(out, "\nSUMMARY (SLAB allocator)\n========================");
+    let _ = writeln!(
+        out,
+        "Total bytes requested: {}",
+        thousands(m.bytes_requested)
+    );
+    let _ = writeln!(
+        out,
+        "Total bytes allocated: {}",
+        thousands(m.bytes_allocated)
+    );
+    let _ = writeln!(out, "Total bytes freed:     {}", thousands(m.bytes_freed));
+    let _ = writeln!(
+        out,
         "Net total bytes allocated: {}",
         signed(m.net_bytes_allocated)
     );
     let _ = writeln!(
-        o,
+        out,
         "Total bytes wasted on internal fragmentation: {}",
         thousands(m.bytes_wasted)
     );
-    let _ = writeln!(o, "Internal fragmentation: {:.6}%", m.fragmentation_pct);
+    let _ = writeln!(out, "Internal fragmentation: {:.6}%", m.fragmentation_pct);
     let _ = writeln!(
-        o,
+        out,
         "Cross-CPU frees: {}/{} (freed on another CPU than the allocating one; perf's Ping-pong)",
         thousands(m.cross_cpu_frees),
         thousands(m.matched_frees)
     );
     let _ = writeln!(
-        o,
+        out,
         "Cross-NUMA-node allocations: {} (a node other than the allocating CPU's was asked for; perf kmem stat prints these as \"Cross CPU allocations: {}/{}\")",
         match m.cross_node_allocs {
             Some(n) => format!("{}/{}", thousands(n), thousands(m.alloc_events)),
@@ -433,7 +488,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
         thousands(m.alloc_events)
     );
     let _ = writeln!(
-        o,
+        out,
         "Allocations: {} ({} failed); frees: {} ({} matched, {} of NULL)",
         thousands(m.alloc_events),
         thousands(m.failed_allocs),
@@ -442,7 +497,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
         thousands(m.null_frees)
     );
     let _ = writeln!(
-        o,
+        out,
         "Live at the end: {} objects, {} bytes; peak live: {} bytes",
         thousands(m.live_objects),
         thousands(m.live_bytes),
@@ -451,7 +506,7 @@ pub fn render(r: &Report, s: &Sections) -> String {
     let p = &r.page_allocator;
     if p.allocs + p.frees + p.batched_frees > 0 {
         let _ = writeln!(
-            o,
+            out,
             "Page allocator: {} allocations ({} bytes, {} failed), {} frees ({} bytes; {} of them batched)",
             thousands(p.allocs),
             thousands(p.alloc_bytes),
@@ -461,178 +516,182 @@ pub fn render(r: &Report, s: &Sections) -> String {
             thousands(p.batched_frees)
         );
     }
+}
 
-    if s.page {
-        crate::pages::render(&mut o, &r.pages, s);
-    }
-
-    if s.misuse {
-        let _ = writeln!(o, "\nALLOCATOR MISUSE");
-        let mut none = Vec::new();
-        for f in &r.misuse {
-            if f.count == 0 {
-                none.push(f.kind);
-                continue;
-            }
-            let _ = write!(
-                o,
-                "{} {}: {}",
-                tag(f.severity, s.color),
-                f.title,
-                thousands(f.count)
-            );
-            let apart: Vec<String> = [
-                (f.uncertain, "in lost-event windows"),
-                (f.at_capture_edges, "at the capture's edges"),
-                (f.explained, "explained by untraced traffic"),
-            ]
-            .iter()
-            .filter(|(n, _)| *n > 0)
-            .map(|(n, what)| format!("{} {what}", thousands(*n)))
-            .collect();
-            if !apart.is_empty() {
-                let _ = write!(
-                    o,
-                    " ({}; {} certain)",
-                    apart.join(", "),
-                    thousands(f.certain)
-                );
-            }
-            o.push('\n');
-            if !f.judgement.is_empty() {
-                let _ = writeln!(o, "    {}", f.judgement);
-            }
-            for r in f.reasons.iter().take(5) {
-                let _ = writeln!(
-                    o,
-                    "    {} {}{}: {}{}",
-                    if r.kept { "kept" } else { "set apart" },
-                    r.cache,
-                    r.callsite
-                        .as_deref()
-                        .map(|c| format!(" at {c}"))
-                        .unwrap_or_default(),
-                    thousands(r.count),
-                    if r.kept {
-                        String::new()
-                    } else {
-                        format!(" ({})", r.because)
-                    }
-                );
-            }
-            if let Some(x) = f.first_certain.as_ref().or(f.first.as_ref()) {
-                let label = if x.uncertain {
-                    "first (uncertain)"
-                } else if f.first.as_ref().is_some_and(|y| y.uncertain) {
-                    "first certain"
-                } else {
-                    "first"
-                };
-                let _ = write!(o, "    {label}: {}", occurrence(x));
-                if let (Some(q), Some(b)) = (x.bytes_req, x.bytes_alloc) {
-                    if f.kind == "bytes_alloc_below_bytes_req" {
-                        let _ = write!(o, ", bytes_req {q} bytes_alloc {b}");
-                    }
-                }
-                o.push('\n');
-            }
-            for (label, sites) in [
-                ("alloc sites", &f.top_alloc_callsites),
-                ("free sites", &f.top_free_callsites),
-            ] {
-                if !sites.is_empty() {
-                    let v: Vec<String> = sites
-                        .iter()
-                        .map(|x| format!("{} ({})", x.callsite, thousands(x.count)))
-                        .collect();
-                    let _ = writeln!(o, "    top {label}: {}", v.join(", "));
-                }
-            }
-            if !f.cache_pairs.is_empty() {
-                let v: Vec<String> = f
-                    .cache_pairs
-                    .iter()
-                    .map(|(a, b, n)| format!("{a} -> {b} ({})", thousands(*n)))
-                    .collect();
-                let _ = writeln!(o, "    caches (alloc -> free): {}", v.join(", "));
-            }
+/// The misuse findings, one paragraph each, those with none in one line,
+/// then the trace-completeness notes.
+fn misuse_section(out: &mut String, r: &Report, s: &Sections) {
+    let _ = writeln!(out, "\nALLOCATOR MISUSE");
+    let mut none_found = Vec::new();
+    for f in &r.misuse {
+        if f.count == 0 {
+            none_found.push(f.kind);
+            continue;
         }
-        if !none.is_empty() {
-            let _ = writeln!(o, "none of: {}", none.join(", "));
-        }
-        completeness(&mut o, &r.trace_completeness, s.lines);
+        misuse_finding(out, f, s.color);
     }
+    if !none_found.is_empty() {
+        let _ = writeln!(out, "none of: {}", none_found.join(", "));
+    }
+    completeness(out, &r.trace_completeness, s.lines);
+}
 
-    if s.leaks {
-        let l = &r.leaks;
+/// One misuse finding: its count, what was set apart, the reasons, the
+/// first occurrence, the top call sites and cache pairs.
+fn misuse_finding(out: &mut String, f: &Finding, color: bool) {
+    let _ = write!(
+        out,
+        "{} {}: {}",
+        tag(f.severity, color),
+        f.title,
+        thousands(f.count)
+    );
+    let apart: Vec<String> = [
+        (f.uncertain, "in lost-event windows"),
+        (f.at_capture_edges, "at the capture's edges"),
+        (f.explained, "explained by untraced traffic"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{} {what}", thousands(*n)))
+    .collect();
+    if !apart.is_empty() {
+        let _ = write!(
+            out,
+            " ({}; {} certain)",
+            apart.join(", "),
+            thousands(f.certain)
+        );
+    }
+    out.push('\n');
+    if !f.judgement.is_empty() {
+        let _ = writeln!(out, "    {}", f.judgement);
+    }
+    for reason in f.reasons.iter().take(5) {
         let _ = writeln!(
-            o,
-            "\nLEAKS (objects still live at the end{}): {} objects, {} bytes in {} call sites{}{}",
-            if l.min_age_ns > 0 {
-                format!(", {} old or more", age(l.min_age_ns))
-            } else {
+            out,
+            "    {} {}{}: {}{}",
+            if reason.kept { "kept" } else { "set apart" },
+            reason.cache,
+            reason
+                .callsite
+                .as_deref()
+                .map(|c| format!(" at {c}"))
+                .unwrap_or_default(),
+            thousands(reason.count),
+            if reason.kept {
                 String::new()
-            },
-            thousands(l.objects),
-            thousands(l.bytes),
-            thousands(l.groups_total as u64),
-            if l.freed_untraced > 0 {
-                format!(
-                    "; besides, {} objects ({} bytes) whose free may have been untraced",
-                    thousands(l.freed_untraced),
-                    thousands(l.freed_untraced_bytes)
-                )
             } else {
-                String::new()
-            },
-            if l.uncertain > 0 {
-                format!(
-                    "; {} uncertain (events were lost after their allocation)",
-                    thousands(l.uncertain)
-                )
-            } else {
-                String::new()
+                format!(" ({})", reason.because)
             }
         );
-        if !l.groups.is_empty() {
-            let mut t = Table::new(&[
-                "Callsite",
-                "Objects",
-                "Bytes",
-                "Oldest age",
-                "Newest age",
-                "Uncertain",
-                "Missed frees",
-                "Freed untraced?",
-                "Oldest object",
-            ]);
-            t.left_last = true;
-            for g in l.groups.iter().take(s.lines) {
-                t.row(vec![
-                    g.callsite.clone(),
-                    thousands(g.objects),
-                    thousands(g.bytes),
-                    g.oldest_age_ns.map_or_else(|| "-".into(), age),
-                    g.newest_age_ns.map_or_else(|| "-".into(), age),
-                    thousands(g.uncertain),
-                    thousands(g.site_missed_frees),
-                    thousands(g.freed_untraced),
-                    g.examples
-                        .first()
-                        .map(|e| format!("{} (CPU {})", e.ptr, e.cpu))
-                        .unwrap_or_default(),
-                ]);
-            }
-            t.render(&mut o);
-            if l.groups.iter().any(|g| g.site_missed_frees > 0) {
-                let _ = writeln!(
-                    o,
-                    " Missed frees: the site's objects whose free the trace never showed. Freed untraced?: live objects, not counted as leaks, of a site with missed frees or of a cache whose frees the trace misses (kfree_rcu's kfree_bulk, kmem_cache_free_bulk, sheaves)."
-                );
+    }
+    if let Some(x) = f.first_certain.as_ref().or(f.first.as_ref()) {
+        let label = if x.uncertain {
+            "first (uncertain)"
+        } else if f.first.as_ref().is_some_and(|y| y.uncertain) {
+            "first certain"
+        } else {
+            "first"
+        };
+        let _ = write!(out, "    {label}: {}", occurrence(x));
+        if let (Some(q), Some(b)) = (x.bytes_req, x.bytes_alloc) {
+            if f.kind == "bytes_alloc_below_bytes_req" {
+                let _ = write!(out, ", bytes_req {q} bytes_alloc {b}");
             }
         }
+        out.push('\n');
     }
-    o
+    for (label, sites) in [
+        ("alloc sites", &f.top_alloc_callsites),
+        ("free sites", &f.top_free_callsites),
+    ] {
+        if !sites.is_empty() {
+            let v: Vec<String> = sites
+                .iter()
+                .map(|x| format!("{} ({})", x.callsite, thousands(x.count)))
+                .collect();
+            let _ = writeln!(out, "    top {label}: {}", v.join(", "));
+        }
+    }
+    if !f.cache_pairs.is_empty() {
+        let v: Vec<String> = f
+            .cache_pairs
+            .iter()
+            .map(|(a, b, n)| format!("{a} -> {b} ({})", thousands(*n)))
+            .collect();
+        let _ = writeln!(out, "    caches (alloc -> free): {}", v.join(", "));
+    }
+}
+
+/// The leak table: objects still live at the end, by call site.
+fn leaks_section(out: &mut String, l: &Leaks, s: &Sections) {
+    let _ = writeln!(
+        out,
+        "\nLEAKS (objects still live at the end{}): {} objects, {} bytes in {} call sites{}{}",
+        if l.min_age_ns > 0 {
+            format!(", {} old or more", age(l.min_age_ns))
+        } else {
+            String::new()
+        },
+        thousands(l.objects),
+        thousands(l.bytes),
+        thousands(l.groups_total as u64),
+        if l.freed_untraced > 0 {
+            format!(
+                "; besides, {} objects ({} bytes) whose free may have been untraced",
+                thousands(l.freed_untraced),
+                thousands(l.freed_untraced_bytes)
+            )
+        } else {
+            String::new()
+        },
+        if l.uncertain > 0 {
+            format!(
+                "; {} uncertain (events were lost after their allocation)",
+                thousands(l.uncertain)
+            )
+        } else {
+            String::new()
+        }
+    );
+    if !l.groups.is_empty() {
+        let mut t = Table::new(&[
+            "Callsite",
+            "Objects",
+            "Bytes",
+            "Oldest age",
+            "Newest age",
+            "Uncertain",
+            "Missed frees",
+            "Freed untraced?",
+            "Oldest object",
+        ]);
+        t.left_last = true;
+        for g in l.groups.iter().take(s.lines) {
+            t.row(vec![
+                g.callsite.clone(),
+                thousands(g.objects),
+                thousands(g.bytes),
+                g.oldest_age_ns.map_or_else(|| "-".into(), age),
+                g.newest_age_ns.map_or_else(|| "-".into(), age),
+                thousands(g.uncertain),
+                thousands(g.site_missed_frees),
+                thousands(g.freed_untraced),
+                g.examples
+                    .first()
+                    .map(|e| format!("{} (CPU {})", e.ptr, e.cpu))
+                    .unwrap_or_default(),
+            ]);
+        }
+        t.render(out);
+        if l.groups.iter().any(|g| g.site_missed_frees > 0) {
+            let _ = writeln!(
+                out,
+                " Missed frees: the site's objects whose free the trace never showed. Freed untraced?: live objects, not counted as leaks, of a site with missed frees or of a cache whose frees the trace misses (kfree_rcu's kfree_bulk, kmem_cache_free_bulk, sheaves)."
+            );
+        }
+    }
 }
 
 /// The trace-completeness table: caches whose traffic the trace shows

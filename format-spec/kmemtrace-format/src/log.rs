@@ -390,6 +390,253 @@ fn text_of(bytes: &[u8]) -> Cow<'_, str> {
     }
 }
 
+/// The problem a damaged file header is (the ARCH block after it being
+/// intact, the log is read on).
+fn header_damage_problem(h: &crate::block::FileHeaderError) -> Problem {
+    use crate::block::{FileHeaderError, MAGIC};
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let what = match h {
+        FileHeaderError::BadMagic { found } => {
+            format!("magic {} instead of {}", hex(found), hex(&MAGIC))
+        }
+        FileHeaderError::BadCrc { stored, computed } => {
+            format!("CRC {stored:08x}, computed {computed:08x}")
+        }
+        other => other.to_string(),
+    };
+    Problem {
+        offset: 0,
+        kind: ProblemKind::FileHeader,
+        what: format!(
+            "damaged file header ({what}); the ARCH block after it is intact, so the log is read as format {}.0",
+            crate::block::VERSION_MAJOR
+        ),
+    }
+}
+
+/// What [`Log::build`] gathers reading a log's blocks front to back: the
+/// records kept, the CPU_DATA index, and every problem in file order.
+struct BlockScan {
+    arch: Option<ArchTag>,
+    /// With the offset of the block each came from (the last of a kind
+    /// and name wins).
+    metas: Vec<(u64, Meta)>,
+    problems: Vec<Problem>,
+    stats: Vec<StatsSnapshot>,
+    notes: Vec<NoteRecord>,
+    end: Option<EndRecord>,
+    end_offset: Option<u64>,
+    truncated: Option<Truncation>,
+    blocks: Vec<CpuBlockRef>,
+    unknown_blocks: u64,
+    pids: PidMap,
+    /// No block has been read yet (the ARCH block must be the first).
+    first_block: bool,
+    /// The zstd context indexing compressed CPU_DATA blocks, kept from
+    /// block to block.
+    index_dctx: Option<zstd::zstd_safe::DCtx<'static>>,
+    blocks_before_end: u64,
+}
+
+impl BlockScan {
+    fn new(header_damage: Option<Problem>) -> Self {
+        BlockScan {
+            arch: None,
+            metas: Vec::new(),
+            problems: header_damage.into_iter().collect(),
+            stats: Vec::new(),
+            notes: Vec::new(),
+            end: None,
+            end_offset: None,
+            truncated: None,
+            blocks: Vec::new(),
+            unknown_blocks: 0,
+            pids: PidMap::new(),
+            first_block: true,
+            index_dctx: None,
+            blocks_before_end: 0,
+        }
+    }
+
+    fn problem(&mut self, offset: u64, kind: ProblemKind, what: String) {
+        self.problems.push(Problem { offset, kind, what });
+    }
+
+    /// One item from the reader: a block, damage skipped, or the log's cut
+    /// end.
+    fn item(&mut self, item: Item) {
+        match item {
+            Item::Block(b) => self.block(&b),
+            Item::Damage(d) => {
+                self.problems.push(Problem {
+                    offset: d.offset,
+                    kind: ProblemKind::Damage { skipped: d.skipped },
+                    what: d.description(),
+                });
+            }
+            Item::Truncated(t) => self.truncated = Some(t),
+        }
+    }
+
+    /// One intact block: a CPU_DATA block is indexed from its fixed header,
+    /// any other decoded and kept; one that does not decode is a problem.
+    fn block(&mut self, b: &crate::reader::RawBlock) {
+        let was_first = std::mem::replace(&mut self.first_block, false);
+        let bt = b.header.block_type;
+        if self.end_offset.is_none() && bt != BlockType::End {
+            self.blocks_before_end += 1;
+        }
+        if self.end_offset.is_some() {
+            self.problem(
+                b.offset,
+                ProblemKind::Structure,
+                format!("{} block after the END block", bt.name()),
+            );
+        }
+        if bt == BlockType::CpuData {
+            // Only the fixed header is needed for the index.
+            let Some(a) = &self.arch else {
+                self.problem(
+                    b.offset,
+                    ProblemKind::Structure,
+                    "CPU_DATA block before the ARCH block".into(),
+                );
+                return;
+            };
+            match cpu_block_ref(b, a.subbuf_size, &mut self.index_dctx) {
+                Ok(r) => self.blocks.push(r),
+                Err(what) => self.problem(b.offset, ProblemKind::BadBlock, what),
+            }
+            return;
+        }
+        let payload = match b.payload() {
+            Ok(p) => p,
+            Err(e) => {
+                self.problem(b.offset, ProblemKind::BadBlock, e);
+                return;
+            }
+        };
+        let subbuf_size = self.arch.as_ref().map(|a| a.subbuf_size);
+        match Record::decode(bt, &payload, subbuf_size) {
+            Ok(rec) => self.record(b.offset, rec, was_first),
+            Err(e) => self.problem(b.offset, ProblemKind::BadBlock, e.to_string()),
+        }
+    }
+
+    /// A decoded block other than CPU_DATA, from `offset`.
+    fn record(&mut self, offset: u64, rec: Record, was_first: bool) {
+        match rec {
+            Record::Arch(a) => self.arch_block(offset, *a, was_first),
+            Record::ArchCopy(a) => self.arch_copy(offset, *a),
+            Record::Meta(m) => self.meta(offset, m),
+            Record::CpuData(_) => unreachable!("handled above"),
+            Record::Stats(s) => {
+                let parsed = match crate::stats::CpuStats::parse(&text_of(&s.text)) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.problem(
+                            offset,
+                            ProblemKind::Metadata,
+                            format!("STATS of CPU {}: {e}", s.cpu),
+                        );
+                        None
+                    }
+                };
+                self.stats.push(StatsSnapshot {
+                    offset,
+                    record: s,
+                    parsed,
+                });
+            }
+            Record::End(e) => {
+                if self.end.is_some() {
+                    self.problem(offset, ProblemKind::Structure, "second END block".into());
+                }
+                self.end = Some(e);
+                self.end_offset = Some(offset);
+            }
+            Record::Note(n) => self.notes.push(n),
+            Record::Unknown(_) => self.unknown_blocks += 1,
+        }
+    }
+
+    /// The ARCH block: the first one is used, wherever it is.
+    fn arch_block(&mut self, offset: u64, a: ArchTag, was_first: bool) {
+        if !was_first {
+            self.problem(
+                offset,
+                ProblemKind::Structure,
+                "ARCH block is not the first block".into(),
+            );
+        }
+        if let Err(e) = a.validate() {
+            self.problem(
+                offset,
+                ProblemKind::Arch,
+                format!("implausible arch tag: {e}"),
+            );
+        }
+        if self.arch.is_some() {
+            self.problem(
+                offset,
+                ProblemKind::Structure,
+                "second ARCH block ignored".into(),
+            );
+        } else {
+            self.arch = Some(a);
+        }
+    }
+
+    /// An ARCH_COPY block: used when the ARCH block was lost, else checked
+    /// against it.
+    fn arch_copy(&mut self, offset: u64, a: ArchTag) {
+        match &self.arch {
+            // The ARCH block was lost (damaged): its copy decodes.
+            None => {
+                self.problem(
+                    offset,
+                    ProblemKind::Structure,
+                    "no intact ARCH block before this: the log is decoded with this ARCH_COPY"
+                        .into(),
+                );
+                self.arch = Some(a);
+            }
+            Some(x) if *x != a => self.problem(
+                offset,
+                ProblemKind::Arch,
+                "ARCH_COPY differs from the ARCH block (the ARCH block is used)".into(),
+            ),
+            Some(_) => {}
+        }
+    }
+
+    /// A META block: saved cmdlines and tgids are merged into the pid map
+    /// at once; every META is kept, a later one of the same kind, name and
+    /// part replacing an earlier one.
+    fn meta(&mut self, offset: u64, m: Meta) {
+        let merged = match m.kind {
+            MetaKind::SavedCmdlines => Some(self.pids.merge_cmdlines(&text_of(&m.content))),
+            MetaKind::SavedTgids => Some(self.pids.merge_tgids(&text_of(&m.content))),
+            _ => None,
+        };
+        if let Some(Err(e)) = merged {
+            self.problem(
+                offset,
+                ProblemKind::Metadata,
+                format!("META {}: {e}", m.kind.name()),
+            );
+        }
+        match self
+            .metas
+            .iter_mut()
+            .find(|(_, x)| x.kind == m.kind && x.name == m.name && x.part == m.part)
+        {
+            Some(old) => *old = (offset, m),
+            None => self.metas.push((offset, m)),
+        }
+    }
+}
+
 impl Log {
     /// Opens a log file, or standard input for `-`.
     pub fn open(path: &Path) -> Result<Log, LogError> {
@@ -425,214 +672,27 @@ impl Log {
             e => LogError::Header(e),
         })?;
         let version = reader.version();
-        let header_damage = reader.header_damage().map(|h| {
-            use crate::block::{FileHeaderError, MAGIC};
-            let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-            let what = match h {
-                FileHeaderError::BadMagic { found } => {
-                    format!("magic {} instead of {}", hex(found), hex(&MAGIC))
-                }
-                FileHeaderError::BadCrc { stored, computed } => {
-                    format!("CRC {stored:08x}, computed {computed:08x}")
-                }
-                other => other.to_string(),
-            };
-            Problem {
-                offset: 0,
-                kind: ProblemKind::FileHeader,
-                what: format!(
-                    "damaged file header ({what}); the ARCH block after it is intact, so the log is read as format {}.0",
-                    crate::block::VERSION_MAJOR
-                ),
-            }
-        });
-        let mut arch: Option<ArchTag> = None;
-        // With the offset of the block each came from (the last of a kind
-        // and name wins).
-        let mut metas: Vec<(u64, Meta)> = Vec::new();
-        let mut problems: Vec<Problem> = header_damage.into_iter().collect();
-        let mut stats = Vec::new();
-        let mut notes = Vec::new();
-        let mut end = None;
-        let mut end_offset = None;
-        let mut truncated = None;
-        let mut blocks = Vec::new();
-        let mut unknown_blocks = 0;
-        let mut pids = PidMap::new();
-        let mut first_block = true;
-        let mut index_dctx = None;
-        let mut blocks_before_end = 0u64;
+        let mut scan = BlockScan::new(reader.header_damage().map(header_damage_problem));
         while let Some(item) = reader.next_item()? {
-            let b = match item {
-                Item::Block(b) => b,
-                Item::Damage(d) => {
-                    problems.push(Problem {
-                        offset: d.offset,
-                        kind: ProblemKind::Damage { skipped: d.skipped },
-                        what: d.description(),
-                    });
-                    continue;
-                }
-                Item::Truncated(t) => {
-                    truncated = Some(t);
-                    continue;
-                }
-            };
-            let was_first = std::mem::replace(&mut first_block, false);
-            let bt = b.header.block_type;
-            if end_offset.is_none() && bt != BlockType::End {
-                blocks_before_end += 1;
-            }
-            if end_offset.is_some() {
-                problems.push(Problem {
-                    offset: b.offset,
-                    kind: ProblemKind::Structure,
-                    what: format!("{} block after the END block", bt.name()),
-                });
-            }
-            if bt == BlockType::CpuData {
-                // Only the fixed header is needed for the index.
-                let Some(a) = &arch else {
-                    problems.push(Problem {
-                        offset: b.offset,
-                        kind: ProblemKind::Structure,
-                        what: "CPU_DATA block before the ARCH block".into(),
-                    });
-                    continue;
-                };
-                match cpu_block_ref(&b, a.subbuf_size, &mut index_dctx) {
-                    Ok(r) => blocks.push(r),
-                    Err(what) => problems.push(Problem {
-                        offset: b.offset,
-                        kind: ProblemKind::BadBlock,
-                        what,
-                    }),
-                }
-                continue;
-            }
-            let payload = match b.payload() {
-                Ok(p) => p,
-                Err(e) => {
-                    problems.push(Problem {
-                        offset: b.offset,
-                        kind: ProblemKind::BadBlock,
-                        what: e,
-                    });
-                    continue;
-                }
-            };
-            let rec = match Record::decode(bt, &payload, arch.as_ref().map(|a| a.subbuf_size)) {
-                Ok(r) => r,
-                Err(e) => {
-                    problems.push(Problem {
-                        offset: b.offset,
-                        kind: ProblemKind::BadBlock,
-                        what: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            match rec {
-                Record::Arch(a) => {
-                    if !was_first {
-                        problems.push(Problem {
-                            offset: b.offset,
-                            kind: ProblemKind::Structure,
-                            what: "ARCH block is not the first block".into(),
-                        });
-                    }
-                    if let Err(e) = a.validate() {
-                        problems.push(Problem {
-                            offset: b.offset,
-                            kind: ProblemKind::Arch,
-                            what: format!("implausible arch tag: {e}"),
-                        });
-                    }
-                    if arch.is_some() {
-                        problems.push(Problem {
-                            offset: b.offset,
-                            kind: ProblemKind::Structure,
-                            what: "second ARCH block ignored".into(),
-                        });
-                    } else {
-                        arch = Some(*a);
-                    }
-                }
-                Record::ArchCopy(a) => match &arch {
-                    // The ARCH block was lost (damaged): its copy decodes.
-                    None => {
-                        problems.push(Problem {
-                            offset: b.offset,
-                            kind: ProblemKind::Structure,
-                            what: "no intact ARCH block before this: the log is decoded with this ARCH_COPY".into(),
-                        });
-                        arch = Some(*a);
-                    }
-                    Some(x) if *x != *a => problems.push(Problem {
-                        offset: b.offset,
-                        kind: ProblemKind::Arch,
-                        what: "ARCH_COPY differs from the ARCH block (the ARCH block is used)"
-                            .into(),
-                    }),
-                    Some(_) => {}
-                },
-                Record::Meta(m) => {
-                    let merged = match m.kind {
-                        MetaKind::SavedCmdlines => Some(pids.merge_cmdlines(&text_of(&m.content))),
-                        MetaKind::SavedTgids => Some(pids.merge_tgids(&text_of(&m.content))),
-                        _ => None,
-                    };
-                    if let Some(Err(e)) = merged {
-                        problems.push(Problem {
-                            offset: b.offset,
-                            kind: ProblemKind::Metadata,
-                            what: format!("META {}: {e}", m.kind.name()),
-                        });
-                    }
-                    match metas
-                        .iter_mut()
-                        .find(|(_, x)| x.kind == m.kind && x.name == m.name && x.part == m.part)
-                    {
-                        Some(old) => *old = (b.offset, m),
-                        None => metas.push((b.offset, m)),
-                    }
-                }
-                Record::CpuData(_) => unreachable!("handled above"),
-                Record::Stats(s) => {
-                    let parsed = match crate::stats::CpuStats::parse(&text_of(&s.text)) {
-                        Ok(p) => Some(p),
-                        Err(e) => {
-                            problems.push(Problem {
-                                offset: b.offset,
-                                kind: ProblemKind::Metadata,
-                                what: format!("STATS of CPU {}: {e}", s.cpu),
-                            });
-                            None
-                        }
-                    };
-                    stats.push(StatsSnapshot {
-                        offset: b.offset,
-                        record: s,
-                        parsed,
-                    });
-                }
-                Record::End(e) => {
-                    if end.is_some() {
-                        problems.push(Problem {
-                            offset: b.offset,
-                            kind: ProblemKind::Structure,
-                            what: "second END block".into(),
-                        });
-                    }
-                    end = Some(e);
-                    end_offset = Some(b.offset);
-                }
-                Record::Note(n) => notes.push(n),
-                Record::Unknown(_) => unknown_blocks += 1,
-            }
+            scan.item(item);
         }
         let len = reader.offset();
         drop(reader);
+        let BlockScan {
+            arch,
+            metas,
+            problems,
+            mut stats,
+            notes,
+            end,
+            end_offset,
+            truncated,
+            blocks,
+            unknown_blocks,
+            pids,
+            blocks_before_end,
+            ..
+        } = scan;
         let arch = arch.ok_or_else(|| {
             LogError::NoArch(format!(
                 "{name}: no intact ARCH block: the log cannot be decoded{}",

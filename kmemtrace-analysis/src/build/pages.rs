@@ -45,29 +45,14 @@ fn order_rows(m: &[[u64; MIGRATETYPE_SLOTS]], columns: usize) -> Vec<OrderRow> {
         .collect()
 }
 
-pub(crate) fn section(
+/// What the page allocations' stacks came to: recorded, paired, cut.
+fn page_stacks(
     cx: &Ctx<'_>,
     p: &PagesPass<'_>,
-    live: &LivePages,
     summaries: &[crate::stream::CpuSummary],
     stacks: &[Box<[u64]>],
-    windows: &crate::stream::Windows,
-) -> PageReport {
-    let types = kmemtrace_format::pagetypes::of_log(cx.log);
-    let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
-    let name = |mt: i8| types.name(i32::from(mt));
-    let mt_name = |mt: i32| types.name(mt);
-    let ss = StackSites::new(cx, stacks);
-    let callsites = page_sites::callsites(&ss, p, live, &mt_name);
-    let gfp_legend = page_sites::gfp_legend(cx, p.by_site.keys().map(|k| k.gfp));
-    let lines = cx.opts.lines.unwrap_or(usize::MAX);
-    let mut by_pfn = page_sites::by_pfn(&ss, p, &mt_name);
-    if let Some(v) = by_pfn.as_mut() {
-        v.truncate(lines);
-    }
-    let mut live_rows = page_sites::live_groups(&ss, live);
-    live_rows.truncate(lines);
-    let stack_info = PageStacks {
+) -> PageStacks {
+    PageStacks {
         recorded: kmemtrace_format::stacks::page_stacks_recorded(cx.log)
             && kmemtrace_format::stacks::StackReader::new(cx.log).is_some(),
         records: summaries.iter().map(|c| c.stacks).sum(),
@@ -76,7 +61,12 @@ pub(crate) fn section(
         cut_at_end: summaries.iter().map(|c| c.stacks_cut_at_end).sum(),
         cut_at_start: summaries.iter().map(|c| c.stacks_cut_at_start).sum(),
         distinct: stacks.len().saturating_sub(1) as u64,
-    };
+    }
+}
+
+/// The fallbacks by kind, most frequent first.
+fn fallback_rows(p: &PagesPass<'_>, types: &PageTypes) -> Vec<FallbackRow> {
+    let name = |mt: i8| types.name(i32::from(mt));
     let mut fallbacks: Vec<FallbackRow> = p
         .fallbacks
         .iter()
@@ -86,7 +76,7 @@ pub(crate) fn section(
             alloc_migratetype: name(k.alloc_migratetype),
             fallback_migratetype: name(k.fallback_migratetype),
             change_ownership: i32::from(k.change_ownership),
-            fragmenting: fragmenting(&types, k.fallback_order),
+            fragmenting: fragmenting(types, k.fallback_order),
             count,
         })
         .collect();
@@ -106,6 +96,12 @@ pub(crate) fn section(
                 ))
         })
     });
+    fallbacks
+}
+
+/// Per CPU (those --cpu keeps), pages refilled to and drained from its
+/// per-CPU lists and the zone lock acquisitions for them.
+fn per_cpu_list_rows(p: &PagesPass<'_>, summaries: &[crate::stream::CpuSummary]) -> Vec<PcpRow> {
     let mut per_cpu: Vec<PcpRow> = Vec::new();
     // The CPUs --cpu keeps (the lock runs are counted per CPU).
     for c in summaries.iter().filter(|c| p.filter.on_cpu(c.cpu)) {
@@ -126,6 +122,12 @@ pub(crate) fn section(
         }
     }
     per_cpu.sort_by_key(|r| r.cpu);
+    per_cpu
+}
+
+/// The pass's `drained_from` counts between two different CPUs, as
+/// (CPU, CPU, pages), sorted.
+fn drained_from_other_cpus(p: &PagesPass<'_>) -> Vec<(u32, u32, u64)> {
     let mut drained: Vec<(u32, u32, u64)> = p
         .drained_from
         .iter()
@@ -133,16 +135,54 @@ pub(crate) fn section(
         .map(|(&(a, b), &n)| (u32::from(a), u32::from(b), n))
         .collect();
     drained.sort_unstable();
+    drained
+}
+
+/// Fallbacks (all, fragmenting) by second from the first event.
+fn fallbacks_per_second(
+    cx: &Ctx<'_>,
+    p: &PagesPass<'_>,
+    types: &PageTypes,
+) -> std::collections::BTreeMap<u64, (u64, u64)> {
     let first_s = cx.first_ts / 1_000_000_000;
     // (all, fragmenting) by second from the first event.
     let mut per_second: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
     for (&(s, fallback_order), &n) in &p.fallbacks_per_second {
         let e = per_second.entry(s.saturating_sub(first_s)).or_default();
         e.0 += n;
-        if fragmenting(&types, fallback_order) == Some(true) {
+        if fragmenting(types, fallback_order) == Some(true) {
             e.1 += n;
         }
     }
+    per_second
+}
+
+pub(crate) fn section(
+    cx: &Ctx<'_>,
+    p: &PagesPass<'_>,
+    live: &LivePages,
+    summaries: &[crate::stream::CpuSummary],
+    stacks: &[Box<[u64]>],
+    windows: &crate::stream::Windows,
+) -> PageReport {
+    let types = kmemtrace_format::pagetypes::of_log(cx.log);
+    let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
+    let mt_name = |mt: i32| types.name(mt);
+    let ss = StackSites::new(cx, stacks);
+    let callsites = page_sites::callsites(&ss, p, live, &mt_name);
+    let gfp_legend = page_sites::gfp_legend(cx, p.by_site.keys().map(|k| k.gfp));
+    let lines = cx.opts.lines.unwrap_or(usize::MAX);
+    let mut by_pfn = page_sites::by_pfn(&ss, p, &mt_name);
+    if let Some(v) = by_pfn.as_mut() {
+        v.truncate(lines);
+    }
+    let mut live_rows = page_sites::live_groups(&ss, live);
+    live_rows.truncate(lines);
+    let stack_info = page_stacks(cx, p, summaries, stacks);
+    let fallbacks = fallback_rows(p, &types);
+    let per_cpu = per_cpu_list_rows(p, summaries);
+    let drained = drained_from_other_cpus(p);
+    let per_second = fallbacks_per_second(cx, p, &types);
     let end = cx.an.last_ts;
     let mut report = PageReport {
         migratetypes: types.names.clone(),
