@@ -68,6 +68,101 @@ pub struct Plan {
     pub command_line: String,
 }
 
+/// The per-CPU `trace_pipe_raw` files a session reads.
+struct CpuPipes {
+    files: Vec<(u32, File)>,
+    /// CPUs offline at the start (live recording): adopted when they come
+    /// online.
+    offline: Vec<u32>,
+    /// CPUs whose file could not be opened, for the log.
+    notes: Vec<String>,
+}
+
+/// Opens each online CPU's `trace_pipe_raw`; none at all is an error.
+fn open_cpu_pipes(plan: &Plan) -> Result<CpuPipes> {
+    let online = metadata::online_cpus();
+    let mut p = CpuPipes {
+        files: Vec::new(),
+        offline: Vec::new(),
+        notes: Vec::new(),
+    };
+    for cpu in metadata::per_cpu_dirs(&plan.dir) {
+        if !online.is_empty() && !online.contains(&cpu) {
+            if plan.drain_only.is_none() {
+                p.offline.push(cpu);
+            }
+            continue;
+        }
+        match open_pipe(&plan.dir, cpu) {
+            Ok(f) => p.files.push((cpu, f)),
+            Err(e) => p.notes.push(format!("CPU {cpu} not recorded: {e}")),
+        }
+    }
+    if p.files.is_empty() {
+        return Err(Failure::input(format!(
+            "no per-CPU trace_pipe_raw could be opened under {}",
+            plan.dir.file("per_cpu").display()
+        )));
+    }
+    Ok(p)
+}
+
+/// Writes each CPU's start statistics; returns them, and whether the
+/// kernel counts the events its readers take on every CPU.
+fn write_start_stats<W: std::io::Write>(
+    plan: &Plan,
+    cpus: &[u32],
+    w: &mut LogWriter<W>,
+) -> Result<(BTreeMap<u32, CpuStats>, bool)> {
+    let werr = |e: std::io::Error| Failure::output(format!("writing the log: {e}"));
+    let mut start_stats = BTreeMap::new();
+    // Boot mode: the buffer has been filling since boot, so its counters
+    // from zero are the capture's (a start snapshot would hide the losses
+    // of boot itself). The log then has no start statistics, which says
+    // exactly that.
+    let start_cpus: &[u32] = if plan.drain_only.is_some() { &[] } else { cpus };
+    // The kernel counts the events its readers take (`read events`,
+    // ring_buffer_read_page), so the recorder need not count them. Not in
+    // boot mode, whose buffer others may have read before. (A 32-bit kernel
+    // prints it negative past 2^31 and wraps it at 2^32:
+    // `CpuStats::from_kernel` and `ReadCount` read it in the long's width.)
+    let mut kernel_counts = !start_cpus.is_empty();
+    for &cpu in start_cpus {
+        let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
+        let stats = s
+            .as_ref()
+            .and_then(|s| CpuStats::from_kernel(&s.text, usize::from(plan.layout.long_size)));
+        kernel_counts &= stats.is_some_and(|st| st.read_events.is_some());
+        if let Some(s) = &s {
+            start_stats.insert(cpu, stats.unwrap_or_default());
+            w.write_stats(s).map_err(werr)?;
+        }
+    }
+    Ok((start_stats, kernel_counts))
+}
+
+/// Sub-buffers a reader takes after a wake-up: the filled ones, not the
+/// one the kernel is writing. The kernel wakes a poller once (dirty
+/// sub-buffers + 1) * 100 >= buffer_percent * nr_pages: below 100 /
+/// nr_pages it would report an empty buffer readable, so the mark is
+/// raised to at least one sub-buffer's worth (and written, live).
+fn pages_per_wake(plan: &Plan, buffer_size_kb: Option<u32>) -> Result<usize> {
+    let sb = plan.layout.subbuf_size as usize;
+    let nr_pages = buffer_size_kb.map_or(0, |kb| kb as usize * 1024 / sb.max(1));
+    let mut pct = plan.buffer_percent as usize;
+    if pct > 0 && nr_pages > 0 && pct * nr_pages <= 100 {
+        pct = (100 / nr_pages + 1).min(100);
+        if plan.drain_only.is_none() {
+            plan.dir.write("buffer_percent", &pct.to_string())?;
+        }
+    }
+    Ok(if pct == 0 || nr_pages == 0 {
+        usize::MAX
+    } else {
+        (nr_pages * pct / 100).saturating_sub(1).max(1)
+    })
+}
+
 /// A running session.
 pub struct Session {
     pub plan: Plan,
@@ -151,29 +246,11 @@ impl Session {
     /// statistics, and starts the writer and the readers. Nothing is
     /// enabled here: the caller enables events afterwards.
     pub fn start(plan: Plan, out: File) -> Result<Session> {
-        let online = metadata::online_cpus();
-        let mut notes = Vec::new();
-        let mut files = Vec::new();
-        let mut offline = Vec::new();
-        let possible = metadata::per_cpu_dirs(&plan.dir);
-        for &cpu in &possible {
-            if !online.is_empty() && !online.contains(&cpu) {
-                if plan.drain_only.is_none() {
-                    offline.push(cpu);
-                }
-                continue;
-            }
-            match open_pipe(&plan.dir, cpu) {
-                Ok(f) => files.push((cpu, f)),
-                Err(e) => notes.push(format!("CPU {cpu} not recorded: {e}")),
-            }
-        }
-        if files.is_empty() {
-            return Err(Failure::input(format!(
-                "no per-CPU trace_pipe_raw could be opened under {}",
-                plan.dir.file("per_cpu").display()
-            )));
-        }
+        let CpuPipes {
+            files,
+            offline,
+            mut notes,
+        } = open_cpu_pipes(&plan)?;
         let cpus: Vec<u32> = files.iter().map(|(c, _)| *c).collect();
         let buffer_size_kb = buffer_kb(&plan.dir);
 
@@ -220,34 +297,7 @@ impl Session {
             w.write_meta(m).map_err(werr)?;
         }
         let last_cmdlines = Vec::new();
-        let mut start_stats = BTreeMap::new();
-        // Boot mode: the buffer has been filling since boot, so its counters
-        // from zero are the capture's (a start snapshot would hide the losses
-        // of boot itself). The log then has no start statistics, which says
-        // exactly that.
-        let start_cpus: &[u32] = if plan.drain_only.is_some() {
-            &[]
-        } else {
-            &cpus
-        };
-        // Counting a sub-buffer's events was a twentieth of the recorder's
-        // CPU; the kernel counts the events its readers take (`read
-        // events`, ring_buffer_read_page), the same figure. Not in boot
-        // mode, whose buffer others may have read before. (A 32-bit kernel
-        // prints it negative past 2^31 and wraps it at 2^32:
-        // `CpuStats::from_kernel` and `ReadCount` read it in the long's width.)
-        let mut kernel_counts = !start_cpus.is_empty();
-        for &cpu in start_cpus {
-            let s = metadata::stats_record(&plan.dir, cpu, StatsPhase::Start);
-            let stats = s
-                .as_ref()
-                .and_then(|s| CpuStats::from_kernel(&s.text, usize::from(plan.layout.long_size)));
-            kernel_counts &= stats.is_some_and(|st| st.read_events.is_some());
-            if let Some(s) = &s {
-                start_stats.insert(cpu, stats.unwrap_or_default());
-                w.write_stats(s).map_err(werr)?;
-            }
-        }
+        let (start_stats, kernel_counts) = write_start_stats(&plan, &cpus, &mut w)?;
 
         let counters = Arc::new(Counters::new(
             &cpus.iter().chain(&offline).copied().collect::<Vec<_>>(),
@@ -269,24 +319,7 @@ impl Session {
         .map_err(|e| Failure::runtime(format!("starting the writer thread: {e}")))?;
 
         let sb = plan.layout.subbuf_size as usize;
-        let nr_pages = buffer_size_kb.map_or(0, |kb| kb as usize * 1024 / sb.max(1));
-        // The kernel wakes a poller once (dirty sub-buffers + 1) * 100 >=
-        // buffer_percent * nr_pages: below 100 / nr_pages it would report
-        // an empty buffer readable, so keep at least one sub-buffer's worth.
-        let mut pct = plan.buffer_percent as usize;
-        if pct > 0 && nr_pages > 0 && pct * nr_pages <= 100 {
-            pct = (100 / nr_pages + 1).min(100);
-            if plan.drain_only.is_none() {
-                plan.dir.write("buffer_percent", &pct.to_string())?;
-            }
-        }
-        // After a wake-up, read the filled sub-buffers, not the one the
-        // kernel is writing, then poll again.
-        let pages_per_wake = if pct == 0 || nr_pages == 0 {
-            usize::MAX
-        } else {
-            (nr_pages * pct / 100).saturating_sub(1).max(1)
-        };
+        let pages_per_wake = pages_per_wake(&plan, buffer_size_kb)?;
         let layout = SubBufLayout {
             long_size: plan.layout.long_size as usize,
             data_offset: plan.layout.data_offset as usize,
