@@ -438,8 +438,8 @@ pub enum ReaderCpus {
 
 impl ReaderCpus {
     /// Per-CPU buffers smaller than this (KiB) make `auto` keep readers off
-    /// their CPU: 1 MiB lost events at exit bursts in most 20 s stress runs
-    /// with readers anywhere, 4 MiB in none (`kmemtraced/bench/compare.sh`).
+    /// their CPU: a smaller buffer cannot outlast an exit burst while its
+    /// reader waits on the busy CPU (docs/benchmarks.md, "Why the defaults").
     pub const AUTO_AWAY_BELOW_KB: u32 = 4096;
 
     /// Whether readers keep off their CPU with this per-CPU buffer size
@@ -464,10 +464,9 @@ pub enum ReaderRealtime {
 }
 
 impl ReaderRealtime {
-    /// Per-CPU buffers smaller than this (KiB) make `auto` real-time. At
-    /// 2 MiB nice -10 readers lost nothing in 6 rounds where trace-cmd lost
-    /// in every one, and real-time ones would take the recorder past half
-    /// of trace-cmd's CPU there (0.485x measured, 5-10% more).
+    /// Per-CPU buffers smaller than this (KiB) make `auto` real-time: from
+    /// here on nice -10 readers keep up, and real-time ones would only cost
+    /// CPU (docs/benchmarks.md, "Why the defaults").
     pub const AUTO_BELOW_KB: u32 = 2048;
 
     /// The SCHED_FIFO priority with this per-CPU buffer size (`None`:
@@ -486,13 +485,9 @@ impl ReaderRealtime {
 /// The wake-up mark (`buffer_percent`) where `--buffer-percent` gives none:
 /// 50 for real-time readers of 1 MiB per CPU or more, 25 for the others.
 // A real-time reader takes a CPU as soon as it is woken, so it needs less
-// of the buffer as room and can read twice the sub-buffers per wake-up. At
-// 1 MiB per CPU (64 sub-buffers of 16 KiB), 14 rounds of 20 s in turns
-// (`bench/compare.sh`): 50% took 73-87 ns/event, median 81, against 25%'s
-// 80-98, median 86, and neither lost an event; 75% took 72-86 (79) but lost
-// events in 2 rounds (284, 912); trace-cmd lost in all 14. What loses is
-// the room left, 256 KiB there: at 512 KiB, 6 rounds, 50% lost 492 events
-// in one (98-109 ns/event against 25%'s 112-135, which lost none).
+// of the buffer as room and can read twice the sub-buffers per wake-up;
+// what loses events is the room left, hence 1 MiB or more (the rounds are
+// in docs/benchmarks.md, "Why the defaults").
 pub fn wake_mark(asked: Option<u32>, realtime_readers: bool, buffer_kb: Option<u32>) -> u32 {
     let room_at_half = buffer_kb.is_some_and(|kb| kb >= 1024);
     asked.unwrap_or(if realtime_readers && room_at_half {

@@ -10,10 +10,8 @@
 //! page and slab frees a second on one CPU for 90 ms). Now the reader
 //! drains at the speed of splice and a copy, and up to
 //! [`BATCHES_IN_FLIGHT`] batches wait in user memory while the compressor
-//! catches up after the burst. Measured beside the old reader on the same
-//! load (`-b 1024`, 3 rounds): 2-4% more CPU per event, losses in 2 rounds
-//! of 3 either way but fewer (5,357 / 0 / 5,303 against 12,659 / 13,307 /
-//! 0); the rest came from where the reader ran (`cpu_reader.rs`).
+//! catches up after the burst (docs/benchmarks.md, "Why the defaults",
+//! has it beside the reader that compressed itself).
 //!
 //! Blocks of one CPU still reach the writer in order: one compressor per
 //! CPU, fed in order over one channel.

@@ -40,15 +40,15 @@
 //!   compressor) keeps off the CPU it reads, where there is another. A
 //!   burst on CPU n can hold that CPU so that nothing else runs there:
 //!   softirq RCU callbacks freeing a dead process's files (thousands of
-//!   `kmem_cache_free` in the idle task's context, 9 ms measured), or code
+//!   `kmem_cache_free` in the idle task's context), or code
 //!   that does not yield (the kernel here runs with `preempt=none`). The
 //!   writer's wake-up (irq_work on CPU n) placed the reader on CPU n,
 //!   which looked idle, and the reader waited there
 //!   until the buffer had overflowed, while the other CPU ran user code it
 //!   could have preempted at once (sched_switch and sched_wakeup recorded
 //!   beside the kmem events, `-b 1024`). Reading another CPU's fresh
-//!   pages costs 5-12% more CPU, so bigger buffers, which outlast such
-//!   bursts, leave the readers where the scheduler puts them.
+//!   pages costs CPU (the data crosses caches), so bigger buffers, which
+//!   outlast such bursts, leave the readers where the scheduler puts them.
 //! - At stop the main thread disables the events and `tracing_on`; each
 //!   reader then reads without blocking until EAGAIN, which takes the last,
 //!   partly filled page too (as trace-cmd's `tracecmd_flush_recording`).

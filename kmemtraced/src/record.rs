@@ -115,12 +115,9 @@ fn unused_pid() -> u32 {
 /// change it (6.8+) and `--subbuf-kb` is not given: 64 KiB, or less to keep
 /// at least 64 sub-buffers per CPU; `None` (the kernel's one page) below
 /// 8 KiB. Each sub-buffer is one read(), its ring-buffer locking, a
-/// wake-up of the reader and one header: with one-page sub-buffers under a
-/// stress load that was 15-35% of the recorder's CPU per event
-/// (`kmemtraced/bench/compare.sh`). Not fewer than 64: at 1 MiB per CPU,
-/// 16 sub-buffers of 64 KiB lost events in two rounds of four and 32 of
-/// 32 KiB in one of two (fewer than trace-cmd each time), one-page ones in
-/// one of five; at 4 MiB, 64 of 64 KiB lost none.
+/// wake-up of the reader and one header, so bigger ones cost less per
+/// event; too few of them per CPU leave a burst no room while a reader
+/// takes one. docs/benchmarks.md ("Why the defaults") has the rounds.
 fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
     const LARGEST_KB: u32 = 64;
     const AT_LEAST: u32 = 64;
@@ -134,10 +131,8 @@ fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
 /// all CPUs' buffers within 1/64 of the memory available now; `None` (the
 /// kernel's own, 1408 KiB on most) where that is no more than the kernel's.
 /// A process exiting frees its memory a page at a time, tens of thousands
-/// of page-free events within milliseconds: at 1 MiB per CPU such bursts
-/// lost events in every 20 s round of the stress load (at its exit; so did
-/// trace-cmd, more), at 4 MiB in none (`kmemtraced/bench/compare.sh`,
-/// README).
+/// of page-free events within milliseconds, which a small buffer cannot
+/// hold until its reader runs (docs/benchmarks.md, "Why the defaults").
 fn default_buffer_kb(kernel_kb: u32, cpus: u64, available_kb: Option<u64>) -> Option<u32> {
     const WANTED_KB: u64 = 4096;
     let share = available_kb.map_or(0, |a| a / 64 / cpus.max(1));
@@ -455,9 +450,8 @@ const PAGE_STACK_TRIGGER: &str = "stacktrace";
 /// [`PAGE_STACK_TRIGGER`], but not for the recorder's own threads (`tids`)
 /// outside interrupts (`common_flags` hard IRQ 0x08, soft IRQ 0x10, NMI
 /// 0x40): splicing has the kernel allocate a page per sub-buffer in the
-/// reader, and the writer's page cache allocates too, and each stack cost
-/// about 4.5 µs of the recorder's CPU for allocations the report leaves out
-/// anyway. By task id, not by thread name: another recorder's threads are
+/// reader, and the writer's page cache allocates too, and each stack costs
+/// the recorder CPU for allocations the report leaves out anyway. By task id, not by thread name: another recorder's threads are
 /// any other task to this one. Runs of consecutive ids (the threads start
 /// one after another) are one range each: the kernel refuses a trigger of a
 /// page or more, which a test per thread (two per CPU) reached at about 80

@@ -19,8 +19,8 @@ use std::time::Duration;
 /// buffering). A regular file is also synced to the disk about once a
 /// second, so a power loss costs at most the last seconds' blocks; the sync
 /// runs in a thread of its own, because an fdatasync of a second's data can
-/// take longer than the ring buffer can wait (measured: a 1.4 s stall, and
-/// 1.6 M events overrun, when the writer synced itself at 50 MB/s).
+/// take longer than the ring buffer can wait (docs/benchmarks.md, "Why the
+/// defaults").
 pub struct Output {
     file: File,
     regular: bool,

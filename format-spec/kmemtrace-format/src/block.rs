@@ -350,8 +350,8 @@ impl BlockCompressor {
                 };
                 // The payload stays where it is for the whole frame: zstd
                 // then matches in it directly instead of first copying the
-                // two parts below into its own window (3.5% of the
-                // recorder's CPU).
+                // two parts below into its own window, a copy of every
+                // block the recorder writes.
                 if c.set_parameter(CParameter::CompressionLevel(level))
                     .is_err()
                     || c.set_parameter(CParameter::StableInBuffer(true)).is_err()

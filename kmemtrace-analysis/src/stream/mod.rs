@@ -139,9 +139,9 @@ pub fn run<S: Shard, T: Send>(
     let inputs = StreamInput::of(log, &cpus, &streams);
     // Blocks decoded ahead: per stream, enough to keep every decoder busy
     // on a log whose events are mostly on one CPU; in all, four per decoder
-    // (a decoded block holds about 1.6 times its raw size). On 2 cores, a
-    // 5.5 M-event capture took 1.25 s with two per decoder, 0.92 s with
-    // four (+6 MB), no faster with six.
+    // (a decoded block holds about 1.6 times its raw size): fewer starve
+    // the decoders, more only cost memory (docs/benchmarks.md, "Why the
+    // defaults").
     let ahead = (2 * setup.workers).clamp(2, 8);
     let blocks = Blocks::new(&dec, streams, Assembler::new(inputs), 4 * setup.workers);
     let epochs = Epochs::<S::Epoch>::new(shards);
