@@ -583,3 +583,24 @@ fn script_usage_and_errors() {
     assert!(one_line(&o).contains("must run as root"));
     assert!(!Path::new("/tmp/kmt-never").exists());
 }
+
+#[test]
+fn the_scripts_default_events_are_the_one_kmem_list() {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("DEFAULT_EVENTS=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("DEFAULT_EVENTS=\"...\" in the script");
+    let mut script_events: Vec<&str> = line.split_whitespace().collect();
+    let mut known: Vec<&str> = kmemtrace_format::kmem::KmemKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .collect();
+    script_events.sort_unstable();
+    known.sort_unstable();
+    assert_eq!(
+        script_events, known,
+        "kmemtrace-capture.sh's DEFAULT_EVENTS"
+    );
+}
