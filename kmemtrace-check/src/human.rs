@@ -41,36 +41,18 @@ fn lost_cell(l: &Lost) -> (String, String) {
     (n, percent(l.fraction))
 }
 
+/// The checker's tables: the one text-table printer's spaced layout;
+/// `right[c]` says whether column `c` is right-aligned (the default).
 fn table(rows: &[Vec<String>], right: &[bool]) -> String {
-    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::from(" ");
-        for (c, cell) in r.iter().enumerate() {
-            let pad = widths[c] - cell.chars().count();
-            line.push(' ');
-            if right.get(c).copied().unwrap_or(true) {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            }
-            line.push(' ');
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
+    use kmemtrace_cli::table::{Align, TextTable};
+    let mut t = TextTable::spaced();
+    for (c, &r) in right.iter().enumerate() {
+        t.align(c, if r { Align::Right } else { Align::Left });
     }
-    out
+    for r in rows {
+        t.row(r.clone());
+    }
+    t.render()
 }
 
 fn opt_ts(t: Option<u64>) -> String {

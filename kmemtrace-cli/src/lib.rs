@@ -15,6 +15,7 @@
 pub mod exit;
 pub mod output;
 pub mod progress;
+pub mod table;
 
 /// `0.1.0 (commit 0123456789ab)`, or the version alone where the sources
 /// were built outside a git checkout. For clap's `version`.

@@ -2,6 +2,7 @@
 //! `perf kmem stat`.
 
 use kmemtrace_analysis::model::*;
+use kmemtrace_cli::table::{Align, TextTable};
 use std::fmt::Write as _;
 
 pub use kmemtrace_format::human::thousands;
@@ -30,68 +31,35 @@ pub fn age(ns: u64) -> String {
     }
 }
 
-/// Left-aligned first column, the others right-aligned.
+/// The report's tables: the one text-table printer's ruled layout, the
+/// first `left` columns (and the last, where `left_last`) left-aligned.
 struct Table {
-    head: Vec<String>,
-    rows: Vec<Vec<String>>,
+    t: TextTable,
     left: usize,
-    /// The last column is text (left-aligned).
     left_last: bool,
+    columns: usize,
 }
 
 impl Table {
     fn new(head: &[&str]) -> Self {
         Table {
-            head: head.iter().map(|s| s.to_string()).collect(),
-            rows: Vec::new(),
+            t: TextTable::ruled(head),
             left: 1,
             left_last: false,
+            columns: head.len(),
         }
     }
     fn row(&mut self, r: Vec<String>) {
-        self.rows.push(r);
+        self.t.row(r);
     }
-    fn render(&self, out: &mut String) {
-        let n = self.head.len();
-        let mut w: Vec<usize> = self.head.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate().take(n) {
-                w[i] = w[i].max(c.chars().count());
-            }
+    fn render(mut self, out: &mut String) {
+        for c in 0..self.left {
+            self.t.align(c, Align::Left);
         }
-        let line = |out: &mut String, cells: &[String]| {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate().take(n) {
-                if i > 0 {
-                    s.push_str(" | ");
-                }
-                let pad = w[i].saturating_sub(c.chars().count());
-                if i < self.left || (i == n - 1 && self.left_last) {
-                    s.push_str(c);
-                    if i + 1 < n {
-                        s.push_str(&" ".repeat(pad));
-                    }
-                } else {
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                }
-            }
-            out.push(' ');
-            out.push_str(s.trim_end());
-            out.push('\n');
-        };
-        let total: usize = w.iter().sum::<usize>() + 3 * n.saturating_sub(1) + 1;
-        let rule = "-".repeat(total.min(200));
-        out.push_str(&rule);
-        out.push('\n');
-        line(out, &self.head);
-        out.push_str(&rule);
-        out.push('\n');
-        for r in &self.rows {
-            line(out, r);
+        if self.left_last && self.columns > 0 {
+            self.t.align(self.columns - 1, Align::Left);
         }
-        out.push_str(&rule);
-        out.push('\n');
+        self.t.render_into(out);
     }
 }
 
