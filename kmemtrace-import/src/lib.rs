@@ -81,7 +81,7 @@ impl From<io::Error> for ImportError {
 
 /// What an import did.
 #[derive(Debug, Clone, Default)]
-pub struct Summary {
+pub struct Imported {
     pub machine: Option<String>,
     pub byte_order: Option<RunTimeEndian>,
     pub byte_order_source: String,
@@ -277,7 +277,7 @@ pub fn import<W: Write>(
     out: W,
     compression: Compression,
     command_line: String,
-) -> Result<Summary, ImportError> {
+) -> Result<Imported, ImportError> {
     let d = Dump::open(input)?;
     let mut warnings: Vec<String> = d.warnings.clone();
     let headers = read_headers(&d, &mut warnings)?;
@@ -334,7 +334,7 @@ pub fn import<W: Write>(
     let mut out = w.finish(end_wall_ns, "import", exit_status)?;
     out.flush()?;
 
-    Ok(Summary {
+    Ok(Imported {
         machine,
         byte_order: Some(bo.order),
         byte_order_source: bo.source.to_string(),

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::Path;
 
 /// An opened output.
-pub struct Output {
+pub struct Destination {
     pub file: File,
     /// How to name it to the user.
     pub name: String,
@@ -20,9 +20,9 @@ pub struct Output {
 }
 
 /// Opens the output: `-` is standard output (refused if a terminal).
-pub fn open(p: &Path) -> Result<Output> {
+pub fn open(p: &Path) -> Result<Destination> {
     if p.as_os_str() == "-" {
-        return Ok(Output {
+        return Ok(Destination {
             file: output::stdout_binary("the binary log")?,
             name: "standard output".into(),
             target: None,
@@ -35,19 +35,19 @@ pub fn open(p: &Path) -> Result<Output> {
         .file
         .try_clone()
         .map_err(|e| crate::failure::Failure::output(format!("{}: {e}", p.display())))?;
-    Ok(Output {
+    Ok(Destination {
         file,
         name: p.display().to_string(),
         target: Some(target),
     })
 }
 
-/// Handed the output file back from [`Output`] for what follows the run.
+/// Handed the output file back from [`Destination`] for what follows the run.
 pub struct Written {
     target: Option<OutputFile>,
 }
 
-impl Output {
+impl Destination {
     /// Splits off the file the session writes.
     pub fn split(self) -> (File, Written) {
         (

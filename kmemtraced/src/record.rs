@@ -11,8 +11,8 @@ use crate::failure::{Failure, Result};
 use crate::guard::Guardian;
 use crate::metadata;
 use crate::output;
-use crate::session::{Plan, Report, Session};
-use crate::status::{self, StatusLine, Summary};
+use crate::session::{Finished, Plan, Session};
+use crate::status::{self, StatusLine, SummaryLine};
 use crate::sys;
 use crate::tracefs::{Instance, TraceDir, Tracefs};
 use kmemtrace_format::records::{Meta, MetaKind};
@@ -1011,13 +1011,13 @@ fn wait_for_end(
 fn print_summary(
     c: &crate::status::Counters,
     cpus: usize,
-    r: &Report,
+    r: &Finished,
     reason: &str,
     out: &str,
     color: bool,
 ) {
     let (cpu_time, rss) = sys::self_usage();
-    let s = Summary {
+    let s = SummaryLine {
         elapsed: r.elapsed,
         events: c.events(),
         cpus,

@@ -179,7 +179,7 @@ pub struct Session {
     /// each gets a reader when it comes online (the kernel allocates its
     /// buffer then; until then its trace_pipe_raw reads fail with ENODEV).
     offline: Vec<u32>,
-    writer: Option<JoinHandle<std::io::Result<LogWriter<sink::Output>>>>,
+    writer: Option<JoinHandle<std::io::Result<LogWriter<sink::LogFile>>>>,
     start_stats: BTreeMap<u32, CpuStats>,
     /// The events read are the kernel's `read events` since the start,
     /// not counted by the readers (see `poll_stats`).
@@ -221,7 +221,7 @@ fn open_pipe(dir: &TraceDir, cpu: u32) -> std::result::Result<File, String> {
 }
 
 /// How a session ended.
-pub struct Report {
+pub struct Finished {
     pub lost: Vec<(u32, u64)>,
     pub elapsed: Duration,
     /// Problems that make the exit status non-zero (the log is finished).
@@ -264,7 +264,7 @@ impl Session {
         });
         let werr = |e: std::io::Error| Failure::output(format!("writing the log: {e}"));
         let tids = Arc::new(Mutex::new(Vec::new()));
-        let output = sink::Output::new(out, tids.clone());
+        let output = sink::LogFile::new(out, tids.clone());
         let helper_threads = 1 + usize::from(output.has_sync_thread());
         let kpack_shape = kpack::Shape::of(&arch);
         let mut w =
@@ -542,7 +542,7 @@ impl Session {
 
     /// Drains the readers (the caller has disabled the events), writes the
     /// end statistics, pid→comm tables and the END block.
-    pub fn finish(mut self, reason: &str, exit_status: Option<i32>) -> Result<Report> {
+    pub fn finish(mut self, reason: &str, exit_status: Option<i32>) -> Result<Finished> {
         self.shared.drain.raise();
         let mut errors = Vec::new();
         for h in self.readers.drain(..) {
@@ -607,7 +607,7 @@ impl Session {
             .finish(Some(metadata::wall_ns()), reason, exit_status)
             .map_err(|e| Failure::output(format!("writing the log: {e}")))?;
         drop(w);
-        Ok(Report {
+        Ok(Finished {
             lost,
             elapsed,
             errors,

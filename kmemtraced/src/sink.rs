@@ -21,7 +21,7 @@ use std::time::Duration;
 /// runs in a thread of its own, because an fdatasync of a second's data can
 /// take longer than the ring buffer can wait (docs/benchmarks.md, "Why the
 /// defaults").
-pub struct Output {
+pub struct LogFile {
     file: File,
     regular: bool,
     syncer: Option<Syncer>,
@@ -86,10 +86,10 @@ impl Drop for Syncer {
     }
 }
 
-impl Output {
+impl LogFile {
     /// The sync thread, if any, adds its task id to `tids` (to keep it out
     /// of the trace).
-    pub fn new(file: File, tids: Arc<Mutex<Vec<i32>>>) -> Output {
+    pub fn new(file: File, tids: Arc<Mutex<Vec<i32>>>) -> LogFile {
         let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
         // Without a second descriptor the file is synced at the end only.
         let syncer = regular
@@ -99,7 +99,7 @@ impl Output {
                     .and_then(|f| Syncer::start(f, tids).ok())
             })
             .flatten();
-        Output {
+        LogFile {
             file,
             regular,
             syncer,
@@ -107,14 +107,14 @@ impl Output {
     }
 }
 
-impl Output {
+impl LogFile {
     /// Whether a thread of its own syncs the file.
     pub fn has_sync_thread(&self) -> bool {
         self.syncer.is_some()
     }
 }
 
-impl Write for Output {
+impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.file.write(buf)
     }
@@ -148,12 +148,12 @@ pub const QUEUE_BLOCKS_PER_CPU: usize = 4;
 /// senders see a closed channel). `on_exit` runs as it ends, either way.
 /// The thread adds its task id to `tids` (to keep it out of the trace).
 pub fn spawn(
-    mut w: LogWriter<Output>,
+    mut w: LogWriter<LogFile>,
     rx: Receiver<Msg>,
     counters: Arc<Counters>,
     tids: Arc<Mutex<Vec<i32>>>,
     on_exit: impl FnOnce() + Send + 'static,
-) -> io::Result<JoinHandle<io::Result<LogWriter<Output>>>> {
+) -> io::Result<JoinHandle<io::Result<LogWriter<LogFile>>>> {
     std::thread::Builder::new()
         .name("kmt-writer".into())
         .spawn(move || {
@@ -186,14 +186,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = File::create(dir.path().join("x.kmt")).unwrap();
         let tids = Arc::new(Mutex::new(Vec::new()));
-        let mut o = Output::new(f, tids.clone());
+        let mut o = LogFile::new(f, tids.clone());
         assert!(o.regular && o.has_sync_thread());
         o.write_all(b"block").unwrap();
         o.flush().unwrap();
         drop(o); // stops the sync thread without waiting a whole interval
         assert_eq!(tids.lock().unwrap().len(), 1, "the sync thread's task id");
         let (r, w) = crate::sys::pipe().unwrap();
-        let o = Output::new(File::from(w), tids.clone());
+        let o = LogFile::new(File::from(w), tids.clone());
         assert!(!o.regular && o.syncer.is_none());
         drop(r);
     }

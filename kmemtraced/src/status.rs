@@ -159,7 +159,7 @@ impl StatusLine {
 }
 
 /// The figures of the summary printed at the end.
-pub struct Summary {
+pub struct SummaryLine {
     pub elapsed: Duration,
     pub events: u64,
     pub cpus: usize,
@@ -173,7 +173,7 @@ pub struct Summary {
     pub output: String,
 }
 
-impl Summary {
+impl SummaryLine {
     pub fn render(&self, color: bool) -> String {
         let secs = self.elapsed.as_secs_f64().max(1e-3);
         let per_event = if self.events > 0 {
