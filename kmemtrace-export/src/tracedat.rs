@@ -128,23 +128,6 @@ fn meta(log: &Log, kind: MetaKind, prefer: Option<&str>) -> Option<Vec<u8>> {
         .map(|m| m.content.clone())
 }
 
-fn kallsyms_text(log: &Log) -> Vec<u8> {
-    if let Some(k) = meta(log, MetaKind::Kallsyms, None).filter(|k| !k.is_empty()) {
-        return k;
-    }
-    let mut parts: Vec<(u32, &[u8])> = log
-        .metas
-        .iter()
-        .filter(|m| m.kind == MetaKind::KallsymsPart)
-        .map(|m| (m.part.map_or(0, |p| p.0), m.content.as_slice()))
-        .collect();
-    parts.sort_by_key(|p| p.0);
-    parts
-        .into_iter()
-        .flat_map(|p| p.1.iter().copied())
-        .collect()
-}
-
 /// Format texts.
 type Texts = Vec<Vec<u8>>;
 
@@ -209,7 +192,7 @@ fn metadata(log: &Log, cut: Option<&Cutter>) -> io::Result<([Vec<u8>; 6], usize)
         }
     }
     let count = ftrace.len() + systems.values().map(Vec::len).sum::<usize>();
-    Out::new(kallsyms, log.endian).sized(4, &kallsyms_text(log))?;
+    Out::new(kallsyms, log.endian).sized(4, &log.kallsyms_text())?;
     Out::new(printk, log.endian).sized(
         4,
         &meta(log, MetaKind::PrintkFormats, None).unwrap_or_default(),

@@ -896,6 +896,30 @@ impl Log {
             .find(|m| m.kind == kind && (name.is_empty() || m.name == name))
     }
 
+    /// The kallsyms text as the recorded kernel printed it: the last whole
+    /// META, else its parts (format 1.1) that the log holds, joined in
+    /// order. For writers of other formats (trace.dat); the log's own
+    /// symbol table is [`Log::kallsyms`].
+    pub fn kallsyms_text(&self) -> Vec<u8> {
+        let whole = self
+            .metas
+            .iter()
+            .rev()
+            .find(|m| m.kind == MetaKind::Kallsyms)
+            .filter(|m| !m.content.is_empty());
+        if let Some(m) = whole {
+            return m.content.clone();
+        }
+        let mut parts: Vec<(u32, &[u8])> = self
+            .metas
+            .iter()
+            .filter(|m| m.kind == MetaKind::KallsymsPart)
+            .map(|m| (m.part.map_or(0, |p| p.0), m.content.as_slice()))
+            .collect();
+        parts.sort_by_key(|p| p.0);
+        parts.into_iter().flat_map(|p| p.1.iter().copied()).collect()
+    }
+
     /// A kmem event decoder for this log's formats.
     pub fn kmem_decoder(&self) -> KmemDecoder {
         KmemDecoder::new(&self.formats)
