@@ -876,6 +876,170 @@ pub mod encode {
         }
     }
 
+    impl<E: Endian> Writer<E> {
+        /// Record `index` of the page: a data event (after a time extend
+        /// where its delta needs one) or a discarded one.
+        fn record(&mut self, index: usize, rec: &EncRecord) -> Result<(), EncodeError> {
+            let (ts, plen, abs) = match rec {
+                EncRecord::Event { ts, payload } => (*ts, payload.len(), false),
+                EncRecord::AbsEvent { ts, payload } => (*ts, payload.len(), true),
+                EncRecord::Discarded { ts, payload_len } => (*ts, *payload_len, false),
+            };
+            if plen > self.data_size {
+                return Err(EncodeError::TooLarge { index });
+            }
+            let size = event_size(plen, self.force8);
+            if abs {
+                return self.abs_event(index, rec, ts, size);
+            }
+            if ts < self.ts {
+                return Err(EncodeError::TimeWentBackwards {
+                    index,
+                    ts,
+                    running: self.ts,
+                });
+            }
+            let delta = ts - self.ts;
+            if delta > ABS_TS_MASK {
+                return Err(EncodeError::Unrepresentable {
+                    index,
+                    ts,
+                    running: self.ts,
+                });
+            }
+            let extend = delta > TS_MASK;
+            if !self.room(size + if extend { 8 } else { 0 }) {
+                return Err(EncodeError::PageFull { index });
+            }
+            let td = if extend {
+                self.stamp(RINGBUF_TYPE_TIME_EXTEND, delta);
+                self.ts = self.ts.wrapping_add(delta);
+                let t = self.ts;
+                self.push(8, t, ExpectedKind::TimeExtend { delta });
+                0
+            } else {
+                delta as u32
+            };
+            match rec {
+                EncRecord::Event { payload, .. } => self.event(td, payload, None),
+                _ => self.event(td, &[], Some(plen)),
+            }
+            Ok(())
+        }
+
+        /// An absolute time stamp at `ts`, then record `index`'s event
+        /// (`size` bytes) with no delta.
+        fn abs_event(
+            &mut self,
+            index: usize,
+            rec: &EncRecord,
+            ts: u64,
+            size: usize,
+        ) -> Result<(), EncodeError> {
+            if !self.room(8 + size) {
+                return Err(EncodeError::PageFull { index });
+            }
+            let stored = ts & ABS_TS_MASK;
+            if rb_fix_abs_ts(stored, self.ts) != ts {
+                return Err(EncodeError::Unrepresentable {
+                    index,
+                    ts,
+                    running: self.ts,
+                });
+            }
+            self.stamp(RINGBUF_TYPE_TIME_STAMP, stored);
+            self.ts = ts;
+            self.push(8, ts, ExpectedKind::TimeStamp { abs: stored });
+            if let EncRecord::AbsEvent { payload, .. } = rec {
+                self.event(0, payload, None);
+            }
+            Ok(())
+        }
+
+        /// The page's end after the records, as `end` says; returns the
+        /// commit.
+        fn end(&mut self, end: EndPadding) -> usize {
+            let data_size = self.data_size;
+            let commit = self.data.len();
+            let remaining = data_size - commit;
+            match end {
+                EndPadding::None => commit,
+                EndPadding::Filler if remaining >= 8 => {
+                    self.word(header_word(self.endian, RINGBUF_TYPE_PADDING, 1));
+                    self.word((remaining - 4) as u32);
+                    self.data.resize(data_size, 0);
+                    let ts = self.ts;
+                    self.push(
+                        remaining,
+                        ts,
+                        ExpectedKind::Padding {
+                            len: remaining,
+                            discarded: true,
+                        },
+                    );
+                    data_size
+                }
+                EndPadding::Filler => {
+                    // Under 8 bytes: the kernel writes a null padding header but
+                    // leaves it outside commit, and ring_buffer_read_page()
+                    // zeroes everything after commit before user space sees it.
+                    commit
+                }
+                EndPadding::Null => {
+                    if remaining >= 4 {
+                        self.word(header_word(self.endian, RINGBUF_TYPE_PADDING, 0));
+                        self.data.resize(data_size, 0);
+                        let ts = self.ts;
+                        self.push(
+                            remaining,
+                            ts,
+                            ExpectedKind::Padding {
+                                len: remaining,
+                                discarded: false,
+                            },
+                        );
+                        data_size
+                    } else {
+                        commit
+                    }
+                }
+            }
+        }
+    }
+
+    /// The missed-events flag, the lost-events count stored after the data
+    /// (where it fits) and the raw commit word of a page whose data ends at
+    /// `commit`.
+    fn missed_fields(
+        layout: &SubBufLayout,
+        commit: usize,
+        missed: Missed,
+    ) -> (bool, Option<u64>, u64) {
+        let ls = layout.long_size;
+        let data_size = layout.data_size();
+        let (missed_events, lost_events) = match missed {
+            Missed::None => (false, None),
+            Missed::Flag => (true, None),
+            Missed::Count(n) => {
+                let n = if ls == 4 { n & 0xffff_ffff } else { n };
+                (true, (data_size - commit >= ls).then_some(n))
+            }
+        };
+        let mut raw_commit = commit as u64;
+        if lost_events.is_some() {
+            raw_commit += RB_MISSED_STORED;
+        }
+        if missed_events {
+            // local_add(RB_MISSED_EVENTS): an int, sign-extended to a long.
+            raw_commit = if ls == 8 {
+                raw_commit.wrapping_add(0xffff_ffff_8000_0000)
+            } else {
+                raw_commit + RB_MISSED_EVENTS
+            };
+        }
+        (missed_events, lost_events, raw_commit)
+    }
+
     /// Encodes one sub-buffer.
     pub fn encode_subbuf<E: Endian>(
         endian: E,
@@ -901,135 +1065,13 @@ pub mod encode {
             ts: timestamp,
             force8: spec.force_8byte_align,
         };
-
         for (index, rec) in spec.records.iter().enumerate() {
-            let (ts, plen, abs) = match rec {
-                EncRecord::Event { ts, payload } => (*ts, payload.len(), false),
-                EncRecord::AbsEvent { ts, payload } => (*ts, payload.len(), true),
-                EncRecord::Discarded { ts, payload_len } => (*ts, *payload_len, false),
-            };
-            if plen > data_size {
-                return Err(EncodeError::TooLarge { index });
-            }
-            let size = event_size(plen, w.force8);
-            if abs {
-                if !w.room(8 + size) {
-                    return Err(EncodeError::PageFull { index });
-                }
-                let stored = ts & ABS_TS_MASK;
-                if rb_fix_abs_ts(stored, w.ts) != ts {
-                    return Err(EncodeError::Unrepresentable {
-                        index,
-                        ts,
-                        running: w.ts,
-                    });
-                }
-                w.stamp(RINGBUF_TYPE_TIME_STAMP, stored);
-                w.ts = ts;
-                w.push(8, ts, ExpectedKind::TimeStamp { abs: stored });
-                if let EncRecord::AbsEvent { payload, .. } = rec {
-                    w.event(0, payload, None);
-                }
-                continue;
-            }
-            if ts < w.ts {
-                return Err(EncodeError::TimeWentBackwards {
-                    index,
-                    ts,
-                    running: w.ts,
-                });
-            }
-            let delta = ts - w.ts;
-            if delta > ABS_TS_MASK {
-                return Err(EncodeError::Unrepresentable {
-                    index,
-                    ts,
-                    running: w.ts,
-                });
-            }
-            let extend = delta > TS_MASK;
-            if !w.room(size + if extend { 8 } else { 0 }) {
-                return Err(EncodeError::PageFull { index });
-            }
-            let td = if extend {
-                w.stamp(RINGBUF_TYPE_TIME_EXTEND, delta);
-                w.ts = w.ts.wrapping_add(delta);
-                let t = w.ts;
-                w.push(8, t, ExpectedKind::TimeExtend { delta });
-                0
-            } else {
-                delta as u32
-            };
-            match rec {
-                EncRecord::Event { payload, .. } => w.event(td, payload, None),
-                _ => w.event(td, &[], Some(plen)),
-            }
+            w.record(index, rec)?;
         }
-
-        let mut commit = w.data.len();
-        let remaining = data_size - commit;
-        match spec.end {
-            EndPadding::None => {}
-            EndPadding::Filler if remaining >= 8 => {
-                w.word(header_word(endian, RINGBUF_TYPE_PADDING, 1));
-                w.word((remaining - 4) as u32);
-                w.data.resize(data_size, 0);
-                let ts = w.ts;
-                w.push(
-                    remaining,
-                    ts,
-                    ExpectedKind::Padding {
-                        len: remaining,
-                        discarded: true,
-                    },
-                );
-                commit = data_size;
-            }
-            EndPadding::Filler => {
-                // Under 8 bytes: the kernel writes a null padding header but
-                // leaves it outside commit, and ring_buffer_read_page()
-                // zeroes everything after commit before user space sees it.
-            }
-            EndPadding::Null => {
-                if remaining >= 4 {
-                    w.word(header_word(endian, RINGBUF_TYPE_PADDING, 0));
-                    w.data.resize(data_size, 0);
-                    let ts = w.ts;
-                    w.push(
-                        remaining,
-                        ts,
-                        ExpectedKind::Padding {
-                            len: remaining,
-                            discarded: false,
-                        },
-                    );
-                    commit = data_size;
-                }
-            }
-        }
+        let commit = w.end(spec.end);
+        let (missed_events, lost_events, raw_commit) = missed_fields(layout, commit, spec.missed);
 
         let ls = layout.long_size;
-        let (missed_events, lost_events) = match spec.missed {
-            Missed::None => (false, None),
-            Missed::Flag => (true, None),
-            Missed::Count(n) => {
-                let n = if ls == 4 { n & 0xffff_ffff } else { n };
-                (true, (data_size - commit >= ls).then_some(n))
-            }
-        };
-        let mut raw_commit = commit as u64;
-        if lost_events.is_some() {
-            raw_commit += RB_MISSED_STORED;
-        }
-        if missed_events {
-            // local_add(RB_MISSED_EVENTS): an int, sign-extended to a long.
-            raw_commit = if ls == 8 {
-                raw_commit.wrapping_add(0xffff_ffff_8000_0000)
-            } else {
-                raw_commit + RB_MISSED_EVENTS
-            };
-        }
-
         let mut bytes = Vec::with_capacity(layout.subbuf_size);
         endian.write_uint(&mut bytes, timestamp, 8);
         endian.write_uint(&mut bytes, raw_commit, ls);

@@ -17,10 +17,10 @@ use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable,
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
 use kmemtrace_format::losses::{SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
-use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
+use kmemtrace_format::stacks::{KernelStack, StackReader, Waiting, DEPTH};
 use kmemtrace_format::subbuf::RbRecordKind;
 use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
-use kmemtrace_format::walk::subbufs;
+use kmemtrace_format::walk::{subbufs, SubBufItem};
 use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -221,16 +221,12 @@ impl Decoder<'_> {
             scratch,
         } = local;
         let cpu = r.cpu;
-        let mut sum = CpuSummary {
-            cpu,
-            ..Default::default()
-        };
         let shards = self.shards.max(1);
         // Events take 48 to 80 bytes of the block: room for the block's
         // without the doubling that growing would overshoot with.
         let room = ((r.count as usize).saturating_mul(self.log.layout.data_size()) / 56 / shards)
             .min(1 << 16);
-        let mut parts: Vec<Vec<Event>> = (0..shards)
+        let parts: Vec<Vec<Event>> = (0..shards)
             .map(|_| {
                 let mut v = spare();
                 v.reserve(room);
@@ -241,234 +237,330 @@ impl Decoder<'_> {
             Ok(d) => d,
             Err(p) => return self.lost(r, p.offset, p.what),
         };
-        let mut runs = SubBufRuns::default();
-        let mut pos: u32 = 0;
-        let mut max_ts: u64 = 0;
-        let route = |ev: Event, parts: &mut Vec<Vec<Event>>| {
-            let shard = if shards == 1 {
-                0
-            } else {
-                bucket(ev.key()) % shards
-            };
-            parts[shard].push(ev);
+        let mut b = BlockDecode {
+            names,
+            sites,
+            stacks,
+            frames,
+            cpu16: cpu.min(u32::from(u16::MAX)) as u16,
+            shards,
+            sum: CpuSummary {
+                cpu,
+                ..Default::default()
+            },
+            parts,
+            runs: SubBufRuns::default(),
+            pos: 0,
+            max_ts: 0,
+            pending: false,
+            awaiting: AwaitingStacks::default(),
+            leading: Vec::new(),
+            last_ts: None,
         };
-        let mut pending = false;
-        let mut awaiting = AwaitingStacks::default();
-        let mut leading: Vec<LateStack> = Vec::new();
-        let mut last_ts: Option<u64> = None;
-        let cpu16 = cpu.min(u32::from(u16::MAX)) as u16;
-        let filter = self.filter;
         for item in subbufs(e, &self.log.layout, r.first_subbuf, data) {
-            let index = item.index;
-            sum.subbufs += 1;
-            let off = || self.log.subbuf_file_offset(r, index).unwrap_or(r.offset);
-            let sbuf = match item.subbuf {
-                Ok(x) => x,
-                Err(err) => {
-                    sum.bad_subbufs += 1;
-                    pending = true;
-                    runs.push(SubBufRun::undecodable(index));
-                    sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
-                    continue;
-                }
-            };
-            if sbuf.missed_events {
-                sum.missed_subbufs += 1;
-                sum.lost_stored += sbuf.lost_events.unwrap_or(0);
-                pending = true;
-            }
-            let mut run = SubBufRun::read(index, sbuf.missed_events, sbuf.lost_events);
-            for rec in sbuf.events(e) {
-                let (ts, payload) = match rec {
-                    Ok(x) => match x.kind {
-                        RbRecordKind::Data { payload } => (x.ts, payload),
-                        // A null padding inside the commit hides the
-                        // committed records after it.
-                        RbRecordKind::Padding {
-                            len,
-                            discarded: false,
-                        } if len >= RB_EVNT_MIN_SIZE => {
-                            run.tail_lost = true;
-                            pending = true;
-                            continue;
-                        }
-                        _ => continue,
-                    },
-                    Err(err) => {
-                        sum.bad_subbufs += 1;
-                        pending = true;
-                        run.tail_lost = true;
-                        sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
-                        break;
-                    }
-                };
-                run.event(ts);
-                pending = false;
-                sum.events += 1;
-                if let Some(l) = last_ts {
-                    if ts < l {
-                        sum.backwards += 1;
-                    }
-                }
-                last_ts = Some(ts);
-                if sum.first_ts.is_none() {
-                    sum.first_ts = Some(ts);
-                }
-                sum.last_ts = Some(ts);
-                if let Some(r) = &self.switches {
-                    sum.tasks.record(r, e, payload);
-                }
-                if let Some(st) = self
-                    .stack_reader
-                    .as_ref()
-                    .and_then(|sr| sr.read(e, payload))
-                {
-                    sum.stacks += 1;
-                    let interrupt = st.context != 0;
-                    let intern = |frames: &mut Vec<u64>, stacks: &mut LocalStacks<'_>| {
-                        frames.clear();
-                        frames.extend(st.frames());
-                        stacks.get(frames)
-                    };
-                    match awaiting.take(st.pid, interrupt) {
-                        Some(at) => {
-                            sum.stacks_paired += 1;
-                            if let Some((shard, i)) = at {
-                                if let Body::Page(p) = &mut parts[shard][i].body {
-                                    p.stack = intern(frames, stacks);
-                                }
-                            }
-                        }
-                        // No allocation of this block took it: one of the
-                        // previous block's may (an interrupt's allocation
-                        // and stack can come between).
-                        None if leading.len() < DEPTH => {
-                            leading.push(LateStack {
-                                pid: st.pid,
-                                in_interrupt: interrupt,
-                                stack: intern(frames, stacks),
-                            });
-                        }
-                        None => {}
-                    }
-                    continue;
-                }
-                // Names already met are recognised by their bytes; only new
-                // ones are checked to be UTF-8 (as `decode` would, with its
-                // error), and interned where slab events are kept.
-                let decoded = self.kmem.decode_raw_name(e, payload).and_then(|d| {
-                    d.map(|(ev, raw)| {
-                        let name = match raw {
-                            None => Name::None,
-                            Some(r) => match names.peek(r.bytes) {
-                                Some(id) => Name::Known(id),
-                                None => Name::New(r.to_str()?),
-                            },
-                        };
-                        Ok((ev, name))
-                    })
-                    .transpose()
-                });
-                let (ev, name) = match decoded {
-                    Ok(Some(x)) => x,
-                    Ok(None) => {
-                        sum.list_runs.event(None);
-                        continue;
-                    }
-                    Err(err) => {
-                        // The record is there, its fields unreadable: a
-                        // problem, not a loss of the stream.
-                        sum.decode_errors += 1;
-                        if sum.decode_errors <= 3 {
-                            sum.problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
-                        }
-                        continue;
-                    }
-                };
-                sum.kmem_events += 1;
-                let stacked = self
-                    .stack_reader
-                    .as_ref()
-                    .is_some_and(|r| r.takes_stack(&ev));
-                if !filter.in_time(ts) {
-                    sum.list_runs.event(None);
-                    if stacked {
-                        awaiting.push(ev.pid, ev.in_interrupt, None);
-                    }
-                    continue;
-                }
-                let kind = match ev.kind {
-                    KmemKind::Kmalloc | KmemKind::KmallocNode => Kind::Kmalloc,
-                    KmemKind::KmemCacheAlloc | KmemKind::KmemCacheAllocNode => Kind::CacheAlloc,
-                    KmemKind::Kfree => Kind::Kfree,
-                    KmemKind::KmemCacheFree => Kind::CacheFree,
-                    KmemKind::MmPageAlloc => Kind::PageAlloc,
-                    KmemKind::MmPageFree => Kind::PageFree,
-                    KmemKind::MmPageFreeBatched => Kind::PageFreeBatched,
-                    KmemKind::MmPageAllocZoneLocked => Kind::PageAllocZoneLocked,
-                    KmemKind::MmPagePcpuDrain => Kind::PagePcpuDrain,
-                    KmemKind::MmPageAllocExtfrag => Kind::PageAllocExtfrag,
-                };
-                max_ts = max_ts.max(ts);
-                let lag = (max_ts - ts).min(u64::from(u32::MAX)) as u32;
-                pos += 1;
-                let body = if kind.is_slab() {
-                    let cache = match name {
-                        Name::Known(id) => id,
-                        Name::New(n) => names.get(n),
-                        Name::None => NO_CACHE,
-                    };
-                    sum.slab_events += 1;
-                    sum.list_runs.event(None);
-                    let slab = Slab {
-                        ptr: ev.ptr,
-                        site: sites.get(ev.call_site),
-                        bytes_req: ev.bytes_req,
-                        bytes_alloc: ev.bytes_alloc,
-                        gfp: ev.gfp_flags,
-                        cache,
-                        node: ev.node.unwrap_or(NO_NODE),
-                    };
-                    Body::Slab(slab)
-                } else {
-                    sum.page_events += 1;
-                    let page = page_fields(&ev);
-                    sum.list_runs.event(list_event(kind, &page));
-                    Body::Page(page)
-                };
-                let ev = Event {
-                    ts,
-                    pos: pos - 1,
-                    lag,
-                    pid: ev.pid,
-                    cpu: cpu16,
-                    kind,
-                    in_interrupt: ev.in_interrupt,
-                    body,
-                };
-                if stacked {
-                    let shard = if shards == 1 {
-                        0
-                    } else {
-                        bucket(ev.key()) % shards
-                    };
-                    awaiting.push(ev.pid, ev.in_interrupt, Some((shard, parts[shard].len())));
-                }
-                route(ev, &mut parts);
-            }
-            runs.push(run);
+            self.subbuf(e, &mut b, r, item);
         }
         self.progress
             .fetch_add(u64::from(r.count), Ordering::Relaxed);
-        sum.pending_loss = pending;
+        b.sum.pending_loss = b.pending;
         let meta = BlockMeta {
-            sum,
-            runs,
-            max_ts,
-            leading_stacks: leading,
-            trailing: awaiting,
+            sum: b.sum,
+            runs: b.runs,
+            max_ts: b.max_ts,
+            leading_stacks: b.leading,
+            trailing: b.awaiting,
         };
-        Decoded { parts, meta }
+        Decoded {
+            parts: b.parts,
+            meta,
+        }
+    }
+
+    /// One sub-buffer of block `r`: its records walked to the commit, its
+    /// data events decoded; what the loss tracker needs of it noted in a
+    /// [`SubBufRun`].
+    fn subbuf<E: Endian>(
+        &self,
+        e: E,
+        b: &mut BlockDecode<'_, '_>,
+        r: &CpuBlockRef,
+        item: SubBufItem<'_>,
+    ) {
+        let cpu = r.cpu;
+        let index = item.index;
+        b.sum.subbufs += 1;
+        let off = || self.log.subbuf_file_offset(r, index).unwrap_or(r.offset);
+        let sbuf = match item.subbuf {
+            Ok(x) => x,
+            Err(err) => {
+                b.sum.bad_subbufs += 1;
+                b.pending = true;
+                b.runs.push(SubBufRun::undecodable(index));
+                b.sum
+                    .problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
+                return;
+            }
+        };
+        if sbuf.missed_events {
+            b.sum.missed_subbufs += 1;
+            b.sum.lost_stored += sbuf.lost_events.unwrap_or(0);
+            b.pending = true;
+        }
+        let mut run = SubBufRun::read(index, sbuf.missed_events, sbuf.lost_events);
+        for rec in sbuf.events(e) {
+            let (ts, payload) = match rec {
+                Ok(x) => match x.kind {
+                    RbRecordKind::Data { payload } => (x.ts, payload),
+                    // A null padding inside the commit hides the
+                    // committed records after it.
+                    RbRecordKind::Padding {
+                        len,
+                        discarded: false,
+                    } if len >= RB_EVNT_MIN_SIZE => {
+                        run.tail_lost = true;
+                        b.pending = true;
+                        continue;
+                    }
+                    _ => continue,
+                },
+                Err(err) => {
+                    b.sum.bad_subbufs += 1;
+                    b.pending = true;
+                    run.tail_lost = true;
+                    b.sum
+                        .problem(off(), format!("CPU {cpu} sub-buffer {index}: {err}"));
+                    break;
+                }
+            };
+            run.event(ts);
+            b.pending = false;
+            self.data_event(e, b, ts, payload, || {
+                (off(), format!("CPU {cpu} sub-buffer {index}"))
+            });
+        }
+        b.runs.push(run);
+    }
+
+    /// One data event of the block at `ts`: counted, its task noted; a
+    /// stack given to the allocation waiting for it; a kmem event decoded
+    /// and, in the time window, kept. `place` says where the event is, for
+    /// a problem: its file offset and `CPU n sub-buffer i`.
+    fn data_event<E: Endian>(
+        &self,
+        e: E,
+        b: &mut BlockDecode<'_, '_>,
+        ts: u64,
+        payload: &[u8],
+        place: impl Fn() -> (u64, String),
+    ) {
+        b.sum.events += 1;
+        if let Some(l) = b.last_ts {
+            if ts < l {
+                b.sum.backwards += 1;
+            }
+        }
+        b.last_ts = Some(ts);
+        if b.sum.first_ts.is_none() {
+            b.sum.first_ts = Some(ts);
+        }
+        b.sum.last_ts = Some(ts);
+        if let Some(r) = &self.switches {
+            b.sum.tasks.record(r, e, payload);
+        }
+        if let Some(st) = self
+            .stack_reader
+            .as_ref()
+            .and_then(|sr| sr.read(e, payload))
+        {
+            b.kernel_stack(&st);
+            return;
+        }
+        // Names already met are recognised by their bytes; only new
+        // ones are checked to be UTF-8 (as `decode` would, with its
+        // error), and interned where slab events are kept.
+        let names = &*b.names;
+        let decoded = self.kmem.decode_raw_name(e, payload).and_then(|d| {
+            d.map(|(ev, raw)| {
+                let name = match raw {
+                    None => Name::None,
+                    Some(r) => match names.peek(r.bytes) {
+                        Some(id) => Name::Known(id),
+                        None => Name::New(r.to_str()?),
+                    },
+                };
+                Ok((ev, name))
+            })
+            .transpose()
+        });
+        let (ev, name) = match decoded {
+            Ok(Some(x)) => x,
+            Ok(None) => {
+                b.sum.list_runs.event(None);
+                return;
+            }
+            Err(err) => {
+                // The record is there, its fields unreadable: a
+                // problem, not a loss of the stream.
+                b.sum.decode_errors += 1;
+                if b.sum.decode_errors <= 3 {
+                    let (offset, at) = place();
+                    b.sum.problem(offset, format!("{at}: {err}"));
+                }
+                return;
+            }
+        };
+        b.sum.kmem_events += 1;
+        let stacked = self
+            .stack_reader
+            .as_ref()
+            .is_some_and(|r| r.takes_stack(&ev));
+        if !self.filter.in_time(ts) {
+            b.sum.list_runs.event(None);
+            if stacked {
+                b.awaiting.push(ev.pid, ev.in_interrupt, None);
+            }
+            return;
+        }
+        b.keep(&ev, name, ts, stacked);
+    }
+}
+
+/// One block's decoding in progress: the decoder thread's caches, the
+/// events by shard, and what the block's metadata will say.
+struct BlockDecode<'l, 'a> {
+    names: &'l mut LocalInterner<'a>,
+    sites: &'l mut LocalSites<'a>,
+    stacks: &'l mut LocalStacks<'a>,
+    /// A stack's frames, on the way to their interned id.
+    frames: &'l mut Vec<u64>,
+    cpu16: u16,
+    shards: usize,
+    sum: CpuSummary,
+    parts: Vec<Vec<Event>>,
+    /// The block's sub-buffers so far, for the loss tracker.
+    runs: SubBufRuns,
+    /// Events kept so far (the next one's position, plus one).
+    pos: u32,
+    /// The latest kmem time stamp kept so far (0 if none).
+    max_ts: u64,
+    /// Events were lost after the last data event read.
+    pending: bool,
+    awaiting: AwaitingStacks,
+    leading: Vec<LateStack>,
+    /// The previous data event's time, to count time going backwards.
+    last_ts: Option<u64>,
+}
+
+impl BlockDecode<'_, '_> {
+    /// A `kernel_stack` record: given to the allocation of the block
+    /// waiting for it, or else kept (the first few) for the previous
+    /// block's.
+    fn kernel_stack<E: Endian>(&mut self, st: &KernelStack<'_, E>) {
+        self.sum.stacks += 1;
+        let interrupt = st.context != 0;
+        let intern = |frames: &mut Vec<u64>, stacks: &mut LocalStacks<'_>| {
+            frames.clear();
+            frames.extend(st.frames());
+            stacks.get(frames)
+        };
+        match self.awaiting.take(st.pid, interrupt) {
+            Some(at) => {
+                self.sum.stacks_paired += 1;
+                if let Some((shard, i)) = at {
+                    if let Body::Page(p) = &mut self.parts[shard][i].body {
+                        p.stack = intern(self.frames, self.stacks);
+                    }
+                }
+            }
+            // No allocation of this block took it: one of the
+            // previous block's may (an interrupt's allocation
+            // and stack can come between).
+            None if self.leading.len() < DEPTH => {
+                self.leading.push(LateStack {
+                    pid: st.pid,
+                    in_interrupt: interrupt,
+                    stack: intern(self.frames, self.stacks),
+                });
+            }
+            None => {}
+        }
+    }
+
+    /// A kmem event in the time window, made a compact event and routed to
+    /// its shard; a page allocation the kernel takes a stack with waits
+    /// for it.
+    fn keep(&mut self, ev: &KmemEvent<'_>, name: Name<'_>, ts: u64, stacked: bool) {
+        let kind = kind_of(ev.kind);
+        self.max_ts = self.max_ts.max(ts);
+        let lag = (self.max_ts - ts).min(u64::from(u32::MAX)) as u32;
+        self.pos += 1;
+        let body = if kind.is_slab() {
+            Body::Slab(self.slab(ev, name))
+        } else {
+            self.sum.page_events += 1;
+            let page = page_fields(ev);
+            self.sum.list_runs.event(list_event(kind, &page));
+            Body::Page(page)
+        };
+        let ev = Event {
+            ts,
+            pos: self.pos - 1,
+            lag,
+            pid: ev.pid,
+            cpu: self.cpu16,
+            kind,
+            in_interrupt: ev.in_interrupt,
+            body,
+        };
+        let shard = if self.shards == 1 {
+            0
+        } else {
+            bucket(ev.key()) % self.shards
+        };
+        if stacked {
+            self.awaiting.push(
+                ev.pid,
+                ev.in_interrupt,
+                Some((shard, self.parts[shard].len())),
+            );
+        }
+        self.parts[shard].push(ev);
+    }
+
+    /// A slab event's fields, its cache name interned.
+    fn slab(&mut self, ev: &KmemEvent<'_>, name: Name<'_>) -> Slab {
+        let cache = match name {
+            Name::Known(id) => id,
+            Name::New(n) => self.names.get(n),
+            Name::None => NO_CACHE,
+        };
+        self.sum.slab_events += 1;
+        self.sum.list_runs.event(None);
+        Slab {
+            ptr: ev.ptr,
+            site: self.sites.get(ev.call_site),
+            bytes_req: ev.bytes_req,
+            bytes_alloc: ev.bytes_alloc,
+            gfp: ev.gfp_flags,
+            cache,
+            node: ev.node.unwrap_or(NO_NODE),
+        }
+    }
+}
+
+/// The compact event's kind of a kmem event.
+fn kind_of(kind: KmemKind) -> Kind {
+    match kind {
+        KmemKind::Kmalloc | KmemKind::KmallocNode => Kind::Kmalloc,
+        KmemKind::KmemCacheAlloc | KmemKind::KmemCacheAllocNode => Kind::CacheAlloc,
+        KmemKind::Kfree => Kind::Kfree,
+        KmemKind::KmemCacheFree => Kind::CacheFree,
+        KmemKind::MmPageAlloc => Kind::PageAlloc,
+        KmemKind::MmPageFree => Kind::PageFree,
+        KmemKind::MmPageFreeBatched => Kind::PageFreeBatched,
+        KmemKind::MmPageAllocZoneLocked => Kind::PageAllocZoneLocked,
+        KmemKind::MmPagePcpuDrain => Kind::PagePcpuDrain,
+        KmemKind::MmPageAllocExtfrag => Kind::PageAllocExtfrag,
     }
 }
 
