@@ -2,7 +2,10 @@
 //! file lists them: by time stamp across CPUs, the lower CPU first on a tie
 //! (`__find_next_entry()` keeps the first CPU it finds at the lowest time),
 //! each CPU's own records in their order. Where a CPU lost records before
-//! one, it comes with the loss, as `trace_pipe` marks it.
+//! one, it comes with the loss, as `trace_pipe` marks it: the losses are
+//! [`LossTracker`]'s windows, the ones `kmemtrace-check` and the analysis
+//! stream name, each carried by the first record after it on its CPU (a
+//! window still open at the CPU's end has none).
 //!
 //! Unlike the analysis stream ([`crate::stream`]), which decodes kmem events
 //! into typed events in parallel shards, this walks raw records on one
@@ -11,8 +14,9 @@
 
 use kmemtrace_format::endian::Endian;
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::walk::{with_endian, SubBufSource, WithEndian};
+use kmemtrace_format::losses::{Loss, LossTracker, SubBufRun, RB_EVNT_MIN_SIZE};
+use kmemtrace_format::subbuf::{RbRecordKind, SubBufLayout};
+use kmemtrace_format::walk::{subbufs, with_endian, SubBufSource, WithEndian};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -27,12 +31,10 @@ pub enum Lost {
 }
 
 impl Lost {
-    fn add(a: Option<Lost>, b: Lost) -> Lost {
-        match (a, b) {
-            (None, b) => b,
-            (Some(Lost::Count(x)), Lost::Count(y)) => Lost::Count(x.saturating_add(y)),
-            _ => Lost::Unknown,
-        }
+    /// The marker for a loss window closed by a record: its count where
+    /// every loss joined in it says how many.
+    fn of(l: &Loss) -> Lost {
+        l.count.map_or(Lost::Unknown, Lost::Count)
     }
 }
 
@@ -43,7 +45,8 @@ pub struct Record<'a> {
     pub ts: u64,
     /// From `common_type` on.
     pub payload: &'a [u8],
-    /// Records this CPU lost just before this one.
+    /// Records this CPU lost just before this one: the [`LossTracker`]
+    /// window this record closes (the CPU's first record after it).
     pub lost_before: Option<Lost>,
 }
 
@@ -61,10 +64,9 @@ struct Cursor<'s> {
     scratch: BlockScratch,
     data: Vec<u8>,
     items: VecDeque<Item>,
-    /// A loss seen after the last record queued, for the next one.
-    pending: Option<Lost>,
-    /// The index the next sub-buffer should have (`None` before the first).
-    next_subbuf: Option<u64>,
+    /// The CPU's loss windows, fed its sub-buffers as they are read: the
+    /// rules `kmemtrace-check` and the analysis stream follow.
+    tracker: LossTracker,
 }
 
 impl<'s> Cursor<'s> {
@@ -85,49 +87,61 @@ impl<'s> Cursor<'s> {
                     self.data.extend_from_slice(bytes);
                 }
                 Err(_) => {
-                    self.pending = Some(Lost::add(self.pending, Lost::Unknown));
-                    self.next_subbuf = Some(chunk.first_subbuf + u64::from(chunk.count));
+                    // No events in it: no window closes here.
+                    let _ = self
+                        .tracker
+                        .push(&SubBufRun::unreadable(chunk.first_subbuf, chunk.count));
                     continue;
                 }
             }
-            if self.next_subbuf.is_some_and(|n| chunk.first_subbuf > n) {
-                self.pending = Some(Lost::add(self.pending, Lost::Unknown));
-            }
-            self.next_subbuf = Some(chunk.first_subbuf + u64::from(chunk.count));
-            self.queue_chunk(e, layout);
+            self.queue_chunk(e, layout, chunk.first_subbuf);
         }
         true
     }
 
-    fn queue_chunk<E: Endian>(&mut self, e: E, layout: &SubBufLayout) {
-        let size = layout.subbuf_size.max(1);
-        for (n, raw) in self.data.chunks_exact(size).enumerate() {
-            let base = n * size;
-            let sb = match parse_subbuf(e, layout, raw) {
+    /// Queues a chunk's data records, sub-buffer by sub-buffer, each fed to
+    /// the tracker as the analysis stream feeds it (a null padding inside
+    /// the commit, or records that stop decoding, lose the rest).
+    fn queue_chunk<E: Endian>(&mut self, e: E, layout: &SubBufLayout, first: u64) {
+        let base = self.data.as_ptr() as usize;
+        for item in subbufs(e, layout, first, &self.data) {
+            let sb = match item.subbuf {
                 Ok(sb) => sb,
                 Err(_) => {
-                    self.pending = Some(Lost::add(self.pending, Lost::Unknown));
+                    // A sub-buffer with no events closes no window.
+                    let _ = self.tracker.push(&SubBufRun::undecodable(item.index));
                     continue;
                 }
             };
-            if sb.missed_events {
-                let l = sb.lost_events.map_or(Lost::Unknown, Lost::Count);
-                self.pending = Some(Lost::add(self.pending, l));
-            }
+            let mut run = SubBufRun::read(item.index, sb.missed_events, sb.lost_events);
+            let first_item = self.items.len();
             for r in sb.events(e) {
                 let Ok(r) = r else {
-                    // The rest of a damaged sub-buffer is lost.
-                    self.pending = Some(Lost::add(self.pending, Lost::Unknown));
+                    run.tail_lost = true;
                     break;
                 };
-                if let RbRecordKind::Data { payload } = r.kind {
-                    let start = base + (payload.as_ptr() as usize - raw.as_ptr() as usize);
-                    self.items.push_back(Item {
-                        ts: r.ts,
-                        start,
-                        end: start + payload.len(),
-                        lost_before: self.pending.take(),
-                    });
+                match r.kind {
+                    RbRecordKind::Data { payload } => {
+                        let start = payload.as_ptr() as usize - base;
+                        run.event(r.ts);
+                        self.items.push_back(Item {
+                            ts: r.ts,
+                            start,
+                            end: start + payload.len(),
+                            lost_before: None,
+                        });
+                    }
+                    RbRecordKind::Padding {
+                        len,
+                        discarded: false,
+                    } if len >= RB_EVNT_MIN_SIZE => run.tail_lost = true,
+                    _ => {}
+                }
+            }
+            if let Some(l) = self.tracker.push(&run) {
+                // The window ends at this sub-buffer's first record.
+                if let Some(it) = self.items.get_mut(first_item) {
+                    it.lost_before = Some(Lost::of(&l));
                 }
             }
         }
@@ -163,8 +177,7 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
                     scratch: BlockScratch::new(),
                     data: Vec::new(),
                     items: VecDeque::new(),
-                    pending: None,
-                    next_subbuf: None,
+                    tracker: LossTracker::new(cpu),
                 })
                 .collect();
             let mut heads = BinaryHeap::new();
