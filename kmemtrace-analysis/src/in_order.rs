@@ -205,3 +205,152 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
     }
     with_endian(src.endian(), Run { src, cpus, f });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmemtrace_format::block::{BlockHeader, BlockType};
+    use kmemtrace_format::endian::RunTimeEndian;
+    use kmemtrace_format::log::Problem;
+    use kmemtrace_format::subbuf::encode::{
+        encode_subbuf, EncRecord, EndPadding, Missed, PageSpec,
+    };
+    use kmemtrace_format::LittleEndian;
+
+    /// CPU 0's chunks, with their bytes (by `block_seq`).
+    struct Src {
+        layout: SubBufLayout,
+        refs: Vec<CpuBlockRef>,
+        data: Vec<&'static [u8]>,
+    }
+
+    impl SubBufSource for Src {
+        fn endian(&self) -> RunTimeEndian {
+            RunTimeEndian::Little
+        }
+        fn layout(&self) -> &SubBufLayout {
+            &self.layout
+        }
+        fn cpus(&self) -> Vec<u32> {
+            vec![0]
+        }
+        fn chunks(&self, _: u32) -> Vec<&CpuBlockRef> {
+            self.refs.iter().collect()
+        }
+        fn read_chunk<'s>(
+            &self,
+            chunk: &CpuBlockRef,
+            _: &'s mut BlockScratch,
+        ) -> Result<&'s [u8], Problem> {
+            Ok(self.data[chunk.block_seq as usize])
+        }
+        fn subbuf_offset(&self, _: &CpuBlockRef, _: u64) -> Option<u64> {
+            None
+        }
+    }
+
+    fn page(ts: &[u64], missed: Missed, end: EndPadding) -> PageSpec {
+        PageSpec {
+            records: ts
+                .iter()
+                .map(|&ts| EncRecord::Event {
+                    ts,
+                    payload: vec![1; 12],
+                })
+                .collect(),
+            missed,
+            end,
+            ..Default::default()
+        }
+    }
+
+    /// The records of CPU 0's `chunks` (first sub-buffer, pages), each
+    /// with its marker.
+    fn walk(chunks: &[(u64, Vec<PageSpec>)]) -> Vec<(u64, Option<Lost>)> {
+        let layout = SubBufLayout {
+            long_size: 8,
+            data_offset: 16,
+            subbuf_size: 256,
+        };
+        let mut src = Src {
+            layout,
+            refs: Vec::new(),
+            data: Vec::new(),
+        };
+        for (seq, (first, pages)) in chunks.iter().enumerate() {
+            let mut bytes = Vec::new();
+            for p in pages {
+                bytes.extend(encode_subbuf(LittleEndian, &layout, p).unwrap().bytes);
+            }
+            src.data.push(Box::leak(bytes.into_boxed_slice()));
+            src.refs.push(CpuBlockRef {
+                offset: 0,
+                header: BlockHeader {
+                    block_type: BlockType::CpuData,
+                    flags: 0,
+                    stored_len: 0,
+                    raw_len: 0,
+                    crc: 0,
+                },
+                cpu: 0,
+                block_seq: seq as u64,
+                first_subbuf: *first,
+                count: pages.len() as u32,
+            });
+        }
+        let mut got = Vec::new();
+        for_each_record(&src, |_| true, |r| got.push((r.ts, r.lost_before)));
+        got
+    }
+
+    #[test]
+    fn markers_are_the_loss_trackers_windows() {
+        let chunks: Vec<(u64, Vec<PageSpec>)> = vec![
+            (
+                0,
+                vec![
+                    page(&[10, 20], Missed::None, EndPadding::None),
+                    page(&[30], Missed::Count(5), EndPadding::None),
+                    page(&[40], Missed::Flag, EndPadding::Filler),
+                    // A null padding inside the commit hides the records
+                    // committed after 50.
+                    page(&[50], Missed::None, EndPadding::Null),
+                ],
+            ),
+            (4, vec![page(&[60], Missed::None, EndPadding::None)]),
+            // Sub-buffers 5 and 6 are missing.
+            (7, vec![page(&[70], Missed::None, EndPadding::None)]),
+            // Two flagged with counts, no event between: one window.
+            (
+                8,
+                vec![
+                    page(&[], Missed::Count(2), EndPadding::None),
+                    page(&[80], Missed::Count(3), EndPadding::None),
+                ],
+            ),
+        ];
+        assert_eq!(
+            walk(&chunks),
+            [
+                (10, None),
+                (20, None),
+                (30, Some(Lost::Count(5))),
+                (40, Some(Lost::Unknown)),
+                (50, None),
+                (60, Some(Lost::Unknown)),
+                (70, Some(Lost::Unknown)),
+                (80, Some(Lost::Count(5))),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lost_first_block_is_a_loss_before_the_first_record() {
+        let p = |ts| page(&[ts], Missed::None, EndPadding::None);
+        assert_eq!(
+            walk(&[(2, vec![p(10)]), (3, vec![p(20)])]),
+            [(10, Some(Lost::Unknown)), (20, None)]
+        );
+        assert_eq!(walk(&[(0, vec![p(10)])]), [(10, None)]);
+    }
+}
