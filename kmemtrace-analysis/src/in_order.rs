@@ -2,7 +2,10 @@
 //! file lists them: by time stamp across CPUs, the lower CPU first on a tie
 //! (`__find_next_entry()` keeps the first CPU it finds at the lowest time),
 //! each CPU's own records in their order. Where a CPU lost records before
-//! one, it comes with the loss, as `trace_pipe` marks it.
+//! one, it comes with the loss, as `trace_pipe` marks it: the losses are
+//! [`LossTracker`]'s windows, the ones `kmemtrace-check` and the analysis
+//! stream name, each carried by the first record after it on its CPU (a
+//! window still open at the CPU's end has none).
 //!
 //! Unlike the analysis stream ([`crate::stream`]), which decodes kmem events
 //! into typed events in parallel shards, this walks raw records on one
@@ -11,8 +14,9 @@
 
 use kmemtrace_format::endian::Endian;
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::walk::{with_endian, SubBufSource, WithEndian};
+use kmemtrace_format::losses::{Loss, LossTracker, SubBufRun, RB_EVNT_MIN_SIZE};
+use kmemtrace_format::subbuf::{RbRecordKind, SubBufLayout};
+use kmemtrace_format::walk::{subbufs, with_endian, SubBufSource, WithEndian};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -27,12 +31,10 @@ pub enum Lost {
 }
 
 impl Lost {
-    fn add(a: Option<Lost>, b: Lost) -> Lost {
-        match (a, b) {
-            (None, b) => b,
-            (Some(Lost::Count(x)), Lost::Count(y)) => Lost::Count(x.saturating_add(y)),
-            _ => Lost::Unknown,
-        }
+    /// The marker for a loss window closed by a record: its count where
+    /// every loss joined in it says how many.
+    fn of(l: &Loss) -> Lost {
+        l.count.map_or(Lost::Unknown, Lost::Count)
     }
 }
 
@@ -43,7 +45,8 @@ pub struct Record<'a> {
     pub ts: u64,
     /// From `common_type` on.
     pub payload: &'a [u8],
-    /// Records this CPU lost just before this one.
+    /// Records this CPU lost just before this one: the [`LossTracker`]
+    /// window this record closes (the CPU's first record after it).
     pub lost_before: Option<Lost>,
 }
 
@@ -61,10 +64,9 @@ struct Cursor<'s> {
     scratch: BlockScratch,
     data: Vec<u8>,
     items: VecDeque<Item>,
-    /// A loss seen after the last record queued, for the next one.
-    pending: Option<Lost>,
-    /// The index the next sub-buffer should have (`None` before the first).
-    next_subbuf: Option<u64>,
+    /// The CPU's loss windows, fed its sub-buffers as they are read: the
+    /// rules `kmemtrace-check` and the analysis stream follow.
+    tracker: LossTracker,
 }
 
 impl<'s> Cursor<'s> {
@@ -85,49 +87,61 @@ impl<'s> Cursor<'s> {
                     self.data.extend_from_slice(bytes);
                 }
                 Err(_) => {
-                    self.pending = Some(Lost::add(self.pending, Lost::Unknown));
-                    self.next_subbuf = Some(chunk.first_subbuf + u64::from(chunk.count));
+                    // No events in it: no window closes here.
+                    let _ = self
+                        .tracker
+                        .push(&SubBufRun::unreadable(chunk.first_subbuf, chunk.count));
                     continue;
                 }
             }
-            if self.next_subbuf.is_some_and(|n| chunk.first_subbuf > n) {
-                self.pending = Some(Lost::add(self.pending, Lost::Unknown));
-            }
-            self.next_subbuf = Some(chunk.first_subbuf + u64::from(chunk.count));
-            self.queue_chunk(e, layout);
+            self.queue_chunk(e, layout, chunk.first_subbuf);
         }
         true
     }
 
-    fn queue_chunk<E: Endian>(&mut self, e: E, layout: &SubBufLayout) {
-        let size = layout.subbuf_size.max(1);
-        for (n, raw) in self.data.chunks_exact(size).enumerate() {
-            let base = n * size;
-            let sb = match parse_subbuf(e, layout, raw) {
+    /// Queues a chunk's data records, sub-buffer by sub-buffer, each fed to
+    /// the tracker as the analysis stream feeds it (a null padding inside
+    /// the commit, or records that stop decoding, lose the rest).
+    fn queue_chunk<E: Endian>(&mut self, e: E, layout: &SubBufLayout, first: u64) {
+        let base = self.data.as_ptr() as usize;
+        for item in subbufs(e, layout, first, &self.data) {
+            let sb = match item.subbuf {
                 Ok(sb) => sb,
                 Err(_) => {
-                    self.pending = Some(Lost::add(self.pending, Lost::Unknown));
+                    // A sub-buffer with no events closes no window.
+                    let _ = self.tracker.push(&SubBufRun::undecodable(item.index));
                     continue;
                 }
             };
-            if sb.missed_events {
-                let l = sb.lost_events.map_or(Lost::Unknown, Lost::Count);
-                self.pending = Some(Lost::add(self.pending, l));
-            }
+            let mut run = SubBufRun::read(item.index, sb.missed_events, sb.lost_events);
+            let first_item = self.items.len();
             for r in sb.events(e) {
                 let Ok(r) = r else {
-                    // The rest of a damaged sub-buffer is lost.
-                    self.pending = Some(Lost::add(self.pending, Lost::Unknown));
+                    run.tail_lost = true;
                     break;
                 };
-                if let RbRecordKind::Data { payload } = r.kind {
-                    let start = base + (payload.as_ptr() as usize - raw.as_ptr() as usize);
-                    self.items.push_back(Item {
-                        ts: r.ts,
-                        start,
-                        end: start + payload.len(),
-                        lost_before: self.pending.take(),
-                    });
+                match r.kind {
+                    RbRecordKind::Data { payload } => {
+                        let start = payload.as_ptr() as usize - base;
+                        run.event(r.ts);
+                        self.items.push_back(Item {
+                            ts: r.ts,
+                            start,
+                            end: start + payload.len(),
+                            lost_before: None,
+                        });
+                    }
+                    RbRecordKind::Padding {
+                        len,
+                        discarded: false,
+                    } if len >= RB_EVNT_MIN_SIZE => run.tail_lost = true,
+                    _ => {}
+                }
+            }
+            if let Some(l) = self.tracker.push(&run) {
+                // The window ends at this sub-buffer's first record.
+                if let Some(it) = self.items.get_mut(first_item) {
+                    it.lost_before = Some(Lost::of(&l));
                 }
             }
         }
@@ -163,8 +177,7 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
                     scratch: BlockScratch::new(),
                     data: Vec::new(),
                     items: VecDeque::new(),
-                    pending: None,
-                    next_subbuf: None,
+                    tracker: LossTracker::new(cpu),
                 })
                 .collect();
             let mut heads = BinaryHeap::new();
@@ -191,4 +204,153 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
         }
     }
     with_endian(src.endian(), Run { src, cpus, f });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmemtrace_format::block::{BlockHeader, BlockType};
+    use kmemtrace_format::endian::RunTimeEndian;
+    use kmemtrace_format::log::Problem;
+    use kmemtrace_format::subbuf::encode::{
+        encode_subbuf, EncRecord, EndPadding, Missed, PageSpec,
+    };
+    use kmemtrace_format::LittleEndian;
+
+    /// CPU 0's chunks, with their bytes (by `block_seq`).
+    struct Src {
+        layout: SubBufLayout,
+        refs: Vec<CpuBlockRef>,
+        data: Vec<&'static [u8]>,
+    }
+
+    impl SubBufSource for Src {
+        fn endian(&self) -> RunTimeEndian {
+            RunTimeEndian::Little
+        }
+        fn layout(&self) -> &SubBufLayout {
+            &self.layout
+        }
+        fn cpus(&self) -> Vec<u32> {
+            vec![0]
+        }
+        fn chunks(&self, _: u32) -> Vec<&CpuBlockRef> {
+            self.refs.iter().collect()
+        }
+        fn read_chunk<'s>(
+            &self,
+            chunk: &CpuBlockRef,
+            _: &'s mut BlockScratch,
+        ) -> Result<&'s [u8], Problem> {
+            Ok(self.data[chunk.block_seq as usize])
+        }
+        fn subbuf_offset(&self, _: &CpuBlockRef, _: u64) -> Option<u64> {
+            None
+        }
+    }
+
+    fn page(ts: &[u64], missed: Missed, end: EndPadding) -> PageSpec {
+        PageSpec {
+            records: ts
+                .iter()
+                .map(|&ts| EncRecord::Event {
+                    ts,
+                    payload: vec![1; 12],
+                })
+                .collect(),
+            missed,
+            end,
+            ..Default::default()
+        }
+    }
+
+    /// The records of CPU 0's `chunks` (first sub-buffer, pages), each
+    /// with its marker.
+    fn walk(chunks: &[(u64, Vec<PageSpec>)]) -> Vec<(u64, Option<Lost>)> {
+        let layout = SubBufLayout {
+            long_size: 8,
+            data_offset: 16,
+            subbuf_size: 256,
+        };
+        let mut src = Src {
+            layout,
+            refs: Vec::new(),
+            data: Vec::new(),
+        };
+        for (seq, (first, pages)) in chunks.iter().enumerate() {
+            let mut bytes = Vec::new();
+            for p in pages {
+                bytes.extend(encode_subbuf(LittleEndian, &layout, p).unwrap().bytes);
+            }
+            src.data.push(Box::leak(bytes.into_boxed_slice()));
+            src.refs.push(CpuBlockRef {
+                offset: 0,
+                header: BlockHeader {
+                    block_type: BlockType::CpuData,
+                    flags: 0,
+                    stored_len: 0,
+                    raw_len: 0,
+                    crc: 0,
+                },
+                cpu: 0,
+                block_seq: seq as u64,
+                first_subbuf: *first,
+                count: pages.len() as u32,
+            });
+        }
+        let mut got = Vec::new();
+        for_each_record(&src, |_| true, |r| got.push((r.ts, r.lost_before)));
+        got
+    }
+
+    #[test]
+    fn markers_are_the_loss_trackers_windows() {
+        let chunks: Vec<(u64, Vec<PageSpec>)> = vec![
+            (
+                0,
+                vec![
+                    page(&[10, 20], Missed::None, EndPadding::None),
+                    page(&[30], Missed::Count(5), EndPadding::None),
+                    page(&[40], Missed::Flag, EndPadding::Filler),
+                    // A null padding inside the commit hides the records
+                    // committed after 50.
+                    page(&[50], Missed::None, EndPadding::Null),
+                ],
+            ),
+            (4, vec![page(&[60], Missed::None, EndPadding::None)]),
+            // Sub-buffers 5 and 6 are missing.
+            (7, vec![page(&[70], Missed::None, EndPadding::None)]),
+            // Two flagged with counts, no event between: one window.
+            (
+                8,
+                vec![
+                    page(&[], Missed::Count(2), EndPadding::None),
+                    page(&[80], Missed::Count(3), EndPadding::None),
+                ],
+            ),
+        ];
+        assert_eq!(
+            walk(&chunks),
+            [
+                (10, None),
+                (20, None),
+                (30, Some(Lost::Count(5))),
+                (40, Some(Lost::Unknown)),
+                (50, None),
+                (60, Some(Lost::Unknown)),
+                (70, Some(Lost::Unknown)),
+                (80, Some(Lost::Count(5))),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lost_first_block_is_a_loss_before_the_first_record() {
+        let p = |ts| page(&[ts], Missed::None, EndPadding::None);
+        assert_eq!(
+            walk(&[(2, vec![p(10)]), (3, vec![p(20)])]),
+            [(10, Some(Lost::Unknown)), (20, None)]
+        );
+        assert_eq!(walk(&[(0, vec![p(10)])]), [(10, None)]);
+    }
 }

@@ -12,13 +12,17 @@
 //! the record after the id. The others print their print fmt, without the
 //! name (`bputs` and `bprint` point at strings in the kernel's memory: `?`).
 //!
-//! Losses: where a CPU lost records before its first one in the log (the
-//! kernel's buffer had overrun before it was read, the case of a `trace`
-//! file read after an overflow), every CPU's first record but the
-//! listing's first has the `trace` file's `##### CPU N buffer started ####`
-//! before it, and the header counts the lost records as written; records
-//! lost later (while recording) are marked as `trace_pipe` marks them,
-//! `CPU:N [LOST n EVENTS]`.
+//! Losses are the loss windows `kmemtrace-check` and the report name
+//! (`kmemtrace_format::losses::LossTracker`, fed by the walker). Where a
+//! CPU lost records before its first one in the log (the kernel's buffer
+//! had overrun before it was read, the case of a `trace` file read after
+//! an overflow, or the CPU's first blocks are missing from the log), every
+//! CPU's first record but the listing's first has the `trace` file's
+//! `##### CPU N buffer started ####` before it, and the header counts the
+//! lost records as written; records lost later (while recording) are
+//! marked before the first record after them as `trace_pipe` marks them,
+//! `CPU:N [LOST n EVENTS]` (`CPU:N [LOST EVENTS]` where the number is not
+//! known).
 
 use kmemtrace_analysis::filter::{glob, Filter};
 use kmemtrace_analysis::in_order::{for_each_record, Lost, Record};
