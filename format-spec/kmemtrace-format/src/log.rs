@@ -917,7 +917,10 @@ impl Log {
             .map(|m| (m.part.map_or(0, |p| p.0), m.content.as_slice()))
             .collect();
         parts.sort_by_key(|p| p.0);
-        parts.into_iter().flat_map(|p| p.1.iter().copied()).collect()
+        parts
+            .into_iter()
+            .flat_map(|p| p.1.iter().copied())
+            .collect()
     }
 
     /// A kmem event decoder for this log's formats.
