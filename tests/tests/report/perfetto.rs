@@ -150,12 +150,13 @@ fn expected(log: &Log) -> Expected {
                         vals.push(("pfn", pfn));
                     }
                     if k.kind.is_page_event() && k.kind.name() != "mm_page_free_batched" {
-                        let order = if k.kind.name() == "mm_page_alloc_extfrag" {
-                            "alloc_order"
-                        } else {
-                            "order"
-                        };
-                        vals.push((order, u64::from(k.order)));
+                        // An external-fragmentation event's order is its
+                        // own field (`order` is 0 there): a recording
+                        // here holds one only when the kernel fell back.
+                        match &k.extfrag {
+                            Some(x) => vals.push(("alloc_order", x.alloc_order as u64)),
+                            None => vals.push(("order", u64::from(k.order))),
+                        }
                     }
                     evs.push(Want {
                         ts,
