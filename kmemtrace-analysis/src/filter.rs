@@ -47,6 +47,14 @@ impl Filter {
         self.workload(ev.pid, ev.in_interrupt) && self.cpu_pid(u32::from(ev.cpu), ev.pid)
     }
 
+    /// Leaves out the events of the recorder's own threads that `log`
+    /// lists (not the interrupt work recorded while one was current).
+    pub fn leave_out_recorder(&mut self, log: &kmemtrace_format::log::Log) {
+        self.recorder = kmemtrace_format::tasks::recorder_tids(log)
+            .into_iter()
+            .collect();
+    }
+
     /// Whether an event by `pid` is the workload's: not a recorder
     /// thread's own (interrupt work recorded while one was current is).
     #[inline]

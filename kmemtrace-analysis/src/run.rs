@@ -71,8 +71,8 @@ impl Options {
     /// neighbours' events through). `kmemtrace-report LOG` with no
     /// options, and `kmemtrace-diff` on a log, analyse this way.
     pub fn select_as_recorded(&mut self, log: &Log, traced_tree: bool) {
-        use kmemtrace_format::tasks::{recorder_tids, traced_tasks};
-        self.filter.recorder = recorder_tids(log).into_iter().collect();
+        use kmemtrace_format::tasks::traced_tasks;
+        self.filter.leave_out_recorder(log);
         if traced_tree {
             if let Some(t) = traced_tasks(log) {
                 self.filter.pids = Some(t.tree.iter().copied().collect());

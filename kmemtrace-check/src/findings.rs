@@ -28,16 +28,21 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The process exit code for this verdict, from the one table of
-    /// every kmemtrace program (`kmemtrace_cli::exit`).
-    pub fn exit_code(self) -> u8 {
+    /// The exit status for this verdict, from the one table of every
+    /// kmemtrace program.
+    pub fn exit(self) -> kmemtrace_cli::exit::Code {
         use kmemtrace_cli::exit;
         match self {
-            Verdict::Ok => exit::OK.code,
-            Verdict::Lost => exit::NO.code,
-            Verdict::Damaged => exit::DAMAGED.code,
-            Verdict::Unusable => exit::INPUT.code,
+            Verdict::Ok => exit::OK,
+            Verdict::Lost => exit::NO,
+            Verdict::Damaged => exit::DAMAGED,
+            Verdict::Unusable => exit::INPUT,
         }
+    }
+
+    /// [`Verdict::exit`]'s number, as the JSON document gives it.
+    pub fn exit_code(self) -> u8 {
+        self.exit().code
     }
     pub fn word(self) -> &'static str {
         match self {

@@ -94,10 +94,7 @@ fn main() -> ExitCode {
     let mut out = stdout.lock();
     for f in &cli.files {
         let r = check_one(f, &opts, progress);
-        let code = kmemtrace_cli::exit::ALL
-            .into_iter()
-            .find(|c| c.code == r.exit_code)
-            .unwrap_or(kmemtrace_cli::exit::INPUT);
+        let code = r.verdict.exit();
         worst = kmemtrace_cli::exit::worst(worst, code);
         // Unusable input: the verdict line on standard output says why; on
         // stderr too only where standard output is not the terminal that

@@ -159,9 +159,7 @@ fn run(cli: &mut Cli) -> Result<exit::Code, Stop> {
     let syms = symbols(cli, &mut log, override_syms);
     let code = if cli.events {
         if !cli.all_tasks && cli.pid.is_empty() {
-            filter.recorder = kmemtrace_format::tasks::recorder_tids(&log)
-                .into_iter()
-                .collect();
+            filter.leave_out_recorder(&log);
         }
         list_events(cli, &log, &syms, &filter)?
     } else {

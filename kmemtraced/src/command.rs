@@ -10,7 +10,6 @@ use crate::tracefs::Instance;
 use nix::sys::signal::Signal;
 use std::fs::OpenOptions;
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -71,9 +70,8 @@ pub fn resolve(program: &str) -> Result<PathBuf> {
         if executable(&p) {
             return Ok(p);
         }
-        if p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 == 0)
-        {
+        // Found but not ours to run (`executable` said no): the shell's 126.
+        if p.metadata().is_ok_and(|m| m.is_file()) {
             not_executable.get_or_insert(p);
         }
     }
