@@ -17,9 +17,27 @@ pub struct Capture {
     pub figures: Figures,
     /// The report's `filters`: what was selected.
     pub filters: serde_json::Value,
-    /// Why its figures are not a whole capture's (cut short, damaged, no
-    /// kmem events), if they are not: a gate cannot stand on them.
-    pub partial: Option<String>,
+    /// Why its figures are not a whole capture's, if they are not: a gate
+    /// cannot stand on them.
+    pub partial: Option<Partial>,
+}
+
+/// Why a capture's figures are not a whole capture's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Partial {
+    /// Cut short or damaged: what could be read (exit 5), and why.
+    Damaged(String),
+    /// Whole, but without a kmem event (exit 3).
+    NoKmemEvents,
+}
+
+impl std::fmt::Display for Partial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Partial::Damaged(why) => f.write_str(why),
+            Partial::NoKmemEvents => f.write_str("no kmem events"),
+        }
+    }
 }
 
 /// Captures of one side.

@@ -3,16 +3,12 @@
 //! recorder's own threads out, a pid-filtered recording's traced tree), so
 //! a stored baseline and its log give the same figures.
 
-use crate::compare::Capture;
+use crate::compare::{Capture, Partial};
 use crate::figures;
 use kmemtrace_analysis::Symbols;
 use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
-
-/// [`Capture::partial`] of a capture that is whole but holds no kmem
-/// event: unusable for a gate, not damaged.
-pub const NO_KMEM_EVENTS: &str = "no kmem events";
 
 /// The report schema whose meanings this version knows.
 pub const REPORT_SCHEMA: &str = "kmemtrace-report/1";
@@ -25,7 +21,7 @@ pub fn capture(path: &Path) -> Result<Capture, String> {
     let mut c = of_report(name, &report);
     // A log says itself what it lacks, per CPU, as every tool says it.
     if let Some(inc) = incomplete {
-        c.partial = Some(inc.lines("it").join("; "));
+        c.partial = Some(Partial::Damaged(inc.lines("it").join("; ")));
     }
     Ok(c)
 }
@@ -49,18 +45,22 @@ pub fn of_report(name: String, report: &Value) -> Capture {
 }
 
 /// Why a report's figures are not a whole capture's, if they are not.
-fn partial(report: &Value) -> Option<String> {
+fn partial(report: &Value) -> Option<Partial> {
     let problems = report["problems"].as_array().map_or(0, Vec::len);
     if report["input"]["complete"] == false {
-        Some("cut short (no END block): the recording did not finish".into())
+        Some(Partial::Damaged(
+            "cut short (no END block): the recording did not finish".into(),
+        ))
     } else if problems > 0 {
         let first = report["problems"][0]["message"]
             .as_str()
             .or_else(|| report["problems"][0].as_str())
             .unwrap_or("?");
-        Some(format!("damaged ({problems} problems; first: {first})"))
+        Some(Partial::Damaged(format!(
+            "damaged ({problems} problems; first: {first})"
+        )))
     } else if report["capture"]["kmem_events"].as_u64() == Some(0) {
-        Some(NO_KMEM_EVENTS.into())
+        Some(Partial::NoKmemEvents)
     } else {
         None
     }

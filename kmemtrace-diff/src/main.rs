@@ -2,7 +2,7 @@
 //! whether the gates hold.
 
 use kmemtrace_cli::exit::{self, Code};
-use kmemtrace_diff::compare::{Capture, Group, SORT_KEYS};
+use kmemtrace_diff::compare::{Capture, Group, Partial, SORT_KEYS};
 use kmemtrace_diff::{figures, gate, junit, load, text};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -310,10 +310,9 @@ fn main() -> ExitCode {
                 .map(|why| (format!("{}: {why}", c.name), why))
         });
     for (said, why) in partial {
-        let code = if why == load::NO_KMEM_EVENTS {
-            EXIT_INPUT
-        } else {
-            exit::DAMAGED
+        let code = match why {
+            Partial::NoKmemEvents => EXIT_INPUT,
+            Partial::Damaged(_) => exit::DAMAGED,
         };
         if !gates.is_empty() {
             let msg = format!("cannot gate on {said} (kmemtrace-check says more)");
