@@ -6,7 +6,7 @@
 #   scripts/outputs.sh BIN_DIR OUT_DIR
 # BIN_DIR holds kmemtrace-{report,check,export,diff} (target/release).
 set -u
-bin=$1
+bin=$(cd "$1" && pwd)
 out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${KMT_SHARED:-$root/../shared/data}
