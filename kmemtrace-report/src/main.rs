@@ -2,23 +2,22 @@
 //! leaks and allocator misuse from a kmemtrace log, on any machine.
 //!
 //! The analyses are the `kmemtrace-analysis` library (the ordered event
-//! stream, the passes, the typed model); this binary is the command line
-//! and the printers ([`text`], [`html`], JSON via serde).
+//! stream, the passes, the typed model), the printers `kmemtrace-print`
+//! (text, JSON, HTML over the model); this binary is the command line, the
+//! wiring between them and the exit code.
 #![forbid(unsafe_code)]
 
 mod cli;
 mod events;
-mod html;
-mod page_tables;
-mod pages;
-mod text;
 
 use clap::Parser;
 use cli::Cli;
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
+use kmemtrace_format::human::thousands;
 use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
+use kmemtrace_print::{html, json, text};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -225,8 +224,8 @@ fn analyse_with_progress(
                     (p.subbufs_done * 100)
                         .checked_div(p.subbufs_total)
                         .unwrap_or(100),
-                    text::thousands(p.subbufs_total),
-                    text::thousands(p.events),
+                    thousands(p.subbufs_total),
+                    thousands(p.events),
                     p.elapsed.as_secs_f64()
                 )
             })
@@ -276,7 +275,7 @@ fn selected_something(cli: &Cli, log: &Log, r: &model::Report) -> Result<(), Sto
     Err(usage(format!(
         "{}: selects none of the capture's {} kmem events{glob_hint} ({}; --callsite matches slab call sites' symbols, a glob with * and ?, else a part of the name)",
         asked.join(" "),
-        text::thousands(r.capture.kmem_events),
+        thousands(r.capture.kmem_events),
         tasks_in(log)
     )))
 }
@@ -386,10 +385,7 @@ fn report(
     let text = if html_to_stdout {
         html::render(&out.report, cli.lines.unwrap_or(HTML_LINES))
     } else if cli.json {
-        let mut s = serde_json::to_string_pretty(&out.report)
-            .map_err(|e| (exit::OUTPUT, format!("JSON: {e}")))?;
-        s.push('\n');
-        s
+        json::render(&out.report).map_err(|e| (exit::OUTPUT, format!("JSON: {e}")))?
     } else {
         let color = kmemtrace_format::human::use_color(std::io::stdout().is_terminal());
         text::render(&out.report, &text_sections(cli, page_only, color))
