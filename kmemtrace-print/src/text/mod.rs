@@ -526,7 +526,7 @@ fn misuse_section(out: &mut String, r: &Report, s: &Sections) {
     let mut none_found = Vec::new();
     for f in &r.misuse {
         if f.count == 0 {
-            none_found.push(f.kind);
+            none_found.push(&*f.kind);
             continue;
         }
         misuse_finding(out, f, s.color);
