@@ -216,7 +216,7 @@ pub struct Report {
     pub schema: Name,
     pub generator: String,
     /// Documents stored without it (the golden ones) still load.
-    #[serde(default)]
+    #[serde(default = "Input::unknown")]
     pub input: Input,
     pub kernel: Kernel,
     pub filters: Filters,
@@ -681,6 +681,18 @@ pub struct Input {
     pub truncated: Option<String>,
     pub recorder: Option<String>,
     pub kallsyms: String,
+}
+
+impl Input {
+    /// What a document stored without its `input` stands for: nothing
+    /// known of the file, and nothing said against its being whole (as a
+    /// document that does not say it is cut short).
+    pub fn unknown() -> Input {
+        Input {
+            complete: true,
+            ..Input::default()
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -105,12 +105,12 @@ fn starts_like_json(bytes: &[u8]) -> bool {
 fn document(bytes: &[u8]) -> Result<Report, String> {
     let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let report = serde_json::from_slice::<Report>(text).map_err(|e| {
-        // Another schema's document need not have this one's keys: say
-        // the schema rather than the first key it lacks.
+        // Not JSON: where it breaks. Another schema's document need not
+        // have this one's keys: its schema rather than the first it lacks.
         match schema_of(text) {
-            Some(s) if s != REPORT_SCHEMA => wrong_schema(Some(&s)),
-            Some(_) => format!("not a report document: {e}"),
-            None => wrong_schema(None),
+            Err(syntax) => format!("not a report document: {syntax}"),
+            Ok(Some(s)) if s == REPORT_SCHEMA => format!("not a report document: {e}"),
+            Ok(s) => wrong_schema(s.as_deref()),
         }
     })?;
     if report.schema != REPORT_SCHEMA {
@@ -121,12 +121,13 @@ fn document(bytes: &[u8]) -> Result<Report, String> {
 }
 
 /// The `schema` of a JSON object, if it has a string there.
-fn schema_of(text: &[u8]) -> Option<String> {
+fn schema_of(text: &[u8]) -> serde_json::Result<Option<String>> {
     #[derive(Deserialize)]
     struct Head {
-        schema: Option<String>,
+        schema: Option<serde_json::Value>,
     }
-    serde_json::from_slice::<Head>(text).ok()?.schema
+    let head: Head = serde_json::from_slice(text)?;
+    Ok(head.schema.and_then(|s| s.as_str().map(str::to_string)))
 }
 
 /// Why a document of `schema` (none: not a report's) is not compared.
