@@ -177,8 +177,11 @@ const fn m(name: &'static str, kind: Kind, scopes: &'static [Scope], what: &'sta
     }
 }
 
-/// Page misuse kinds (`page_misuse:KIND`), with their count in `pages.misuse`.
-pub const PAGE_MISUSE: [(&str, fn(&PageMisuseReport) -> u64); 5] = [
+/// Where a page misuse kind's count is in `pages.misuse`.
+pub type PageMisuseCount = fn(&PageMisuseReport) -> u64;
+
+/// Page misuse kinds (`page_misuse:KIND`), with their count.
+pub const PAGE_MISUSE: [(&str, PageMisuseCount); 5] = [
     ("freed_twice", |m| m.freed_twice.count),
     ("allocated_while_live", |m| m.allocated_while_live.count),
     ("freed_with_larger_order", |m| m.freed_with_larger_order),
