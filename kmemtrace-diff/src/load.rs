@@ -184,3 +184,25 @@ fn check_rows_whole(r: &Report) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_is_refused_for_its_schema_before_its_keys() {
+        let err = |text: &str| document(text.as_bytes()).unwrap_err();
+        assert_eq!(
+            err(r#"{"not": "a report"}"#),
+            "JSON without a kmemtrace-report schema"
+        );
+        assert_eq!(
+            err(r#"{"schema": "kmemtrace-report/2", "summary": 1}"#),
+            format!("schema kmemtrace-report/2: this kmemtrace-diff reads {REPORT_SCHEMA}")
+        );
+        let e = err(r#"{"schema": "kmemtrace-report/1", "generator": "x"}"#);
+        assert!(e.starts_with("not a report document: missing field"), "{e}");
+        let e = err("\u{feff}{\"schema\": ");
+        assert!(e.starts_with("not a report document: EOF"), "{e}");
+    }
+}

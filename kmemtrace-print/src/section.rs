@@ -39,6 +39,23 @@ pub enum Section {
     Rates,
 }
 
+impl Section {
+    /// Every section, in the model's order.
+    pub const ALL: [Section; 11] = [
+        Section::Header,
+        Section::Callsites,
+        Section::Caches,
+        Section::CrossCpu,
+        Section::Allocs,
+        Section::Summary,
+        Section::Pages,
+        Section::Misuse,
+        Section::Leaks,
+        Section::LiveTimeline,
+        Section::Rates,
+    ];
+}
+
 /// A printer: its sections in its order, each one written by
 /// [`Printer::section`] into one string.
 pub trait Printer {
@@ -73,4 +90,40 @@ pub fn print(printer: &impl Printer, r: &Report) -> String {
     }
     printer.end(r, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::Sections;
+    use crate::{Html, Text};
+
+    #[test]
+    fn each_printer_lists_a_section_once_and_every_section_has_a_printer() {
+        let text = Text(Sections {
+            callsites: true,
+            caches: true,
+            matrix: true,
+            alloc: true,
+            leaks: true,
+            misuse: true,
+            page: true,
+            page_callers: true,
+            page_alloc: true,
+            page_live: true,
+            page_asked: true,
+            color: false,
+            lines: 20,
+        });
+        let html = Html { lines: 500 };
+        let orders = [text.order(), html.order()];
+        for order in orders {
+            for (i, s) in order.iter().enumerate() {
+                assert!(!order[..i].contains(s), "{s:?} twice");
+            }
+        }
+        for s in Section::ALL {
+            assert!(orders.iter().any(|o| o.contains(&s)), "{s:?} unprinted");
+        }
+    }
 }
