@@ -1,4 +1,6 @@
-//! The report as plain data: what both printers (human tables, JSON) show.
+//! The report as plain data: what the printers (`kmemtrace-print`: text,
+//! JSON, HTML) show, and what `kmemtrace-diff` reads back from a stored
+//! JSON document (Serialize and Deserialize write and read the same keys).
 //! Field meanings are documented in `JSON.md`; every number is exact.
 
 use serde::{Deserialize, Serialize};
