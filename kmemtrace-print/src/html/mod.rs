@@ -42,7 +42,22 @@ pub struct Page<'a> {
     pub lines: usize,
 }
 
-impl Page<'_> {
+impl<'a> Page<'a> {
+    /// The page's view of `r`: its time axis from the first to the last
+    /// event, tables cut at `lines` rows.
+    pub fn new(r: &'a Report, lines: usize) -> Self {
+        let start_ns = r.capture.first_ts_ns.unwrap_or(0);
+        let span = Span {
+            start_ns,
+            end_ns: r
+                .capture
+                .last_ts_ns
+                .unwrap_or(start_ns)
+                .max(start_ns.saturating_add(1)),
+        };
+        Page { r, span, lines }
+    }
+
     /// The lost-event windows of `cpu` (all CPUs: `None`) as shaded
     /// stretches of the time axis, each saying what it is.
     pub fn lost(&self, cpu: Option<u32>) -> Vec<(f64, f64, String)> {
@@ -62,23 +77,6 @@ impl Page<'_> {
                 (self.span.secs(a), self.span.secs(b.max(a)), what)
             })
             .collect()
-    }
-}
-
-impl<'a> Page<'a> {
-    /// The page's view of `r`: its time axis from the first to the last
-    /// event, tables cut at `lines` rows.
-    pub fn new(r: &'a Report, lines: usize) -> Self {
-        let start_ns = r.capture.first_ts_ns.unwrap_or(0);
-        let span = Span {
-            start_ns,
-            end_ns: r
-                .capture
-                .last_ts_ns
-                .unwrap_or(start_ns)
-                .max(start_ns.saturating_add(1)),
-        };
-        Page { r, span, lines }
     }
 }
 
