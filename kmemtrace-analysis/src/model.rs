@@ -1,7 +1,11 @@
 //! The report as plain data: what the printers (`kmemtrace-print`: text,
 //! JSON, HTML) show, and what `kmemtrace-diff` reads back from a stored
 //! JSON document (Serialize and Deserialize write and read the same keys).
-//! Field meanings are documented in `JSON.md`; every number is exact.
+//! Field meanings are documented in `JSON.md`; every number is exact. A key
+//! added to the document later takes `#[serde(default)]`, so that documents
+//! stored before it still load (the golden ones in `tests/data/golden` are
+//! such documents: a test loads them); names from the analysis' own tables
+//! are [`Name`]s, which a document can give back.
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
