@@ -1,10 +1,21 @@
-//! The report as plain data: what both printers (human tables, JSON) show.
-//! Field meanings are documented in `JSON.md`; every number is exact.
+//! The report as plain data: what the printers (`kmemtrace-print`: text,
+//! JSON, HTML) show, and what `kmemtrace-diff` reads back from a stored
+//! JSON document (Serialize and Deserialize write and read the same keys).
+//! Field meanings are documented in `JSON.md`; every number is exact. A key
+//! added to the document later takes `#[serde(default)]`, so that documents
+//! stored before it still load (the golden ones in `tests/data/golden` are
+//! such documents: a test loads them); names from the analysis' own tables
+//! are [`Name`]s, which a document can give back.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// A name the analysis takes from its own tables (a kind, a title), or one
+/// read back from a report document.
+pub type Name = Cow<'static, str>;
 
 /// How serious a finding is; ordered, so that `--fail-on` compares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -178,7 +189,7 @@ pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
 
 /// A kernel address or pointer: an integer in the model, written
 /// `0xffff...` in JSON and text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Addr(pub u64);
 
 impl std::fmt::Display for Addr {
@@ -193,13 +204,25 @@ impl Serialize for Addr {
     }
 }
 
+impl<'de> Deserialize<'de> for Addr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Cow::<str>::deserialize(d)?;
+        s.strip_prefix("0x")
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .map(Addr)
+            .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a 0x address")))
+    }
+}
+
 /// The JSON document's schema tag.
 pub const SCHEMA: &str = "kmemtrace-report/1";
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
-    pub schema: &'static str,
+    pub schema: Name,
     pub generator: String,
+    /// Documents stored without it (the golden ones) still load.
+    #[serde(default = "Input::unknown")]
     pub input: Input,
     pub kernel: Kernel,
     pub filters: Filters,
@@ -292,6 +315,8 @@ pub enum Problem {
     },
     /// More data problems on a CPU than are listed.
     NotListed { cpu: u32, count: u64 },
+    /// A problem read back from a report document: its sentence.
+    Read(String),
 }
 
 impl std::fmt::Display for Problem {
@@ -302,6 +327,7 @@ impl std::fmt::Display for Problem {
             Problem::NotListed { cpu, count } => {
                 write!(f, "CPU {cpu}: {count} more problems not listed")
             }
+            Problem::Read(sentence) => f.write_str(sentence),
         }
     }
 }
@@ -312,9 +338,24 @@ impl Serialize for Problem {
     }
 }
 
+/// A document's problem: its sentence, or an object with its `message`.
+impl<'de> Deserialize<'de> for Problem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Sentence(String),
+            Object { message: String },
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Sentence(s) | Written::Object { message: s } => Problem::Read(s),
+        })
+    }
+}
+
 /// Page-allocator counts (events in the time window on selected CPUs and
 /// pids).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PageStats {
     /// `mm_page_alloc` events.
     pub allocs: u64,
@@ -338,14 +379,14 @@ pub struct PageStats {
 }
 
 /// Requests and the bytes they asked for.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PageRequests {
     pub requests: u64,
     pub bytes: u64,
 }
 
 /// The page-allocator report: `perf kmem stat --page`'s summary and more.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageReport {
     /// The recorded kernel's migratetype names by number.
     pub migratetypes: Vec<String>,
@@ -424,11 +465,11 @@ pub struct PageReport {
 }
 
 /// What a page figure suggests.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageAdvice {
     /// `per_cpu_lists_small`, `per_cpu_imbalance`, `cross_cpu_frees` or
     /// `fragmentation_sustained`.
-    pub kind: &'static str,
+    pub kind: Name,
     /// The figures behind it.
     pub observed: String,
     pub suggests: String,
@@ -439,7 +480,7 @@ pub struct PageAdvice {
 
 /// events-kmem.rst: raise `min_free_kbytes` in steps of 3 x pageblock
 /// size x online nodes.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MinFreeKbytes {
     /// The recorded kernel's value, if the log has it.
     pub current: Option<u64>,
@@ -447,7 +488,7 @@ pub struct MinFreeKbytes {
     pub nodes: u32,
     /// Where `nodes` comes from: `pagetypeinfo`, `cpu_node_map` or
     /// `assumed`.
-    pub nodes_from: &'static str,
+    pub nodes_from: Name,
     pub step: u64,
     /// `current + step`.
     pub suggested: Option<u64>,
@@ -456,7 +497,7 @@ pub struct MinFreeKbytes {
 /// Page misuse as the trace shows it. The kernel hands out pages without
 /// `mm_page_alloc` (the bulk allocator, compaction, alloc_contig_range), so
 /// every finding here is `info`: none is counted by `--fail-on`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageMisuseReport {
     /// Frees of a frame the capture saw freed (itself, or inside a freed
     /// buddy block), with no traced allocation of it since.
@@ -475,9 +516,9 @@ pub struct PageMisuseReport {
 }
 
 /// One page finding.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageFinding {
-    pub kind: &'static str,
+    pub kind: Name,
     pub severity: Severity,
     pub count: u64,
     pub bytes: u64,
@@ -496,7 +537,7 @@ pub struct PageFinding {
 
 /// The first occurrence of a page finding, and the frame's earlier event
 /// (the earlier free; the live block's allocation).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageOccurrenceRow {
     pub ts_ns: u64,
     /// Seconds from the first event.
@@ -516,7 +557,7 @@ pub struct PageOccurrenceRow {
 
 /// The kernel stacks taken with page allocations (`kmemtraced
 /// --page-stacks`).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PageStacks {
     /// The log holds the stack record's format (stacks were asked for).
     pub recorded: bool,
@@ -532,14 +573,15 @@ pub struct PageStacks {
     /// `kernel_stack` records at the start of their CPU's stream that no
     /// allocation took: tracing came on between an allocation (not
     /// recorded, but kept in a scratch buffer for the trigger's filter)
-    /// and its stack (recorded).
+    /// and its stack (recorded). Added after the first documents.
+    #[serde(default)]
     pub cut_at_start: u64,
     /// Distinct stacks.
     pub distinct: u64,
 }
 
 /// One row of the page call-site table.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageCallsiteRow {
     /// `function+0xoff` of the first frame outside the allocator; `-`
     /// without a stack.
@@ -566,7 +608,7 @@ pub struct PageCallsiteRow {
 }
 
 /// A GFP flag's short name, as the kernel names it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GfpLegendEntry {
     pub short: String,
     pub name: String,
@@ -574,7 +616,7 @@ pub struct GfpLegendEntry {
 }
 
 /// One row of the per-page-frame table.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PfnRow {
     pub pfn: Addr,
     pub hits: u64,
@@ -586,7 +628,7 @@ pub struct PfnRow {
 }
 
 /// Live blocks of one group.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LiveGroupRow {
     /// The call site (`-` without a stack).
     pub callsite: String,
@@ -600,13 +642,13 @@ pub struct LiveGroupRow {
     pub oldest_age_ns: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OrderRow {
     pub order: String,
     pub by_migratetype: Vec<u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PcpRow {
     pub cpu: u32,
     /// Pages refilled into the CPU's list (`mm_page_alloc_zone_locked`
@@ -621,7 +663,7 @@ pub struct PcpRow {
     pub drain_lock_acquisitions: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FallbackRow {
     pub alloc_order: u32,
     pub fallback_order: i32,
@@ -633,7 +675,7 @@ pub struct FallbackRow {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Input {
     pub name: String,
     pub bytes: u64,
@@ -647,14 +689,26 @@ pub struct Input {
     pub kallsyms: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+impl Input {
+    /// What a document stored without its `input` stands for: nothing
+    /// known of the file, and nothing said against its being whole (as a
+    /// document that does not say it is cut short).
+    pub fn unknown() -> Input {
+        Input {
+            complete: true,
+            ..Input::default()
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Kernel {
     pub sysname: Option<String>,
     pub release: Option<String>,
     pub version: Option<String>,
     pub machine: Option<String>,
     pub hostname: Option<String>,
-    pub byte_order: &'static str,
+    pub byte_order: Name,
     pub long_size: u8,
     pub page_size: Option<u32>,
     pub nr_cpus: Option<u32>,
@@ -663,7 +717,7 @@ pub struct Kernel {
     pub gfp_table: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Filters {
     pub cpus: Option<Vec<u32>>,
     pub pids: Option<Vec<i32>>,
@@ -681,7 +735,7 @@ pub struct Filters {
 }
 
 /// The tasks a pid-filtered recording traced (kmemtrace_format::tasks).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TracedTree {
     /// The pids the recorder was asked for (threads, or the command).
     pub asked: Vec<i32>,
@@ -693,7 +747,7 @@ pub struct TracedTree {
     pub forks_recorded: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CpuRow {
     pub cpu: u32,
     pub node: Option<u32>,
@@ -713,7 +767,7 @@ pub struct CpuRow {
     pub last_ts_ns: Option<u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LostWindow {
     pub cpu: u32,
     /// 0: before the CPU's first event.
@@ -722,7 +776,7 @@ pub struct LostWindow {
     pub end_ns: Option<u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Capture {
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
@@ -740,7 +794,7 @@ pub struct Capture {
 }
 
 /// Totals as `perf kmem stat` prints them, and what it cannot.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     pub alloc_events: u64,
     pub failed_allocs: u64,
@@ -773,7 +827,7 @@ pub struct Summary {
     pub peak_live_bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Gfp {
     pub value: String,
     pub flags: String,
@@ -781,13 +835,13 @@ pub struct Gfp {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CallsiteRow {
     pub callsite: String,
     pub addr: Addr,
     /// Which events came from here: kmalloc, kmem_cache_alloc, kfree,
     /// kmem_cache_free.
-    pub kinds: Vec<&'static str>,
+    pub kinds: Vec<Name>,
     pub hits: u64,
     pub failed: u64,
     pub bytes_req: u64,
@@ -807,13 +861,13 @@ pub struct CallsiteRow {
     /// Misuse occurrences by kind whose object was allocated here: all of
     /// them, as `top_alloc_callsites` counts them (uncertain and explained
     /// ones included); kinds with none left out.
-    pub misuse: std::collections::BTreeMap<&'static str, u64>,
+    pub misuse: std::collections::BTreeMap<Name, u64>,
     pub gfp: Vec<Gfp>,
     /// Allocations with GFP values beyond the 8 listed.
     pub gfp_other: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CacheRow {
     pub name: String,
     /// The object size (size classes only).
@@ -830,7 +884,7 @@ pub struct CacheRow {
     pub peak_live_bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CrossCpu {
     /// Row and column labels.
     pub cpus: Vec<u32>,
@@ -840,14 +894,14 @@ pub struct CrossCpu {
     pub cross_cpu_frees: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SiteCount {
     pub callsite: String,
     pub addr: Addr,
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OccurrenceRow {
     pub ts_ns: u64,
     /// Seconds from the first event.
@@ -867,10 +921,10 @@ pub struct OccurrenceRow {
     pub uncertain: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Finding {
-    pub kind: &'static str,
-    pub title: &'static str,
+    pub kind: Name,
+    pub title: Name,
     /// `error`, `warning` or `info`.
     pub severity: Severity,
     /// Every occurrence (the raw count).
@@ -902,7 +956,7 @@ pub struct Finding {
 }
 
 /// Why a group's occurrences of a finding were kept or set apart.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FindingReason {
     /// The cache, or `kmalloc-N` (N: bytes_alloc).
     pub cache: String,
@@ -920,7 +974,7 @@ pub struct FindingReason {
 
 /// What the capture shows of allocations and frees the kernel did not
 /// trace, per cache (or kmalloc size): see JSON.md.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TraceCompleteness {
     /// The log was recorded with a pid filter: other tasks' events,
     /// including RCU callbacks and interrupts run beside them, are missing.
@@ -934,14 +988,14 @@ pub struct TraceCompleteness {
     pub groups: Vec<UntracedRow>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct UnrecordedTask {
     pub pid: i32,
     pub comm: Option<String>,
     pub switched_in_from_idle: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct UntracedRow {
     pub cache: String,
     /// Frees of pointers never seen allocated.
@@ -953,7 +1007,7 @@ pub struct UntracedRow {
     /// Allocations returning a pointer the trace had live.
     pub live_returned: u64,
     /// `none`, `one` or `many` pointers among them.
-    pub live_returned_pointers: &'static str,
+    pub live_returned_pointers: Name,
     /// Untraced allocations shown (unseen frees, or pointers freed again
     /// twice).
     pub untraced_allocs: bool,
@@ -962,7 +1016,7 @@ pub struct UntracedRow {
     pub untraced_frees: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LeakExample {
     pub ptr: Addr,
     pub age_ns: u64,
@@ -970,7 +1024,7 @@ pub struct LeakExample {
     pub bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LeakRow {
     pub callsite: String,
     pub addr: Addr,
@@ -995,7 +1049,7 @@ pub struct LeakRow {
     pub examples: Vec<LeakExample>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Leaks {
     pub min_age_ns: u64,
     pub end_ts_ns: u64,
@@ -1010,7 +1064,7 @@ pub struct Leaks {
     pub groups: Vec<LeakRow>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AllocRow {
     pub ptr: Addr,
     pub callsite: String,

@@ -16,7 +16,7 @@ pub struct Capture {
     pub kernel: String,
     pub figures: Figures,
     /// The report's `filters`: what was selected.
-    pub filters: serde_json::Value,
+    pub filters: kmemtrace_analysis::model::Filters,
     /// Why its figures are not a whole capture's, if they are not: a gate
     /// cannot stand on them.
     pub partial: Option<Partial>,

@@ -1,14 +1,15 @@
-//! The figures a comparison looks at, read from a `kmemtrace-report --json`
-//! document (its documented contract, `JSON.md`), so a stored baseline and a
-//! log analysed here give the same figures. Each has a scope (totals, a slab
+//! The figures a comparison looks at, read from the typed report model
+//! (what a `kmemtrace-report --json` document deserializes into, its keys
+//! documented in `JSON.md`), so a stored baseline and a log analysed here
+//! give the same figures. Each has a scope (totals, a slab
 //! call site, a cache, a page call site, a page order), a row name and a
 //! metric; the metrics are one table, shared by the comparison, the gates'
 //! validation and `--help`.
 
+use kmemtrace_analysis::model::{CacheRow, CallsiteRow, PageMisuseReport, PageReport, Report};
 use kmemtrace_analysis::page_callers::base_name;
 use kmemtrace_analysis::passes::misuse::Misuse;
 use serde::Serialize;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Where a figure belongs.
@@ -176,13 +177,16 @@ const fn m(name: &'static str, kind: Kind, scopes: &'static [Scope], what: &'sta
     }
 }
 
-/// Page misuse kinds (`page_misuse:KIND`), with where `pages.misuse` has them.
-pub const PAGE_MISUSE: [(&str, &str); 5] = [
-    ("freed_twice", "/freed_twice/count"),
-    ("allocated_while_live", "/allocated_while_live/count"),
-    ("freed_with_larger_order", "/freed_with_larger_order"),
-    ("freed_with_smaller_order", "/freed_with_smaller_order"),
-    ("freed_unseen", "/freed_unseen/requests"),
+/// Where a page misuse kind's count is in `pages.misuse`.
+pub type PageMisuseCount = fn(&PageMisuseReport) -> u64;
+
+/// Page misuse kinds (`page_misuse:KIND`), with their count.
+pub const PAGE_MISUSE: [(&str, PageMisuseCount); 5] = [
+    ("freed_twice", |m| m.freed_twice.count),
+    ("allocated_while_live", |m| m.allocated_while_live.count),
+    ("freed_with_larger_order", |m| m.freed_with_larger_order),
+    ("freed_with_smaller_order", |m| m.freed_with_smaller_order),
+    ("freed_unseen", |m| m.freed_unseen.requests),
 ];
 
 /// The kind and scopes of the metric named `name`: a table entry, or a
@@ -251,159 +255,151 @@ pub fn function_of(callsite: &str) -> String {
     }
 }
 
-fn u(v: &Value) -> f64 {
-    v.as_u64().unwrap_or(0) as f64
-}
-
-/// Reads a report document's figures.
-pub fn read(report: &Value) -> Figures {
+/// Reads a report's figures.
+pub fn read(report: &Report) -> Figures {
     let mut f = Figures::new();
-    let s = &report["summary"];
-    for (metric, key) in [
-        ("hits", "alloc_events"),
-        ("req", "bytes_requested"),
-        ("bytes", "bytes_allocated"),
-        ("waste", "bytes_wasted"),
-        ("frees", "matched_frees"),
-        ("cross_cpu_frees", "cross_cpu_frees"),
-        ("failed", "failed_allocs"),
-        ("live_objects", "live_objects"),
-        ("live_bytes", "live_bytes"),
-        ("peak_live_bytes", "peak_live_bytes"),
+    let s = &report.summary;
+    for (metric, v) in [
+        ("hits", s.alloc_events),
+        ("req", s.bytes_requested),
+        ("bytes", s.bytes_allocated),
+        ("waste", s.bytes_wasted),
+        ("frees", s.matched_frees),
+        ("cross_cpu_frees", s.cross_cpu_frees),
+        ("failed", s.failed_allocs),
+        ("live_objects", s.live_objects),
+        ("live_bytes", s.live_bytes),
+        ("peak_live_bytes", s.peak_live_bytes),
     ] {
-        *at(&mut f, Total, "total", metric) += u(&s[key]);
+        *at(&mut f, Total, "total", metric) += v as f64;
     }
-    *at(&mut f, Total, "total", "leaks") += u(&report["leaks"]["objects"]);
-    *at(&mut f, Total, "total", "leak_bytes") += u(&report["leaks"]["bytes"]);
-    for m in report["misuse"].as_array().into_iter().flatten() {
-        if let Some(kind) = m["kind"].as_str() {
-            *at(&mut f, Total, "total", &format!("misuse:{kind}")) += u(&m["certain"]);
-        }
+    *at(&mut f, Total, "total", "leaks") += report.leaks.objects as f64;
+    *at(&mut f, Total, "total", "leak_bytes") += report.leaks.bytes as f64;
+    for m in &report.misuse {
+        *at(&mut f, Total, "total", &format!("misuse:{}", m.kind)) += m.certain as f64;
     }
     slab_rows(report, &mut f);
-    pages(&report["pages"], &mut f);
+    pages(&report.pages, &mut f);
     ratios(&mut f);
     f
 }
 
-const ROW_METRICS: [(&str, &str); 10] = [
-    ("hits", "hits"),
-    ("req", "bytes_req"),
-    ("bytes", "bytes_alloc"),
-    ("waste", "bytes_wasted"),
-    ("frees", "frees"),
-    ("cross_cpu_frees", "cross_cpu_frees"),
-    ("failed", "failed"),
-    ("live_objects", "live_objects"),
-    ("live_bytes", "live_bytes"),
-    ("peak_live_bytes", "peak_live_bytes"),
-];
+/// A slab call site's row figures, by metric.
+fn callsite_metrics(r: &CallsiteRow) -> [(&'static str, u64); 10] {
+    [
+        ("hits", r.hits),
+        ("req", r.bytes_req),
+        ("bytes", r.bytes_alloc),
+        ("waste", r.bytes_wasted),
+        ("frees", r.frees),
+        ("cross_cpu_frees", r.cross_cpu_frees),
+        ("failed", r.failed),
+        ("live_objects", r.live_objects),
+        ("live_bytes", r.live_bytes),
+        ("peak_live_bytes", r.peak_live_bytes),
+    ]
+}
 
-/// Call sites (by function: several offsets add up) and caches (`caches`
-/// and `size_classes` by name). A row's peak is the largest of its parts'.
-fn slab_rows(report: &Value, f: &mut Figures) {
-    for (scope, arrays) in [
-        (Callsite, &["callsites"][..]),
-        (Cache, &["caches", "size_classes"][..]),
-    ] {
-        for a in arrays {
-            for r in report[*a].as_array().into_iter().flatten() {
-                // Sites that only free have no allocation figures.
-                if scope == Callsite && u(&r["hits"]) == 0.0 && u(&r["live_objects"]) == 0.0 {
-                    continue;
-                }
-                let name = match scope {
-                    Callsite => r["callsite"].as_str().map(function_of),
-                    _ => r["name"].as_str().map(str::to_string),
-                };
-                let Some(name) = name else { continue };
-                if scope == Callsite {
-                    // A site with no misuse or leak has those figures at
-                    // 0 (not absent), so a change to 0 is no vanished row.
-                    let zero = Misuse::ALL
-                        .iter()
-                        .map(|k| format!("misuse:{}", k.id()))
-                        .chain(["leaks".to_string(), "leak_bytes".to_string()]);
-                    for metric in zero {
-                        at(f, scope, &name, &metric);
-                    }
-                    for (kind, n) in r["misuse"].as_object().into_iter().flatten() {
-                        *at(f, scope, &name, &format!("misuse:{kind}")) += u(n);
-                    }
-                }
-                for (metric, key) in ROW_METRICS {
-                    if scope == Cache && metric == "failed" {
-                        continue;
-                    }
-                    let e = at(f, scope, &name, metric);
-                    if metric == "peak_live_bytes" {
-                        *e = e.max(u(&r[key]));
-                    } else {
-                        *e += u(&r[key]);
-                    }
-                }
-            }
-        }
-    }
-    for g in report["leaks"]["groups"].as_array().into_iter().flatten() {
-        let Some(site) = g["callsite"].as_str() else {
-            continue;
-        };
-        let name = function_of(site);
-        for (metric, key) in [("leaks", "objects"), ("leak_bytes", "bytes")] {
-            *at(f, Callsite, &name, metric) += u(&g[key]);
+/// A cache's (or size class's) row figures: a call site's but `failed`.
+fn cache_metrics(r: &CacheRow) -> [(&'static str, u64); 9] {
+    [
+        ("hits", r.hits),
+        ("req", r.bytes_req),
+        ("bytes", r.bytes_alloc),
+        ("waste", r.bytes_wasted),
+        ("frees", r.frees),
+        ("cross_cpu_frees", r.cross_cpu_frees),
+        ("live_objects", r.live_objects),
+        ("live_bytes", r.live_bytes),
+        ("peak_live_bytes", r.peak_live_bytes),
+    ]
+}
+
+/// Adds one row's figures to the row `name` of `scope`: several rows of
+/// one name add up, but for the peak, the largest of theirs.
+fn add_row(f: &mut Figures, scope: Scope, name: &str, metrics: &[(&str, u64)]) {
+    for &(metric, v) in metrics {
+        let e = at(f, scope, name, metric);
+        if metric == "peak_live_bytes" {
+            *e = e.max(v as f64);
+        } else {
+            *e += v as f64;
         }
     }
 }
 
-/// The page half: totals, call sites by function, orders.
-fn pages(p: &Value, f: &mut Figures) {
-    let mut put = |scope, name: &str, metric: &str, v: f64| *at(f, scope, name, metric) += v;
-    for (metric, v) in [
-        ("page_allocs", &p["allocations"]["requests"]),
-        ("page_bytes", &p["allocations"]["bytes"]),
-        ("page_frees", &p["frees"]["requests"]),
-        ("page_failures", &p["allocation_failures"]),
-        ("live_blocks", &p["alloc_only"]["requests"]),
-        ("fallbacks", &p["fallbacks_total"]),
-        ("fallbacks_fragmenting", &p["fallbacks_fragmenting"]),
-    ] {
-        put(Total, "total", metric, u(v));
-    }
-    for (kind, path) in PAGE_MISUSE {
-        let v = p["misuse"].pointer(path).map_or(0.0, u);
-        put(Total, "total", &format!("page_misuse:{kind}"), v);
-    }
-    for r in p["callsites"].as_array().into_iter().flatten() {
-        let Some(site) = r["callsite"].as_str() else {
+/// Call sites (by function: several offsets add up) and caches (`caches`
+/// and `size_classes` by name). A row's peak is the largest of its parts'.
+fn slab_rows(report: &Report, f: &mut Figures) {
+    for r in &report.callsites {
+        // Sites that only free have no allocation figures.
+        if r.hits == 0 && r.live_objects == 0 {
             continue;
-        };
-        let name = function_of(site);
-        for (metric, key) in [
-            ("hits", "hits"),
-            ("bytes", "bytes"),
-            ("live_blocks", "live_blocks"),
-            ("live_bytes", "live_bytes"),
+        }
+        let name = function_of(&r.callsite);
+        // A site with no misuse or leak has those figures at 0 (not
+        // absent), so a change to 0 is no vanished row.
+        let zero = Misuse::ALL
+            .iter()
+            .map(|k| format!("misuse:{}", k.id()))
+            .chain(["leaks".to_string(), "leak_bytes".to_string()]);
+        for metric in zero {
+            at(f, Callsite, &name, &metric);
+        }
+        for (kind, &n) in &r.misuse {
+            *at(f, Callsite, &name, &format!("misuse:{kind}")) += n as f64;
+        }
+        add_row(f, Callsite, &name, &callsite_metrics(r));
+    }
+    for r in report.caches.iter().chain(&report.size_classes) {
+        add_row(f, Cache, &r.name, &cache_metrics(r));
+    }
+    for g in &report.leaks.groups {
+        let name = function_of(&g.callsite);
+        *at(f, Callsite, &name, "leaks") += g.objects as f64;
+        *at(f, Callsite, &name, "leak_bytes") += g.bytes as f64;
+    }
+}
+
+/// The page half: totals, call sites by function, orders.
+fn pages(p: &PageReport, f: &mut Figures) {
+    let mut put = |scope, name: &str, metric: &str, v: u64| *at(f, scope, name, metric) += v as f64;
+    for (metric, v) in [
+        ("page_allocs", p.allocations.requests),
+        ("page_bytes", p.allocations.bytes),
+        ("page_frees", p.frees.requests),
+        ("page_failures", p.allocation_failures),
+        ("live_blocks", p.alloc_only.requests),
+        ("fallbacks", p.fallbacks_total),
+        ("fallbacks_fragmenting", p.fallbacks_fragmenting),
+    ] {
+        put(Total, "total", metric, v);
+    }
+    for (kind, count) in PAGE_MISUSE {
+        put(
+            Total,
+            "total",
+            &format!("page_misuse:{kind}"),
+            count(&p.misuse),
+        );
+    }
+    for r in &p.callsites {
+        let name = function_of(&r.callsite);
+        for (metric, v) in [
+            ("hits", r.hits),
+            ("bytes", r.bytes),
+            ("live_blocks", r.live_blocks),
+            ("live_bytes", r.live_bytes),
         ] {
-            put(PageCallsite, &name, metric, u(&r[key]));
+            put(PageCallsite, &name, metric, v);
         }
     }
-    for (array, metric) in [
-        ("by_order_migratetype", "hits"),
-        ("live_by_order_migratetype", "live_blocks"),
+    for (rows, metric) in [
+        (&p.by_order_migratetype, "hits"),
+        (&p.live_by_order_migratetype, "live_blocks"),
     ] {
-        for r in p[array].as_array().into_iter().flatten() {
-            let order = match &r["order"] {
-                Value::String(s) => s.clone(),
-                v => v.to_string(),
-            };
-            let n: f64 = r["by_migratetype"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(u)
-                .sum();
-            put(Order, &order, metric, n);
+        for r in rows {
+            put(Order, &r.order, metric, r.by_migratetype.iter().sum());
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Captures compared: the figures of `kmemtrace-report --json` (the
-//! documented contract, so a stored baseline needs no log), per slab call
+//! Captures compared: the figures of the report model, read from a log or
+//! from a stored `kmemtrace-report --json` document (the documented
+//! contract, so a stored baseline needs no log), per slab call
 //! site, cache, page call site, page order and in total, with absolute and
 //! relative change, rates per second of capture, the baseline's noise when
 //! it has several captures, and gates checked on the result. Call sites are
@@ -23,6 +24,7 @@ pub mod text;
 use compare::{Change, Group};
 use figures::Scope;
 use gate::{Gate, Verdict};
+use kmemtrace_analysis::model::Filters;
 
 pub const SCHEMA: &str = "kmemtrace-diff/1";
 
@@ -86,18 +88,18 @@ pub struct Comparison {
 }
 
 /// The filters a person chooses (pids and time windows differ between runs
-/// in their values, so only whether they were given counts).
-fn selection(filters: &serde_json::Value) -> Vec<(&'static str, String)> {
-    let given = |k: &str| (!filters[k].is_null()).to_string();
+/// in their values, so only whether they were given counts), each as a
+/// value to compare.
+fn selection(filters: &Filters) -> Vec<(&'static str, String)> {
     vec![
-        ("cpus", filters["cpus"].to_string()),
-        ("comm", filters["comm"].to_string()),
-        ("callsite", filters["callsite"].to_string()),
-        ("min_age_ns", filters["min_age_ns"].to_string()),
-        ("pids given", given("pids")),
+        ("cpus", format!("{:?}", filters.cpus)),
+        ("comm", format!("{:?}", filters.comm)),
+        ("callsite", format!("{:?}", filters.callsite)),
+        ("min_age_ns", filters.min_age_ns.to_string()),
+        ("pids given", filters.pids.is_some().to_string()),
         (
             "time window given",
-            (!filters["time_start_ns"].is_null() || !filters["time_end_ns"].is_null()).to_string(),
+            (filters.time_start_ns.is_some() || filters.time_end_ns.is_some()).to_string(),
         ),
     ]
 }

@@ -1,17 +1,20 @@
 //! An input: a `kmemtrace-report --json` document, or a log analysed here
 //! as `kmemtrace-report LOG --json` analyses it (the same selection: the
 //! recorder's own threads out, a pid-filtered recording's traced tree), so
-//! a stored baseline and its log give the same figures.
+//! a stored baseline and its log give the same figures. Either way the
+//! comparison reads the typed model ([`Report`]): a document is
+//! deserialized into it, a log's report is used as the analysis made it.
 
 use crate::compare::{Capture, Partial};
 use crate::figures;
+use kmemtrace_analysis::model::Report;
 use kmemtrace_analysis::Symbols;
-use serde_json::Value;
+use serde::Deserialize;
 use std::io::Read;
 use std::path::Path;
 
-/// The report schema whose meanings this version knows.
-pub const REPORT_SCHEMA: &str = "kmemtrace-report/1";
+/// The report schema whose meanings this version knows: the model's.
+pub use kmemtrace_analysis::model::SCHEMA as REPORT_SCHEMA;
 
 /// Reads `path`: a JSON document if its first character (after a BOM and
 /// white space) is `{`, else a kmemtrace log.
@@ -26,40 +29,36 @@ pub fn capture(path: &Path) -> Result<Capture, String> {
     Ok(c)
 }
 
-/// A capture from a report document.
-pub fn of_report(name: String, report: &Value) -> Capture {
-    let k = &report["kernel"];
+/// A capture from a report.
+pub fn of_report(name: String, report: &Report) -> Capture {
+    let k = &report.kernel;
     let kernel = format!(
         "{} {}",
-        k["release"].as_str().unwrap_or("?"),
-        k["machine"].as_str().unwrap_or("?")
+        k.release.as_deref().unwrap_or("?"),
+        k.machine.as_deref().unwrap_or("?")
     );
     Capture {
         name,
         seconds: seconds(report),
         kernel,
         figures: figures::read(report),
-        filters: report["filters"].clone(),
+        filters: report.filters.clone(),
         partial: partial(report),
     }
 }
 
 /// Why a report's figures are not a whole capture's, if they are not.
-fn partial(report: &Value) -> Option<Partial> {
-    let problems = report["problems"].as_array().map_or(0, Vec::len);
-    if report["input"]["complete"] == false {
+fn partial(report: &Report) -> Option<Partial> {
+    if !report.input.complete {
         Some(Partial::Damaged(
             "cut short (no END block): the recording did not finish".into(),
         ))
-    } else if problems > 0 {
-        let first = report["problems"][0]["message"]
-            .as_str()
-            .or_else(|| report["problems"][0].as_str())
-            .unwrap_or("?");
+    } else if let Some(first) = report.problems.first() {
         Some(Partial::Damaged(format!(
-            "damaged ({problems} problems; first: {first})"
+            "damaged ({} problems; first: {first})",
+            report.problems.len()
         )))
-    } else if report["capture"]["kmem_events"].as_u64() == Some(0) {
+    } else if report.capture.kmem_events == 0 {
         Some(Partial::NoKmemEvents)
     } else {
         None
@@ -69,16 +68,18 @@ fn partial(report: &Value) -> Option<Partial> {
 /// Seconds the figures cover: the capture's span, cut to the `--time`
 /// window the document was made with; at least a microsecond, so rates
 /// stay finite.
-fn seconds(report: &Value) -> f64 {
-    let c = &report["capture"];
-    let f = &report["filters"];
-    let first = c["first_ts_ns"].as_u64().unwrap_or(0);
-    let last = c["last_ts_ns"].as_u64().unwrap_or(first);
-    let start = f["time_start_ns"].as_u64().map_or(first, |t| t.max(first));
-    let end = f["time_end_ns"].as_u64().map_or(last, |t| t.min(last));
-    let ns = match (f["time_start_ns"].is_null(), f["time_end_ns"].is_null()) {
-        (true, true) => c["duration_ns"].as_u64().unwrap_or(0),
-        _ => end.saturating_sub(start),
+fn seconds(report: &Report) -> f64 {
+    let c = &report.capture;
+    let f = &report.filters;
+    let first = c.first_ts_ns.unwrap_or(0);
+    let last = c.last_ts_ns.unwrap_or(first);
+    let ns = match (f.time_start_ns, f.time_end_ns) {
+        (None, None) => c.duration_ns,
+        (start, end) => {
+            let start = start.map_or(first, |t| t.max(first));
+            let end = end.map_or(last, |t| t.min(last));
+            end.saturating_sub(start)
+        }
     };
     (ns as f64 / 1e9).max(1e-6)
 }
@@ -90,36 +91,72 @@ fn looks_like_json(path: &Path) -> std::io::Result<bool> {
     std::fs::File::open(path)?
         .take(4096)
         .read_to_end(&mut head)?;
-    let text = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&head);
-    Ok(text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
+    Ok(starts_like_json(&head))
 }
 
-/// A report document from its text.
-fn document(text: &str) -> Result<Value, String> {
-    let v: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| format!("not a report document: {e}"))?;
-    check_document(&v)?;
-    Ok(v)
+/// `{` after an optional BOM and white space.
+fn starts_like_json(bytes: &[u8]) -> bool {
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
-/// The report document of `path`, and what its log lacks (for a log).
+/// A report document from its bytes (a BOM allowed before it); keys this
+/// version does not know are passed over.
+fn document(bytes: &[u8]) -> Result<Report, String> {
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let report = serde_json::from_slice::<Report>(text).map_err(|e| {
+        // Not JSON: where it breaks. Another schema's document need not
+        // have this one's keys: its schema rather than the first it lacks.
+        match schema_of(text) {
+            Err(syntax) => format!("not a report document: {syntax}"),
+            Ok(Some(s)) if s == REPORT_SCHEMA => format!("not a report document: {e}"),
+            Ok(s) => wrong_schema(s.as_deref()),
+        }
+    })?;
+    if report.schema != REPORT_SCHEMA {
+        return Err(wrong_schema(Some(&report.schema)));
+    }
+    check_rows_whole(&report)?;
+    Ok(report)
+}
+
+/// The `schema` of a JSON object, if it has a string there.
+fn schema_of(text: &[u8]) -> serde_json::Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Head {
+        schema: Option<serde_json::Value>,
+    }
+    let head: Head = serde_json::from_slice(text)?;
+    Ok(head.schema.and_then(|s| s.as_str().map(str::to_string)))
+}
+
+/// Why a document of `schema` (none: not a report's) is not compared.
+fn wrong_schema(schema: Option<&str>) -> String {
+    match schema {
+        Some(s) if s.starts_with("kmemtrace-report/") => {
+            format!("schema {s}: this kmemtrace-diff reads {REPORT_SCHEMA}")
+        }
+        _ => "JSON without a kmemtrace-report schema".into(),
+    }
+}
+
+/// The report of `path`, and what its log lacks (for a log).
 fn report(
     path: &Path,
-) -> Result<(Value, Option<kmemtrace_format::completeness::Incomplete>), String> {
+) -> Result<(Report, Option<kmemtrace_format::completeness::Incomplete>), String> {
     let mut log = if path.as_os_str() == "-" {
         // Standard input, read once: a document or a log.
         let mut bytes = Vec::new();
         std::io::stdin()
             .read_to_end(&mut bytes)
             .map_err(|e| e.to_string())?;
-        let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
-        if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-            return Ok((document(&String::from_utf8_lossy(text))?, None));
+        if starts_like_json(&bytes) {
+            return Ok((document(&bytes)?, None));
         }
         kmemtrace_format::log::Log::from_bytes("<stdin>", &bytes).map_err(|e| e.to_string())?
     } else if looks_like_json(path).map_err(|e| e.to_string())? {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        return Ok((document(&text)?, None));
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        return Ok((document(&bytes)?, None));
     } else {
         kmemtrace_import::open_log(path).map_err(|e| e.to_string())?
     };
@@ -128,42 +165,16 @@ fn report(
     }
     let syms = Symbols::of_log(&mut log);
     let report = kmemtrace_analysis::analyse_as_recorded(&log, &syms);
-    let value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
-    Ok((value, log.incomplete()))
+    Ok((report, log.incomplete()))
 }
 
-/// A document this version can compare: schema `/1`, the objects the
-/// figures come from, and complete row arrays.
-fn check_document(v: &Value) -> Result<(), String> {
-    match v["schema"].as_str() {
-        Some(REPORT_SCHEMA) => {}
-        Some(s) if s.starts_with("kmemtrace-report/") => {
-            return Err(format!(
-                "schema {s}: this kmemtrace-diff reads {REPORT_SCHEMA}"
-            ))
-        }
-        _ => return Err("JSON without a kmemtrace-report schema".into()),
-    }
-    for key in ["capture", "summary", "leaks", "pages", "filters"] {
-        if !v[key].is_object() {
-            return Err(format!("a report document without `{key}`"));
-        }
-    }
-    for key in ["callsites", "caches", "size_classes", "misuse"] {
-        if !v[key].is_array() {
-            return Err(format!("a report document without `{key}[]`"));
-        }
-    }
-    for key in ["alloc_events", "bytes_allocated", "live_bytes"] {
-        if !v["summary"][key].is_u64() {
-            return Err(format!("`summary.{key}` is not a count"));
-        }
-    }
-    let cut = v["lines"].as_u64().or_else(|| {
+/// A document made with `-l` has cut row arrays: the rest would look
+/// vanished.
+fn check_rows_whole(r: &Report) -> Result<(), String> {
+    let cut = r.lines.map(|n| n as u64).or_else(|| {
         // Documents from before `lines`: a cut shows in the leak groups.
-        let total = v["leaks"]["groups_total"].as_u64()?;
-        let listed = v["leaks"]["groups"].as_array()?.len() as u64;
-        (listed < total).then_some(listed)
+        let listed = r.leaks.groups.len() as u64;
+        (listed < r.leaks.groups_total as u64).then_some(listed)
     });
     if let Some(n) = cut {
         return Err(format!(
@@ -172,4 +183,26 @@ fn check_document(v: &Value) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_is_refused_for_its_schema_before_its_keys() {
+        let err = |text: &str| document(text.as_bytes()).unwrap_err();
+        assert_eq!(
+            err(r#"{"not": "a report"}"#),
+            "JSON without a kmemtrace-report schema"
+        );
+        assert_eq!(
+            err(r#"{"schema": "kmemtrace-report/2", "summary": 1}"#),
+            format!("schema kmemtrace-report/2: this kmemtrace-diff reads {REPORT_SCHEMA}")
+        );
+        let e = err(r#"{"schema": "kmemtrace-report/1", "generator": "x"}"#);
+        assert!(e.starts_with("not a report document: missing field"), "{e}");
+        let e = err("\u{feff}{\"schema\": ");
+        assert!(e.starts_with("not a report document: EOF"), "{e}");
+    }
 }

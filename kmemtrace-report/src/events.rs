@@ -27,6 +27,7 @@
 use kmemtrace_analysis::filter::{glob, Filter};
 use kmemtrace_analysis::in_order::{for_each_record, Lost, Record};
 use kmemtrace_analysis::Symbols;
+use kmemtrace_cli::exit;
 use kmemtrace_format::endian::{Endian, RunTimeEndian};
 use kmemtrace_format::event_format::{EventFormat, Field};
 use kmemtrace_format::log::Log;
@@ -487,6 +488,55 @@ impl Printer<'_> {
             }
         }
     }
+}
+
+/// `--events`: the listing instead of a report.
+pub fn list_events(
+    cli: &crate::cli::Cli,
+    log: &Log,
+    symbols: &Symbols,
+    filter: &Filter,
+) -> Result<exit::Code, crate::Stop> {
+    for p in &cli.event {
+        if !log
+            .formats
+            .iter()
+            .any(|f| event_selected(std::slice::from_ref(p), f))
+        {
+            let known: Vec<&str> = log.formats.iter().map(|f| f.name.as_str()).collect();
+            return Err(crate::usage(format!(
+                "--event {p}: no such event in the log (it has: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let listing = Listing {
+        log,
+        symbols,
+        filter,
+        events: &cli.event,
+    };
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let (printed, limits) = match listing
+        .run(&mut stdout)
+        .and_then(|r| stdout.flush().map(|_| r))
+    {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(exit::OK),
+        Err(e) => return Err((exit::OUTPUT, format!("writing the events: {e}"))),
+    };
+    if printed == 0 && !cli.pid.is_empty() {
+        return Err(crate::usage(format!(
+            "--pid: no event of the log is by these tasks ({})",
+            crate::input::tasks_in(log)
+        )));
+    }
+    if !cli.quiet {
+        for l in limits_once(&limits) {
+            eprintln!("kmemtrace-report: {l}");
+        }
+    }
+    Ok(exit::OK)
 }
 
 #[cfg(test)]

@@ -460,8 +460,8 @@ pub(crate) fn findings(
             pairs.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
             pairs.truncate(10);
             Finding {
-                kind: m.id(),
-                title,
+                kind: m.id().into(),
+                title: title.into(),
                 severity: sev,
                 count: f.count,
                 uncertain: t.lost,
@@ -530,7 +530,8 @@ pub(crate) fn completeness(ctx: &Ctx<'_>, ev: &Evidence<'_>) -> TraceCompletenes
                     Pointers::None => "none",
                     Pointers::One(_) => "one",
                     Pointers::Many => "many",
-                },
+                }
+                .into(),
                 untraced_allocs: t.untraced_allocs(),
                 untraced_frees: t.untraced_frees(),
             })

@@ -288,7 +288,7 @@ pub fn build(
         })
     };
     let report = Report {
-        schema: SCHEMA,
+        schema: SCHEMA.into(),
         generator: format!("kmemtrace-report {}", env!("CARGO_PKG_VERSION")),
         input: Input {
             name: log.name.clone(),
@@ -306,7 +306,7 @@ pub fn build(
             version: a.version.clone(),
             machine: a.machine.clone(),
             hostname: a.hostname.clone(),
-            byte_order: log.endian.name(),
+            byte_order: log.endian.name().into(),
             long_size: a.long_size,
             page_size: a.page_size,
             nr_cpus: a.nr_cpus,
@@ -541,7 +541,7 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
                 (8, "kmem_cache_free"),
             ] {
                 if s.kinds & bit != 0 {
-                    kinds.push(k);
+                    kinds.push(k.into());
                 }
             }
             let mut gfp: Vec<Gfp> = s.gfp.iter().map(|&(v, c, _)| ctx.gfp(v, c)).collect();
@@ -552,7 +552,7 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
                     let n = an.misuse.findings[m as usize]
                         .alloc_sites
                         .get(&(id as u32))?;
-                    Some((m.id(), *n))
+                    Some((m.id().into(), *n))
                 })
                 .collect();
             CallsiteRow {

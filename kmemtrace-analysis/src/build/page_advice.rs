@@ -67,7 +67,7 @@ fn lists_small(
         return;
     }
     out.push(PageAdvice {
-        kind: "per_cpu_lists_small",
+        kind: "per_cpu_lists_small".into(),
         observed: format!(
             "{}% of {} order-0 allocations were refilled into a per-CPU list under zone->lock, {:.1} pages per acquisition; a list gave back as many pages in the same second for {}% of the allocations (it overflowed, then ran empty)",
             pct(refilled, order0),
@@ -103,7 +103,7 @@ fn imbalance(p: &PageReport, out: &mut Vec<PageAdvice>) {
     }
     let ids = |v: &[&crate::model::PcpRow]| cpus(&v.iter().map(|r| r.cpu).collect::<Vec<_>>());
     out.push(PageAdvice {
-        kind: "per_cpu_imbalance",
+        kind: "per_cpu_imbalance".into(),
         observed: format!(
             "CPU {} refilled {} pages and drained {}; CPU {} drained {} and refilled {}",
             ids(&refilling),
@@ -125,7 +125,7 @@ fn cross_cpu(p: &PageReport, out: &mut Vec<PageAdvice>) {
         return;
     }
     out.push(PageAdvice {
-        kind: "cross_cpu_frees",
+        kind: "cross_cpu_frees".into(),
         observed: format!(
             "{} of {} drained pages ({}%) were on another CPU's list",
             thousands(remote),
@@ -168,7 +168,7 @@ fn fragmentation(cx: &Ctx<'_>, p: &PageReport, types: &PageTypes, out: &mut Vec<
         None => "the log does not hold the current value".into(),
     };
     out.push(PageAdvice {
-        kind: "fragmentation_sustained",
+        kind: "fragmentation_sustained".into(),
         observed: format!(
             "{} fragmenting fallbacks in {} of {} seconds (at most {} in one)",
             thousands(p.fallbacks_fragmenting),
@@ -183,7 +183,7 @@ fn fragmentation(cx: &Ctx<'_>, p: &PageReport, types: &PageTypes, out: &mut Vec<
             current,
             pageblock_kb,
             nodes,
-            nodes_from,
+            nodes_from: nodes_from.into(),
             step,
             suggested: current.map(|c| c + step),
         }),

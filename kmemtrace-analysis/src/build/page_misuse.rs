@@ -64,7 +64,7 @@ fn finding(
     tasks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     tasks.truncate(TASKS_SHOWN);
     PageFinding {
-        kind,
+        kind: kind.into(),
         severity: Severity::Info,
         count: c.occurrences.requests,
         bytes: c.occurrences.bytes,

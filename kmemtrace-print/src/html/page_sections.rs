@@ -181,7 +181,7 @@ fn fallbacks(p: &Page<'_>, o: &mut String) {
         let _ = write!(
             o,
             r#"<p class="advice"><b>Suggests ({})</b>: {} {}</p>"#,
-            esc(a.kind),
+            esc(&a.kind),
             esc(&a.observed),
             esc(&a.suggests)
         );

@@ -145,12 +145,12 @@ pub fn findings(p: &Page<'_>, o: &mut String) {
     let mut none = Vec::new();
     for f in &p.r.misuse {
         if f.count == 0 {
-            none.push(f.kind);
+            none.push(&*f.kind);
             continue;
         }
         t.row()
             .severity(f.severity.name())
-            .text(f.title)
+            .text(&f.title)
             .count(f.count)
             .count(f.certain)
             .count(f.uncertain)
@@ -165,7 +165,7 @@ pub fn findings(p: &Page<'_>, o: &mut String) {
         ),
     ] {
         if f.count == 0 {
-            none.push(f.kind);
+            none.push(&*f.kind);
             continue;
         }
         t.row()

@@ -1,7 +1,7 @@
 //! The page-allocator section of the text report, after `perf kmem stat
 //! --page`'s summary, with the recorded kernel's migratetype names.
 
-use crate::text::Sections;
+use super::Sections;
 use kmemtrace_analysis::model::{OrderRow, PageFinding, PageReport, PageRequests};
 use kmemtrace_format::human::thousands;
 use std::fmt::Write;
@@ -55,10 +55,10 @@ pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
     }
     let lines = s.lines;
     if s.page_alloc {
-        crate::page_tables::by_pfn(o, p, lines);
+        super::page_tables::by_pfn(o, p, lines);
     }
     if s.page_callers {
-        crate::page_tables::callsites(o, p, lines);
+        super::page_tables::callsites(o, p, lines);
     }
     let _ = writeln!(o, "\nSUMMARY (page allocator)\n========================");
     line(o, "Total allocation requests", &p.allocations);
@@ -184,10 +184,10 @@ pub fn render(o: &mut String, p: &PageReport, s: &Sections) {
     }
     misuse(o, p);
     if s.page_live {
-        crate::page_tables::live(o, p, lines);
+        super::page_tables::live(o, p, lines);
     }
     if s.page_callers || s.page_alloc {
-        crate::page_tables::legend(o, p);
+        super::page_tables::legend(o, p);
     }
 }
 

@@ -1,6 +1,10 @@
 //! The human report: tables with thousands separators, in the spirit of
 //! `perf kmem stat`.
 
+mod page_tables;
+mod pages;
+
+use crate::{Printer, Section};
 use kmemtrace_analysis::model::*;
 use kmemtrace_cli::table::{Align, TextTable};
 use std::fmt::Write as _;
@@ -124,36 +128,65 @@ fn tag(sev: Severity, color: bool) -> String {
     paint(&format!("[{}]", sev.name()), c, color)
 }
 
-/// The text report: a header on the kernel and the capture, then each
-/// section `s` asks for, in a fixed order (the summary always).
-pub fn render(r: &Report, s: &Sections) -> String {
-    let mut out = String::new();
-    header(&mut out, r);
-    if s.callsites {
-        callsite_table(&mut out, r, s);
+/// The text printer: a header on the kernel and the capture, then each
+/// section [`Sections`] asks for, in a fixed order (the summary always).
+pub struct Text(pub Sections);
+
+impl Printer for Text {
+    fn order(&self) -> &'static [Section] {
+        &[
+            Section::Header,
+            Section::Callsites,
+            Section::Caches,
+            Section::CrossCpu,
+            Section::Allocs,
+            Section::Summary,
+            Section::Pages,
+            Section::Misuse,
+            Section::Leaks,
+        ]
     }
-    if s.caches {
-        cache_tables(&mut out, r, s);
-    }
-    if s.matrix {
-        cross_cpu_matrix(&mut out, &r.cross_cpu);
-    }
-    if s.alloc {
-        if let Some(allocs) = &r.allocs {
-            object_table(&mut out, allocs, s);
+
+    fn shows(&self, section: Section) -> bool {
+        let s = &self.0;
+        match section {
+            Section::Header | Section::Summary => true,
+            Section::Callsites => s.callsites,
+            Section::Caches => s.caches,
+            Section::CrossCpu => s.matrix,
+            Section::Allocs => s.alloc,
+            Section::Pages => s.page,
+            Section::Misuse => s.misuse,
+            Section::Leaks => s.leaks,
+            // Series over time are the HTML page's plots.
+            Section::LiveTimeline | Section::Rates => false,
         }
     }
-    summary(&mut out, r);
-    if s.page {
-        crate::pages::render(&mut out, &r.pages, s);
+
+    fn section(&self, r: &Report, section: Section, out: &mut String) {
+        let s = &self.0;
+        match section {
+            Section::Header => header(out, r),
+            Section::Callsites => callsite_table(out, r, s),
+            Section::Caches => cache_tables(out, r, s),
+            Section::CrossCpu => cross_cpu_matrix(out, &r.cross_cpu),
+            Section::Allocs => {
+                if let Some(allocs) = &r.allocs {
+                    object_table(out, allocs, s);
+                }
+            }
+            Section::Summary => summary(out, r),
+            Section::Pages => pages::render(out, &r.pages, s),
+            Section::Misuse => misuse_section(out, r, s),
+            Section::Leaks => leaks_section(out, &r.leaks, s),
+            Section::LiveTimeline | Section::Rates => {}
+        }
     }
-    if s.misuse {
-        misuse_section(&mut out, r, s);
-    }
-    if s.leaks {
-        leaks_section(&mut out, &r.leaks, s);
-    }
-    out
+}
+
+/// The text report of `r` with the sections `s` asks for.
+pub fn render(r: &Report, s: &Sections) -> String {
+    crate::print(&Text(*s), r)
 }
 
 /// The header: input, kernel, capture, lost events, problems, filters.
@@ -493,7 +526,7 @@ fn misuse_section(out: &mut String, r: &Report, s: &Sections) {
     let mut none_found = Vec::new();
     for f in &r.misuse {
         if f.count == 0 {
-            none_found.push(f.kind);
+            none_found.push(&*f.kind);
             continue;
         }
         misuse_finding(out, f, s.color);
