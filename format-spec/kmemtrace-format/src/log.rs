@@ -126,6 +126,12 @@ impl BlockScratch {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// The two buffers, for a [`ChunkStore`] to read a chunk with: one for
+    /// the bytes as stored, one for the sub-buffers they give.
+    pub fn buffers(&mut self) -> (&mut Vec<u8>, &mut Vec<u8>) {
+        (&mut self.stored, &mut self.out)
+    }
 }
 
 impl fmt::Debug for BlockScratch {
@@ -169,9 +175,27 @@ pub struct SubBufVisit<'a> {
     pub raw: &'a [u8],
 }
 
-/// Where the log's bytes are read back from.
+/// Where the CPU data of a log opened from another input is (a trace-cmd
+/// trace.dat read in place): its chunks are read from there, on demand,
+/// as a log's CPU_DATA blocks are read from the log.
+pub trait ChunkStore: Send + Sync {
+    /// A chunk's sub-buffer bytes, read into `scratch`.
+    fn read_chunk<'s>(
+        &self,
+        chunk: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem>;
+    /// The input's byte offset of sub-buffer `index` of a chunk, where the
+    /// input stores it as is (`None`: compressed).
+    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64>;
+}
+
+/// Where the log's CPU data is read back from.
 enum Backing {
+    /// The log file itself.
     File(File),
+    /// Another input, read in place.
+    Store(Box<dyn ChunkStore>),
 }
 
 /// A log opened for analysis.
@@ -637,6 +661,65 @@ impl BlockScan {
     }
 }
 
+/// A log assembled from records made elsewhere (an input read in place)
+/// rather than read from a log file: the records are taken as if read
+/// from blocks at the offsets given, in the order given, and judged as
+/// [`Log::open`] judges a log's blocks.
+pub struct LogBuilder {
+    scan: BlockScan,
+}
+
+impl Default for LogBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogBuilder {
+    pub fn new() -> Self {
+        LogBuilder {
+            scan: BlockScan::new(None),
+        }
+    }
+
+    /// A record (not CPU data) from `offset` of the input.
+    pub fn record(&mut self, offset: u64, rec: Record) {
+        let scan = &mut self.scan;
+        let was_first = std::mem::replace(&mut scan.first_block, false);
+        if scan.end_offset.is_none() && !matches!(rec, Record::End(_)) {
+            scan.blocks_before_end += 1;
+        }
+        scan.record(offset, rec, was_first);
+    }
+
+    /// A chunk of CPU data, read back later through the [`ChunkStore`].
+    pub fn chunk(&mut self, r: CpuBlockRef) {
+        let scan = &mut self.scan;
+        scan.first_block = false;
+        if scan.end_offset.is_none() {
+            scan.blocks_before_end += 1;
+        }
+        scan.blocks.push(r);
+    }
+
+    /// Something wrong in the input, found while reading it.
+    pub fn problem(&mut self, p: Problem) {
+        self.scan.problems.push(p);
+    }
+
+    /// The log: `name` for messages, `version` the log format it reads as,
+    /// `len` the input's bytes, its chunks read from `store`.
+    pub fn finish(
+        self,
+        name: String,
+        version: (u16, u16),
+        len: u64,
+        store: Box<dyn ChunkStore>,
+    ) -> Result<Log, LogError> {
+        Log::assemble(name, version, len, self.scan, Backing::Store(store))
+    }
+}
+
 impl Log {
     /// Opens a log file, or standard input for `-`.
     pub fn open(path: &Path) -> Result<Log, LogError> {
@@ -678,6 +761,17 @@ impl Log {
         }
         let len = reader.offset();
         drop(reader);
+        Self::assemble(name, version, len, scan, Backing::File(file))
+    }
+
+    /// The log of what `scan` gathered, its CPU data in `backing`.
+    fn assemble(
+        name: String,
+        version: (u16, u16),
+        len: u64,
+        scan: BlockScan,
+        backing: Backing,
+    ) -> Result<Log, LogError> {
         let BlockScan {
             arch,
             metas,
@@ -739,7 +833,7 @@ impl Log {
             len,
             unknown_blocks,
             blocks_before_end,
-            backing: Backing::File(file),
+            backing,
         };
         log.decode_metas(metas);
         Ok(log)
@@ -1021,7 +1115,10 @@ impl Log {
         r: &CpuBlockRef,
         scratch: &'s mut BlockScratch,
     ) -> Result<&'s [u8], Problem> {
-        let Backing::File(f) = &self.backing;
+        let f = match &self.backing {
+            Backing::File(f) => f,
+            Backing::Store(store) => return store.read_chunk(r, scratch),
+        };
         let err = |what: String| Problem {
             offset: r.offset,
             kind: ProblemKind::BadBlock,
@@ -1078,6 +1175,9 @@ impl Log {
     /// File offset of sub-buffer `i` of a block, where the block is stored
     /// uncompressed (`None` if compressed: offsets then name the block).
     pub fn subbuf_file_offset(&self, r: &CpuBlockRef, i: u64) -> Option<u64> {
+        if let Backing::Store(store) = &self.backing {
+            return store.subbuf_offset(r, i);
+        }
         (r.header.stored_len == r.header.raw_len).then(|| {
             r.offset
                 + (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64
