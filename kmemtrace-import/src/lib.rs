@@ -31,6 +31,7 @@
 
 pub mod byteorder;
 mod dump;
+mod in_place;
 pub mod sniff;
 pub mod tracedat;
 mod ustar;
@@ -988,15 +989,16 @@ pub fn open_log(
     } else {
         sniff::sniff(path)
     };
+    let invalid = |e: String| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e));
     let suffix = match kind {
         sniff::Input::Log => return Log::open(path),
-        sniff::Input::Other(what) => {
-            return Err(LogError::Io(io::Error::new(
-                io::ErrorKind::InvalidData,
-                what,
-            )))
+        sniff::Input::Other(what) => return Err(invalid(what)),
+        sniff::Input::TraceDat => {
+            let mut log = in_place::open_tracedat(path, format!("opened as{TRACEDAT_SUFFIX}"))
+                .map_err(|e| invalid(e.to_string()))?;
+            log.name = format!("{}{TRACEDAT_SUFFIX}", path.display());
+            return Ok(log);
         }
-        sniff::Input::TraceDat => TRACEDAT_SUFFIX,
         sniff::Input::Dump => DUMP_SUFFIX,
     };
     let tmp = std::env::temp_dir().join(format!(

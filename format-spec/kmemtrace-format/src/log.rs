@@ -702,6 +702,12 @@ impl LogBuilder {
         scan.blocks.push(r);
     }
 
+    /// Records and chunks taken so far before an END: what an END record
+    /// of this log counts.
+    pub fn blocks(&self) -> u64 {
+        self.scan.blocks_before_end
+    }
+
     /// Something wrong in the input, found while reading it.
     pub fn problem(&mut self, p: Problem) {
         self.scan.problems.push(p);
