@@ -18,8 +18,8 @@ use kmemtrace_format::block::{BlockHeader, BlockType, Compression, VERSION_MAJOR
 use kmemtrace_format::log::{
     BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Problem, ProblemKind,
 };
-use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
+use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};
 use kmemtrace_format::subbuf::SubBufLayout;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -52,10 +52,15 @@ pub(crate) struct TraceDatChunks {
 }
 
 impl TraceDatChunks {
-    fn new(path: &Path, d: &Dump, layout: &SubBufLayout) -> io::Result<Self> {
+    /// The chunks of `d`, read from `path`, and where a CPU's data runs
+    /// past the end of the file (CPU, where it would end).
+    fn new(path: &Path, d: &Dump, layout: &SubBufLayout) -> io::Result<(Self, Vec<(u32, u64)>)> {
+        let file = File::open(path)?;
+        let file_len = file.metadata()?.len();
         let mut cpus = BTreeMap::new();
+        let mut cut_short = Vec::new();
         for (cpu, data) in d.tracedat_cpus() {
-            let pieces = match data {
+            let mut pieces = match data {
                 CpuData::Plain { offset, len } => vec![Piece {
                     stream_at: 0,
                     file_at: *offset,
@@ -81,13 +86,17 @@ impl TraceDatChunks {
                         .collect()
                 }
             };
+            if let Some(end) = cut_to(&mut pieces, file_len) {
+                cut_short.push((cpu, end));
+            }
             cpus.insert(cpu, pieces);
         }
-        Ok(TraceDatChunks {
-            file: File::open(path)?,
+        let chunks = TraceDatChunks {
+            file,
             subbuf_size: layout.subbuf_size as u64,
             cpus,
-        })
+        };
+        Ok((chunks, cut_short))
     }
 
     /// A CPU's pieces overlapping its stream's bytes `[start, end)`.
@@ -201,6 +210,28 @@ impl ChunkStore for TraceDatChunks {
     }
 }
 
+/// Keeps what of `pieces` lies within a file of `len` bytes: a plain piece
+/// up to the end, a compressed one whole or not at all. Returns where the
+/// pieces would have ended, if they run past it.
+fn cut_to(pieces: &mut Vec<Piece>, len: u64) -> Option<u64> {
+    let end = pieces.iter().map(|p| p.file_at + p.stored).max()?;
+    if end <= len {
+        return None;
+    }
+    pieces.retain_mut(|p| match p.algo {
+        None if p.file_at < len => {
+            p.stored = p.stored.min(len - p.file_at);
+            p.len = p.stored;
+            true
+        }
+        None => false,
+        Some(_) => p.file_at + p.stored <= len,
+    });
+    // A compressed piece's place in the stream is its predecessors' sum:
+    // none but the last ones go, so the places stand.
+    Some(end)
+}
+
 /// The records of an import, assembled into a log in place.
 struct InPlace(LogBuilder);
 
@@ -224,8 +255,18 @@ impl RecordSink for InPlace {
 pub(crate) fn open_tracedat(path: &Path, command_line: String) -> Result<Log, ImportError> {
     let d = Dump::open(path)?;
     let mut plan = Plan::new(&d, command_line)?;
-    let store = TraceDatChunks::new(path, &d, &plan.layout)?;
+    let (store, cut_short) = TraceDatChunks::new(path, &d, &plan.layout)?;
+    let len = std::fs::metadata(path)?.len();
     let mut b = InPlace(LogBuilder::new());
+    for (cpu, end) in cut_short {
+        b.0.problem(Problem {
+            offset: len,
+            kind: ProblemKind::Data,
+            what: format!(
+                "the trace.dat is cut short: CPU {cpu}'s data runs to offset {end}, the file ends at {len}; what is missing of it is lost"
+            ),
+        });
+    }
     // As an imported log has them: ARCH first, its copy before the CPU
     // data, the file header's place for both.
     b.0.record(0, Record::Arch(Box::new(plan.arch.clone())));
@@ -233,7 +274,6 @@ pub(crate) fn open_tracedat(path: &Path, command_line: String) -> Result<Log, Im
     b.0.record(0, Record::ArchCopy(Box::new(plan.arch.clone())));
     let (tallies, totals) = index_cpu_data(&store, &mut b.0, &plan.layout, plan.bo.order);
     plan.write_tail(&mut b, &tallies)?;
-    let len = std::fs::metadata(path)?.len();
     let end = EndRecord {
         wall_ns: plan.end_wall_ns,
         reason: END_REASON.into(),
@@ -268,7 +308,11 @@ fn index_cpu_data(
             Err(p) => {
                 for i in 0..r.count {
                     t.subbufs += 1;
-                    t.bad(format!("sub-buffer {}: {}", r.first_subbuf + u64::from(i), p));
+                    t.bad(format!(
+                        "sub-buffer {}: {}",
+                        r.first_subbuf + u64::from(i),
+                        p
+                    ));
                 }
             }
         }

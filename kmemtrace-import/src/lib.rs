@@ -714,7 +714,10 @@ fn write_metadata<S: RecordSink>(
         &Meta::new(MetaKind::HeaderPage, headers.header_page),
     )?;
     if let Some(b) = headers.header_event {
-        w.meta(at("events/header_event"), &Meta::new(MetaKind::HeaderEvent, b))?;
+        w.meta(
+            at("events/header_event"),
+            &Meta::new(MetaKind::HeaderEvent, b),
+        )?;
     }
     write_event_formats(w, d, warnings)?;
     if let Some(n) = d.which("kallsyms") {
@@ -823,7 +826,10 @@ fn write_event_formats(
                 continue;
             }
         };
-        w.meta(d.offset_of(k), &Meta::event_format(system, event, id, fmt_bytes))?;
+        w.meta(
+            d.offset_of(k),
+            &Meta::event_format(system, event, id, fmt_bytes),
+        )?;
         formats += 1;
     }
     if formats == 0 {
@@ -976,10 +982,11 @@ fn write_end_stats(
 }
 
 /// Opens `path` for reading as a log: a kmemtrace log as it is; a
-/// trace-cmd trace.dat or a kmemtrace-capture.sh dump (a directory, or a
-/// tar, gzip'd or not) imported on the fly into an unnamed temporary log,
-/// so every tool reads them directly; anything else refused with what it
-/// is and what to run ([`sniff`]).
+/// trace-cmd trace.dat read in place ([`in_place`]: no file written); a
+/// kmemtrace-capture.sh dump (a directory, or a tar, gzip'd or not)
+/// imported on the fly into an unnamed temporary log; so every tool reads
+/// them directly. Anything else is refused with what it is and what to run
+/// ([`sniff`]).
 pub fn open_log(
     path: &Path,
 ) -> Result<kmemtrace_format::log::Log, kmemtrace_format::log::LogError> {
@@ -1029,8 +1036,15 @@ const TRACEDAT_SUFFIX: &str = " (trace.dat)";
 /// ... and from a kmemtrace-capture.sh dump.
 const DUMP_SUFFIX: &str = " (capture-script dump)";
 
-/// What a log [`open_log`] returned was converted from, if it was: its
-/// sizes and offsets are the converted log's, not the file's.
+/// Whether a log [`open_log`] returned reads another input in place (a
+/// trace.dat): its sizes and offsets are then that file's.
+pub fn read_in_place(log: &kmemtrace_format::log::Log) -> bool {
+    log.name.ends_with(TRACEDAT_SUFFIX)
+}
+
+/// What a log [`open_log`] returned was made from, if not a kmemtrace log:
+/// its sizes and offsets are the converted log's, not the file's, unless
+/// it was [`read_in_place`].
 pub fn converted_from(log: &kmemtrace_format::log::Log) -> Option<&'static str> {
     if log.name.ends_with(TRACEDAT_SUFFIX) {
         Some("a trace-cmd trace.dat")
