@@ -327,3 +327,101 @@ fn index_cpu_data(
     }
     (tallies, totals)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// `pages` pages of 4096 bytes, each page's bytes telling it apart.
+    fn stream(pages: usize) -> Vec<u8> {
+        (0..pages * 4096)
+            .map(|i| ((i / 4096) as u8) ^ (i as u8).wrapping_mul(31))
+            .collect()
+    }
+
+    /// Every chunk read back is its bytes of the stream.
+    fn reads_back(store: &TraceDatChunks, cpu: u32, data: &[u8]) -> Vec<CpuBlockRef> {
+        let refs: Vec<CpuBlockRef> = store
+            .chunk_refs()
+            .into_iter()
+            .filter(|r| r.cpu == cpu)
+            .collect();
+        let mut scratch = BlockScratch::new();
+        let mut all = Vec::new();
+        for r in &refs {
+            let (start, end) = store.range(r);
+            let got = store.read_chunk(r, &mut scratch).unwrap();
+            assert!(got == &data[start as usize..end as usize], "{r:?}");
+            all.extend_from_slice(got);
+        }
+        assert!(all == data[..data.len() / 4096 * 4096]);
+        refs
+    }
+
+    #[test]
+    fn chunks_cut_across_compressed_and_plain_pieces_read_back_the_stream() {
+        // CPU 0: 600 pages in zstd chunks of 10 pages (1 MiB chunks end
+        // inside them); CPU 1: 300 pages and a partial one, as they are.
+        let (zstd_data, plain_data) = (stream(600), stream(301)[..300 * 4096 + 100].to_vec());
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let mut pieces = Vec::new();
+        let mut at = 0u64;
+        for (i, part) in zstd_data.chunks(10 * 4096).enumerate() {
+            let c = zstd::bulk::compress(part, 1).unwrap();
+            file.write_all(&c).unwrap();
+            pieces.push(Piece {
+                stream_at: (i * 10 * 4096) as u64,
+                file_at: at,
+                stored: c.len() as u64,
+                len: part.len() as u64,
+                algo: Some(Algo::Zstd),
+            });
+            at += c.len() as u64;
+        }
+        file.write_all(&plain_data).unwrap();
+        let plain = Piece {
+            stream_at: 0,
+            file_at: at,
+            stored: plain_data.len() as u64,
+            len: plain_data.len() as u64,
+            algo: None,
+        };
+        let store = TraceDatChunks {
+            file: File::open(file.path()).unwrap(),
+            subbuf_size: 4096,
+            cpus: BTreeMap::from([(0, pieces), (1, vec![plain])]),
+        };
+        let refs = reads_back(&store, 0, &zstd_data);
+        let shape: Vec<(u64, u64, u32)> = refs
+            .iter()
+            .map(|r| (r.block_seq, r.first_subbuf, r.count))
+            .collect();
+        assert_eq!(shape, [(0, 0, 256), (1, 256, 256), (2, 512, 88)]);
+        assert_eq!(store.subbuf_offset(&refs[1], 300), None, "compressed");
+        let refs = reads_back(&store, 1, &plain_data);
+        assert_eq!(refs.len(), 2);
+        assert_eq!(refs[1].offset, at + 256 * 4096);
+        assert_eq!(store.subbuf_offset(&refs[1], 257), Some(at + 257 * 4096));
+        assert_eq!(refs[1].header.stored_len, refs[1].header.raw_len);
+    }
+
+    #[test]
+    fn pieces_past_the_end_of_the_file_are_cut_there() {
+        let piece = |file_at: u64, stored: u64, algo: Option<Algo>| Piece {
+            stream_at: 0,
+            file_at,
+            stored,
+            len: stored * 3,
+            algo,
+        };
+        let mut plain = vec![piece(100, 50, None)];
+        assert_eq!(cut_to(&mut plain, 150), None);
+        assert_eq!(cut_to(&mut plain, 120), Some(150));
+        assert_eq!((plain[0].stored, plain[0].len), (20, 20));
+        let z = Some(Algo::Zstd);
+        let mut chunked = vec![piece(0, 10, z), piece(10, 10, z), piece(20, 10, z)];
+        assert_eq!(cut_to(&mut chunked, 25), Some(30));
+        assert_eq!(chunked.len(), 2);
+    }
+}
