@@ -1,8 +1,9 @@
 //! kmemtrace-import: turns a raw tracefs dump into a kmemtrace log with the
 //! content a live recording would have had, so that kmemtrace-check and
 //! kmemtrace-report work on it unchanged (`kmemtraced --import` is its
-//! command line). Reading only: no system call beyond files, so it builds
-//! and runs anywhere.
+//! command line); [`open_log`] opens a trace.dat as such a log in place
+//! ([`in_place`]), with the same records and no file written. Reading
+//! only: no system call beyond files, so it builds and runs anywhere.
 //!
 //! A dump is a directory laid out like a tracefs instance, or a tar of one
 //! (plain or gzip'd, possibly under a leading directory):

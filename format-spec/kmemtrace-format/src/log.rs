@@ -8,6 +8,11 @@
 //! CPU's blocks back by offset, from several threads at once if they like
 //! (`Log` is `Sync`): memory grows with the metadata and the index, not with
 //! the log's length.
+//!
+//! Another input is opened as a `Log` in place with a [`LogBuilder`]: the
+//! records it amounts to, judged as a log's blocks are, and a
+//! [`ChunkStore`] its CPU data is read from on demand, so that nothing
+//! downstream knows which input it reads.
 
 use crate::arch::ArchTag;
 use crate::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};

@@ -106,12 +106,16 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
             let says = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(0), "{says}");
             assert!(says.contains("no start statistics"), "{says}");
-            // Its sizes and offsets are not the file's: it says so.
+            // It is read in place: its sizes and offsets are the file's,
+            // and it says so.
             assert!(
-                says.contains("a trace-cmd trace.dat, checked converted to kmemtrace log"),
+                says.contains("a trace-cmd trace.dat, checked read as kmemtrace log"),
                 "{says}"
             );
-            assert!(says.contains("sizes and offsets are that log's"), "{says}");
+            assert!(
+                says.contains("read in place: sizes and offsets are the file's"),
+                "{says}"
+            );
         }
         // Version 7 (zstd) and 6 (plain) hold the same events.
         let strip = |r: &serde_json::Value| {
