@@ -416,6 +416,15 @@ impl Dump {
         })
     }
 
+    /// A directory dump's `trace_pipe_raw` files: CPU, path, and the bytes
+    /// of it read (its length when the dump was opened).
+    pub fn dir_raw_files(&self) -> impl Iterator<Item = (u32, &Path, u64)> {
+        self.raw.iter().filter_map(|(&cpu, r)| match &r.loc {
+            RawLoc::File(p) => Some((cpu, p.as_path(), r.len)),
+            _ => None,
+        })
+    }
+
     /// Which of `name` / `name.txt` is present.
     pub fn which(&self, name: &str) -> Option<String> {
         if self.files.contains_key(name) {

@@ -1,40 +1,63 @@
-//! A trace-cmd trace.dat opened as a log in place: its metadata becomes
-//! the records an import would write (the same [`Plan`]), assembled by a
-//! [`LogBuilder`] without encoding them; its CPU data stays where it is in
-//! the trace.dat and is read from there when a walker asks for a chunk
-//! ([`TraceDatChunks`]), so no temporary file is written and memory does
-//! not grow with the file.
+//! A trace-cmd trace.dat or a kmemtrace-capture.sh dump opened as a log in
+//! place: its metadata becomes the records an import would write (the
+//! same [`Plan`]), assembled by a [`LogBuilder`]; its CPU data stays where
+//! it is and is read from there when a walker asks for a chunk
+//! ([`InputChunks`]), so no temporary file is written.
 //!
 //! The chunks are the import's: each CPU's stream cut into runs of
 //! [`BLOCK_BYTES`] of whole sub-buffers, so that the log has the blocks,
-//! totals and figures the imported log has; only the offsets differ, and
-//! they are the trace.dat's own (a chunk's first byte, or the compressed
-//! piece holding it; a statistics record's CPUSTAT option).
+//! totals and figures the imported log has. Their offsets:
+//! - a trace.dat's are its own (a chunk's first byte, or the compressed
+//!   piece holding it; a statistics record's CPUSTAT option; the END at the
+//!   file's end): it is one file, and a tool's offsets can be looked up in
+//!   it;
+//! - a dump's are those of the log its import writes (counted by a writer
+//!   that writes nowhere), as they were when it was read through that log:
+//!   a dump is a tree of files, with no offsets of its own to give.
+//!
+//! A directory's `trace_pipe_raw` files are read in place; a tar's (plain
+//! or gzip'd) are read into memory once, since a gzip stream cannot be
+//! read at an offset and a dump's ring buffers are of a size fixed when it
+//! was captured (one code path for both kinds of tar). A trace.dat or a
+//! directory is never held in memory: a chunk is read when it is asked for.
 
-use crate::dump::Dump;
+use crate::dump::{Container, Dump};
 use crate::tracedat::{decompress_into, Algo, CpuData};
 use crate::{CpuTally, ImportError, Plan, RecordSink, BLOCK_BYTES, END_REASON};
-use kmemtrace_format::block::{BlockHeader, BlockType, Compression, VERSION_MAJOR};
+use kmemtrace_format::block::{
+    BlockHeader, BlockType, Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN, VERSION_MAJOR,
+};
 use kmemtrace_format::log::{
     BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Problem, ProblemKind,
 };
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};
 use kmemtrace_format::subbuf::SubBufLayout;
+use kmemtrace_format::writer::LogWriter;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-/// A run of a CPU's stream stored in one place of the file: as is, or
-/// compressed (a v7 chunk).
+/// Where a piece's stored bytes are.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// In [`InputChunks::files`], at an offset.
+    File(usize),
+    /// In [`InputChunks::memory`], at an offset.
+    Memory(usize),
+}
+
+/// A run of a CPU's stream stored in one place: as is, or compressed (a
+/// trace.dat v7 chunk).
 #[derive(Debug, Clone, Copy)]
 struct Piece {
     /// Where it starts in the CPU's stream of sub-buffer bytes.
     stream_at: u64,
-    /// Where its stored bytes are in the file.
-    file_at: u64,
+    place: Place,
+    /// Where its stored bytes start in their place.
+    at: u64,
     /// Bytes stored.
     stored: u64,
     /// Bytes of the stream it holds.
@@ -42,32 +65,58 @@ struct Piece {
     algo: Option<Algo>,
 }
 
-/// Where each CPU's sub-buffers are in a trace.dat: the [`ChunkStore`] of
-/// a log opened from one.
-pub(crate) struct TraceDatChunks {
-    file: File,
+impl Piece {
+    fn plain(place: Place, at: u64, len: u64) -> Piece {
+        Piece {
+            stream_at: 0,
+            place,
+            at,
+            stored: len,
+            len,
+            algo: None,
+        }
+    }
+}
+
+/// Where each CPU's sub-buffers are in an input: the [`ChunkStore`] of a
+/// log opened in place.
+pub(crate) struct InputChunks {
+    files: Vec<File>,
+    memory: Vec<Vec<u8>>,
     subbuf_size: u64,
     /// Each CPU's pieces, in stream order.
     cpus: BTreeMap<u32, Vec<Piece>>,
+    /// Offsets are those of the log an import writes (a dump's), not of
+    /// the pieces' places.
+    log_offsets: bool,
 }
 
-impl TraceDatChunks {
-    /// The chunks of `d`, read from `path`, and where a CPU's data runs
-    /// past the end of the file (CPU, where it would end).
-    fn new(path: &Path, d: &Dump, layout: &SubBufLayout) -> io::Result<(Self, Vec<(u32, u64)>)> {
+impl InputChunks {
+    fn empty(layout: &SubBufLayout, log_offsets: bool) -> Self {
+        InputChunks {
+            files: Vec::new(),
+            memory: Vec::new(),
+            subbuf_size: layout.subbuf_size as u64,
+            cpus: BTreeMap::new(),
+            log_offsets,
+        }
+    }
+
+    /// A trace.dat's chunks, and where a CPU's data runs past the end of
+    /// the file (CPU, where it would end).
+    fn of_tracedat(
+        path: &Path,
+        d: &Dump,
+        layout: &SubBufLayout,
+    ) -> io::Result<(Self, Vec<(u32, u64)>)> {
         let file = File::open(path)?;
         let file_len = file.metadata()?.len();
-        let mut cpus = BTreeMap::new();
+        let mut chunks = Self::empty(layout, false);
+        chunks.files.push(file);
         let mut cut_short = Vec::new();
         for (cpu, data) in d.tracedat_cpus() {
             let mut pieces = match data {
-                CpuData::Plain { offset, len } => vec![Piece {
-                    stream_at: 0,
-                    file_at: *offset,
-                    stored: *len,
-                    len: *len,
-                    algo: None,
-                }],
+                CpuData::Plain { offset, len } => vec![Piece::plain(Place::File(0), *offset, *len)],
                 CpuData::Chunked { algo, chunks } => {
                     let mut stream_at = 0;
                     chunks
@@ -75,7 +124,8 @@ impl TraceDatChunks {
                         .map(|c| {
                             let p = Piece {
                                 stream_at,
-                                file_at: c.offset,
+                                place: Place::File(0),
+                                at: c.offset,
                                 stored: u64::from(c.csize),
                                 len: u64::from(c.usize),
                                 algo: Some(*algo),
@@ -89,14 +139,54 @@ impl TraceDatChunks {
             if let Some(end) = cut_to(&mut pieces, file_len) {
                 cut_short.push((cpu, end));
             }
-            cpus.insert(cpu, pieces);
+            chunks.cpus.insert(cpu, pieces);
         }
-        let chunks = TraceDatChunks {
-            file,
-            subbuf_size: layout.subbuf_size as u64,
-            cpus,
-        };
         Ok((chunks, cut_short))
+    }
+
+    /// A dump's chunks: a directory's files where they are, a tar's read
+    /// into memory.
+    fn of_dump(d: &Dump, layout: &SubBufLayout) -> Result<Self, ImportError> {
+        let mut chunks = Self::empty(layout, true);
+        if d.container == Container::Dir {
+            for (cpu, path, len) in d.dir_raw_files() {
+                let f = File::open(path)
+                    .map_err(|e| ImportError::Dump(format!("reading {}: {e}", path.display())))?;
+                chunks.files.push(f);
+                let place = Place::File(chunks.files.len() - 1);
+                chunks.cpus.insert(cpu, vec![Piece::plain(place, 0, len)]);
+            }
+            return Ok(chunks);
+        }
+        let mut raw: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+        d.stream_raw(|cpu, bytes| {
+            raw.entry(cpu).or_default().extend_from_slice(bytes);
+            Ok(())
+        })?;
+        for (cpu, bytes) in raw {
+            let len = bytes.len() as u64;
+            chunks.memory.push(bytes);
+            let place = Place::Memory(chunks.memory.len() - 1);
+            chunks.cpus.insert(cpu, vec![Piece::plain(place, 0, len)]);
+        }
+        Ok(chunks)
+    }
+
+    /// Fills `buf` from `place` at `at`.
+    fn read_at(&self, place: Place, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        match place {
+            Place::File(i) => self.files[i].read_exact_at(buf, at),
+            Place::Memory(i) => {
+                let m = &self.memory[i];
+                let from = usize::try_from(at).unwrap_or(usize::MAX);
+                let bytes = from
+                    .checked_add(buf.len())
+                    .and_then(|end| m.get(from..end))
+                    .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+        }
     }
 
     /// A CPU's pieces overlapping its stream's bytes `[start, end)`.
@@ -112,7 +202,8 @@ impl TraceDatChunks {
         (start, start + u64::from(chunk.count) * self.subbuf_size)
     }
 
-    /// Each CPU's chunks, cut as the import cuts its CPU_DATA blocks.
+    /// Each CPU's chunks, cut as the import cuts its CPU_DATA blocks; their
+    /// offsets are their places' (a dump's are set as they are indexed).
     fn chunk_refs(&self) -> Vec<CpuBlockRef> {
         let sb = self.subbuf_size.max(1);
         let block = (BLOCK_BYTES as u64 / sb).max(1) * sb;
@@ -129,8 +220,8 @@ impl TraceDatChunks {
                     plain &= p.algo.is_none();
                     stored += if p.algo.is_none() { 0 } else { p.stored };
                     at.get_or_insert(match p.algo {
-                        None => p.file_at + (start - p.stream_at),
-                        Some(_) => p.file_at,
+                        None => p.at + (start - p.stream_at),
+                        Some(_) => p.at,
                     });
                 }
                 let raw_len = (CPU_DATA_HEADER_LEN as u64 + bytes) as u32;
@@ -155,7 +246,7 @@ impl TraceDatChunks {
     }
 }
 
-impl ChunkStore for TraceDatChunks {
+impl ChunkStore for InputChunks {
     fn read_chunk<'s>(
         &self,
         chunk: &CpuBlockRef,
@@ -166,7 +257,7 @@ impl ChunkStore for TraceDatChunks {
         let (start, end) = self.range(chunk);
         for p in self.pieces(chunk.cpu, start, end) {
             let err = |what: String| Problem {
-                offset: p.file_at,
+                offset: if self.log_offsets { chunk.offset } else { p.at },
                 kind: ProblemKind::BadBlock,
                 what: format!("CPU {} data: {what}", chunk.cpu),
             };
@@ -176,14 +267,12 @@ impl ChunkStore for TraceDatChunks {
             match p.algo {
                 None => {
                     out.resize(base + hi - lo, 0);
-                    self.file
-                        .read_exact_at(&mut out[base..], p.file_at + lo as u64)
+                    self.read_at(p.place, p.at + lo as u64, &mut out[base..])
                         .map_err(|e| err(format!("reading it: {e}")))?;
                 }
                 Some(algo) => {
                     stored.resize(p.stored as usize, 0);
-                    self.file
-                        .read_exact_at(stored, p.file_at)
+                    self.read_at(p.place, p.at, stored)
                         .map_err(|e| err(format!("reading a compressed chunk: {e}")))?;
                     out.resize(base + p.len as usize, 0);
                     decompress_into(algo, stored, &mut out[base..])
@@ -204,9 +293,14 @@ impl ChunkStore for TraceDatChunks {
     }
 
     fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
+        if self.log_offsets {
+            // Where the import's log stores it: after the block's headers.
+            let head = (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64;
+            return Some(chunk.offset + head + (index - chunk.first_subbuf) * self.subbuf_size);
+        }
         let at = index * self.subbuf_size;
         let p = self.pieces(chunk.cpu, at, at + 1).next()?;
-        p.algo.is_none().then(|| p.file_at + (at - p.stream_at))
+        p.algo.is_none().then(|| p.at + (at - p.stream_at))
     }
 }
 
@@ -214,77 +308,132 @@ impl ChunkStore for TraceDatChunks {
 /// up to the end, a compressed one whole or not at all. Returns where the
 /// pieces would have ended, if they run past it.
 fn cut_to(pieces: &mut Vec<Piece>, len: u64) -> Option<u64> {
-    let end = pieces.iter().map(|p| p.file_at + p.stored).max()?;
+    let end = pieces.iter().map(|p| p.at + p.stored).max()?;
     if end <= len {
         return None;
     }
     pieces.retain_mut(|p| match p.algo {
-        None if p.file_at < len => {
-            p.stored = p.stored.min(len - p.file_at);
+        None if p.at < len => {
+            p.stored = p.stored.min(len - p.at);
             p.len = p.stored;
             true
         }
         None => false,
-        Some(_) => p.file_at + p.stored <= len,
+        Some(_) => p.at + p.stored <= len,
     });
     // A compressed piece's place in the stream is its predecessors' sum:
     // none but the last ones go, so the places stand.
     Some(end)
 }
 
-/// The records of an import, assembled into a log in place.
-struct InPlace(LogBuilder);
+/// Counts what is written to it, and keeps nothing.
+struct Counter(u64);
 
-impl RecordSink for InPlace {
-    fn meta(&mut self, at: u64, m: &Meta) -> io::Result<()> {
-        self.0.record(at, Record::Meta(m.clone()));
-        Ok(())
+impl Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
     }
-    fn stats(&mut self, at: u64, s: &StatsRecord) -> io::Result<()> {
-        self.0.record(at, Record::Stats(s.clone()));
-        Ok(())
-    }
-    fn note(&mut self, n: &NoteRecord) -> io::Result<()> {
-        self.0.record(0, Record::Note(n.clone()));
+    fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
 }
 
-/// Opens the trace.dat `path` as a log, read in place; `command_line` is
-/// what its arch tag says opened it.
-pub(crate) fn open_tracedat(path: &Path, command_line: String) -> Result<Log, ImportError> {
+/// The records of an import, assembled into a log in place. `shadow`,
+/// for a dump, writes the log the import would write to a [`Counter`]:
+/// each record's offset is then where that log has it.
+struct InPlace {
+    log: LogBuilder,
+    shadow: Option<LogWriter<Counter>>,
+}
+
+impl InPlace {
+    /// A record's offset: `input_at`, or the shadow log's.
+    fn at(&self, input_at: u64) -> u64 {
+        self.shadow
+            .as_ref()
+            .map_or(input_at, LogWriter::bytes_written)
+    }
+}
+
+impl RecordSink for InPlace {
+    fn meta(&mut self, at: u64, m: &Meta) -> io::Result<()> {
+        self.log.record(self.at(at), Record::Meta(m.clone()));
+        self.shadow.as_mut().map_or(Ok(()), |w| w.write_meta(m))
+    }
+    fn stats(&mut self, at: u64, s: &StatsRecord) -> io::Result<()> {
+        self.log.record(self.at(at), Record::Stats(s.clone()));
+        self.shadow.as_mut().map_or(Ok(()), |w| w.write_stats(s))
+    }
+    fn note(&mut self, n: &NoteRecord) -> io::Result<()> {
+        self.log.record(self.at(0), Record::Note(n.clone()));
+        self.shadow.as_mut().map_or(Ok(()), |w| w.write_note(n))
+    }
+}
+
+/// Opens the trace.dat or dump `path` as a log, read in place;
+/// `command_line` is what its arch tag says opened it.
+pub(crate) fn open(path: &Path, command_line: String) -> Result<Log, ImportError> {
     let d = Dump::open(path)?;
     let mut plan = Plan::new(&d, command_line)?;
-    let (store, cut_short) = TraceDatChunks::new(path, &d, &plan.layout)?;
-    let len = std::fs::metadata(path)?.len();
-    let mut b = InPlace(LogBuilder::new());
-    for (cpu, end) in cut_short {
-        b.0.problem(Problem {
-            offset: len,
-            kind: ProblemKind::Data,
-            what: format!(
-                "the trace.dat is cut short: CPU {cpu}'s data runs to offset {end}, the file ends at {len}; what is missing of it is lost"
-            ),
-        });
-    }
-    // As an imported log has them: ARCH first, its copy before the CPU
-    // data, the file header's place for both.
-    b.0.record(0, Record::Arch(Box::new(plan.arch.clone())));
+    let tracedat = matches!(d.container, Container::TraceDat(_));
+    let mut b = InPlace {
+        log: LogBuilder::new(),
+        shadow: None,
+    };
+    let store = if tracedat {
+        let (store, cut_short) = InputChunks::of_tracedat(path, &d, &plan.layout)?;
+        let len = std::fs::metadata(path)?.len();
+        for (cpu, end) in cut_short {
+            b.log.problem(Problem {
+                offset: len,
+                kind: ProblemKind::Data,
+                what: format!(
+                    "the trace.dat is cut short: CPU {cpu}'s data runs to offset {end}, the file ends at {len}; what is missing of it is lost"
+                ),
+            });
+        }
+        store
+    } else {
+        b.shadow = Some(LogWriter::new(Counter(0), &plan.arch, Compression::None)?);
+        InputChunks::of_dump(&d, &plan.layout)?
+    };
+    // ARCH first, its copy before the CPU data, as the import writes them.
+    let arch_at = if tracedat { 0 } else { FILE_HEADER_LEN as u64 };
+    b.log
+        .record(arch_at, Record::Arch(Box::new(plan.arch.clone())));
     plan.write_head(&mut b)?;
-    b.0.record(0, Record::ArchCopy(Box::new(plan.arch.clone())));
-    let (tallies, totals) = index_cpu_data(&store, &mut b.0, &plan.layout, plan.bo.order);
+    b.log
+        .record(b.at(0), Record::ArchCopy(Box::new(plan.arch.clone())));
+    if let Some(w) = &mut b.shadow {
+        w.write_arch_copy()?;
+    }
+    let (tallies, totals) = index_cpu_data(&store, &mut b, &plan.layout, plan.bo.order)?;
     plan.write_tail(&mut b, &tallies)?;
     let end = EndRecord {
         wall_ns: plan.end_wall_ns,
         reason: END_REASON.into(),
-        blocks: b.0.blocks(),
+        blocks: b.log.blocks(),
         cpus: totals.into_values().collect(),
         exit_status: plan.exit_status(),
     };
-    // The END is where the file ends: the trace.dat has no such record.
-    b.0.record(len, Record::End(end));
+    // A trace.dat has no END: it is placed where the file ends.
+    let len = match b.shadow.take() {
+        None => std::fs::metadata(path)?.len(),
+        Some(w) => {
+            let at = w.bytes_written();
+            let len = w.finish(end.wall_ns, &end.reason, end.exit_status)?.0;
+            b.log.record(at, Record::End(end));
+            return finish(b.log, path, len, store);
+        }
+    };
+    b.log.record(len, Record::End(end));
+    finish(b.log, path, len, store)
+}
+
+fn finish(log: LogBuilder, path: &Path, len: u64, store: InputChunks) -> Result<Log, ImportError> {
     let version = (VERSION_MAJOR, Compression::None.minor_version());
-    b.0.finish(path.display().to_string(), version, len, Box::new(store))
+    log.finish(path.display().to_string(), version, len, Box::new(store))
         .map_err(|e| ImportError::Dump(e.to_string()))
 }
 
@@ -293,18 +442,27 @@ pub(crate) fn open_tracedat(path: &Path, command_line: String) -> Result<Log, Im
 /// that cannot be read counts as sub-buffers that do not decode, and is
 /// found again, with its offset, by whatever reads the log.
 fn index_cpu_data(
-    store: &TraceDatChunks,
-    b: &mut LogBuilder,
+    store: &InputChunks,
+    b: &mut InPlace,
     layout: &SubBufLayout,
     order: kmemtrace_format::RunTimeEndian,
-) -> (BTreeMap<u32, CpuTally>, BTreeMap<u32, CpuTotal>) {
+) -> io::Result<(BTreeMap<u32, CpuTally>, BTreeMap<u32, CpuTotal>)> {
     let mut tallies: BTreeMap<u32, CpuTally> = BTreeMap::new();
     let mut totals: BTreeMap<u32, CpuTotal> = BTreeMap::new();
     let mut scratch = BlockScratch::new();
-    for r in store.chunk_refs() {
+    for mut r in store.chunk_refs() {
         let t = tallies.entry(r.cpu).or_default();
+        let bytes = u64::from(r.count) * layout.subbuf_size as u64;
+        if let Some(w) = &b.shadow {
+            r.offset = w.bytes_written();
+        }
         match store.read_chunk(&r, &mut scratch) {
-            Ok(pages) => t.count(order, layout, pages),
+            Ok(pages) => {
+                t.count(order, layout, pages);
+                if let Some(w) = &mut b.shadow {
+                    w.write_cpu_data(r.cpu, pages)?;
+                }
+            }
             Err(p) => {
                 for i in 0..r.count {
                     t.subbufs += 1;
@@ -314,6 +472,9 @@ fn index_cpu_data(
                         p
                     ));
                 }
+                if let Some(w) = &mut b.shadow {
+                    w.write_cpu_data(r.cpu, &vec![0; bytes as usize])?;
+                }
             }
         }
         let total = totals.entry(r.cpu).or_insert(CpuTotal {
@@ -322,10 +483,10 @@ fn index_cpu_data(
         });
         total.blocks += 1;
         total.subbufs += u64::from(r.count);
-        total.bytes += u64::from(r.count) * layout.subbuf_size as u64;
-        b.chunk(r);
+        total.bytes += bytes;
+        b.log.chunk(r);
     }
-    (tallies, totals)
+    Ok((tallies, totals))
 }
 
 #[cfg(test)]
@@ -341,7 +502,7 @@ mod tests {
     }
 
     /// Every chunk read back is its bytes of the stream.
-    fn reads_back(store: &TraceDatChunks, cpu: u32, data: &[u8]) -> Vec<CpuBlockRef> {
+    fn reads_back(store: &InputChunks, cpu: u32, data: &[u8]) -> Vec<CpuBlockRef> {
         let refs: Vec<CpuBlockRef> = store
             .chunk_refs()
             .into_iter()
@@ -372,7 +533,8 @@ mod tests {
             file.write_all(&c).unwrap();
             pieces.push(Piece {
                 stream_at: (i * 10 * 4096) as u64,
-                file_at: at,
+                place: Place::File(0),
+                at,
                 stored: c.len() as u64,
                 len: part.len() as u64,
                 algo: Some(Algo::Zstd),
@@ -380,17 +542,13 @@ mod tests {
             at += c.len() as u64;
         }
         file.write_all(&plain_data).unwrap();
-        let plain = Piece {
-            stream_at: 0,
-            file_at: at,
-            stored: plain_data.len() as u64,
-            len: plain_data.len() as u64,
-            algo: None,
-        };
-        let store = TraceDatChunks {
-            file: File::open(file.path()).unwrap(),
+        let plain = Piece::plain(Place::File(0), at, plain_data.len() as u64);
+        let store = InputChunks {
+            files: vec![File::open(file.path()).unwrap()],
+            memory: Vec::new(),
             subbuf_size: 4096,
             cpus: BTreeMap::from([(0, pieces), (1, vec![plain])]),
+            log_offsets: false,
         };
         let refs = reads_back(&store, 0, &zstd_data);
         let shape: Vec<(u64, u64, u32)> = refs
@@ -408,9 +566,10 @@ mod tests {
 
     #[test]
     fn pieces_past_the_end_of_the_file_are_cut_there() {
-        let piece = |file_at: u64, stored: u64, algo: Option<Algo>| Piece {
+        let piece = |at: u64, stored: u64, algo: Option<Algo>| Piece {
             stream_at: 0,
-            file_at,
+            place: Place::File(0),
+            at,
             stored,
             len: stored * 3,
             algo,

@@ -1,9 +1,9 @@
 //! kmemtrace-import: turns a raw tracefs dump into a kmemtrace log with the
 //! content a live recording would have had, so that kmemtrace-check and
 //! kmemtrace-report work on it unchanged (`kmemtraced --import` is its
-//! command line); [`open_log`] opens a trace.dat as such a log in place
-//! ([`in_place`]), with the same records and no file written. Reading
-//! only: no system call beyond files, so it builds and runs anywhere.
+//! command line); [`open_log`] opens a dump or a trace.dat as such a log
+//! in place, with the same records and no file written. Reading only: no
+//! system call beyond files, so it builds and runs anywhere.
 //!
 //! A dump is a directory laid out like a tracefs instance, or a tar of one
 //! (plain or gzip'd, possibly under a leading directory):
@@ -983,10 +983,10 @@ fn write_end_stats(
 }
 
 /// Opens `path` for reading as a log: a kmemtrace log as it is; a
-/// trace-cmd trace.dat read in place ([`in_place`]: no file written); a
-/// kmemtrace-capture.sh dump (a directory, or a tar, gzip'd or not)
-/// imported on the fly into an unnamed temporary log; so every tool reads
-/// them directly. Anything else is refused with what it is and what to run
+/// trace-cmd trace.dat or a kmemtrace-capture.sh dump (a directory, or a
+/// tar, gzip'd or not) read in place as the log its import would write
+/// (the `in_place` module: no file is written), so every tool reads them
+/// directly. Anything else is refused with what it is and what to run
 /// ([`sniff`]).
 pub fn open_log(
     path: &Path,
@@ -1001,32 +1001,11 @@ pub fn open_log(
     let suffix = match kind {
         sniff::Input::Log => return Log::open(path),
         sniff::Input::Other(what) => return Err(invalid(what)),
-        sniff::Input::TraceDat => {
-            let mut log = in_place::open_tracedat(path, format!("opened as{TRACEDAT_SUFFIX}"))
-                .map_err(|e| invalid(e.to_string()))?;
-            log.name = format!("{}{TRACEDAT_SUFFIX}", path.display());
-            return Ok(log);
-        }
+        sniff::Input::TraceDat => TRACEDAT_SUFFIX,
         sniff::Input::Dump => DUMP_SUFFIX,
     };
-    let tmp = std::env::temp_dir().join(format!(
-        "kmemtrace-import-{}-{}.kmt",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    let result = std::fs::File::create(&tmp)
-        .map_err(ImportError::Io)
-        .and_then(|f| {
-            let out = io::BufWriter::with_capacity(1 << 20, f);
-            import(path, out, Compression::None, format!("opened as{suffix}"))
-        })
-        .map_err(|e| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))
-        .and_then(|_| Log::open(&tmp));
-    // The open log keeps its file; the name goes at once.
-    let _ = std::fs::remove_file(&tmp);
-    let mut log = result?;
+    let mut log =
+        in_place::open(path, format!("opened as{suffix}")).map_err(|e| invalid(e.to_string()))?;
     log.name = format!("{}{suffix}", path.display());
     Ok(log)
 }
