@@ -138,7 +138,11 @@ impl Dump {
         let mut raw = BTreeMap::new();
         for (cpu, data) in t.cpus {
             let mut head = Vec::new();
-            let r = crate::tracedat::stream_cpu(input, &data, |chunk| {
+            // The head is what reads back of it: data that does not (a
+            // damaged chunk, a file cut short) is found again where it is,
+            // streaming it for an import fails there, a log read in place
+            // names it.
+            let _ = crate::tracedat::stream_cpu(input, &data, |chunk| {
                 let room = HEAD_BYTES - head.len();
                 head.extend_from_slice(&chunk[..chunk.len().min(room)]);
                 if head.len() < HEAD_BYTES {
@@ -147,10 +151,6 @@ impl Dump {
                     Err(io::Error::new(io::ErrorKind::Interrupted, "head read"))
                 }
             });
-            // Data that does not read back (a damaged chunk, a file cut
-            // short) is found again where it is: streaming it for an
-            // import fails there, a log read in place names it.
-            drop(r);
             let len = data.bytes();
             raw.insert(
                 cpu,

@@ -181,8 +181,9 @@ pub struct SubBufVisit<'a> {
 }
 
 /// Where the CPU data of a log opened from another input is (a trace-cmd
-/// trace.dat read in place): its chunks are read from there, on demand,
-/// as a log's CPU_DATA blocks are read from the log.
+/// trace.dat or a capture-script dump read in place): its chunks are read
+/// from there, on demand, as a log's CPU_DATA blocks are read from the
+/// log.
 pub trait ChunkStore: Send + Sync {
     /// A chunk's sub-buffer bytes, read into `scratch`.
     fn read_chunk<'s>(
@@ -687,9 +688,18 @@ impl LogBuilder {
         }
     }
 
-    /// A record (not CPU data) from `offset` of the input.
+    /// A record from `offset` of the input; CPU data comes as chunks
+    /// ([`LogBuilder::chunk`]), a CPU_DATA record is a problem.
     pub fn record(&mut self, offset: u64, rec: Record) {
         let scan = &mut self.scan;
+        if matches!(rec, Record::CpuData(_)) {
+            scan.problem(
+                offset,
+                ProblemKind::Structure,
+                "CPU data given as a record, not as a chunk: left out".into(),
+            );
+            return;
+        }
         let was_first = std::mem::replace(&mut scan.first_block, false);
         if scan.end_offset.is_none() && !matches!(rec, Record::End(_)) {
             scan.blocks_before_end += 1;
@@ -1473,6 +1483,71 @@ mod tests {
             "{:?}",
             log.problems
         );
+    }
+
+    #[test]
+    fn a_built_log_reads_its_chunks_from_its_store() {
+        /// Sub-buffers whose first byte is their chunk's CPU.
+        struct Pages(usize);
+        impl ChunkStore for Pages {
+            fn read_chunk<'s>(
+                &self,
+                chunk: &CpuBlockRef,
+                scratch: &'s mut BlockScratch,
+            ) -> Result<&'s [u8], Problem> {
+                let out = scratch.buffers().1;
+                out.clear();
+                out.resize(chunk.count as usize * self.0, 0);
+                out[0] = chunk.cpu as u8;
+                Ok(&out[..])
+            }
+            fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
+                Some(chunk.offset + index)
+            }
+        }
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut b = LogBuilder::new();
+        b.record(0, Record::Arch(Box::new(arch)));
+        b.record(
+            5,
+            Record::Meta(Meta::new(MetaKind::SavedCmdlines, "7 sh\n")),
+        );
+        let chunk = |cpu: u32, offset: u64| CpuBlockRef {
+            offset,
+            header: BlockHeader {
+                block_type: BlockType::CpuData,
+                flags: 0,
+                stored_len: 0,
+                raw_len: 0,
+                crc: 0,
+            },
+            cpu,
+            block_seq: 0,
+            first_subbuf: 0,
+            count: 2,
+        };
+        b.chunk(chunk(3, 100));
+        b.chunk(chunk(1, 900));
+        let data = crate::records::CpuData {
+            cpu: 0,
+            count: 0,
+            block_seq: 0,
+            first_subbuf: 0,
+            data: &[],
+        };
+        b.record(7, Record::CpuData(data));
+        assert_eq!(b.blocks(), 4, "ARCH, META, two chunks");
+        let log = b
+            .finish("t".into(), (1, 1), 1000, Box::new(Pages(4096)))
+            .unwrap();
+        assert_eq!(log.cpus(), [1, 3]);
+        assert_eq!(log.pids.comm(7), Some("sh"));
+        assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
+        assert_eq!(log.problems[0].kind, ProblemKind::Structure);
+        let mut seen = Vec::new();
+        log.visit_cpu(3, |v| seen.push((v.index, v.raw[0])), |p| panic!("{p}"));
+        assert_eq!(seen, [(0, 3), (1, 0)]);
+        assert_eq!(log.subbuf_file_offset(&log.blocks[1], 1), Some(901));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
 
 /// Where a CPU's sub-buffers come from: a [`crate::log::Log`], whether it
 /// reads a kmemtrace log or another input in place (a trace-cmd trace.dat,
-/// through its [`crate::log::ChunkStore`]). A chunk is a run of consecutive
+/// a capture-script dump: through its [`crate::log::ChunkStore`]). A chunk is a run of consecutive
 /// sub-buffers of one CPU, read back as one piece (a CPU_DATA block in a
 /// log, a run of a trace.dat's CPU data).
 pub trait SubBufSource: Sync {
