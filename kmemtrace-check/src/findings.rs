@@ -449,10 +449,14 @@ pub struct Report {
     /// `major.minor`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format_version: Option<String>,
-    /// The file was read through a log converted from it (a trace.dat):
-    /// `bytes` and every offset are that log's.
+    /// The file is not a kmemtrace log but was read as one: through a log
+    /// converted from it (a capture-script dump), or in place (a trace.dat,
+    /// [`Report::read_in_place`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub converted_from: Option<&'static str>,
+    /// `bytes` and every offset are the file's own, not a converted log's.
+    #[serde(skip)]
+    pub read_in_place: bool,
     pub bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arch: Option<ArchInfo>,

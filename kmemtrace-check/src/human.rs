@@ -86,7 +86,12 @@ pub fn render(r: &Report, style: &Style) -> String {
 fn header(out: &mut String, r: &Report) {
     match r.converted_from {
         Some(src) => {
-            let _ = write!(out, "{}: {src}, checked converted to kmemtrace log", r.file);
+            let how = if r.read_in_place {
+                "read as"
+            } else {
+                "converted to"
+            };
+            let _ = write!(out, "{}: {src}, checked {how} kmemtrace log", r.file);
         }
         None => {
             let _ = write!(out, "{}: kmemtrace log", r.file);
@@ -120,10 +125,10 @@ fn header(out: &mut String, r: &Report) {
         } else {
             String::new()
         },
-        if r.converted_from.is_some() {
-            "; sizes and offsets are that log's"
-        } else {
-            ""
+        match (r.converted_from, r.read_in_place) {
+            (Some(_), true) => "; read in place: sizes and offsets are the file's",
+            (Some(_), false) => "; sizes and offsets are that log's",
+            (None, _) => "",
         }
     );
     let mut info = Vec::new();

@@ -58,6 +58,9 @@ pub struct Dump {
     /// not the top: shown in notes.
     pub root: String,
     files: BTreeMap<String, Vec<u8>>,
+    /// Where in the input a file's content is, where that is one place
+    /// (a trace.dat's metadata blocks and options).
+    at: BTreeMap<String, u64>,
     pub raw: BTreeMap<u32, RawFile>,
     /// Things left out while reading (too large, unsafe paths).
     pub warnings: Vec<String>,
@@ -135,7 +138,11 @@ impl Dump {
         let mut raw = BTreeMap::new();
         for (cpu, data) in t.cpus {
             let mut head = Vec::new();
-            let r = crate::tracedat::stream_cpu(input, &data, |chunk| {
+            // The head is what reads back of it: data that does not (a
+            // damaged chunk, a file cut short) is found again where it is,
+            // streaming it for an import fails there, a log read in place
+            // names it.
+            let _ = crate::tracedat::stream_cpu(input, &data, |chunk| {
                 let room = HEAD_BYTES - head.len();
                 head.extend_from_slice(&chunk[..chunk.len().min(room)]);
                 if head.len() < HEAD_BYTES {
@@ -144,12 +151,6 @@ impl Dump {
                     Err(io::Error::new(io::ErrorKind::Interrupted, "head read"))
                 }
             });
-            match r {
-                Err(e) if e.kind() != io::ErrorKind::Interrupted => {
-                    return Err(bad(format!("{}: CPU {cpu}: {e}", input.display())))
-                }
-                _ => {}
-            }
             let len = data.bytes();
             raw.insert(
                 cpu,
@@ -165,6 +166,7 @@ impl Dump {
             container: Container::TraceDat(t.version),
             root: String::new(),
             files: t.files,
+            at: t.at,
             raw,
             warnings: Vec::new(),
             notes: t.notes,
@@ -214,6 +216,7 @@ impl Dump {
             container: Container::Dir,
             root,
             files: BTreeMap::new(),
+            at: BTreeMap::new(),
             raw: BTreeMap::new(),
             warnings: Vec::new(),
             notes: Vec::new(),
@@ -381,6 +384,7 @@ impl Dump {
             container: if gz { Container::TarGz } else { Container::Tar },
             root: prefix.trim_end_matches('/').to_string(),
             files,
+            at: BTreeMap::new(),
             raw,
             warnings,
             notes: Vec::new(),
@@ -394,6 +398,31 @@ impl Dump {
             .get(name)
             .or_else(|| self.files.get(&format!("{name}.txt")))
             .map(|v| v.as_slice())
+    }
+
+    /// Where `name` (or `name.txt`) is in the input: 0 where it is not
+    /// one place of it.
+    pub fn offset_of(&self, name: &str) -> u64 {
+        self.which(name)
+            .and_then(|n| self.at.get(&n).copied())
+            .unwrap_or(0)
+    }
+
+    /// A trace.dat's CPUs and where each one's data is in it.
+    pub fn tracedat_cpus(&self) -> impl Iterator<Item = (u32, &crate::tracedat::CpuData)> {
+        self.raw.iter().filter_map(|(&cpu, r)| match &r.loc {
+            RawLoc::TraceDat(data) => Some((cpu, data)),
+            _ => None,
+        })
+    }
+
+    /// A directory dump's `trace_pipe_raw` files: CPU, path, and the bytes
+    /// of it read (its length when the dump was opened).
+    pub fn dir_raw_files(&self) -> impl Iterator<Item = (u32, &Path, u64)> {
+        self.raw.iter().filter_map(|(&cpu, r)| match &r.loc {
+            RawLoc::File(p) => Some((cpu, p.as_path(), r.len)),
+            _ => None,
+        })
     }
 
     /// Which of `name` / `name.txt` is present.

@@ -1,8 +1,9 @@
 //! kmemtrace-import: turns a raw tracefs dump into a kmemtrace log with the
 //! content a live recording would have had, so that kmemtrace-check and
 //! kmemtrace-report work on it unchanged (`kmemtraced --import` is its
-//! command line). Reading only: no system call beyond files, so it builds
-//! and runs anywhere.
+//! command line); [`open_log`] opens a dump or a trace.dat as such a log
+//! in place, with the same records and no file written. Reading only: no
+//! system call beyond files, so it builds and runs anywhere.
 //!
 //! A dump is a directory laid out like a tracefs instance, or a tar of one
 //! (plain or gzip'd, possibly under a leading directory):
@@ -31,6 +32,7 @@
 
 pub mod byteorder;
 mod dump;
+mod in_place;
 pub mod sniff;
 pub mod tracedat;
 mod ustar;
@@ -185,7 +187,35 @@ struct CpuTally {
     first_error: Option<String>,
     missed_flags: u64,
     stored_lost: u64,
-    dropped_tail: u64,
+}
+
+impl CpuTally {
+    /// Counts the events of whole sub-buffers `pages`.
+    fn count(&mut self, order: RunTimeEndian, layout: &SubBufLayout, pages: &[u8]) {
+        for page in pages.chunks(layout.subbuf_size) {
+            self.subbufs += 1;
+            match parse_subbuf(order, layout, page)
+                .and_then(|s| Ok((s.count_data_events(order)?, s)))
+            {
+                Ok((n, s)) => {
+                    self.events += n as u64;
+                    if s.missed_events {
+                        self.missed_flags += 1;
+                    }
+                    self.stored_lost += s.lost_events.unwrap_or(0);
+                }
+                Err(e) => self.bad(format!("sub-buffer {}: {e}", self.subbufs - 1)),
+            }
+        }
+    }
+
+    /// One sub-buffer that does not decode, and why.
+    fn bad(&mut self, why: String) {
+        self.bad_subbufs += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(why);
+        }
+    }
 }
 
 /// Streams one CPU's sub-buffers into CPU_DATA blocks, decoding each to
@@ -226,27 +256,11 @@ impl<W: Write> DataWriter<'_, W> {
         if whole == 0 {
             return Ok(());
         }
-        let t = self.tallies.entry(cpu).or_default();
-        for page in self.pending[..whole].chunks(sb) {
-            t.subbufs += 1;
-            match parse_subbuf(self.order, &self.layout, page)
-                .and_then(|s| Ok((s.count_data_events(self.order)?, s)))
-            {
-                Ok((n, s)) => {
-                    t.events += n as u64;
-                    if s.missed_events {
-                        t.missed_flags += 1;
-                    }
-                    t.stored_lost += s.lost_events.unwrap_or(0);
-                }
-                Err(e) => {
-                    t.bad_subbufs += 1;
-                    if t.first_error.is_none() {
-                        t.first_error = Some(format!("sub-buffer {}: {e}", t.subbufs - 1));
-                    }
-                }
-            }
-        }
+        self.tallies.entry(cpu).or_default().count(
+            self.order,
+            &self.layout,
+            &self.pending[..whole],
+        );
         self.w.write_cpu_data(cpu, &self.pending[..whole])?;
         self.pending.drain(..whole);
         Ok(())
@@ -254,18 +268,37 @@ impl<W: Write> DataWriter<'_, W> {
 
     fn finish_cpu(&mut self) -> io::Result<()> {
         self.flush_whole()?;
-        if let Some(cpu) = self.cur {
-            let t = self.tallies.entry(cpu).or_default();
-            t.dropped_tail += self.pending.len() as u64;
-        }
+        // A partial last sub-buffer is left out (dump_cpus warns of it).
         self.pending.clear();
         self.cur = None;
         Ok(())
     }
 }
 
-fn note(w: &mut LogWriter<impl Write>, warning: bool, text: impl Into<String>) -> io::Result<()> {
-    w.write_note(&NoteRecord {
+/// Where an import's records go: a log file being written
+/// (`kmemtraced --import`), or a log opened in place ([`in_place`]). `at`
+/// is where the record's content is in the input (0: not one place), for
+/// a log that names the input's offsets.
+trait RecordSink {
+    fn meta(&mut self, at: u64, m: &Meta) -> io::Result<()>;
+    fn stats(&mut self, at: u64, s: &StatsRecord) -> io::Result<()>;
+    fn note(&mut self, n: &NoteRecord) -> io::Result<()>;
+}
+
+impl<W: Write> RecordSink for LogWriter<W> {
+    fn meta(&mut self, _: u64, m: &Meta) -> io::Result<()> {
+        self.write_meta(m)
+    }
+    fn stats(&mut self, _: u64, s: &StatsRecord) -> io::Result<()> {
+        self.write_stats(s)
+    }
+    fn note(&mut self, n: &NoteRecord) -> io::Result<()> {
+        self.write_note(n)
+    }
+}
+
+fn note(w: &mut impl RecordSink, warning: bool, text: impl Into<String>) -> io::Result<()> {
+    w.note(&NoteRecord {
         warning,
         text: text.into(),
     })
@@ -279,71 +312,143 @@ pub fn import<W: Write>(
     command_line: String,
 ) -> Result<Imported, ImportError> {
     let d = Dump::open(input)?;
-    let mut warnings: Vec<String> = d.warnings.clone();
-    let headers = read_headers(&d, &mut warnings)?;
-    let layout = headers.layout;
-    let cpus = dump_cpus(&d, &layout, &mut warnings)?;
-    let machine = uname_fields(&d)[4].clone();
-    let bo = infer_byte_order(&d, &layout, machine.clone())?;
-    warnings.extend(bo.warnings.iter().cloned());
-    let info = d
-        .text("capture_info")
-        .map(|t| key_values(&t))
-        .unwrap_or_default();
-    let start_stats: BTreeMap<u32, Vec<u8>> = cpus
-        .iter()
-        .filter_map(|&c| Some((c, d.get(&format!("per_cpu/cpu{c}/stats.start"))?.to_vec())))
-        .collect();
-    let arch = arch_tag(&d, &info, &bo, &layout, &cpus, &start_stats, command_line);
-    let end_wall_ns = wall_ns(&info, "end_wall_s");
-
-    let mut w = LogWriter::new(out, &arch, compression)?;
-    write_origin_notes(&mut w, &d, &info, &bo, &mut warnings)?;
-    write_metadata(&mut w, &d, headers, &mut warnings)?;
-    for (&cpu, text) in &start_stats {
-        w.write_stats(&StatsRecord {
-            cpu,
-            phase: StatsPhase::Start,
-            wall_ns: arch.start_wall_ns,
-            text: text.clone(),
-        })?;
-    }
-    let tallies = write_ring_buffers(&mut w, &d, layout, bo.order)?;
-    let end = EndOfCapture {
-        dump: &d,
-        start_stats: &start_stats,
-        tallies: &tallies,
-        long_size: layout.long_size,
-        end_wall_ns,
-    };
-    let mut lost_total = 0u64;
-    for &cpu in &cpus {
-        lost_total += write_end_stats(&mut w, &end, cpu, &mut warnings)?;
-    }
-    if start_stats.is_empty() {
-        note(
-            &mut w,
-            false,
-            "the dump has no statistics from before the capture (stats.start): the end statistics are the buffer's totals since it was created or reset",
-        )?;
-    }
-    for msg in &warnings {
-        note(&mut w, true, msg.clone())?;
-    }
-    let exit_status = info.get("exit_status").and_then(|s| s.parse::<i32>().ok());
-    let mut out = w.finish(end_wall_ns, "import", exit_status)?;
+    let mut plan = Plan::new(&d, command_line)?;
+    let mut w = LogWriter::new(out, &plan.arch, compression)?;
+    plan.write_head(&mut w)?;
+    let tallies = write_ring_buffers(&mut w, &d, plan.layout, plan.bo.order)?;
+    let lost = plan.write_tail(&mut w, &tallies)?;
+    let mut out = w.finish(plan.end_wall_ns, END_REASON, plan.exit_status())?;
     out.flush()?;
+    Ok(plan.imported(&tallies, lost))
+}
 
-    Ok(Imported {
-        machine,
-        byte_order: Some(bo.order),
-        byte_order_source: bo.source.to_string(),
-        cpus: cpus.len(),
-        subbufs: tallies.values().map(|t| t.subbufs).sum(),
-        events: tallies.values().map(|t| t.events).sum(),
-        lost: lost_total,
-        warnings,
-    })
+/// The reason an imported log's END gives.
+const END_REASON: &str = "import";
+
+/// What an import decides from the dump before writing anything: its
+/// headers, CPUs, byte order and arch tag, and the warnings so far.
+struct Plan<'d> {
+    d: &'d Dump,
+    warnings: Vec<String>,
+    /// Taken when the metadata is written.
+    headers: Option<Headers>,
+    layout: SubBufLayout,
+    cpus: BTreeSet<u32>,
+    machine: Option<String>,
+    bo: ByteOrder,
+    info: BTreeMap<String, String>,
+    start_stats: BTreeMap<u32, Vec<u8>>,
+    arch: ArchTag,
+    end_wall_ns: Option<u64>,
+}
+
+impl<'d> Plan<'d> {
+    fn new(d: &'d Dump, command_line: String) -> Result<Self, ImportError> {
+        let mut warnings: Vec<String> = d.warnings.clone();
+        let headers = read_headers(d, &mut warnings)?;
+        let layout = headers.layout;
+        let cpus = dump_cpus(d, &layout, &mut warnings)?;
+        let machine = uname_fields(d)[4].clone();
+        let bo = infer_byte_order(d, &layout, machine.clone())?;
+        warnings.extend(bo.warnings.iter().cloned());
+        let info = d
+            .text("capture_info")
+            .map(|t| key_values(&t))
+            .unwrap_or_default();
+        let start_stats: BTreeMap<u32, Vec<u8>> = cpus
+            .iter()
+            .filter_map(|&c| Some((c, d.get(&format!("per_cpu/cpu{c}/stats.start"))?.to_vec())))
+            .collect();
+        let arch = arch_tag(d, &info, &bo, &layout, &cpus, &start_stats, command_line);
+        let end_wall_ns = wall_ns(&info, "end_wall_s");
+        Ok(Plan {
+            d,
+            warnings,
+            headers: Some(headers),
+            layout,
+            cpus,
+            machine,
+            bo,
+            info,
+            start_stats,
+            arch,
+            end_wall_ns,
+        })
+    }
+
+    /// What comes before the CPU data: where the log came from, the
+    /// metadata, the start statistics.
+    fn write_head(&mut self, w: &mut impl RecordSink) -> io::Result<()> {
+        let d = self.d;
+        write_origin_notes(w, d, &self.info, &self.bo, &mut self.warnings)?;
+        if let Some(headers) = self.headers.take() {
+            write_metadata(w, d, headers, &mut self.warnings)?;
+        }
+        for (&cpu, text) in &self.start_stats {
+            w.stats(
+                d.offset_of(&format!("per_cpu/cpu{cpu}/stats.start")),
+                &StatsRecord {
+                    cpu,
+                    phase: StatsPhase::Start,
+                    wall_ns: self.arch.start_wall_ns,
+                    text: text.clone(),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// What comes after the CPU data, whose sub-buffers held `tallies`:
+    /// the end statistics and the warnings. Returns the events the kernel
+    /// lost, by its counters.
+    fn write_tail(
+        &mut self,
+        w: &mut impl RecordSink,
+        tallies: &BTreeMap<u32, CpuTally>,
+    ) -> io::Result<u64> {
+        let end = EndOfCapture {
+            dump: self.d,
+            start_stats: &self.start_stats,
+            tallies,
+            long_size: self.layout.long_size,
+            end_wall_ns: self.end_wall_ns,
+        };
+        let mut lost_total = 0u64;
+        for &cpu in &self.cpus {
+            lost_total += write_end_stats(w, &end, cpu, &mut self.warnings)?;
+        }
+        if self.start_stats.is_empty() {
+            note(
+                w,
+                false,
+                "the dump has no statistics from before the capture (stats.start): the end statistics are the buffer's totals since it was created or reset",
+            )?;
+        }
+        for msg in &self.warnings {
+            note(w, true, msg.clone())?;
+        }
+        Ok(lost_total)
+    }
+
+    /// The exit status the capture script recorded.
+    fn exit_status(&self) -> Option<i32> {
+        self.info
+            .get("exit_status")
+            .and_then(|s| s.parse::<i32>().ok())
+    }
+
+    fn imported(self, tallies: &BTreeMap<u32, CpuTally>, lost: u64) -> Imported {
+        Imported {
+            machine: self.machine,
+            byte_order: Some(self.bo.order),
+            byte_order_source: self.bo.source.to_string(),
+            cpus: self.cpus.len(),
+            subbufs: tallies.values().map(|t| t.subbufs).sum(),
+            events: tallies.values().map(|t| t.events).sum(),
+            lost,
+            warnings: self.warnings,
+        }
+    }
 }
 
 /// A dump that cannot be imported, with why.
@@ -547,8 +652,8 @@ fn arch_tag(
 /// The NOTE blocks on where the log came from: how the byte order was
 /// decided, the dump and what wrote it, the dump's own notes, why the
 /// capture stopped; an incomplete drain is a warning.
-fn write_origin_notes<W: Write>(
-    w: &mut LogWriter<W>,
+fn write_origin_notes(
+    w: &mut impl RecordSink,
     d: &Dump,
     info: &BTreeMap<String, String>,
     bo: &ByteOrder,
@@ -597,30 +702,37 @@ fn write_origin_notes<W: Write>(
 /// The META blocks: the headers, the event formats, kallsyms, the saved
 /// cmdlines and tgids, printk formats, modules, the CPU->node map, the /proc
 /// files the analysis reads, and every other small top-level file.
-fn write_metadata<W: Write>(
-    w: &mut LogWriter<W>,
+fn write_metadata<S: RecordSink>(
+    w: &mut S,
     d: &Dump,
     headers: Headers,
     warnings: &mut Vec<String>,
 ) -> io::Result<()> {
     let mut used: BTreeSet<String> = BTreeSet::new();
-    w.write_meta(&Meta::new(MetaKind::HeaderPage, headers.header_page))?;
+    let at = |name: &str| d.offset_of(name);
+    w.meta(
+        at("events/header_page"),
+        &Meta::new(MetaKind::HeaderPage, headers.header_page),
+    )?;
     if let Some(b) = headers.header_event {
-        w.write_meta(&Meta::new(MetaKind::HeaderEvent, b))?;
+        w.meta(
+            at("events/header_event"),
+            &Meta::new(MetaKind::HeaderEvent, b),
+        )?;
     }
     write_event_formats(w, d, warnings)?;
     if let Some(n) = d.which("kallsyms") {
         used.insert(n);
         for m in kmemtrace_format::records::kallsyms_metas(d.get("kallsyms").unwrap_or_default()) {
-            w.write_meta(&m)?;
+            w.meta(at("kallsyms"), &m)?;
         }
     }
-    let mut meta_file = |w: &mut LogWriter<W>, kind: MetaKind, name: &str| -> io::Result<()> {
+    let mut meta_file = |w: &mut S, kind: MetaKind, name: &str| -> io::Result<()> {
         if let Some(n) = d.which(name) {
             let b = d.get(name).unwrap_or_default();
             used.insert(n);
             if !b.is_empty() {
-                w.write_meta(&Meta::new(kind, b))?;
+                w.meta(at(name), &Meta::new(kind, b))?;
             }
         }
         Ok(())
@@ -635,7 +747,7 @@ fn write_metadata<W: Write>(
         used.insert(n);
         let m = cpu_node_map(&d.text("node_cpulist").unwrap_or_default());
         if !m.is_empty() {
-            w.write_meta(&Meta::new(MetaKind::CpuNodeMap, m))?;
+            w.meta(at("node_cpulist"), &Meta::new(MetaKind::CpuNodeMap, m))?;
         }
     }
     // /proc files the analysis reads under their recorder names.
@@ -653,7 +765,7 @@ fn write_metadata<W: Write>(
             used.insert(n);
             let mut m = Meta::new(MetaKind::Other, b.to_vec());
             m.name = name.into();
-            w.write_meta(&m)?;
+            w.meta(at(file), &m)?;
         }
     }
     if d.get("kallsyms").is_none() {
@@ -666,7 +778,7 @@ fn write_metadata<W: Write>(
         }
         let mut m = Meta::new(MetaKind::Other, b);
         m.name = k.to_string();
-        w.write_meta(&m)?;
+        w.meta(at(k), &m)?;
     }
     Ok(())
 }
@@ -674,8 +786,8 @@ fn write_metadata<W: Write>(
 /// One META block per `events/<system>/<event>/format`, with its id from
 /// the `id` file (or else the format's `ID:` line); a format without either
 /// is left out with a warning, as is a dump without any.
-fn write_event_formats<W: Write>(
-    w: &mut LogWriter<W>,
+fn write_event_formats(
+    w: &mut impl RecordSink,
     d: &Dump,
     warnings: &mut Vec<String>,
 ) -> io::Result<()> {
@@ -715,7 +827,10 @@ fn write_event_formats<W: Write>(
                 continue;
             }
         };
-        w.write_meta(&Meta::event_format(system, event, id, fmt_bytes))?;
+        w.meta(
+            d.offset_of(k),
+            &Meta::event_format(system, event, id, fmt_bytes),
+        )?;
         formats += 1;
     }
     if formats == 0 {
@@ -763,8 +878,8 @@ struct EndOfCapture<'a> {
 /// events the kernel lost on it, by its counters; events decoded that the
 /// counters do not account for, missing statistics and undecodable
 /// sub-buffers are warnings.
-fn write_end_stats<W: Write>(
-    w: &mut LogWriter<W>,
+fn write_end_stats(
+    w: &mut impl RecordSink,
     end: &EndOfCapture,
     cpu: u32,
     warnings: &mut Vec<String>,
@@ -785,13 +900,17 @@ fn write_end_stats<W: Write>(
     let periodic_stats = periodic
         .as_ref()
         .and_then(|t| CpuStats::from_kernel(t, end.long_size));
+    let at = d.offset_of(&format!("per_cpu/cpu{cpu}/stats"));
     if let Some(text) = periodic {
-        w.write_stats(&StatsRecord {
-            cpu,
-            phase: StatsPhase::Periodic,
-            wall_ns: end.end_wall_ns,
-            text,
-        })?;
+        w.stats(
+            at,
+            &StatsRecord {
+                cpu,
+                phase: StatsPhase::Periodic,
+                wall_ns: end.end_wall_ns,
+                text,
+            },
+        )?;
     }
     let start = end
         .start_stats
@@ -800,12 +919,16 @@ fn write_end_stats<W: Write>(
     let t = end.tallies.get(&cpu).cloned().unwrap_or_default();
     if let Some(text) = end_text {
         let end_stats = CpuStats::from_kernel(&text, end.long_size);
-        w.write_stats(&StatsRecord {
-            cpu,
-            phase: StatsPhase::End,
-            wall_ns: end.end_wall_ns,
-            text,
-        })?;
+        let after = d.offset_of(&format!("per_cpu/cpu{cpu}/stats.after_drain"));
+        w.stats(
+            if after > 0 { after } else { at },
+            &StatsRecord {
+                cpu,
+                phase: StatsPhase::End,
+                wall_ns: end.end_wall_ns,
+                text,
+            },
+        )?;
         if let Some(es) = end_stats {
             let start = start.unwrap_or_default();
             // Followed snapshot by snapshot, as kmemtrace-check and the
@@ -861,9 +984,10 @@ fn write_end_stats<W: Write>(
 
 /// Opens `path` for reading as a log: a kmemtrace log as it is; a
 /// trace-cmd trace.dat or a kmemtrace-capture.sh dump (a directory, or a
-/// tar, gzip'd or not) imported on the fly into an unnamed temporary log,
-/// so every tool reads them directly; anything else refused with what it
-/// is and what to run ([`sniff`]).
+/// tar, gzip'd or not) read in place as the log its import would write
+/// (the `in_place` module: no file is written), so every tool reads them
+/// directly. Anything else is refused with what it is and what to run
+/// ([`sniff`]).
 pub fn open_log(
     path: &Path,
 ) -> Result<kmemtrace_format::log::Log, kmemtrace_format::log::LogError> {
@@ -873,35 +997,15 @@ pub fn open_log(
     } else {
         sniff::sniff(path)
     };
+    let invalid = |e: String| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e));
     let suffix = match kind {
         sniff::Input::Log => return Log::open(path),
-        sniff::Input::Other(what) => {
-            return Err(LogError::Io(io::Error::new(
-                io::ErrorKind::InvalidData,
-                what,
-            )))
-        }
+        sniff::Input::Other(what) => return Err(invalid(what)),
         sniff::Input::TraceDat => TRACEDAT_SUFFIX,
         sniff::Input::Dump => DUMP_SUFFIX,
     };
-    let tmp = std::env::temp_dir().join(format!(
-        "kmemtrace-import-{}-{}.kmt",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    let result = std::fs::File::create(&tmp)
-        .map_err(ImportError::Io)
-        .and_then(|f| {
-            let out = io::BufWriter::with_capacity(1 << 20, f);
-            import(path, out, Compression::None, format!("opened as{suffix}"))
-        })
-        .map_err(|e| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))
-        .and_then(|_| Log::open(&tmp));
-    // The open log keeps its file; the name goes at once.
-    let _ = std::fs::remove_file(&tmp);
-    let mut log = result?;
+    let mut log =
+        in_place::open(path, format!("opened as{suffix}")).map_err(|e| invalid(e.to_string()))?;
     log.name = format!("{}{suffix}", path.display());
     Ok(log)
 }
@@ -912,8 +1016,15 @@ const TRACEDAT_SUFFIX: &str = " (trace.dat)";
 /// ... and from a kmemtrace-capture.sh dump.
 const DUMP_SUFFIX: &str = " (capture-script dump)";
 
-/// What a log [`open_log`] returned was converted from, if it was: its
-/// sizes and offsets are the converted log's, not the file's.
+/// Whether a log [`open_log`] returned reads another input in place (a
+/// trace.dat): its sizes and offsets are then that file's.
+pub fn read_in_place(log: &kmemtrace_format::log::Log) -> bool {
+    log.name.ends_with(TRACEDAT_SUFFIX)
+}
+
+/// What a log [`open_log`] returned was made from, if not a kmemtrace log:
+/// its sizes and offsets are the converted log's, not the file's, unless
+/// it was [`read_in_place`].
 pub fn converted_from(log: &kmemtrace_format::log::Log) -> Option<&'static str> {
     if log.name.ends_with(TRACEDAT_SUFFIX) {
         Some("a trace-cmd trace.dat")

@@ -61,6 +61,9 @@ pub struct TraceDat {
     pub version: u32,
     /// Files as a dump would hold them.
     pub files: BTreeMap<String, Vec<u8>>,
+    /// Where in the trace.dat each file's content is (the metadata block,
+    /// option or section it came from; 0: the file header).
+    pub at: BTreeMap<String, u64>,
     /// The chosen buffer's CPUs.
     pub cpus: BTreeMap<u32, CpuData>,
     /// What the import should say about the file (NOTE lines).
@@ -237,6 +240,43 @@ fn decompress(algo: Algo, data: &[u8], usize: u32) -> io::Result<Vec<u8>> {
     }
 }
 
+/// Decompresses `data` into all of `out`, which must be exactly what it
+/// gives: a chunk of CPU data read in place.
+pub(crate) fn decompress_into(algo: Algo, data: &[u8], out: &mut [u8]) -> io::Result<()> {
+    let want = out.len();
+    let short = |n: usize| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a chunk gave {n} bytes, {want} expected"),
+        )
+    };
+    match algo {
+        Algo::Zstd => {
+            let n = zstd::bulk::decompress_to_buffer(data, &mut *out)?;
+            if n != out.len() {
+                return Err(short(n));
+            }
+        }
+        Algo::Zlib => {
+            let mut z = flate2::read::ZlibDecoder::new(data);
+            let mut n = 0;
+            while n < out.len() {
+                match z.read(&mut out[n..])? {
+                    0 => return Err(short(n)),
+                    k => n += k,
+                }
+            }
+            if z.read(&mut [0u8; 1])? != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("a chunk gives more than the {want} bytes expected"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `e` with where it happened.
 fn context(what: String, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
@@ -358,9 +398,11 @@ struct Reader {
     page_size: u32,
     algo: Option<Algo>,
     files: BTreeMap<String, Vec<u8>>,
+    /// Where each file came from ([`TraceDat::at`]).
+    at: BTreeMap<String, u64>,
     buffers: Vec<Buffer>,
-    /// CPUSTAT texts by buffer name and CPU.
-    stats: BTreeMap<(String, u32), Vec<u8>>,
+    /// CPUSTAT texts, and where their option is, by buffer name and CPU.
+    stats: BTreeMap<(String, u32), (Vec<u8>, u64)>,
     stat_buffer: String,
     /// Section offsets from v7 options.
     sections: BTreeMap<u16, u64>,
@@ -372,8 +414,17 @@ impl Reader {
         bad(&self.path, why)
     }
 
-    /// One option (both versions), from its payload.
-    fn option(&mut self, id: u16, data: &[u8]) -> io::Result<()> {
+    /// Files read since the last call came from `at`.
+    fn mark(&mut self, at: u64) {
+        for k in self.files.keys() {
+            if !self.at.contains_key(k) {
+                self.at.insert(k.clone(), at);
+            }
+        }
+    }
+
+    /// One option (both versions), from its payload, found at `at`.
+    fn option(&mut self, id: u16, data: &[u8], at: u64) -> io::Result<()> {
         let text = || {
             let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
             String::from_utf8_lossy(&data[..end]).into_owned()
@@ -394,7 +445,7 @@ impl Reader {
                     .and_then(|c| c.trim().parse().ok())
                 {
                     self.stats
-                        .insert((self.stat_buffer.clone(), cpu), t.into_bytes());
+                        .insert((self.stat_buffer.clone(), cpu), (t.into_bytes(), at));
                 }
             }
             opt::BUFFER => {
@@ -452,6 +503,7 @@ impl Reader {
             }
             _ => {}
         }
+        self.mark(at);
         Ok(())
     }
 }
@@ -495,6 +547,7 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
         page_size,
         algo: None,
         files: BTreeMap::new(),
+        at: BTreeMap::new(),
         buffers: Vec::new(),
         stats: BTreeMap::new(),
         stat_buffer: String::new(),
@@ -514,7 +567,9 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
 /// `flyrecord` table (CPU offsets and sizes).
 fn read_v6(r: &mut Reader) -> io::Result<()> {
     for id in HEADER_INFO..=CMDLINES {
+        let at = r.src.pos()?;
         metadata(id, &mut r.src, &mut r.files)?;
+        r.mark(at);
     }
     let cpus = r.src.u32()?;
     r.src.fits(u64::from(cpus), 16)?;
@@ -528,9 +583,10 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
                     break;
                 }
                 let size = r.src.u32()?;
+                let at = r.src.pos()?;
                 let data = r.src.bytes(u64::from(size))?;
                 clock_text |= id == opt::TRACECLOCK;
-                r.option(id, &data)
+                r.option(id, &data, at)
                     .map_err(|e| context(format!("option {id} ({size} bytes)"), e))?;
             }
         } else if tag.starts_with(b"latency") {
@@ -644,7 +700,8 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
                 "the options sections loop",
             ));
         }
-        let payload = section(r, next, OPTIONS_SECTION)?;
+        let at = next;
+        let payload = section(r, at, OPTIONS_SECTION)?;
         next = 0;
         let order = r.src.order;
         let mut b = Buf {
@@ -664,7 +721,7 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
                 };
                 break;
             }
-            r.option(id, data)
+            r.option(id, data, at)
                 .map_err(|e| context(format!("option {id} ({size} bytes)"), e))?;
         }
     }
@@ -681,6 +738,7 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
         };
         metadata(id, &mut b, &mut r.files)
             .map_err(|e| context(format!("section {id} at {at} ({} bytes)", payload.len()), e))?;
+        r.mark(at);
     }
     Ok(())
 }
@@ -735,9 +793,11 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
         };
         cpus.insert(cpu, data);
     }
-    for ((name, cpu), text) in std::mem::take(&mut r.stats) {
+    for ((name, cpu), (text, at)) in std::mem::take(&mut r.stats) {
         if name == buffer.name {
-            r.files.insert(format!("per_cpu/cpu{cpu}/stats"), text);
+            let file = format!("per_cpu/cpu{cpu}/stats");
+            r.files.insert(file.clone(), text);
+            r.at.insert(file, at);
         }
     }
     if let Some(clock) = &buffer.clock {
@@ -764,9 +824,12 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
     r.notes.push(
         "a trace.dat holds the kernel's statistics at the end only: events lost before the recording started are not known".into(),
     );
+    // The rest is the file header's (0).
+    r.mark(0);
     Ok(TraceDat {
         version: r.version,
         files: r.files,
+        at: r.at,
         cpus,
         notes: r.notes,
     })

@@ -8,6 +8,11 @@
 //! CPU's blocks back by offset, from several threads at once if they like
 //! (`Log` is `Sync`): memory grows with the metadata and the index, not with
 //! the log's length.
+//!
+//! Another input is opened as a `Log` in place with a [`LogBuilder`]: the
+//! records it amounts to, judged as a log's blocks are, and a
+//! [`ChunkStore`] its CPU data is read from on demand, so that nothing
+//! downstream knows which input it reads.
 
 use crate::arch::ArchTag;
 use crate::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
@@ -126,6 +131,12 @@ impl BlockScratch {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// The two buffers, for a [`ChunkStore`] to read a chunk with: one for
+    /// the bytes as stored, one for the sub-buffers they give.
+    pub fn buffers(&mut self) -> (&mut Vec<u8>, &mut Vec<u8>) {
+        (&mut self.stored, &mut self.out)
+    }
 }
 
 impl fmt::Debug for BlockScratch {
@@ -169,9 +180,28 @@ pub struct SubBufVisit<'a> {
     pub raw: &'a [u8],
 }
 
-/// Where the log's bytes are read back from.
+/// Where the CPU data of a log opened from another input is (a trace-cmd
+/// trace.dat or a capture-script dump read in place): its chunks are read
+/// from there, on demand, as a log's CPU_DATA blocks are read from the
+/// log.
+pub trait ChunkStore: Send + Sync {
+    /// A chunk's sub-buffer bytes, read into `scratch`.
+    fn read_chunk<'s>(
+        &self,
+        chunk: &CpuBlockRef,
+        scratch: &'s mut BlockScratch,
+    ) -> Result<&'s [u8], Problem>;
+    /// The input's byte offset of sub-buffer `index` of a chunk, where the
+    /// input stores it as is (`None`: compressed).
+    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64>;
+}
+
+/// Where the log's CPU data is read back from.
 enum Backing {
+    /// The log file itself.
     File(File),
+    /// Another input, read in place.
+    Store(Box<dyn ChunkStore>),
 }
 
 /// A log opened for analysis.
@@ -637,6 +667,80 @@ impl BlockScan {
     }
 }
 
+/// A log assembled from records made elsewhere (an input read in place)
+/// rather than read from a log file: the records are taken as if read
+/// from blocks at the offsets given, in the order given, and judged as
+/// [`Log::open`] judges a log's blocks.
+pub struct LogBuilder {
+    scan: BlockScan,
+}
+
+impl Default for LogBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogBuilder {
+    pub fn new() -> Self {
+        LogBuilder {
+            scan: BlockScan::new(None),
+        }
+    }
+
+    /// A record from `offset` of the input; CPU data comes as chunks
+    /// ([`LogBuilder::chunk`]), a CPU_DATA record is a problem.
+    pub fn record(&mut self, offset: u64, rec: Record) {
+        let scan = &mut self.scan;
+        if matches!(rec, Record::CpuData(_)) {
+            scan.problem(
+                offset,
+                ProblemKind::Structure,
+                "CPU data given as a record, not as a chunk: left out".into(),
+            );
+            return;
+        }
+        let was_first = std::mem::replace(&mut scan.first_block, false);
+        if scan.end_offset.is_none() && !matches!(rec, Record::End(_)) {
+            scan.blocks_before_end += 1;
+        }
+        scan.record(offset, rec, was_first);
+    }
+
+    /// A chunk of CPU data, read back later through the [`ChunkStore`].
+    pub fn chunk(&mut self, r: CpuBlockRef) {
+        let scan = &mut self.scan;
+        scan.first_block = false;
+        if scan.end_offset.is_none() {
+            scan.blocks_before_end += 1;
+        }
+        scan.blocks.push(r);
+    }
+
+    /// Records and chunks taken so far before an END: what an END record
+    /// of this log counts.
+    pub fn blocks(&self) -> u64 {
+        self.scan.blocks_before_end
+    }
+
+    /// Something wrong in the input, found while reading it.
+    pub fn problem(&mut self, p: Problem) {
+        self.scan.problems.push(p);
+    }
+
+    /// The log: `name` for messages, `version` the log format it reads as,
+    /// `len` the input's bytes, its chunks read from `store`.
+    pub fn finish(
+        self,
+        name: String,
+        version: (u16, u16),
+        len: u64,
+        store: Box<dyn ChunkStore>,
+    ) -> Result<Log, LogError> {
+        Log::assemble(name, version, len, self.scan, Backing::Store(store))
+    }
+}
+
 impl Log {
     /// Opens a log file, or standard input for `-`.
     pub fn open(path: &Path) -> Result<Log, LogError> {
@@ -678,6 +782,17 @@ impl Log {
         }
         let len = reader.offset();
         drop(reader);
+        Self::assemble(name, version, len, scan, Backing::File(file))
+    }
+
+    /// The log of what `scan` gathered, its CPU data in `backing`.
+    fn assemble(
+        name: String,
+        version: (u16, u16),
+        len: u64,
+        scan: BlockScan,
+        backing: Backing,
+    ) -> Result<Log, LogError> {
         let BlockScan {
             arch,
             metas,
@@ -739,7 +854,7 @@ impl Log {
             len,
             unknown_blocks,
             blocks_before_end,
-            backing: Backing::File(file),
+            backing,
         };
         log.decode_metas(metas);
         Ok(log)
@@ -1021,7 +1136,10 @@ impl Log {
         r: &CpuBlockRef,
         scratch: &'s mut BlockScratch,
     ) -> Result<&'s [u8], Problem> {
-        let Backing::File(f) = &self.backing;
+        let f = match &self.backing {
+            Backing::File(f) => f,
+            Backing::Store(store) => return store.read_chunk(r, scratch),
+        };
         let err = |what: String| Problem {
             offset: r.offset,
             kind: ProblemKind::BadBlock,
@@ -1078,6 +1196,9 @@ impl Log {
     /// File offset of sub-buffer `i` of a block, where the block is stored
     /// uncompressed (`None` if compressed: offsets then name the block).
     pub fn subbuf_file_offset(&self, r: &CpuBlockRef, i: u64) -> Option<u64> {
+        if let Backing::Store(store) = &self.backing {
+            return store.subbuf_offset(r, i);
+        }
         (r.header.stored_len == r.header.raw_len).then(|| {
             r.offset
                 + (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64
@@ -1362,6 +1483,71 @@ mod tests {
             "{:?}",
             log.problems
         );
+    }
+
+    #[test]
+    fn a_built_log_reads_its_chunks_from_its_store() {
+        /// Sub-buffers whose first byte is their chunk's CPU.
+        struct Pages(usize);
+        impl ChunkStore for Pages {
+            fn read_chunk<'s>(
+                &self,
+                chunk: &CpuBlockRef,
+                scratch: &'s mut BlockScratch,
+            ) -> Result<&'s [u8], Problem> {
+                let out = scratch.buffers().1;
+                out.clear();
+                out.resize(chunk.count as usize * self.0, 0);
+                out[0] = chunk.cpu as u8;
+                Ok(&out[..])
+            }
+            fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
+                Some(chunk.offset + index)
+            }
+        }
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut b = LogBuilder::new();
+        b.record(0, Record::Arch(Box::new(arch)));
+        b.record(
+            5,
+            Record::Meta(Meta::new(MetaKind::SavedCmdlines, "7 sh\n")),
+        );
+        let chunk = |cpu: u32, offset: u64| CpuBlockRef {
+            offset,
+            header: BlockHeader {
+                block_type: BlockType::CpuData,
+                flags: 0,
+                stored_len: 0,
+                raw_len: 0,
+                crc: 0,
+            },
+            cpu,
+            block_seq: 0,
+            first_subbuf: 0,
+            count: 2,
+        };
+        b.chunk(chunk(3, 100));
+        b.chunk(chunk(1, 900));
+        let data = crate::records::CpuData {
+            cpu: 0,
+            count: 0,
+            block_seq: 0,
+            first_subbuf: 0,
+            data: &[],
+        };
+        b.record(7, Record::CpuData(data));
+        assert_eq!(b.blocks(), 4, "ARCH, META, two chunks");
+        let log = b
+            .finish("t".into(), (1, 1), 1000, Box::new(Pages(4096)))
+            .unwrap();
+        assert_eq!(log.cpus(), [1, 3]);
+        assert_eq!(log.pids.comm(7), Some("sh"));
+        assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
+        assert_eq!(log.problems[0].kind, ProblemKind::Structure);
+        let mut seen = Vec::new();
+        log.visit_cpu(3, |v| seen.push((v.index, v.raw[0])), |p| panic!("{p}"));
+        assert_eq!(seen, [(0, 3), (1, 0)]);
+        assert_eq!(log.subbuf_file_offset(&log.blocks[1], 1), Some(901));
     }
 
     #[test]

@@ -10,9 +10,11 @@ use crate::endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use crate::log::{BlockScratch, CpuBlockRef, Problem};
 use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
 
-/// Where a CPU's sub-buffers come from: a kmemtrace log (`Log`), and later
-/// a trace-cmd `trace.dat`. A chunk is a run of consecutive sub-buffers of
-/// one CPU, read back as one piece (a CPU_DATA block in a log).
+/// Where a CPU's sub-buffers come from: a [`crate::log::Log`], whether it
+/// reads a kmemtrace log or another input in place (a trace-cmd trace.dat,
+/// a capture-script dump: through its [`crate::log::ChunkStore`]). A chunk is a run of consecutive
+/// sub-buffers of one CPU, read back as one piece (a CPU_DATA block in a
+/// log, a run of a trace.dat's CPU data).
 pub trait SubBufSource: Sync {
     /// The recorded kernel's byte order.
     fn endian(&self) -> RunTimeEndian;

@@ -106,12 +106,16 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
             let says = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(0), "{says}");
             assert!(says.contains("no start statistics"), "{says}");
-            // Its sizes and offsets are not the file's: it says so.
+            // It is read in place: its sizes and offsets are the file's,
+            // and it says so.
             assert!(
-                says.contains("a trace-cmd trace.dat, checked converted to kmemtrace log"),
+                says.contains("a trace-cmd trace.dat, checked read as kmemtrace log"),
                 "{says}"
             );
-            assert!(says.contains("sizes and offsets are that log's"), "{says}");
+            assert!(
+                says.contains("read in place: sizes and offsets are the file's"),
+                "{says}"
+            );
         }
         // Version 7 (zstd) and 6 (plain) hold the same events.
         let strip = |r: &serde_json::Value| {
@@ -642,4 +646,165 @@ fn export_progress_is_for_terminals_and_quiet_says_nothing() {
             }
         }
     }
+}
+
+/// `kmemtrace-check --json` of `file`: its exit status and its one file's
+/// report.
+fn check_file_json(
+    file: &std::path::Path,
+    tmpdir: Option<&std::path::Path>,
+) -> (i32, serde_json::Value) {
+    let mut cmd = Command::new(common::bin("kmemtrace-check"));
+    cmd.arg("--json").arg(file);
+    if let Some(t) = tmpdir {
+        cmd.env("TMPDIR", t);
+    }
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v["files"][0].clone())
+}
+
+/// Events of each CPU in a check report.
+fn cpu_events(r: &serde_json::Value) -> Vec<(u64, u64)> {
+    r["cpus"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| (c["cpu"].as_u64().unwrap(), c["events"].as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A trace.dat (and a capture-script dump) is read in place, not converted
+/// into a temporary log first: with TMPDIR naming a file (no temporary
+/// file can be made under it) the report and the check are the same as
+/// with a usable one, and the sizes the check gives are the trace.dat's
+/// own.
+#[test]
+fn a_trace_dat_is_read_in_place_without_a_temporary_file() {
+    let test = "a_trace_dat_is_read_in_place_without_a_temporary_file";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("not-a-directory");
+    std::fs::write(&not_a_dir, b"").unwrap();
+    for file in [
+        "armhf/tracecmd/trace.dat",
+        "s390x/tracecmd/trace.v6.dat",
+        "s390x/raw",
+    ] {
+        let path = data.join(file);
+        let report = |tmpdir: &std::path::Path| {
+            let out = Command::new(common::bin("kmemtrace-report"))
+                .args(["-q", "--json"])
+                .arg(&path)
+                .env("TMPDIR", tmpdir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{file}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        assert!(
+            report(dir.path()) == report(&not_a_dir),
+            "{file}: the report differs without a usable TMPDIR"
+        );
+        let (code, r) = check_file_json(&path, Some(&not_a_dir));
+        assert_eq!(code, 0, "{file}: {r}");
+        assert!(cpu_events(&r).iter().all(|&(_, n)| n > 0), "{file}: {r}");
+        if file.ends_with("raw") {
+            continue;
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(r["bytes"].as_u64(), Some(len), "{file}");
+        assert!(r["end"]["offset"].as_u64().unwrap() <= len, "{file}");
+    }
+}
+
+/// A trace.dat damaged in its CPU data costs what is damaged, not the
+/// file: a v7 chunk that does not decompress is a problem with its offset
+/// (the converted log it was read through before could not be made: the
+/// file was unusable), and the other CPU is read whole; a v6 file cut
+/// short in its last CPU's data is read up to the cut, which is named.
+/// Both are damaged (exit 5). Damage to the metadata leaves the file
+/// unusable (exit 3), as before.
+#[test]
+fn a_trace_dat_damaged_in_its_cpu_data_is_read_up_to_the_damage() {
+    let test = "a_trace_dat_damaged_in_its_cpu_data_is_read_up_to_the_damage";
+    let Some(data) = common::shared_data_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let problems = |r: &serde_json::Value| -> String {
+        r["problems"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .map(|p| p["message"].to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    };
+
+    // v7: the magic of a zstd frame in the CPU data (after the metadata
+    // sections, which come first) made unknown.
+    let good_path = data.join("armhf/tracecmd/trace.dat");
+    let good = std::fs::read(&good_path).unwrap();
+    let (_, good_r) = check_file_json(&good_path, None);
+    let frames: Vec<usize> = good
+        .windows(4)
+        .enumerate()
+        .filter(|(_, w)| *w == [0x28, 0xb5, 0x2f, 0xfd])
+        .map(|(i, _)| i)
+        .collect();
+    assert!(frames.len() > 20, "{} zstd frames", frames.len());
+    let mut bad = good.clone();
+    let at = frames[frames.len() - 10];
+    bad[at] ^= 0xff;
+    let input = dir.path().join("chunk.dat");
+    std::fs::write(&input, &bad).unwrap();
+    let (code, r) = check_file_json(&input, None);
+    assert_eq!(code, 5, "{r}");
+    let p = problems(&r);
+    assert!(p.contains("Zstd chunk"), "{p}");
+    assert_eq!(r["problems"][0]["offset"].as_u64(), Some(at as u64), "{p}");
+    // One CPU's data is damaged, the other's is read whole.
+    let (good_ev, bad_ev) = (cpu_events(&good_r), cpu_events(&r));
+    assert_eq!(good_ev.len(), 2);
+    let same = good_ev.iter().filter(|g| bad_ev.contains(g)).count();
+    assert_eq!(same, 1, "{good_ev:?} {bad_ev:?}");
+
+    // v6 cut short in its last CPU's data.
+    let good_path = data.join("s390x/tracecmd/trace.v6.dat");
+    let good = std::fs::read(&good_path).unwrap();
+    let (_, good_r) = check_file_json(&good_path, None);
+    let input = dir.path().join("cut.dat");
+    let cut = good.len() - good.len() / 8;
+    std::fs::write(&input, &good[..cut]).unwrap();
+    let (code, r) = check_file_json(&input, None);
+    assert_eq!(code, 5, "{r}");
+    let p = problems(&r);
+    assert!(p.contains("cut short"), "{p}");
+    assert_eq!(r["problems"][0]["offset"].as_u64(), Some(cut as u64), "{p}");
+    let (good_ev, cut_ev) = (cpu_events(&good_r), cpu_events(&r));
+    assert_eq!(good_ev[0], cut_ev[0], "the first CPU's data is whole");
+    assert!(cut_ev[1].1 < good_ev[1].1, "{cut_ev:?}");
+
+    // Cut in the metadata: unusable.
+    let input = dir.path().join("meta.dat");
+    std::fs::write(&input, &good[..good.len() / 100]).unwrap();
+    let (code, r) = check_file_json(&input, None);
+    assert_eq!(code, 3, "{r}");
 }
