@@ -17,8 +17,8 @@ use clap::Parser;
 use cli::Cli;
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
-use kmemtrace_format::kallsyms::Kallsyms;
 use kmemtrace_format::log::Log;
+use kmemtrace_kernel::Kallsyms;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -391,7 +391,7 @@ fn report(
         s.push('\n');
         s
     } else {
-        let color = kmemtrace_format::human::use_color(std::io::stdout().is_terminal());
+        let color = kmemtrace_kernel::human::use_color(std::io::stdout().is_terminal());
         text::render(&out.report, &text_sections(cli, page_only, color))
     };
     write_stdout(&text, "the report")?;

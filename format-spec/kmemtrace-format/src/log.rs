@@ -11,19 +11,19 @@
 
 use crate::arch::ArchTag;
 use crate::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
-use crate::cmdlines::PidMap;
-use crate::event_format::EventFormat;
-use crate::header_page::{HeaderEvent, HeaderPage};
-use crate::kallsyms::Kallsyms;
-use crate::kmem::KmemDecoder;
 use crate::reader::{Item, LogReader, OpenError, Truncation};
 use crate::records::{
     CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
     CPU_DATA_HEADER_LEN,
 };
-use crate::stats::{CpuCounters, CpuStats};
-use crate::subbuf::{SubBufError, SubBufLayout, SubBuffer};
-use crate::RunTimeEndian;
+use kmemtrace_kernel::cmdlines::PidMap;
+use kmemtrace_kernel::event_format::EventFormat;
+use kmemtrace_kernel::header_page::{HeaderEvent, HeaderPage};
+use kmemtrace_kernel::kallsyms::Kallsyms;
+use kmemtrace_kernel::kmem::KmemDecoder;
+use kmemtrace_kernel::stats::{CpuCounters, CpuStats};
+use kmemtrace_kernel::subbuf::{SubBufError, SubBufLayout, SubBuffer};
+use kmemtrace_kernel::RunTimeEndian;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -531,7 +531,7 @@ impl BlockScan {
             Record::Meta(m) => self.meta(offset, m),
             Record::CpuData(_) => unreachable!("handled above"),
             Record::Stats(s) => {
-                let parsed = match crate::stats::CpuStats::parse(&text_of(&s.text)) {
+                let parsed = match kmemtrace_kernel::stats::CpuStats::parse(&text_of(&s.text)) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         self.problem(
@@ -1176,9 +1176,9 @@ mod tests {
     #[test]
     fn packed_blocks_are_indexed_with_and_without_zstd() {
         use crate::block::{put_block, FLAG_KPACK, FLAG_ZSTD};
-        use crate::subbuf::encode::{encode_subbuf, EncRecord, PageSpec};
+        use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, PageSpec};
         let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
-        let layout = crate::subbuf::SubBufLayout {
+        let layout = kmemtrace_kernel::subbuf::SubBufLayout {
             long_size: 8,
             data_offset: 16,
             subbuf_size: 4096,
@@ -1201,7 +1201,7 @@ mod tests {
                     ..PageSpec::default()
                 };
                 data.extend(
-                    encode_subbuf(crate::LittleEndian, &layout, &spec)
+                    encode_subbuf(kmemtrace_kernel::LittleEndian, &layout, &spec)
                         .unwrap()
                         .bytes,
                 );

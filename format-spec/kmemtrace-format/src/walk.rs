@@ -6,9 +6,9 @@
 //! Byte order is a run-time fact of the recorded kernel; the hot loops are
 //! monomorphised for it once, through [`with_endian`], not tested per read.
 
-use crate::endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use crate::log::{BlockScratch, CpuBlockRef, Problem};
-use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
+use kmemtrace_kernel::endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
 
 /// Where a CPU's sub-buffers come from: a kmemtrace log (`Log`), and later
 /// a trace-cmd `trace.dat`. A chunk is a run of consecutive sub-buffers of

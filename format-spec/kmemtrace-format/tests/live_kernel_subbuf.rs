@@ -21,9 +21,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::{BigEndian, Endian, LittleEndian};
+use kmemtrace_kernel::{parse_subbuf, RbRecordKind, SubBufLayout};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian};
+use kmemtrace_kernel::{HeaderEvent, HeaderPage};
 
 fn skip(why: &str) {
     common::skip("live_kernel_subbuf", common::Missing::Tracefs, why);
