@@ -15,8 +15,7 @@
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef};
 use kmemtrace_format::walk::{subbufs, with_endian, SubBufSource, WithEndian};
 use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, RB_EVNT_MIN_SIZE};
-use kmemtrace_kernel::Endian;
-use kmemtrace_kernel::{RbRecordKind, SubBufLayout};
+use kmemtrace_kernel::{Endian, RbRecordKind, SubBufLayout};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -211,8 +210,7 @@ mod tests {
     use super::*;
     use kmemtrace_format::block::{BlockHeader, BlockType};
     use kmemtrace_format::log::Problem;
-    use kmemtrace_kernel::LittleEndian;
-    use kmemtrace_kernel::RunTimeEndian;
+    use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
     use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
 
     /// CPU 0's chunks, with their bytes (by `block_seq`).

@@ -9,8 +9,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{encode_block, encode_file_header, BlockType, Compression};
 use kmemtrace_format::records::{encode_cpu_data_header, Meta, MetaKind, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_kernel::SubBufLayout;
-use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{LittleEndian, RunTimeEndian, SubBufLayout};
 use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, Missed, PageSpec};
 use proptest::prelude::*;
 

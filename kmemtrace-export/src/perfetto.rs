@@ -47,10 +47,9 @@ use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_format::records::StatsPhase;
 use kmemtrace_format::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
 use kmemtrace_format::walk::SubBufSource;
-use kmemtrace_kernel::KmemKind;
-use kmemtrace_kernel::SubBufLayout;
-use kmemtrace_kernel::{Endian, RunTimeEndian};
-use kmemtrace_kernel::{EventFormat, Field, FieldKind};
+use kmemtrace_kernel::{
+    Endian, EventFormat, Field, FieldKind, KmemKind, RunTimeEndian, SubBufLayout,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,8 +8,7 @@
 //! committed data). Whatever decided, the sub-buffers are checked against
 //! the answer: a dump whose data contradicts its own metadata is refused.
 
-use kmemtrace_kernel::RunTimeEndian;
-use kmemtrace_kernel::{parse_subbuf, SubBufLayout};
+use kmemtrace_kernel::{parse_subbuf, RunTimeEndian, SubBufLayout};
 
 /// How the byte order was learned: the arch tag's `byte_order_source`.
 pub const SOURCE_FILE: &str = "dump endianness file";

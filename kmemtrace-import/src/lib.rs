@@ -41,10 +41,9 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_kernel::RunTimeEndian;
-use kmemtrace_kernel::{parse_subbuf, SubBufLayout};
-use kmemtrace_kernel::{CpuCounters, CpuStats};
-use kmemtrace_kernel::{HeaderEvent, HeaderPage};
+use kmemtrace_kernel::{
+    parse_subbuf, CpuCounters, CpuStats, HeaderEvent, HeaderPage, RunTimeEndian, SubBufLayout,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::{self, Write};

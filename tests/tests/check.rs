@@ -603,8 +603,7 @@ fn time_going_backwards_is_located() {
 
 /// Offset of the fourth record of an armhf sub-buffer.
 fn third_event_offset(page: &[u8]) -> usize {
-    use kmemtrace_kernel::LittleEndian;
-    use kmemtrace_kernel::{parse_subbuf, SubBufLayout};
+    use kmemtrace_kernel::{parse_subbuf, LittleEndian, SubBufLayout};
     let l = SubBufLayout {
         long_size: 4,
         data_offset: 12,

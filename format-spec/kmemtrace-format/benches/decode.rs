@@ -7,11 +7,10 @@
 //! events. Prints events per second. Timing lives here, never in tests.
 
 use kmemtrace_format::log::Log;
-use kmemtrace_kernel::EventFormat;
-use kmemtrace_kernel::HeaderPage;
-use kmemtrace_kernel::KmemDecoder;
-use kmemtrace_kernel::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_kernel::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, EventFormat, HeaderPage, KmemDecoder, LittleEndian,
+    RbRecordKind, RunTimeEndian, SubBufLayout,
+};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};

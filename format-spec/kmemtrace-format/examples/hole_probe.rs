@@ -18,9 +18,7 @@
 
 use kmemtrace_format::log::Log;
 use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
-use kmemtrace_kernel::Endian;
-use kmemtrace_kernel::WrittenExtent;
-use kmemtrace_kernel::{parse_subbuf, RbRecordKind, SubBufLayout};
+use kmemtrace_kernel::{parse_subbuf, Endian, RbRecordKind, SubBufLayout, WrittenExtent};
 use std::ops::Range;
 use std::time::Instant;
 

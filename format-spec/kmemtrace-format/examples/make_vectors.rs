@@ -18,8 +18,7 @@
 use kmemtrace_format::block::{Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN};
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_kernel::EventFormat;
-use kmemtrace_kernel::{BigEndian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{BigEndian, EventFormat, LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::subbuf::Missed;
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
 use std::collections::BTreeMap;

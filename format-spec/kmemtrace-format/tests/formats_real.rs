@@ -15,6 +15,7 @@
 //!
 //! Missing data or privileges skip a test with a message on stderr.
 
+#[path = "../../../kmemtrace-kernel/tests/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,15 +23,10 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kmemtrace_kernel::CpuStats;
-use kmemtrace_kernel::EventFormat;
-use kmemtrace_kernel::FlagTable;
-use kmemtrace_kernel::HeaderPage;
-use kmemtrace_kernel::Kallsyms;
-use kmemtrace_kernel::PidMap;
-use kmemtrace_kernel::{parse_subbuf, SubBufLayout};
-use kmemtrace_kernel::{Endian, RunTimeEndian};
-use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind};
+use kmemtrace_kernel::{
+    parse_subbuf, CpuStats, Endian, EventFormat, FlagTable, HeaderPage, Kallsyms, KmemDecoder,
+    KmemEvent, KmemKind, PidMap, RunTimeEndian, SubBufLayout,
+};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 

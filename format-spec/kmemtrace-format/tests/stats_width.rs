@@ -4,8 +4,7 @@
 
 use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_kernel::CpuStats;
-use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_kernel::{CpuStats, RunTimeEndian};
 use kmemtrace_testkit::synth::LogBuilder;
 
 fn stats(long_size: u8, start: &str, end: &str) -> (Log, CpuStats, CpuStats) {

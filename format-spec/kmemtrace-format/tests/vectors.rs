@@ -6,9 +6,9 @@
 mod make_vectors;
 
 use kmemtrace_format::log::Log;
-use kmemtrace_kernel::RbRecordKind;
-use kmemtrace_kernel::{BigEndian, Endian, LittleEndian, RunTimeEndian};
-use kmemtrace_kernel::{KmemDecoder, KmemKind};
+use kmemtrace_kernel::{
+    BigEndian, Endian, KmemDecoder, KmemKind, LittleEndian, RbRecordKind, RunTimeEndian,
+};
 use std::fmt::Write as _;
 
 /// Decodes a log into the generator's line format, CPU by CPU.

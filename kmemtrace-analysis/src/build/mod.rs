@@ -22,8 +22,7 @@ use crate::stream::StreamEnd;
 use crate::symbols::Symbols;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_kernel::FlagTable;
-use kmemtrace_kernel::KmemDecoder;
+use kmemtrace_kernel::{FlagTable, KmemDecoder};
 
 pub(crate) struct Ctx<'a> {
     log: &'a Log,

@@ -19,9 +19,9 @@ use kmemtrace_format::stacks::{KernelStack, StackReader, Waiting, DEPTH};
 use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
 use kmemtrace_format::walk::{subbufs, SubBufItem};
 use kmemtrace_kernel::losses::{SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
-use kmemtrace_kernel::RbRecordKind;
-use kmemtrace_kernel::{BigEndian, Endian, LittleEndian, RunTimeEndian};
-use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind};
+use kmemtrace_kernel::{
+    BigEndian, Endian, KmemDecoder, KmemEvent, KmemKind, LittleEndian, RbRecordKind, RunTimeEndian,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A decoded event's cache name, on the way to its interned id.

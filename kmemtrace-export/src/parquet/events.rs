@@ -13,8 +13,7 @@ use kmemtrace_analysis::Symbols;
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
 use kmemtrace_format::walk::ChunkRun;
-use kmemtrace_kernel::RunTimeEndian;
-use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind};
+use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind, RunTimeEndian};
 use std::io;
 
 /// What every run's rows share: the capture, the tasks' names, symbols.

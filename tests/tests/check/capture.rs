@@ -17,8 +17,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::{CpuBlockEncoder, LogWriter};
-use kmemtrace_kernel::HeaderPage;
-use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_kernel::{HeaderPage, RunTimeEndian};
 use std::fs;
 use std::path::{Path, PathBuf};
 

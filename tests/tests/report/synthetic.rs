@@ -2,8 +2,7 @@
 //! out by the format library's kernel-rule encoders, a small kallsyms.
 
 use kmemtrace_format::records::{Meta, MetaKind};
-use kmemtrace_kernel::EventFormat;
-use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{EventFormat, LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::subbuf::Missed;
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
 
