@@ -493,7 +493,7 @@ impl BlockCompressor {
 
 /// Appends a block: its header for `stored` (whose decoded form is
 /// `raw_len` bytes), then `stored`.
-pub(crate) fn put_block(
+pub fn put_block(
     block_type: BlockType,
     flags: u16,
     stored: &[u8],

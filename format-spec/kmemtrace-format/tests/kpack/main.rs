@@ -444,3 +444,4 @@ fn payloads_are_only_predicted_from_payloads_as_long() {
 
 mod blocks;
 mod columns;
+mod log_index;
