@@ -14,14 +14,9 @@
 //! tested against data whose meaning is known independently of them.
 
 use crate::subbuf::{encode_subbuf, EncRecord, EncodeError, EndPadding, Missed, PageSpec};
-use kmemtrace_format::arch::ArchTag;
-use kmemtrace_format::block::Compression;
-use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
-use kmemtrace_format::writer::LogWriter;
-use kmemtrace_kernel::endian::Endian;
-use kmemtrace_kernel::event_format::{EventFormat, FieldKind};
-use kmemtrace_kernel::subbuf::SubBufLayout;
-use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_format::records::{NoteRecord, StatsPhase, StatsRecord};
+use kmemtrace_format::{ArchTag, Compression, LogWriter, Meta, MetaKind};
+use kmemtrace_kernel::{Endian, EventFormat, FieldKind, RunTimeEndian, SubBufLayout};
 use std::collections::BTreeMap;
 
 /// A field value for [`encode_event`].
@@ -424,8 +419,8 @@ pub fn sync_word_storm(size: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kmemtrace_format::log::Log;
-    use kmemtrace_kernel::subbuf::RbRecordKind;
+    use kmemtrace_format::Log;
+    use kmemtrace_kernel::RbRecordKind;
 
     const KMALLOC_61_ARMHF: &str = "name: kmalloc\nID: 464\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\

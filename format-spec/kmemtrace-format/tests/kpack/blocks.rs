@@ -7,7 +7,7 @@ use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, PageSpec};
 
 /// A CPU_DATA payload of `n` sub-buffers of kmalloc-like records.
 fn cpu_data(n: usize) -> (Vec<u8>, kpack::Shape) {
-    let layout = kmemtrace_kernel::subbuf::SubBufLayout {
+    let layout = kmemtrace_kernel::SubBufLayout {
         long_size: 8,
         data_offset: 16,
         subbuf_size: 4096,
