@@ -2,7 +2,7 @@
 //! log decodes anywhere.
 
 use crate::tlv::{self, TlvError, TlvWriter};
-use kmemtrace_kernel::endian::RunTimeEndian;
+use kmemtrace_kernel::RunTimeEndian;
 
 mod tag {
     pub const BYTE_ORDER: u16 = 1;

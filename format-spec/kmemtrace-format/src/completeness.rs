@@ -10,7 +10,7 @@
 
 use crate::log::{Log, Problem};
 use crate::reader::Truncation;
-use kmemtrace_kernel::subbuf::{parse_subbuf, RbRecordKind};
+use kmemtrace_kernel::{parse_subbuf, RbRecordKind};
 
 /// What a log lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,8 +26,8 @@
 //! transform is exact for every input, not only for valid ring buffers.
 //! Unpacking checks every length and never panics on hostile input.
 
-use kmemtrace_kernel::endian::{BigEndian, Endian, LittleEndian};
 use kmemtrace_kernel::subbuf::{RecordHeader, RecordShape, COMMIT_LEN_MASK};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian};
 use std::fmt;
 
 /// First byte of a kpack stream (after the kept head), as written now:

@@ -16,14 +16,10 @@ use crate::records::{
     CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
     CPU_DATA_HEADER_LEN,
 };
-use kmemtrace_kernel::cmdlines::PidMap;
-use kmemtrace_kernel::event_format::EventFormat;
-use kmemtrace_kernel::header_page::{HeaderEvent, HeaderPage};
-use kmemtrace_kernel::kallsyms::Kallsyms;
-use kmemtrace_kernel::kmem::KmemDecoder;
-use kmemtrace_kernel::stats::{CpuCounters, CpuStats};
-use kmemtrace_kernel::subbuf::{SubBufError, SubBufLayout, SubBuffer};
-use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_kernel::{
+    CpuCounters, CpuStats, EventFormat, HeaderEvent, HeaderPage, Kallsyms, KmemDecoder, PidMap,
+    RunTimeEndian, SubBufError, SubBufLayout, SubBuffer,
+};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;

@@ -20,8 +20,7 @@
 //! address in the recorded kernel's `long` and byte order.
 
 use crate::log::Log;
-use kmemtrace_kernel::endian::Endian;
-use kmemtrace_kernel::event_format::{EventFormat, Field, FieldKind};
+use kmemtrace_kernel::{Endian, EventFormat, Field, FieldKind};
 
 mod scope;
 pub use scope::StackScope;
@@ -125,7 +124,7 @@ impl StackReader {
     /// task and context the trigger's filter leaves in. Only those wait
     /// for one.
     #[inline]
-    pub fn takes_stack(&self, ev: &kmemtrace_kernel::kmem::KmemEvent<'_>) -> bool {
+    pub fn takes_stack(&self, ev: &kmemtrace_kernel::KmemEvent<'_>) -> bool {
         ev.kind == kmemtrace_kernel::kmem::KmemKind::MmPageAlloc
             && self.scope.takes(ev.pid, ev.in_interrupt)
     }

@@ -13,7 +13,7 @@
 
 use crate::log::Log;
 use crate::records::MetaKind;
-use kmemtrace_kernel::endian::Endian;
+use kmemtrace_kernel::Endian;
 use std::collections::HashSet;
 
 /// The META `other` name under which the recorder stores its pid filter.
@@ -55,9 +55,9 @@ pub const IDLE_SWITCH_FILTER: &str = "prev_pid == 0 || next_pid == 0";
 #[derive(Clone, Debug)]
 pub struct SwitchReader {
     id: u64,
-    common_pid: kmemtrace_kernel::event_format::Field,
-    prev_pid: kmemtrace_kernel::event_format::Field,
-    next_pid: kmemtrace_kernel::event_format::Field,
+    common_pid: kmemtrace_kernel::Field,
+    prev_pid: kmemtrace_kernel::Field,
+    next_pid: kmemtrace_kernel::Field,
 }
 
 impl SwitchReader {
@@ -186,7 +186,7 @@ pub fn traced_tasks(log: &Log) -> Option<TracedTasks> {
 }
 
 /// (time, parent pid, child pid) of every `sched_process_fork` record.
-fn fork_events(log: &Log, f: &kmemtrace_kernel::event_format::EventFormat) -> Vec<(u64, i32, i32)> {
+fn fork_events(log: &Log, f: &kmemtrace_kernel::EventFormat) -> Vec<(u64, i32, i32)> {
     let (Some(parent), Some(child)) = (f.field("parent_pid"), f.field("child_pid")) else {
         return Vec::new();
     };

@@ -7,8 +7,10 @@
 //! monomorphised for it once, through [`with_endian`], not tested per read.
 
 use crate::log::{BlockScratch, CpuBlockRef, Problem};
-use kmemtrace_kernel::endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
-use kmemtrace_kernel::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, LittleEndian, RunTimeEndian, SubBufError, SubBufLayout,
+    SubBuffer,
+};
 
 /// Where a CPU's sub-buffers come from: a kmemtrace log (`Log`), and later
 /// a trace-cmd `trace.dat`. A chunk is a run of consecutive sub-buffers of

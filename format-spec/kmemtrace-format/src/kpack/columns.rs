@@ -16,8 +16,7 @@
 //! depends on byte order but the records' headers and the commit.
 
 use super::{canonical, extent, has_len_word, header_of};
-use kmemtrace_kernel::endian::Endian;
-use kmemtrace_kernel::subbuf::RecordShape;
+use kmemtrace_kernel::{Endian, RecordShape};
 
 mod kinds;
 mod pack;

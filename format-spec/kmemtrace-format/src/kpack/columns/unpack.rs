@@ -4,8 +4,7 @@
 use super::{columns, is_constant, record, Groups, Kind, BAND, MAX_GROUPS, STREAM_NAMES};
 use crate::kpack::unpack::{next_stream, Cursor};
 use crate::kpack::{Shape, UnpackError};
-use kmemtrace_kernel::endian::{BigEndian, Endian, LittleEndian};
-use kmemtrace_kernel::subbuf::{RecordHeader, RecordShape};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian, RecordHeader, RecordShape};
 
 /// Rebuilds version 2 bodies; keeps its vectors from block to block.
 #[derive(Default)]
