@@ -28,7 +28,7 @@ use kmemtrace_format::block::{decode_payload_into, PayloadDecoder, BLOCK_HEADER_
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::walk::{subbufs, with_endian, WithEndian};
-use kmemtrace_format::Endian;
+use kmemtrace_kernel::Endian;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;

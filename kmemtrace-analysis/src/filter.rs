@@ -8,7 +8,7 @@
 //! of objects never seen allocated are selected by the free event's own
 //! CPU, pid, comm and call site.
 
-use kmemtrace_format::cmdlines::PidMap;
+use kmemtrace_kernel::PidMap;
 use std::collections::HashSet;
 
 /// Parsed filters.
@@ -154,7 +154,7 @@ pub fn glob(p: &[u8], s: &[u8]) -> bool {
 
 /// `--cpu`: a CPU list in the kernel's syntax (`0-3,6`), not empty.
 pub fn parse_cpu_list(s: &str) -> Result<HashSet<u32>, String> {
-    let cpus = kmemtrace_format::human::parse_cpu_list(s)?;
+    let cpus = kmemtrace_kernel::human::parse_cpu_list(s)?;
     if cpus.is_empty() {
         return Err(format!("empty CPU list {s:?}"));
     }
@@ -212,10 +212,10 @@ pub fn parse_time_window(s: &str) -> Result<(Option<TimePoint>, Option<TimePoint
     Ok((point(a)?, point(b)?))
 }
 
-/// `--min-age`: a duration (kmemtrace_format::human::parse_duration) in
+/// `--min-age`: a duration (kmemtrace_kernel::human::parse_duration) in
 /// nanoseconds.
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let d = kmemtrace_format::human::parse_duration(s)?;
+    let d = kmemtrace_kernel::human::parse_duration(s)?;
     u64::try_from(d.as_nanos()).map_err(|_| format!("duration `{s}` is out of range"))
 }
 

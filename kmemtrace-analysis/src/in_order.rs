@@ -12,11 +12,10 @@
 //! thread holding one chunk per CPU: it is for listing events, where the
 //! printing costs more than the reading.
 
-use kmemtrace_format::endian::Endian;
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef};
-use kmemtrace_format::losses::{Loss, LossTracker, SubBufRun, RB_EVNT_MIN_SIZE};
-use kmemtrace_format::subbuf::{RbRecordKind, SubBufLayout};
 use kmemtrace_format::walk::{subbufs, with_endian, SubBufSource, WithEndian};
+use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, RB_EVNT_MIN_SIZE};
+use kmemtrace_kernel::{Endian, RbRecordKind, SubBufLayout};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -210,12 +209,9 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
 mod tests {
     use super::*;
     use kmemtrace_format::block::{BlockHeader, BlockType};
-    use kmemtrace_format::endian::RunTimeEndian;
     use kmemtrace_format::log::Problem;
-    use kmemtrace_format::subbuf::encode::{
-        encode_subbuf, EncRecord, EndPadding, Missed, PageSpec,
-    };
-    use kmemtrace_format::LittleEndian;
+    use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
+    use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
 
     /// CPU 0's chunks, with their bytes (by `block_seq`).
     struct Src {

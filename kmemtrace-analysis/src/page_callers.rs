@@ -25,7 +25,7 @@
 //! Which functions of the recorded kernel the rule matches is listed in the
 //! report ([`allocator_functions`]), from the log's kallsyms.
 
-use kmemtrace_format::kallsyms::Kallsyms;
+use kmemtrace_kernel::Kallsyms;
 
 /// Prefixes of the page allocator's entry points (see the module text).
 const ENTRY_PREFIXES: [&str; 7] = [

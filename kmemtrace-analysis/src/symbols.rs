@@ -1,6 +1,6 @@
 //! Call-site names: the log's kallsyms, another file's, or raw addresses.
 
-use kmemtrace_format::kallsyms::Kallsyms;
+use kmemtrace_kernel::Kallsyms;
 
 /// Call-site names.
 pub struct Symbols {

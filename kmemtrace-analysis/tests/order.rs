@@ -10,8 +10,8 @@ use kmemtrace_analysis::stream::decode::Decoder;
 use kmemtrace_analysis::stream::merge::{Merger, OrderKey};
 use kmemtrace_analysis::stream::{Assembler, StreamInput};
 use kmemtrace_format::log::{CpuBlockRef, Log};
-use kmemtrace_format::synth::{encode_event, LogBuilder, SynthRecord, Value};
-use kmemtrace_format::{LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
 use std::sync::atomic::AtomicU64;
 
 const KMALLOC: &str = include_str!("../../tests/tests/report/data/x86_64-6.18/kmalloc.format");

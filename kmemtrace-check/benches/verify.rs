@@ -16,12 +16,10 @@
 use kmemtrace_check::{check_log, Options};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::header_page::HeaderPage;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{parse_subbuf, Endian, HeaderPage, RbRecordKind, RunTimeEndian};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -135,7 +133,7 @@ fn from_log(path: &Path) -> Source {
 /// time shifted forward on each round.
 fn synthesise(src: &Source, mb: u64, c: Compression, out: &Path) {
     let e = src.arch.byte_order;
-    let layout = kmemtrace_format::subbuf::SubBufLayout {
+    let layout = kmemtrace_kernel::SubBufLayout {
         long_size: usize::from(src.arch.long_size),
         data_offset: src.arch.data_offset as usize,
         subbuf_size: src.arch.subbuf_size as usize,

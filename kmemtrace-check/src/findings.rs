@@ -285,7 +285,7 @@ pub struct Lost {
 }
 
 /// Where and when a CPU's stream lost events: a window of the one
-/// [`kmemtrace_format::losses::LossTracker`], as `kmemtrace-report` lists it.
+/// [`kmemtrace_kernel::LossTracker`], as `kmemtrace-report` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LossWindow {
     /// Where the loss was noticed: the flagged or damaged sub-buffer, the
@@ -474,11 +474,11 @@ pub struct Report {
     pub warnings_total: u64,
 }
 
-pub use kmemtrace_format::human::thousands;
+pub use kmemtrace_kernel::human::thousands;
 
 /// Nanoseconds as `seconds.nanoseconds`.
 pub fn secs(ns: u64) -> String {
-    kmemtrace_format::human::secs(ns, 9)
+    kmemtrace_kernel::human::secs(ns, 9)
 }
 
 /// A duration in ns, short: `34.9 ms`, `2.50 s`.

@@ -8,10 +8,9 @@ use kmemtrace_check::{check_bytes, Report, Verdict};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{encode_block, encode_file_header, BlockType, Compression};
 use kmemtrace_format::records::{encode_cpu_data_header, Meta, MetaKind, StatsPhase, StatsRecord};
-use kmemtrace_format::subbuf::encode::{encode_subbuf, EncRecord, Missed, PageSpec};
-use kmemtrace_format::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_format::{LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{LittleEndian, RunTimeEndian, SubBufLayout};
+use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, Missed, PageSpec};
 use proptest::prelude::*;
 
 fn consistent(r: &Report) {

@@ -310,7 +310,7 @@ fn progress_line(cli: &Cli) -> Option<kmemtrace_cli::progress::Line> {
 }
 
 fn human_bytes(n: u64) -> String {
-    kmemtrace_format::human::bytes(n as f64)
+    kmemtrace_kernel::human::bytes(n as f64)
 }
 
 fn output_failed(cli: &Cli, e: std::io::Error) -> Stop {

@@ -43,14 +43,13 @@ use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
 use kmemtrace_analysis::model::TimeSeries;
 use kmemtrace_format::arch::clock_in_ns;
-use kmemtrace_format::event_format::{EventFormat, Field, FieldKind};
-use kmemtrace_format::kmem::KmemKind;
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_format::records::StatsPhase;
 use kmemtrace_format::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
-use kmemtrace_format::subbuf::SubBufLayout;
 use kmemtrace_format::walk::SubBufSource;
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{
+    Endian, EventFormat, Field, FieldKind, KmemKind, RunTimeEndian, SubBufLayout,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};

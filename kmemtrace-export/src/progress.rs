@@ -20,7 +20,7 @@ pub fn line(p: Progress, elapsed: Duration) -> String {
         (p.done.min(p.total) * 100)
             .checked_div(p.total)
             .unwrap_or(100),
-        kmemtrace_format::human::thousands(p.total),
+        kmemtrace_kernel::human::thousands(p.total),
         elapsed.as_secs_f64()
     )
 }

@@ -14,10 +14,10 @@
 //! left out: it holds no event and no time.
 
 use kmemtrace_format::log::Log;
-use kmemtrace_format::subbuf::{
+use kmemtrace_kernel::subbuf::{
     parse_subbuf, RbRecordKind, SubBufLayout, RB_MISSED_EVENTS, RB_MISSED_STORED,
 };
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{Endian, RunTimeEndian};
 
 /// Cuts a log's sub-buffers into its machine's pages.
 pub(crate) struct Cutter {
@@ -144,10 +144,8 @@ impl Cutter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kmemtrace_format::subbuf::encode::{
-        encode_subbuf, EncRecord, EndPadding, Missed, PageSpec,
-    };
-    use kmemtrace_format::subbuf::SubBuffer;
+    use kmemtrace_kernel::SubBuffer;
+    use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
 
     /// `(ts, payload)` of every data record.
     fn events(e: RunTimeEndian, sb: &SubBuffer<'_>) -> Vec<(u64, Vec<u8>)> {

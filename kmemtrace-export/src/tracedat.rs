@@ -16,7 +16,7 @@ use crate::progress::Progress;
 use crate::repage::Cutter;
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_format::records::{MetaKind, StatsPhase};
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::io::{self, Seek, Write};
 
@@ -624,8 +624,8 @@ fn options(log: &Log, cpus: u32) -> Vec<(u16, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kmemtrace_format::synth::{LogBuilder, Rng};
     use kmemtrace_import::tracedat::{self as input, CpuData};
+    use kmemtrace_testkit::synth::{LogBuilder, Rng};
 
     /// A log of `endian` and `long_size` with events on CPUs 0 and 2 (1
     /// has none), many pages each, and statistics at the end.

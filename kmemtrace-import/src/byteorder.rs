@@ -8,8 +8,7 @@
 //! committed data). Whatever decided, the sub-buffers are checked against
 //! the answer: a dump whose data contradicts its own metadata is refused.
 
-use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::{parse_subbuf, RunTimeEndian, SubBufLayout};
 
 /// How the byte order was learned: the arch tag's `byte_order_source`.
 pub const SOURCE_FILE: &str = "dump endianness file";
@@ -25,7 +24,7 @@ const SAMPLE: usize = 64;
 /// The byte order a `uname -m` machine name implies, if it does (the
 /// library's one table: bi-endian names such as `mips64` give `None`).
 pub fn machine_byte_order(machine: &str) -> Option<RunTimeEndian> {
-    kmemtrace_format::machine::machine_facts(machine)?.byte_order
+    kmemtrace_kernel::machine_facts(machine)?.byte_order
 }
 
 /// How many sampled sub-buffers decode in each byte order.
@@ -266,7 +265,7 @@ pub fn infer(ev: &Evidence, p: &Plausibility, layout: &SubBufLayout) -> Result<B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kmemtrace_format::{BigEndian, Endian, LittleEndian};
+    use kmemtrace_kernel::{BigEndian, Endian, LittleEndian};
 
     fn layout(long: usize) -> SubBufLayout {
         SubBufLayout {

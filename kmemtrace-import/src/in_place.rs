@@ -32,7 +32,7 @@ use kmemtrace_format::log::{
 };
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};
-use kmemtrace_format::subbuf::SubBufLayout;
+use kmemtrace_kernel::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -445,7 +445,7 @@ fn index_cpu_data(
     store: &InputChunks,
     b: &mut InPlace,
     layout: &SubBufLayout,
-    order: kmemtrace_format::RunTimeEndian,
+    order: kmemtrace_kernel::RunTimeEndian,
 ) -> io::Result<(BTreeMap<u32, CpuTally>, BTreeMap<u32, CpuTotal>)> {
     let mut tallies: BTreeMap<u32, CpuTally> = BTreeMap::new();
     let mut totals: BTreeMap<u32, CpuTotal> = BTreeMap::new();

@@ -41,12 +41,11 @@ use byteorder::{ByteOrder, Evidence, Plausibility};
 use dump::{Container, Dump};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
-use kmemtrace_format::stats::{CpuCounters, CpuStats};
-use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::{
+    parse_subbuf, CpuCounters, CpuStats, HeaderEvent, HeaderPage, RunTimeEndian, SubBufLayout,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::{self, Write};
@@ -808,7 +807,7 @@ fn write_event_formats(
         let id_file = d
             .get(&format!("events/{system}/{event}/id"))
             .map(|b| String::from_utf8_lossy(b).trim().to_string());
-        let from_format = kmemtrace_format::event_format::format_id(fmt_bytes);
+        let from_format = kmemtrace_kernel::format_id(fmt_bytes);
         let id = match (id_file.as_deref().map(str::parse::<u32>), from_format) {
             (Some(Ok(i)), f) => {
                 if f.is_some_and(|f| f != i) {
@@ -1073,13 +1072,10 @@ mod tests {
         );
         assert_eq!(selected("local"), None);
         assert_eq!(
-            kmemtrace_format::event_format::format_id(b"name: kfree\nID: 612\nformat:\n"),
+            kmemtrace_kernel::format_id(b"name: kfree\nID: 612\nformat:\n"),
             Some(612)
         );
-        assert_eq!(
-            kmemtrace_format::event_format::format_id(b"name: kfree\n"),
-            None
-        );
+        assert_eq!(kmemtrace_kernel::format_id(b"name: kfree\n"), None);
         assert_eq!(
             cpu_node_map("0 0-1,4\n1 2-3\n"),
             b"0 0\n1 0\n2 1\n3 1\n4 0\n"

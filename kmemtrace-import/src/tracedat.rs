@@ -11,7 +11,7 @@
 //! kernel's long size comes from `header_page`, as the import reads it.
 
 use crate::ImportError;
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};

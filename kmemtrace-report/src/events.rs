@@ -13,7 +13,7 @@
 //! name (`bputs` and `bprint` point at strings in the kernel's memory: `?`).
 //!
 //! Losses are the loss windows `kmemtrace-check` and the report name
-//! (`kmemtrace_format::losses::LossTracker`, fed by the walker). Where a
+//! (`kmemtrace_kernel::LossTracker`, fed by the walker). Where a
 //! CPU lost records before its first one in the log (the kernel's buffer
 //! had overrun before it was read, the case of a `trace` file read after
 //! an overflow, or the CPU's first blocks are missing from the log), every
@@ -28,11 +28,10 @@ use kmemtrace_analysis::filter::{glob, Filter};
 use kmemtrace_analysis::in_order::{for_each_record, Lost, Record};
 use kmemtrace_analysis::Symbols;
 use kmemtrace_cli::exit;
-use kmemtrace_format::endian::{Endian, RunTimeEndian};
-use kmemtrace_format::event_format::{EventFormat, Field};
 use kmemtrace_format::log::Log;
-use kmemtrace_format::print_fmt::{Kernel, PrintFmt};
 use kmemtrace_format::stacks::StackReader;
+use kmemtrace_kernel::print_fmt::{Kernel, PrintFmt};
+use kmemtrace_kernel::{Endian, EventFormat, Field, RunTimeEndian};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -50,7 +49,7 @@ pub fn event_selected(patterns: &[String], f: &EventFormat) -> bool {
 /// The five latency columns (`d.s.1`) for an event's flags and preempt
 /// count; `lazy` says bit 1 is the lazy-resched flag (kernels from 6.13).
 pub fn lat_fmt(flags: u8, preempt: u8, lazy: bool) -> [u8; 5] {
-    use kmemtrace_format::event_format::trace_flags::*;
+    use kmemtrace_kernel::event_format::trace_flags::*;
     let bh_off = flags & BH_OFF != 0;
     let irqs_off = flags & IRQS_OFF != 0;
     let c0 = match (irqs_off, bh_off) {
@@ -340,8 +339,8 @@ impl Printer<'_> {
     /// Prints one record if the filters select it; true if printed.
     fn record(&mut self, out: &mut String, r: &Record<'_>, filter: &Filter) -> bool {
         match self.log.endian {
-            RunTimeEndian::Little => self.record_in(kmemtrace_format::LittleEndian, out, r, filter),
-            RunTimeEndian::Big => self.record_in(kmemtrace_format::BigEndian, out, r, filter),
+            RunTimeEndian::Little => self.record_in(kmemtrace_kernel::LittleEndian, out, r, filter),
+            RunTimeEndian::Big => self.record_in(kmemtrace_kernel::BigEndian, out, r, filter),
         }
     }
 
@@ -364,7 +363,7 @@ impl Printer<'_> {
         let pid = pid as i32;
         let stack = self.stacks.as_ref().and_then(|s| s.read(e, r.payload));
         let in_interrupt =
-            flags as u8 & kmemtrace_format::event_format::trace_flags::INTERRUPT != 0;
+            flags as u8 & kmemtrace_kernel::event_format::trace_flags::INTERRUPT != 0;
         let selected = filter.in_time(r.ts)
             && filter.cpu_pid(r.cpu, pid)
             && filter.workload(pid, in_interrupt)

@@ -17,7 +17,7 @@ use cli::Cli;
 use input::Asked;
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
-use kmemtrace_format::human::thousands;
+use kmemtrace_kernel::human::thousands;
 use kmemtrace_format::log::Log;
 use std::process::ExitCode;
 

@@ -367,16 +367,16 @@ pub struct CpuList(pub Vec<u32>);
 
 /// `-C`: a CPU list of at least one CPU.
 fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    let v = kmemtrace_format::human::parse_cpu_list(s)?;
+    let v = kmemtrace_kernel::human::parse_cpu_list(s)?;
     if v.is_empty() {
         return Err("an empty CPU list".into());
     }
     Ok(CpuList(v))
 }
 
-/// A positive duration (kmemtrace_format::human::parse_duration).
+/// A positive duration (kmemtrace_kernel::human::parse_duration).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    match kmemtrace_format::human::parse_duration(s)? {
+    match kmemtrace_kernel::human::parse_duration(s)? {
         d if d.is_zero() => Err(format!("duration `{s}` must be more than zero")),
         d => Ok(d),
     }

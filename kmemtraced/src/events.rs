@@ -3,7 +3,7 @@
 
 use crate::failure::{Failure, Result};
 use crate::tracefs::TraceDir;
-use kmemtrace_format::kmem::KmemKind;
+use kmemtrace_kernel::KmemKind;
 use std::fs;
 
 /// Every kmem allocation event kmemtraced knows, in the order recorded:

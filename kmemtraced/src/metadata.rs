@@ -16,11 +16,9 @@ use crate::failure::{Failure, Result};
 use crate::sys;
 use crate::tracefs::TraceDir;
 use kmemtrace_format::arch::ArchTag;
-use kmemtrace_format::header_page::HeaderPage;
-use kmemtrace_format::human::parse_cpu_list;
 use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
-use kmemtrace_format::stats::CpuStats;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::human::parse_cpu_list;
+use kmemtrace_kernel::{CpuStats, HeaderPage, RunTimeEndian};
 use std::fs;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -256,7 +254,7 @@ pub fn static_metas(
                     .read_string(&format!("{base}/id"))
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
-                    .or_else(|| kmemtrace_format::event_format::format_id(&content));
+                    .or_else(|| kmemtrace_kernel::format_id(&content));
                 let mut m = Meta::new(MetaKind::EventFormat, content);
                 m.name = ev.path();
                 m.id = id;

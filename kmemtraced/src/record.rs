@@ -342,7 +342,7 @@ fn pid_filter_meta(pids: &[u32]) -> Meta {
 /// likely give: the buffer is allocated for every CPU, from memory that is
 /// available now.
 fn buffer_refused(inst: &TraceDir, kb: u32, e: &std::io::Error) -> Failure {
-    use kmemtrace_format::human::{bytes, thousands};
+    use kmemtrace_kernel::human::{bytes, thousands};
     let cpus = metadata::online_cpus().len().max(1) as u64;
     let kept = crate::session::buffer_kb(inst);
     let available_kb = mem_available_kb();

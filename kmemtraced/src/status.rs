@@ -77,9 +77,9 @@ impl Counters {
     }
 }
 
-pub use kmemtrace_format::human::thousands;
+pub use kmemtrace_kernel::human::thousands;
 
-pub use kmemtrace_format::human::{bytes, use_color};
+pub use kmemtrace_kernel::human::{bytes, use_color};
 
 fn paint(color: bool, code: &str, s: &str) -> String {
     if color {

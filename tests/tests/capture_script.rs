@@ -12,7 +12,7 @@ mod common;
 
 use kmemtrace_format::log::Log;
 use kmemtrace_format::records::{MetaKind, StatsPhase};
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -593,7 +593,7 @@ fn the_scripts_default_events_are_the_one_kmem_list() {
         .and_then(|l| l.strip_suffix('"'))
         .expect("DEFAULT_EVENTS=\"...\" in the script");
     let mut script_events: Vec<&str> = line.split_whitespace().collect();
-    let mut known: Vec<&str> = kmemtrace_format::kmem::KmemKind::ALL
+    let mut known: Vec<&str> = kmemtrace_kernel::KmemKind::ALL
         .iter()
         .map(|k| k.name())
         .collect();

@@ -11,8 +11,8 @@ mod check {
 
 use check::capture::{self, block_containing, block_offsets, Build};
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::synth::{LogBuilder, Rng};
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_testkit::synth::{LogBuilder, Rng};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
@@ -603,8 +603,7 @@ fn time_going_backwards_is_located() {
 
 /// Offset of the fourth record of an armhf sub-buffer.
 fn third_event_offset(page: &[u8]) -> usize {
-    use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
-    use kmemtrace_format::LittleEndian;
+    use kmemtrace_kernel::{parse_subbuf, LittleEndian, SubBufLayout};
     let l = SubBufLayout {
         long_size: 4,
         data_offset: 12,
@@ -654,14 +653,14 @@ fn segment_seams_keep_ordering_and_loss_windows() {
     );
     assert_eq!(r["cpus"][1]["ordering_violations"], 1);
     // The window's previous event is the last of sub-buffer 63.
-    use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
+    use kmemtrace_kernel::{parse_subbuf, SubBufLayout};
     let l = SubBufLayout {
         long_size: 8,
         data_offset: 16,
         subbuf_size: 4096,
     };
     let raw = capture::raw_cpu(&dir, 0);
-    let e = kmemtrace_format::BigEndian;
+    let e = kmemtrace_kernel::BigEndian;
     let sb63 = parse_subbuf(e, &l, &raw[63 * 4096..64 * 4096]).unwrap();
     let last63 = sb63.events(e).map(|r| r.unwrap().ts).last().unwrap();
     let sb64 = parse_subbuf(e, &l, &raw[64 * 4096..65 * 4096]).unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use kmemtrace_format::kmem::KmemKind;
+use kmemtrace_kernel::KmemKind;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;

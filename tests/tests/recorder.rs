@@ -5,10 +5,10 @@
 
 mod common;
 
-use kmemtrace_format::kmem::KmemKind;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::{MetaKind, Record};
+use kmemtrace_kernel::KmemKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -138,7 +138,7 @@ fn default_buffer_is_4_mib_per_cpu_where_memory_allows() {
 
 /// A kernel CPU list (`0-3,6`) as CPU numbers.
 fn cpu_list(list: &str) -> Vec<u32> {
-    kmemtrace_format::human::parse_cpu_list(list.trim()).unwrap()
+    kmemtrace_kernel::human::parse_cpu_list(list.trim()).unwrap()
 }
 
 /// The CPUs a task may run on (`Cpus_allowed_list`: possible CPUs too, not
@@ -1215,8 +1215,8 @@ fn a_recording_that_fails_waits_for_the_command_instead_of_orphaning_it() {
 /// Of the records of events with holes, how many there are and how many
 /// have only zero bytes in them.
 fn zero_holes(log: &Path) -> (u64, u64) {
-    use kmemtrace_format::subbuf::RbRecordKind;
     use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+    use kmemtrace_kernel::RbRecordKind;
     let l = Log::open(log).unwrap();
     let by_id: std::collections::HashMap<u16, Vec<std::ops::Range<usize>>> = l
         .metas
@@ -1224,7 +1224,7 @@ fn zero_holes(log: &Path) -> (u64, u64) {
         .filter(|m| m.kind == MetaKind::EventFormat)
         .filter_map(|m| {
             let text = std::str::from_utf8(&m.content).ok()?;
-            let f = kmemtrace_format::event_format::EventFormat::parse(text, None).ok()?;
+            let f = kmemtrace_kernel::EventFormat::parse(text, None).ok()?;
             let h = f.holes();
             (!h.is_empty()).then_some((f.id as u16, h))
         })
@@ -1235,7 +1235,7 @@ fn zero_holes(log: &Path) -> (u64, u64) {
     );
     impl WithEndian for Count<'_> {
         type Output = (u64, u64);
-        fn run<E: kmemtrace_format::endian::Endian>(self, e: E) -> (u64, u64) {
+        fn run<E: kmemtrace_kernel::Endian>(self, e: E) -> (u64, u64) {
             let (mut all, mut zero) = (0, 0);
             for cpu in self.0.cpus() {
                 walk_cpu(

@@ -6,12 +6,11 @@
 //! two passes each: ring-buffer records only, and records plus typed kmem
 //! events. Prints events per second. Timing lives here, never in tests.
 
-use kmemtrace_format::event_format::EventFormat;
-use kmemtrace_format::header_page::HeaderPage;
-use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::Log;
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, EventFormat, HeaderPage, KmemDecoder, LittleEndian,
+    RbRecordKind, RunTimeEndian, SubBufLayout,
+};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};

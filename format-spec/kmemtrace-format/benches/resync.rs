@@ -10,7 +10,7 @@
 
 use kmemtrace_format::block::{BlockHeader, BLOCK_HEADER_LEN, SYNC};
 use kmemtrace_format::reader::{Item, LogReader};
-use kmemtrace_format::synth::sync_word_storm;
+use kmemtrace_testkit::synth::sync_word_storm;
 use std::time::Instant;
 
 /// The old scan: the first candidate whose CRC over its claimed block

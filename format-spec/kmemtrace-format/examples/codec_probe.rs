@@ -16,10 +16,10 @@
 //! and decoding (zstd, unpacking), and checks that every block comes back
 //! bit for bit.
 
-use kmemtrace_format::endian::Endian;
 use kmemtrace_format::kpack::{Packer, Shape, Unpacker};
 use kmemtrace_format::log::Log;
 use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+use kmemtrace_kernel::Endian;
 use std::time::Instant;
 
 /// Room for the CPU_DATA header the recorder puts before the sub-buffers.

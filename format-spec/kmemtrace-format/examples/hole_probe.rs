@@ -16,11 +16,9 @@
 //! what a mapped reader would add to zero them again: a walk of the records
 //! clearing each event's holes, found from its format.
 
-use kmemtrace_format::endian::Endian;
-use kmemtrace_format::event_format::WrittenExtent;
 use kmemtrace_format::log::Log;
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+use kmemtrace_kernel::{parse_subbuf, Endian, RbRecordKind, SubBufLayout, WrittenExtent};
 use std::ops::Range;
 use std::time::Instant;
 

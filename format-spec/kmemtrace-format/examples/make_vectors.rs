@@ -16,12 +16,11 @@
 //! `type_len` 0 records and lost-event flags placed on purpose.
 
 use kmemtrace_format::block::{Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN};
-use kmemtrace_format::event_format::EventFormat;
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_format::subbuf::encode::Missed;
-use kmemtrace_format::synth::{encode_event, LogBuilder, SynthRecord, Value};
-use kmemtrace_format::{BigEndian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{BigEndian, EventFormat, LittleEndian, RunTimeEndian};
+use kmemtrace_testkit::subbuf::Missed;
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

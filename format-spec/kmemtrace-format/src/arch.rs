@@ -1,8 +1,8 @@
 //! The arch tag (FORMAT.md §6.1): what the recorded machine was, so that a
 //! log decodes anywhere.
 
-use crate::endian::RunTimeEndian;
 use crate::tlv::{self, TlvError, TlvWriter};
+use kmemtrace_kernel::RunTimeEndian;
 
 mod tag {
     pub const BYTE_ORDER: u16 = 1;

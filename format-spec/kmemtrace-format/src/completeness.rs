@@ -10,7 +10,7 @@
 
 use crate::log::{Log, Problem};
 use crate::reader::Truncation;
-use crate::subbuf::{parse_subbuf, RbRecordKind};
+use kmemtrace_kernel::{parse_subbuf, RbRecordKind};
 
 /// What a log lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,7 +82,7 @@ impl Incomplete {
     /// The lines a program prints on stderr about log `name` (without the
     /// program's prefix): what is wrong, then what it costs.
     pub fn lines(&self, name: &str) -> Vec<String> {
-        use crate::human::secs;
+        use kmemtrace_kernel::human::secs;
         let mut out = Vec::new();
         match &self.no_end {
             Some(Some(t)) => out.push(format!(

@@ -26,8 +26,8 @@
 //! transform is exact for every input, not only for valid ring buffers.
 //! Unpacking checks every length and never panics on hostile input.
 
-use crate::endian::{BigEndian, Endian, LittleEndian};
-use crate::subbuf::COMMIT_LEN_MASK;
+use kmemtrace_kernel::subbuf::{RecordHeader, RecordShape, COMMIT_LEN_MASK};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian};
 use std::fmt;
 
 /// First byte of a kpack stream (after the kept head), as written now:
@@ -320,63 +320,58 @@ struct Extent {
     data: bool,
 }
 
-/// A record's header word `w` (read in the log's byte order) with
-/// `type_len` in bits 0..5 and `time_delta` above, as on little-endian
-/// kernels: C bit-fields start from the most significant bit on big-endian
-/// ones (`subbuf.rs`).
+/// A record's header word `w` (read in the log's byte order) in kpack's
+/// canonical form: the word a little-endian kernel writes for the same
+/// fields (`type_len` in bits 0..5, `time_delta` above), whatever the
+/// log's byte order.
 #[inline]
 fn canonical<E: Endian>(e: E, w: u32) -> u32 {
-    if e.is_big_endian() {
-        w.rotate_left(5)
-    } else {
-        w
-    }
+    RecordHeader::decode(e, w).encode(LittleEndian)
 }
 
 /// The header word whose canonical form is `c`.
 #[inline]
 fn from_canonical<E: Endian>(e: E, c: u32) -> u32 {
-    if e.is_big_endian() {
-        c.rotate_right(5)
-    } else {
-        c
-    }
+    header_of(c).encode(e)
+}
+
+/// The fields of canonical header word `c`.
+#[inline]
+fn header_of(c: u32) -> RecordHeader {
+    RecordHeader::decode(LittleEndian, c)
 }
 
 /// Whether a record with (canonical) header word `w` has a length word after it: a
 /// long event, or padding that is not the end of the data.
 #[inline]
 fn has_len_word(w: u32) -> bool {
-    let type_len = w & 31;
-    type_len == 0 || (type_len == 29 && w >> 5 != 0)
+    header_of(w).has_len_word()
 }
 
-/// A record with header word `w` (and length word `n` when it has one), as
-/// the kernel's `rb_event_length` reads it; `None` when it does not fit in
-/// the `room` bytes left of the data.
+/// A record with (canonical) header word `w` (and length word `n` when it
+/// has one), as the kernel's `rb_event_length` reads it; `None` when it does
+/// not fit in the `room` bytes left of the data.
 #[inline]
 fn extent(w: u32, n: u32, room: usize) -> Option<Extent> {
-    let type_len = w & 31;
-    let e = match type_len {
-        1..=28 => Extent {
+    let e = match header_of(w).shape() {
+        RecordShape::Data { len } => Extent {
             head: 4,
-            total: 4 + 4 * type_len as usize,
+            total: 4 + len,
             data: true,
         },
         // array[0] is the length after the header word, itself included.
-        _ if has_len_word(w) => Extent {
+        shape @ (RecordShape::LongData | RecordShape::Padding) => Extent {
             head: 8,
             total: 4usize.checked_add(n as usize).filter(|_| n >= 4)?,
-            data: type_len == 0,
+            data: shape == RecordShape::LongData,
         },
-        // Padding to the end of the data.
-        29 => Extent {
+        RecordShape::PaddingToEnd => Extent {
             head: 4,
             total: room,
             data: false,
         },
-        // Time extend and absolute time stamp: one more word.
-        _ => Extent {
+        // One more word: array[0].
+        RecordShape::TimeExtend | RecordShape::TimeStamp => Extent {
             head: 4,
             total: 8,
             data: false,
@@ -728,6 +723,3 @@ impl Streams {
 mod columns;
 mod unpack;
 pub use unpack::Unpacker;
-
-#[cfg(test)]
-mod tests;

@@ -16,19 +16,15 @@
 
 use crate::arch::ArchTag;
 use crate::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
-use crate::cmdlines::PidMap;
-use crate::event_format::EventFormat;
-use crate::header_page::{HeaderEvent, HeaderPage};
-use crate::kallsyms::Kallsyms;
-use crate::kmem::KmemDecoder;
 use crate::reader::{Item, LogReader, OpenError, Truncation};
 use crate::records::{
     CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
     CPU_DATA_HEADER_LEN,
 };
-use crate::stats::{CpuCounters, CpuStats};
-use crate::subbuf::{SubBufError, SubBufLayout, SubBuffer};
-use crate::RunTimeEndian;
+use kmemtrace_kernel::{
+    CpuCounters, CpuStats, EventFormat, HeaderEvent, HeaderPage, Kallsyms, KmemDecoder, PidMap,
+    RunTimeEndian, SubBufError, SubBufLayout, SubBuffer,
+};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -561,7 +557,7 @@ impl BlockScan {
             Record::Meta(m) => self.meta(offset, m),
             Record::CpuData(_) => unreachable!("handled above"),
             Record::Stats(s) => {
-                let parsed = match crate::stats::CpuStats::parse(&text_of(&s.text)) {
+                let parsed = match kmemtrace_kernel::stats::CpuStats::parse(&text_of(&s.text)) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         self.problem(
@@ -1292,87 +1288,6 @@ mod tests {
         assert!(zstd_first_block_end(&bulk).unwrap() > 1000);
         zstd_head(&bulk, &mut again, &mut dctx).unwrap();
         assert_eq!(again, head);
-    }
-
-    #[test]
-    fn packed_blocks_are_indexed_with_and_without_zstd() {
-        use crate::block::{put_block, FLAG_KPACK, FLAG_ZSTD};
-        use crate::subbuf::encode::{encode_subbuf, EncRecord, PageSpec};
-        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
-        let layout = crate::subbuf::SubBufLayout {
-            long_size: 8,
-            data_offset: 16,
-            subbuf_size: 4096,
-        };
-        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Kpack(1)).unwrap();
-        for (cpu, pages) in [(0u32, 3u64), (1, 5)] {
-            let mut data = Vec::new();
-            for p in 0..pages {
-                let records = (0..60u64)
-                    .map(|i| EncRecord::Event {
-                        ts: 1000 * p + i,
-                        payload: [9u64, 0xffff_ffff_8100_0000 + i % 4, i * 64, 64]
-                            .iter()
-                            .flat_map(|v| v.to_le_bytes())
-                            .collect(),
-                    })
-                    .collect();
-                let spec = PageSpec {
-                    records,
-                    ..PageSpec::default()
-                };
-                data.extend(
-                    encode_subbuf(crate::LittleEndian, &layout, &spec)
-                        .unwrap()
-                        .bytes,
-                );
-            }
-            w.write_cpu_data(cpu, &data).unwrap();
-        }
-        let zstd_packed = w.finish(None, "test", None).unwrap();
-        // The same log with its CPU data packed but not compressed.
-        let mut packed_only = zstd_packed[..crate::block::FILE_HEADER_LEN].to_vec();
-        let mut at = packed_only.len();
-        while at < zstd_packed.len() {
-            let h: [u8; BLOCK_HEADER_LEN] =
-                zstd_packed[at..at + BLOCK_HEADER_LEN].try_into().unwrap();
-            let hdr = BlockHeader::parse(&h).unwrap();
-            let end = at + BLOCK_HEADER_LEN + hdr.stored_len as usize;
-            let stored = &zstd_packed[at + BLOCK_HEADER_LEN..end];
-            if hdr.block_type == BlockType::CpuData {
-                assert_eq!(hdr.flags, FLAG_KPACK | FLAG_ZSTD);
-                let packed = zstd::bulk::decompress(stored, hdr.raw_len as usize).unwrap();
-                put_block(
-                    BlockType::CpuData,
-                    FLAG_KPACK,
-                    &packed,
-                    hdr.raw_len as usize,
-                    &mut packed_only,
-                );
-            } else {
-                packed_only.extend_from_slice(&zstd_packed[at..end]);
-            }
-            at = end;
-        }
-        let raw = |bytes: &[u8]| {
-            let log = Log::from_bytes("t", bytes).unwrap();
-            assert!(log.problems.is_empty(), "{:?}", log.problems);
-            assert_eq!(log.version, (1, 3));
-            let index: Vec<_> = log
-                .blocks
-                .iter()
-                .map(|b| (b.cpu, b.block_seq, b.first_subbuf, b.count))
-                .collect();
-            let mut all = Vec::new();
-            for cpu in log.cpus() {
-                log.visit_cpu(cpu, |v| all.extend_from_slice(v.raw), |p| panic!("{p}"));
-            }
-            (index, all)
-        };
-        let (a, b) = (raw(&zstd_packed), raw(&packed_only));
-        assert_eq!(a.0, vec![(0, 0, 0, 3), (1, 0, 0, 5)]);
-        assert!(a == b);
-        assert_eq!(a.1.len(), 8 * 4096);
     }
 
     #[test]

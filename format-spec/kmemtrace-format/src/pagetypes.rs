@@ -1,17 +1,11 @@
-//! The recorded kernel's migratetype names, in enum order, and its
-//! pageblock order.
-//!
-//! Migratetype numbers differ between kernels and configurations: since
-//! 4.4 (commit 016c13daa5c9) Movable is 1 and Reclaimable 2, the other way
-//! round before; HighAtomic (4.4, 0aaa29a56e4f) replaced Reserve; CMA and
-//! Isolate exist only with CONFIG_CMA and CONFIG_MEMORY_ISOLATION, so the
-//! number of Isolate depends on the configuration. perf kmem's table is
-//! the old order. The recorder saves `/proc/pagetypeinfo` (META `other`
-//! named [`PAGETYPEINFO_META`]), which lists the types in enum order; a log
-//! without it falls back to a table by kernel version, and says so.
+//! A log's migratetype names and memory reserve: the recorder saves
+//! `/proc/pagetypeinfo` and `vm.min_free_kbytes` as META `other` blocks
+//! named [`PAGETYPEINFO_META`] and [`MIN_FREE_KBYTES_META`]; a log without
+//! the first falls back to the kernel crate's table by version, and says so.
 
 use crate::log::Log;
 use crate::records::MetaKind;
+use kmemtrace_kernel::pagetypes::{fallback, pageblock_order_in_print_fmt, parse, PageTypes};
 
 /// The META `other` name of `/proc/pagetypeinfo`.
 pub const PAGETYPEINFO_META: &str = "proc/pagetypeinfo";
@@ -24,108 +18,6 @@ pub const MIN_FREE_KBYTES_META: &str = "proc/sys/vm/min_free_kbytes";
 pub fn min_free_kbytes(log: &Log) -> Option<u64> {
     log.meta(MetaKind::Other, MIN_FREE_KBYTES_META)
         .and_then(|m| String::from_utf8_lossy(&m.content).trim().parse().ok())
-}
-
-/// Migratetype names and where they come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PageTypes {
-    /// By migratetype number.
-    pub names: Vec<String>,
-    pub pageblock_order: Option<u32>,
-    /// `(node, zone)` in the kernel's order, where known.
-    pub zones: Vec<(u32, String)>,
-    /// `None` when read from the recorded kernel; else why the names are
-    /// a guess.
-    pub fallback: Option<String>,
-}
-
-impl PageTypes {
-    /// The name of migratetype `mt` (`mt N` if unknown).
-    pub fn name(&self, mt: i32) -> String {
-        usize::try_from(mt)
-            .ok()
-            .and_then(|i| self.names.get(i))
-            .cloned()
-            .unwrap_or_else(|| format!("mt {mt}"))
-    }
-}
-
-/// Parses `/proc/pagetypeinfo`.
-pub fn parse(text: &str) -> Option<PageTypes> {
-    let mut names = Vec::new();
-    let mut pageblock_order = None;
-    let mut zones = Vec::new();
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("Page block order:") {
-            pageblock_order = v.trim().parse().ok();
-        } else if let Some(v) = line.strip_prefix("Number of blocks type") {
-            names = v.split_whitespace().map(str::to_string).collect();
-        } else if let Some(rest) = line.strip_prefix("Node ") {
-            // "Node 0, zone   Normal   183 ..." (the block counts table).
-            let mut it = rest.split(',');
-            let node = it.next().and_then(|n| n.trim().parse().ok());
-            let zone = it
-                .next()
-                .and_then(|z| z.trim().strip_prefix("zone"))
-                .and_then(|z| z.split_whitespace().next());
-            if let (Some(n), Some(z)) = (node, zone) {
-                if !rest.contains("type") && !zones.iter().any(|(m, y)| *m == n && y == z) {
-                    zones.push((n, z.to_string()));
-                }
-            }
-        }
-    }
-    (!names.is_empty()).then_some(PageTypes {
-        names,
-        pageblock_order,
-        zones,
-        fallback: None,
-    })
-}
-
-/// The names a kernel of `release` most likely has.
-pub fn fallback(release: Option<&str>) -> PageTypes {
-    let version = release.and_then(|r| {
-        let mut it = r.split(|c: char| !c.is_ascii_digit());
-        Some((
-            it.next()?.parse::<u32>().ok()?,
-            it.next()?.parse::<u32>().ok()?,
-        ))
-    });
-    let new_order = version.is_none_or(|v| v >= (4, 4));
-    let names: &[&str] = if new_order {
-        &[
-            "Unmovable",
-            "Movable",
-            "Reclaimable",
-            "HighAtomic",
-            "CMA/Isolate",
-            "Isolate",
-        ]
-    } else {
-        &[
-            "Unmovable",
-            "Reclaimable",
-            "Movable",
-            "Reserve",
-            "CMA/Isolate",
-            "Isolate",
-        ]
-    };
-    PageTypes {
-        names: names.iter().map(|s| s.to_string()).collect(),
-        pageblock_order: None,
-        zones: Vec::new(),
-        fallback: Some(match version {
-            Some(v) => format!(
-                "the log has no /proc/pagetypeinfo: names for Linux {}.{} by version ({}); 4 and 5 depend on CONFIG_CMA and CONFIG_MEMORY_ISOLATION",
-                v.0,
-                v.1,
-                if new_order { "4.4 and later" } else { "before 4.4" }
-            ),
-            None => "the log has no /proc/pagetypeinfo and no kernel release: names of Linux 4.4 and later".into(),
-        }),
-    }
 }
 
 /// The log's migratetype names.
@@ -142,89 +34,4 @@ pub fn of_log(log: &Log) -> PageTypes {
             .and_then(|f| pageblock_order_in_print_fmt(&f.print_fmt));
     }
     t
-}
-
-/// The pageblock order compiled into `mm_page_alloc_extfrag`'s print fmt:
-/// its `pageblock_order=%d` argument is a constant expression
-/// (`min(HPAGE_SHIFT - PAGE_SHIFT, MAX_ORDER - 1)` spelled out), so logs
-/// without `/proc/pagetypeinfo` (older recordings, foreign dumps) know it.
-pub fn pageblock_order_in_print_fmt(print_fmt: &str) -> Option<u32> {
-    let arg = crate::print_flags::arg_after_label(print_fmt, "pageblock_order=")?;
-    let v = crate::print_flags::eval_const(arg).ok()?;
-    u32::try_from(v).ok().filter(|&o| o < 64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_extfrag_print_fmt_gives_the_pageblock_order() {
-        let fmt = |expr: &str| {
-            format!(
-                "\"page=%p pfn=0x%lx alloc_order=%d fallback_order=%d pageblock_order=%d alloc_migratetype=%d\", (vmemmap + (REC->pfn)), REC->pfn, REC->alloc_order, REC->fallback_order, {expr}, REC->alloc_migratetype"
-            )
-        };
-        // x86_64 6.18, s390x 6.1, armhf 6.1 as their format files spell it.
-        for (expr, want) in [
-            ("(((unsigned int)((21 - 12))) < ((unsigned int)(10)) ? ((unsigned int)((21 - 12))) : ((unsigned int)(10)))", 9),
-            ("(((unsigned int)((20 - 12))) < ((unsigned int)(11 - 1)) ? ((unsigned int)((20 - 12))) : ((unsigned int)(11 - 1)))", 8),
-            ("(((unsigned int)((21 - 12))) < ((unsigned int)(12 - 1)) ? ((unsigned int)((21 - 12))) : ((unsigned int)(12 - 1)))", 9),
-            ("10", 10),
-        ] {
-            assert_eq!(pageblock_order_in_print_fmt(&fmt(expr)), Some(want), "{expr}");
-        }
-        // Not a constant (a kernel variable): unknown.
-        assert_eq!(
-            pageblock_order_in_print_fmt(&fmt("pageblock_order_var")),
-            None
-        );
-        assert_eq!(
-            pageblock_order_in_print_fmt("\"order=%d\", REC->order"),
-            None
-        );
-    }
-
-    const X86_618: &str = "Page block order: 9
-Pages per block:  512
-
-Free pages count per migrate type at order       0      1      2
-Node    0, zone      DMA, type    Unmovable      0      0      0
-Node    0, zone   Normal, type      Isolate      0      0      0
-
-Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic      Isolate 
-Node 0, zone      DMA            1            7            0            0            0 
-Node 0, zone   Normal          183         2475          222            0            0 
-";
-
-    #[test]
-    fn names_in_enum_order_from_the_kernel() {
-        let t = parse(X86_618).unwrap();
-        assert_eq!(
-            t.names,
-            [
-                "Unmovable",
-                "Movable",
-                "Reclaimable",
-                "HighAtomic",
-                "Isolate"
-            ]
-        );
-        assert_eq!(t.pageblock_order, Some(9));
-        assert_eq!(t.zones, [(0, "DMA".into()), (0, "Normal".into())]);
-        assert_eq!(t.name(4), "Isolate");
-        assert_eq!(t.name(9), "mt 9");
-        assert!(t.fallback.is_none());
-    }
-
-    #[test]
-    fn fallback_by_version() {
-        assert_eq!(fallback(Some("6.1.0")).names[1], "Movable");
-        assert_eq!(fallback(Some("4.3.0")).names[1], "Reclaimable");
-        assert!(fallback(Some("3.10.0"))
-            .fallback
-            .unwrap()
-            .contains("before 4.4"));
-        assert!(parse("nothing").is_none());
-    }
 }

@@ -80,7 +80,7 @@ impl MetaKind {
 pub fn cpu_node_map(node_cpulists: impl IntoIterator<Item = (u32, String)>) -> Vec<u8> {
     let mut pairs: Vec<(u32, u32)> = Vec::new();
     for (node, list) in node_cpulists {
-        let cpus = crate::human::parse_cpu_list(&list).unwrap_or_default();
+        let cpus = kmemtrace_kernel::human::parse_cpu_list(&list).unwrap_or_default();
         pairs.extend(cpus.into_iter().map(|c| (c, node)));
     }
     pairs.sort_unstable();

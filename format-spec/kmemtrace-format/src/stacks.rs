@@ -19,9 +19,8 @@
 //! (or left zeros): both end the frames here. Each entry is a return
 //! address in the recorded kernel's `long` and byte order.
 
-use crate::endian::Endian;
-use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::log::Log;
+use kmemtrace_kernel::{Endian, EventFormat, Field, FieldKind};
 
 mod scope;
 pub use scope::StackScope;
@@ -57,7 +56,7 @@ pub const STACK_EVENT: &str = "kernel_stack";
 /// `common_flags` bits of the context an event was recorded in (hard and
 /// soft interrupt, NMI; `include/linux/trace_events.h`): an event and the
 /// stack taken with it share them.
-pub const CONTEXT_FLAGS: u8 = crate::event_format::trace_flags::INTERRUPT;
+pub const CONTEXT_FLAGS: u8 = kmemtrace_kernel::event_format::trace_flags::INTERRUPT;
 
 /// Reads `kernel_stack` records with the recorded kernel's layout.
 #[derive(Clone, Debug)]
@@ -125,8 +124,9 @@ impl StackReader {
     /// task and context the trigger's filter leaves in. Only those wait
     /// for one.
     #[inline]
-    pub fn takes_stack(&self, ev: &crate::kmem::KmemEvent<'_>) -> bool {
-        ev.kind == crate::kmem::KmemKind::MmPageAlloc && self.scope.takes(ev.pid, ev.in_interrupt)
+    pub fn takes_stack(&self, ev: &kmemtrace_kernel::KmemEvent<'_>) -> bool {
+        ev.kind == kmemtrace_kernel::kmem::KmemKind::MmPageAlloc
+            && self.scope.takes(ev.pid, ev.in_interrupt)
     }
 
     /// Where the entries start in a record, and their size (the recorded
@@ -249,7 +249,7 @@ impl<T> Waiting<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BigEndian, LittleEndian};
+    use kmemtrace_kernel::{BigEndian, LittleEndian};
 
     #[test]
     fn the_plain_trigger_text_is_the_constant() {

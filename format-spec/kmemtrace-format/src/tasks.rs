@@ -11,9 +11,9 @@
 //! way, so the traced tree's forks are there). The traced tasks are the
 //! asked pids and, in time order, every child forked by a traced task.
 
-use crate::endian::Endian;
 use crate::log::Log;
 use crate::records::MetaKind;
+use kmemtrace_kernel::Endian;
 use std::collections::HashSet;
 
 /// The META `other` name under which the recorder stores its pid filter.
@@ -55,9 +55,9 @@ pub const IDLE_SWITCH_FILTER: &str = "prev_pid == 0 || next_pid == 0";
 #[derive(Clone, Debug)]
 pub struct SwitchReader {
     id: u64,
-    common_pid: crate::event_format::Field,
-    prev_pid: crate::event_format::Field,
-    next_pid: crate::event_format::Field,
+    common_pid: kmemtrace_kernel::Field,
+    prev_pid: kmemtrace_kernel::Field,
+    next_pid: kmemtrace_kernel::Field,
 }
 
 impl SwitchReader {
@@ -186,7 +186,7 @@ pub fn traced_tasks(log: &Log) -> Option<TracedTasks> {
 }
 
 /// (time, parent pid, child pid) of every `sched_process_fork` record.
-fn fork_events(log: &Log, f: &crate::event_format::EventFormat) -> Vec<(u64, i32, i32)> {
+fn fork_events(log: &Log, f: &kmemtrace_kernel::EventFormat) -> Vec<(u64, i32, i32)> {
     let (Some(parent), Some(child)) = (f.field("parent_pid"), f.field("child_pid")) else {
         return Vec::new();
     };

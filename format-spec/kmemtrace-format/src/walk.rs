@@ -6,9 +6,11 @@
 //! Byte order is a run-time fact of the recorded kernel; the hot loops are
 //! monomorphised for it once, through [`with_endian`], not tested per read.
 
-use crate::endian::{BigEndian, Endian, LittleEndian, RunTimeEndian};
 use crate::log::{BlockScratch, CpuBlockRef, Problem};
-use crate::subbuf::{parse_subbuf, SubBufError, SubBufLayout, SubBuffer};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, LittleEndian, RunTimeEndian, SubBufError, SubBufLayout,
+    SubBuffer,
+};
 
 /// Where a CPU's sub-buffers come from: a [`crate::log::Log`], whether it
 /// reads a kmemtrace log or another input in place (a trace-cmd trace.dat,

@@ -10,7 +10,7 @@ use kmemtrace_format::block::{
 use kmemtrace_format::reader::{Item, LogReader, OpenError};
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::RunTimeEndian;
 use proptest::prelude::*;
 
 fn arch() -> ArchTag {
@@ -482,7 +482,7 @@ fn resynchronisation_reads_each_byte_a_bounded_number_of_times() {
     // Sync words every 100 bytes whose lengths reach across the rest of
     // the file: checking each over its claimed length was quadratic.
     for size in [1 << 20, 4 << 20] {
-        let bytes = kmemtrace_format::synth::sync_word_storm(size);
+        let bytes = kmemtrace_testkit::synth::sync_word_storm(size);
         let mut r = LogReader::new(&bytes[..]).unwrap();
         let mut items = Vec::new();
         while let Some(i) = r.next_item().unwrap() {

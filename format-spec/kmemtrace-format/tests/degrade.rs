@@ -6,8 +6,8 @@ use kmemtrace_format::block::BlockType;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::{kallsyms_metas, MetaKind, Record};
-use kmemtrace_format::synth::LogBuilder;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_testkit::synth::LogBuilder;
 
 /// A kallsyms text of `n` functions, 0x100 bytes apart from `base`.
 fn kallsyms(n: u64, base: u64) -> String {

@@ -15,6 +15,7 @@
 //!
 //! Missing data or privileges skip a test with a message on stderr.
 
+#[path = "../../../kmemtrace-kernel/tests/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,15 +23,10 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kmemtrace_format::cmdlines::PidMap;
-use kmemtrace_format::event_format::EventFormat;
-use kmemtrace_format::header_page::HeaderPage;
-use kmemtrace_format::kallsyms::Kallsyms;
-use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
-use kmemtrace_format::print_flags::FlagTable;
-use kmemtrace_format::stats::CpuStats;
-use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
-use kmemtrace_format::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{
+    parse_subbuf, CpuStats, Endian, EventFormat, FlagTable, HeaderPage, Kallsyms, KmemDecoder,
+    KmemEvent, KmemKind, PidMap, RunTimeEndian, SubBufLayout,
+};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -517,7 +513,7 @@ fn boot_capture_of_another_kernel_prints_like_it() {
             raw.extend_from_slice(log.read_cpu_block_into(b, &mut scratch).unwrap());
         }
         let decoded = decode_cpu(
-            kmemtrace_format::LittleEndian,
+            kmemtrace_kernel::LittleEndian,
             &log.layout,
             &raw,
             &dec,

@@ -4,9 +4,8 @@
 
 use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_format::stats::CpuStats;
-use kmemtrace_format::synth::LogBuilder;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::{CpuStats, RunTimeEndian};
+use kmemtrace_testkit::synth::LogBuilder;
 
 fn stats(long_size: u8, start: &str, end: &str) -> (Log, CpuStats, CpuStats) {
     let mut b = LogBuilder::new(RunTimeEndian::Big, long_size, 4096);

@@ -5,10 +5,10 @@
 #[allow(dead_code)]
 mod make_vectors;
 
-use kmemtrace_format::kmem::{KmemDecoder, KmemKind};
 use kmemtrace_format::log::Log;
-use kmemtrace_format::subbuf::RbRecordKind;
-use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{
+    BigEndian, Endian, KmemDecoder, KmemKind, LittleEndian, RbRecordKind, RunTimeEndian,
+};
 use std::fmt::Write as _;
 
 /// Decodes a log into the generator's line format, CPU by CPU.

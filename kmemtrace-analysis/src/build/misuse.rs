@@ -14,7 +14,7 @@ use crate::passes::objects::NO_SITE;
 use crate::passes::untraced::{Group, Pointers, Traffic, UntracedPass};
 use crate::passes::Passes;
 use crate::stream::OrderKey;
-use kmemtrace_format::human::thousands;
+use kmemtrace_kernel::human::thousands;
 
 /// `major.minor` of a release string such as `6.1.0-50-armmp-lpae`.
 pub fn kernel_version(release: &str) -> Option<(u32, u32)> {

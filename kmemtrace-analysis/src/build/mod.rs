@@ -20,10 +20,9 @@ use crate::passes::Passes;
 use crate::run::Options;
 use crate::stream::StreamEnd;
 use crate::symbols::Symbols;
-use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::Log;
-use kmemtrace_format::print_flags::FlagTable;
 use kmemtrace_format::records::StatsPhase;
+use kmemtrace_kernel::{FlagTable, KmemDecoder};
 
 pub(crate) struct Ctx<'a> {
     log: &'a Log,

@@ -5,8 +5,8 @@
 
 use super::Ctx;
 use crate::model::{MinFreeKbytes, PageAdvice, PageReport};
-use kmemtrace_format::human::thousands;
-use kmemtrace_format::pagetypes::PageTypes;
+use kmemtrace_kernel::human::thousands;
+use kmemtrace_kernel::PageTypes;
 
 /// Pages (or fallbacks) below which a figure is too small to suggest
 /// anything.

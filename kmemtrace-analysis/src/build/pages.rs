@@ -5,7 +5,7 @@ use super::page_sites::{self, StackSites};
 use super::Ctx;
 use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PageStacks, PcpRow};
 use crate::passes::pages::{LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
-use kmemtrace_format::pagetypes::PageTypes;
+use kmemtrace_kernel::PageTypes;
 
 fn requests(r: &Requests) -> PageRequests {
     PageRequests {

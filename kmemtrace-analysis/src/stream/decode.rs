@@ -9,19 +9,19 @@
 //! decodes to its commit, its first and last events' times; a block that
 //! cannot be read back is one run of missing sub-buffers. The loss
 //! assembler ([`super::losses`]) feeds them, in stream order, to the one
-//! [`kmemtrace_format::losses::LossTracker`] of each CPU.
+//! [`kmemtrace_kernel::LossTracker`] of each CPU.
 
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
-use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
-use kmemtrace_format::losses::{SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
 use kmemtrace_format::stacks::{KernelStack, StackReader, Waiting, DEPTH};
-use kmemtrace_format::subbuf::RbRecordKind;
 use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
 use kmemtrace_format::walk::{subbufs, SubBufItem};
-use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::losses::{SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
+use kmemtrace_kernel::{
+    BigEndian, Endian, KmemDecoder, KmemEvent, KmemKind, LittleEndian, RbRecordKind, RunTimeEndian,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A decoded event's cache name, on the way to its interned id.

@@ -10,7 +10,7 @@
 //! sub-buffers END says were written after the last block present.
 
 use super::decode::{BlockMeta, CpuSummary};
-pub use kmemtrace_format::losses::{LossTracker, SubBufSequence, Window, Windows};
+pub use kmemtrace_kernel::{LossTracker, SubBufSequence, Window, Windows};
 use std::collections::BTreeMap;
 
 /// One CPU's blocks, in stream order.
@@ -144,7 +144,7 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kmemtrace_format::losses::{SubBufRun, SubBufRuns};
+    use kmemtrace_kernel::{SubBufRun, SubBufRuns};
 
     /// A block's meta: each sub-buffer (index, missed flag, events' times,
     /// tail lost).

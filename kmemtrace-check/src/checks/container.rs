@@ -6,8 +6,7 @@ use super::Sink;
 use crate::findings::{thousands, Finding, Kind, Location};
 use kmemtrace_format::block::VERSION_MINOR;
 use kmemtrace_format::log::{CpuBlockRef, Log, ProblemKind};
-use kmemtrace_format::losses::SubBufSequence;
-use kmemtrace_format::machine::machine_facts;
+use kmemtrace_kernel::{machine_facts, SubBufSequence};
 use std::collections::BTreeMap;
 
 /// What later checks need from this one.

@@ -13,10 +13,11 @@ use super::ordering::Ordering;
 use super::Options;
 use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
-use kmemtrace_format::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
 use kmemtrace_format::walk::subbufs;
-use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, LittleEndian, RbRecordKind, RunTimeEndian, SubBufLayout,
+};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 

@@ -10,11 +10,10 @@ use kmemtrace_analysis::in_order::for_each_record;
 use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};
 use kmemtrace_analysis::page_callers::call_site_index;
 use kmemtrace_analysis::Symbols;
-use kmemtrace_format::endian::RunTimeEndian;
-use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
 use kmemtrace_format::walk::ChunkRun;
+use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind, RunTimeEndian};
 use std::io;
 
 /// What every run's rows share: the capture, the tasks' names, symbols.

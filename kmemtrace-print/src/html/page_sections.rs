@@ -7,7 +7,7 @@ use super::svg::{HeatMap, Line, TimeChart, Unit};
 use super::table::Table;
 use super::{esc, heading, note, Page};
 use kmemtrace_analysis::model::{OrderRow, PageReport};
-use kmemtrace_format::human::{bytes, thousands};
+use kmemtrace_kernel::human::{bytes, thousands};
 use std::fmt::Write as _;
 
 /// Everything about the page allocator, when the capture has its events.

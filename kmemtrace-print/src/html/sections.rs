@@ -8,7 +8,7 @@ use super::table::Table;
 use super::{esc, heading, note, Page};
 use crate::text::{age, secs, with_comm};
 use kmemtrace_analysis::model::*;
-use kmemtrace_format::human::{bytes, thousands};
+use kmemtrace_kernel::human::{bytes, thousands};
 use std::fmt::Write as _;
 
 /// Kernel, capture and the headline figures.

@@ -22,8 +22,8 @@ pub enum Unit {
 impl Unit {
     fn label(self, v: f64) -> String {
         match self {
-            Unit::Bytes if v < 0.0 => format!("-{}", kmemtrace_format::human::bytes(-v)),
-            Unit::Bytes => kmemtrace_format::human::bytes(v),
+            Unit::Bytes if v < 0.0 => format!("-{}", kmemtrace_kernel::human::bytes(-v)),
+            Unit::Bytes => kmemtrace_kernel::human::bytes(v),
             Unit::PerSecond => short_number(v) + "/s",
         }
     }
@@ -283,7 +283,7 @@ impl HeatMap<'_> {
                     esc(r),
                     esc(self.col_axis),
                     esc(self.cols.get(j).map_or("", |s| s.as_str())),
-                    kmemtrace_format::human::thousands(v)
+                    kmemtrace_kernel::human::thousands(v)
                 );
                 if cell >= 36.0 {
                     let _ = write!(

@@ -2,7 +2,7 @@
 //! each cell's `data-v`, the exact number behind the shown text).
 
 use super::esc;
-use kmemtrace_format::human::thousands;
+use kmemtrace_kernel::human::thousands;
 use std::fmt::Write as _;
 
 /// A column: its heading, and whether it holds numbers (right-aligned,

@@ -9,7 +9,7 @@ use kmemtrace_analysis::model::*;
 use kmemtrace_cli::table::{Align, TextTable};
 use std::fmt::Write as _;
 
-pub use kmemtrace_format::human::thousands;
+pub use kmemtrace_kernel::human::thousands;
 
 fn signed(n: i64) -> String {
     if n < 0 {
@@ -21,7 +21,7 @@ fn signed(n: i64) -> String {
 
 /// Trace-clock seconds as the kernel's `trace` prints them (`4.449504`).
 pub fn secs(ns: u64) -> String {
-    kmemtrace_format::human::secs(ns, 6)
+    kmemtrace_kernel::human::secs(ns, 6)
 }
 
 /// A short duration: `1.234 s`, `12.3 ms`.
@@ -119,7 +119,7 @@ pub struct Sections {
 }
 
 fn tag(sev: Severity, color: bool) -> String {
-    use kmemtrace_format::human::{colour, paint};
+    use kmemtrace_kernel::human::{colour, paint};
     let c = match sev {
         Severity::Error => colour::RED,
         Severity::Warning => colour::YELLOW,

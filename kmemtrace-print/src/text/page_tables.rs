@@ -3,7 +3,7 @@
 //! owner (as `page_owner_sort` groups them), and the GFP legend.
 
 use kmemtrace_analysis::model::{Gfp, PageReport};
-use kmemtrace_format::human::thousands;
+use kmemtrace_kernel::human::thousands;
 use std::fmt::Write;
 
 fn rule(o: &mut String, width: usize) {

@@ -3,7 +3,7 @@
 
 use super::Sections;
 use kmemtrace_analysis::model::{OrderRow, PageFinding, PageReport, PageRequests};
-use kmemtrace_format::human::thousands;
+use kmemtrace_kernel::human::thousands;
 use std::fmt::Write;
 
 fn line(o: &mut String, what: &str, r: &PageRequests) {

@@ -15,10 +15,9 @@
 
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::header_page::HeaderPage;
 use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::{CpuBlockEncoder, LogWriter};
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::{HeaderPage, RunTimeEndian};
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,8 @@
 //! kernel can be traced here, where the foreign captures are.
 #![allow(dead_code)]
 
-use kmemtrace_format::kmem::KmemKind;
 use kmemtrace_format::log::Log;
+use kmemtrace_kernel::KmemKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

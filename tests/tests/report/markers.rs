@@ -11,11 +11,10 @@ use crate::common;
 use crate::live::{drain, format_id, read_tracefs};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::header_page::HeaderPage;
 use kmemtrace_format::records::{Meta, MetaKind};
-use kmemtrace_format::synth::{encode_event, LogBuilder, Value};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_format::{BigEndian, Endian, RunTimeEndian};
+use kmemtrace_kernel::{BigEndian, Endian, HeaderPage, RunTimeEndian};
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -12,12 +12,11 @@
 //! outside interrupts, wait for none.
 
 use crate::{common, report_json, temp_log};
-use kmemtrace_format::event_format::EventFormat;
 use kmemtrace_format::records::{Meta, MetaKind};
 use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
-use kmemtrace_format::synth::{encode_event, LogBuilder, Value};
 use kmemtrace_format::tasks::RECORDER_TIDS_META;
-use kmemtrace_format::{BigEndian, Endian, LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{BigEndian, Endian, EventFormat, LittleEndian, RunTimeEndian};
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 

@@ -14,7 +14,7 @@ use crate::foreign::import;
 use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
 use kmemtrace_format::stacks::StackReader;
-use kmemtrace_format::Endian;
+use kmemtrace_kernel::Endian;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

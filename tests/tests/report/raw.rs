@@ -6,7 +6,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::LogWriter;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::RunTimeEndian;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;

@@ -1,11 +1,10 @@
 //! Synthetic logs: this kernel's (6.18 x86_64) kmem formats, events laid
 //! out by the format library's kernel-rule encoders, a small kallsyms.
 
-use kmemtrace_format::event_format::EventFormat;
 use kmemtrace_format::records::{Meta, MetaKind};
-use kmemtrace_format::subbuf::encode::Missed;
-use kmemtrace_format::synth::{encode_event, LogBuilder, SynthRecord, Value};
-use kmemtrace_format::{LittleEndian, RunTimeEndian};
+use kmemtrace_kernel::{EventFormat, LittleEndian, RunTimeEndian};
+use kmemtrace_testkit::subbuf::Missed;
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
 
 const KMALLOC: &str = include_str!("data/x86_64-6.18/kmalloc.format");
 const KFREE: &str = include_str!("data/x86_64-6.18/kfree.format");

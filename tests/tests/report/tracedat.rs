@@ -519,12 +519,9 @@ fn exported_reads_back_the_same(
     let text = trace_cmd_report(&dat);
     let (_, evs) = common::decode_kmem(&log);
     for (name, kind) in [
-        ("kmalloc", kmemtrace_format::kmem::KmemKind::Kmalloc),
-        ("kfree", kmemtrace_format::kmem::KmemKind::Kfree),
-        (
-            "mm_page_alloc",
-            kmemtrace_format::kmem::KmemKind::MmPageAlloc,
-        ),
+        ("kmalloc", kmemtrace_kernel::KmemKind::Kmalloc),
+        ("kfree", kmemtrace_kernel::KmemKind::Kfree),
+        ("mm_page_alloc", kmemtrace_kernel::KmemKind::MmPageAlloc),
     ] {
         let want = evs.iter().filter(|e| e.kind == kind).count() as u64;
         assert_eq!(count(&text, name), want, "{name}");

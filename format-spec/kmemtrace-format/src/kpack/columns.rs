@@ -15,8 +15,8 @@
 //! each group's rows. XOR works on the bytes as they are, so nothing here
 //! depends on byte order but the records' headers and the commit.
 
-use super::{canonical, extent, has_len_word};
-use crate::endian::Endian;
+use super::{canonical, extent, has_len_word, header_of};
+use kmemtrace_kernel::{Endian, RecordShape};
 
 mod kinds;
 mod pack;
@@ -153,7 +153,10 @@ fn record<E: Endian>(e: E, head: &[u8], room: usize) -> Option<(usize, usize, Ki
     let body = ext.total.checked_sub(ext.head)?;
     let kind = if ext.data {
         Kind::Payload(body)
-    } else if w & 31 >= 30 {
+    } else if matches!(
+        header_of(w).shape(),
+        RecordShape::TimeExtend | RecordShape::TimeStamp
+    ) {
         Kind::Time
     } else {
         Kind::Padding(body)

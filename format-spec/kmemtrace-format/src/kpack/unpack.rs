@@ -11,7 +11,7 @@ use super::{
     extent, from_canonical, has_len_word, put_word, unzigzag, whole_word, word, Predictor, Shape,
     UnpackError, HEADER_LEN, STREAM_NAMES, VERSION, VERSION_1,
 };
-use crate::endian::{BigEndian, Endian, LittleEndian};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian};
 use std::fmt;
 
 /// A stream being read back.

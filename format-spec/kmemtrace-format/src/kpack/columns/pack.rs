@@ -2,8 +2,8 @@
 
 use super::kinds::Kinds;
 use super::{columns, planes, record, Groups, Kind, BAND};
-use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::kpack::{all_zero, put_varint, Shape};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian};
 
 /// Packs a body (the sub-buffers after the kept head) into the streams of
 /// version 2; keeps its vectors from block to block.

@@ -2,9 +2,9 @@
 //! one over the records, one down each group's rows.
 
 use super::{columns, is_constant, record, Groups, Kind, BAND, MAX_GROUPS, STREAM_NAMES};
-use crate::endian::{BigEndian, Endian, LittleEndian};
 use crate::kpack::unpack::{next_stream, Cursor};
-use crate::kpack::{canonical, has_len_word, Shape, UnpackError};
+use crate::kpack::{Shape, UnpackError};
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian, RecordHeader, RecordShape};
 
 /// Rebuilds version 2 bodies; keeps its vectors from block to block.
 #[derive(Default)]
@@ -230,9 +230,9 @@ impl ColumnUnpacker {
             // (copies of a fixed size: no call to memcpy).
             let w = s.rec.word()?;
             // Most records: a payload of 4..112 bytes after the header word.
-            let type_len = canonical(e, e.u32_from(w)) & 31;
-            if (1..=28).contains(&type_len) {
-                let total = 4 + 4 * type_len as usize;
+            let header = RecordHeader::decode(e, e.u32_from(w));
+            if let RecordShape::Data { len } = header.shape() {
+                let total = 4 + len;
                 if end - q < total {
                     return Err(UnpackError::Damaged("record"));
                 }
@@ -244,8 +244,7 @@ impl ColumnUnpacker {
             data.get_mut(q..q + 4)
                 .ok_or(UnpackError::Damaged("record"))?
                 .copy_from_slice(&w);
-            let word = canonical(e, e.u32_from(w));
-            if has_len_word(word) {
+            if header.has_len_word() {
                 let n = s.rec.word()?;
                 data.get_mut(q + 4..q + 8)
                     .ok_or(UnpackError::Damaged("record"))?

@@ -1,16 +1,28 @@
-//! Shared by the library's integration tests.
+//! Shared by the integration tests of this crate and of kmemtrace-format.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
-#[path = "../../../../tests/skip.rs"]
+#[path = "../../../tests/skip.rs"]
 mod skip_kit;
 pub use skip_kit::{skip, Missing};
+
+/// The repository: the nearest directory above the crate under test that
+/// holds the workspace's `Cargo.lock` (this file serves crates at
+/// different depths).
+fn repository() -> PathBuf {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    crate_dir
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .unwrap_or(crate_dir)
+        .to_path_buf()
+}
 
 /// `../shared/data` beside the repository (the real foreign-kernel
 /// captures), or `None` after printing why `test` skips.
 pub fn data_dir(test: &str) -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    let d = repository().join("../shared/data");
     if d.join("armhf").is_dir() && d.join("s390x").is_dir() {
         Some(d)
     } else {

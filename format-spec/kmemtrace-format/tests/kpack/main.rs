@@ -1,8 +1,10 @@
-use super::*;
-use crate::endian::RunTimeEndian;
-use crate::subbuf::encode::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
-use crate::subbuf::SubBufLayout;
-use crate::synth::Rng;
+//! kpack (FORMAT.md §8.3): sub-buffers and arbitrary bytes come back bit
+//! for bit; damaged streams are refused, never turned into wrong bytes.
+
+use kmemtrace_format::kpack::*;
+use kmemtrace_kernel::{BigEndian, Endian, LittleEndian, RunTimeEndian, SubBufLayout};
+use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
+use kmemtrace_testkit::synth::Rng;
 
 const HEAD: usize = 24;
 
@@ -110,13 +112,14 @@ fn round_trip(shape: Shape, payload: &[u8]) -> Vec<u8> {
 /// through the word path (version 1) or the columns (version 2), not
 /// carried raw.
 fn assert_records_walked(shape: Shape, payload: &[u8]) {
-    let mut p = Packer::version1();
-    p.pack(shape, payload, HEAD, &mut Vec::new());
-    let words = 8 * p.s.lens_at;
+    let mut packed = Vec::new();
+    Packer::version1().pack(shape, payload, HEAD, &mut packed);
+    let s = streams_of(&packed);
+    // `lens` holds one XOR length per payload word, two to a byte.
+    let (words, raw) = (8 * 2 * s[1].len(), s[3].len());
     assert!(
-        words > payload.len() / 2 && p.s.raw.len() < payload.len() / 3,
-        "{shape:?}: {words} bytes of payload words, {} raw, of {}",
-        p.s.raw.len(),
+        words > payload.len() / 2 && raw < payload.len() / 3,
+        "{shape:?}: {words} bytes of payload words, {raw} raw, of {}",
         payload.len()
     );
     let mut packed = Vec::new();
@@ -439,4 +442,6 @@ fn payloads_are_only_predicted_from_payloads_as_long() {
     round_trip(Shape::new(false, 8, 16, size as u32).unwrap(), &payload);
 }
 
+mod blocks;
 mod columns;
+mod log_index;

@@ -44,12 +44,19 @@ fn le64() -> Shape {
 /// The group count a packed payload declares, and its key stream's length.
 fn groups_and_keys(packed: &[u8]) -> (u64, usize) {
     let s = streams_of(packed);
-    let mut c = unpack::Cursor {
-        b: &s[4],
-        at: 0,
-        name: "groups",
-    };
-    (c.varint().unwrap(), s[3].len())
+    (leading_varint(&s[4]), s[3].len())
+}
+
+/// The LEB128 varint (FORMAT.md §8.3) at the start of `b`.
+fn leading_varint(b: &[u8]) -> u64 {
+    let mut v = 0;
+    for (i, byte) in b.iter().take(10).enumerate() {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return v;
+        }
+    }
+    panic!("no varint at the start of {b:?}")
 }
 
 #[test]

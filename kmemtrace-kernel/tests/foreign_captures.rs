@@ -18,9 +18,10 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::{BigEndian, Endian, LittleEndian};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, HeaderEvent, HeaderPage, LittleEndian, RbRecordKind,
+    SubBufLayout,
+};
 
 /// What the README says about one CPU of one capture.
 struct CpuExpect {

@@ -3,8 +3,7 @@
 //! stays inside the commit and advances.
 #![no_main]
 
-use kmemtrace_format::subbuf::{parse_subbuf, SubBufLayout};
-use kmemtrace_format::{BigEndian, Endian, LittleEndian};
+use kmemtrace_kernel::{parse_subbuf, SubBufLayout, BigEndian, Endian, LittleEndian};
 use libfuzzer_sys::fuzz_target;
 
 fn walk<E: Endian>(e: E, l: &SubBufLayout, page: &[u8]) {

@@ -7,21 +7,16 @@
 //!   part, as the kernel's `trace_event_raw_event_*` functions do, and a
 //!   string for an array of size 0 (`char buf[]`) as the record's tail.
 //! - [`LogBuilder`] packs each CPU's records into sub-buffers with the
-//!   kernel-rule encoder ([`crate::subbuf::encode`]) and writes a complete
+//!   kernel-rule encoder ([`crate::subbuf`]) and writes a complete
 //!   log: ARCH, `header_page`, `header_event`, formats, CPU data, END.
 //!
 //! Nothing here is used to *read* logs; it exists so that readers can be
 //! tested against data whose meaning is known independently of them.
 
-use crate::arch::ArchTag;
-use crate::block::Compression;
-use crate::endian::Endian;
-use crate::event_format::{EventFormat, FieldKind};
-use crate::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
-use crate::subbuf::encode::{encode_subbuf, EncRecord, EncodeError, EndPadding, Missed, PageSpec};
-use crate::subbuf::SubBufLayout;
-use crate::writer::LogWriter;
-use crate::RunTimeEndian;
+use crate::subbuf::{encode_subbuf, EncRecord, EncodeError, EndPadding, Missed, PageSpec};
+use kmemtrace_format::records::{NoteRecord, StatsPhase, StatsRecord};
+use kmemtrace_format::{ArchTag, Compression, LogWriter, Meta, MetaKind};
+use kmemtrace_kernel::{Endian, EventFormat, FieldKind, RunTimeEndian, SubBufLayout};
 use std::collections::BTreeMap;
 
 /// A field value for [`encode_event`].
@@ -261,8 +256,10 @@ impl LogBuilder {
                 return Ok(());
             }
             let p = match self.arch.byte_order {
-                RunTimeEndian::Little => encode_subbuf(crate::LittleEndian, &layout, spec)?,
-                RunTimeEndian::Big => encode_subbuf(crate::BigEndian, &layout, spec)?,
+                RunTimeEndian::Little => {
+                    encode_subbuf(kmemtrace_kernel::LittleEndian, &layout, spec)?
+                }
+                RunTimeEndian::Big => encode_subbuf(kmemtrace_kernel::BigEndian, &layout, spec)?,
             };
             pages.push(p.bytes);
             *spec = PageSpec {
@@ -317,8 +314,8 @@ impl LogBuilder {
     /// count when the page is full; a builder asked for one must keep it).
     fn fits(&self, layout: &SubBufLayout, spec: &PageSpec) -> Result<(), EncodeError> {
         let page = match self.arch.byte_order {
-            RunTimeEndian::Little => encode_subbuf(crate::LittleEndian, layout, spec)?,
-            RunTimeEndian::Big => encode_subbuf(crate::BigEndian, layout, spec)?,
+            RunTimeEndian::Little => encode_subbuf(kmemtrace_kernel::LittleEndian, layout, spec)?,
+            RunTimeEndian::Big => encode_subbuf(kmemtrace_kernel::BigEndian, layout, spec)?,
         };
         if matches!(spec.missed, Missed::Count(_)) && page.lost_events.is_none() {
             return Err(EncodeError::PageFull {
@@ -395,7 +392,7 @@ pub fn sync_word_storm(size: usize) -> Vec<u8> {
     let mut at = start;
     while at + 100 <= start + size {
         let mut h = [0u8; 100];
-        h[..4].copy_from_slice(&crate::block::SYNC);
+        h[..4].copy_from_slice(&kmemtrace_format::block::SYNC);
         h[4..6].copy_from_slice(&6u16.to_le_bytes());
         // Reaching to about the end of the storm, never past the file.
         let len = (start + size - at - 20) as u32 / 2;
@@ -409,8 +406,8 @@ pub fn sync_word_storm(size: usize) -> Vec<u8> {
         warning: false,
         text: "after the storm".into(),
     };
-    crate::block::encode_block(
-        crate::block::BlockType::Note,
+    kmemtrace_format::block::encode_block(
+        kmemtrace_format::block::BlockType::Note,
         &note.encode(),
         Compression::None,
         &mut out,
@@ -422,8 +419,8 @@ pub fn sync_word_storm(size: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::Log;
-    use crate::subbuf::RbRecordKind;
+    use kmemtrace_format::Log;
+    use kmemtrace_kernel::RbRecordKind;
 
     const KMALLOC_61_ARMHF: &str = "name: kmalloc\nID: 464\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
@@ -449,7 +446,7 @@ print fmt: \"call_site=%pS ptr=%p bytes_req=%zu bytes_alloc=%zu gfp_flags=%s nod
             for i in 0..500u64 {
                 let p = match order {
                     RunTimeEndian::Little => encode_event(
-                        crate::LittleEndian,
+                        kmemtrace_kernel::LittleEndian,
                         &f,
                         42,
                         &[
@@ -459,7 +456,7 @@ print fmt: \"call_site=%pS ptr=%p bytes_req=%zu bytes_alloc=%zu gfp_flags=%s nod
                         ],
                     ),
                     RunTimeEndian::Big => encode_event(
-                        crate::BigEndian,
+                        kmemtrace_kernel::BigEndian,
                         &f,
                         42,
                         &[
@@ -522,7 +519,7 @@ print fmt: \"call_site=%pS ptr=%p bytes_req=%zu bytes_alloc=%zu gfp_flags=%s nod
 print fmt: \"name=%s\", __get_str(name)\n";
         let f = EventFormat::parse(text, Some("kmem")).unwrap();
         let p = encode_event(
-            crate::LittleEndian,
+            kmemtrace_kernel::LittleEndian,
             &f,
             1,
             &[("name", Value::Str("dentry"))],
@@ -531,10 +528,18 @@ print fmt: \"name=%s\", __get_str(name)\n";
         assert_eq!(p.len(), 28 + 7);
         assert_eq!(&p[24..28], &[28, 0, 7, 0]);
         assert_eq!(
-            f.field("name").unwrap().read_str(crate::LittleEndian, &p),
+            f.field("name")
+                .unwrap()
+                .read_str(kmemtrace_kernel::LittleEndian, &p),
             Some("dentry")
         );
-        assert!(encode_event(crate::LittleEndian, &f, 1, &[("nope", Value::Int(1))]).is_err());
+        assert!(encode_event(
+            kmemtrace_kernel::LittleEndian,
+            &f,
+            1,
+            &[("nope", Value::Int(1))]
+        )
+        .is_err());
     }
 }
 

@@ -21,9 +21,10 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kmemtrace_format::header_page::{HeaderEvent, HeaderPage};
-use kmemtrace_format::subbuf::{parse_subbuf, RbRecordKind, SubBufLayout};
-use kmemtrace_format::{BigEndian, Endian, LittleEndian};
+use kmemtrace_kernel::{
+    parse_subbuf, BigEndian, Endian, HeaderEvent, HeaderPage, LittleEndian, RbRecordKind,
+    SubBufLayout,
+};
 
 fn skip(why: &str) {
     common::skip("live_kernel_subbuf", common::Missing::Tracefs, why);

@@ -13,7 +13,7 @@ use kmemtrace_check::{check_bytes, Verdict};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{encode_block, encode_file_header, BlockType, Compression};
 use kmemtrace_format::records::encode_cpu_data_header;
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_kernel::RunTimeEndian;
 use libfuzzer_sys::fuzz_target;
 
 fn framed(mut rest: &[u8], big: bool) -> Vec<u8> {
