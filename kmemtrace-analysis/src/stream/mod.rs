@@ -15,6 +15,7 @@ pub mod decode;
 pub mod epochs;
 pub mod losses;
 pub mod merge;
+pub mod tracepoints;
 
 pub use decode::CpuSummary;
 pub use losses::{Assembler, StreamInput, Window, Windows};
@@ -29,6 +30,7 @@ use epochs::{Epochs, InOrder};
 use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use merge::Merger;
+use tracepoints::Tracepoints;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -64,6 +66,9 @@ pub struct StreamSetup<'a> {
     pub kmem: &'a KmemDecoder,
     pub filter: &'a Filter,
     pub sites: &'a SiteTable,
+    /// The other tracepoints the passes asked for (none: only kmem events
+    /// are decoded).
+    pub tracepoints: &'a Tracepoints,
     /// Decoder threads (at least 1).
     pub workers: usize,
     /// Shards (at least 1), each a thread.
@@ -131,6 +136,7 @@ pub fn run<S: Shard, T: Send>(
         switches: kmemtrace_format::tasks::SwitchReader::new(log),
         stack_reader: kmemtrace_format::stacks::StackReader::new(log),
         stacks: &stack_table,
+        tracepoints: setup.tracepoints,
     };
     let streams: Vec<Vec<CpuBlockRef>> = cpus
         .iter()
