@@ -216,3 +216,6 @@ impl Shard for Passes<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tracepoint_tests;

@@ -558,7 +558,6 @@ impl LivePages {
     }
 }
 
-
 impl<'a> super::Pass<'a> for PagesPass<'a> {
     const CONSUMES: super::Consumes = super::Consumes::Page;
     const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pfn;

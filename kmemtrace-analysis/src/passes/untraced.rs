@@ -272,7 +272,6 @@ impl UntracedPass {
     }
 }
 
-
 impl<'a> super::Pass<'a> for UntracedPass {
     const CONSUMES: super::Consumes = super::Consumes::Slab;
     const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pointer;

@@ -11,9 +11,9 @@
 //! assembler ([`super::losses`]) feeds them, in stream order, to the one
 //! [`kmemtrace_format::losses::LossTracker`] of each CPU.
 
+use super::tracepoints::{Read, Tracepoints};
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
-use super::tracepoints::{Read, Tracepoints};
 use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
 use kmemtrace_format::kmem::{KmemDecoder, KmemEvent, KmemKind};
 use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};

@@ -30,10 +30,10 @@ use epochs::{Epochs, InOrder};
 use kmemtrace_format::kmem::KmemDecoder;
 use kmemtrace_format::log::{CpuBlockRef, Log};
 use merge::Merger;
-use tracepoints::Tracepoints;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tracepoints::Tracepoints;
 
 /// Time stamps per epoch, as a shift: 2^22 ns, about 4 ms of trace time.
 /// Any value gives the same results; it sets how much a shard hands the

@@ -157,4 +157,3 @@ impl Tracepoints {
 fn is_scalar(f: &Field) -> bool {
     f.kind == FieldKind::Scalar && matches!(f.size, 1 | 2 | 4 | 8)
 }
-
