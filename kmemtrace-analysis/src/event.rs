@@ -150,6 +150,7 @@ impl Tracepoint {
     pub fn get_i64(&self, i: usize) -> Option<i64> {
         self.get(i).map(|v| v as i64)
     }
+
     /// The key that places the event in a shard ([`ShardKey`]).
     #[inline]
     pub fn key(&self, pid: i32) -> u64 {

@@ -275,12 +275,6 @@ fn requests_are_numbered_in_list_order() {
 }
 
 #[test]
-fn the_real_list_asks_for_no_tracepoint() {
-    // Until a pass asks, a log is decoded as before: kmem events only.
-    assert!(Passes::requests().is_empty());
-}
-
-#[test]
 fn probes_get_their_tracepoints_in_time_order_with_their_fields() {
     for endian in [RunTimeEndian::Little, RunTimeEndian::Big] {
         for long in [4, 8] {

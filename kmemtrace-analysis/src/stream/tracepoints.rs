@@ -62,8 +62,9 @@ impl Tracepoints {
     /// has no events.
     ///
     /// # Panics
-    /// If a request names more than [`TP_FIELDS`] fields (a pass's
-    /// mistake, not the log's).
+    /// If a request names more than [`TP_FIELDS`] fields, or a tracepoint
+    /// is asked for twice (an event goes to one request): a pass's
+    /// mistake, not the log's.
     pub fn resolve(formats: &[EventFormat], requests: Vec<Request>) -> Self {
         let common = |name: &str| {
             formats
@@ -76,6 +77,11 @@ impl Tracepoints {
             assert!(
                 r.fields.len() <= TP_FIELDS,
                 "{}: at most {TP_FIELDS} fields",
+                r.tracepoint
+            );
+            assert!(
+                !requests[..i].iter().any(|o| o.tracepoint == r.tracepoint),
+                "{} is asked for twice",
                 r.tracepoint
             );
             let (system, name) = r.tracepoint.split_once(':').unwrap_or(("", r.tracepoint));
