@@ -45,7 +45,7 @@ pub enum Consumes {
     /// frame (its group).
     Page,
     /// The tracepoints of [`Pass::TRACEPOINTS`] ([`Pass::tracepoint`]),
-    /// placed by each request's own shard key.
+    /// each request placed by the pass's [`Pass::SHARD`].
     Tracepoints,
 }
 
@@ -68,7 +68,8 @@ pub trait Pass<'a>: Sized {
     /// key in one shard. Slab passes say [`ShardKey::Pointer`], page
     /// passes [`ShardKey::Pfn`] (checked when the list is compiled).
     const SHARD: ShardKey;
-    /// The other tracepoints it reads, with [`Consumes::Tracepoints`].
+    /// The other tracepoints it reads, with [`Consumes::Tracepoints`];
+    /// each request's shard key is [`Pass::SHARD`].
     const TRACEPOINTS: &'static [Request] = &[];
 
     fn new(setup: &PassSetup<'a>) -> Self;
@@ -82,12 +83,19 @@ pub trait Pass<'a>: Sized {
     fn absorb(&mut self, other: &Self);
 }
 
-/// The consumed kind and shard key agree (slab events are placed by their
-/// pointer, page events by their frame).
-pub const fn shard_fits(consumes: Consumes, shard: ShardKey) -> bool {
+/// The consumed kind and shard key agree: slab events are placed by their
+/// pointer, page events by their frame, a pass's tracepoints by its key.
+pub const fn shard_fits(consumes: Consumes, shard: ShardKey, requests: &[Request]) -> bool {
+    let mut i = 0;
+    while i < requests.len() {
+        if requests[i].shard as u8 != shard as u8 {
+            return false;
+        }
+        i += 1;
+    }
     match consumes {
-        Consumes::Slab => matches!(shard, ShardKey::Pointer),
-        Consumes::Page => matches!(shard, ShardKey::Pfn),
+        Consumes::Slab => matches!(shard, ShardKey::Pointer) && requests.is_empty(),
+        Consumes::Page => matches!(shard, ShardKey::Pfn) && requests.is_empty(),
         Consumes::Tracepoints => true,
     }
 }
@@ -109,7 +117,11 @@ macro_rules! passes_struct {
             /// when [`Passes::new`] is compiled).
             const SHARDS_FIT: () = {
                 $(assert!(
-                    shard_fits(<$ty as Pass>::CONSUMES, <$ty as Pass>::SHARD),
+                    shard_fits(
+                        <$ty as Pass>::CONSUMES,
+                        <$ty as Pass>::SHARD,
+                        <$ty as Pass>::TRACEPOINTS,
+                    ),
                     concat!(stringify!($field), ": shard key does not fit the events consumed")
                 );)*
             };
