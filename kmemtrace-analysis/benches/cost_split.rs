@@ -122,6 +122,7 @@ fn main() {
     let sites = SiteTable::default();
     let progress = AtomicU64::new(0);
     let stack_table = kmemtrace_analysis::intern::StackTable::default();
+    let tracepoints = kmemtrace_analysis::stream::tracepoints::Tracepoints::default();
     let decoder = |shards: usize| Decoder {
         log: &log,
         kmem: &kmem,
@@ -133,6 +134,7 @@ fn main() {
         switches: kmemtrace_format::tasks::SwitchReader::new(&log),
         stack_reader: kmemtrace_format::stacks::StackReader::new(&log),
         stacks: &stack_table,
+        tracepoints: &tracepoints,
     };
     let decode_all = |shards: usize| {
         let dec = decoder(shards);

@@ -1,5 +1,6 @@
 //! The compact, owned event that travels from the per-CPU decoders through
-//! the merge to the passes: slab and page-allocator events alike.
+//! the merge to the passes: slab and page-allocator events alike, and the
+//! events of other tracepoints a pass asked for.
 
 /// What an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,6 +24,8 @@ pub enum Kind {
     PagePcpuDrain,
     /// `mm_page_alloc_extfrag`.
     PageAllocExtfrag,
+    /// Any other tracepoint a pass asked for ([`Tracepoint`]).
+    Tracepoint,
 }
 
 impl Kind {
@@ -101,11 +104,71 @@ impl Extfrag {
     };
 }
 
+/// Fields a [`Tracepoint`] body carries at most.
+pub const TP_FIELDS: usize = 5;
+
+/// What places a requested tracepoint's events in a shard, so that a pass
+/// sees every event it relates to in one shard and in time order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ShardKey {
+    /// The request's first field, a pointer (the slab events' shard).
+    Pointer,
+    /// The request's first field, a page frame (the page events' shard).
+    Pfn,
+    /// The task (`common_pid`): a task's begin and end events meet.
+    Task,
+    /// All in one shard.
+    None,
+}
+
+/// An event of a tracepoint some pass asked for
+/// ([`crate::stream::tracepoints::Request`]): the fields it asked for,
+/// read through accessors resolved once for the event's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tracepoint {
+    /// Which request (index into the requests the stream was given).
+    pub request: u16,
+    pub shard: ShardKey,
+    /// Bit `i`: `values[i]` was read (the format has the field).
+    pub present: u8,
+    /// The requested fields in the request's order, signed ones
+    /// sign-extended.
+    pub values: [u64; TP_FIELDS],
+}
+
+impl Tracepoint {
+    /// The request's field `i`, as an unsigned integer; `None` where the
+    /// event's format lacks it.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<u64> {
+        (i < TP_FIELDS && self.present & (1 << i) != 0).then(|| self.values[i])
+    }
+
+    /// The request's field `i`, for a signed field.
+    #[inline]
+    pub fn get_i64(&self, i: usize) -> Option<i64> {
+        self.get(i).map(|v| v as i64)
+    }
+
+    /// The key that places the event in a shard ([`ShardKey`]).
+    #[inline]
+    pub fn key(&self, pid: i32) -> u64 {
+        match self.shard {
+            ShardKey::Pointer => self.values[0],
+            ShardKey::Pfn => pfn_key(self.values[0]),
+            ShardKey::Task => pid as u32 as u64,
+            ShardKey::None => 0,
+        }
+    }
+}
+
 /// The kind-specific half of an [`Event`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body {
     Slab(Slab),
     Page(Page),
+    Tracepoint(Tracepoint),
 }
 
 /// One event, decoded and owned.
@@ -161,6 +224,7 @@ impl Event {
         match &self.body {
             Body::Slab(s) => s.ptr,
             Body::Page(p) => pfn_key(p.pfn),
+            Body::Tracepoint(t) => t.key(self.pid),
         }
     }
 
@@ -169,7 +233,7 @@ impl Event {
     pub fn slab(&self) -> Option<&Slab> {
         match &self.body {
             Body::Slab(s) => Some(s),
-            Body::Page(_) => None,
+            _ => None,
         }
     }
     /// The page fields, for a page-allocator event.
@@ -177,7 +241,7 @@ impl Event {
     pub fn page(&self) -> Option<&Page> {
         match &self.body {
             Body::Page(p) => Some(p),
-            Body::Slab(_) => None,
+            _ => None,
         }
     }
 }

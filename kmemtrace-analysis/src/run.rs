@@ -7,7 +7,8 @@ use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::model::{Report, Severity, SortKey};
 use crate::passes::objects::Objects;
-use crate::passes::{cross_cpu, leaks, misuse, slab, untraced, Passes};
+use crate::passes::{leaks, PassSetup, Passes};
+use crate::stream::tracepoints::Tracepoints;
 use crate::stream::{run, Progress, StreamSetup};
 use crate::symbols::Symbols;
 use kmemtrace_format::log::Log;
@@ -118,33 +119,25 @@ pub fn analyse(
     // Decoding costs about what merging and the passes cost per event:
     // half as many shards as decoders.
     let nshards = threads.div_ceil(2);
+    let tracepoints = Tracepoints::resolve(&log.formats, Passes::requests());
     let setup = StreamSetup {
         kmem: &kmem,
         filter,
         sites: &sites,
+        tracepoints: &tracepoints,
         workers: threads,
         shards: nshards,
     };
     let namer = |addr: u64| syms.name(addr);
-    let make = |_shard: usize| Passes {
-        objects: Objects::new(filter, opts.remember_frees, &sites, Box::new(namer)),
-        slab: slab::SlabPass::new(
-            &log.cpu_nodes,
-            opts.per_pointer,
-            nshards > 1,
-            opts.timelines,
-        ),
-        misuse: misuse::MisusePass::default(),
-        cross_cpu: cross_cpu::CrossCpuPass::default(),
-        untraced: untraced::UntracedPass::default(),
-        pages: crate::passes::pages::PagesPass::new(
-            filter,
-            page_size,
-            opts.pages_by_pfn,
-            opts.timelines,
-        ),
-        first_ts: None,
-        last_ts: 0,
+    let pass_setup = PassSetup {
+        log,
+        opts: &opts,
+        page_size,
+        sharded: nshards > 1,
+    };
+    let make = |_shard: usize| {
+        let objects = Objects::new(filter, opts.remember_frees, &sites, Box::new(namer));
+        Passes::new(&pass_setup, objects)
     };
     let mut combiner = Combiner::default();
     let (shards, end) = run(

@@ -67,6 +67,7 @@ fn log() -> Vec<u8> {
 fn merged(log: &Log, shards: usize) -> Vec<Vec<(u64, OrderKey)>> {
     let kmem = log.kmem_decoder();
     let stacks = kmemtrace_analysis::intern::StackTable::default();
+    let tracepoints = kmemtrace_analysis::stream::tracepoints::Tracepoints::default();
     let (filter, interner, sites, progress) = (
         Filter::default(),
         Interner::new(),
@@ -84,6 +85,7 @@ fn merged(log: &Log, shards: usize) -> Vec<Vec<(u64, OrderKey)>> {
         switches: None,
         stack_reader: None,
         stacks: &stacks,
+        tracepoints: &tracepoints,
     };
     let cpus = log.cpus();
     let streams: Vec<Vec<CpuBlockRef>> = cpus

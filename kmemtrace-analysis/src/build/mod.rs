@@ -250,7 +250,7 @@ pub fn build(
     let summary = summary(&ctx);
     let callsites = callsites(&ctx);
     let (caches, size_classes) = caches(&ctx);
-    let cross_cpu = cross_cpu(an);
+    let cross_cpu = an.cross_cpu.section();
     let mut tasks = kmemtrace_format::tasks::TaskSightings::default();
     for c in &summaries {
         tasks.absorb(&c.tasks);
@@ -642,30 +642,6 @@ fn caches(cx: &Ctx<'_>) -> (Vec<CacheRow>, Vec<CacheRow>) {
         size_classes.truncate(l);
     }
     (caches, size_classes)
-}
-
-/// The CPU x CPU matrix of frees.
-fn cross_cpu(an: &Passes<'_>) -> CrossCpu {
-    let mut mcpus: Vec<u32> = an.cross_cpu.iter().flat_map(|((a, b), _)| [a, b]).collect();
-    mcpus.sort_unstable();
-    mcpus.dedup();
-    let idx = |c: u32| mcpus.binary_search(&c).unwrap_or(0);
-    let mut matrix = vec![vec![0u64; mcpus.len()]; mcpus.len()];
-    let (mut same, mut cross) = (0, 0);
-    for ((x, y), n) in an.cross_cpu.iter() {
-        matrix[idx(x)][idx(y)] += n;
-        if x == y {
-            same += n;
-        } else {
-            cross += n;
-        }
-    }
-    CrossCpu {
-        cpus: mcpus.clone(),
-        matrix,
-        same_cpu_frees: same,
-        cross_cpu_frees: cross,
-    }
 }
 
 /// Leak groups, largest first.

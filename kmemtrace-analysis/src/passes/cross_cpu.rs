@@ -3,6 +3,7 @@
 
 use super::objects::{Resolution, SlabSeen};
 use crate::intern::FastMap;
+use crate::model::CrossCpu;
 
 /// Dense for CPUs below 256, sparse above.
 #[derive(Default)]
@@ -55,5 +56,47 @@ impl CrossCpuPass {
             .filter(|(_, &n)| n > 0)
             .map(|(i, &n)| ((i as u32 / Self::DENSE, i as u32 % Self::DENSE), n))
             .chain(self.sparse.iter().map(|(&k, &n)| (k, n)))
+    }
+
+    /// Its section of the model: the CPU x CPU matrix of frees.
+    pub fn section(&self) -> CrossCpu {
+        let mut mcpus: Vec<u32> = self.iter().flat_map(|((a, b), _)| [a, b]).collect();
+        mcpus.sort_unstable();
+        mcpus.dedup();
+        let idx = |c: u32| mcpus.binary_search(&c).unwrap_or(0);
+        let mut matrix = vec![vec![0u64; mcpus.len()]; mcpus.len()];
+        let (mut same, mut cross) = (0, 0);
+        for ((x, y), n) in self.iter() {
+            matrix[idx(x)][idx(y)] += n;
+            if x == y {
+                same += n;
+            } else {
+                cross += n;
+            }
+        }
+        CrossCpu {
+            cpus: mcpus.clone(),
+            matrix,
+            same_cpu_frees: same,
+            cross_cpu_frees: cross,
+        }
+    }
+}
+
+impl<'a> super::Pass<'a> for CrossCpuPass {
+    const CONSUMES: super::Consumes = super::Consumes::Slab;
+    const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pointer;
+
+    fn new(_: &super::PassSetup<'a>) -> Self {
+        CrossCpuPass::default()
+    }
+
+    #[inline]
+    fn slab(&mut self, s: &SlabSeen<'_>) {
+        CrossCpuPass::slab(self, s)
+    }
+
+    fn absorb(&mut self, o: &Self) {
+        CrossCpuPass::absorb(self, o)
     }
 }

@@ -285,3 +285,21 @@ impl MisusePass {
         });
     }
 }
+
+impl<'a> super::Pass<'a> for MisusePass {
+    const CONSUMES: super::Consumes = super::Consumes::Slab;
+    const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pointer;
+
+    fn new(_: &super::PassSetup<'a>) -> Self {
+        MisusePass::default()
+    }
+
+    #[inline]
+    fn slab(&mut self, s: &SlabSeen<'_>) {
+        MisusePass::slab(self, s)
+    }
+
+    fn absorb(&mut self, o: &Self) {
+        MisusePass::absorb(self, o)
+    }
+}

@@ -1,11 +1,16 @@
 //! The analyses, each a pass over the ordered event stream: an event in, a
-//! section of the model out (built in [`crate::build`]).
+//! section of the model out.
 //!
 //! Slab events are first resolved by the object tracker ([`objects`]):
 //! what the pointer was before (live, freed, never seen). The slab passes
-//! read that resolution instead of tracking objects of their own. A new
-//! analysis is a new pass: a type implementing [`Pass`] and a field of
-//! [`Passes`].
+//! read that resolution instead of tracking objects of their own.
+//!
+//! A pass is one file: its state, its handler of the events it consumes
+//! ([`Pass::CONSUMES`], placed in shards by [`Pass::SHARD`]), its merge
+//! across shards ([`Pass::absorb`]) and, for a new pass, the code that makes
+//! its section of the model (as [`cross_cpu::CrossCpuPass::section`]). The
+//! passes are listed once, in [`list`] ([`crate::for_each_pass`]): the
+//! [`Passes`] struct and its dispatch are generated from that list.
 //!
 //! Each shard runs its own [`Passes`] over the events of its buckets; the
 //! shards' passes are then added up ([`Passes::absorb`]), and what is not
@@ -14,6 +19,7 @@
 pub mod cross_cpu;
 pub mod freed_frames;
 pub mod leaks;
+pub mod list;
 pub mod misuse;
 pub mod objects;
 pub mod page_misuse;
@@ -22,66 +28,170 @@ pub mod slab;
 pub mod timeline;
 pub mod untraced;
 
-use crate::event::{Body, Event, Page};
+use crate::event::{Body, Event, Page, ShardKey, Tracepoint};
+use crate::run::Options;
+use crate::stream::tracepoints::Request;
 use crate::stream::{OrderKey, Shard};
+use kmemtrace_format::log::Log;
 use objects::{Objects, SlabSeen};
 
+/// Which events a pass consumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consumes {
+    /// Slab events, resolved by the object tracker ([`Pass::slab`]); their
+    /// shard key is the pointer.
+    Slab,
+    /// Page-allocator events ([`Pass::page`]); their shard key is the page
+    /// frame (its group).
+    Page,
+    /// The tracepoints of [`Pass::TRACEPOINTS`] ([`Pass::tracepoint`]),
+    /// each request placed by the pass's [`Pass::SHARD`].
+    Tracepoints,
+}
+
+/// What a pass is made from.
+pub struct PassSetup<'a> {
+    pub log: &'a Log,
+    pub opts: &'a Options,
+    /// The recorded kernel's page size.
+    pub page_size: u64,
+    /// More than one shard: what is not additive goes to the combiner.
+    pub sharded: bool,
+}
+
 /// One analysis over the stream. A shard's events come in the stream's
-/// order.
-pub trait Pass {
+/// order; a pass is handed only the kind it [consumes](Pass::CONSUMES).
+pub trait Pass<'a>: Sized {
+    /// The events it consumes.
+    const CONSUMES: Consumes;
+    /// What places its events in shards: it sees all the events of one
+    /// key in one shard. Slab passes say [`ShardKey::Pointer`], page
+    /// passes [`ShardKey::Pfn`] (checked when the list is compiled).
+    const SHARD: ShardKey;
+    /// The other tracepoints it reads, with [`Consumes::Tracepoints`];
+    /// each request's shard key is [`Pass::SHARD`].
+    const TRACEPOINTS: &'static [Request] = &[];
+
+    fn new(setup: &PassSetup<'a>) -> Self;
     fn slab(&mut self, _s: &SlabSeen<'_>) {}
     /// `key`: the event's place in the ordered stream (its time raised
     /// where the CPU's clock went backwards), as [`SlabSeen::key`].
     fn page(&mut self, _ev: &Event, _key: OrderKey, _p: &Page) {}
+    /// An event of `Self::TRACEPOINTS[which]`.
+    fn tracepoint(&mut self, _ev: &Event, _key: OrderKey, _which: usize, _tp: &Tracepoint) {}
+    /// Adds another shard's pass.
+    fn absorb(&mut self, other: &Self);
 }
 
-impl Pass for slab::SlabPass {
-    #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>) {
-        slab::SlabPass::slab(self, s)
+/// The consumed kind and shard key agree: slab events are placed by their
+/// pointer, page events by their frame, a pass's tracepoints by its key.
+pub const fn shard_fits(consumes: Consumes, shard: ShardKey, requests: &[Request]) -> bool {
+    let mut i = 0;
+    while i < requests.len() {
+        if requests[i].shard as u8 != shard as u8 {
+            return false;
+        }
+        i += 1;
+    }
+    match consumes {
+        Consumes::Slab => matches!(shard, ShardKey::Pointer) && requests.is_empty(),
+        Consumes::Page => matches!(shard, ShardKey::Pfn) && requests.is_empty(),
+        Consumes::Tracepoints => true,
     }
 }
 
-impl Pass for misuse::MisusePass {
-    #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>) {
-        misuse::MisusePass::slab(self, s)
-    }
+/// Generates [`Passes`] from the list ([`crate::for_each_pass`]).
+macro_rules! passes_struct {
+    ($lt:lifetime; $($field:ident: $ty:ty,)*) => {
+        /// Every pass, fed one event at a time.
+        pub struct Passes<$lt> {
+            pub objects: Objects<$lt>,
+            $(pub $field: $ty,)*
+            /// The first and last slab events' times.
+            pub first_ts: Option<u64>,
+            pub last_ts: u64,
+        }
+
+        impl<$lt> Passes<$lt> {
+            /// Each pass's shard key fits the events it consumes (an error
+            /// when [`Passes::new`] is compiled).
+            const SHARDS_FIT: () = {
+                $(assert!(
+                    shard_fits(
+                        <$ty as Pass>::CONSUMES,
+                        <$ty as Pass>::SHARD,
+                        <$ty as Pass>::TRACEPOINTS,
+                    ),
+                    concat!(stringify!($field), ": shard key does not fit the events consumed")
+                );)*
+            };
+
+            /// Every pass, new, after the object tracker `objects`.
+            pub fn new(setup: &PassSetup<$lt>, objects: Objects<$lt>) -> Self {
+                #[allow(clippy::let_unit_value)]
+                let () = Self::SHARDS_FIT;
+                Passes {
+                    objects,
+                    $($field: <$ty as Pass>::new(setup),)*
+                    first_ts: None,
+                    last_ts: 0,
+                }
+            }
+
+            /// The tracepoints the passes ask for, in list order (what a
+            /// [`Tracepoint::request`] indexes).
+            pub fn requests() -> Vec<Request> {
+                let mut r = Vec::new();
+                $(r.extend_from_slice(<$ty as Pass>::TRACEPOINTS);)*
+                r
+            }
+
+            #[inline]
+            pub fn event(&mut self, ev: &Event, key: OrderKey) {
+                match &ev.body {
+                    Body::Slab(slab) => {
+                        self.first_ts = Some(self.first_ts.map_or(ev.ts, |t| t.min(ev.ts)));
+                        self.last_ts = self.last_ts.max(ev.ts);
+                        let seen = self.objects.resolve(ev, key, slab);
+                        $(if matches!(<$ty as Pass>::CONSUMES, Consumes::Slab) {
+                            Pass::slab(&mut self.$field, &seen);
+                        })*
+                    }
+                    Body::Page(p) => {
+                        $(if matches!(<$ty as Pass>::CONSUMES, Consumes::Page) {
+                            Pass::page(&mut self.$field, ev, key, p);
+                        })*
+                    }
+                    Body::Tracepoint(tp) => {
+                        // Each pass's requests follow the previous ones'.
+                        let mut first = 0;
+                        $(
+                            let n = <$ty as Pass>::TRACEPOINTS.len();
+                            let which = usize::from(tp.request).wrapping_sub(first);
+                            if which < n {
+                                Pass::tracepoint(&mut self.$field, ev, key, which, tp);
+                            }
+                            first += n;
+                        )*
+                        let _ = first;
+                    }
+                }
+            }
+
+            /// Adds another shard's passes (its objects stay with it).
+            pub fn absorb(&mut self, o: &Passes<$lt>) {
+                $(Pass::absorb(&mut self.$field, &o.$field);)*
+                self.first_ts = match (self.first_ts, o.first_ts) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                self.last_ts = self.last_ts.max(o.last_ts);
+            }
+        }
+    };
 }
 
-impl Pass for untraced::UntracedPass {
-    #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>) {
-        untraced::UntracedPass::slab(self, s)
-    }
-}
-
-impl Pass for cross_cpu::CrossCpuPass {
-    #[inline]
-    fn slab(&mut self, s: &SlabSeen<'_>) {
-        cross_cpu::CrossCpuPass::slab(self, s)
-    }
-}
-
-impl Pass for pages::PagesPass<'_> {
-    #[inline]
-    fn page(&mut self, ev: &Event, key: OrderKey, p: &Page) {
-        pages::PagesPass::page(self, ev, key, p)
-    }
-}
-
-/// Every pass, fed one event at a time.
-pub struct Passes<'a> {
-    pub objects: Objects<'a>,
-    pub slab: slab::SlabPass,
-    pub misuse: misuse::MisusePass,
-    pub cross_cpu: cross_cpu::CrossCpuPass,
-    pub untraced: untraced::UntracedPass,
-    pub pages: pages::PagesPass<'a>,
-    /// The first and last slab events' times.
-    pub first_ts: Option<u64>,
-    pub last_ts: u64,
-}
+crate::for_each_pass!(passes_struct);
 
 /// What a shard hands the combiner at the end of an epoch.
 pub struct EpochOut {
@@ -89,38 +199,6 @@ pub struct EpochOut {
     pub pending: Vec<misuse::Pending>,
     /// The span of each slab event kind in the epoch.
     pub spans: untraced::Spans,
-}
-
-impl Passes<'_> {
-    #[inline]
-    pub fn event(&mut self, ev: &Event, key: OrderKey) {
-        match &ev.body {
-            Body::Slab(slab) => {
-                self.first_ts = Some(self.first_ts.map_or(ev.ts, |t| t.min(ev.ts)));
-                self.last_ts = self.last_ts.max(ev.ts);
-                let seen = self.objects.resolve(ev, key, slab);
-                Pass::slab(&mut self.slab, &seen);
-                Pass::slab(&mut self.misuse, &seen);
-                Pass::slab(&mut self.cross_cpu, &seen);
-                Pass::slab(&mut self.untraced, &seen);
-            }
-            Body::Page(p) => Pass::page(&mut self.pages, ev, key, p),
-        }
-    }
-
-    /// Adds another shard's passes (its objects stay with it).
-    pub fn absorb(&mut self, o: &Passes<'_>) {
-        self.slab.absorb(&o.slab);
-        self.misuse.absorb(&o.misuse);
-        self.cross_cpu.absorb(&o.cross_cpu);
-        self.untraced.absorb(&o.untraced);
-        self.pages.absorb(&o.pages);
-        self.first_ts = match (self.first_ts, o.first_ts) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.last_ts = self.last_ts.max(o.last_ts);
-    }
 }
 
 impl Shard for Passes<'_> {
@@ -133,7 +211,7 @@ impl Shard for Passes<'_> {
         self.objects
             .warm(next.iter().filter_map(|(ev, _)| match &ev.body {
                 Body::Slab(s) => Some(s.ptr),
-                Body::Page(_) => None,
+                _ => None,
             }));
     }
 
@@ -150,3 +228,6 @@ impl Shard for Passes<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tracepoint_tests;

@@ -558,6 +558,29 @@ impl LivePages {
     }
 }
 
+impl<'a> super::Pass<'a> for PagesPass<'a> {
+    const CONSUMES: super::Consumes = super::Consumes::Page;
+    const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pfn;
+
+    fn new(setup: &super::PassSetup<'a>) -> Self {
+        PagesPass::new(
+            &setup.opts.filter,
+            setup.page_size,
+            setup.opts.pages_by_pfn,
+            setup.opts.timelines,
+        )
+    }
+
+    #[inline]
+    fn page(&mut self, ev: &Event, key: OrderKey, p: &Page) {
+        PagesPass::page(self, ev, key, p)
+    }
+
+    fn absorb(&mut self, o: &Self) {
+        PagesPass::absorb(self, o)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

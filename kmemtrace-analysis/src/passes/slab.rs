@@ -598,3 +598,26 @@ impl SlabPass {
         }
     }
 }
+
+impl<'a> super::Pass<'a> for SlabPass {
+    const CONSUMES: super::Consumes = super::Consumes::Slab;
+    const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pointer;
+
+    fn new(setup: &super::PassSetup<'a>) -> Self {
+        SlabPass::new(
+            &setup.log.cpu_nodes,
+            setup.opts.per_pointer,
+            setup.sharded,
+            setup.opts.timelines,
+        )
+    }
+
+    #[inline]
+    fn slab(&mut self, s: &SlabSeen<'_>) {
+        SlabPass::slab(self, s)
+    }
+
+    fn absorb(&mut self, o: &Self) {
+        SlabPass::absorb(self, o)
+    }
+}

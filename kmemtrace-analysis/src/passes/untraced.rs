@@ -272,6 +272,24 @@ impl UntracedPass {
     }
 }
 
+impl<'a> super::Pass<'a> for UntracedPass {
+    const CONSUMES: super::Consumes = super::Consumes::Slab;
+    const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pointer;
+
+    fn new(_: &super::PassSetup<'a>) -> Self {
+        UntracedPass::default()
+    }
+
+    #[inline]
+    fn slab(&mut self, s: &SlabSeen<'_>) {
+        UntracedPass::slab(self, s)
+    }
+
+    fn absorb(&mut self, o: &Self) {
+        UntracedPass::absorb(self, o)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 //! assembler ([`super::losses`]) feeds them, in stream order, to the one
 //! [`kmemtrace_kernel::LossTracker`] of each CPU.
 
+use super::tracepoints::{Read, Tracepoints};
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
@@ -169,6 +170,8 @@ pub struct Decoder<'a> {
     /// The stacks recorded with page allocations, where the log has them.
     pub stack_reader: Option<StackReader>,
     pub stacks: &'a StackTable,
+    /// The other tracepoints the passes asked for.
+    pub tracepoints: &'a Tracepoints,
 }
 
 impl Decoder<'_> {
@@ -396,6 +399,13 @@ impl Decoder<'_> {
             Ok(Some(x)) => x,
             Ok(None) => {
                 b.sum.list_runs.event(None);
+                // Only a log some pass asked tracepoints of reads the
+                // ids of its other events.
+                if !self.tracepoints.is_empty() && self.filter.in_time(ts) {
+                    if let Some(r) = self.tracepoints.read(e, payload) {
+                        b.keep_tracepoint(r, ts);
+                    }
+                }
                 return;
             }
             Err(err) => {
@@ -491,9 +501,7 @@ impl BlockDecode<'_, '_> {
     /// for it.
     fn keep(&mut self, ev: &KmemEvent<'_>, name: Name<'_>, ts: u64, stacked: bool) {
         let kind = kind_of(ev.kind);
-        self.max_ts = self.max_ts.max(ts);
-        let lag = (self.max_ts - ts).min(u64::from(u32::MAX)) as u32;
-        self.pos += 1;
+        let (pos, lag) = self.place(ts);
         let body = if kind.is_slab() {
             Body::Slab(self.slab(ev, name))
         } else {
@@ -504,7 +512,7 @@ impl BlockDecode<'_, '_> {
         };
         let ev = Event {
             ts,
-            pos: self.pos - 1,
+            pos,
             lag,
             pid: ev.pid,
             cpu: self.cpu16,
@@ -512,11 +520,7 @@ impl BlockDecode<'_, '_> {
             in_interrupt: ev.in_interrupt,
             body,
         };
-        let shard = if self.shards == 1 {
-            0
-        } else {
-            bucket(ev.key()) % self.shards
-        };
+        let shard = self.shard_of(&ev);
         if stacked {
             self.awaiting.push(
                 ev.pid,
@@ -524,6 +528,43 @@ impl BlockDecode<'_, '_> {
                 Some((shard, self.parts[shard].len())),
             );
         }
+        self.parts[shard].push(ev);
+    }
+
+    /// The next kept event's position in the block and lag behind the
+    /// latest time stamp before it.
+    #[inline]
+    fn place(&mut self, ts: u64) -> (u32, u32) {
+        self.max_ts = self.max_ts.max(ts);
+        let lag = (self.max_ts - ts).min(u64::from(u32::MAX)) as u32;
+        self.pos += 1;
+        (self.pos - 1, lag)
+    }
+
+    #[inline]
+    fn shard_of(&self, ev: &Event) -> usize {
+        if self.shards == 1 {
+            0
+        } else {
+            bucket(ev.key()) % self.shards
+        }
+    }
+
+    /// A requested tracepoint's event in the time window, routed by its
+    /// request's shard key.
+    fn keep_tracepoint(&mut self, r: Read, ts: u64) {
+        let (pos, lag) = self.place(ts);
+        let ev = Event {
+            ts,
+            pos,
+            lag,
+            pid: r.pid,
+            cpu: self.cpu16,
+            kind: Kind::Tracepoint,
+            in_interrupt: r.in_interrupt,
+            body: Body::Tracepoint(r.tp),
+        };
+        let shard = self.shard_of(&ev);
         self.parts[shard].push(ev);
     }
 

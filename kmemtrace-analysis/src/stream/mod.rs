@@ -15,6 +15,7 @@ pub mod decode;
 pub mod epochs;
 pub mod losses;
 pub mod merge;
+pub mod tracepoints;
 
 pub use decode::CpuSummary;
 pub use losses::{Assembler, StreamInput, Window, Windows};
@@ -32,6 +33,7 @@ use merge::Merger;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tracepoints::Tracepoints;
 
 /// Time stamps per epoch, as a shift: 2^22 ns, about 4 ms of trace time.
 /// Any value gives the same results; it sets how much a shard hands the
@@ -64,6 +66,9 @@ pub struct StreamSetup<'a> {
     pub kmem: &'a KmemDecoder,
     pub filter: &'a Filter,
     pub sites: &'a SiteTable,
+    /// The other tracepoints the passes asked for (none: only kmem events
+    /// are decoded).
+    pub tracepoints: &'a Tracepoints,
     /// Decoder threads (at least 1).
     pub workers: usize,
     /// Shards (at least 1), each a thread.
@@ -131,6 +136,7 @@ pub fn run<S: Shard, T: Send>(
         switches: kmemtrace_format::tasks::SwitchReader::new(log),
         stack_reader: kmemtrace_format::stacks::StackReader::new(log),
         stacks: &stack_table,
+        tracepoints: setup.tracepoints,
     };
     let streams: Vec<Vec<CpuBlockRef>> = cpus
         .iter()
