@@ -8,8 +8,8 @@ use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::stream::tracepoints::Tracepoints;
 use crate::stream::{run, StreamSetup};
-use kmemtrace_format::synth::{encode_event, LogBuilder, Value};
-use kmemtrace_format::RunTimeEndian;
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
+use kmemtrace_kernel::RunTimeEndian;
 
 /// What a probe was handed: the event's place, which of its requests,
 /// task, CPU, interrupt context, its fields.
@@ -220,7 +220,7 @@ fn log(endian: RunTimeEndian, long: usize) -> (Vec<u8>, Vec<Expected>) {
         };
         let mut payload = payload;
         if irq {
-            payload[2] = kmemtrace_format::event_format::trace_flags::HARDIRQ;
+            payload[2] = kmemtrace_kernel::event_format::trace_flags::HARDIRQ;
         }
         if let Some((which, f)) = want {
             expected.push((ts, which, pid, cpu as u16, irq, f));

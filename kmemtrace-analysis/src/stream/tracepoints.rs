@@ -11,8 +11,8 @@
 
 pub use crate::event::ShardKey;
 use crate::event::{Tracepoint, TP_FIELDS};
-use kmemtrace_format::event_format::{trace_flags, EventFormat, Field, FieldKind};
-use kmemtrace_format::Endian;
+use kmemtrace_kernel::event_format::{trace_flags, EventFormat, Field, FieldKind};
+use kmemtrace_kernel::Endian;
 
 /// A pass's ask for one tracepoint's events.
 #[derive(Clone, Copy, Debug)]
