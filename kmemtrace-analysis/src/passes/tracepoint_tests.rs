@@ -8,8 +8,8 @@ use crate::filter::Filter;
 use crate::intern::SiteTable;
 use crate::stream::tracepoints::Tracepoints;
 use crate::stream::{run, StreamSetup};
-use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
 use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
 
 /// What a probe was handed: the event's place, which of its requests,
 /// task, CPU, interrupt context, its fields.
