@@ -325,3 +325,50 @@ fn probes_get_their_tracepoints_in_time_order_with_their_fields() {
         }
     }
 }
+
+/// A shard that fails on its first event (a pass's bug).
+struct Panics;
+
+impl Shard for Panics {
+    type Epoch = ();
+    fn event(&mut self, _: &Event, _: OrderKey) {
+        panic!("a pass's bug");
+    }
+    fn end_epoch(&mut self) {}
+}
+
+#[test]
+fn a_shard_that_panics_fails_the_run_instead_of_hanging_it() {
+    let (bytes, _) = log(RunTimeEndian::Little, 8);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let outcome = std::panic::catch_unwind(|| {
+            let log = Log::from_bytes("synthetic", &bytes).unwrap();
+            let kmem = log.kmem_decoder();
+            let sites = SiteTable::default();
+            let tracepoints = Tracepoints::resolve(&log.formats, Vec::new());
+            let filter = Filter::default();
+            let setup = StreamSetup {
+                kmem: &kmem,
+                filter: &filter,
+                sites: &sites,
+                tracepoints: &tracepoints,
+                workers: 2,
+                shards: 3,
+            };
+            run(
+                &log,
+                &setup,
+                |_| Panics,
+                |_, _| (),
+                &mut |_, _| {},
+                &mut |_| {},
+            );
+        });
+        let _ = tx.send(outcome.is_err());
+    });
+    let failed = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run hangs after a shard panicked");
+    assert!(failed, "the shard's panic reaches the caller");
+}

@@ -155,6 +155,16 @@ pub fn run<S: Shard, T: Send>(
     let (sum_tx, sum_rx) = std::sync::mpsc::channel::<(u64, T)>();
     let job_rx = Mutex::new(job_rx);
     let sinks = std::thread::scope(|scope| {
+        // However this closure ends, a panic of a shard or of a fold
+        // included, the decoders stop: they wait for work until the queue
+        // closes, and the scope waits for them before the panic goes on.
+        struct CloseOnExit<'x, 'b>(&'x Blocks<'b>);
+        impl Drop for CloseOnExit<'_, '_> {
+            fn drop(&mut self) {
+                self.0.close()
+            }
+        }
+        let _close = CloseOnExit(&blocks);
         for w in 0..setup.workers.max(1) {
             let blocks = &blocks;
             std::thread::Builder::new()
@@ -231,12 +241,10 @@ pub fn run<S: Shard, T: Send>(
         while let Some(t) = summaries.take() {
             fold(t, &blocks.assembler);
         }
-        let sinks: Vec<S> = handles
+        handles
             .into_iter()
-            .map(|h| h.join().expect("a shard thread panicked"))
-            .collect();
-        blocks.close();
-        sinks
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<Vec<S>>()
     });
     let assembler = blocks
         .assembler
