@@ -16,8 +16,8 @@
 //!   [`stream::tracepoints`]: other tracepoints, by `system:name`.
 //! - [`event`]: the compact event the stream carries ([`event::Body`]).
 //! - [`passes`]: the analyses, one file each, listed once in
-//!   [`passes::list`] ([`for_each_pass!`]); [`for_each_section!`] lists
-//!   the model's sections for printers.
+//!   [`passes::list`] ([`for_each_pass!`]); those that make their own
+//!   section of the model are listed in [`for_each_pass_section!`].
 //! - [`combine`], [`judge`]: what does not add up across shards (peaks,
 //!   first occurrences, loss judgements).
 //! - [`build`]: the older passes' sections of the model.
@@ -31,14 +31,20 @@
 //!    named `system:name` with the fields it reads in
 //!    [`passes::Pass::TRACEPOINTS`]), its shard key ([`event::ShardKey`]:
 //!    pointer, pfn, task, none), its handler, its merge across shards
-//!    ([`passes::Pass::absorb`]) and a `section()` making its part of the
-//!    model (as [`passes::cross_cpu::CrossCpuPass::section`]), declared
-//!    `pub mod NAME;` beside the others.
-//! 2. **The list**: one line in [`passes::list`]'s [`for_each_pass!`] (and,
-//!    for a new section, a field of [`model::Report`] filled from
-//!    `section()` in [`run`], and one line in [`for_each_section!`]).
-//! 3. **The printer**: one function per output for the section, dispatched
-//!    from [`for_each_section!`].
+//!    ([`passes::Pass::absorb`]); and [`passes::MakesSection`]: the type of
+//!    its section of the model (`Serialize`, `Deserialize`, `Default`: its
+//!    JSON is the report's key `NAME`) and the code that makes it, as
+//!    [`passes::cross_cpu`] does.
+//! 2. **The list**, [`passes::list`] and its module: `pub mod NAME;` in
+//!    `passes/mod.rs`, one line `NAME: Type,` in [`for_each_pass!`] and one
+//!    line `NAME: Type => Section,` in [`for_each_pass_section!`]. The
+//!    `Passes` struct, its dispatch and merge, [`model::PassSections`] (a
+//!    field of the report) and its making are generated from these lines.
+//! 3. **The printer**: one `impl kmemtrace_print::PrintSection for
+//!    Section` in `kmemtrace-print/src/pass_sections.rs`: a text function
+//!    and an HTML function. The printers' dispatch is generated from the
+//!    same list, so a listed section without a printer does not compile;
+//!    the JSON document is the section's serde form.
 //!
 //! The decoder reads a requested tracepoint through accessors resolved once
 //! per event id from the log's own formats, in the log's byte order and

@@ -214,6 +214,21 @@ impl<'de> Deserialize<'de> for Addr {
     }
 }
 
+/// Generates [`PassSections`] from the list.
+macro_rules! pass_sections_struct {
+    ($($field:ident: $pass:ty => $section:ty,)*) => {
+        /// The sections the passes make themselves
+        /// ([`crate::passes::MakesSection`]), one field per pass of the
+        /// list, named as the pass; a document without one loads it empty.
+        #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+        pub struct PassSections {
+            $(#[serde(default)] pub $field: $section,)*
+        }
+    };
+}
+
+crate::for_each_pass_section!(pass_sections_struct);
+
 /// The JSON document's schema tag.
 pub const SCHEMA: &str = "kmemtrace-report/1";
 
@@ -234,7 +249,10 @@ pub struct Report {
     pub callsites: Vec<CallsiteRow>,
     pub caches: Vec<CacheRow>,
     pub size_classes: Vec<CacheRow>,
-    pub cross_cpu: CrossCpu,
+    /// The sections the passes make themselves, each under its pass's name
+    /// ([`crate::for_each_pass_section`]).
+    #[serde(flatten)]
+    pub sections: PassSections,
     pub misuse: Vec<Finding>,
     pub trace_completeness: TraceCompleteness,
     pub leaks: Leaks,
@@ -884,7 +902,7 @@ pub struct CacheRow {
     pub peak_live_bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CrossCpu {
     /// Row and column labels.
     pub cpus: Vec<u32>,

@@ -5,6 +5,9 @@
 //! - [`Printer`] and [`Section`]: the one trait, and the sections each
 //!   printer renders with one function per section, in its own order
 //!   ([`print`] runs a printer over a report).
+//! - [`PrintSection`]: how each section a pass makes itself prints, one
+//!   function per output, in one file (`pass_sections.rs`); the dispatch
+//!   over them is generated from the analysis' list.
 //! - [`text`]: the human report ([`Text`], the sections its options ask
 //!   for: [`text::Sections`]), and the number formats the tools share.
 //! - [`html`]: one self-contained page with inline SVG plots ([`Html`]).
@@ -14,9 +17,11 @@
 
 pub mod html;
 pub mod json;
+mod pass_sections;
 mod section;
 pub mod text;
 
 pub use html::Html;
+pub use pass_sections::PrintSection;
 pub use section::{print, Printer, Section};
 pub use text::Text;

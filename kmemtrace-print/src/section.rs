@@ -19,8 +19,10 @@ pub enum Section {
     Callsites,
     /// Caches and kmalloc size classes (`caches`, `size_classes`).
     Caches,
-    /// Frees by allocating and freeing CPU (`cross_cpu`).
-    CrossCpu,
+    /// The sections the passes make themselves (`PassSections`: frees by
+    /// allocating and freeing CPU, `cross_cpu`, ...), in the list's order,
+    /// each printed by its [`crate::PrintSection`].
+    Passes,
     /// Per pointer (`allocs`, `--alloc` only).
     Allocs,
     /// Totals as `perf kmem stat` prints them (`summary`).
@@ -45,7 +47,7 @@ impl Section {
         Section::Header,
         Section::Callsites,
         Section::Caches,
-        Section::CrossCpu,
+        Section::Passes,
         Section::Allocs,
         Section::Summary,
         Section::Pages,

@@ -250,7 +250,8 @@ pub fn build(
     let summary = summary(&ctx);
     let callsites = callsites(&ctx);
     let (caches, size_classes) = caches(&ctx);
-    let cross_cpu = an.cross_cpu.section();
+    let sections =
+        crate::model::PassSections::of(an, &crate::passes::SectionContext { log, syms, windows });
     let mut tasks = kmemtrace_format::tasks::TaskSightings::default();
     for c in &summaries {
         tasks.absorb(&c.tasks);
@@ -343,7 +344,7 @@ pub fn build(
         callsites,
         caches,
         size_classes,
-        cross_cpu,
+        sections,
         misuse,
         trace_completeness,
         leaks: leaks_m,

@@ -59,7 +59,7 @@ impl CrossCpuPass {
     }
 
     /// Its section of the model: the CPU x CPU matrix of frees.
-    pub fn section(&self) -> CrossCpu {
+    pub fn matrix(&self) -> CrossCpu {
         let mut mcpus: Vec<u32> = self.iter().flat_map(|((a, b), _)| [a, b]).collect();
         mcpus.sort_unstable();
         mcpus.dedup();
@@ -98,5 +98,13 @@ impl<'a> super::Pass<'a> for CrossCpuPass {
 
     fn absorb(&mut self, o: &Self) {
         CrossCpuPass::absorb(self, o)
+    }
+}
+
+impl<'a> super::MakesSection<'a> for CrossCpuPass {
+    type Section = CrossCpu;
+
+    fn section(&self, _: &super::SectionContext<'_>) -> CrossCpu {
+        self.matrix()
     }
 }

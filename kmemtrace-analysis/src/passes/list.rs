@@ -21,37 +21,17 @@ macro_rules! for_each_pass {
     };
 }
 
-/// Invokes `$m! { field: Type, ... }` with every section of
-/// [`crate::model::Report`] a printer prints, in the report's order:
-/// `field` is the report's field, `Type` its type (checked below). A
-/// printer generates its per-section dispatch from it, so that a new
-/// section is one printer function per output.
+/// Invokes `$m! { field: Pass => Section, ... }` with every pass that
+/// makes its own section of the model ([`super::MakesSection`]), in list
+/// order: `field` is its name in [`super::Passes`] and in
+/// [`crate::model::PassSections`] (the report's JSON key), `Section` the
+/// type it makes. The model's [`crate::model::PassSections`], the building
+/// of it, and the printers' dispatch over it are generated from this list.
 #[macro_export]
-macro_rules! for_each_section {
+macro_rules! for_each_pass_section {
     ($m:ident) => {
         $m! {
-            callsites: Vec<$crate::model::CallsiteRow>,
-            caches: Vec<$crate::model::CacheRow>,
-            size_classes: Vec<$crate::model::CacheRow>,
-            cross_cpu: $crate::model::CrossCpu,
-            misuse: Vec<$crate::model::Finding>,
-            trace_completeness: $crate::model::TraceCompleteness,
-            leaks: $crate::model::Leaks,
-            allocs: Option<Vec<$crate::model::AllocRow>>,
-            page_allocator: $crate::model::PageStats,
-            pages: $crate::model::PageReport,
+            cross_cpu: $crate::passes::cross_cpu::CrossCpuPass => $crate::model::CrossCpu,
         }
     };
 }
-
-/// Each listed section is a field of the report, of the listed type (an
-/// error when the crate is compiled).
-macro_rules! sections_are_fields {
-    ($($field:ident: $ty:ty,)*) => {
-        #[allow(dead_code)]
-        fn sections_are_fields(r: &$crate::model::Report) {
-            $(let _: &$ty = &r.$field;)*
-        }
-    };
-}
-for_each_section!(sections_are_fields);

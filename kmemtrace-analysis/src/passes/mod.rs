@@ -8,7 +8,7 @@
 //! A pass is one file: its state, its handler of the events it consumes
 //! ([`Pass::CONSUMES`], placed in shards by [`Pass::SHARD`]), its merge
 //! across shards ([`Pass::absorb`]) and, for a new pass, the code that makes
-//! its section of the model (as [`cross_cpu::CrossCpuPass::section`]). The
+//! its section of the model ([`MakesSection`], as [`cross_cpu`] does). The
 //! passes are listed once, in [`list`] ([`crate::for_each_pass`]): the
 //! [`Passes`] struct and its dispatch are generated from that list.
 //!
@@ -82,6 +82,39 @@ pub trait Pass<'a>: Sized {
     /// Adds another shard's pass.
     fn absorb(&mut self, other: &Self);
 }
+
+/// A pass that makes its own section of the model: a field of
+/// [`crate::model::PassSections`] named as the pass is in the list
+/// ([`crate::for_each_pass_section`]), built once the shards are added up.
+pub trait MakesSection<'a>: Pass<'a> {
+    /// The section: its JSON is the report's key of the pass's name.
+    type Section;
+    fn section(&self, ctx: &SectionContext<'_>) -> Self::Section;
+}
+
+/// What a pass may read besides its own state when it makes its section.
+pub struct SectionContext<'x> {
+    pub log: &'x Log,
+    pub syms: &'x crate::Symbols,
+    /// Where events were lost: findings inside are uncertain.
+    pub windows: &'x crate::stream::losses::Windows,
+}
+
+/// Generates the making of [`crate::model::PassSections`] from the list.
+macro_rules! pass_sections_of {
+    ($($field:ident: $pass:ty => $section:ty,)*) => {
+        impl crate::model::PassSections {
+            /// Each listed pass's section, from the passes added up.
+            pub fn of(passes: &Passes<'_>, ctx: &SectionContext<'_>) -> Self {
+                crate::model::PassSections {
+                    $($field: MakesSection::section(&passes.$field, ctx),)*
+                }
+            }
+        }
+    };
+}
+
+crate::for_each_pass_section!(pass_sections_of);
 
 /// The consumed kind and shard key agree: slab events are placed by their
 /// pointer, page events by their frame, a pass's tracepoints by its key.

@@ -6,7 +6,7 @@
 //! series is binned, every table bounded.
 
 mod page_sections;
-mod sections;
+pub(crate) mod sections;
 pub mod series;
 pub mod svg;
 mod table;
@@ -92,7 +92,7 @@ impl Printer for Html {
             Section::Misuse,
             Section::LiveTimeline,
             Section::Rates,
-            Section::CrossCpu,
+            Section::Passes,
             Section::Callsites,
             Section::Caches,
             Section::Leaks,
@@ -119,7 +119,7 @@ impl Printer for Html {
             Section::Misuse => sections::findings(&p, o),
             Section::LiveTimeline => sections::live(&p, o),
             Section::Rates => sections::rates(&p, o),
-            Section::CrossCpu => sections::cross_cpu(&p, o),
+            Section::Passes => crate::pass_sections::html(&p, o),
             Section::Callsites => sections::callsites(&p, o),
             Section::Caches => sections::caches(&p, o),
             Section::Leaks => sections::leaks(&p, o),

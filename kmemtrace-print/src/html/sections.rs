@@ -324,8 +324,7 @@ pub fn rate_charts(p: &Page<'_>, o: &mut String, cpus: &[CpuRateSeries], what: &
 }
 
 /// Which CPU allocated what which CPU freed.
-pub fn cross_cpu(p: &Page<'_>, o: &mut String) {
-    let x = &p.r.cross_cpu;
+pub fn cross_cpu(x: &CrossCpu, o: &mut String) {
     heading(o, "cross-cpu", "Frees by allocating and freeing CPU");
     if x.cpus.is_empty() {
         note(o, "No frees matched to their allocation.");

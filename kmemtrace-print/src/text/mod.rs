@@ -138,7 +138,7 @@ impl Printer for Text {
             Section::Header,
             Section::Callsites,
             Section::Caches,
-            Section::CrossCpu,
+            Section::Passes,
             Section::Allocs,
             Section::Summary,
             Section::Pages,
@@ -153,7 +153,8 @@ impl Printer for Text {
             Section::Header | Section::Summary => true,
             Section::Callsites => s.callsites,
             Section::Caches => s.caches,
-            Section::CrossCpu => s.matrix,
+            // Each pass section says itself whether the options ask for it.
+            Section::Passes => true,
             Section::Allocs => s.alloc,
             Section::Pages => s.page,
             Section::Misuse => s.misuse,
@@ -169,7 +170,7 @@ impl Printer for Text {
             Section::Header => header(out, r),
             Section::Callsites => callsite_table(out, r, s),
             Section::Caches => cache_tables(out, r, s),
-            Section::CrossCpu => cross_cpu_matrix(out, &r.cross_cpu),
+            Section::Passes => crate::pass_sections::text(out, r, s),
             Section::Allocs => {
                 if let Some(allocs) = &r.allocs {
                     object_table(out, allocs, s);
@@ -389,7 +390,7 @@ fn cache_tables(out: &mut String, r: &Report, s: &Sections) {
 }
 
 /// The allocating CPU x freeing CPU matrix.
-fn cross_cpu_matrix(out: &mut String, m: &CrossCpu) {
+pub(crate) fn cross_cpu_matrix(out: &mut String, m: &CrossCpu) {
     let _ = writeln!(
         out,
         "\nCROSS-CPU FREES (rows: allocating CPU, columns: freeing CPU): {} same-CPU, {} cross-CPU",
