@@ -16,7 +16,7 @@
 //!   [`stream::tracepoints`]: other tracepoints, by `system:name`.
 //! - [`event`]: the compact event the stream carries ([`event::Body`]).
 //! - [`passes`]: the analyses, one file each, listed once in
-//!   [`passes::list`] ([`for_each_pass!`]); those that make their own
+//!   [`passes`] ([`for_each_pass!`]); those that make their own
 //!   section of the model are listed in [`for_each_pass_section!`].
 //! - [`combine`], [`judge`]: what does not add up across shards (peaks,
 //!   first occurrences, loss judgements).
@@ -35,8 +35,8 @@
 //!    its section of the model (`Serialize`, `Deserialize`, `Default`: its
 //!    JSON is the report's key `NAME`) and the code that makes it, as
 //!    [`passes::cross_cpu`] does.
-//! 2. **The list**, [`passes::list`] and its module: `pub mod NAME;` in
-//!    `passes/mod.rs`, one line `NAME: Type,` in [`for_each_pass!`] and one
+//! 2. **The list**, in `passes/mod.rs` ([`passes`]): `pub mod NAME;`, one
+//!    line `NAME: Type,` in [`for_each_pass!`] and one
 //!    line `NAME: Type => Section,` in [`for_each_pass_section!`]. The
 //!    `Passes` struct, its dispatch and merge, [`model::PassSections`] (a
 //!    field of the report) and its making are generated from these lines.

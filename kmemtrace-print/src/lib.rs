@@ -4,7 +4,7 @@
 //!
 //! - [`Printer`] and [`Section`]: the one trait, and the sections each
 //!   printer renders with one function per section, in its own order
-//!   ([`print`] runs a printer over a report).
+//!   ([`print()`] runs a printer over a report).
 //! - [`PrintSection`]: how each section a pass makes itself prints, one
 //!   function per output, in one file (`pass_sections.rs`); the dispatch
 //!   over them is generated from the analysis' list.

@@ -10,7 +10,7 @@
 //! are in a hash table (one miss a lookup), and the ordered questions are
 //! answered by bitmaps of each 2^13-frame group, one per generation: a
 //! freed block is at most 2^13 frames (its order is kept at most
-//! [`MAX_BLOCK_ORDER`]), so the free holding a frame lies in the frame's
+//! `MAX_BLOCK_ORDER`), so the free holding a frame lies in the frame's
 //! group or the one before. The answers are the trees' (see the test
 //! against them). A group with a remembered free costs its bucket about
 //! 2 KiB of bitmaps (a group is 32 MiB of memory with 4 KiB pages).

@@ -9,7 +9,7 @@
 //! ([`Pass::CONSUMES`], placed in shards by [`Pass::SHARD`]), its merge
 //! across shards ([`Pass::absorb`]) and, for a new pass, the code that makes
 //! its section of the model ([`MakesSection`], as [`cross_cpu`] does). The
-//! passes are listed once, in [`list`] ([`crate::for_each_pass`]): the
+//! passes are listed once, in this module ([`crate::for_each_pass`]): the
 //! [`Passes`] struct and its dispatch are generated from that list.
 //!
 //! Each shard runs its own [`Passes`] over the events of its buckets; the
@@ -19,7 +19,6 @@
 pub mod cross_cpu;
 pub mod freed_frames;
 pub mod leaks;
-pub mod list;
 pub mod misuse;
 pub mod objects;
 pub mod page_misuse;
@@ -27,6 +26,46 @@ pub mod pages;
 pub mod slab;
 pub mod timeline;
 pub mod untraced;
+
+// The list: every pass once (its module above, its line below). Everything
+// that names every pass is generated from these lines: the [`Passes`]
+// struct, its dispatch of each event, the adding up of shards, the
+// tracepoints asked for, the model's [`crate::model::PassSections`] and
+// the printers' dispatch over them. A pass's place in the list is the order
+// it sees each event in.
+
+/// Invokes `$m! { 'a; field: Type, ... }` with every pass: `field` is its
+/// name in [`Passes`], `Type` implements [`Pass`]; `'a` is
+/// the lifetime of what the passes borrow ([`PassSetup`]). Other
+/// crates may generate their own per-pass code from it.
+#[macro_export]
+macro_rules! for_each_pass {
+    ($m:ident) => {
+        $m! {
+            'a;
+            slab: $crate::passes::slab::SlabPass,
+            misuse: $crate::passes::misuse::MisusePass,
+            cross_cpu: $crate::passes::cross_cpu::CrossCpuPass,
+            untraced: $crate::passes::untraced::UntracedPass,
+            pages: $crate::passes::pages::PagesPass<'a>,
+        }
+    };
+}
+
+/// Invokes `$m! { field: Pass => Section, ... }` with every pass that
+/// makes its own section of the model ([`MakesSection`]), in list
+/// order: `field` is its name in [`Passes`] and in
+/// [`crate::model::PassSections`] (the report's JSON key), `Section` the
+/// type it makes. The model's [`crate::model::PassSections`], the building
+/// of it, and the printers' dispatch over it are generated from this list.
+#[macro_export]
+macro_rules! for_each_pass_section {
+    ($m:ident) => {
+        $m! {
+            cross_cpu: $crate::passes::cross_cpu::CrossCpuPass => $crate::model::CrossCpu,
+        }
+    };
+}
 
 use crate::event::{Body, Event, Page, ShardKey, Tracepoint};
 use crate::run::Options;

@@ -215,7 +215,7 @@ pub struct PagesPass<'a> {
     /// Frames freed twice, blocks allocated while live, frees with
     /// another order than the allocation's.
     pub misuse: PageMisuse,
-    /// Successful allocations by [order][migratetype].
+    /// Successful allocations by \[order\]\[migratetype\].
     pub by_order_migratetype: Vec<[u64; MIGRATETYPE_SLOTS]>,
     /// Refills and drains by CPU: (refilled pages, drained pages).
     pub per_cpu: FastMap<u16, (u64, u64)>,
@@ -512,7 +512,7 @@ pub struct LivePages {
     pub blocks: u64,
     pub bytes: u64,
     pub oldest_ts: Option<u64>,
-    /// Blocks by [order][migratetype].
+    /// Blocks by \[order\]\[migratetype\].
     pub by_order_migratetype: Vec<[u64; MIGRATETYPE_SLOTS]>,
     /// Blocks by what their allocation is counted under.
     pub by_site: FastMap<SiteKey, Requests>,

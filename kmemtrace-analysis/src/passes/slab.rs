@@ -509,7 +509,7 @@ impl SlabPass {
         }
     }
 
-    /// Adds another shard's aggregates (see [`Agg::absorb`] for the peaks).
+    /// Adds another shard's aggregates (see `Agg::absorb` for the peaks).
     pub fn absorb(&mut self, o: &SlabPass) {
         self.live_series.absorb(&o.live_series);
         if let (Some(mine), Some(theirs)) = (&mut self.site_live, &o.site_live) {

@@ -8,7 +8,7 @@
 //! (cache or kmalloc size) and per call site over every event of the time
 //! window, whatever the other filters: they say what the trace is, not
 //! what was selected. The misuse judgement
-//! ([`crate::build::misuse`]) reads them to tell the kernel's misuse from
+//! (`build::misuse`) reads them to tell the kernel's misuse from
 //! the trace's gaps.
 
 use super::objects::{Obj, Resolution, SlabSeen, NO_SITE};

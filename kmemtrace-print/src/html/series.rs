@@ -84,7 +84,7 @@ fn thin(v: Vec<(f64, f64)>, len: f64) -> Vec<(f64, f64)> {
 }
 
 /// The bin width rate charts share: the widest of the series' widths,
-/// and wide enough for at most [`MAX_RATE_BINS`] bins over the span. All
+/// and wide enough for at most `MAX_RATE_BINS` bins over the span. All
 /// widths are powers of two, so every series re-bins onto it exactly.
 pub fn rate_width<'a>(series: impl Iterator<Item = &'a TimeSeries>, span: Span) -> u64 {
     let mut w = series.map(|s| s.bin_ns).max().unwrap_or(1).max(1);
