@@ -25,9 +25,9 @@ use kmemtrace_analysis::stream::merge::Merger;
 use kmemtrace_analysis::stream::{Assembler, Shard, StreamInput, EPOCH_SHIFT, LOOK_AHEAD};
 use kmemtrace_analysis::{analyse, Options, Symbols};
 use kmemtrace_format::block::{decode_payload_into, PayloadDecoder, BLOCK_HEADER_LEN};
-use kmemtrace_format::log::{CpuBlockRef, Log};
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
-use kmemtrace_format::walk::{subbufs, with_endian, WithEndian};
+use kmemtrace_import::log::{CpuBlockRef, Log};
+use kmemtrace_import::walk::{subbufs, with_endian, WithEndian};
 use kmemtrace_kernel::Endian;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::AtomicU64;
@@ -131,8 +131,8 @@ fn main() {
         filter: &filter,
         progress: &progress,
         shards,
-        switches: kmemtrace_format::tasks::SwitchReader::new(&log),
-        stack_reader: kmemtrace_format::stacks::StackReader::new(&log),
+        switches: kmemtrace_import::tasks::SwitchReader::new(&log),
+        stack_reader: kmemtrace_import::stacks::StackReader::new(&log),
         stacks: &stack_table,
         tracepoints: &tracepoints,
     };

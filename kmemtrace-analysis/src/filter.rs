@@ -49,8 +49,8 @@ impl Filter {
 
     /// Leaves out the events of the recorder's own threads that `log`
     /// lists (not the interrupt work recorded while one was current).
-    pub fn leave_out_recorder(&mut self, log: &kmemtrace_format::log::Log) {
-        self.recorder = kmemtrace_format::tasks::recorder_tids(log)
+    pub fn leave_out_recorder(&mut self, log: &kmemtrace_import::log::Log) {
+        self.recorder = kmemtrace_import::tasks::recorder_tids(log)
             .into_iter()
             .collect();
     }

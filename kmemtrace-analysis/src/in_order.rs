@@ -12,8 +12,8 @@
 //! thread holding one chunk per CPU: it is for listing events, where the
 //! printing costs more than the reading.
 
-use kmemtrace_format::log::{BlockScratch, CpuBlockRef};
-use kmemtrace_format::walk::{subbufs, with_endian, SubBufSource, WithEndian};
+use kmemtrace_import::log::{BlockScratch, CpuBlockRef};
+use kmemtrace_import::walk::{subbufs, with_endian, SubBufSource, WithEndian};
 use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, RB_EVNT_MIN_SIZE};
 use kmemtrace_kernel::{Endian, RbRecordKind, SubBufLayout};
 use std::cmp::Reverse;
@@ -209,7 +209,7 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
 mod tests {
     use super::*;
     use kmemtrace_format::block::{BlockHeader, BlockType};
-    use kmemtrace_format::log::Problem;
+    use kmemtrace_import::log::Problem;
     use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
     use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
 

@@ -323,13 +323,13 @@ pub struct SiteSeries {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
     /// The container: a damaged, missing or unreadable block.
-    Log(kmemtrace_format::log::Problem),
+    Log(kmemtrace_import::log::Problem),
     /// A kmem event format the decoder cannot fully use.
     Format(String),
     /// A CPU's data: a sub-buffer or record that does not decode.
     Data {
         cpu: u32,
-        problem: kmemtrace_format::log::Problem,
+        problem: kmemtrace_import::log::Problem,
     },
     /// More data problems on a CPU than are listed.
     NotListed { cpu: u32, count: u64 },
@@ -752,7 +752,7 @@ pub struct Filters {
     pub recorder_tasks: Vec<i32>,
 }
 
-/// The tasks a pid-filtered recording traced (kmemtrace_format::tasks).
+/// The tasks a pid-filtered recording traced (kmemtrace_import::tasks).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TracedTree {
     /// The pids the recorder was asked for (threads, or the command).

@@ -1,7 +1,7 @@
 //! Page call sites from kernel stacks.
 //!
 //! `mm_page_alloc` carries no call site: the recorder has the kernel take a
-//! stack with it ([`kmemtrace_format::stacks`]). Its innermost frames are
+//! stack with it ([`kmemtrace_import::stacks`]). Its innermost frames are
 //! the tracing machinery (`trace_event_raw_event_mm_page_alloc`) and the
 //! page allocator's own functions; the **call site** is the first frame
 //! after them, as perf kmem takes it.

@@ -11,14 +11,14 @@ use crate::passes::{leaks, PassSetup, Passes};
 use crate::stream::tracepoints::Tracepoints;
 use crate::stream::{run, Progress, StreamSetup};
 use crate::symbols::Symbols;
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 
 /// What to analyse and how to present it.
 pub struct Options {
     pub filter: Filter,
     pub comm: Option<String>,
     /// The traced tasks of a pid-filtered recording, when they select.
-    pub traced: Option<kmemtrace_format::tasks::TracedTasks>,
+    pub traced: Option<kmemtrace_import::tasks::TracedTasks>,
     pub per_pointer: bool,
     /// Freed pointers remembered per generation (double-free horizon).
     pub remember_frees: usize,
@@ -72,7 +72,7 @@ impl Options {
     /// neighbours' events through). `kmemtrace-report LOG` with no
     /// options, and `kmemtrace-diff` on a log, analyse this way.
     pub fn select_as_recorded(&mut self, log: &Log, traced_tree: bool) {
-        use kmemtrace_format::tasks::traced_tasks;
+        use kmemtrace_import::tasks::traced_tasks;
         self.filter.leave_out_recorder(log);
         if traced_tree {
             if let Some(t) = traced_tasks(log) {

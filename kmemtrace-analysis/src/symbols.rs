@@ -13,7 +13,7 @@ pub struct Symbols {
 impl Symbols {
     /// The log's own kallsyms (taken out of the log), saying where the
     /// names come from or why there are none.
-    pub fn of_log(log: &mut kmemtrace_format::log::Log) -> Symbols {
+    pub fn of_log(log: &mut kmemtrace_import::log::Log) -> Symbols {
         let t = log.kallsyms.take();
         let restricted = t.as_ref().is_some_and(|k| k.is_restricted());
         let t = t.filter(|k| !k.is_empty());

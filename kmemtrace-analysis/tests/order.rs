@@ -9,7 +9,7 @@ use kmemtrace_analysis::stream::blocks::Blocks;
 use kmemtrace_analysis::stream::decode::Decoder;
 use kmemtrace_analysis::stream::merge::{Merger, OrderKey};
 use kmemtrace_analysis::stream::{Assembler, StreamInput};
-use kmemtrace_format::log::{CpuBlockRef, Log};
+use kmemtrace_import::log::{CpuBlockRef, Log};
 use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
 use std::sync::atomic::AtomicU64;

@@ -16,9 +16,9 @@
 use kmemtrace_check::{check_log, Options};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::{Meta, MetaKind, StatsPhase, StatsRecord};
 use kmemtrace_format::writer::LogWriter;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{parse_subbuf, Endian, HeaderPage, RbRecordKind, RunTimeEndian};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};

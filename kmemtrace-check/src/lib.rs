@@ -20,7 +20,7 @@ pub mod json;
 pub use checks::Options;
 pub use findings::{Report, Verdict};
 
-use kmemtrace_format::log::{Log, LogError};
+use kmemtrace_import::log::{Log, LogError};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 

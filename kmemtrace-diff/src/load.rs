@@ -143,7 +143,7 @@ fn wrong_schema(schema: Option<&str>) -> String {
 /// The report of `path`, and what its log lacks (for a log).
 fn report(
     path: &Path,
-) -> Result<(Report, Option<kmemtrace_format::completeness::Incomplete>), String> {
+) -> Result<(Report, Option<kmemtrace_import::completeness::Incomplete>), String> {
     let mut log = if path.as_os_str() == "-" {
         // Standard input, read once: a document or a log.
         let mut bytes = Vec::new();
@@ -153,7 +153,7 @@ fn report(
         if starts_like_json(&bytes) {
             return Ok((document(&bytes)?, None));
         }
-        kmemtrace_format::log::Log::from_bytes("<stdin>", &bytes).map_err(|e| e.to_string())?
+        kmemtrace_import::log::Log::from_bytes("<stdin>", &bytes).map_err(|e| e.to_string())?
     } else if looks_like_json(path).map_err(|e| e.to_string())? {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         return Ok((document(&bytes)?, None));

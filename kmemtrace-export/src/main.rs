@@ -2,7 +2,7 @@
 
 use clap::{Parser, ValueEnum};
 use kmemtrace_cli::exit::{self, Code};
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

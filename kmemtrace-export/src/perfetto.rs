@@ -43,10 +43,10 @@ use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
 use kmemtrace_analysis::model::TimeSeries;
 use kmemtrace_format::arch::clock_in_ns;
-use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_format::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
-use kmemtrace_format::walk::SubBufSource;
+use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log, Problem};
+use kmemtrace_import::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
+use kmemtrace_import::walk::SubBufSource;
 use kmemtrace_kernel::{
     Endian, EventFormat, Field, FieldKind, KmemKind, RunTimeEndian, SubBufLayout,
 };

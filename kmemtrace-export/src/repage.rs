@@ -13,7 +13,7 @@
 //! room for the count). Padding that does not fit where a page ends is
 //! left out: it holds no event and no time.
 
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::subbuf::{
     parse_subbuf, RbRecordKind, SubBufLayout, RB_MISSED_EVENTS, RB_MISSED_STORED,
 };

@@ -14,8 +14,8 @@
 
 use crate::progress::Progress;
 use crate::repage::Cutter;
-use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_format::records::{MetaKind, StatsPhase};
+use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::io::{self, Seek, Write};

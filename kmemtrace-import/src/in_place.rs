@@ -22,13 +22,11 @@
 //! directory is never held in memory: a chunk is read when it is asked for.
 
 use crate::dump::{Container, Dump};
+use crate::log::{BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Problem, ProblemKind};
 use crate::tracedat::{decompress_into, Algo, CpuData};
 use crate::{CpuTally, ImportError, Plan, RecordSink, BLOCK_BYTES, END_REASON};
 use kmemtrace_format::block::{
     BlockHeader, BlockType, Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN, VERSION_MAJOR,
-};
-use kmemtrace_format::log::{
-    BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Problem, ProblemKind,
 };
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};

@@ -1,9 +1,19 @@
-//! kmemtrace-import: turns a raw tracefs dump into a kmemtrace log with the
-//! content a live recording would have had, so that kmemtrace-check and
-//! kmemtrace-report work on it unchanged (`kmemtraced --import` is its
-//! command line); [`open_log`] opens a dump or a trace.dat as such a log
-//! in place, with the same records and no file written. Reading only: no
-//! system call beyond files, so it builds and runs anywhere.
+//! kmemtrace-import: the inputs. Every program reads a capture through
+//! [`open_log`], whatever it is: a kmemtrace log, a trace-cmd trace.dat or
+//! a `kmemtrace-capture.sh` dump, each opened in place as one [`Log`] (its
+//! metadata, and its per-CPU sub-buffers read on demand through the one
+//! walker, [`walk`]). Reading only: no system call beyond files, so it
+//! builds and runs anywhere.
+//!
+//! - [`log`]: a capture opened for analysis (formats, symbols, tasks,
+//!   per-CPU blocks, problems); [`walk`]: the one walker over its
+//!   sub-buffers behind the source trait; [`completeness`]: what a damaged
+//!   or cut log lacks; what the recorder saved beside the events:
+//!   [`tasks`], [`stacks`], [`pagetypes`];
+//! - [`import`] (`kmemtraced --import`): a dump turned into a kmemtrace log
+//!   with the content a live recording would have had; [`tracedat`],
+//!   [`byteorder`], [`sniff`]: reading trace.dat files, telling a dump's
+//!   byte order, naming files that are no capture.
 //!
 //! A dump is a directory laid out like a tracefs instance, or a tar of one
 //! (plain or gzip'd, possibly under a leading directory):
@@ -31,11 +41,19 @@
 #![forbid(unsafe_code)]
 
 pub mod byteorder;
+pub mod completeness;
 mod dump;
 mod in_place;
+pub mod log;
+pub mod pagetypes;
 pub mod sniff;
+pub mod stacks;
+pub mod tasks;
 pub mod tracedat;
 mod ustar;
+pub mod walk;
+
+pub use log::{Log, LogError, Problem, ProblemKind};
 
 use byteorder::{ByteOrder, Evidence, Plausibility};
 use dump::{Container, Dump};
@@ -751,14 +769,8 @@ fn write_metadata<S: RecordSink>(
     }
     // /proc files the analysis reads under their recorder names.
     for (file, name) in [
-        (
-            "pagetypeinfo",
-            kmemtrace_format::pagetypes::PAGETYPEINFO_META,
-        ),
-        (
-            "min_free_kbytes",
-            kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META,
-        ),
+        ("pagetypeinfo", crate::pagetypes::PAGETYPEINFO_META),
+        ("min_free_kbytes", crate::pagetypes::MIN_FREE_KBYTES_META),
     ] {
         if let (Some(n), Some(b)) = (d.which(file), d.get(file)) {
             used.insert(n);
@@ -987,10 +999,8 @@ fn write_end_stats(
 /// (the `in_place` module: no file is written), so every tool reads them
 /// directly. Anything else is refused with what it is and what to run
 /// ([`sniff`]).
-pub fn open_log(
-    path: &Path,
-) -> Result<kmemtrace_format::log::Log, kmemtrace_format::log::LogError> {
-    use kmemtrace_format::log::{Log, LogError};
+pub fn open_log(path: &Path) -> Result<crate::log::Log, crate::log::LogError> {
+    use crate::log::{Log, LogError};
     let kind = if path.as_os_str() == "-" {
         sniff::Input::Log
     } else {
@@ -1017,14 +1027,14 @@ const DUMP_SUFFIX: &str = " (capture-script dump)";
 
 /// Whether a log [`open_log`] returned reads another input in place (a
 /// trace.dat): its sizes and offsets are then that file's.
-pub fn read_in_place(log: &kmemtrace_format::log::Log) -> bool {
+pub fn read_in_place(log: &crate::log::Log) -> bool {
     log.name.ends_with(TRACEDAT_SUFFIX)
 }
 
 /// What a log [`open_log`] returned was made from, if not a kmemtrace log:
 /// its sizes and offsets are the converted log's, not the file's, unless
 /// it was [`read_in_place`].
-pub fn converted_from(log: &kmemtrace_format::log::Log) -> Option<&'static str> {
+pub fn converted_from(log: &crate::log::Log) -> Option<&'static str> {
     if log.name.ends_with(TRACEDAT_SUFFIX) {
         Some("a trace-cmd trace.dat")
     } else if log.name.ends_with(DUMP_SUFFIX) {

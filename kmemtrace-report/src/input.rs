@@ -6,7 +6,7 @@ use crate::cli::Cli;
 use crate::{usage, Stop};
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::human::thousands;
 use kmemtrace_kernel::kallsyms::Kallsyms;
 
@@ -132,7 +132,7 @@ pub fn select_tasks_and_time(
         filter.comm_pids = Some(filter::tasks_named(c, &log.pids)?);
     }
     if let Some((a, b)) = window {
-        let first = kmemtrace_format::walk::first_event_ts(log).unwrap_or(0);
+        let first = kmemtrace_import::walk::first_event_ts(log).unwrap_or(0);
         let start = a.map_or(0, |t| t.resolve(first));
         let end = b.map_or(u64::MAX, |t| t.resolve(first));
         if end < start {
@@ -140,7 +140,7 @@ pub fn select_tasks_and_time(
         }
         // A window beside the capture selects nothing: say so, as --cpu
         // does for a CPU the log does not have.
-        let last = kmemtrace_format::walk::last_event_ts(log).unwrap_or(first);
+        let last = kmemtrace_import::walk::last_event_ts(log).unwrap_or(first);
         if start > last || end < first {
             let rel = |t: u64| t.saturating_sub(first) as f64 / 1e9;
             return Err(format!(

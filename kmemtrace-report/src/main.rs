@@ -17,7 +17,7 @@ use cli::Cli;
 use input::Asked;
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::human::thousands;
 use std::process::ExitCode;
 

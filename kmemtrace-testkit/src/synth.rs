@@ -419,7 +419,7 @@ pub fn sync_word_storm(size: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kmemtrace_format::Log;
+    use kmemtrace_import::Log;
     use kmemtrace_kernel::RbRecordKind;
 
     const KMALLOC_61_ARMHF: &str = "name: kmalloc\nID: 464\nformat:\n\

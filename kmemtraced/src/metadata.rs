@@ -275,14 +275,14 @@ pub fn static_metas(
     // pageblock order: they differ between kernels and configurations.
     if let Ok(b) = crate::tracefs::read_whole(Path::new("/proc/pagetypeinfo")) {
         let mut m = Meta::new(MetaKind::Other, b);
-        m.name = kmemtrace_format::pagetypes::PAGETYPEINFO_META.into();
+        m.name = kmemtrace_import::pagetypes::PAGETYPEINFO_META.into();
         metas.push(m);
     }
     // The reserve the fragmentation advice raises, to put the current
     // value in it.
     if let Ok(b) = fs::read("/proc/sys/vm/min_free_kbytes") {
         let mut m = Meta::new(MetaKind::Other, b);
-        m.name = kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META.into();
+        m.name = kmemtrace_import::pagetypes::MIN_FREE_KBYTES_META.into();
         metas.push(m);
     }
     // Read with large reads, and trimmed: /proc reports size 0, so the

@@ -329,12 +329,12 @@ fn pid_list(pids: &[u32]) -> String {
 }
 
 /// What a pid-filtered recording asked for, for the log (see
-/// kmemtrace_format::tasks): the analysis keeps these tasks and their
+/// kmemtrace_import::tasks): the analysis keeps these tasks and their
 /// descendants, and leaves out the neighbours the kernel's filter lets
 /// through around context switches and wake-ups.
 fn pid_filter_meta(pids: &[u32]) -> Meta {
     let mut m = Meta::new(MetaKind::Other, pid_list(pids));
-    m.name = kmemtrace_format::tasks::PID_FILTER_META.into();
+    m.name = kmemtrace_import::tasks::PID_FILTER_META.into();
     m
 }
 
@@ -413,7 +413,7 @@ fn with_main_thread(mut tids: Vec<i32>) -> Vec<i32> {
 fn write_own_threads(session: &mut Session, tids: &[i32]) {
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
     let mut m = Meta::new(MetaKind::Other, list.join(" ").into_bytes());
-    m.name = kmemtrace_format::tasks::RECORDER_TIDS_META.into();
+    m.name = kmemtrace_import::tasks::RECORDER_TIDS_META.into();
     session.write_meta(m);
 }
 
@@ -436,7 +436,7 @@ fn add_idle_switches(dir: &TraceDir, events: &mut Vec<Event>) {
         && dir
             .write(
                 "events/sched/sched_switch/filter",
-                kmemtrace_format::tasks::IDLE_SWITCH_FILTER,
+                kmemtrace_import::tasks::IDLE_SWITCH_FILTER,
             )
             .is_err()
     {
@@ -477,7 +477,7 @@ fn page_stack_trigger_not_ours(tids: &[i32]) -> String {
 /// ([`start_page_stacks`]). `None` where `mm_page_alloc` is not recorded or
 /// the kernel has no `kernel_stack` format (said in a note).
 fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -> Option<Event> {
-    use kmemtrace_format::stacks::{STACK_EVENT, STACK_SYSTEM};
+    use kmemtrace_import::stacks::{STACK_EVENT, STACK_SYSTEM};
     if !events
         .iter()
         .any(|e| e.system == "kmem" && e.name == "mm_page_alloc")
@@ -591,7 +591,7 @@ fn start_tracing(
     if stacks {
         match start_page_stacks(dir, own_tids) {
             Ok(trigger) => {
-                use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
+                use kmemtrace_import::stacks::{page_stacks_text, PAGE_STACKS_META};
                 let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
                 m.name = PAGE_STACKS_META.into();
                 session.write_meta(m);

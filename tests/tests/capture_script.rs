@@ -10,8 +10,8 @@
 
 mod common;
 
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::{MetaKind, StatsPhase};
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::fs;
@@ -338,7 +338,7 @@ fn script_records_a_workload_under_busybox_and_imports() {
     assert!(log.kallsyms.is_some());
     assert!(meta_other(&log, "capture_info").is_some());
     // The /proc files the page analysis reads, under the recorder's names.
-    use kmemtrace_format::pagetypes::{self, MIN_FREE_KBYTES_META, PAGETYPEINFO_META};
+    use kmemtrace_import::pagetypes::{self, MIN_FREE_KBYTES_META, PAGETYPEINFO_META};
     assert!(meta_other(&log, PAGETYPEINFO_META).is_some());
     assert_eq!(pagetypes::of_log(&log).fallback, None);
     assert!(meta_other(&log, MIN_FREE_KBYTES_META).is_some());

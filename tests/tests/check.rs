@@ -425,7 +425,7 @@ pub fn assert_truncations(bytes: &[u8], n: usize, seed: u64) {
             .copied()
             .filter(|(s, e)| *e <= cut && bytes[*s as usize + 4] == 3)
             .collect();
-        let log = kmemtrace_format::log::Log::from_bytes("t", &bytes[..cut as usize]).unwrap();
+        let log = kmemtrace_import::log::Log::from_bytes("t", &bytes[..cut as usize]).unwrap();
         assert_eq!(log.blocks.len(), complete.len(), "cut {cut}");
         let subbufs: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
         assert_eq!(r["total"]["blocks"], complete.len() as u64, "cut {cut}");

@@ -9,8 +9,8 @@
 mod common;
 
 use flate2::read::GzDecoder;
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::{NoteRecord, StatsPhase};
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{CpuStats, Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::fs;

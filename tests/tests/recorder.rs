@@ -5,9 +5,9 @@
 
 mod common;
 
-use kmemtrace_format::log::Log;
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::{MetaKind, Record};
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::KmemKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -351,7 +351,7 @@ fn file_opens_show_as_kmem_cache_alloc_with_the_pid() {
         .unwrap()
         .parse()
         .unwrap();
-    let own = kmemtrace_format::tasks::recorder_tids(&l);
+    let own = kmemtrace_import::tasks::recorder_tids(&l);
     assert!(own.contains(&recorder), "{own:?} lacks {recorder}");
     assert!(own.len() > l.cpus().len(), "{own:?}");
     let mine: Vec<&Ev> = evs
@@ -494,14 +494,14 @@ fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
     let fns = p["allocator_functions"].as_array().unwrap();
     assert!(fns.len() >= 3, "{fns:?}");
     // The reserve the fragmentation advice raises, as this machine has it.
-    let log = kmemtrace_format::log::Log::open(&with).unwrap();
+    let log = kmemtrace_import::log::Log::open(&with).unwrap();
     let want: u64 = std::fs::read_to_string("/proc/sys/vm/min_free_kbytes")
         .unwrap()
         .trim()
         .parse()
         .unwrap();
     assert_eq!(
-        kmemtrace_format::pagetypes::min_free_kbytes(&log),
+        kmemtrace_import::pagetypes::min_free_kbytes(&log),
         Some(want)
     );
 
@@ -1215,7 +1215,7 @@ fn a_recording_that_fails_waits_for_the_command_instead_of_orphaning_it() {
 /// Of the records of events with holes, how many there are and how many
 /// have only zero bytes in them.
 fn zero_holes(log: &Path) -> (u64, u64) {
-    use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+    use kmemtrace_import::walk::{walk_cpu, with_endian, WithEndian};
     use kmemtrace_kernel::RbRecordKind;
     let l = Log::open(log).unwrap();
     let by_id: std::collections::HashMap<u16, Vec<std::ops::Range<usize>>> = l
@@ -1337,10 +1337,10 @@ fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
     assert_eq!(out.status.code(), Some(0));
     let l = Log::open(&log).unwrap();
     let trigger = l
-        .meta(MetaKind::Other, kmemtrace_format::stacks::PAGE_STACKS_META)
+        .meta(MetaKind::Other, kmemtrace_import::stacks::PAGE_STACKS_META)
         .map(|m| String::from_utf8_lossy(&m.content).into_owned())
         .unwrap_or_default();
-    let own = kmemtrace_format::tasks::recorder_tids(&l);
+    let own = kmemtrace_import::tasks::recorder_tids(&l);
     assert!(!own.is_empty());
     for t in own {
         assert!(trigger_leaves_out(&trigger, t), "{t}: {trigger}");

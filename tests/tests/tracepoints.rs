@@ -9,7 +9,7 @@ use kmemtrace_analysis::filter::Filter;
 use kmemtrace_analysis::intern::SiteTable;
 use kmemtrace_analysis::stream::{run, OrderKey, Shard, StreamSetup};
 use kmemtrace_analysis::{Body, Event, Request, ShardKey, Tracepoints};
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use std::process::Command;
 
 /// Keeps the requested events it is handed, with their place.

@@ -6,7 +6,7 @@
 //! two passes each: ring-buffer records only, and records plus typed kmem
 //! events. Prints events per second. Timing lives here, never in tests.
 
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, EventFormat, HeaderPage, KmemDecoder, LittleEndian,
     RbRecordKind, RunTimeEndian, SubBufLayout,

@@ -17,8 +17,8 @@
 //! bit for bit.
 
 use kmemtrace_format::kpack::{Packer, Shape, Unpacker};
-use kmemtrace_format::log::Log;
-use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+use kmemtrace_import::log::Log;
+use kmemtrace_import::walk::{walk_cpu, with_endian, WithEndian};
 use kmemtrace_kernel::Endian;
 use std::time::Instant;
 

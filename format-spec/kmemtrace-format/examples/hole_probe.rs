@@ -16,8 +16,8 @@
 //! what a mapped reader would add to zero them again: a walk of the records
 //! clearing each event's holes, found from its format.
 
-use kmemtrace_format::log::Log;
-use kmemtrace_format::walk::{walk_cpu, with_endian, WithEndian};
+use kmemtrace_import::log::Log;
+use kmemtrace_import::walk::{walk_cpu, with_endian, WithEndian};
 use kmemtrace_kernel::{parse_subbuf, Endian, RbRecordKind, SubBufLayout, WrittenExtent};
 use std::ops::Range;
 use std::time::Instant;

@@ -8,8 +8,8 @@ use kmemtrace_format::block::{
     encode_file_header_minor, BlockCompressor, BlockType, Compression, FILE_HEADER_LEN,
 };
 use kmemtrace_format::kpack::{Packer, Shape};
-use kmemtrace_format::log::Log;
 use kmemtrace_format::reader::{Item, LogReader};
+use kmemtrace_import::log::Log;
 use std::io::Write;
 use std::path::Path;
 

@@ -4,7 +4,8 @@
 //! container around what the recorder copied out of the kernel. The
 //! kernel's own formats inside it (sub-buffers, event formats, kmem
 //! events, kallsyms, ...) are `kmemtrace-kernel`'s; this crate stores them
-//! and finds them again.
+//! and finds them again; opening a log for analysis (with the other
+//! inputs, a trace.dat and a capture-script dump) is `kmemtrace-import`'s.
 //!
 //! Data flows one way through the modules:
 //!
@@ -12,11 +13,6 @@
 //!   [`kpack`], which walks sub-buffers with the kernel crate's decoder),
 //!   [`tlv`], [`records`] (typed block payloads: [`arch`] tag, metadata,
 //!   CPU data, statistics, end), [`writer`] and [`reader`];
-//! - the **opened log**: [`log`] (a whole log opened for analysis: its
-//!   formats, symbols, tasks and per-CPU blocks), [`walk`] (the one walker
-//!   over its sub-buffers, behind a source trait that other inputs
-//!   implement too), [`completeness`], and what the recorder saved beside
-//!   the events: [`tasks`], [`stacks`], [`pagetypes`];
 //! - [`private_file`]: owner-only output files for what holds a capture's
 //!   addresses and symbols.
 //!
@@ -34,19 +30,10 @@ pub mod records;
 pub mod tlv;
 pub mod writer;
 
-// The opened log.
-pub mod completeness;
-pub mod log;
-pub mod pagetypes;
-pub mod stacks;
-pub mod tasks;
-pub mod walk;
-
 pub mod private_file;
 
 pub use arch::ArchTag;
 pub use block::{BlockCompressor, BlockHeader, BlockType, Compression, PayloadDecoder};
-pub use log::{Log, LogError, Problem, ProblemKind};
 pub use reader::{Item, LogReader, OpenError, RawBlock};
 pub use records::{Meta, MetaKind, Record, RecordError};
 pub use writer::LogWriter;

@@ -341,7 +341,7 @@ proptest! {
             b[i % n] = v;
         }
         // A problem carries its offset once: its text never repeats it.
-        if let Ok(log) = kmemtrace_format::log::Log::from_bytes("m", &b) {
+        if let Ok(log) = kmemtrace_import::log::Log::from_bytes("m", &b) {
             for p in &log.problems {
                 prop_assert!(!p.what.starts_with("offset "), "{}", p);
             }

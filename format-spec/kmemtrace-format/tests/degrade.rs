@@ -3,9 +3,9 @@
 //! (ARCH_COPY); a damaged kallsyms part costs that part's symbols only.
 
 use kmemtrace_format::block::BlockType;
-use kmemtrace_format::log::Log;
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::{kallsyms_metas, MetaKind, Record};
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::RunTimeEndian;
 use kmemtrace_testkit::synth::LogBuilder;
 

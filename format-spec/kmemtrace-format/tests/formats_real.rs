@@ -154,7 +154,7 @@ fn every_format_parses_here_and_foreign() {
 /// armhf, 8-byte at 16 on s390x and x86_64.
 #[test]
 fn kernel_stack_formats() {
-    use kmemtrace_format::stacks::StackReader;
+    use kmemtrace_import::stacks::StackReader;
     let here = Path::new(TRACEFS).join("events/ftrace/kernel_stack/format");
     let mut cases = Vec::new();
     if here.is_file() {
@@ -486,7 +486,7 @@ fn foreign_kmem_events_print_like_the_foreign_kernel() {
 /// field, as that kernel printed it.
 #[test]
 fn boot_capture_of_another_kernel_prints_like_it() {
-    use kmemtrace_format::log::{BlockScratch, Log};
+    use kmemtrace_import::log::{BlockScratch, Log};
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
     let log = Log::open(&data.join("boot-6.1-x86_64.kmt")).unwrap();
     assert!(log.problems.is_empty(), "{:?}", log.problems);

@@ -2,8 +2,8 @@
 //! numbers (`%ld` of an unsigned long, FORMAT.md §9): the log reads them in
 //! the arch tag's long width, and losses come out as the kernel counted.
 
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{CpuStats, RunTimeEndian};
 use kmemtrace_testkit::synth::LogBuilder;
 

@@ -5,7 +5,7 @@
 #[allow(dead_code)]
 mod make_vectors;
 
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{
     BigEndian, Endian, KmemDecoder, KmemKind, LittleEndian, RbRecordKind, RunTimeEndian,
 };
@@ -150,7 +150,7 @@ fn damaged_vectors_report_what_their_description_says() {
     )) + 20;
     assert_eq!(
         p.kind,
-        kmemtrace_format::log::ProblemKind::Damage {
+        kmemtrace_import::log::ProblemKind::Damage {
             skipped: damaged_len
         }
     );

@@ -20,8 +20,8 @@ use crate::passes::Passes;
 use crate::run::Options;
 use crate::stream::StreamEnd;
 use crate::symbols::Symbols;
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::{FlagTable, KmemDecoder};
 
 pub(crate) struct Ctx<'a> {
@@ -252,7 +252,7 @@ pub fn build(
     let (caches, size_classes) = caches(&ctx);
     let sections =
         crate::model::PassSections::of(an, &crate::passes::SectionContext { log, syms, windows });
-    let mut tasks = kmemtrace_format::tasks::TaskSightings::default();
+    let mut tasks = kmemtrace_import::tasks::TaskSightings::default();
     for c in &summaries {
         tasks.absorb(&c.tasks);
     }
@@ -262,7 +262,7 @@ pub fn build(
         pid_filtered: log
             .meta(
                 kmemtrace_format::records::MetaKind::Other,
-                kmemtrace_format::tasks::PID_FILTER_META,
+                kmemtrace_import::tasks::PID_FILTER_META,
             )
             .is_some(),
     };

@@ -162,7 +162,7 @@ fn fragmentation(cx: &Ctx<'_>, p: &PageReport, types: &PageTypes, out: &mut Vec<
     let pageblock_kb = page_kb << pb_order.min(40);
     let (nodes, nodes_from) = nodes(cx, types);
     let step = 3 * pageblock_kb * u64::from(nodes);
-    let current = kmemtrace_format::pagetypes::min_free_kbytes(cx.log);
+    let current = kmemtrace_import::pagetypes::min_free_kbytes(cx.log);
     let now = match current {
         Some(c) => format!("now {c}: set vm.min_free_kbytes={}", c + step),
         None => "the log does not hold the current value".into(),

@@ -53,8 +53,8 @@ fn page_stacks(
     stacks: &[Box<[u64]>],
 ) -> PageStacks {
     PageStacks {
-        recorded: kmemtrace_format::stacks::page_stacks_recorded(cx.log)
-            && kmemtrace_format::stacks::StackReader::new(cx.log).is_some(),
+        recorded: kmemtrace_import::stacks::page_stacks_recorded(cx.log)
+            && kmemtrace_import::stacks::StackReader::new(cx.log).is_some(),
         records: summaries.iter().map(|c| c.stacks).sum(),
         matched: summaries.iter().map(|c| c.stacks_paired).sum(),
         allocations_with_stack: p.with_stack,
@@ -165,7 +165,7 @@ pub(crate) fn section(
     stacks: &[Box<[u64]>],
     windows: &crate::stream::Windows,
 ) -> PageReport {
-    let types = kmemtrace_format::pagetypes::of_log(cx.log);
+    let types = kmemtrace_import::pagetypes::of_log(cx.log);
     let columns = types.names.len().clamp(1, MIGRATETYPE_SLOTS);
     let mt_name = |mt: i32| types.name(mt);
     let ss = StackSites::new(cx, stacks);

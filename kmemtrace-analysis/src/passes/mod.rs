@@ -71,7 +71,7 @@ use crate::event::{Body, Event, Page, ShardKey, Tracepoint};
 use crate::run::Options;
 use crate::stream::tracepoints::Request;
 use crate::stream::{OrderKey, Shard};
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use objects::{Objects, SlabSeen};
 
 /// Which events a pass consumes.

@@ -6,7 +6,7 @@
 use super::decode::{AwaitingStacks, CpuSummary, Decoded, Decoder, LateStack, Local};
 use super::losses::Assembler;
 use crate::event::Event;
-use kmemtrace_format::log::CpuBlockRef;
+use kmemtrace_import::log::CpuBlockRef;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Condvar, Mutex};

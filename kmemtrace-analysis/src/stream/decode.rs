@@ -1,5 +1,5 @@
 //! Decoding one block at a time, on any decoder thread: its sub-buffers
-//! (through [`kmemtrace_format::walk`]), kmem events decoded with the
+//! (through [`kmemtrace_import::walk`]), kmem events decoded with the
 //! recorded kernel's byte order (monomorphised once per block), handed back
 //! as compact events, slab and page alike, already routed: one vector per
 //! shard, by the bucket of the event's pointer or page frame.
@@ -15,10 +15,10 @@ use super::tracepoints::{Read, Tracepoints};
 use crate::event::{bucket, Body, Event, Extfrag, Kind, Page, Slab, NO_CACHE, NO_NODE, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::{Interner, LocalInterner, LocalSites, LocalStacks, SiteTable, StackTable};
-use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
-use kmemtrace_format::stacks::{KernelStack, StackReader, Waiting, DEPTH};
-use kmemtrace_format::tasks::{SwitchReader, TaskSightings};
-use kmemtrace_format::walk::{subbufs, SubBufItem};
+use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log, Problem, ProblemKind};
+use kmemtrace_import::stacks::{KernelStack, StackReader, Waiting, DEPTH};
+use kmemtrace_import::tasks::{SwitchReader, TaskSightings};
+use kmemtrace_import::walk::{subbufs, SubBufItem};
 use kmemtrace_kernel::losses::{SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
 use kmemtrace_kernel::{
     BigEndian, Endian, KmemDecoder, KmemEvent, KmemKind, LittleEndian, RbRecordKind, RunTimeEndian,

@@ -28,9 +28,9 @@ impl StreamInput {
     /// The inputs of `cpus`, whose blocks are `streams` (in order), with
     /// what the log's END says was written.
     pub fn of(
-        log: &kmemtrace_format::log::Log,
+        log: &kmemtrace_import::log::Log,
         cpus: &[u32],
-        streams: &[Vec<kmemtrace_format::log::CpuBlockRef>],
+        streams: &[Vec<kmemtrace_import::log::CpuBlockRef>],
     ) -> Vec<StreamInput> {
         cpus.iter()
             .zip(streams)

@@ -27,7 +27,7 @@ use crate::intern::{Interner, SiteTable, StackTable};
 use blocks::Blocks;
 use decode::Decoder;
 use epochs::{Epochs, InOrder};
-use kmemtrace_format::log::{CpuBlockRef, Log};
+use kmemtrace_import::log::{CpuBlockRef, Log};
 use kmemtrace_kernel::KmemDecoder;
 use merge::Merger;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,8 +133,8 @@ pub fn run<S: Shard, T: Send>(
         filter: setup.filter,
         progress: &done,
         shards,
-        switches: kmemtrace_format::tasks::SwitchReader::new(log),
-        stack_reader: kmemtrace_format::stacks::StackReader::new(log),
+        switches: kmemtrace_import::tasks::SwitchReader::new(log),
+        stack_reader: kmemtrace_import::stacks::StackReader::new(log),
         stacks: &stack_table,
         tracepoints: setup.tracepoints,
     };

@@ -5,7 +5,7 @@
 use super::Sink;
 use crate::findings::{thousands, Finding, Kind, Location};
 use kmemtrace_format::block::VERSION_MINOR;
-use kmemtrace_format::log::{CpuBlockRef, Log, ProblemKind};
+use kmemtrace_import::log::{CpuBlockRef, Log, ProblemKind};
 use kmemtrace_kernel::{machine_facts, SubBufSequence};
 use std::collections::BTreeMap;
 

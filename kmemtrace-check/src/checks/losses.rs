@@ -27,8 +27,8 @@ use super::Sink;
 use crate::findings::{
     thousands, CpuReport, Finding, Kind, Location, LossWindow, Lost, StatsDelta, MAX_KEPT,
 };
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
+use kmemtrace_import::log::Log;
 use std::collections::BTreeSet;
 
 /// The statistics delta of one CPU, if the log has an end (or, cut short,

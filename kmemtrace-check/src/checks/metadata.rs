@@ -5,8 +5,8 @@
 
 use super::Sink;
 use crate::findings::{Finding, Kind, Location};
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::MetaKind;
+use kmemtrace_import::log::Log;
 
 fn anywhere() -> Location {
     Location {

@@ -19,7 +19,7 @@ use crate::findings::{
     percent, thousands, ArchInfo, BlockCounts, Codecs, EndInfo, Finding, Findings, Report,
     Severity, Totals, Verdict,
 };
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use std::sync::atomic::AtomicU64;
 
 /// How to run the checks.

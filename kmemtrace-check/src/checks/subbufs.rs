@@ -12,8 +12,8 @@
 use super::ordering::Ordering;
 use super::Options;
 use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
-use kmemtrace_format::log::{BlockScratch, CpuBlockRef, Log};
-use kmemtrace_format::walk::subbufs;
+use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log};
+use kmemtrace_import::walk::subbufs;
 use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
 use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, LittleEndian, RbRecordKind, RunTimeEndian, SubBufLayout,

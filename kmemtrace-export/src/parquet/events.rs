@@ -10,9 +10,9 @@ use kmemtrace_analysis::in_order::for_each_record;
 use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};
 use kmemtrace_analysis::page_callers::call_site_index;
 use kmemtrace_analysis::Symbols;
-use kmemtrace_format::log::{CpuBlockRef, Log};
-use kmemtrace_format::stacks::{StackReader, Waiting, DEPTH};
-use kmemtrace_format::walk::ChunkRun;
+use kmemtrace_import::log::{CpuBlockRef, Log};
+use kmemtrace_import::stacks::{StackReader, Waiting, DEPTH};
+use kmemtrace_import::walk::ChunkRun;
 use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind, RunTimeEndian};
 use std::io;
 
@@ -27,7 +27,7 @@ pub struct Names<'a> {
 
 impl<'a> Names<'a> {
     pub fn new(log: &'a Log, syms: &'a Symbols, capture: &'a str) -> Self {
-        let recorder = kmemtrace_format::tasks::recorder_tids(log)
+        let recorder = kmemtrace_import::tasks::recorder_tids(log)
             .into_iter()
             .collect();
         Names {

@@ -38,8 +38,8 @@ mod writer;
 
 use kmemtrace_analysis::model::CallsiteRow;
 use kmemtrace_analysis::Symbols;
-use kmemtrace_format::log::Log;
-use kmemtrace_format::walk::chunk_runs;
+use kmemtrace_import::log::Log;
+use kmemtrace_import::walk::chunk_runs;
 use std::io;
 use std::path::Path;
 pub use table::ROW_GROUP;

@@ -6,7 +6,7 @@
 //! after that chunk those give up. Rows wait in their order until settled,
 //! so the table keeps the CPU's order.
 
-use kmemtrace_format::stacks::{Waiting, DEPTH};
+use kmemtrace_import::stacks::{Waiting, DEPTH};
 use std::collections::VecDeque;
 
 /// Rows held in order until each waiting one has its call site.

@@ -5,8 +5,8 @@
 //! byte are caught. Skipped, with a message, where tracefs cannot be had.
 
 use crate::common;
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
+use kmemtrace_import::log::Log;
 use std::path::Path;
 use std::process::Command;
 

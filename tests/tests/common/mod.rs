@@ -2,7 +2,7 @@
 //! kernel can be traced here, where the foreign captures are.
 #![allow(dead_code)]
 
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use kmemtrace_kernel::KmemKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,7 +7,7 @@
 
 use crate::common;
 use crate::synthetic::Synth;
-use kmemtrace_format::log::Log;
+use kmemtrace_import::log::Log;
 use std::path::Path;
 use std::process::Command;
 

@@ -13,8 +13,8 @@
 
 use crate::{common, report_json, temp_log};
 use kmemtrace_format::records::{Meta, MetaKind};
-use kmemtrace_format::stacks::{page_stacks_text, PAGE_STACKS_META};
-use kmemtrace_format::tasks::RECORDER_TIDS_META;
+use kmemtrace_import::stacks::{page_stacks_text, PAGE_STACKS_META};
+use kmemtrace_import::tasks::RECORDER_TIDS_META;
 use kmemtrace_kernel::{BigEndian, Endian, EventFormat, LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
 use serde_json::Value as Json;

@@ -262,10 +262,10 @@ fn advice_kinds(p: &Value) -> Vec<String> {
 fn fragmenting(seconds: u64) -> Synth {
     let mut s = Synth::new("6.18.44");
     s.other_meta(
-        kmemtrace_format::pagetypes::PAGETYPEINFO_META,
+        kmemtrace_import::pagetypes::PAGETYPEINFO_META,
         PAGETYPEINFO_2_NODES,
     );
-    s.other_meta(kmemtrace_format::pagetypes::MIN_FREE_KBYTES_META, "67584\n");
+    s.other_meta(kmemtrace_import::pagetypes::MIN_FREE_KBYTES_META, "67584\n");
     for sec in 0..seconds {
         for i in 0..1_500u64 {
             let ts = 1_000_000_000 * (sec + 1) + i * 1_000;

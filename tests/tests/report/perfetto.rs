@@ -11,9 +11,9 @@
 
 use crate::common;
 use crate::foreign::import;
-use kmemtrace_format::log::Log;
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_format::stacks::StackReader;
+use kmemtrace_import::log::Log;
+use kmemtrace_import::stacks::StackReader;
 use kmemtrace_kernel::Endian;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -234,7 +234,7 @@ fn exported_equals_the_log(test: &str, log_path: &Path, dir: &Path) -> Option<(L
         }
     }
     assert!(kmem > 0, "{}: no kmem events", log_path.display());
-    if kmemtrace_format::stacks::page_stacks_recorded(&log) {
+    if kmemtrace_import::stacks::page_stacks_recorded(&log) {
         assert!(
             stacks > 0 && deep > 0,
             "{}: {stacks} stacks, {deep} deeper than caller[8]",
@@ -331,7 +331,7 @@ fn a_perfetto_trace_of_a_recording_here_holds_its_page_stacks_whole() {
         &[],
         "for i in 1 2 3; do ls -R /usr/share/doc >/dev/null; done",
     );
-    assert!(kmemtrace_format::stacks::page_stacks_recorded(
+    assert!(kmemtrace_import::stacks::page_stacks_recorded(
         &Log::open(&log).unwrap()
     ));
     exported_equals_the_log(test, &log, dir.path());

@@ -310,7 +310,7 @@ impl Synth {
     /// The log says it was recorded with `kmemtraced --pid` of `pids`.
     pub fn pid_filter(&mut self, pids: &str) {
         let mut m = Meta::new(MetaKind::Other, pids);
-        m.name = kmemtrace_format::tasks::PID_FILTER_META.into();
+        m.name = kmemtrace_import::tasks::PID_FILTER_META.into();
         self.b.meta(m);
     }
 

@@ -75,7 +75,7 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
             // Read directly, and through kmemtraced --import.
             let direct = report_json(&dat, &[]);
             let log = import(&dat, dir.path(), &format!("{arch}-{file}"));
-            let arch_tag = kmemtrace_format::log::Log::open(&log).unwrap().arch;
+            let arch_tag = kmemtrace_import::log::Log::open(&log).unwrap().arch;
             assert_eq!(
                 arch_tag.byte_order_source.as_deref(),
                 Some("trace.dat header")
@@ -448,7 +448,7 @@ fn a_log_with_big_sub_buffers_exports_in_machine_pages() {
         return;
     }
     let (log, dat, _dir) = exported_reads_back_the_same(test, &["--subbuf-kb", "64"]);
-    let l = kmemtrace_format::log::Log::open(&log).unwrap();
+    let l = kmemtrace_import::log::Log::open(&log).unwrap();
     assert_eq!(l.layout.subbuf_size, 65536);
     let listing = |p: &std::path::Path| {
         common::stdout_ok(

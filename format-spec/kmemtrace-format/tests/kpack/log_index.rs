@@ -5,7 +5,8 @@ use kmemtrace_format::block::{
     put_block, BlockHeader, BlockType, Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN, FLAG_KPACK,
     FLAG_ZSTD,
 };
-use kmemtrace_format::{ArchTag, Log, LogWriter};
+use kmemtrace_format::{ArchTag, LogWriter};
+use kmemtrace_import::Log;
 use kmemtrace_kernel::{LittleEndian, RunTimeEndian, SubBufLayout};
 use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, PageSpec};
 

@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn chunk_runs_cover_each_cpus_chunks_once_in_order() {
-        use crate::block::{BlockHeader, BlockType};
+        use kmemtrace_format::block::{BlockHeader, BlockType};
         let chunk = |cpu: u32, block_seq: u64, count: u32| CpuBlockRef {
             offset: block_seq * 100,
             header: BlockHeader {

@@ -9,7 +9,7 @@
 //! dropped them, and the analyses mark their windows.
 
 use crate::log::{Log, Problem};
-use crate::reader::Truncation;
+use kmemtrace_format::reader::Truncation;
 use kmemtrace_kernel::{parse_subbuf, RbRecordKind};
 
 /// What a log lacks.

@@ -45,7 +45,7 @@ pub fn page_stacks_text(trigger: &str) -> String {
 
 /// Whether the log says stacks were taken with page allocations.
 pub fn page_stacks_recorded(log: &Log) -> bool {
-    log.meta(crate::records::MetaKind::Other, PAGE_STACKS_META)
+    log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META)
         .is_some()
 }
 
@@ -92,7 +92,7 @@ impl StackReader {
             .iter()
             .find(|f| f.system == STACK_SYSTEM && f.name == STACK_EVENT)?;
         let mut reader = StackReader::from_format(f, usize::from(log.arch.long_size))?;
-        if let Some(m) = log.meta(crate::records::MetaKind::Other, PAGE_STACKS_META) {
+        if let Some(m) = log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META) {
             reader.scope = StackScope::of_meta(&String::from_utf8_lossy(&m.content));
         }
         Some(reader)

@@ -4,7 +4,7 @@
 //! the first falls back to the kernel crate's table by version, and says so.
 
 use crate::log::Log;
-use crate::records::MetaKind;
+use kmemtrace_format::records::MetaKind;
 use kmemtrace_kernel::pagetypes::{fallback, pageblock_order_in_print_fmt, parse, PageTypes};
 
 /// The META `other` name of `/proc/pagetypeinfo`.

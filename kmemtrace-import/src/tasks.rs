@@ -12,7 +12,7 @@
 //! asked pids and, in time order, every child forked by a traced task.
 
 use crate::log::Log;
-use crate::records::MetaKind;
+use kmemtrace_format::records::MetaKind;
 use kmemtrace_kernel::Endian;
 use std::collections::HashSet;
 

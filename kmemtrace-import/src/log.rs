@@ -14,10 +14,10 @@
 //! [`ChunkStore`] its CPU data is read from on demand, so that nothing
 //! downstream knows which input it reads.
 
-use crate::arch::ArchTag;
-use crate::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
-use crate::reader::{Item, LogReader, OpenError, Truncation};
-use crate::records::{
+use kmemtrace_format::arch::ArchTag;
+use kmemtrace_format::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
+use kmemtrace_format::reader::{Item, LogReader, OpenError, Truncation};
+use kmemtrace_format::records::{
     CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
     CPU_DATA_HEADER_LEN,
 };
@@ -120,7 +120,7 @@ pub struct BlockScratch {
     stored: Vec<u8>,
     /// The decoded payload (may be longer than the last one).
     out: Vec<u8>,
-    dec: crate::block::PayloadDecoder,
+    dec: kmemtrace_format::block::PayloadDecoder,
 }
 
 impl BlockScratch {
@@ -301,13 +301,13 @@ fn parse_cpu_nodes(text: &str) -> BTreeMap<u32, u32> {
 /// is decompressed, and checked against `raw_len`, when the block is read
 /// back ([`Log::read_cpu_block`]). `dctx` is kept from block to block.
 fn cpu_block_ref(
-    b: &crate::reader::RawBlock,
+    b: &kmemtrace_format::reader::RawBlock,
     subbuf_size: u32,
     dctx: &mut Option<zstd::zstd_safe::DCtx<'static>>,
 ) -> Result<CpuBlockRef, String> {
-    use crate::block::{FLAG_KPACK, FLAG_ZSTD, KNOWN_FLAGS};
+    use kmemtrace_format::block::{FLAG_KPACK, FLAG_ZSTD, KNOWN_FLAGS};
     let h = &b.header;
-    let what = |e: crate::tlv::TlvError| format!("CPU_DATA block: {e}");
+    let what = |e: kmemtrace_format::tlv::TlvError| format!("CPU_DATA block: {e}");
     let d = if h.flags == FLAG_KPACK {
         // Packed, not compressed: the header is the stored bytes' first.
         let head = b.stored.get(..CPU_DATA_HEADER_LEN).unwrap_or(&b.stored);
@@ -418,8 +418,8 @@ fn text_of(bytes: &[u8]) -> Cow<'_, str> {
 
 /// The problem a damaged file header is (the ARCH block after it being
 /// intact, the log is read on).
-fn header_damage_problem(h: &crate::block::FileHeaderError) -> Problem {
-    use crate::block::{FileHeaderError, MAGIC};
+fn header_damage_problem(h: &kmemtrace_format::block::FileHeaderError) -> Problem {
+    use kmemtrace_format::block::{FileHeaderError, MAGIC};
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let what = match h {
         FileHeaderError::BadMagic { found } => {
@@ -435,7 +435,7 @@ fn header_damage_problem(h: &crate::block::FileHeaderError) -> Problem {
         kind: ProblemKind::FileHeader,
         what: format!(
             "damaged file header ({what}); the ARCH block after it is intact, so the log is read as format {}.0",
-            crate::block::VERSION_MAJOR
+            kmemtrace_format::block::VERSION_MAJOR
         ),
     }
 }
@@ -506,7 +506,7 @@ impl BlockScan {
 
     /// One intact block: a CPU_DATA block is indexed from its fixed header,
     /// any other decoded and kept; one that does not decode is a problem.
-    fn block(&mut self, b: &crate::reader::RawBlock) {
+    fn block(&mut self, b: &kmemtrace_format::reader::RawBlock) {
         let was_first = std::mem::replace(&mut self.first_block, false);
         let bt = b.header.block_type;
         if self.end_offset.is_none() && bt != BlockType::End {
@@ -1055,7 +1055,7 @@ impl Log {
     /// What the END block says the recorder wrote for `cpu` (`None` in a
     /// log cut short, or for a CPU it does not list): blocks and
     /// sub-buffers missing after the last one present count from it.
-    pub fn end_total(&self, cpu: u32) -> Option<&crate::records::CpuTotal> {
+    pub fn end_total(&self, cpu: u32) -> Option<&kmemtrace_format::records::CpuTotal> {
         self.end.as_ref()?.cpus.iter().find(|t| t.cpu == cpu)
     }
 
@@ -1231,13 +1231,13 @@ impl crate::walk::SubBufSource for Log {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block::Compression;
-    use crate::records::StatsRecord;
-    use crate::writer::LogWriter;
+    use kmemtrace_format::block::Compression;
+    use kmemtrace_format::records::StatsRecord;
+    use kmemtrace_format::writer::LogWriter;
 
     #[test]
     fn cpu_data_header_is_the_first_zstd_block_alone() {
-        use crate::writer::{CpuBlockEncoder, EncodedBlock};
+        use kmemtrace_format::writer::{CpuBlockEncoder, EncodedBlock};
         // 200 pages of varied, compressible bytes: a 800 KiB block.
         let mut pages = vec![0u8; 200 * 4096];
         let mut x = 0x9e37_79b9_u32;
@@ -1256,7 +1256,10 @@ mod tests {
         enc.encode_into(&pages[..4096], &mut out).unwrap();
         enc.encode_into(&pages, &mut out).unwrap();
         let h = BlockHeader::parse(out.bytes[..BLOCK_HEADER_LEN].try_into().unwrap()).unwrap();
-        assert_eq!(h.flags & crate::block::FLAG_ZSTD, crate::block::FLAG_ZSTD);
+        assert_eq!(
+            h.flags & kmemtrace_format::block::FLAG_ZSTD,
+            kmemtrace_format::block::FLAG_ZSTD
+        );
         let frame = &out.bytes[BLOCK_HEADER_LEN..];
         assert!(frame.len() < pages.len() / 2, "compressed: {}", frame.len());
         // The first zstd block is the 24-byte header alone: frame header
@@ -1270,13 +1273,16 @@ mod tests {
         d.decompress_stream(&mut output, &mut input).unwrap();
         assert_eq!((input.pos(), output.pos()), (first, CPU_DATA_HEADER_LEN));
         let head: [u8; CPU_DATA_HEADER_LEN] = big[..CPU_DATA_HEADER_LEN].try_into().unwrap();
-        assert_eq!(head, crate::records::encode_cpu_data_header(3, 200, 1, 1));
+        assert_eq!(
+            head,
+            kmemtrace_format::records::encode_cpu_data_header(3, 200, 1, 1)
+        );
         let mut dctx = None;
         let mut again = [0u8; CPU_DATA_HEADER_LEN];
         zstd_head(frame, &mut again, &mut dctx).unwrap();
         assert_eq!(again, head);
         // The whole frame is the payload.
-        let all = crate::block::decode_payload(&h, frame).unwrap();
+        let all = kmemtrace_format::block::decode_payload(&h, frame).unwrap();
         assert_eq!(&all[..CPU_DATA_HEADER_LEN], &head);
         assert_eq!(&all[CPU_DATA_HEADER_LEN..], &pages[..]);
         // A cut frame is an error, not a hang.
@@ -1443,7 +1449,7 @@ mod tests {
         };
         b.chunk(chunk(3, 100));
         b.chunk(chunk(1, 900));
-        let data = crate::records::CpuData {
+        let data = kmemtrace_format::records::CpuData {
             cpu: 0,
             count: 0,
             block_seq: 0,
@@ -1467,7 +1473,7 @@ mod tests {
 
     #[test]
     fn a_log_without_arch_is_unusable() {
-        let bytes = crate::block::encode_file_header();
+        let bytes = kmemtrace_format::block::encode_file_header();
         let e = Log::from_bytes("t", &bytes).err().unwrap();
         assert!(matches!(e, LogError::NoArch(_)), "{e}");
     }
