@@ -105,6 +105,18 @@ fn stream_cpus(log: &Log) -> Vec<u32> {
     cpus
 }
 
+/// Closes the decoders' queue when dropped: however the stream's scope
+/// ends, a panic of a shard or of a fold included, the decoders stop (they
+/// wait for work until the queue closes, and the scope waits for them
+/// before the panic goes on).
+struct CloseOnExit<'x, 'b>(&'x Blocks<'b>);
+
+impl Drop for CloseOnExit<'_, '_> {
+    fn drop(&mut self) {
+        self.0.close()
+    }
+}
+
 /// Runs the shards over the log. Each epoch all shards are past is
 /// summarised (`summarise`, on combiner threads, in parallel) and folded
 /// (`fold`, on this thread, in epoch order); `progress` is called about
@@ -155,15 +167,6 @@ pub fn run<S: Shard, T: Send>(
     let (sum_tx, sum_rx) = std::sync::mpsc::channel::<(u64, T)>();
     let job_rx = Mutex::new(job_rx);
     let sinks = std::thread::scope(|scope| {
-        // However this closure ends, a panic of a shard or of a fold
-        // included, the decoders stop: they wait for work until the queue
-        // closes, and the scope waits for them before the panic goes on.
-        struct CloseOnExit<'x, 'b>(&'x Blocks<'b>);
-        impl Drop for CloseOnExit<'_, '_> {
-            fn drop(&mut self) {
-                self.0.close()
-            }
-        }
         let _close = CloseOnExit(&blocks);
         for w in 0..setup.workers.max(1) {
             let blocks = &blocks;
