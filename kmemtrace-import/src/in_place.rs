@@ -32,8 +32,8 @@ use kmemtrace_format::log::{
 };
 use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
 use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};
-use kmemtrace_kernel::subbuf::SubBufLayout;
 use kmemtrace_format::writer::LogWriter;
+use kmemtrace_kernel::subbuf::SubBufLayout;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};

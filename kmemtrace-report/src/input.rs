@@ -6,9 +6,9 @@ use crate::cli::Cli;
 use crate::{usage, Stop};
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
+use kmemtrace_format::log::Log;
 use kmemtrace_kernel::human::thousands;
 use kmemtrace_kernel::kallsyms::Kallsyms;
-use kmemtrace_format::log::Log;
 
 /// What the options ask for, parsed before the log is opened.
 pub struct Asked {

@@ -17,8 +17,8 @@ use cli::Cli;
 use input::Asked;
 use kmemtrace_analysis::{filter, model, Symbols};
 use kmemtrace_cli::exit;
-use kmemtrace_kernel::human::thousands;
 use kmemtrace_format::log::Log;
+use kmemtrace_kernel::human::thousands;
 use std::process::ExitCode;
 
 /// Why the report stops: a code of the one table and one line.
