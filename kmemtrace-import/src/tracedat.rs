@@ -282,9 +282,9 @@ fn context(what: String, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// Section ids of version 7 (trace-cmd's `enum tracecmd_section_ids`,
-/// which go on from the option ids), and the section flags; the reader
-/// here and the writer in kmemtrace-export share them.
+/// Section ids of version 7 (in trace-cmd's `enum tracecmd_option`, after
+/// the options proper), and the section flags; the reader here and the
+/// writer in kmemtrace-export share them.
 pub mod sec {
     /// The strings section.
     pub const STRINGS: u16 = 15;

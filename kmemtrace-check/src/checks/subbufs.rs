@@ -291,7 +291,6 @@ impl Joint {
     }
 }
 
-/// Where a place inside a sub-buffer is.
 /// A sub-buffer whose committed bytes do not decode to the end: its tail
 /// is lost, and the stream counted and reported as bad.
 fn undecoded_tail(run: &mut SubBufRun, s: &mut CpuScan, at: Location, why: String) {
@@ -300,6 +299,7 @@ fn undecoded_tail(run: &mut SubBufRun, s: &mut CpuScan, at: Location, why: Strin
     s.problems.push(Finding::error(Kind::SubBuffer, at, why));
 }
 
+/// Where a place inside a sub-buffer is.
 fn locate(log: &Log, r: &CpuBlockRef, in_block: usize, subbuf_offset: Option<usize>) -> Location {
     let index = r.first_subbuf.saturating_add(in_block as u64);
     let exact = log.subbuf_file_offset(r, index);
