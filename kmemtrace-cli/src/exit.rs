@@ -23,42 +23,26 @@ pub struct Code {
     pub meaning: &'static str,
 }
 
-pub const OK: Code = Code {
-    code: 0,
-    meaning: "done",
-};
-pub const NO: Code = Code {
-    code: 1,
-    meaning: "done, and the answer is no",
-};
-pub const USAGE: Code = Code {
-    code: 2,
-    meaning: "usage error",
-};
-pub const INPUT: Code = Code {
-    code: 3,
-    meaning: "unusable input",
-};
-pub const OUTPUT: Code = Code {
-    code: 4,
-    meaning: "the output could not be created or written",
-};
-pub const DAMAGED: Code = Code {
-    code: 5,
-    meaning: "damaged input (cut short or corrupted): what could be read was used, stderr says what is unknown",
-};
-pub const FAILED: Code = Code {
-    code: 6,
-    meaning: "the recording failed while it ran",
-};
-pub const NOT_EXECUTABLE: Code = Code {
-    code: 126,
-    meaning: "COMMAND cannot be run",
-};
-pub const NOT_FOUND: Code = Code {
-    code: 127,
-    meaning: "COMMAND not found",
-};
+impl Code {
+    const fn new(code: u8, meaning: &'static str) -> Code {
+        Code { code, meaning }
+    }
+
+    /// For `main`'s return.
+    pub fn exit_code(self) -> std::process::ExitCode {
+        std::process::ExitCode::from(self.code)
+    }
+}
+
+pub const OK: Code = Code::new(0, "done");
+pub const NO: Code = Code::new(1, "done, and the answer is no");
+pub const USAGE: Code = Code::new(2, "usage error");
+pub const INPUT: Code = Code::new(3, "unusable input");
+pub const OUTPUT: Code = Code::new(4, "the output could not be created or written");
+pub const DAMAGED: Code = Code::new(5, "damaged input (cut short or corrupted): what could be read was used, stderr says what is unknown");
+pub const FAILED: Code = Code::new(6, "the recording failed while it ran");
+pub const NOT_EXECUTABLE: Code = Code::new(126, "COMMAND cannot be run");
+pub const NOT_FOUND: Code = Code::new(127, "COMMAND not found");
 
 /// Every code, in order.
 pub const ALL: [Code; 9] = [
@@ -72,13 +56,6 @@ pub const ALL: [Code; 9] = [
     NOT_EXECUTABLE,
     NOT_FOUND,
 ];
-
-impl Code {
-    /// For `main`'s return.
-    pub fn exit_code(self) -> std::process::ExitCode {
-        std::process::ExitCode::from(self.code)
-    }
-}
 
 /// Of two outcomes, the one to exit with: unusable input over damaged
 /// input over "no" over done; other codes (usage, output, failures) stop

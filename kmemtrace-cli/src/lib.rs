@@ -8,11 +8,13 @@
 //! - [`output`]: how an output file or directory is created (one policy:
 //!   an existing one is kept as `NAME.old`, never through a symbolic link,
 //!   owner-only, the parent directory must exist);
+//! - [`markup`]: escaping text for HTML and XML;
 //! - [`progress`]: the progress line shown on a terminal;
 //! - [`VERSION`]: the version with the commit it was built from.
 #![forbid(unsafe_code)]
 
 pub mod exit;
+pub mod markup;
 pub mod output;
 pub mod progress;
 pub mod table;

@@ -59,6 +59,26 @@ fn kept_note(path: &Path, kept_old: Option<&Path>) -> Option<String> {
     kept_old.map(|o| format!("the previous {} is kept as {}", path.display(), o.display()))
 }
 
+/// Moves the existing output `p` out of the way, to `old`.
+fn keep_as_old(p: &Path, old: &Path) -> Result<(), Refused> {
+    std::fs::rename(p, old).map_err(|e| {
+        Refused::output(format!(
+            "cannot keep the existing {} as {}: {e}",
+            p.display(),
+            old.display()
+        ))
+    })
+}
+
+/// Gives the output kept as `NAME.old` its name back, after a run that
+/// wrote nothing of use.
+fn give_name_back(path: &Path, kept_old: Option<&Path>) -> std::io::Result<()> {
+    match kept_old {
+        Some(old) => std::fs::rename(old, path),
+        None => Ok(()),
+    }
+}
+
 /// Standard output as a file, for `-o -` of a binary format: refused on a
 /// terminal (`what` names the data, as in "the binary log").
 pub fn stdout_binary(what: &str) -> Result<File, Refused> {
@@ -97,10 +117,7 @@ impl OutputFile {
         if self.created {
             std::fs::remove_file(&self.path)?;
         }
-        if let Some(old) = &self.kept_old {
-            std::fs::rename(old, &self.path)?;
-        }
-        Ok(())
+        give_name_back(&self.path, self.kept_old.as_deref())
     }
 
     /// The line that tells the user where the previous file went, if one
@@ -160,13 +177,7 @@ pub fn create(p: &Path) -> Result<OutputFile, Refused> {
                     old.display()
                 )));
             }
-            std::fs::rename(p, &old).map_err(|e| {
-                Refused::output(format!(
-                    "cannot keep the existing {} as {}: {e}",
-                    p.display(),
-                    old.display()
-                ))
-            })?;
+            keep_as_old(p, &old)?;
             kept_old = Some(old);
             true
         }
@@ -206,10 +217,7 @@ impl OutputDir {
     /// wrote there and gives `NAME.old` its name back.
     pub fn restore(self) -> std::io::Result<()> {
         std::fs::remove_dir_all(&self.path)?;
-        if let Some(old) = &self.kept_old {
-            std::fs::rename(old, &self.path)?;
-        }
-        Ok(())
+        give_name_back(&self.path, self.kept_old.as_deref())
     }
 
     pub fn kept_note(&self) -> Option<String> {
@@ -263,13 +271,7 @@ pub fn create_dir(p: &Path, earlier_output: impl Fn(&Path) -> bool) -> Result<Ou
                     Refused::output(format!("cannot remove {}: {e}", old.display()))
                 })?;
             }
-            std::fs::rename(p, &old).map_err(|e| {
-                Refused::output(format!(
-                    "cannot keep the existing {} as {}: {e}",
-                    p.display(),
-                    old.display()
-                ))
-            })?;
+            keep_as_old(p, &old)?;
             kept_old = Some(old);
         }
         None => {}

@@ -4,36 +4,14 @@
 
 use crate::gate::{fmt, Checked, Verdict};
 use crate::{Comparison, Diff};
-
-/// Text for XML 1.0: markup escaped; characters XML forbids even escaped
-/// (most controls, U+FFFE, U+FFFF) replaced; in attributes, newlines and
-/// tabs as references, which parsers would otherwise turn into spaces.
-fn escape_as(s: &str, attribute: bool) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            '\n' if attribute => o.push_str("&#10;"),
-            '\t' if attribute => o.push_str("&#9;"),
-            '\r' => o.push_str("&#13;"),
-            '\n' | '\t' => o.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => o.push('\u{fffd}'),
-            c => o.push(c),
-        }
-    }
-    o
-}
+use kmemtrace_cli::markup::{self, Markup};
 
 fn escape(s: &str) -> String {
-    escape_as(s, false)
+    markup::escape(s, Markup::XmlText)
 }
 
 fn attr(s: &str) -> String {
-    escape_as(s, true)
+    markup::escape(s, Markup::XmlAttribute)
 }
 
 /// A class name CI servers will not split: Jenkins takes what follows the

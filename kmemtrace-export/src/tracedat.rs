@@ -16,6 +16,7 @@ use crate::progress::Progress;
 use crate::repage::Cutter;
 use kmemtrace_format::records::{MetaKind, StatsPhase};
 use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log};
+use kmemtrace_import::tracedat::{opt, sec, MAGIC};
 use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::io::{self, Seek, Write};
@@ -306,7 +307,7 @@ pub fn write<W: Write + Seek>(
     };
     let mut o = Out::new(w, log.endian);
     // Header: magic, version, byte order, long size, page size.
-    o.bytes(b"\x17\x08\x44tracing")?;
+    o.bytes(MAGIC)?;
     o.cstr(match version {
         Version::V6 => "6",
         Version::V7 => "7",
@@ -344,7 +345,7 @@ fn v6<W: Write + Seek>(
     for (id, payload) in options(log, cpus) {
         o.option(id, &payload)?;
     }
-    o.u16(OPT_DONE)?;
+    o.u16(opt::DONE)?;
 
     // The flyrecord table: each CPU's pages, page-aligned, after the clock
     // text that a TRACECLOCK option announces. Its figures are known once
@@ -457,7 +458,13 @@ fn v7<W: Write + Seek>(
     for (&(id, desc), data) in SEC_METADATA.iter().zip(blocks) {
         opts.push((id, encode(order, o.pos, 8)));
         let block = z.block(order, data)?;
-        section(o, id, SEC_COMPRESSED, strings.add(desc), block.len() as u64)?;
+        section(
+            o,
+            id,
+            sec::FL_COMPRESS,
+            strings.add(desc),
+            block.len() as u64,
+        )?;
         o.bytes(&block)?;
     }
     opts.extend(options(log, pages.cpus));
@@ -469,8 +476,14 @@ fn v7<W: Write + Seek>(
     for (id, data) in &opts {
         p.option(*id, data)?;
     }
-    p.option(OPT_DONE, &[0; 8])?;
-    section(o, OPT_DONE, 0, strings.add("options"), payload.len() as u64)?;
+    p.option(opt::DONE, &[0; 8])?;
+    section(
+        o,
+        sec::OPTIONS,
+        0,
+        strings.add("options"),
+        payload.len() as u64,
+    )?;
     let next_options = o.pos + payload.len() as u64 - 8;
     o.bytes(&payload)?;
 
@@ -479,8 +492,8 @@ fn v7<W: Write + Seek>(
     let buffer_at = o.pos;
     section(
         o,
-        OPT_BUFFER,
-        SEC_COMPRESSED,
+        opt::BUFFER,
+        sec::FL_COMPRESS,
         strings.add("buffer flyrecord "),
         0,
     )?;
@@ -550,46 +563,39 @@ fn v7<W: Write + Seek>(
         b.u64(offset)?;
         b.u64(size)?;
     }
-    p.option(OPT_BUFFER, &buffer)?;
-    p.option(OPT_DONE, &[0; 8])?;
-    section(o, OPT_DONE, 0, strings.add("options"), payload.len() as u64)?;
+    p.option(opt::BUFFER, &buffer)?;
+    p.option(opt::DONE, &[0; 8])?;
+    section(
+        o,
+        sec::OPTIONS,
+        0,
+        strings.add("options"),
+        payload.len() as u64,
+    )?;
     o.bytes(&payload)?;
 
     let desc = strings.add("strings");
     let block = z.block(order, &strings.0)?;
-    section(o, SEC_STRINGS, SEC_COMPRESSED, desc, block.len() as u64)?;
+    section(o, sec::STRINGS, sec::FL_COMPRESS, desc, block.len() as u64)?;
     o.bytes(&block)
 }
 
-/// Option ids (trace-cmd's `enum tracecmd_option`); in version 7 the
-/// ids of the sections too.
-const OPT_DONE: u16 = 0;
-const OPT_CPUSTAT: u16 = 2;
-const OPT_BUFFER: u16 = 3;
-const OPT_TRACECLOCK: u16 = 4;
-const OPT_UNAME: u16 = 5;
-const OPT_CPUCOUNT: u16 = 8;
-const OPT_VERSION: u16 = 9;
-const SEC_STRINGS: u16 = 15;
-/// HEADER_INFO, FTRACE_EVENTS, EVENT_FORMATS, KALLSYMS, PRINTK, CMDLINES:
-/// the metadata blocks' sections, in order, with trace-cmd's descriptions.
+/// The metadata blocks' sections, in order, with trace-cmd's descriptions.
 const SEC_METADATA: [(u16, &str); 6] = [
-    (16, "headers"),
-    (17, "ftrace events"),
-    (18, "events format"),
-    (19, "kallsyms"),
-    (20, "printk"),
-    (21, "command lines"),
+    (sec::HEADER_INFO, "headers"),
+    (sec::FTRACE_EVENTS, "ftrace events"),
+    (sec::EVENT_FORMATS, "events format"),
+    (sec::KALLSYMS, "kallsyms"),
+    (sec::PRINTK, "printk"),
+    (sec::CMDLINES, "command lines"),
 ];
-/// `TRACECMD_SEC_FL_COMPRESS`.
-const SEC_COMPRESSED: u16 = 1;
 
 /// The options both versions hold: trace clock, uname, CPU count, the
 /// writer's version, and each CPU's statistics at the end.
 fn options(log: &Log, cpus: u32) -> Vec<(u16, Vec<u8>)> {
     let mut out = Vec::new();
     let clock = log.arch.trace_clock.as_deref().unwrap_or("local");
-    out.push((OPT_TRACECLOCK, format!("[{clock}]\n\0").into_bytes()));
+    out.push((opt::TRACECLOCK, format!("[{clock}]\n\0").into_bytes()));
     let a = &log.arch;
     let field = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
     let uname = format!(
@@ -599,10 +605,10 @@ fn options(log: &Log, cpus: u32) -> Vec<(u16, Vec<u8>)> {
         field(&a.release),
         field(&a.machine)
     );
-    out.push((OPT_UNAME, uname.into_bytes()));
-    out.push((OPT_CPUCOUNT, encode(log.endian, u64::from(cpus), 4)));
+    out.push((opt::UNAME, uname.into_bytes()));
+    out.push((opt::CPUCOUNT, encode(log.endian, u64::from(cpus), 4)));
     let version = format!("kmemtrace-export {}\0", env!("CARGO_PKG_VERSION"));
-    out.push((OPT_VERSION, version.into_bytes()));
+    out.push((opt::VERSION, version.into_bytes()));
     // The statistics at the end, one per CPU in CPU order.
     let mut end: BTreeMap<u32, &[u8]> = BTreeMap::new();
     for s in &log.stats {
@@ -616,7 +622,7 @@ fn options(log: &Log, cpus: u32) -> Vec<(u16, Vec<u8>)> {
             t.splice(0..0, format!("CPU: {cpu}\n").into_bytes());
         }
         t.push(0);
-        out.push((OPT_CPUSTAT, t));
+        out.push((opt::CPUSTAT, t));
     }
     out
 }

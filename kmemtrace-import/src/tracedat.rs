@@ -282,19 +282,29 @@ fn context(what: String, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// The metadata blocks, each in its encoding (section ids 16..=21).
-const HEADER_INFO: u16 = 16;
-const FTRACE_EVENTS: u16 = 17;
-const EVENT_FORMATS: u16 = 18;
-const KALLSYMS: u16 = 19;
-const PRINTK: u16 = 20;
-const CMDLINES: u16 = 21;
+/// Section ids of version 7 (in trace-cmd's `enum tracecmd_option`, after
+/// the options proper), and the section flags; the reader here and the
+/// writer in kmemtrace-export share them.
+pub mod sec {
+    /// The strings section.
+    pub const STRINGS: u16 = 15;
+    /// The metadata blocks, each in its encoding (16..=21, in this order).
+    pub const HEADER_INFO: u16 = 16;
+    pub const FTRACE_EVENTS: u16 = 17;
+    pub const EVENT_FORMATS: u16 = 18;
+    pub const KALLSYMS: u16 = 19;
+    pub const PRINTK: u16 = 20;
+    pub const CMDLINES: u16 = 21;
+    /// The section id of an options section (the id of the DONE option).
+    pub const OPTIONS: u16 = super::opt::DONE;
+    /// `TRACECMD_SEC_FL_COMPRESS`.
+    pub const FL_COMPRESS: u16 = 1;
+}
 
-/// The section id of an options section (the id of the DONE option).
-const OPTIONS_SECTION: u16 = 0;
+use sec::{CMDLINES, EVENT_FORMATS, FTRACE_EVENTS, HEADER_INFO, KALLSYMS, PRINTK};
 
-/// Option ids that matter here.
-mod opt {
+/// Option ids (trace-cmd's `enum tracecmd_option`).
+pub mod opt {
     pub const DONE: u16 = 0;
     pub const DATE: u16 = 1;
     pub const CPUSTAT: u16 = 2;
@@ -302,6 +312,7 @@ mod opt {
     pub const TRACECLOCK: u16 = 4;
     pub const UNAME: u16 = 5;
     pub const OFFSET: u16 = 7;
+    pub const CPUCOUNT: u16 = 8;
     pub const VERSION: u16 = 9;
     pub const TIME_SHIFT: u16 = 12;
     pub const TSC2NSEC: u16 = 14;
@@ -701,7 +712,7 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
             ));
         }
         let at = next;
-        let payload = section(r, at, OPTIONS_SECTION)?;
+        let payload = section(r, at, sec::OPTIONS)?;
         next = 0;
         let order = r.src.order;
         let mut b = Buf {

@@ -38,6 +38,27 @@ pub struct PidMap {
     tgids: HashMap<i32, i32>,
 }
 
+/// The non-blank lines of `file`'s `text`, each parsed by `parse_line`;
+/// the first that does not parse gives the error, with its line number.
+fn parse_lines<T>(
+    text: &str,
+    file: &'static str,
+    parse_line: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, CmdlinesError> {
+    let mut parsed = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        parsed.push(parse_line(line).map_err(|message| CmdlinesError {
+            file,
+            line: i + 1,
+            message,
+        })?);
+    }
+    Ok(parsed)
+}
+
 fn parse_pid(s: &str) -> Option<i32> {
     s.parse::<i32>().ok()
 }
@@ -73,24 +94,15 @@ impl PidMap {
     /// spaces); a pid already known takes the new name. On error nothing
     /// from `text` is merged.
     pub fn merge_cmdlines(&mut self, text: &str) -> Result<(), CmdlinesError> {
-        let mut new = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let err = |m: String| CmdlinesError {
-                file: "saved_cmdlines",
-                line: i + 1,
-                message: m,
-            };
+        let new = parse_lines(text, "saved_cmdlines", |line| {
             let line = line.trim_start();
             let (pid, comm) = match line.split_once(' ') {
                 Some((p, c)) => (p, c),
                 None => (line, ""),
             };
-            let pid = parse_pid(pid).ok_or_else(|| err(format!("pid {pid:?} is not a number")))?;
-            new.push((pid, cut_at_char_boundary(comm, MAX_COMM_LEN).to_string()));
-        }
+            let pid = parse_pid(pid).ok_or_else(|| format!("pid {pid:?} is not a number"))?;
+            Ok((pid, cut_at_char_boundary(comm, MAX_COMM_LEN).to_string()))
+        })?;
         self.comms.extend(new);
         Ok(())
     }
@@ -98,24 +110,15 @@ impl PidMap {
     /// Adds `saved_tgids` lines (`pid tgid`). On error nothing from `text` is
     /// merged.
     pub fn merge_tgids(&mut self, text: &str) -> Result<(), CmdlinesError> {
-        let mut new = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let err = |m: String| CmdlinesError {
-                file: "saved_tgids",
-                line: i + 1,
-                message: m,
-            };
+        let new = parse_lines(text, "saved_tgids", |line| {
             let mut it = line.split_ascii_whitespace();
             let (Some(p), Some(t), None) = (it.next(), it.next(), it.next()) else {
-                return Err(err(format!("expected `pid tgid`, got {line:?}")));
+                return Err(format!("expected `pid tgid`, got {line:?}"));
             };
-            let pid = parse_pid(p).ok_or_else(|| err(format!("pid {p:?} is not a number")))?;
-            let tgid = parse_pid(t).ok_or_else(|| err(format!("tgid {t:?} is not a number")))?;
-            new.push((pid, tgid));
-        }
+            let pid = parse_pid(p).ok_or_else(|| format!("pid {p:?} is not a number"))?;
+            let tgid = parse_pid(t).ok_or_else(|| format!("tgid {t:?} is not a number"))?;
+            Ok((pid, tgid))
+        })?;
         self.tgids.extend(new);
         Ok(())
     }

@@ -201,10 +201,7 @@ pub fn assess(
             events: s.events,
             first_ts: s.first_ts,
             last_ts: s.last_ts,
-            span_ns: match (s.first_ts, s.last_ts) {
-                (Some(a), Some(b)) => b.saturating_sub(a),
-                _ => 0,
-            },
+            span_ns: super::span_ns(s.first_ts, s.last_ts),
             lost,
             missing_blocks,
             missing_subbufs,

@@ -68,10 +68,7 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
         total.first_ts = min_opt(total.first_ts, c.first_ts);
         total.last_ts = total.last_ts.max(c.last_ts);
     }
-    total.span_ns = match (total.first_ts, total.last_ts) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
+    total.span_ns = span_ns(total.first_ts, total.last_ts);
     total.lost = losses::total(&cpus);
 
     let arch = &log.arch;
@@ -142,6 +139,14 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
         problems: problems.kept,
         warnings_total: warnings.total,
         warnings: warnings.kept,
+    }
+}
+
+/// Nanoseconds from the first event to the last (0 without events).
+pub(crate) fn span_ns(first_ts: Option<u64>, last_ts: Option<u64>) -> u64 {
+    match (first_ts, last_ts) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
     }
 }
 

@@ -291,6 +291,14 @@ impl Joint {
     }
 }
 
+/// A sub-buffer whose committed bytes do not decode to the end: its tail
+/// is lost, and the stream counted and reported as bad.
+fn undecoded_tail(run: &mut SubBufRun, s: &mut CpuScan, at: Location, why: String) {
+    run.tail_lost = true;
+    s.bad_event_streams += 1;
+    s.problems.push(Finding::error(Kind::SubBuffer, at, why));
+}
+
 /// Where a place inside a sub-buffer is.
 fn locate(log: &Log, r: &CpuBlockRef, in_block: usize, subbuf_offset: Option<usize>) -> Location {
     let index = r.first_subbuf.saturating_add(in_block as u64);
@@ -413,31 +421,22 @@ fn scan_segment<E: Endian>(
                             len,
                             discarded: false,
                         } if len >= RB_EVNT_MIN_SIZE => {
-                            run.tail_lost = true;
-                            s.bad_event_streams += 1;
-                            s.problems.push(Finding::error(
-                                Kind::SubBuffer,
-                                locate(log, r, i, Some(rec.offset)),
-                                format!(
-                                    "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
-                                    thousands(len as u64 - 4)
-                                ),
-                            ));
+                            let why = format!(
+                                "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
+                                thousands(len as u64 - 4)
+                            );
+                            let at = locate(log, r, i, Some(rec.offset));
+                            undecoded_tail(&mut run, &mut s, at, why);
                         }
                         _ => {}
                     },
                     Err(err) => {
-                        run.tail_lost = true;
-                        s.bad_event_streams += 1;
-                        s.problems.push(Finding::error(
-                            Kind::SubBuffer,
-                            locate(log, r, i, Some(err.offset)),
-                            format!(
-                                "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
-                                sb.commit,
-                                thousands(n_events)
-                            ),
-                        ));
+                        let why = format!(
+                            "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
+                            sb.commit,
+                            thousands(n_events)
+                        );
+                        undecoded_tail(&mut run, &mut s, locate(log, r, i, Some(err.offset)), why);
                         if !endian_checked {
                             endian_checked = true;
                             seg.endian_hint = check_other_endian(log, e, raw, r, i);

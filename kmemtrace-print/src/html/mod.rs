@@ -13,6 +13,7 @@ mod table;
 
 use crate::{Printer, Section};
 use kmemtrace_analysis::model::Report;
+use kmemtrace_cli::markup::{self, Markup};
 use series::Span;
 use std::fmt::Write as _;
 
@@ -21,18 +22,7 @@ const SCRIPT: &str = include_str!("page.js");
 
 /// Text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
+    markup::escape(s, Markup::Html)
 }
 
 /// What the sections share: the report, the time axis, rows per table.
