@@ -233,6 +233,9 @@ mod tests {
         fn chunks(&self, _: u32) -> Vec<&CpuBlockRef> {
             self.refs.iter().collect()
         }
+    }
+
+    impl kmemtrace_import::log::ChunkStore for Src {
         fn read_chunk<'s>(
             &self,
             chunk: &CpuBlockRef,
@@ -240,6 +243,7 @@ mod tests {
         ) -> Result<&'s [u8], Problem> {
             Ok(self.data[chunk.block_seq as usize])
         }
+
         fn subbuf_offset(&self, _: &CpuBlockRef, _: u64) -> Option<u64> {
             None
         }

@@ -44,6 +44,7 @@ use kmemtrace_analysis::in_order::{for_each_record, Record};
 use kmemtrace_analysis::model::TimeSeries;
 use kmemtrace_format::arch::clock_in_ns;
 use kmemtrace_format::records::StatsPhase;
+use kmemtrace_import::log::ChunkStore;
 use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_import::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
 use kmemtrace_import::walk::SubBufSource;
@@ -398,6 +399,9 @@ impl SubBufSource for Counted<'_> {
     fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
         self.log.cpu_blocks(cpu)
     }
+}
+
+impl ChunkStore for Counted<'_> {
     fn read_chunk<'s>(
         &self,
         chunk: &CpuBlockRef,
@@ -407,6 +411,7 @@ impl SubBufSource for Counted<'_> {
             .fetch_add(u64::from(chunk.count), Ordering::Relaxed);
         self.log.read_cpu_block_into(chunk, scratch)
     }
+
     fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
         self.log.subbuf_file_offset(chunk, index)
     }

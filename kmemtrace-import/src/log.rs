@@ -1216,6 +1216,9 @@ impl crate::walk::SubBufSource for Log {
     fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
         self.cpu_blocks(cpu)
     }
+}
+
+impl ChunkStore for Log {
     fn read_chunk<'s>(
         &self,
         chunk: &CpuBlockRef,
@@ -1223,6 +1226,7 @@ impl crate::walk::SubBufSource for Log {
     ) -> Result<&'s [u8], Problem> {
         self.read_cpu_block_into(chunk, scratch)
     }
+
     fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
         self.subbuf_file_offset(chunk, index)
     }

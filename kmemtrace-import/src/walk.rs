@@ -6,7 +6,7 @@
 //! Byte order is a run-time fact of the recorded kernel; the hot loops are
 //! monomorphised for it once, through [`with_endian`], not tested per read.
 
-use crate::log::{BlockScratch, CpuBlockRef, Problem};
+use crate::log::{BlockScratch, ChunkStore, CpuBlockRef, Problem};
 use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, LittleEndian, RunTimeEndian, SubBufError, SubBufLayout,
     SubBuffer,
@@ -14,10 +14,10 @@ use kmemtrace_kernel::{
 
 /// Where a CPU's sub-buffers come from: a [`crate::log::Log`], whether it
 /// reads a kmemtrace log or another input in place (a trace-cmd trace.dat,
-/// a capture-script dump: through its [`crate::log::ChunkStore`]). A chunk is a run of consecutive
-/// sub-buffers of one CPU, read back as one piece (a CPU_DATA block in a
-/// log, a run of a trace.dat's CPU data).
-pub trait SubBufSource: Sync {
+/// a capture-script dump). A chunk is a run of consecutive sub-buffers of
+/// one CPU, read back as one piece (a CPU_DATA block in a log, a run of a
+/// trace.dat's CPU data) through the [`ChunkStore`] a source also is.
+pub trait SubBufSource: ChunkStore {
     /// The recorded kernel's byte order.
     fn endian(&self) -> RunTimeEndian;
     /// The recorded kernel's sub-buffer layout.
@@ -26,16 +26,6 @@ pub trait SubBufSource: Sync {
     fn cpus(&self) -> Vec<u32>;
     /// A CPU's chunks, in stream order.
     fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef>;
-    /// A chunk's sub-buffer bytes (a whole number of sub-buffers), read
-    /// into `scratch`.
-    fn read_chunk<'s>(
-        &self,
-        chunk: &CpuBlockRef,
-        scratch: &'s mut BlockScratch,
-    ) -> Result<&'s [u8], Problem>;
-    /// The source's byte offset of sub-buffer `index` of a chunk, where the
-    /// source stores it as is (`None`: compressed; offsets name the chunk).
-    fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64>;
 }
 
 /// One sub-buffer of a chunk.
@@ -223,6 +213,9 @@ impl<S: SubBufSource + ?Sized> SubBufSource for ChunkRun<'_, S> {
             Vec::new()
         }
     }
+}
+
+impl<S: SubBufSource + ?Sized> ChunkStore for ChunkRun<'_, S> {
     fn read_chunk<'s>(
         &self,
         chunk: &CpuBlockRef,
@@ -230,6 +223,7 @@ impl<S: SubBufSource + ?Sized> SubBufSource for ChunkRun<'_, S> {
     ) -> Result<&'s [u8], Problem> {
         self.src.read_chunk(chunk, scratch)
     }
+
     fn subbuf_offset(&self, chunk: &CpuBlockRef, index: u64) -> Option<u64> {
         self.src.subbuf_offset(chunk, index)
     }
@@ -278,6 +272,9 @@ mod tests {
         fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
             self.refs.iter().filter(|r| r.cpu == cpu).collect()
         }
+    }
+
+    impl ChunkStore for Chunks {
         fn read_chunk<'s>(
             &self,
             _: &CpuBlockRef,
@@ -285,6 +282,7 @@ mod tests {
         ) -> Result<&'s [u8], Problem> {
             Ok(&[])
         }
+
         fn subbuf_offset(&self, _: &CpuBlockRef, _: u64) -> Option<u64> {
             None
         }
