@@ -216,6 +216,7 @@ fn main() {
         cross_cpu: cross_cpu::CrossCpuPass::default(),
         untraced: kmemtrace_analysis::passes::untraced::UntracedPass::default(),
         pages: kmemtrace_analysis::passes::pages::PagesPass::new(&filter, 4096, false, false),
+        stalls: kmemtrace_analysis::passes::stalls::StallsPass::new(8),
         first_ts: None,
         last_ts: 0,
     };

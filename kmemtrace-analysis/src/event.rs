@@ -132,8 +132,12 @@ pub struct Tracepoint {
     pub shard: ShardKey,
     /// Bit `i`: `values[i]` was read (the format has the field).
     pub present: u8,
+    /// The kernel stack taken with it, interned
+    /// ([`crate::intern::StackTable`]); [`crate::intern::NO_STACK`] if none.
+    pub stack: u32,
     /// The requested fields in the request's order, signed ones
-    /// sign-extended.
+    /// sign-extended; a string field's interned id (the stream's names,
+    /// as cache names).
     pub values: [u64; TP_FIELDS],
 }
 

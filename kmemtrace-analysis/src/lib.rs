@@ -70,6 +70,6 @@ pub mod symbols;
 pub use event::{Body, Event, ShardKey, Tracepoint};
 pub use passes::{Consumes, Pass, PassSetup, Passes};
 pub use run::{analyse, analyse_as_recorded, Options, Outcome};
-pub use stream::tracepoints::{Request, Tracepoints};
+pub use stream::tracepoints::{Delivery, Request, Tracepoints};
 pub use stream::Progress;
 pub use symbols::Symbols;

@@ -187,6 +187,9 @@ pub fn parse_sort(s: &str) -> Result<Vec<SortKey>, String> {
     Ok(v)
 }
 
+pub mod stalls;
+pub use stalls::Stalls;
+
 /// A kernel address or pointer: an integer in the model, written
 /// `0xffff...` in JSON and text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -222,9 +225,26 @@ macro_rules! pass_sections_struct {
         /// list, named as the pass; a document without one loads it empty.
         #[derive(Clone, Debug, Default, Serialize, Deserialize)]
         pub struct PassSections {
-            $(#[serde(default)] pub $field: $section,)*
+            $(#[serde(default, skip_serializing_if = "SectionSkip::skip")] pub $field: $section,)*
         }
     };
+}
+
+/// Whether a pass's section is left out of the JSON document: a section
+/// of events the log may not have (the stalls) is absent rather than
+/// empty, so that documents of logs without them stay as they were.
+pub trait SectionSkip {
+    fn skip(&self) -> bool {
+        false
+    }
+}
+
+impl SectionSkip for CrossCpu {}
+
+impl SectionSkip for Stalls {
+    fn skip(&self) -> bool {
+        self.is_empty()
+    }
 }
 
 crate::for_each_pass_section!(pass_sections_struct);

@@ -25,9 +25,10 @@ use kmemtrace_kernel::{Endian, EventFormat, Field, FieldKind};
 mod scope;
 pub use scope::StackScope;
 
-/// The META `other` name saying that stacks were asked for (its text: the
-/// event and trigger, `kmem:mm_page_alloc stacktrace`). kmemtraced writes
-/// it once the kernel took the trigger; `kmemtrace-capture.sh` leaves a
+/// The META `other` name saying that stacks were asked for (its text: a
+/// line an event, its name and trigger, `kmem:mm_page_alloc stacktrace`;
+/// lines for other events, such as the stall events' begins, follow that
+/// one). kmemtraced writes it once the kernel took the triggers; `kmemtrace-capture.sh` leaves a
 /// `page_stacks` file in its dump, which `--import` carries under this
 /// name. A log without it has no stacks whatever formats it holds (tracefs
 /// dumps copy every `ftrace` format).
@@ -43,10 +44,25 @@ pub fn page_stacks_text(trigger: &str) -> String {
     format!("kmem:mm_page_alloc {trigger}\n")
 }
 
+/// The events of a [`PAGE_STACKS_META`] text, `(system, name)` a line.
+pub fn stacked_events(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.lines()
+        .filter_map(|l| l.split_whitespace().next()?.split_once(':'))
+}
+
+/// The [`PAGE_STACKS_META`] line of an event other than `mm_page_alloc`
+/// the kernel takes a stack with (`system:name`), its trigger `trigger`.
+pub fn stacked_event_line(tracepoint: &str, trigger: &str) -> String {
+    format!("{tracepoint} {trigger}\n")
+}
+
 /// Whether the log says stacks were taken with page allocations.
 pub fn page_stacks_recorded(log: &Log) -> bool {
     log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META)
-        .is_some()
+        .is_some_and(|m| {
+            stacked_events(&String::from_utf8_lossy(&m.content))
+                .any(|e| e == ("kmem", "mm_page_alloc"))
+        })
 }
 
 /// The event's system and name.
@@ -69,6 +85,11 @@ pub struct StackReader {
     long: usize,
     /// The allocations the kernel takes a stack with.
     scope: StackScope,
+    /// Page allocations take stacks at all: the log says so, or (older
+    /// logs) says nothing of which events do.
+    page_stacks: bool,
+    /// The other events the kernel takes a stack with, by id, sorted.
+    other_ids: Vec<u32>,
 }
 
 /// One recorded stack, its frames still in the record.
@@ -93,7 +114,20 @@ impl StackReader {
             .find(|f| f.system == STACK_SYSTEM && f.name == STACK_EVENT)?;
         let mut reader = StackReader::from_format(f, usize::from(log.arch.long_size))?;
         if let Some(m) = log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META) {
-            reader.scope = StackScope::of_meta(&String::from_utf8_lossy(&m.content));
+            let text = String::from_utf8_lossy(&m.content);
+            reader.scope = StackScope::of_meta(&text);
+            reader.page_stacks = stacked_events(&text).any(|e| e == ("kmem", "mm_page_alloc"));
+            reader.other_ids = stacked_events(&text)
+                .filter(|&(system, name)| (system, name) != ("kmem", "mm_page_alloc"))
+                .filter_map(|(system, name)| {
+                    let f = log
+                        .formats
+                        .iter()
+                        .find(|f| f.system == system && f.name == name)?;
+                    Some(f.id)
+                })
+                .collect();
+            reader.other_ids.sort_unstable();
         }
         Some(reader)
     }
@@ -117,7 +151,17 @@ impl StackReader {
             caller_offset: caller.offset,
             long,
             scope: StackScope::default(),
+            page_stacks: true,
+            other_ids: Vec::new(),
         })
+    }
+
+    /// Whether the kernel took a stack with an event of id `id` other than
+    /// a page allocation (the log says which: [`PAGE_STACKS_META`]), in
+    /// process context (the recorders' triggers on them have no filter).
+    #[inline]
+    pub fn takes_tracepoint_stack(&self, id: u32, _pid: i32, in_interrupt: bool) -> bool {
+        !in_interrupt && self.other_ids.binary_search(&id).is_ok()
     }
 
     /// Whether the kernel took a stack with `ev`: a page allocation, of a
@@ -126,6 +170,7 @@ impl StackReader {
     #[inline]
     pub fn takes_stack(&self, ev: &kmemtrace_kernel::KmemEvent<'_>) -> bool {
         ev.kind == kmemtrace_kernel::kmem::KmemKind::MmPageAlloc
+            && self.page_stacks
             && self.scope.takes(ev.pid, ev.in_interrupt)
     }
 

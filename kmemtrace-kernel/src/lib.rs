@@ -25,6 +25,8 @@
 //!   (`__print_flags` tables such as GFP flags, [`FlagTable`]) and the
 //!   line an event prints ([`PrintFmt`]);
 //! - [`kmem`]: typed kmem events ([`KmemDecoder`], [`KmemEvent`]);
+//! - [`stalls`]: the one list of the reclaim, compaction and OOM
+//!   tracepoints an allocation stalls in;
 //! - [`pagetypes`]: migratetype names and the pageblock order
 //!   ([`PageTypes`]);
 //! - [`kallsyms`], [`cmdlines`] and [`stats`]: `/proc/kallsyms`,
@@ -50,6 +52,7 @@ pub mod kmem;
 pub mod pagetypes;
 pub mod print_flags;
 pub mod print_fmt;
+pub mod stalls;
 
 // The kernel's tables.
 pub mod cmdlines;

@@ -7,7 +7,7 @@
 
 use crate::html::Page;
 use crate::text::Sections;
-use kmemtrace_analysis::model::{CrossCpu, Report};
+use kmemtrace_analysis::model::{CrossCpu, Report, Stalls};
 
 /// How one pass's section prints.
 pub trait PrintSection {
@@ -45,4 +45,15 @@ impl PrintSection for CrossCpu {
     fn html(&self, _: &Page<'_>, o: &mut String) {
         crate::html::sections::cross_cpu(self, o);
     }
+}
+
+/// Allocation stalls (`--stalls`; by default where the log has them).
+impl PrintSection for Stalls {
+    fn text(&self, out: &mut String, _: &Report, s: &Sections) {
+        if s.stalls {
+            crate::text::stalls::render(out, self, s);
+        }
+    }
+
+    fn html(&self, _: &Page<'_>, _: &mut String) {}
 }

@@ -114,6 +114,7 @@ mod tests {
             page_alloc: true,
             page_live: true,
             page_asked: true,
+            stalls: true,
             color: false,
             lines: 20,
         });

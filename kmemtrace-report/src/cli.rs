@@ -109,7 +109,7 @@ pub struct Cli {
     /// kernel's own `trace` file prints it (with --cpu, --pid,
     /// --comm, --time and --event). The recorder's own threads' events are
     /// left out, as in the report (--all-tasks keeps them).
-    #[arg(long, conflicts_with_all = ["json", "html", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "callsite", "fail_on"])]
+    #[arg(long, conflicts_with_all = ["json", "html", "caller", "caches", "matrix", "alloc", "leaks", "misuse", "page", "live", "stalls", "callsite", "fail_on"])]
     pub events: bool,
     /// With --events: only these events (globs).
     ///
@@ -163,6 +163,13 @@ pub struct Cli {
     /// external fragmentation.
     #[arg(long)]
     pub page: bool,
+    /// Show the allocation stalls section.
+    ///
+    /// Reclaim, compaction, throttling and OOM kills joined into episodes
+    /// per task, by call site, order and GFP; in the default report
+    /// whenever the log has stall events.
+    #[arg(long)]
+    pub stalls: bool,
     /// With --page: the pages still allocated at the end.
     ///
     /// Grouped by --cull (page_owner_sort's question, answered from the

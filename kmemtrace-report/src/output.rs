@@ -23,7 +23,8 @@ fn text_sections(cli: &Cli, page_only: bool, color: bool) -> text::Sections {
         || cli.leaks
         || cli.misuse
         || cli.page
-        || cli.live;
+        || cli.live
+        || cli.stalls;
     let sorted = cli.sort != cli::DEFAULT_SORT;
     text::Sections {
         callsites: !any_section || ((cli.caller || sorted) && !page_only),
@@ -37,6 +38,7 @@ fn text_sections(cli: &Cli, page_only: bool, color: bool) -> text::Sections {
         page_alloc: cli.alloc && (cli.page || cli.live),
         page_live: cli.live,
         page_asked: cli.page || cli.live,
+        stalls: !any_section || cli.stalls,
         color,
         lines: cli.lines.unwrap_or(20),
     }

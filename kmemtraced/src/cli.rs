@@ -98,10 +98,11 @@ pub struct Cli {
     #[arg(short = 'd', long = "duration", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Events to record, comma-separated (default: kmem's).
+    /// Events to record, comma-separated (default: kmem's and the stalls').
     ///
     /// `kmalloc`, `kmem:kfree`, `kmem:*`, `sched:sched_process_exec`.
-    /// Default: every kmem allocation event this kernel has.
+    /// Default: every kmem allocation event this kernel has, and its
+    /// allocation stall events (--stalls).
     #[arg(
         short = 'e',
         long = "events",
@@ -197,6 +198,24 @@ pub struct Cli {
     /// their own (not interrupt) events out of its figures.
     #[arg(long = "trace-self")]
     pub trace_self: bool,
+
+    /// Record the allocation stall events (with the default events).
+    ///
+    /// Reclaim (direct, memcg, node) begin and end, throttling, kswapd and
+    /// kcompactd wake and sleep, compaction, the OOM killer's retries,
+    /// victims and reaping: those this kernel has. They fire only under
+    /// memory pressure; the kernel takes a stack with the first event of
+    /// each wait (with --page-stacks on), for its call site.
+    #[arg(long = "stalls", value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = parse_on_off)]
+    pub stalls: bool,
+
+    /// Also record reclaim's busy events: shrinkers, LRU isolation and
+    /// shrinking, compaction's scanning.
+    ///
+    /// They fire for every batch reclaim works through (kswapd's too), so
+    /// they cost in proportion to the pressure. Adds to -e lists too.
+    #[arg(long = "stall-detail")]
+    pub stall_detail: bool,
 
     /// A kernel stack with each page allocation.
     ///

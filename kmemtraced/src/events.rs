@@ -49,6 +49,19 @@ pub fn add_if_present(dir: &TraceDir, events: &mut Vec<Event>, system: &str, nam
     }
 }
 
+/// Adds the allocation stall events this kernel has
+/// ([`kmemtrace_kernel::stalls`]): the cheap ones unless only `busy`, the
+/// busy ones with `busy`.
+pub fn add_stall_events(dir: &TraceDir, events: &mut Vec<Event>, cheap: bool, busy: bool) {
+    use kmemtrace_kernel::stalls::{split, BUSY_STALL_EVENTS, STALL_EVENTS};
+    let cheap = STALL_EVENTS.iter().filter(|_| cheap);
+    let busy = BUSY_STALL_EVENTS.iter().filter(|_| busy);
+    for t in cheap.chain(busy) {
+        let (system, name) = split(t);
+        add_if_present(dir, events, system, name);
+    }
+}
+
 /// The events to record in `dir` (whose `events/` lists what the kernel
 /// has). `specs` empty means the defaults.
 pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {

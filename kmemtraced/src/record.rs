@@ -472,8 +472,35 @@ fn page_stack_trigger_not_ours(tids: &[i32]) -> String {
     )
 }
 
+/// The recorded stall events the kernel takes a stack with
+/// ([`kmemtrace_kernel::stalls::STACKED_STALL_EVENTS`]).
+fn stacked_stall_events(events: &[Event]) -> impl Iterator<Item = &Event> {
+    events.iter().filter(|e| {
+        kmemtrace_kernel::stalls::STACKED_STALL_EVENTS
+            .iter()
+            .any(|t| kmemtrace_kernel::stalls::split(t) == (e.system.as_str(), e.name.as_str()))
+    })
+}
+
+/// Sets the plain `stacktrace` trigger on each recorded stall event that
+/// takes one: rare events, in the waiting task, whose stacks name the
+/// allocation that waited. The lines of the log's stacks META for those
+/// the kernel took; a note for each it refused.
+fn start_stall_stacks(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -> String {
+    use kmemtrace_import::stacks::stacked_event_line;
+    let mut lines = String::new();
+    for e in stacked_stall_events(events) {
+        match dir.write(&format!("events/{}/trigger", e.path()), PAGE_STACK_TRIGGER) {
+            Ok(()) => lines.push_str(&stacked_event_line(&e.colon(), PAGE_STACK_TRIGGER)),
+            Err(err) => notes.push(format!("no stacks with {}: {err}", e.colon())),
+        }
+    }
+    lines
+}
+
 /// The stack record's event, whose format the log carries when the
-/// kernel is to take a stack with every `mm_page_alloc` recorded here
+/// kernel is to take a stack with every `mm_page_alloc` (or stall event)
+/// recorded here
 /// ([`start_page_stacks`]). `None` where `mm_page_alloc` is not recorded or
 /// the kernel has no `kernel_stack` format (said in a note).
 fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -> Option<Event> {
@@ -481,6 +508,7 @@ fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -
     if !events
         .iter()
         .any(|e| e.system == "kmem" && e.name == "mm_page_alloc")
+        && stacked_stall_events(events).next().is_none()
     {
         return None;
     }
@@ -560,6 +588,12 @@ fn checked_request(cli: &Cli) -> Result<(std::path::PathBuf, Option<std::path::P
 /// tree where pids are filtered (to tell its tasks from their neighbours).
 fn events_asked(cli: &Cli, top: &TraceDir) -> Result<Vec<Event>> {
     let mut events = events::resolve(top, &cli.events)?;
+    events::add_stall_events(
+        top,
+        &mut events,
+        cli.events.is_empty() && cli.stalls,
+        cli.stall_detail,
+    );
     if !events.iter().any(|e| e.system == "kmem") {
         // The log is valid, but the report and diff analyse kmem events.
         say(
@@ -589,17 +623,27 @@ fn start_tracing(
     let _ = dir.write("tracing_on", "0");
     let enabled = set_events(dir, events, true);
     if stacks {
-        match start_page_stacks(dir, own_tids) {
-            Ok(trigger) => {
-                use kmemtrace_import::stacks::{page_stacks_text, PAGE_STACKS_META};
-                let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
-                m.name = PAGE_STACKS_META.into();
-                session.write_meta(m);
+        use kmemtrace_import::stacks::{page_stacks_text, PAGE_STACKS_META};
+        let mut text = String::new();
+        let mut notes = Vec::new();
+        let page_allocs = events
+            .iter()
+            .any(|e| e.system == "kmem" && e.name == "mm_page_alloc");
+        if page_allocs {
+            match start_page_stacks(dir, own_tids) {
+                Ok(trigger) => text.push_str(&page_stacks_text(&trigger)),
+                Err(n) => notes.push(n),
             }
-            Err(n) => {
-                say(cli.quiet, &n);
-                session.note(n);
-            }
+        }
+        text.push_str(&start_stall_stacks(dir, events, &mut notes));
+        if !text.is_empty() {
+            let mut m = Meta::new(MetaKind::Other, text);
+            m.name = PAGE_STACKS_META.into();
+            session.write_meta(m);
+        }
+        for n in notes {
+            say(cli.quiet, &n);
+            session.note(n);
         }
     }
     let _ = dir.write("tracing_on", "1");

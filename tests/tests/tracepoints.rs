@@ -8,7 +8,7 @@ mod common;
 use kmemtrace_analysis::filter::Filter;
 use kmemtrace_analysis::intern::SiteTable;
 use kmemtrace_analysis::stream::{run, OrderKey, Shard, StreamSetup};
-use kmemtrace_analysis::{Body, Event, Request, ShardKey, Tracepoints};
+use kmemtrace_analysis::{Body, Delivery, Event, Request, ShardKey, Tracepoints};
 use kmemtrace_import::log::Log;
 use std::process::Command;
 
@@ -31,11 +31,13 @@ const REQUESTS: [Request; 2] = [
         tracepoint: "kmem:rss_stat",
         fields: &["member", "size", "no_such_field"],
         shard: ShardKey::Task,
+        delivery: Delivery::Each,
     },
     Request {
         tracepoint: "vmscan:mm_vmscan_direct_reclaim_begin",
         fields: &["order", "gfp_flags"],
         shard: ShardKey::Task,
+        delivery: Delivery::Each,
     },
 ];
 

@@ -91,19 +91,24 @@ impl Ctx<'_> {
             .collect()
     }
     pub(crate) fn gfp(&self, value: u64, count: u64) -> Gfp {
-        let (flags, compact) = match self.gfp {
-            Some(t) => (
-                t.decode(value).to_string(),
-                t.decode_compact(value).to_string(),
-            ),
-            None => (format!("0x{value:x}"), format!("0x{value:x}")),
-        };
-        Gfp {
-            value: format!("0x{value:x}"),
-            flags,
-            compact,
-            count,
-        }
+        gfp_of(self.gfp, value, count)
+    }
+}
+
+/// GFP flags `value` named by the recorded kernel's table (hex without).
+pub(crate) fn gfp_of(table: Option<&FlagTable>, value: u64, count: u64) -> Gfp {
+    let (flags, compact) = match table {
+        Some(t) => (
+            t.decode(value).to_string(),
+            t.decode_compact(value).to_string(),
+        ),
+        None => (format!("0x{value:x}"), format!("0x{value:x}")),
+    };
+    Gfp {
+        value: format!("0x{value:x}"),
+        flags,
+        compact,
+        count,
     }
 }
 
@@ -250,8 +255,23 @@ pub fn build(
     let summary = summary(&ctx);
     let callsites = callsites(&ctx);
     let (caches, size_classes) = caches(&ctx);
-    let sections =
-        crate::model::PassSections::of(an, &crate::passes::SectionContext { log, syms, windows });
+    let last_ts = summaries
+        .iter()
+        .filter_map(|s| s.last_ts)
+        .max()
+        .unwrap_or(first_ts);
+    let sections = crate::model::PassSections::of(
+        an,
+        &crate::passes::SectionContext {
+            log,
+            syms,
+            windows,
+            names: &ctx.names,
+            stacks: &stacks,
+            gfp: ctx.gfp,
+            span: (first_ts, last_ts),
+        },
+    );
     let mut tasks = kmemtrace_import::tasks::TaskSightings::default();
     for c in &summaries {
         tasks.absorb(&c.tasks);

@@ -24,6 +24,7 @@ pub mod objects;
 pub mod page_misuse;
 pub mod pages;
 pub mod slab;
+pub mod stalls;
 pub mod timeline;
 pub mod untraced;
 
@@ -48,6 +49,7 @@ macro_rules! for_each_pass {
             cross_cpu: $crate::passes::cross_cpu::CrossCpuPass,
             untraced: $crate::passes::untraced::UntracedPass,
             pages: $crate::passes::pages::PagesPass<'a>,
+            stalls: $crate::passes::stalls::StallsPass,
         }
     };
 }
@@ -63,6 +65,7 @@ macro_rules! for_each_pass_section {
     ($m:ident) => {
         $m! {
             cross_cpu: $crate::passes::cross_cpu::CrossCpuPass => $crate::model::CrossCpu,
+            stalls: $crate::passes::stalls::StallsPass => $crate::model::Stalls,
         }
     };
 }
@@ -137,6 +140,14 @@ pub struct SectionContext<'x> {
     pub syms: &'x crate::Symbols,
     /// Where events were lost: findings inside are uncertain.
     pub windows: &'x crate::stream::losses::Windows,
+    /// The stream's interned names (cache names, tracepoints' strings).
+    pub names: &'x [String],
+    /// The stream's interned kernel stacks.
+    pub stacks: &'x [Box<[u64]>],
+    /// The recorded kernel's GFP flag names, if the log has them.
+    pub gfp: Option<&'x kmemtrace_kernel::FlagTable>,
+    /// The capture's first and last event times.
+    pub span: (u64, u64),
 }
 
 /// Generates the making of [`crate::model::PassSections`] from the list.

@@ -6,6 +6,7 @@ use super::*;
 use crate::event::Kind;
 use crate::filter::Filter;
 use crate::intern::SiteTable;
+use crate::stream::tracepoints::Delivery;
 use crate::stream::tracepoints::Tracepoints;
 use crate::stream::{run, StreamSetup};
 use kmemtrace_kernel::RunTimeEndian;
@@ -31,11 +32,13 @@ impl<'a> Pass<'a> for Reclaim {
             tracepoint: "vmscan:mm_vmscan_direct_reclaim_begin",
             fields: &["order", "gfp_flags", "no_such_field"],
             shard: ShardKey::Task,
+            delivery: Delivery::Each,
         },
         Request {
             tracepoint: "vmscan:mm_vmscan_direct_reclaim_end",
             fields: &["nr_reclaimed"],
             shard: ShardKey::Task,
+            delivery: Delivery::Each,
         },
     ];
     fn new(_: &PassSetup<'a>) -> Self {
@@ -63,6 +66,7 @@ impl<'a> Pass<'a> for Oom {
         tracepoint: "oom:mark_victim",
         fields: &["pid"],
         shard: ShardKey::None,
+        delivery: Delivery::Each,
     }];
     fn new(_: &PassSetup<'a>) -> Self {
         Oom::default()

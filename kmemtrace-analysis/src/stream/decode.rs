@@ -259,6 +259,7 @@ impl Decoder<'_> {
             awaiting: AwaitingStacks::default(),
             leading: Vec::new(),
             last_ts: None,
+            marks: crate::intern::fast_map(),
         };
         for item in subbufs(e, &self.log.layout, r.first_subbuf, data) {
             self.subbuf(e, &mut b, r, item);
@@ -403,7 +404,14 @@ impl Decoder<'_> {
                 // ids of its other events.
                 if !self.tracepoints.is_empty() && self.filter.in_time(ts) {
                     if let Some(r) = self.tracepoints.read(e, payload) {
-                        b.keep_tracepoint(r, ts);
+                        let stacked = self
+                            .stack_reader
+                            .as_ref()
+                            .is_some_and(|s| s.takes_tracepoint_stack(r.id, r.pid, r.in_interrupt));
+                        if self.tracepoints.has_marks() && !r.in_interrupt {
+                            b.marks.insert(r.pid, true);
+                        }
+                        b.keep_tracepoint(r, ts, stacked);
                     }
                 }
                 return;
@@ -432,6 +440,14 @@ impl Decoder<'_> {
             return;
         }
         b.keep(&ev, name, ts, stacked);
+        if self.tracepoints.has_marks() && !ev.in_interrupt && b.needs_mark(ev.pid) {
+            if let Some(r) = self.tracepoints.read(e, payload) {
+                if self.tracepoints.marks(r.id) == Some(true) {
+                    b.marks.insert(r.pid, false);
+                    b.keep_tracepoint(r, ts, false);
+                }
+            }
+        }
     }
 }
 
@@ -459,6 +475,10 @@ struct BlockDecode<'l, 'a> {
     leading: Vec<LateStack>,
     /// The previous data event's time, to count time going backwards.
     last_ts: Option<u64>,
+    /// Tasks of the block by whether their next allocation is to be handed
+    /// on as a mark ([`super::tracepoints::Delivery::TaskMarks`]): absent
+    /// or `true` until one is.
+    marks: crate::intern::FastMap<i32, bool>,
 }
 
 impl BlockDecode<'_, '_> {
@@ -477,9 +497,8 @@ impl BlockDecode<'_, '_> {
             Some(at) => {
                 self.sum.stacks_paired += 1;
                 if let Some((shard, i)) = at {
-                    if let Body::Page(p) = &mut self.parts[shard][i].body {
-                        p.stack = intern(self.frames, self.stacks);
-                    }
+                    let id = intern(self.frames, self.stacks);
+                    set_stack(&mut self.parts[shard][i], id);
                 }
             }
             // No allocation of this block took it: one of the
@@ -550,9 +569,25 @@ impl BlockDecode<'_, '_> {
         }
     }
 
+    /// Whether task `pid`'s allocation is to be a mark: its first in the
+    /// block, or its first since one of its other requested events.
+    #[inline]
+    fn needs_mark(&self, pid: i32) -> bool {
+        self.marks.get(&pid).copied().unwrap_or(true)
+    }
+
     /// A requested tracepoint's event in the time window, routed by its
-    /// request's shard key.
-    fn keep_tracepoint(&mut self, r: Read, ts: u64) {
+    /// request's shard key; `stacked`: the kernel took a stack with it,
+    /// which it waits for. A string field is interned here.
+    fn keep_tracepoint(&mut self, mut r: Read<'_>, ts: u64, stacked: bool) {
+        if let Some((i, text)) = r.text {
+            let id = match self.names.peek(text) {
+                Some(id) => id,
+                None => self.names.get(&String::from_utf8_lossy(text)),
+            };
+            r.tp.values[i] = u64::from(id);
+            r.tp.present |= 1 << i;
+        }
         let (pos, lag) = self.place(ts);
         let ev = Event {
             ts,
@@ -565,6 +600,13 @@ impl BlockDecode<'_, '_> {
             body: Body::Tracepoint(r.tp),
         };
         let shard = self.shard_of(&ev);
+        if stacked {
+            self.awaiting.push(
+                ev.pid,
+                ev.in_interrupt,
+                Some((shard, self.parts[shard].len())),
+            );
+        }
         self.parts[shard].push(ev);
     }
 
@@ -648,15 +690,20 @@ impl AwaitingStacks {
             };
             n += 1;
             let ev = at.and_then(|(shard, i)| parts.get_mut(shard)?.as_mut()?.get_mut(i));
-            if let Some(Event {
-                body: Body::Page(p),
-                ..
-            }) = ev
-            {
-                p.stack = l.stack;
+            if let Some(ev) = ev {
+                set_stack(ev, l.stack);
             }
         }
         n
+    }
+}
+
+/// Gives an event the stack the kernel took with it.
+fn set_stack(ev: &mut Event, stack: u32) {
+    match &mut ev.body {
+        Body::Page(p) => p.stack = stack,
+        Body::Tracepoint(t) => t.stack = stack,
+        Body::Slab(_) => {}
     }
 }
 

@@ -20,11 +20,27 @@ pub struct Request {
     /// `system:name`, as in `kmemtraced -e` (`vmscan:mm_vmscan_direct_reclaim_begin`).
     pub tracepoint: &'static str,
     /// The payload fields read, at most [`TP_FIELDS`]; the pass reads them
-    /// by their place here ([`Tracepoint::get`]). Scalar fields only: a
-    /// field the format lacks, or that is not an integer of 1, 2, 4 or 8
-    /// bytes, reads as `None`.
+    /// by their place here ([`Tracepoint::get`]). Integers of 1, 2, 4 or 8
+    /// bytes, and strings (a `char` array or `__data_loc char[]`, handed
+    /// on interned, as cache names): a field the format lacks, or of
+    /// another kind, reads as `None`.
     pub fields: &'static [&'static str],
     pub shard: ShardKey,
+    pub delivery: Delivery,
+}
+
+/// Which of a requested tracepoint's events reach the pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Every one.
+    Each,
+    /// For kmem's allocation events, which every allocation writes: only
+    /// those that may end what a task waited in. Of each task (outside
+    /// interrupts), its first in each block of a CPU, and its first after
+    /// any [`Delivery::Each`] event of the task in the block. A pass that
+    /// follows what a task waits in learns that it allocated again without
+    /// every allocation travelling the stream.
+    TaskMarks,
 }
 
 /// One requested event id's accessors.
@@ -35,6 +51,7 @@ struct Resolved {
     request: u16,
     shard: ShardKey,
     fields: Vec<Option<Field>>,
+    marks: bool,
 }
 
 /// The requests, resolved against one log's formats.
@@ -47,11 +64,18 @@ pub struct Tracepoints {
     common_type: Option<Field>,
     common_pid: Option<Field>,
     common_flags: Option<Field>,
+    /// Some request asks for [`Delivery::TaskMarks`].
+    marks: bool,
 }
 
 /// A non-kmem event read through its id's accessors.
-pub struct Read {
+pub struct Read<'p> {
+    /// The event's id.
+    pub id: u32,
     pub tp: Tracepoint,
+    /// A string field's bytes (its place among the request's fields, its
+    /// bytes up to the first NUL), to be interned into `tp.values`.
+    pub text: Option<(usize, &'p [u8])>,
     pub pid: i32,
     pub in_interrupt: bool,
 }
@@ -96,14 +120,21 @@ impl Tracepoints {
                     fields: r
                         .fields
                         .iter()
-                        .map(|n| f.field(n).cloned().filter(is_scalar))
+                        .map(|n| f.field(n).cloned().filter(readable))
                         .collect(),
+                    marks: r.delivery == Delivery::TaskMarks,
                 });
             }
         }
         resolved.sort_by_key(|r| r.id);
         resolved.dedup_by_key(|r| r.id);
+        // Marks tell a pass what a task did after its other events: with
+        // none of those in the log, they have nothing to tell.
+        if resolved.iter().all(|r| r.marks) {
+            resolved.clear();
+        }
         Tracepoints {
+            marks: resolved.iter().any(|r| r.marks),
             requests,
             resolved,
             common_type: common("common_type"),
@@ -122,22 +153,47 @@ impl Tracepoints {
         &self.requests
     }
 
-    /// Reads `payload` if its id is a requested one.
-    pub fn read<E: Endian>(&self, e: E, payload: &[u8]) -> Option<Read> {
-        let id = self.common_type.as_ref()?.read_u64(e, payload)?;
-        let r = self
-            .resolved
+    /// Some request asks for kmem events as [`Delivery::TaskMarks`].
+    #[inline]
+    pub fn has_marks(&self) -> bool {
+        self.marks
+    }
+
+    /// Whether the events of `id` go to a [`Delivery::TaskMarks`] request
+    /// (`Some(false)`: to an [`Delivery::Each`] one; `None`: not asked).
+    pub fn marks(&self, id: u32) -> Option<bool> {
+        self.find(u64::from(id)).map(|r| r.marks)
+    }
+
+    fn find(&self, id: u64) -> Option<&Resolved> {
+        self.resolved
             .binary_search_by_key(&id, |r| u64::from(r.id))
             .ok()
-            .map(|i| &self.resolved[i])?;
+            .map(|i| &self.resolved[i])
+    }
+
+    /// Reads `payload` if its id is a requested one.
+    pub fn read<'p, E: Endian>(&self, e: E, payload: &'p [u8]) -> Option<Read<'p>> {
+        let id = self.common_type.as_ref()?.read_u64(e, payload)?;
+        let r = self.find(id)?;
         let mut tp = Tracepoint {
             request: r.request,
             shard: r.shard,
             present: 0,
+            stack: crate::intern::NO_STACK,
             values: [0; TP_FIELDS],
         };
+        let mut text = None;
         for (i, f) in r.fields.iter().enumerate() {
-            if let Some(v) = f.as_ref().and_then(|f| f.read_i64(e, payload)) {
+            let Some(f) = f else { continue };
+            if f.kind != FieldKind::Scalar {
+                if let Some(b) = f.read_bytes(e, payload) {
+                    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                    text = Some((i, &b[..end]));
+                }
+                continue;
+            }
+            if let Some(v) = f.read_i64(e, payload) {
                 tp.values[i] = v as u64;
                 tp.present |= 1 << i;
             }
@@ -153,11 +209,19 @@ impl Tracepoints {
             .and_then(|f| f.read_u64(e, payload))
             .unwrap_or(0);
         Some(Read {
+            id: r.id,
             tp,
+            text,
             pid,
             in_interrupt: flags & u64::from(trace_flags::INTERRUPT) != 0,
         })
     }
+}
+
+/// A field a request can read: an integer, or one string (`char` array or
+/// `__data_loc char[]`) per request.
+fn readable(f: &Field) -> bool {
+    is_scalar(f) || f.is_bytes()
 }
 
 fn is_scalar(f: &Field) -> bool {

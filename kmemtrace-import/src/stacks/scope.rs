@@ -32,7 +32,11 @@ impl StackScope {
     /// does not know in full is taken as taking every stack: allocations
     /// then wait as they would without a filter.
     pub fn of_meta(meta: &str) -> StackScope {
-        let line = meta.lines().next().unwrap_or("");
+        // The page allocation's line; other events' lines follow it.
+        let line = meta
+            .lines()
+            .find(|l| l.starts_with("kmem:mm_page_alloc "))
+            .unwrap_or("");
         match line.split_once(" if ") {
             Some((_, filter)) => Self::of_filter(filter).unwrap_or_default(),
             None => StackScope::default(),

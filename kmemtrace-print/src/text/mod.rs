@@ -3,6 +3,7 @@
 
 mod page_tables;
 mod pages;
+pub(crate) mod stalls;
 
 use crate::{Printer, Section};
 use kmemtrace_analysis::model::*;
@@ -113,6 +114,8 @@ pub struct Sections {
     pub page_live: bool,
     /// The page section was asked for by name (--page, --live).
     pub page_asked: bool,
+    /// Allocation stalls (printed where the log has stall events).
+    pub stalls: bool,
     pub color: bool,
     /// Rows per table.
     pub lines: usize,

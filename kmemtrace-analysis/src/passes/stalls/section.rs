@@ -1,0 +1,367 @@
+//! The stall pass's section of the model, from its state added up over the
+//! shards.
+
+use super::{stall_site_index, Background, Ep, Kill, StallsPass, Wait};
+use crate::intern::NO_STACK;
+use crate::model::stalls::*;
+use crate::passes::SectionContext;
+use kmemtrace_kernel::FlagTable;
+use std::collections::BTreeMap;
+
+/// Episodes listed in full.
+pub const LONGEST: usize = 20;
+/// About this many bins over the capture.
+const BINS: u64 = 50;
+
+/// How the section names what the pass holds.
+struct Names<'x> {
+    ctx: &'x SectionContext<'x>,
+    status: Option<FlagTable>,
+}
+
+impl Names<'_> {
+    fn comm(&self, pid: i32) -> Option<String> {
+        self.ctx.log.pids.comm(pid).map(str::to_string)
+    }
+
+    /// The call site of the stack the kernel took with a stall event.
+    fn site(&self, stack: u32) -> Option<String> {
+        if stack == NO_STACK {
+            return None;
+        }
+        let frames = self.ctx.stacks.get(stack as usize)?;
+        let i = stall_site_index(frames, self.ctx.syms.table.as_ref())?;
+        Some(self.ctx.syms.name(frames[i]))
+    }
+
+    fn episode_site(&self, ep: &Ep) -> Option<String> {
+        self.site(ep.stack)
+            .or_else(|| ep.slab_site.map(|a| self.ctx.syms.name(a)))
+    }
+
+    fn gfp(&self, v: Option<u64>) -> Option<crate::model::Gfp> {
+        v.map(|v| crate::build::gfp_of(self.ctx.gfp, v, 1))
+    }
+
+    fn status(&self, v: i64) -> String {
+        let name = self.status.as_ref().and_then(|t| {
+            t.entries
+                .iter()
+                .find(|e| e.value == v as u64)
+                .map(|e| e.name.clone())
+        });
+        name.unwrap_or_else(|| format!("status {v}"))
+    }
+}
+
+/// The section.
+pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
+    if p.events == 0 {
+        return Stalls::default();
+    }
+    let status = ctx
+        .log
+        .formats
+        .iter()
+        .find(|f| f.system == "compaction" && f.name == "mm_compaction_end")
+        .and_then(|f| FlagTable::for_field(&f.print_fmt, "status").ok().flatten());
+    let n = Names { ctx, status };
+    let mut eps: Vec<&Ep> = p.ended.iter().chain(p.open.values()).collect();
+    eps.sort_by_key(|e| (e.start, e.pid));
+    let uncertain = |e: &Ep| ctx.windows.touches(e.start, e.last);
+    let mut longest: Vec<&Ep> = eps.clone();
+    longest.sort_by(|a, b| b.stall_ns().cmp(&a.stall_ns()).then(a.start.cmp(&b.start)));
+    longest.truncate(LONGEST);
+    Stalls {
+        events: p.events,
+        episodes: eps.len() as u64,
+        stall_ns: eps.iter().map(|e| e.stall_ns()).sum(),
+        uncertain_episodes: eps.iter().filter(|e| uncertain(e)).count() as u64,
+        kinds: kinds(&eps),
+        sites: sites(&n, &eps),
+        longest: longest
+            .iter()
+            .map(|e| episode(&n, e, uncertain(e)))
+            .collect(),
+        over_time: over_time(ctx, &eps),
+        background: background(&p.background),
+        wakers: wakers(&n, p),
+        oom_kills: p.kills.iter().map(|k| oom_kill(&n, p, k)).collect(),
+        shrinkers: shrinkers(ctx, p),
+        unpaired: Unpaired {
+            ends_without_begin: p.ends_without_begin,
+            begins_without_end: p.begins_without_end
+                + p.open.values().map(|e| e.open.len() as u64).sum::<u64>(),
+            open_at_end: p.open.len() as u64,
+        },
+        not_recorded: kmemtrace_kernel::stalls::STALL_EVENTS
+            .iter()
+            .filter(|t| {
+                let (system, name) = kmemtrace_kernel::stalls::split(t);
+                !ctx.log
+                    .formats
+                    .iter()
+                    .any(|f| f.system == system && f.name == name)
+            })
+            .map(|t| t.to_string())
+            .collect(),
+    }
+}
+
+fn kinds(eps: &[&Ep]) -> Vec<StallKindRow> {
+    Wait::ALL
+        .iter()
+        .map(|&w| {
+            let mut r = StallKindRow {
+                kind: w.name().into(),
+                ..Default::default()
+            };
+            for e in eps {
+                let (n, ns, pages) = e.per_wait[w as usize];
+                r.phases += u64::from(n);
+                r.ns += ns;
+                r.pages_reclaimed += pages;
+            }
+            r
+        })
+        .filter(|r| r.phases > 0 || r.pages_reclaimed > 0)
+        .collect()
+}
+
+fn sites(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallSiteRow> {
+    type Key = (
+        Wait,
+        Option<String>,
+        Option<u32>,
+        Option<u64>,
+        Option<String>,
+    );
+    let mut groups: BTreeMap<Key, Vec<&Ep>> = BTreeMap::new();
+    for e in eps {
+        let key = (e.first, n.episode_site(e), e.order, e.gfp, n.comm(e.pid));
+        groups.entry(key).or_default().push(e);
+    }
+    let mut rows: Vec<StallSiteRow> = groups
+        .into_iter()
+        .map(|((w, callsite, order, gfp, comm), g)| {
+            let mut ns: Vec<u64> = g.iter().map(|e| e.stall_ns()).collect();
+            ns.sort_unstable();
+            let pct = |q: f64| percentile(&ns, q);
+            StallSiteRow {
+                kind: w.name().into(),
+                callsite,
+                order,
+                gfp: n.gfp(gfp),
+                comm,
+                episodes: ns.len() as u64,
+                total_ns: ns.iter().sum(),
+                p50_ns: pct(0.50),
+                p90_ns: pct(0.90),
+                p99_ns: pct(0.99),
+                max_ns: ns.last().copied().unwrap_or(0),
+                pages_reclaimed: g.iter().flat_map(|e| e.per_wait.iter().map(|w| w.2)).sum(),
+                histogram: histogram(&ns),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(b.episodes.cmp(&a.episodes))
+    });
+    rows
+}
+
+/// The nearest-rank percentile of sorted `v`.
+pub fn percentile(v: &[u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let rank = (q * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+/// Counts per power-of-two bucket: `d` falls in the one whose `below_ns`
+/// is the least power of two above it.
+pub fn histogram(v: &[u64]) -> Vec<HistBucket> {
+    let mut b: BTreeMap<u64, u64> = BTreeMap::new();
+    for &d in v {
+        let below = (d + 1).checked_next_power_of_two().unwrap_or(u64::MAX);
+        *b.entry(below).or_default() += 1;
+    }
+    b.into_iter()
+        .map(|(below_ns, count)| HistBucket { below_ns, count })
+        .collect()
+}
+
+fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
+    let wait = |w: Wait| e.per_wait[w as usize];
+    let reclaim: Vec<_> = Wait::ALL
+        .iter()
+        .filter(|w| w.is_reclaim())
+        .map(|&w| wait(w))
+        .collect();
+    let mut results: Vec<Count> = e
+        .compaction_results
+        .iter()
+        .map(|(&s, &count)| Count {
+            name: n.status(s),
+            count,
+        })
+        .collect();
+    results.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    Episode {
+        pid: e.pid,
+        comm: n.comm(e.pid),
+        cpu: u32::from(e.cpu),
+        start_ns: e.start,
+        span_ns: e.last.saturating_sub(e.start),
+        stall_ns: e.stall_ns(),
+        kind: e.first.name().into(),
+        callsite: n.episode_site(e),
+        order: e.order,
+        gfp: n.gfp(e.gfp),
+        reclaims: reclaim.iter().map(|r| r.0).sum(),
+        reclaim_ns: reclaim.iter().map(|r| r.1).sum(),
+        pages_reclaimed: reclaim.iter().map(|r| r.2).sum(),
+        compactions: wait(Wait::Compaction).0,
+        compaction_ns: wait(Wait::Compaction).1,
+        compaction_results: results,
+        throttles: wait(Wait::Throttle).0,
+        throttle_ns: wait(Wait::Throttle).1,
+        retries: e.retries,
+        kswapd_wakeups: e.kswapd_wakeups,
+        oom_victim: e.victim,
+        ended_by: e.ended_by.unwrap_or("capture end").into(),
+        phases: e
+            .phases
+            .iter()
+            .map(|p| Phase {
+                kind: p.wait.name().into(),
+                start_ns: p.start,
+                ns: p.ns,
+                detail: match p.wait {
+                    Wait::Compaction => String::new(),
+                    Wait::Throttle => format!("reason {}", p.detail),
+                    _ => format!("{} pages", p.detail),
+                },
+            })
+            .collect(),
+        uncertain,
+    }
+}
+
+fn over_time(ctx: &SectionContext<'_>, eps: &[&Ep]) -> StallSeries {
+    let (first, last) = ctx.span;
+    let bin_ns = ((last.saturating_sub(first)) / BINS)
+        .max(1)
+        .next_power_of_two();
+    let mut bins: BTreeMap<u64, StallBin> = BTreeMap::new();
+    for e in eps {
+        let start_ns = e.start / bin_ns * bin_ns;
+        let b = bins.entry(start_ns).or_insert(StallBin {
+            start_ns,
+            ..Default::default()
+        });
+        b.episodes += 1;
+        b.stall_ns += e.stall_ns();
+    }
+    StallSeries {
+        bin_ns,
+        bins: bins.into_values().collect(),
+    }
+}
+
+fn background(m: &crate::intern::FastMap<(bool, i32), Background>) -> Vec<BackgroundRow> {
+    let mut rows: Vec<BackgroundRow> = m
+        .iter()
+        // A sleep with no wake before it: awake since before the capture.
+        .filter(|(_, b)| b.wakes > 0 || b.awake_ns > 0)
+        .map(|(&(kcompactd, node), b)| {
+            let mut orders: Vec<OrderCount> = b
+                .orders
+                .iter()
+                .map(|(&order, &count)| OrderCount { order, count })
+                .collect();
+            orders.sort_by_key(|o| o.order);
+            BackgroundRow {
+                thread: if kcompactd { "kcompactd" } else { "kswapd" }.into(),
+                node,
+                wakes: b.wakes,
+                awake_ns: b.awake_ns,
+                orders,
+                awake_at_end: b.awake_since.is_some(),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| a.thread.cmp(&b.thread).then(a.node.cmp(&b.node)));
+    rows
+}
+
+fn wakers(n: &Names<'_>, p: &StallsPass) -> Vec<WakerRow> {
+    let mut m: BTreeMap<(bool, Option<String>, i32), u64> = BTreeMap::new();
+    for (&(kcompactd, stack, order), &count) in &p.wakers {
+        *m.entry((kcompactd, n.site(stack), order)).or_default() += count;
+    }
+    let mut rows: Vec<WakerRow> = m
+        .into_iter()
+        .map(|((kcompactd, callsite, order), wakeups)| WakerRow {
+            thread: if kcompactd { "kcompactd" } else { "kswapd" }.into(),
+            callsite,
+            order,
+            wakeups,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        a.thread
+            .cmp(&b.thread)
+            .then(b.wakeups.cmp(&a.wakeups))
+            .then(a.order.cmp(&b.order))
+    });
+    rows
+}
+
+fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
+    let reaped = p
+        .reaping
+        .iter()
+        .filter(|r| r.0 == k.victim && r.1 >= k.ts)
+        .min_by_key(|r| r.1)
+        .and_then(|r| r.2.map(|end| end - r.1));
+    let victim_comm = k
+        .victim_comm
+        .and_then(|id| n.ctx.names.get(id as usize).cloned())
+        .or_else(|| n.comm(k.victim));
+    let ep = k.episode.as_ref();
+    OomKill {
+        ts_ns: k.ts,
+        victim_pid: k.victim,
+        victim_comm,
+        victim_rss_kb: k.rss_kb,
+        killer_pid: k.killer,
+        killer_comm: n.comm(k.killer),
+        callsite: ep.and_then(|e| n.episode_site(e)),
+        order: ep.and_then(|e| e.order),
+        gfp: n.gfp(ep.and_then(|e| e.gfp)),
+        stalled_ns: ep.map_or(0, |e| e.stall_ns()),
+        waited_ns: ep.map_or(0, |e| k.ts.saturating_sub(e.start)),
+        phases_before: ep.map_or(0, |e| e.per_wait.iter().map(|w| w.0).sum()),
+        reaped_ns: reaped,
+    }
+}
+
+fn shrinkers(ctx: &SectionContext<'_>, p: &StallsPass) -> Vec<ShrinkerRow> {
+    let mut rows: Vec<ShrinkerRow> = p
+        .shrinkers
+        .iter()
+        .map(|(&f, &(calls, scanned, freed, ns))| ShrinkerRow {
+            shrinker: ctx.syms.name(f),
+            calls,
+            scanned,
+            freed,
+            ns,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.shrinker.cmp(&b.shrinker)));
+    rows
+}

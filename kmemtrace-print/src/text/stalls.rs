@@ -1,0 +1,268 @@
+//! The allocation stalls section (`--stalls`; in the default report when
+//! the log has stall events).
+
+use super::{age, secs, thousands, with_comm, Sections, Table};
+use kmemtrace_analysis::model::stalls::*;
+use std::fmt::Write as _;
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+/// The section.
+pub fn render(out: &mut String, st: &Stalls, s: &Sections) {
+    if st.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nALLOCATION STALLS: {} episodes, {} stalled, from {} stall events{}",
+        thousands(st.episodes),
+        age(st.stall_ns),
+        thousands(st.events),
+        if st.uncertain_episodes > 0 {
+            format!(
+                " ({} uncertain: they overlap lost events)",
+                thousands(st.uncertain_episodes)
+            )
+        } else {
+            String::new()
+        }
+    );
+    kinds(out, st);
+    sites(out, st, s);
+    longest(out, st, s);
+    background(out, st);
+    oom_kills(out, st);
+    shrinkers(out, st, s);
+    notes(out, st);
+}
+
+fn kinds(out: &mut String, st: &Stalls) {
+    if st.kinds.is_empty() {
+        return;
+    }
+    let mut t = Table::new(&["waited in", "phases", "time", "pages reclaimed"]);
+    for k in &st.kinds {
+        t.row(vec![
+            k.kind.clone(),
+            thousands(k.phases),
+            age(k.ns),
+            thousands(k.pages_reclaimed),
+        ]);
+    }
+    t.render(out);
+}
+
+fn sites(out: &mut String, st: &Stalls, s: &Sections) {
+    if st.sites.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nSTALLS BY CALL SITE, ORDER, GFP AND TASK (stall time per episode; {} of {} rows)",
+        st.sites.len().min(s.lines),
+        st.sites.len()
+    );
+    let mut t = Table::new(&[
+        "call site",
+        "waited in",
+        "order",
+        "gfp",
+        "comm",
+        "episodes",
+        "total",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "pages",
+    ]);
+    t.left = 5;
+    for r in st.sites.iter().take(s.lines) {
+        t.row(vec![
+            r.callsite.clone().unwrap_or_else(|| "(no stack)".into()),
+            r.kind.clone(),
+            opt(r.order),
+            r.gfp
+                .as_ref()
+                .map_or_else(|| "-".into(), |g| g.compact.clone()),
+            opt(r.comm.as_deref()),
+            thousands(r.episodes),
+            age(r.total_ns),
+            age(r.p50_ns),
+            age(r.p90_ns),
+            age(r.p99_ns),
+            age(r.max_ns),
+            thousands(r.pages_reclaimed),
+        ]);
+    }
+    t.render(out);
+}
+
+fn longest(out: &mut String, st: &Stalls, s: &Sections) {
+    let n = st.longest.len().min(s.lines).min(10);
+    if n == 0 {
+        return;
+    }
+    let _ = writeln!(out, "\nLONGEST EPISODES ({n})");
+    for e in st.longest.iter().take(n) {
+        let _ = writeln!(
+            out,
+            "  {} s CPU {} pid {}{}: {} stalled over {}, {} at {}, order {}, {}; ended by {}{}",
+            secs(e.start_ns),
+            e.cpu,
+            e.pid,
+            with_comm(e.comm.as_deref()),
+            age(e.stall_ns),
+            age(e.span_ns),
+            e.kind,
+            e.callsite.as_deref().unwrap_or("(no stack)"),
+            opt(e.order),
+            e.gfp.as_ref().map_or("-", |g| g.compact.as_str()),
+            e.ended_by,
+            if e.uncertain { " [uncertain]" } else { "" }
+        );
+        let mut parts = Vec::new();
+        if e.reclaims > 0 {
+            parts.push(format!(
+                "{} reclaims {} ({} pages)",
+                e.reclaims,
+                age(e.reclaim_ns),
+                thousands(e.pages_reclaimed)
+            ));
+        }
+        if e.compactions > 0 {
+            let results: Vec<String> = e
+                .compaction_results
+                .iter()
+                .map(|c| format!("{} {}", c.count, c.name))
+                .collect();
+            parts.push(format!(
+                "{} compactions {} [{}]",
+                e.compactions,
+                age(e.compaction_ns),
+                results.join(", ")
+            ));
+        }
+        if e.throttles > 0 {
+            parts.push(format!("{} throttles {}", e.throttles, age(e.throttle_ns)));
+        }
+        if e.retries > 0 {
+            parts.push(format!("{} retries", e.retries));
+        }
+        if let Some(v) = e.oom_victim {
+            parts.push(format!("OOM kill of pid {v}"));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "      {}", parts.join("; "));
+        }
+    }
+}
+
+fn background(out: &mut String, st: &Stalls) {
+    if st.background.is_empty() && st.wakers.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nBACKGROUND RECLAIM AND COMPACTION");
+    let mut t = Table::new(&["thread", "node", "wakes", "awake", "orders asked"]);
+    for b in &st.background {
+        let orders: Vec<String> = b
+            .orders
+            .iter()
+            .map(|o| format!("{}:{}", o.order, o.count))
+            .collect();
+        t.row(vec![
+            b.thread.clone(),
+            b.node.to_string(),
+            thousands(b.wakes),
+            format!(
+                "{}{}",
+                age(b.awake_ns),
+                if b.awake_at_end {
+                    " (awake at end)"
+                } else {
+                    ""
+                }
+            ),
+            orders.join(" "),
+        ]);
+    }
+    t.render(out);
+    if st.wakers.is_empty() {
+        return;
+    }
+    let mut t = Table::new(&["woken", "by call site", "order", "wakeups"]);
+    t.left = 2;
+    for w in &st.wakers {
+        t.row(vec![
+            w.thread.clone(),
+            w.callsite.clone().unwrap_or_else(|| "(no stack)".into()),
+            w.order.to_string(),
+            thousands(w.wakeups),
+        ]);
+    }
+    t.render(out);
+}
+
+fn oom_kills(out: &mut String, st: &Stalls) {
+    if st.oom_kills.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nOOM KILLS ({})", st.oom_kills.len());
+    for k in &st.oom_kills {
+        let _ = writeln!(
+            out,
+            "  {} s: pid {}{} killed (rss {}), for pid {}{} at {}, order {}, {}: it stalled {} over {} in {} phases before{}",
+            secs(k.ts_ns),
+            k.victim_pid,
+            with_comm(k.victim_comm.as_deref()),
+            k.victim_rss_kb.map_or_else(|| "?".into(), |r| format!("{} kB", thousands(r))),
+            k.killer_pid,
+            with_comm(k.killer_comm.as_deref()),
+            k.callsite.as_deref().unwrap_or("(no stack)"),
+            opt(k.order),
+            k.gfp.as_ref().map_or("-", |g| g.compact.as_str()),
+            age(k.stalled_ns),
+            age(k.waited_ns),
+            k.phases_before,
+            k.reaped_ns.map_or_else(String::new, |r| format!("; reaped in {}", age(r)))
+        );
+    }
+}
+
+fn shrinkers(out: &mut String, st: &Stalls, s: &Sections) {
+    if st.shrinkers.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nSHRINKERS");
+    let mut t = Table::new(&["shrinker", "calls", "scanned", "freed", "time"]);
+    for r in st.shrinkers.iter().take(s.lines) {
+        t.row(vec![
+            r.shrinker.clone(),
+            thousands(r.calls),
+            thousands(r.scanned),
+            thousands(r.freed),
+            age(r.ns),
+        ]);
+    }
+    t.render(out);
+}
+
+fn notes(out: &mut String, st: &Stalls) {
+    let u = &st.unpaired;
+    if u.ends_without_begin + u.begins_without_end + u.open_at_end > 0 {
+        let _ = writeln!(
+            out,
+            "  unpaired: {} ends without a begin (before the capture or lost), {} begins without an end, {} episodes open at the end",
+            u.ends_without_begin, u.begins_without_end, u.open_at_end
+        );
+    }
+    if !st.not_recorded.is_empty() {
+        let _ = writeln!(
+            out,
+            "  not in the log (the kernel lacks them, or they were not recorded): {}",
+            st.not_recorded.join(" ")
+        );
+    }
+}
