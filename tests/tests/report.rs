@@ -40,6 +40,8 @@ mod parquet;
 mod perfetto;
 #[path = "report/pid.rs"]
 mod pid;
+#[path = "report/stalls.rs"]
+mod stalls;
 #[path = "report/tracedat.rs"]
 mod tracedat;
 #[path = "report/trust.rs"]

@@ -347,6 +347,10 @@ pub struct Kill {
 /// The pass's state (one per shard; tasks are disjoint between shards).
 pub struct StallsPass {
     long_size: u8,
+    /// kswapd and kcompactd (by name, or seen waking and sleeping): their
+    /// reclaim and compaction is background work, not an allocation's
+    /// wait.
+    background_tasks: crate::intern::FastSet<i32>,
     pub events: u64,
     pub open: FastMap<i32, Ep>,
     pub ended: Vec<Ep>,
@@ -363,6 +367,8 @@ pub struct StallsPass {
     shrinking: FastMap<i32, (u64, u64, u64)>,
     pub ends_without_begin: u64,
     pub begins_without_end: u64,
+    /// Stall events of background work (kswapd, kcompactd).
+    pub background_events: u64,
 }
 
 impl StallsPass {
@@ -370,6 +376,7 @@ impl StallsPass {
     pub fn new(long_size: u8) -> Self {
         StallsPass {
             long_size,
+            background_tasks: Default::default(),
             events: 0,
             open: FastMap::default(),
             ended: Vec::new(),
@@ -381,6 +388,7 @@ impl StallsPass {
             shrinking: FastMap::default(),
             ends_without_begin: 0,
             begins_without_end: 0,
+            background_events: 0,
         }
     }
 
@@ -392,6 +400,7 @@ impl StallsPass {
         match kind {
             Ev::PageAlloc | Ev::SlabAlloc => self.allocation(ev, kind, t),
             Ev::KswapdWake | Ev::KcompactdWake => {
+                self.background_tasks.insert(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdWake, t);
                 b.wakes += 1;
                 b.awake_since.get_or_insert(ev.ts);
@@ -400,6 +409,7 @@ impl StallsPass {
                     .or_default() += 1;
             }
             Ev::KswapdSleep | Ev::KcompactdSleep => {
+                self.background_tasks.insert(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdSleep, t);
                 if let Some(s) = b.awake_since.take() {
                     b.awake_ns += ev.ts.saturating_sub(s);
@@ -493,6 +503,18 @@ impl StallsPass {
             Ev::WakeupKswapd => return self.wakeup_kswapd(ev, t),
             _ => Wait::Direct,
         };
+        // Compaction's zones outside a task's try_to_compact_pages are
+        // kcompactd's or kswapd's, as is any wait of those threads.
+        let zone_only = matches!(
+            kind,
+            Ev::CompactionBegin | Ev::CompactionEnd | Ev::CompactionDeferred
+        );
+        if self.background_tasks.contains(&ev.pid)
+            || (zone_only && !self.open.contains_key(&ev.pid))
+        {
+            self.background_events += 1;
+            return;
+        }
         let ep = self
             .open
             .entry(ev.pid)
@@ -511,6 +533,13 @@ impl StallsPass {
         match kind {
             Ev::Begin(w) => {
                 ep.note(t.get(0), t.get(1), stack);
+                // A reclaim does not nest in one of its own kind: the
+                // open one lost its end.
+                if let Some(i) = ep.open.iter().position(|p| p.wait == w) {
+                    ep.open.truncate(i);
+                    self.begins_without_end += 1;
+                }
+                let ep = self.open.get_mut(&ev.pid).expect("open");
                 let nested = !ep.open.is_empty();
                 ep.open.push(OpenPhase {
                     wait: w,
@@ -622,7 +651,14 @@ impl<'a> Pass<'a> for StallsPass {
     const TRACEPOINTS: &'static [Request] = &REQUESTS;
 
     fn new(setup: &PassSetup<'a>) -> Self {
-        StallsPass::new(setup.log.arch.long_size)
+        let mut p = StallsPass::new(setup.log.arch.long_size);
+        let pids = &setup.log.pids;
+        p.background_tasks
+            .extend(pids.pids().into_iter().filter(|&pid| {
+                pids.comm(pid)
+                    .is_some_and(|c| c.starts_with("kswapd") || c.starts_with("kcompactd"))
+            }));
+        p
     }
 
     fn tracepoint(&mut self, ev: &Event, _key: OrderKey, which: usize, t: &Tracepoint) {
@@ -656,6 +692,7 @@ impl<'a> Pass<'a> for StallsPass {
             t.3 += s.3;
         }
         self.ends_without_begin += o.ends_without_begin;
+        self.background_events += o.background_events;
         self.begins_without_end += o.begins_without_end;
     }
 }

@@ -1,1 +1,332 @@
+//! The pairing of begin and end events into phases and of phases into
+//! episodes, fed event by event as a shard would.
 
+use super::*;
+use crate::event::{Body, Kind};
+
+/// Feeds events of one pass: `(ts, pid, tracepoint, fields, stack)`.
+struct Feed {
+    pass: StallsPass,
+    cpu: u16,
+}
+
+impl Feed {
+    fn new() -> Feed {
+        Feed {
+            pass: StallsPass::new(8),
+            cpu: 0,
+        }
+    }
+
+    fn ev(&mut self, ts: u64, pid: i32, tracepoint: &str, fields: &[u64]) -> &mut Self {
+        self.stacked(ts, pid, tracepoint, fields, NO_STACK)
+    }
+
+    fn stacked(
+        &mut self,
+        ts: u64,
+        pid: i32,
+        tracepoint: &str,
+        fields: &[u64],
+        stack: u32,
+    ) -> &mut Self {
+        let which = REQUESTS
+            .iter()
+            .position(|r| r.tracepoint == tracepoint)
+            .unwrap_or_else(|| panic!("{tracepoint} is not asked for"));
+        let mut t = Tracepoint {
+            request: which as u16,
+            shard: ShardKey::Task,
+            present: 0,
+            stack,
+            values: [0; crate::event::TP_FIELDS],
+        };
+        for (i, &v) in fields.iter().enumerate() {
+            t.values[i] = v;
+            t.present |= 1 << i;
+        }
+        let ev = Event {
+            ts,
+            pid,
+            cpu: self.cpu,
+            kind: Kind::Tracepoint,
+            in_interrupt: false,
+            pos: 0,
+            lag: 0,
+            body: Body::Tracepoint(t),
+        };
+        self.pass.event(&ev, which, &t);
+        self
+    }
+
+    /// Task `pid` allocates a page (a mark).
+    fn page(&mut self, ts: u64, pid: i32) -> &mut Self {
+        self.ev(ts, pid, "kmem:mm_page_alloc", &[0, 0xcc0, 0x1234])
+    }
+
+    /// Every episode, ended or open, by start.
+    fn episodes(&self) -> Vec<&Ep> {
+        let mut v: Vec<&Ep> = self
+            .pass
+            .ended
+            .iter()
+            .chain(self.pass.open.values())
+            .collect();
+        v.sort_by_key(|e| (e.start, e.pid));
+        v
+    }
+}
+
+const GFP: u64 = 0x140cca;
+
+#[test]
+fn a_reclaim_then_the_allocation_is_one_episode() {
+    let mut f = Feed::new();
+    f.stacked(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[2, GFP], 5)
+        .ev(4000, 7, tp::DIRECT_RECLAIM_END, &[32])
+        .page(4500, 7);
+    let e = f.episodes();
+    assert_eq!(e.len(), 1);
+    let e = e[0];
+    assert_eq!((e.start, e.last, e.stall_ns()), (1000, 4500, 3000));
+    assert_eq!((e.order, e.gfp, e.stack), (Some(2), Some(GFP), 5));
+    assert_eq!(e.per_wait[Wait::Direct as usize], (1, 3000, 32));
+    assert_eq!(e.ended_by, Some("page allocation"));
+    assert!(f.pass.open.is_empty());
+    assert_eq!(f.pass.events, 2);
+}
+
+#[test]
+fn an_allocation_ends_only_the_episode_of_its_task_and_not_inside_a_wait() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(1100, 8, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        // Task 7 allocates inside its reclaim (a shrinker's buffer): the
+        // wait goes on.
+        .page(1500, 7)
+        .page(1600, 9)
+        .ev(2000, 7, tp::MEMCG_RECLAIM_END, &[10])
+        // The charge loop's second round: the same episode.
+        .ev(2100, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(2600, 7, tp::MEMCG_RECLAIM_END, &[6])
+        .page(2700, 7)
+        .ev(3000, 8, tp::MEMCG_RECLAIM_END, &[1]);
+    let e = f.episodes();
+    assert_eq!(e.len(), 2);
+    assert_eq!(e[0].pid, 7);
+    assert_eq!(e[0].per_wait[Wait::Memcg as usize], (2, 1000 + 500, 16));
+    assert_eq!(e[0].ended_by, Some("page allocation"));
+    // Task 8 never allocated again: open at the end, its wait counted.
+    assert_eq!(e[1].pid, 8);
+    assert_eq!(e[1].stall_ns(), 1900);
+    assert_eq!(e[1].ended_by, None);
+    assert_eq!(f.pass.open.len(), 1);
+}
+
+#[test]
+fn a_nested_soft_limit_reclaim_counts_its_time_once() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        .ev(1200, 7, tp::MEMCG_SOFTLIMIT_BEGIN, &[0, GFP])
+        .ev(1700, 7, tp::MEMCG_SOFTLIMIT_END, &[4])
+        .ev(3000, 7, tp::DIRECT_RECLAIM_END, &[20])
+        .page(3100, 7);
+    let e = f.episodes()[0];
+    assert_eq!(e.stall_ns(), 2000);
+    assert_eq!(e.per_wait[Wait::MemcgSoftLimit as usize], (1, 0, 4));
+    assert_eq!(e.per_wait[Wait::Direct as usize], (1, 2000, 20));
+    assert_eq!(e.first, Wait::Direct);
+}
+
+#[test]
+fn an_end_without_its_begin_adds_no_time_and_is_counted() {
+    let mut f = Feed::new();
+    // The capture began inside this reclaim.
+    f.ev(500, 7, tp::DIRECT_RECLAIM_END, &[9]).page(600, 7);
+    assert_eq!(f.pass.ends_without_begin, 1);
+    let e = f.episodes()[0];
+    assert_eq!(e.stall_ns(), 0);
+    assert_eq!(e.per_wait[Wait::Direct as usize], (0, 0, 9));
+}
+
+#[test]
+fn a_lost_end_does_not_hold_the_episode_open_for_ever() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        // Its end was lost; a new reclaim of the same kind begins.
+        .ev(5000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        .ev(6000, 7, tp::DIRECT_RECLAIM_END, &[3])
+        .page(6100, 7);
+    assert_eq!(f.pass.begins_without_end, 1);
+    let e = f.episodes();
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].stall_ns(), 1000);
+    assert_eq!(e[0].ended_by, Some("page allocation"));
+}
+
+#[test]
+fn compaction_lasts_to_its_last_zone_and_keeps_the_zones_results() {
+    let mut f = Feed::new();
+    f.stacked(1000, 7, tp::TRY_TO_COMPACT, &[9, GFP], 3)
+        .ev(1100, 7, tp::COMPACTION_BEGIN, &[])
+        .ev(1900, 7, tp::COMPACTION_END, &[7])
+        .ev(2000, 7, tp::COMPACTION_BEGIN, &[])
+        .ev(2500, 7, tp::COMPACTION_END, &[8])
+        .ev(3000, 7, tp::DIRECT_RECLAIM_BEGIN, &[9, GFP])
+        .ev(4000, 7, tp::DIRECT_RECLAIM_END, &[100])
+        .ev(4100, 7, tp::RECLAIM_RETRY_ZONE, &[])
+        .ev(4110, 7, tp::RECLAIM_RETRY_ZONE, &[])
+        .ev(4200, 7, tp::COMPACT_RETRY, &[])
+        .page(5000, 7);
+    let e = f.episodes()[0];
+    assert_eq!(e.per_wait[Wait::Compaction as usize], (1, 1500, 0));
+    assert_eq!(e.per_wait[Wait::Direct as usize], (1, 1000, 100));
+    assert_eq!(e.stall_ns(), 2500);
+    assert_eq!((e.order, e.stack, e.first), (Some(9), 3, Wait::Compaction));
+    let mut results: Vec<_> = e.compaction_results.iter().map(|(&s, &n)| (s, n)).collect();
+    results.sort();
+    assert_eq!(results, [(7, 1), (8, 1)]);
+    // One loop over the zones, one compaction retry.
+    assert_eq!(e.retries, 2);
+}
+
+#[test]
+fn a_throttle_is_the_sleep_before_its_event() {
+    let mut f = Feed::new();
+    f.ev(100_000, 7, tp::THROTTLED, &[60, 1]).page(100_500, 7);
+    let e = f.episodes()[0];
+    assert_eq!((e.start, e.stall_ns()), (40_000, 60_000));
+    // Inside a reclaim, its time is the reclaim's.
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        .ev(50_000, 7, tp::THROTTLED, &[40, 1])
+        .ev(60_000, 7, tp::DIRECT_RECLAIM_END, &[1])
+        .page(60_100, 7);
+    let e = f.episodes()[0];
+    assert_eq!(e.stall_ns(), 59_000);
+    assert_eq!(e.per_wait[Wait::Throttle as usize].0, 1);
+}
+
+#[test]
+fn waking_kswapd_opens_no_episode_but_names_its_waker() {
+    let mut f = Feed::new();
+    f.stacked(1000, 7, tp::WAKEUP_KSWAPD, &[0, 3, GFP], 4)
+        .page(1100, 7)
+        .ev(1200, 55, tp::KSWAPD_WAKE, &[0, 3])
+        .ev(9200, 55, tp::KSWAPD_SLEEP, &[0]);
+    assert!(f.episodes().is_empty());
+    assert_eq!(f.pass.wakers.get(&(false, 4, 3)), Some(&1));
+    let b = &f.pass.background[&(false, 0)];
+    assert_eq!((b.wakes, b.awake_ns, b.awake_since), (1, 8000, None));
+}
+
+#[test]
+fn an_oom_kill_is_tied_to_the_episode_that_led_to_it() {
+    let mut f = Feed::new();
+    f.stacked(1000, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP], 2)
+        .ev(2000, 7, tp::MEMCG_RECLAIM_END, &[0])
+        .ev(2100, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(3000, 7, tp::MEMCG_RECLAIM_END, &[0])
+        .ev(3500, 7, tp::MARK_VICTIM, &[42, 0, 100, 20, 4])
+        .ev(3600, 12, tp::START_TASK_REAPING, &[42])
+        .ev(9600, 12, tp::FINISH_TASK_REAPING, &[42])
+        .page(4000, 7);
+    assert_eq!(f.pass.kills.len(), 1);
+    let k = &f.pass.kills[0];
+    assert_eq!((k.victim, k.killer, k.rss_kb), (42, 7, Some(124)));
+    let ep = k.episode.as_ref().unwrap();
+    assert_eq!((ep.stall_ns(), ep.start, ep.stack), (1900, 1000, 2));
+    assert_eq!(f.episodes()[0].victim, Some(42));
+    assert_eq!(f.pass.reaping, [(42, 3600, Some(9600))]);
+}
+
+#[test]
+fn a_failed_allocation_ends_the_episode_as_failed() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[4, GFP])
+        .ev(2000, 7, tp::DIRECT_RECLAIM_END, &[0])
+        .ev(2100, 7, "kmem:mm_page_alloc", &[4, GFP, u64::MAX]);
+    assert_eq!(f.episodes()[0].ended_by, Some("failed page allocation"));
+    // A 32-bit kernel's -1.
+    let mut f = Feed {
+        pass: StallsPass::new(4),
+        cpu: 0,
+    };
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[4, GFP])
+        .ev(2000, 7, tp::DIRECT_RECLAIM_END, &[0])
+        .ev(2100, 7, "kmem:mm_page_alloc", &[4, GFP, 0xffff_ffff]);
+    assert_eq!(f.episodes()[0].ended_by, Some("failed page allocation"));
+}
+
+#[test]
+fn a_slab_allocation_names_the_call_site_it_served() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(2000, 7, tp::MEMCG_RECLAIM_END, &[5])
+        .ev(
+            2100,
+            7,
+            "kmem:kmem_cache_alloc",
+            &[0xffff_ffff_8100_1234, GFP],
+        );
+    let e = f.episodes()[0];
+    assert_eq!(e.ended_by, Some("slab allocation"));
+    assert_eq!(e.slab_site, Some(0xffff_ffff_8100_1234));
+}
+
+#[test]
+fn shards_add_up_to_one() {
+    let feed = |f: &mut Feed, pids: &[i32]| {
+        for (i, &pid) in pids.iter().enumerate() {
+            let t = 1000 * i as u64;
+            f.ev(t, pid, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+                .ev(t + 300, pid, tp::DIRECT_RECLAIM_END, &[2])
+                .page(t + 400, pid)
+                .ev(t + 500, 50 + pid, tp::KSWAPD_WAKE, &[0, 1])
+                .ev(t + 900, 50 + pid, tp::KSWAPD_SLEEP, &[0]);
+        }
+    };
+    let mut one = Feed::new();
+    feed(&mut one, &[1, 2, 3, 4]);
+    let (mut a, mut b) = (Feed::new(), Feed::new());
+    feed(&mut a, &[1, 3]);
+    feed(&mut b, &[2, 4]);
+    a.pass.absorb(&b.pass);
+    assert_eq!(a.pass.events, one.pass.events);
+    assert_eq!(a.pass.ended.len(), 4);
+    let b0 = &a.pass.background[&(false, 0)];
+    let o0 = &one.pass.background[&(false, 0)];
+    assert_eq!((b0.wakes, b0.awake_ns), (o0.wakes, o0.awake_ns));
+    let total = |p: &StallsPass| p.ended.iter().map(Ep::stall_ns).sum::<u64>();
+    assert_eq!(total(&a.pass), total(&one.pass));
+}
+
+#[test]
+fn percentiles_and_histogram() {
+    use section::{histogram, percentile};
+    let v: Vec<u64> = (1..=100).collect();
+    assert_eq!(percentile(&v, 0.5), 50);
+    assert_eq!(percentile(&v, 0.9), 90);
+    assert_eq!(percentile(&v, 0.99), 99);
+    assert_eq!(percentile(&[7], 0.99), 7);
+    assert_eq!(percentile(&[], 0.5), 0);
+    let h = histogram(&[0, 1, 2, 3, 4, 1000]);
+    let got: Vec<(u64, u64)> = h.iter().map(|b| (b.below_ns, b.count)).collect();
+    assert_eq!(got, [(1, 1), (2, 1), (4, 2), (8, 1), (1024, 1)]);
+}
+
+#[test]
+fn background_threads_work_is_not_an_allocation_stall() {
+    let mut f = Feed::new();
+    f.ev(1000, 55, tp::KSWAPD_WAKE, &[0, 0])
+        // kswapd's soft limit reclaim (balance_pgdat).
+        .ev(1100, 55, tp::MEMCG_SOFTLIMIT_BEGIN, &[0, GFP])
+        .ev(1200, 55, tp::MEMCG_SOFTLIMIT_END, &[3])
+        .ev(1300, 55, tp::KSWAPD_SLEEP, &[0])
+        // kcompactd's zones: no try_to_compact_pages before them.
+        .ev(2000, 56, tp::COMPACTION_BEGIN, &[])
+        .ev(2500, 56, tp::COMPACTION_END, &[5]);
+    assert!(f.episodes().is_empty());
+    assert_eq!(f.pass.background_events, 4);
+    assert_eq!(f.pass.events, 6);
+}
