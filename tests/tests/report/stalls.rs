@@ -616,3 +616,30 @@ fn a_task_over_its_memory_cgroups_limit_stalls_as_the_kernels_text_says() {
         );
     }
 }
+
+#[test]
+fn every_key_of_the_section_is_in_json_md() {
+    let (log, _) = build();
+    let f = temp_log(&log);
+    let st = report_json(f.path(), &[])["stalls"].clone();
+    let doc = std::fs::read_to_string(crate::common::workspace().join("kmemtrace-report/JSON.md"))
+        .unwrap();
+    fn keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    out.insert(k.clone());
+                    keys(v, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = std::collections::BTreeSet::new();
+    keys(&st, &mut all);
+    assert!(all.len() > 40, "{all:?}");
+    for k in all {
+        assert!(doc.contains(&format!("`{k}`")), "JSON.md lacks `{k}`");
+    }
+}
