@@ -26,6 +26,10 @@ pub struct Stalls {
     pub sites: Vec<StallSiteRow>,
     /// The longest episodes, longest first.
     pub longest: Vec<Episode>,
+    /// Every episode, by start, for the exports (Perfetto slices, the
+    /// Parquet table); not in the JSON document.
+    #[serde(skip)]
+    pub all: Vec<Episode>,
     /// Episodes and stall time over the trace's time.
     pub over_time: StallSeries,
     /// kswapd and kcompactd, per node.

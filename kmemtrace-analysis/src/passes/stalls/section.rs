@@ -83,6 +83,7 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
             .iter()
             .map(|e| episode(&n, e, uncertain(e)))
             .collect(),
+        all: eps.iter().map(|e| episode(&n, e, uncertain(e))).collect(),
         over_time: over_time(ctx, &eps),
         background: background(&p.background),
         wakers: wakers(&n, p),
