@@ -21,6 +21,8 @@ pub enum Scope {
     Cache,
     PageCallsite,
     Order,
+    /// An allocation stall's call site and order (`function order N`).
+    StallSite,
 }
 
 impl Scope {
@@ -31,6 +33,7 @@ impl Scope {
             Scope::Cache => "cache",
             Scope::PageCallsite => "page_callsite",
             Scope::Order => "order",
+            Scope::StallSite => "stall_site",
         }
     }
 }
@@ -56,7 +59,7 @@ pub struct Metric {
     pub what: &'static str,
 }
 
-use Scope::{Cache, Callsite, Order, PageCallsite, Total};
+use Scope::{Cache, Callsite, Order, PageCallsite, StallSite, Total};
 const SLAB_ROWS: &[Scope] = &[Total, Callsite, Cache];
 
 /// Every metric but the misuse counts (`misuse:KIND`, `page_misuse:KIND`).
@@ -166,6 +169,25 @@ pub const METRICS: &[Metric] = &[
         &[Total],
         "of those, splitting a pageblock between migratetypes",
     ),
+    m(
+        "stalls",
+        Kind::Count,
+        &[Total, StallSite],
+        "allocation stall episodes (reclaim, compaction, throttling)",
+    ),
+    m(
+        "stall_ns",
+        Kind::Count,
+        &[Total, StallSite],
+        "their time in reclaim, compaction and throttling, ns",
+    ),
+    m(
+        "stall_p99_ns",
+        Kind::Level,
+        &[StallSite],
+        "an episode's p99 stall time, ns (the largest of the site's rows)",
+    ),
+    m("oom_kills", Kind::Count, &[Total], "OOM killer victims"),
 ];
 
 const fn m(name: &'static str, kind: Kind, scopes: &'static [Scope], what: &'static str) -> Metric {
@@ -280,6 +302,7 @@ pub fn read(report: &Report) -> Figures {
     }
     slab_rows(report, &mut f);
     pages(&report.pages, &mut f);
+    stalls(&report.sections.stalls, &mut f);
     ratios(&mut f);
     f
 }
@@ -401,6 +424,31 @@ fn pages(p: &PageReport, f: &mut Figures) {
         for r in rows {
             put(Order, &r.order, metric, r.by_migratetype.iter().sum());
         }
+    }
+}
+
+/// Allocation stalls, where the log recorded them (a capture without has
+/// no such figures, rather than zeros it did not measure): totals, and per
+/// call site (by function) and order. Rows of one site and order with
+/// other GFP flags, task names or kinds add up; their p99 is the largest.
+fn stalls(st: &kmemtrace_analysis::model::Stalls, f: &mut Figures) {
+    if st.is_empty() {
+        return;
+    }
+    *at(f, Total, "total", "stalls") += st.episodes as f64;
+    *at(f, Total, "total", "stall_ns") += st.stall_ns as f64;
+    *at(f, Total, "total", "oom_kills") += st.oom_kills.len() as f64;
+    for r in &st.sites {
+        let site = r
+            .callsite
+            .as_deref()
+            .map_or_else(|| "-".into(), function_of);
+        let order = r.order.map_or_else(|| "-".into(), |o| o.to_string());
+        let name = format!("{site} order {order}");
+        *at(f, StallSite, &name, "stalls") += r.episodes as f64;
+        *at(f, StallSite, &name, "stall_ns") += r.total_ns as f64;
+        let p99 = at(f, StallSite, &name, "stall_p99_ns");
+        *p99 = p99.max(r.p99_ns as f64);
     }
 }
 

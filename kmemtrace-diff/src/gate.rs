@@ -4,7 +4,7 @@
 //! ```toml
 //! [[gate]]
 //! metric = "hits"
-//! callsite = "alloc_pipe_info*"   # or cache, page_callsite, order; none: totals
+//! callsite = "alloc_pipe_info*"   # or cache, page_callsite, order, stall_site; none: totals
 //! max_increase_pct = 20
 //! [[gate]]
 //! metric = "misuse:double_free"
@@ -54,6 +54,7 @@ struct RawGate {
     cache: Option<Spanned<String>>,
     page_callsite: Option<Spanned<String>>,
     order: Option<Spanned<toml::Value>>,
+    stall_site: Option<Spanned<String>>,
     max_increase_pct: Option<Spanned<f64>>,
     max_increase: Option<Spanned<f64>>,
     max: Option<Spanned<f64>>,
@@ -126,6 +127,7 @@ fn gate(g: RawGate, file: &str, text: &str) -> Result<Gate, String> {
         (Scope::Cache, g.cache),
         (Scope::PageCallsite, g.page_callsite),
         (Scope::Order, order),
+        (Scope::StallSite, g.stall_site),
     ]
     .into_iter()
     .filter_map(|(s, p)| p.map(|p| (s, p)))
@@ -133,7 +135,7 @@ fn gate(g: RawGate, file: &str, text: &str) -> Result<Gate, String> {
     if let Some((_, second)) = selectors.get(1) {
         return Err(at(
             second.span(),
-            "a rule selects one of callsite, cache, page_callsite, order (or none, for the totals)"
+            "a rule selects one of callsite, cache, page_callsite, order, stall_site (or none, for the totals)"
                 .into(),
         ));
     }

@@ -25,8 +25,8 @@ Examples:
                                                      JUnit file
 
 Gates (--gate RULES.toml): each [[gate]] names a metric, at most one of callsite, cache,
-page_callsite or order (a glob with * and ?, on the function, cache name or order; none: the
-totals), and one or more limits:
+page_callsite, order or stall_site (a glob with * and ?, on the function, cache name, order, or
+`function order N` of a stall's call site; none: the totals), and one or more limits:
   max_increase_pct = 20   NEW may exceed BASE by at most 20% (a row absent from BASE breaks it)
   max_increase = 100      ... by at most 100
   max = 0                 NEW itself at most 0
@@ -45,7 +45,12 @@ With several baseline captures an increase limit breaks only above the highest o
   metric = \"misuse:double_free\"
   max = 0
 
-Metrics (scopes: t total, c callsite, k cache, p page_callsite, o order):
+  [[gate]]
+  metric = \"stall_p99_ns\"
+  stall_site = \"filemap_add_folio order 0\"
+  max_increase_pct = 50
+
+Metrics (scopes: t total, c callsite, k cache, p page_callsite, o order, s stall_site):
 METRICS
   misuse:KIND            tc    totals: the slab finding's certain count (KIND as in the
                                report's misuse[]); call sites: every occurrence whose object
@@ -121,6 +126,7 @@ fn after_help() -> String {
                     Scope::Cache => 'k',
                     Scope::PageCallsite => 'p',
                     Scope::Order => 'o',
+                    Scope::StallSite => 's',
                 })
                 .collect();
             format!("  {:<22} {:<5} {}", m.name, scopes, m.what)

@@ -6,9 +6,12 @@ use super::Gfp;
 use serde::{Deserialize, Serialize};
 
 /// Allocation stalls: the report's `stalls` key, absent from documents of
-/// logs without stall events.
+/// logs that did not record stall events.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Stalls {
+    /// The log recorded stall events (has the format of one): none may
+    /// have fired.
+    pub recorded: bool,
     /// Stall events read (the tracepoints of `kmemtrace_kernel::stalls`).
     pub events: u64,
     /// Episodes: a task's waits from its first stall event to the
@@ -46,9 +49,9 @@ pub struct Stalls {
 }
 
 impl Stalls {
-    /// The log had no stall events: the section is left out.
+    /// The log did not record stall events: the section is left out.
     pub fn is_empty(&self) -> bool {
-        self.events == 0
+        !self.recorded
     }
 }
 

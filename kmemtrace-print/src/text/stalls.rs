@@ -14,6 +14,14 @@ pub fn render(out: &mut String, st: &Stalls, s: &Sections) {
     if st.is_empty() {
         return;
     }
+    if st.events == 0 {
+        let _ = writeln!(
+            out,
+            "\nALLOCATION STALLS: none (no task waited in reclaim, compaction or throttling; kswapd and kcompactd slept)"
+        );
+        notes(out, st);
+        return;
+    }
     let _ = writeln!(
         out,
         "\nALLOCATION STALLS: {} episodes, {} stalled, from {} stall events{}",

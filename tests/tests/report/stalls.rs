@@ -13,6 +13,7 @@ use kmemtrace_import::stacks::{page_stacks_text, stacked_event_line, PAGE_STACKS
 use kmemtrace_kernel::{stalls, Endian, EventFormat, LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, Rng, Value};
 use std::collections::BTreeMap;
+use std::process::Command;
 
 const DATA: &str = "report/data/x86_64-6.18";
 
@@ -197,6 +198,11 @@ impl Timeline {
 /// CPU between its reclaim's end and its allocation), among the other
 /// tasks' slab allocations.
 fn build() -> (Vec<u8>, Planted) {
+    build_slower(1)
+}
+
+/// [`build`], each reclaim `slower` times as long.
+fn build_slower(slower: u64) -> (Vec<u8>, Planted) {
     let mut b = LogBuilder::new(RunTimeEndian::Little, 8, 4096);
     b.arch.release = Some("6.18.0".into());
     b.arch.page_size = Some(4096);
@@ -274,7 +280,7 @@ fn build() -> (Vec<u8>, Planted) {
                 // Its own allocation inside the wait (a shrinker's): no end.
                 ts += 10;
                 t.kmalloc(cpu, ts, pid, 0xffff_8880_1000_0000 + ts);
-                ts += 1_000 + rng.below(5_000);
+                ts += (1_000 + rng.below(5_000)) * slower;
                 let moved = round % 4 == 3;
                 let end_cpu = if moved { 1 - cpu } else { cpu };
                 t.end(end_cpu, ts, pid, memcg);
@@ -642,4 +648,73 @@ fn every_key_of_the_section_is_in_json_md() {
     for k in all {
         assert!(doc.contains(&format!("`{k}`")), "JSON.md lacks `{k}`");
     }
+}
+
+#[test]
+fn the_diff_compares_and_gates_stalls_per_call_site_and_order() {
+    use crate::common;
+    let (base, _) = build();
+    let (slow, _) = build_slower(4);
+    let (base, slow) = (temp_log(&base), temp_log(&slow));
+    let mut rules = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::io::Write::write_all(
+        &mut rules,
+        br#"
+[[gate]]
+metric = "stalls"
+max_increase_pct = 0
+[[gate]]
+metric = "stall_p99_ns"
+stall_site = "do_anonymous_page order 0"
+max_increase_pct = 50
+[[gate]]
+metric = "oom_kills"
+max = 1
+"#,
+    )
+    .unwrap();
+    let out = Command::new(common::bin("kmemtrace-diff"))
+        .arg(base.path())
+        .arg(slow.path())
+        .args(["--json", "--gate"])
+        .arg(rules.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gates = d["comparisons"][0]["gates"].as_array().unwrap();
+    let passed: Vec<bool> = gates
+        .iter()
+        .map(|g| g["passed"].as_bool().unwrap())
+        .collect();
+    assert_eq!(passed, [true, false, true], "{gates:#?}");
+    let changes = d["comparisons"][0]["changes"].as_array().unwrap();
+    let stall_ns = changes
+        .iter()
+        .find(|c| c["scope"] == "total" && c["metric"] == "stall_ns")
+        .expect("a stall time change");
+    let (b, n) = (
+        stall_ns["base"].as_f64().unwrap(),
+        stall_ns["new"].as_f64().unwrap(),
+    );
+    assert!(n > 3.0 * b, "{stall_ns}");
+    // The same capture against itself: every gate holds.
+    let out = Command::new(common::bin("kmemtrace-diff"))
+        .arg(base.path())
+        .arg(base.path())
+        .arg("--gate")
+        .arg(rules.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -56,7 +56,8 @@ impl Names<'_> {
 
 /// The section.
 pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
-    if p.events == 0 {
+    let not_recorded = not_recorded(ctx);
+    if not_recorded.len() == kmemtrace_kernel::stalls::STALL_EVENTS.len() {
         return Stalls::default();
     }
     let status = ctx
@@ -73,6 +74,7 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
     longest.sort_by(|a, b| b.stall_ns().cmp(&a.stall_ns()).then(a.start.cmp(&b.start)));
     longest.truncate(LONGEST);
     Stalls {
+        recorded: true,
         events: p.events,
         episodes: eps.len() as u64,
         stall_ns: eps.iter().map(|e| e.stall_ns()).sum(),
@@ -95,18 +97,23 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
                 + p.open.values().map(|e| e.open.len() as u64).sum::<u64>(),
             open_at_end: p.open.len() as u64,
         },
-        not_recorded: kmemtrace_kernel::stalls::STALL_EVENTS
-            .iter()
-            .filter(|t| {
-                let (system, name) = kmemtrace_kernel::stalls::split(t);
-                !ctx.log
-                    .formats
-                    .iter()
-                    .any(|f| f.system == system && f.name == name)
-            })
-            .map(|t| t.to_string())
-            .collect(),
+        not_recorded,
     }
+}
+
+/// The stall events the log has no format for.
+fn not_recorded(ctx: &SectionContext<'_>) -> Vec<String> {
+    kmemtrace_kernel::stalls::STALL_EVENTS
+        .iter()
+        .filter(|t| {
+            let (system, name) = kmemtrace_kernel::stalls::split(t);
+            !ctx.log
+                .formats
+                .iter()
+                .any(|f| f.system == system && f.name == name)
+        })
+        .map(|t| t.to_string())
+        .collect()
 }
 
 fn kinds(eps: &[&Ep]) -> Vec<StallKindRow> {
