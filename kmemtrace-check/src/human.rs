@@ -1,7 +1,7 @@
 //! The human-readable report: a per-CPU table, losses, problems with their
 //! offsets, and the one-line verdict.
 
-use crate::findings::{duration, percent, secs, thousands, Lost, Report, Verdict};
+use crate::findings::{duration, percent, secs, thousands, Counts, Lost, Report, Verdict};
 use std::fmt::Write;
 
 /// How to print.
@@ -169,33 +169,25 @@ fn cpu_table(out: &mut String, r: &Report) {
     .iter()
     .map(|s| s.to_string())
     .collect::<Vec<_>>()];
-    for c in &r.cpus {
-        let (lost, pct) = lost_cell(&c.lost);
-        rows.push(vec![
-            c.cpu.to_string(),
+    let row = |label: String, c: &Counts, span_ns: u64, lost: &Lost| {
+        let (lost, pct) = lost_cell(lost);
+        vec![
+            label,
             thousands(c.blocks),
             thousands(c.subbufs),
             thousands(c.events),
             opt_ts(c.first_ts),
             opt_ts(c.last_ts),
-            duration(c.span_ns),
+            duration(span_ns),
             lost,
             pct,
-        ]);
+        ]
+    };
+    for c in &r.cpus {
+        rows.push(row(c.cpu.to_string(), &c.counts, c.span_ns, &c.lost));
     }
     let t = &r.total;
-    let (lost, pct) = lost_cell(&t.lost);
-    rows.push(vec![
-        "all".into(),
-        thousands(t.blocks),
-        thousands(t.subbufs),
-        thousands(t.events),
-        opt_ts(t.first_ts),
-        opt_ts(t.last_ts),
-        duration(t.span_ns),
-        lost,
-        pct,
-    ]);
+    rows.push(row("all".into(), &t.counts, t.span_ns, &t.lost));
     out.push_str(&table(&rows, &[true; 9]));
 }
 
