@@ -133,18 +133,9 @@ fn tag(sev: Severity, color: bool) -> String {
 pub struct Text(pub Sections);
 
 impl Printer for Text {
+    /// The model's order; `shows` leaves out the series over time.
     fn order(&self) -> &'static [Section] {
-        &[
-            Section::Header,
-            Section::Callsites,
-            Section::Caches,
-            Section::Passes,
-            Section::Allocs,
-            Section::Summary,
-            Section::Pages,
-            Section::Misuse,
-            Section::Leaks,
-        ]
+        &Section::ALL
     }
 
     fn shows(&self, section: Section) -> bool {
