@@ -2,6 +2,7 @@
 //! [`crate::checks`], printed by [`crate::human`] and [`crate::json`]; the
 //! JSON form is documented field by field in `JSON.md`.
 
+use kmemtrace_import::log::Origin;
 use serde::Serialize;
 
 /// The JSON document's schema name and version.
@@ -491,14 +492,14 @@ pub struct Report {
     /// `major.minor`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format_version: Option<String>,
-    /// The file is not a kmemtrace log but was read as one: through a log
-    /// converted from it (a capture-script dump), or in place (a trace.dat,
-    /// [`Report::read_in_place`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub converted_from: Option<&'static str>,
-    /// `bytes` and every offset are the file's own, not a converted log's.
-    #[serde(skip)]
-    pub read_in_place: bool,
+    /// What the file is: a kmemtrace log, or another input read as the log
+    /// its import would write (the JSON's `converted_from` names it).
+    #[serde(
+        rename = "converted_from",
+        skip_serializing_if = "is_a_log",
+        serialize_with = "foreign"
+    )]
+    pub origin: Origin,
     pub bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arch: Option<ArchInfo>,
@@ -514,6 +515,14 @@ pub struct Report {
     pub problems_total: u64,
     pub warnings: Vec<Finding>,
     pub warnings_total: u64,
+}
+
+fn is_a_log(o: &Origin) -> bool {
+    *o == Origin::Log
+}
+
+fn foreign<S: serde::Serializer>(o: &Origin, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.foreign().unwrap_or_default())
 }
 
 pub use kmemtrace_kernel::human::thousands;

@@ -84,14 +84,15 @@ pub fn render(r: &Report, style: &Style) -> String {
 /// The file's header: what the log is, where it came from, its size and
 /// blocks; then who recorded it, its clock and why it ended.
 fn header(out: &mut String, r: &Report) {
-    match r.converted_from {
-        Some(src) => {
-            let how = if r.read_in_place {
+    let in_place = r.origin.foreign();
+    match in_place {
+        Some(what) => {
+            let how = if r.origin.offsets_are_the_inputs() {
                 "read as"
             } else {
                 "converted to"
             };
-            let _ = write!(out, "{}: {src}, checked {how} kmemtrace log", r.file);
+            let _ = write!(out, "{}: {what}, checked {how} kmemtrace log", r.file);
         }
         None => {
             let _ = write!(out, "{}: kmemtrace log", r.file);
@@ -125,7 +126,7 @@ fn header(out: &mut String, r: &Report) {
         } else {
             String::new()
         },
-        match (r.converted_from, r.read_in_place) {
+        match (in_place, r.origin.offsets_are_the_inputs()) {
             (Some(_), true) => "; read in place: sizes and offsets are the file's",
             (Some(_), false) => "; sizes and offsets are that log's",
             (None, _) => "",
@@ -134,7 +135,7 @@ fn header(out: &mut String, r: &Report) {
     let mut info = Vec::new();
     if let Some(a) = &r.arch {
         if let Some(rec) = &a.recorder {
-            let verb = if r.converted_from.is_some() {
+            let verb = if in_place.is_some() {
                 "converted by"
             } else {
                 "recorded by"

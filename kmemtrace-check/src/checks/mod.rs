@@ -92,8 +92,7 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
         summary,
         error: None,
         format_version: Some(format!("{}.{}", log.version.0, log.version.1)),
-        converted_from: kmemtrace_import::converted_from(log),
-        read_in_place: kmemtrace_import::read_in_place(log),
+        origin: log.origin,
         bytes: log.len,
         arch: Some(ArchInfo {
             byte_order: arch.byte_order.name(),
