@@ -134,13 +134,12 @@ fn header(out: &mut String, r: &Report) {
     );
     let mut info = Vec::new();
     if let Some(a) = &r.arch {
+        // Read in place, the arch tag names the import whose log is read.
         if let Some(rec) = &a.recorder {
-            let verb = if in_place.is_some() {
-                "converted by"
-            } else {
-                "recorded by"
-            };
-            info.push(format!("{verb} {rec}"));
+            info.push(match in_place {
+                Some(_) => format!("read in place as {rec} would convert it"),
+                None => format!("recorded by {rec}"),
+            });
         }
         if let Some(c) = &a.trace_clock {
             info.push(format!("clock {c}"));

@@ -117,6 +117,12 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
                 says.contains("read in place: sizes and offsets are the file's"),
                 "{says}"
             );
+            // Nothing converted it: the arch tag names the import it is
+            // read as.
+            assert!(
+                says.contains("\n  read in place as kmemtraced ") && !says.contains("converted by"),
+                "{says}"
+            );
         }
         // Version 7 (zstd) and 6 (plain) hold the same events.
         let strip = |r: &serde_json::Value| {
