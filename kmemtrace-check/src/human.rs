@@ -19,7 +19,7 @@ pub struct Style {
 pub fn verdict_line(r: &Report, color: bool) -> String {
     let word = r.verdict.word();
     let rest = r.summary.strip_prefix(word).unwrap_or(&r.summary);
-    use kmemtrace_kernel::human::{colour, paint};
+    use kmemtrace_cli::colour::{self, paint};
     let code = match r.verdict {
         Verdict::Ok => colour::GREEN,
         Verdict::Lost => colour::YELLOW,

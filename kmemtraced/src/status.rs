@@ -79,7 +79,8 @@ impl Counters {
 
 pub use kmemtrace_kernel::human::thousands;
 
-pub use kmemtrace_kernel::human::{bytes, use_color};
+pub use kmemtrace_cli::colour::use_color;
+pub use kmemtrace_kernel::human::bytes;
 
 fn paint(color: bool, code: &str, s: &str) -> String {
     if color {

@@ -119,7 +119,7 @@ pub struct Sections {
 }
 
 fn tag(sev: Severity, color: bool) -> String {
-    use kmemtrace_kernel::human::{colour, paint};
+    use kmemtrace_cli::colour::{self, paint};
     let c = match sev {
         Severity::Error => colour::RED,
         Severity::Warning => colour::YELLOW,
