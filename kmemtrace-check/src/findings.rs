@@ -497,7 +497,7 @@ pub struct Report {
     #[serde(
         rename = "converted_from",
         skip_serializing_if = "is_a_log",
-        serialize_with = "foreign"
+        serialize_with = "serialize_foreign"
     )]
     pub origin: Origin,
     pub bytes: u64,
@@ -521,7 +521,7 @@ fn is_a_log(o: &Origin) -> bool {
     *o == Origin::Log
 }
 
-fn foreign<S: serde::Serializer>(o: &Origin, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_foreign<S: serde::Serializer>(o: &Origin, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(o.foreign().unwrap_or_default())
 }
 

@@ -245,6 +245,7 @@ impl Origin {
 pub struct Log {
     /// A label for messages: the path, or `<stdin>`.
     pub name: String,
+    /// What it was opened from.
     pub origin: Origin,
     pub version: (u16, u16),
     pub arch: ArchTag,

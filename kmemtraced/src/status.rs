@@ -96,7 +96,7 @@ fn lost_list(lost: &[(u32, u64)], color: bool) -> String {
         .map(|(c, n)| {
             let s = format!("cpu{c} {}", thousands(*n));
             if *n > 0 {
-                paint(color, "31", &s)
+                paint(color, kmemtrace_cli::colour::RED, &s)
             } else {
                 s
             }
