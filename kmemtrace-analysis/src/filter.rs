@@ -212,13 +212,6 @@ pub fn parse_time_window(s: &str) -> Result<(Option<TimePoint>, Option<TimePoint
     Ok((point(a)?, point(b)?))
 }
 
-/// `--min-age`: a duration (kmemtrace_kernel::human::parse_duration) in
-/// nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let d = kmemtrace_kernel::human::parse_duration(s)?;
-    u64::try_from(d.as_nanos()).map_err(|_| format!("duration `{s}` is out of range"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,10 +243,6 @@ mod tests {
         assert_eq!(a.unwrap().resolve(0), 4_400_000_000);
         assert_eq!(TimePoint::Relative(1.0).resolve(10), 1_000_000_010);
         assert!(parse_time_window("1-2").is_err());
-        assert_eq!(parse_duration_ns("500ms").unwrap(), 500_000_000);
-        assert_eq!(parse_duration_ns("2").unwrap(), 2_000_000_000);
-        assert_eq!(parse_duration_ns("1m").unwrap(), 60_000_000_000);
-        assert!(parse_duration_ns("1y").is_err());
     }
 }
 

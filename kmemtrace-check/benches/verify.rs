@@ -44,7 +44,7 @@ fn bench(path: &Path, label: &str) {
             report = Some(r);
         }
         let r = report.unwrap();
-        let data = r.total.data_bytes as f64;
+        let data = r.total.counts.data_bytes as f64;
         let mb = |b: f64, t: f64| b / t / 1e6;
         println!(
             "{label}: threads {}: open {:.3} s, total {:.3} s; {:.0} MB/s of sub-buffer data ({:.0} MB), {:.0} MB/s of file ({:.0} MB), {:.1} M events/s; verdict {}",
@@ -55,7 +55,7 @@ fn bench(path: &Path, label: &str) {
             data / 1e6,
             mb(file_len as f64, best.1),
             file_len as f64 / 1e6,
-            r.total.events as f64 / best.1 / 1e6,
+            r.total.counts.events as f64 / best.1 / 1e6,
             r.summary
         );
     }

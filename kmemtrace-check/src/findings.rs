@@ -2,6 +2,7 @@
 //! [`crate::checks`], printed by [`crate::human`] and [`crate::json`]; the
 //! JSON form is documented field by field in `JSON.md`.
 
+use kmemtrace_import::log::Origin;
 use serde::Serialize;
 
 /// The JSON document's schema name and version.
@@ -305,10 +306,10 @@ pub struct LossWindow {
     pub before_ts: Option<u64>,
 }
 
-/// One CPU's figures.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CpuReport {
-    pub cpu: u32,
+/// What a stream of sub-buffers holds: one CPU's (or a stretch of it, as
+/// it is scanned), or all CPUs' together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
     /// CPU_DATA blocks read (intact and decompressed).
     pub blocks: u64,
     pub subbufs: u64,
@@ -318,6 +319,51 @@ pub struct CpuReport {
     pub events: u64,
     pub first_ts: Option<u64>,
     pub last_ts: Option<u64>,
+}
+
+impl Counts {
+    /// `last_ts - first_ts`, ns (0 without events).
+    pub fn span_ns(&self) -> u64 {
+        match (self.first_ts, self.last_ts) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        }
+    }
+
+    /// Adds the stretch of the same CPU's stream that follows this one:
+    /// its first event is this one's first, its last that stretch's (time
+    /// may go backwards, so these are not the smallest and largest).
+    pub fn then(&mut self, next: &Counts) {
+        self.add_counts(next);
+        self.first_ts = self.first_ts.or(next.first_ts);
+        self.last_ts = next.last_ts.or(self.last_ts);
+    }
+
+    /// Adds another CPU's: the first event is the earliest, the last the
+    /// latest.
+    pub fn add(&mut self, other: &Counts) {
+        self.add_counts(other);
+        self.first_ts = match (self.first_ts, other.first_ts) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_ts = self.last_ts.max(other.last_ts);
+    }
+
+    fn add_counts(&mut self, other: &Counts) {
+        self.blocks += other.blocks;
+        self.subbufs += other.subbufs;
+        self.data_bytes += other.data_bytes;
+        self.events += other.events;
+    }
+}
+
+/// One CPU's figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CpuReport {
+    pub cpu: u32,
+    #[serde(flatten)]
+    pub counts: Counts,
     /// `last_ts - first_ts`, ns.
     pub span_ns: u64,
     pub lost: Lost,
@@ -422,13 +468,10 @@ pub struct EndInfo {
 /// All CPUs together.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Totals {
+    /// CPUs with data.
     pub cpus: u64,
-    pub blocks: u64,
-    pub subbufs: u64,
-    pub data_bytes: u64,
-    pub events: u64,
-    pub first_ts: Option<u64>,
-    pub last_ts: Option<u64>,
+    #[serde(flatten)]
+    pub counts: Counts,
     pub span_ns: u64,
     pub lost: Lost,
     pub ordering_violations: u64,
@@ -449,14 +492,14 @@ pub struct Report {
     /// `major.minor`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format_version: Option<String>,
-    /// The file is not a kmemtrace log but was read as one: through a log
-    /// converted from it (a capture-script dump), or in place (a trace.dat,
-    /// [`Report::read_in_place`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub converted_from: Option<&'static str>,
-    /// `bytes` and every offset are the file's own, not a converted log's.
-    #[serde(skip)]
-    pub read_in_place: bool,
+    /// What the file is: a kmemtrace log, or another input read as the log
+    /// its import would write (the JSON's `converted_from` names it).
+    #[serde(
+        rename = "converted_from",
+        skip_serializing_if = "is_a_log",
+        serialize_with = "serialize_foreign"
+    )]
+    pub origin: Origin,
     pub bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arch: Option<ArchInfo>,
@@ -472,6 +515,14 @@ pub struct Report {
     pub problems_total: u64,
     pub warnings: Vec<Finding>,
     pub warnings_total: u64,
+}
+
+fn is_a_log(o: &Origin) -> bool {
+    *o == Origin::Log
+}
+
+fn serialize_foreign<S: serde::Serializer>(o: &Origin, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.foreign().unwrap_or_default())
 }
 
 pub use kmemtrace_kernel::human::thousands;
@@ -524,6 +575,30 @@ mod tests {
         assert_eq!(percent(17279.0 / 18518.0), "93.3%");
         assert_eq!(percent(0.00001), "<0.1%");
         assert_eq!(percent(0.0), "0.0%");
+    }
+
+    #[test]
+    fn counts_follow_a_stream_or_add_up_across_cpus() {
+        let at = |events, first_ts, last_ts| Counts {
+            events,
+            first_ts,
+            last_ts,
+            ..Counts::default()
+        };
+        // The second stretch starts earlier than the first ended.
+        let (first, second) = (at(2, Some(100), Some(300)), at(1, Some(200), Some(250)));
+        let mut stream = first;
+        stream.then(&second);
+        stream.then(&at(0, None, None));
+        assert_eq!(stream, at(3, Some(100), Some(250)));
+        assert_eq!(stream.span_ns(), 150);
+        let mut all = first;
+        all.add(&second);
+        assert_eq!(all, at(3, Some(100), Some(300)));
+        let mut none = Counts::default();
+        none.add(&second);
+        assert_eq!(none, second);
+        assert_eq!(Counts::default().span_ns(), 0);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The human-readable report: a per-CPU table, losses, problems with their
 //! offsets, and the one-line verdict.
 
-use crate::findings::{duration, percent, secs, thousands, Lost, Report, Verdict};
+use crate::findings::{duration, percent, secs, thousands, Counts, Lost, Report, Verdict};
 use std::fmt::Write;
 
 /// How to print.
@@ -19,7 +19,7 @@ pub struct Style {
 pub fn verdict_line(r: &Report, color: bool) -> String {
     let word = r.verdict.word();
     let rest = r.summary.strip_prefix(word).unwrap_or(&r.summary);
-    use kmemtrace_kernel::human::{colour, paint};
+    use kmemtrace_cli::colour::{self, paint};
     let code = match r.verdict {
         Verdict::Ok => colour::GREEN,
         Verdict::Lost => colour::YELLOW,
@@ -84,14 +84,15 @@ pub fn render(r: &Report, style: &Style) -> String {
 /// The file's header: what the log is, where it came from, its size and
 /// blocks; then who recorded it, its clock and why it ended.
 fn header(out: &mut String, r: &Report) {
-    match r.converted_from {
-        Some(src) => {
-            let how = if r.read_in_place {
+    let in_place = r.origin.foreign();
+    match in_place {
+        Some(what) => {
+            let how = if r.origin.offsets_are_the_inputs() {
                 "read as"
             } else {
                 "converted to"
             };
-            let _ = write!(out, "{}: {src}, checked {how} kmemtrace log", r.file);
+            let _ = write!(out, "{}: {what}, checked {how} kmemtrace log", r.file);
         }
         None => {
             let _ = write!(out, "{}: kmemtrace log", r.file);
@@ -125,7 +126,7 @@ fn header(out: &mut String, r: &Report) {
         } else {
             String::new()
         },
-        match (r.converted_from, r.read_in_place) {
+        match (in_place, r.origin.offsets_are_the_inputs()) {
             (Some(_), true) => "; read in place: sizes and offsets are the file's",
             (Some(_), false) => "; sizes and offsets are that log's",
             (None, _) => "",
@@ -133,13 +134,12 @@ fn header(out: &mut String, r: &Report) {
     );
     let mut info = Vec::new();
     if let Some(a) = &r.arch {
+        // Read in place, the arch tag names the import whose log is read.
         if let Some(rec) = &a.recorder {
-            let verb = if r.converted_from.is_some() {
-                "converted by"
-            } else {
-                "recorded by"
-            };
-            info.push(format!("{verb} {rec}"));
+            info.push(match in_place {
+                Some(_) => format!("read in place as {rec} would convert it"),
+                None => format!("recorded by {rec}"),
+            });
         }
         if let Some(c) = &a.trace_clock {
             info.push(format!("clock {c}"));
@@ -169,33 +169,25 @@ fn cpu_table(out: &mut String, r: &Report) {
     .iter()
     .map(|s| s.to_string())
     .collect::<Vec<_>>()];
-    for c in &r.cpus {
-        let (lost, pct) = lost_cell(&c.lost);
-        rows.push(vec![
-            c.cpu.to_string(),
+    let row = |label: String, c: &Counts, span_ns: u64, lost: &Lost| {
+        let (lost, pct) = lost_cell(lost);
+        vec![
+            label,
             thousands(c.blocks),
             thousands(c.subbufs),
             thousands(c.events),
             opt_ts(c.first_ts),
             opt_ts(c.last_ts),
-            duration(c.span_ns),
+            duration(span_ns),
             lost,
             pct,
-        ]);
+        ]
+    };
+    for c in &r.cpus {
+        rows.push(row(c.cpu.to_string(), &c.counts, c.span_ns, &c.lost));
     }
     let t = &r.total;
-    let (lost, pct) = lost_cell(&t.lost);
-    rows.push(vec![
-        "all".into(),
-        thousands(t.blocks),
-        thousands(t.subbufs),
-        thousands(t.events),
-        opt_ts(t.first_ts),
-        opt_ts(t.last_ts),
-        duration(t.span_ns),
-        lost,
-        pct,
-    ]);
+    rows.push(row("all".into(), &t.counts, t.span_ns, &t.lost));
     out.push_str(&table(&rows, &[true; 9]));
 }
 

@@ -82,7 +82,7 @@ fn main() -> ExitCode {
     };
     let stdout = std::io::stdout();
     let stdout_tty = stdout.is_terminal();
-    let color = kmemtrace_kernel::human::use_color(stdout_tty);
+    let color = kmemtrace_cli::colour::use_color(stdout_tty);
     let progress = std::io::stderr().is_terminal();
     let style = Style {
         quiet: cli.quiet,

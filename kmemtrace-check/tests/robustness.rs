@@ -132,7 +132,7 @@ fn valid_logs_pass_and_losses_count() {
     let ev: Vec<(u64, usize)> = (0..200).map(|i| (i % 7, 8 + (i as usize % 40))).collect();
     let r = check_bytes("v", &valid_log(&ev, None, true));
     assert_eq!(r.verdict, Verdict::Ok, "{:#?}", r.problems);
-    assert_eq!(r.total.events, 200);
+    assert_eq!(r.total.counts.events, 200);
     let r = check_bytes("v", &valid_log(&ev, Some(77), false));
     assert_eq!(r.verdict, Verdict::Lost, "{:#?}", r.problems);
     assert_eq!(r.total.lost.events, 77);

@@ -5,6 +5,8 @@
 //!
 //! - [`exit`]: the one table of exit codes, and the `Exit status` help
 //!   text each program prints from it;
+//! - [`args`]: values of arguments as people write them (durations);
+//! - [`colour`]: whether to colour (a terminal, `NO_COLOR`), and how;
 //! - [`output`]: how an output file or directory is created (one policy:
 //!   an existing one is kept as `NAME.old`, never through a symbolic link,
 //!   owner-only, the parent directory must exist);
@@ -13,6 +15,8 @@
 //! - [`VERSION`]: the version with the commit it was built from.
 #![forbid(unsafe_code)]
 
+pub mod args;
+pub mod colour;
 pub mod exit;
 pub mod markup;
 pub mod output;

@@ -357,7 +357,7 @@ fn main() -> ExitCode {
         metrics: cli.metrics.clone(),
         color: {
             use std::io::IsTerminal;
-            kmemtrace_kernel::human::use_color(std::io::stdout().is_terminal())
+            kmemtrace_cli::colour::use_color(std::io::stdout().is_terminal())
         },
     };
     let printed = if cli.json {

@@ -161,7 +161,7 @@ fn changes_table(o: &mut String, c: &Comparison, noisy: bool, opts: &Options) {
 }
 
 fn gates(o: &mut String, verdicts: &[Verdict], color: bool) {
-    use kmemtrace_kernel::human::{colour, paint};
+    use kmemtrace_cli::colour::{self, paint};
     if verdicts.is_empty() {
         return;
     }
@@ -241,7 +241,7 @@ fn total_pct(c: &Comparison, metric: &str) -> String {
 }
 
 fn summary(o: &mut String, d: &Diff, color: bool) {
-    use kmemtrace_kernel::human::{colour, paint};
+    use kmemtrace_cli::colour::{self, paint};
     o.push_str(&format!(
         "\nSummary: {} against {} new sides\n",
         side(&d.base),

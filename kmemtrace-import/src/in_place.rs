@@ -22,7 +22,9 @@
 //! directory is never held in memory: a chunk is read when it is asked for.
 
 use crate::dump::{Container, Dump};
-use crate::log::{BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Problem, ProblemKind};
+use crate::log::{
+    BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Origin, Problem, ProblemKind,
+};
 use crate::tracedat::{decompress_into, Algo, CpuData};
 use crate::{CpuTally, ImportError, Plan, RecordSink, BLOCK_BYTES, END_REASON};
 use kmemtrace_format::block::{
@@ -369,12 +371,18 @@ impl RecordSink for InPlace {
     }
 }
 
-/// Opens the trace.dat or dump `path` as a log, read in place;
-/// `command_line` is what its arch tag says opened it.
-pub(crate) fn open(path: &Path, command_line: String) -> Result<Log, ImportError> {
+/// Opens the trace.dat or dump `path` as a log, read in place, named
+/// after `path` and what it is.
+pub(crate) fn open(path: &Path) -> Result<Log, ImportError> {
     let d = Dump::open(path)?;
-    let mut plan = Plan::new(&d, command_line)?;
     let tracedat = matches!(d.container, Container::TraceDat(_));
+    let origin = if tracedat {
+        Origin::TraceDat
+    } else {
+        Origin::Dump
+    };
+    let suffix = origin.name_suffix();
+    let mut plan = Plan::new(&d, format!("opened as{suffix}"))?;
     let mut b = InPlace {
         log: LogBuilder::new(),
         shadow: None,
@@ -416,22 +424,21 @@ pub(crate) fn open(path: &Path, command_line: String) -> Result<Log, ImportError
         exit_status: plan.exit_status(),
     };
     // A trace.dat has no END: it is placed where the file ends.
-    let len = match b.shadow.take() {
-        None => std::fs::metadata(path)?.len(),
+    let (end_at, len) = match b.shadow.take() {
+        None => {
+            let len = std::fs::metadata(path)?.len();
+            (len, len)
+        }
         Some(w) => {
             let at = w.bytes_written();
-            let len = w.finish(end.wall_ns, &end.reason, end.exit_status)?.0;
-            b.log.record(at, Record::End(end));
-            return finish(b.log, path, len, store);
+            (at, w.finish(end.wall_ns, &end.reason, end.exit_status)?.0)
         }
     };
-    b.log.record(len, Record::End(end));
-    finish(b.log, path, len, store)
-}
-
-fn finish(log: LogBuilder, path: &Path, len: u64, store: InputChunks) -> Result<Log, ImportError> {
+    b.log.record(end_at, Record::End(end));
     let version = (VERSION_MAJOR, Compression::None.minor_version());
-    log.finish(path.display().to_string(), version, len, Box::new(store))
+    let name = format!("{}{suffix}", path.display());
+    b.log
+        .finish(name, origin, version, len, Box::new(store))
         .map_err(|e| ImportError::Dump(e.to_string()))
 }
 

@@ -997,8 +997,8 @@ fn write_end_stats(
 /// trace-cmd trace.dat or a kmemtrace-capture.sh dump (a directory, or a
 /// tar, gzip'd or not) read in place as the log its import would write
 /// (the `in_place` module: no file is written), so every tool reads them
-/// directly. Anything else is refused with what it is and what to run
-/// ([`sniff`]).
+/// directly; the log's [`crate::log::Origin`] says which. Anything else is
+/// refused with what it is and what to run ([`sniff`]).
 pub fn open_log(path: &Path) -> Result<crate::log::Log, crate::log::LogError> {
     use crate::log::{Log, LogError};
     let kind = if path.as_os_str() == "-" {
@@ -1007,40 +1007,12 @@ pub fn open_log(path: &Path) -> Result<crate::log::Log, crate::log::LogError> {
         sniff::sniff(path)
     };
     let invalid = |e: String| LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e));
-    let suffix = match kind {
-        sniff::Input::Log => return Log::open(path),
-        sniff::Input::Other(what) => return Err(invalid(what)),
-        sniff::Input::TraceDat => TRACEDAT_SUFFIX,
-        sniff::Input::Dump => DUMP_SUFFIX,
-    };
-    let mut log =
-        in_place::open(path, format!("opened as{suffix}")).map_err(|e| invalid(e.to_string()))?;
-    log.name = format!("{}{suffix}", path.display());
-    Ok(log)
-}
-
-/// What [`open_log`] appends to the name of a log it converted from a
-/// trace.dat.
-const TRACEDAT_SUFFIX: &str = " (trace.dat)";
-/// ... and from a kmemtrace-capture.sh dump.
-const DUMP_SUFFIX: &str = " (capture-script dump)";
-
-/// Whether a log [`open_log`] returned reads another input in place (a
-/// trace.dat): its sizes and offsets are then that file's.
-pub fn read_in_place(log: &crate::log::Log) -> bool {
-    log.name.ends_with(TRACEDAT_SUFFIX)
-}
-
-/// What a log [`open_log`] returned was made from, if not a kmemtrace log:
-/// its sizes and offsets are the converted log's, not the file's, unless
-/// it was [`read_in_place`].
-pub fn converted_from(log: &crate::log::Log) -> Option<&'static str> {
-    if log.name.ends_with(TRACEDAT_SUFFIX) {
-        Some("a trace-cmd trace.dat")
-    } else if log.name.ends_with(DUMP_SUFFIX) {
-        Some("a kmemtrace-capture.sh dump")
-    } else {
-        None
+    match kind {
+        sniff::Input::Log => Log::open(path),
+        sniff::Input::Other(what) => Err(invalid(what)),
+        sniff::Input::TraceDat | sniff::Input::Dump => {
+            in_place::open(path).map_err(|e| invalid(e.to_string()))
+        }
     }
 }
 

@@ -200,10 +200,53 @@ enum Backing {
     Store(Box<dyn ChunkStore>),
 }
 
+/// What a [`Log`] was opened from: a kmemtrace log, or another input read
+/// in place as the log its import (`kmemtraced --import`) would write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// A kmemtrace log.
+    #[default]
+    Log,
+    /// A trace-cmd trace.dat.
+    TraceDat,
+    /// A kmemtrace-capture.sh dump (a directory, or a tar).
+    Dump,
+}
+
+impl Origin {
+    /// What the input is, where it is not a kmemtrace log.
+    pub fn foreign(self) -> Option<&'static str> {
+        match self {
+            Origin::Log => None,
+            Origin::TraceDat => Some("a trace-cmd trace.dat"),
+            Origin::Dump => Some("a kmemtrace-capture.sh dump"),
+        }
+    }
+
+    /// Whether the log's sizes and offsets are the input file's own. A
+    /// dump's are those of the log its import would write: its data is
+    /// spread over files, in a tar compressed as a whole.
+    pub fn offsets_are_the_inputs(self) -> bool {
+        self != Origin::Dump
+    }
+
+    /// What [`crate::open_log`] appends to the input's name, so that
+    /// messages say what was read.
+    pub(crate) fn name_suffix(self) -> &'static str {
+        match self {
+            Origin::Log => "",
+            Origin::TraceDat => " (trace.dat)",
+            Origin::Dump => " (capture-script dump)",
+        }
+    }
+}
+
 /// A log opened for analysis.
 pub struct Log {
     /// A label for messages: the path, or `<stdin>`.
     pub name: String,
+    /// What it was opened from.
+    pub origin: Origin,
     pub version: (u16, u16),
     pub arch: ArchTag,
     pub endian: RunTimeEndian,
@@ -724,16 +767,19 @@ impl LogBuilder {
         self.scan.problems.push(p);
     }
 
-    /// The log: `name` for messages, `version` the log format it reads as,
-    /// `len` the input's bytes, its chunks read from `store`.
+    /// The log of the input `origin`: `name` for messages, `version` the
+    /// log format it reads as, `len` the input's bytes, its chunks read
+    /// from `store`.
     pub fn finish(
         self,
         name: String,
+        origin: Origin,
         version: (u16, u16),
         len: u64,
         store: Box<dyn ChunkStore>,
     ) -> Result<Log, LogError> {
-        Log::assemble(name, version, len, self.scan, Backing::Store(store))
+        let log = Log::assemble(name, version, len, self.scan, Backing::Store(store))?;
+        Ok(Log { origin, ..log })
     }
 }
 
@@ -829,6 +875,7 @@ impl Log {
 
         let mut log = Log {
             name,
+            origin: Origin::Log,
             version,
             arch,
             endian,
@@ -1463,7 +1510,13 @@ mod tests {
         b.record(7, Record::CpuData(data));
         assert_eq!(b.blocks(), 4, "ARCH, META, two chunks");
         let log = b
-            .finish("t".into(), (1, 1), 1000, Box::new(Pages(4096)))
+            .finish(
+                "t".into(),
+                Origin::Dump,
+                (1, 1),
+                1000,
+                Box::new(Pages(4096)),
+            )
             .unwrap();
         assert_eq!(log.cpus(), [1, 3]);
         assert_eq!(log.pids.comm(7), Some("sh"));

@@ -1,8 +1,8 @@
-//! How the three programs show numbers to people and read them from
-//! people, in one place: thousands separators in tables, byte sizes, times
-//! in seconds, durations (`500ms`, `2m`), the kernel's CPU lists (`0-3,6`),
-//! and whether to color (a terminal, and `NO_COLOR` unset or empty, as
-//! <https://no-color.org> says).
+//! How the programs show numbers to people, in one place: thousands
+//! separators in tables, byte sizes, times in seconds; and the kernel's
+//! CPU list syntax (`0-3,6`, as sysfs writes it), which the log format
+//! reads as well as the command lines. Colour, and durations on the
+//! command line, are `kmemtrace-cli`'s.
 
 /// `1234567` → `1,234,567`.
 pub fn thousands(n: u64) -> String {
@@ -47,38 +47,6 @@ pub fn secs(ns: u64, decimals: u32) -> String {
     format!("{}.{:0w$}", r / scale, r % scale, w = decimals as usize)
 }
 
-/// A duration as people write it: `10s`, `500ms`, `250us`, `10ns`, `1.5m`,
-/// `2min`, `1h`, or plain seconds. Zero is allowed; callers that need more
-/// say so.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m, 1h)"))?;
-    let secs_per = match unit.trim() {
-        "" | "s" | "sec" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => {
-            return Err(format!(
-                "unknown unit `{u}` in `{s}` (use ns, us, ms, s, m or h)"
-            ))
-        }
-    };
-    let secs = v * secs_per;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("duration `{s}` is out of range"));
-    }
-    Ok(std::time::Duration::from_secs_f64(secs))
-}
-
 /// The kernel's CPU list syntax (`0-3,6`, as in `cpu/online` and
 /// `--cpu`), sorted and without repeats; empty text is an empty list.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
@@ -107,34 +75,6 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
     Ok(out)
 }
 
-/// Whether output that goes to a terminal (`tty`) is colored: only if
-/// `NO_COLOR` is unset or empty.
-pub fn use_color(tty: bool) -> bool {
-    tty && no_color_allows(std::env::var_os("NO_COLOR").as_deref())
-}
-
-/// Colours the programs use, as SGR codes for [`paint`].
-pub mod colour {
-    pub const RED: &str = "31";
-    pub const GREEN: &str = "32";
-    pub const YELLOW: &str = "33";
-    pub const CYAN: &str = "36";
-}
-
-/// `text` in bold `colour` (an SGR code of [`colour`]) where `color`,
-/// else as it is.
-pub fn paint(text: &str, colour: &str, color: bool) -> String {
-    if color {
-        format!("\x1b[1;{colour}m{text}\x1b[0m")
-    } else {
-        text.to_string()
-    }
-}
-
-fn no_color_allows(v: Option<&std::ffi::OsStr>) -> bool {
-    v.is_none_or(|v| v.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,20 +89,6 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        use std::time::Duration;
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert_eq!(parse_duration("10ns").unwrap(), Duration::from_nanos(10));
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("1y").is_err());
-    }
-
-    #[test]
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0-3,6\n").unwrap(), vec![0, 1, 2, 3, 6]);
         assert_eq!(parse_cpu_list("").unwrap(), Vec::<u32>::new());
@@ -170,8 +96,6 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
     }
-
-    use std::ffi::OsStr;
 
     #[test]
     fn separators() {
@@ -193,13 +117,5 @@ mod tests {
         assert_eq!(bytes(1023.0), "1023 B");
         assert_eq!(bytes(1536.0), "1.5 KiB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
-    }
-
-    #[test]
-    fn no_color_convention() {
-        assert!(no_color_allows(None));
-        assert!(no_color_allows(Some(OsStr::new(""))));
-        assert!(!no_color_allows(Some(OsStr::new("1"))));
-        assert!(!use_color(false));
     }
 }

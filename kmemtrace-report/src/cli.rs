@@ -184,7 +184,7 @@ pub struct Cli {
     pub stacks: bool,
 
     /// Leaks: only objects this old at the end (`2s`).
-    #[arg(long = "min-age", value_name = "DURATION", value_parser = kmemtrace_analysis::filter::parse_duration_ns, default_value = "0")]
+    #[arg(long = "min-age", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "0")]
     pub min_age: u64,
 
     /// Frees remembered to recognise double frees.
@@ -254,10 +254,29 @@ pub struct Cli {
     pub quiet: bool,
 }
 
+/// `--min-age`: a duration in nanoseconds.
+fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let d = kmemtrace_cli::args::parse_duration(s)?;
+    u64::try_from(d.as_nanos()).map_err(|_| format!("duration `{s}` is out of range"))
+}
+
 /// `--fail-on`: `info`, `warning` or `error`.
 fn parse_severity(s: &str) -> Result<Severity, String> {
     Severity::ALL
         .into_iter()
         .find(|v| v.name() == s)
         .ok_or_else(|| format!("`{s}` is not a severity: use info, warning or error"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_ages() {
+        assert_eq!(parse_duration_ns("500ms").unwrap(), 500_000_000);
+        assert_eq!(parse_duration_ns("2").unwrap(), 2_000_000_000);
+        assert_eq!(parse_duration_ns("1m").unwrap(), 60_000_000_000);
+        assert!(parse_duration_ns("1y").is_err());
+    }
 }

@@ -85,7 +85,7 @@ pub fn print(cli: &Cli, r: &Report, page_only: bool) -> Result<(), Stop> {
     } else if cli.json {
         json::render(r).map_err(|e| (exit::OUTPUT, format!("JSON: {e}")))?
     } else {
-        let color = kmemtrace_kernel::human::use_color(std::io::stdout().is_terminal());
+        let color = kmemtrace_cli::colour::use_color(std::io::stdout().is_terminal());
         text::render(r, &text_sections(cli, page_only, color))
     };
     write_stdout(&text, "the report")

@@ -393,9 +393,9 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
     Ok(CpuList(v))
 }
 
-/// A positive duration (kmemtrace_kernel::human::parse_duration).
+/// A positive duration ([`kmemtrace_cli::args::parse_duration`]).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    match kmemtrace_kernel::human::parse_duration(s)? {
+    match kmemtrace_cli::args::parse_duration(s)? {
         d if d.is_zero() => Err(format!("duration `{s}` must be more than zero")),
         d => Ok(d),
     }

@@ -79,7 +79,8 @@ impl Counters {
 
 pub use kmemtrace_kernel::human::thousands;
 
-pub use kmemtrace_kernel::human::{bytes, use_color};
+pub use kmemtrace_cli::colour::use_color;
+pub use kmemtrace_kernel::human::bytes;
 
 fn paint(color: bool, code: &str, s: &str) -> String {
     if color {
@@ -95,7 +96,7 @@ fn lost_list(lost: &[(u32, u64)], color: bool) -> String {
         .map(|(c, n)| {
             let s = format!("cpu{c} {}", thousands(*n));
             if *n > 0 {
-                paint(color, "31", &s)
+                paint(color, kmemtrace_cli::colour::RED, &s)
             } else {
                 s
             }

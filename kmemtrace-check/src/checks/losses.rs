@@ -112,7 +112,7 @@ pub fn assess(
             ));
         }
         match &stats {
-            None if s.blocks > 0 => sink.push(Finding::warning(
+            None if s.counts.blocks > 0 => sink.push(Finding::warning(
                 Kind::Losses,
                 Location {
                     exact: false,
@@ -151,7 +151,7 @@ pub fn assess(
                         ),
                     ));
                 }
-                if s.flagged == 0 && d.overrun > 0 && s.blocks > 0 {
+                if s.flagged == 0 && d.overrun > 0 && s.counts.blocks > 0 {
                     sink.push(Finding::warning(
                         Kind::Losses,
                         at(d.end_offset),
@@ -171,7 +171,7 @@ pub fn assess(
             events,
             // Flags without a count, and no statistics that count them.
             lower_bound: s.flag_only > 0 && stats.as_ref().is_none_or(|d| d.overrun == 0),
-            fraction: fraction(events, s.events),
+            fraction: fraction(events, s.counts.events),
             source: if stats.is_some() {
                 "stats"
             } else if s.flagged > 0 {
@@ -195,13 +195,8 @@ pub fn assess(
         }
         cpus.push(CpuReport {
             cpu,
-            blocks: s.blocks,
-            subbufs: s.subbufs,
-            data_bytes: s.data_bytes,
-            events: s.events,
-            first_ts: s.first_ts,
-            last_ts: s.last_ts,
-            span_ns: super::span_ns(s.first_ts, s.last_ts),
+            counts: s.counts,
+            span_ns: s.counts.span_ns(),
             lost,
             missing_blocks,
             missing_subbufs,
@@ -223,7 +218,7 @@ pub fn total(cpus: &[CpuReport]) -> Lost {
     let mut recorded = 0u64;
     let mut sources = BTreeSet::new();
     for c in cpus {
-        recorded += c.events;
+        recorded += c.counts.events;
         t.events = t.events.saturating_add(c.lost.events);
         t.lower_bound |= c.lost.lower_bound;
         t.subbuf_stored = t.subbuf_stored.saturating_add(c.lost.subbuf_stored);

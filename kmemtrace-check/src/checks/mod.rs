@@ -56,19 +56,14 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
     cpus.sort_by_key(|c| c.cpu);
 
     let mut total = Totals {
-        cpus: cpus.iter().filter(|c| c.blocks > 0).count() as u64,
+        cpus: cpus.iter().filter(|c| c.counts.blocks > 0).count() as u64,
         ..Default::default()
     };
     for c in &cpus {
-        total.blocks += c.blocks;
-        total.subbufs += c.subbufs;
-        total.data_bytes += c.data_bytes;
-        total.events += c.events;
+        total.counts.add(&c.counts);
         total.ordering_violations += c.ordering_violations;
-        total.first_ts = min_opt(total.first_ts, c.first_ts);
-        total.last_ts = total.last_ts.max(c.last_ts);
     }
-    total.span_ns = span_ns(total.first_ts, total.last_ts);
+    total.span_ns = total.counts.span_ns();
     total.lost = losses::total(&cpus);
 
     let arch = &log.arch;
@@ -97,8 +92,7 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
         summary,
         error: None,
         format_version: Some(format!("{}.{}", log.version.0, log.version.1)),
-        converted_from: kmemtrace_import::converted_from(log),
-        read_in_place: kmemtrace_import::read_in_place(log),
+        origin: log.origin,
         bytes: log.len,
         arch: Some(ArchInfo {
             byte_order: arch.byte_order.name(),
@@ -142,22 +136,6 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
     }
 }
 
-/// Nanoseconds from the first event to the last (0 without events).
-pub(crate) fn span_ns(first_ts: Option<u64>, last_ts: Option<u64>) -> u64 {
-    match (first_ts, last_ts) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    }
-}
-
-fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
 fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", thousands(n), if n == 1 { one } else { many })
 }
@@ -168,7 +146,7 @@ pub fn summary(verdict: Verdict, total: &Totals, problems: &Findings) -> String 
     match verdict {
         Verdict::Ok => format!(
             "OK ({} on {cpus}, nothing lost)",
-            plural(total.events, "event", "events")
+            plural(total.counts.events, "event", "events")
         ),
         Verdict::Lost => {
             let l = &total.lost;
@@ -177,13 +155,13 @@ pub fn summary(verdict: Verdict, total: &Totals, problems: &Findings) -> String 
                     "LOST at least {} events ({} of them without a stored count) besides the {} recorded on {cpus}",
                     thousands(l.events),
                     plural(l.subbuf_flag_only, "loss", "losses"),
-                    thousands(total.events)
+                    thousands(total.counts.events)
                 )
             } else {
                 format!(
                     "LOST {} of {} events ({}) on {cpus}",
                     thousands(l.events),
-                    thousands(total.events + l.events),
+                    thousands(total.counts.events + l.events),
                     percent(l.fraction)
                 )
             }

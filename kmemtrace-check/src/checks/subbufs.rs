@@ -11,7 +11,9 @@
 
 use super::ordering::Ordering;
 use super::Options;
-use crate::findings::{secs, thousands, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT};
+use crate::findings::{
+    secs, thousands, Counts, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT,
+};
 use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_import::walk::subbufs;
 use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
@@ -25,12 +27,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 #[derive(Debug, Default)]
 pub struct CpuScan {
     pub cpu: u32,
-    pub blocks: u64,
-    pub subbufs: u64,
-    pub data_bytes: u64,
-    pub events: u64,
-    pub first_ts: Option<u64>,
-    pub last_ts: Option<u64>,
+    pub counts: Counts,
     pub bad_subbufs: u64,
     pub bad_event_streams: u64,
     pub ordering_violations: u64,
@@ -221,10 +218,10 @@ fn loss_window(log: &Log, l: &Loss) -> LossWindow {
     }
 }
 
-/// State carried from one segment of a CPU to the next.
+/// State carried from one segment of a CPU to the next; the time stamp
+/// before the seam is the joined counts' last.
 #[derive(Default)]
 struct Joint {
-    last_ts: Option<u64>,
     endian_hint: bool,
     unknown: BTreeMap<u16, (u64, Location)>,
 }
@@ -233,15 +230,12 @@ impl Joint {
     fn join(&mut self, acc: &mut CpuScan, mut seg: Segment) {
         let s = &mut seg.scan;
         // Time across the seam.
-        if let (Some(prev), Some((first, loc))) = (self.last_ts, &seg.first) {
+        if let (Some(prev), Some((first, loc))) = (acc.counts.last_ts, &seg.first) {
             if *first < prev {
                 acc.ordering_violations += 1;
                 acc.problems
                     .push(ordering_finding(acc.cpu, loc.clone(), prev, *first));
             }
-        }
-        if s.last_ts.is_some() {
-            self.last_ts = s.last_ts;
         }
         if let Some(h) = seg.endian_hint.take() {
             if !std::mem::replace(&mut self.endian_hint, true) {
@@ -251,12 +245,7 @@ impl Joint {
         for (id, (n, loc)) in std::mem::take(&mut seg.unknown) {
             self.unknown.entry(id).or_insert((0, loc)).0 += n;
         }
-        acc.blocks += s.blocks;
-        acc.subbufs += s.subbufs;
-        acc.data_bytes += s.data_bytes;
-        acc.events += s.events;
-        acc.first_ts = acc.first_ts.or(s.first_ts);
-        acc.last_ts = self.last_ts;
+        acc.counts.then(&s.counts);
         acc.bad_subbufs += s.bad_subbufs;
         acc.bad_event_streams += s.bad_event_streams;
         acc.ordering_violations += s.ordering_violations;
@@ -358,12 +347,12 @@ fn scan_segment<E: Endian>(
                 continue;
             }
         };
-        s.blocks += 1;
+        s.counts.blocks += 1;
         progress.fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
         for item in subbufs(e, &layout, r.first_subbuf, data) {
             let (i, raw) = (item.in_chunk, item.raw);
-            s.subbufs += 1;
-            s.data_bytes += raw.len() as u64;
+            s.counts.subbufs += 1;
+            s.counts.data_bytes += raw.len() as u64;
             let sb = match item.subbuf {
                 Ok(sb) => sb,
                 Err(err) => {
@@ -444,14 +433,14 @@ fn scan_segment<E: Endian>(
                     }
                 }
             }
-            s.events += n_events;
-            if s.first_ts.is_none() {
-                s.first_ts = first_in_subbuf;
+            s.counts.events += n_events;
+            if s.counts.first_ts.is_none() {
+                s.counts.first_ts = first_in_subbuf;
             }
             seg.runs.push(run);
         }
     }
-    s.last_ts = order.last();
+    s.counts.last_ts = order.last();
     s.ordering_violations = order.violations;
     seg.scan = s;
     seg

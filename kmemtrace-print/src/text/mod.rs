@@ -122,7 +122,7 @@ pub struct Sections {
 }
 
 fn tag(sev: Severity, color: bool) -> String {
-    use kmemtrace_kernel::human::{colour, paint};
+    use kmemtrace_cli::colour::{self, paint};
     let c = match sev {
         Severity::Error => colour::RED,
         Severity::Warning => colour::YELLOW,
@@ -136,18 +136,9 @@ fn tag(sev: Severity, color: bool) -> String {
 pub struct Text(pub Sections);
 
 impl Printer for Text {
+    /// The model's order; `shows` leaves out the series over time.
     fn order(&self) -> &'static [Section] {
-        &[
-            Section::Header,
-            Section::Callsites,
-            Section::Caches,
-            Section::Passes,
-            Section::Allocs,
-            Section::Summary,
-            Section::Pages,
-            Section::Misuse,
-            Section::Leaks,
-        ]
+        &Section::ALL
     }
 
     fn shows(&self, section: Section) -> bool {

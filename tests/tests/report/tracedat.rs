@@ -8,6 +8,7 @@
 use crate::foreign::import;
 use crate::raw::{gunzip, text_totals, TextTotals};
 use crate::{common, report_json};
+use kmemtrace_import::log::Origin;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
@@ -114,6 +115,12 @@ fn foreign_trace_dat_files_report_what_trace_cmd_printed() {
             );
             assert!(
                 says.contains("read in place: sizes and offsets are the file's"),
+                "{says}"
+            );
+            // Nothing converted it: the arch tag names the import it is
+            // read as.
+            assert!(
+                says.contains("\n  read in place as kmemtraced ") && !says.contains("converted by"),
                 "{says}"
             );
         }
@@ -720,9 +727,12 @@ fn a_trace_dat_is_read_in_place_without_a_temporary_file() {
         let (code, r) = check_file_json(&path, Some(&not_a_dir));
         assert_eq!(code, 0, "{file}: {r}");
         assert!(cpu_events(&r).iter().all(|&(_, n)| n > 0), "{file}: {r}");
+        let origin = kmemtrace_import::open_log(&path).unwrap().origin;
         if file.ends_with("raw") {
+            assert_eq!(origin, Origin::Dump, "{file}");
             continue;
         }
+        assert_eq!(origin, Origin::TraceDat, "{file}");
         let len = std::fs::metadata(&path).unwrap().len();
         assert_eq!(r["bytes"].as_u64(), Some(len), "{file}");
         assert!(r["end"]["offset"].as_u64().unwrap() <= len, "{file}");

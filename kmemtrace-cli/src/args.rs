@@ -1,0 +1,51 @@
+//! Values of command-line arguments as people write them.
+
+/// A duration: `10s`, `500ms`, `250us`, `10ns`, `1.5m`, `2min`, `1h`, or
+/// plain seconds. Zero is allowed; callers that need more say so.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m, 1h)"))?;
+    let secs_per = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => {
+            return Err(format!(
+                "unknown unit `{u}` in `{s}` (use ns, us, ms, s, m or h)"
+            ))
+        }
+    };
+    let secs = v * secs_per;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration `{s}` is out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("10ns").unwrap(), Duration::from_nanos(10));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("1y").is_err());
+    }
+}
