@@ -216,6 +216,32 @@ pub struct Built {
     pub worst: Option<Severity>,
 }
 
+/// The sections the passes make themselves, from what they may read.
+fn pass_sections(
+    ctx: &Ctx<'_>,
+    windows: &crate::stream::losses::Windows,
+    stacks: &[Box<[u64]>],
+    summaries: &[crate::stream::CpuSummary],
+) -> crate::model::PassSections {
+    let last_ts = summaries
+        .iter()
+        .filter_map(|s| s.last_ts)
+        .max()
+        .unwrap_or(ctx.first_ts);
+    crate::model::PassSections::of(
+        ctx.an,
+        &crate::passes::SectionContext {
+            log: ctx.log,
+            syms: ctx.syms,
+            windows,
+            names: &ctx.names,
+            stacks,
+            gfp: ctx.gfp,
+            span: (ctx.first_ts, last_ts),
+        },
+    )
+}
+
 /// Builds the report.
 pub fn build(
     log: &Log,
@@ -255,23 +281,7 @@ pub fn build(
     let summary = summary(&ctx);
     let callsites = callsites(&ctx);
     let (caches, size_classes) = caches(&ctx);
-    let last_ts = summaries
-        .iter()
-        .filter_map(|s| s.last_ts)
-        .max()
-        .unwrap_or(first_ts);
-    let sections = crate::model::PassSections::of(
-        an,
-        &crate::passes::SectionContext {
-            log,
-            syms,
-            windows,
-            names: &ctx.names,
-            stacks: &stacks,
-            gfp: ctx.gfp,
-            span: (first_ts, last_ts),
-        },
-    );
+    let sections = pass_sections(&ctx, windows, &stacks, &summaries);
     let mut tasks = kmemtrace_import::tasks::TaskSightings::default();
     for c in &summaries {
         tasks.absorb(&c.tasks);
