@@ -43,6 +43,12 @@ PROG=kmemtrace-capture
 # readable by its owner only, as kmemtraced's logs.
 umask 077
 
+# Allocation stalls, recorded with the default events where the kernel has
+# them (kmemtraced's list, kmemtrace_kernel::stalls): rare without memory
+# pressure. The kernel takes a stack with the first event of each wait.
+STALL_EVENTS="vmscan:mm_vmscan_direct_reclaim_begin vmscan:mm_vmscan_direct_reclaim_end vmscan:mm_vmscan_memcg_reclaim_begin vmscan:mm_vmscan_memcg_reclaim_end vmscan:mm_vmscan_memcg_softlimit_reclaim_begin vmscan:mm_vmscan_memcg_softlimit_reclaim_end vmscan:mm_vmscan_node_reclaim_begin vmscan:mm_vmscan_node_reclaim_end vmscan:mm_vmscan_throttled vmscan:mm_vmscan_wakeup_kswapd vmscan:mm_vmscan_kswapd_wake vmscan:mm_vmscan_kswapd_sleep compaction:mm_compaction_try_to_compact_pages compaction:mm_compaction_begin compaction:mm_compaction_end compaction:mm_compaction_deferred compaction:mm_compaction_wakeup_kcompactd compaction:mm_compaction_kcompactd_wake compaction:mm_compaction_kcompactd_sleep oom:reclaim_retry_zone oom:compact_retry oom:mark_victim oom:wake_reaper oom:start_task_reaping oom:finish_task_reaping"
+STACKED_STALL_EVENTS="vmscan:mm_vmscan_direct_reclaim_begin vmscan:mm_vmscan_memcg_reclaim_begin vmscan:mm_vmscan_memcg_softlimit_reclaim_begin vmscan:mm_vmscan_node_reclaim_begin compaction:mm_compaction_try_to_compact_pages vmscan:mm_vmscan_throttled vmscan:mm_vmscan_wakeup_kswapd oom:mark_victim"
+
 DEFAULT_EVENTS="kmalloc kfree kmem_cache_alloc kmem_cache_free mm_page_alloc mm_page_free mm_page_free_batched mm_page_alloc_zone_locked mm_page_pcpu_drain mm_page_alloc_extfrag kmalloc_node kmem_cache_alloc_node"
 
 usage() {
@@ -64,6 +70,9 @@ Records the kernel's kmem tracepoints into a dump for
               if needed, else /sys/kernel/debug/tracing)
   -S          no kernel stacks with page allocations (by default the kernel
               takes one with each mm_page_alloc: the report's page call sites)
+              nor with the stall events
+  -R          no allocation stall events (by default, with the kmem set, the
+              reclaim, compaction and OOM events the kernel has)
   -q          quiet: only errors
   -h          this help
   -- COMMAND  record while COMMAND runs
@@ -95,7 +104,8 @@ EVENTS_OPT=
 TRACEFS=
 QUIET=
 NO_STACKS=
-while getopts "d:b:o:e:t:Sqh" opt; do
+NO_STALLS=
+while getopts "d:b:o:e:t:SRqh" opt; do
     case $opt in
     d) DURATION=$OPTARG ;;
     b) BUF_KB=$OPTARG ;;
@@ -103,6 +113,7 @@ while getopts "d:b:o:e:t:Sqh" opt; do
     e) EVENTS_OPT=$OPTARG ;;
     t) TRACEFS=$OPTARG ;;
     S) NO_STACKS=1 ;;
+    R) NO_STALLS=1 ;;
     q) QUIET=1 ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -197,7 +208,7 @@ kill_readers() {
 remove_instance() {
     [ -d "$INST" ] || return 0
     echo 0 >"$INST/tracing_on" 2>/dev/null
-    [ -n "$STACKS" ] && echo '!stacktrace' >"$EVDIR/kmem/mm_page_alloc/trigger" 2>/dev/null
+    for t in $TRIGGERS; do echo '!stacktrace' >"$EVDIR/$t/trigger" 2>/dev/null; done
     echo 0 >"$INST/events/enable" 2>/dev/null
     n=0
     while ! rmdir "$INST" 2>/dev/null; do
@@ -306,6 +317,9 @@ if [ -n "$EVENTS_OPT" ]; then
     done
 else
     for ev in $DEFAULT_EVENTS; do enable_event kmem "$ev" implicit; done
+    if [ -z "$NO_STALLS" ]; then
+        for e in $STALL_EVENTS; do enable_event "${e%%:*}" "${e#*:}" implicit; done
+    fi
 fi
 [ -n "$ENABLED" ] || die $E_USAGE "none of the requested events exists on this kernel (see $EVDIR/kmem)"
 
@@ -447,24 +461,34 @@ quote() { # shell-quote each argument, space-separated
 }
 COMMAND=$(quote "$@")
 
-# A stack with each page allocation, in this instance only; set with the
-# event enabled and tracing off (a trigger on a disabled event soft-disables
-# it: stacks of allocations not recorded).
+# A stack with each page allocation (and each wait's first stall event), in
+# this instance only; set with the event enabled and tracing off (a trigger
+# on a disabled event soft-disables it: stacks of allocations not recorded).
 STACKS=
-case " $ENABLED " in
-*" kmem/mm_page_alloc "*)
-    if [ -z "$NO_STACKS" ] && [ -f "$EVDIR/ftrace/kernel_stack/format" ]; then
-        if echo stacktrace >"$EVDIR/kmem/mm_page_alloc/trigger" 2>/dev/null; then
-            mkdir -p "$WORK/events/ftrace/kernel_stack"
-            copy "$EVDIR/ftrace/kernel_stack/format" "$WORK/events/ftrace/kernel_stack/format"
-            echo "kmem:mm_page_alloc stacktrace" >"$WORK/page_stacks"
-            STACKS=1
-        else
-            warn "the kernel refused the stacktrace trigger on mm_page_alloc: no page stacks"
-        fi
+TRIGGERS=
+stack_trigger() { # system/event: set the trigger, a line in page_stacks
+    if echo stacktrace >"$EVDIR/$1/trigger" 2>/dev/null; then
+        TRIGGERS="$TRIGGERS $1"
+        echo "${1%%/*}:${1#*/} stacktrace" >>"$WORK/page_stacks"
+    else
+        warn "the kernel refused the stacktrace trigger on ${1%%/*}:${1#*/}: no stacks with it"
     fi
-    ;;
-esac
+}
+if [ -z "$NO_STACKS" ] && [ -f "$EVDIR/ftrace/kernel_stack/format" ]; then
+    case " $ENABLED " in
+    *" kmem/mm_page_alloc "*) stack_trigger kmem/mm_page_alloc ;;
+    esac
+    for e in $STACKED_STALL_EVENTS; do
+        case " $ENABLED " in
+        *" ${e%%:*}/${e#*:} "*) stack_trigger "${e%%:*}/${e#*:}" ;;
+        esac
+    done
+    if [ -n "$TRIGGERS" ]; then
+        mkdir -p "$WORK/events/ftrace/kernel_stack"
+        copy "$EVDIR/ftrace/kernel_stack/format" "$WORK/events/ftrace/kernel_stack/format"
+        STACKS=1
+    fi
+fi
 
 START_WALL=$(date +%s)
 STATE=recording

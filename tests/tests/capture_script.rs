@@ -604,3 +604,28 @@ fn the_scripts_default_events_are_the_one_kmem_list() {
         "kmemtrace-capture.sh's DEFAULT_EVENTS"
     );
 }
+
+#[test]
+fn the_scripts_stall_events_are_the_one_stall_list() {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let list = |name: &str| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+            .and_then(|l| l.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("{name}=\"...\" in the script"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let known = |l: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = l.iter().map(|s| s.to_string()).collect();
+        v.sort_unstable();
+        v
+    };
+    use kmemtrace_kernel::stalls::{STACKED_STALL_EVENTS, STALL_EVENTS};
+    assert_eq!(list("STALL_EVENTS"), known(&STALL_EVENTS));
+    assert_eq!(list("STACKED_STALL_EVENTS"), known(&STACKED_STALL_EVENTS));
+}
