@@ -72,18 +72,18 @@ pub const STALL_EVENTS: [Tracepoint; 25] = [
 ];
 
 /// The stall events the kernel takes a stack with (where the recorder can
-/// set the trigger): the first step of each way an allocation waits, in the
-/// waiting task, so that its stack names the allocation's call site. Rare
-/// by nature: their stacks cost nothing without pressure.
-pub const STACKED_STALL_EVENTS: [Tracepoint; 8] = [
+/// set the trigger): the first step of each common way an allocation waits,
+/// in the waiting task, so that its stack names the allocation's call site,
+/// and the wake of kswapd, whose stack names who woke it. Rare by nature:
+/// their stacks cost nothing without pressure. Each trigger costs the
+/// recorder's teardown one RCU grace period (the kernel synchronizes when a
+/// trigger goes), so waits that follow one of these (throttling, soft-limit
+/// and node reclaim, the OOM kill) take their episode's stack instead.
+pub const STACKED_STALL_EVENTS: [Tracepoint; 4] = [
     DIRECT_RECLAIM_BEGIN,
     MEMCG_RECLAIM_BEGIN,
-    MEMCG_SOFTLIMIT_BEGIN,
-    NODE_RECLAIM_BEGIN,
     TRY_TO_COMPACT,
-    THROTTLED,
     WAKEUP_KSWAPD,
-    MARK_VICTIM,
 ];
 
 /// Behind a flag: they fire for every batch reclaim works through, kswapd's
