@@ -11,7 +11,8 @@ use crate::{report_json, temp_log};
 use kmemtrace_format::records::{Meta, MetaKind};
 use kmemtrace_import::stacks::{page_stacks_text, stacked_event_line, PAGE_STACKS_META};
 use kmemtrace_kernel::{stalls, Endian, EventFormat, LittleEndian, RunTimeEndian};
-use kmemtrace_testkit::synth::{encode_event, LogBuilder, Rng, Value};
+use kmemtrace_testkit::subbuf::Missed;
+use kmemtrace_testkit::synth::{encode_event, LogBuilder, Rng, SynthRecord, Value};
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -100,12 +101,13 @@ struct Planted {
 struct Timeline {
     e: LittleEndian,
     f: Formats,
-    events: Vec<(u32, u64, Vec<u8>)>,
+    /// `None`: the CPU lost events here.
+    events: Vec<(u32, u64, Option<Vec<u8>>)>,
 }
 
 impl Timeline {
     fn push(&mut self, cpu: u32, ts: u64, p: Vec<u8>) {
-        self.events.push((cpu, ts, p));
+        self.events.push((cpu, ts, Some(p)));
     }
 
     fn stack(&mut self, cpu: u32, ts: u64, pid: i32, frames: &[&str]) {
@@ -198,11 +200,17 @@ impl Timeline {
 /// CPU between its reclaim's end and its allocation), among the other
 /// tasks' slab allocations.
 fn build() -> (Vec<u8>, Planted) {
-    build_slower(1)
+    build_with(1, false)
 }
 
 /// [`build`], each reclaim `slower` times as long.
 fn build_slower(slower: u64) -> (Vec<u8>, Planted) {
+    build_with(slower, false)
+}
+
+/// [`build`], each reclaim `slower` times as long; with `lossy`, the CPU
+/// of one episode (round 10's first) loses events inside its reclaim.
+fn build_with(slower: u64, lossy: bool) -> (Vec<u8>, Planted) {
     let mut b = LogBuilder::new(RunTimeEndian::Little, 8, 4096);
     b.arch.release = Some("6.18.0".into());
     b.arch.page_size = Some(4096);
@@ -274,6 +282,9 @@ fn build_slower(slower: u64) -> (Vec<u8>, Planted) {
             for _ in 0..loops {
                 ts += 10;
                 t.begin(cpu, ts, pid, memcg);
+                if lossy && round == 10 && task == 0 {
+                    t.events.push((cpu, ts + 2, None));
+                }
                 let b0 = ts;
                 let n = rng.below(60);
                 filler(&mut t, &mut ts, &mut rng, n);
@@ -315,7 +326,10 @@ fn build_slower(slower: u64) -> (Vec<u8>, Planted) {
         }
     }
     for (cpu, ts, p) in t.events {
-        b.event(cpu, ts, p);
+        match p {
+            Some(p) => b.event(cpu, ts, p),
+            None => b.record(cpu, SynthRecord::Lost(Missed::Count(5))),
+        };
     }
     (b.build().unwrap(), planted)
 }
@@ -331,6 +345,7 @@ fn episodes_call_sites_and_the_oom_kill_are_the_planted_ones() {
     assert_eq!(st["unpaired"]["open_at_end"], planted.open_at_end);
     assert_eq!(st["unpaired"]["ends_without_begin"], 0);
     assert_eq!(st["unpaired"]["begins_without_end"], 0);
+    assert_eq!(st["uncertain_episodes"], 0);
     let mut sites: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for r in st["sites"].as_array().unwrap() {
         let e = sites
@@ -717,4 +732,15 @@ max = 1
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[test]
+fn an_episode_across_lost_events_is_uncertain_and_the_others_are_not() {
+    let (log, planted) = build_with(1, true);
+    let f = temp_log(&log);
+    let r = report_json(f.path(), &[]);
+    assert!(!r["capture"]["lost_windows"].as_array().unwrap().is_empty(), "{:#}", r["capture"]);
+    let st = &r["stalls"];
+    assert_eq!(st["episodes"], planted.episodes);
+    assert_eq!(st["uncertain_episodes"], 1, "{st:#}");
 }
