@@ -33,6 +33,9 @@ pub struct Stalls {
     /// Parquet table); not in the JSON document.
     #[serde(skip)]
     pub all: Vec<Episode>,
+    /// Per task, most stall time first: its episodes and each way it
+    /// waited.
+    pub tasks: Vec<StallTaskRow>,
     /// Episodes and stall time over the trace's time.
     pub over_time: StallSeries,
     /// kswapd and kcompactd, per node.
@@ -66,6 +69,17 @@ pub struct StallKindRow {
     pub ns: u64,
     /// Reclaim: pages the kernel says it reclaimed.
     pub pages_reclaimed: u64,
+}
+
+/// One task's stalls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StallTaskRow {
+    pub pid: i32,
+    pub comm: Option<String>,
+    pub episodes: u64,
+    pub stall_ns: u64,
+    /// Each way it waited (`kind`, `phases`, `ns`, `pages_reclaimed`).
+    pub waits: Vec<StallKindRow>,
 }
 
 /// Latency of one (call site, order, GFP, task name, kind) group.
@@ -181,7 +195,11 @@ pub struct BackgroundRow {
     /// `kswapd` or `kcompactd`.
     pub thread: String,
     pub node: i32,
+    /// Wakes from sleep (a wake event while asleep).
     pub wakes: u64,
+    /// Wake events: kernels before 6.x's kswapd write one per reclaim pass,
+    /// also without sleeping in between.
+    pub wake_events: u64,
     /// Between each wake and the sleep after it.
     pub awake_ns: u64,
     /// Orders it was woken for, by order.

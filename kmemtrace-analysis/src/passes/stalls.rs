@@ -212,7 +212,13 @@ pub struct OpenPhase {
     pub last: u64,
     /// Nested in another phase: its time is the outer one's.
     pub nested: bool,
+    /// Compaction: its zones by result (`mm_compaction_end`'s status).
+    pub statuses: Statuses,
 }
+
+/// Zones by compaction result: the kernel's statuses are small numbers
+/// (below 16 in every version); others are not counted.
+pub type Statuses = [u16; 16];
 
 /// A finished wait.
 #[derive(Clone, Copy, Debug)]
@@ -220,9 +226,11 @@ pub struct DonePhase {
     pub wait: Wait,
     pub start: u64,
     pub ns: u64,
-    /// Reclaim: pages; compaction: zones that succeeded; throttle: reason.
+    /// Reclaim: pages; throttle: reason.
     pub detail: u64,
     pub nested: bool,
+    /// Compaction: its zones by result.
+    pub statuses: Statuses,
 }
 
 /// One episode, open or ended.
@@ -306,17 +314,21 @@ impl Ep {
         }
     }
 
-    /// Ends a compaction phase in progress: the task went on to something
-    /// else.
-    fn close_compaction(&mut self) {
+    /// Ends a compaction phase in progress at `now`, when the task went on
+    /// to something else: it lasted to its last zone's event, or, where it
+    /// compacted no zone (all deferred or skipped before one began), to
+    /// `now`.
+    fn close_compaction(&mut self, now: u64) {
         if let Some(i) = self.open.iter().rposition(|p| p.wait == Wait::Compaction) {
             let p = self.open.remove(i);
+            let end = if p.last == p.start { now } else { p.last };
             self.done(DonePhase {
                 wait: Wait::Compaction,
                 start: p.start,
-                ns: p.last - p.start,
+                ns: end.saturating_sub(p.start),
                 detail: 0,
                 nested: p.nested,
+                statuses: p.statuses,
             });
         }
     }
@@ -325,7 +337,11 @@ impl Ep {
 /// kswapd or kcompactd of one node.
 #[derive(Clone, Debug, Default)]
 pub struct Background {
+    /// Wakes from sleep.
     pub wakes: u64,
+    /// Wake events: some kernels write one per reclaim pass, asleep or
+    /// not.
+    pub passes: u64,
     pub awake_ns: u64,
     pub awake_since: Option<u64>,
     pub orders: FastMap<i32, u64>,
@@ -402,8 +418,11 @@ impl StallsPass {
             Ev::KswapdWake | Ev::KcompactdWake => {
                 self.background_tasks.insert(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdWake, t);
-                b.wakes += 1;
-                b.awake_since.get_or_insert(ev.ts);
+                b.passes += 1;
+                if b.awake_since.is_none() {
+                    b.wakes += 1;
+                    b.awake_since = Some(ev.ts);
+                }
                 *b.orders
                     .entry(t.get_i64(1).unwrap_or(-1) as i32)
                     .or_default() += 1;
@@ -461,7 +480,7 @@ impl StallsPass {
         let Some(ep) = self.open.get_mut(&ev.pid) else {
             return;
         };
-        ep.close_compaction();
+        ep.close_compaction(ev.ts);
         if !ep.open.is_empty() {
             return;
         }
@@ -524,7 +543,7 @@ impl StallsPass {
             kind,
             Ev::CompactionBegin | Ev::CompactionEnd | Ev::CompactionDeferred
         ) {
-            ep.close_compaction();
+            ep.close_compaction(ev.ts);
         }
         if kind != Ev::ReclaimRetry {
             ep.in_retry_run = false;
@@ -546,6 +565,7 @@ impl StallsPass {
                     start: ev.ts,
                     last: ev.ts,
                     nested,
+                    statuses: [0; 16],
                 });
             }
             Ev::End(w) => self.end(ev, w, t),
@@ -558,6 +578,7 @@ impl StallsPass {
                     ns: ev.ts - start,
                     detail: t.get(1).unwrap_or(0),
                     nested,
+                    statuses: [0; 16],
                 });
             }
             Ev::TryToCompact => {
@@ -568,6 +589,7 @@ impl StallsPass {
                     start: ev.ts,
                     last: ev.ts,
                     nested,
+                    statuses: [0; 16],
                 });
             }
             Ev::CompactionBegin | Ev::CompactionEnd | Ev::CompactionDeferred => {
@@ -577,6 +599,13 @@ impl StallsPass {
                 if kind == Ev::CompactionEnd {
                     let status = t.get_i64(0).unwrap_or(-1);
                     *ep.compaction_results.entry(status).or_default() += 1;
+                    let slot = usize::try_from(status).ok().filter(|&s| s < 16);
+                    if let (Some(s), Some(p)) = (
+                        slot,
+                        ep.open.iter_mut().rfind(|p| p.wait == Wait::Compaction),
+                    ) {
+                        p.statuses[s] += 1;
+                    }
                 }
             }
             Ev::ReclaimRetry if !ep.in_retry_run => {
@@ -620,6 +649,7 @@ impl StallsPass {
             ns: ev.ts - p.start,
             detail: pages,
             nested: p.nested,
+            statuses: [0; 16],
         });
     }
 
@@ -673,6 +703,7 @@ impl<'a> Pass<'a> for StallsPass {
         for (&k, b) in &o.background {
             let s = self.background.entry(k).or_default();
             s.wakes += b.wakes;
+            s.passes += b.passes;
             s.awake_ns += b.awake_ns;
             s.awake_since = s.awake_since.or(b.awake_since);
             for (&order, &n) in &b.orders {

@@ -345,6 +345,14 @@ impl Decoder<'_> {
         b.runs.push(run);
     }
 
+    /// Whether the filters keep a tracepoint's event (every one but the
+    /// call-site filter: kmem events are selected in the passes, which
+    /// follow objects of tasks not selected too).
+    #[inline]
+    fn selects(&self, cpu: u16, pid: i32, in_interrupt: bool) -> bool {
+        self.filter.workload(pid, in_interrupt) && self.filter.cpu_pid(u32::from(cpu), pid)
+    }
+
     /// One data event of the block at `ts`: counted, its task noted; a
     /// stack given to the allocation waiting for it; a kmem event decoded
     /// and, in the time window, kept. `place` says where the event is, for
@@ -403,7 +411,11 @@ impl Decoder<'_> {
                 // Only a log some pass asked tracepoints of reads the
                 // ids of its other events.
                 if !self.tracepoints.is_empty() && self.filter.in_time(ts) {
-                    if let Some(r) = self.tracepoints.read(e, payload) {
+                    if let Some(r) = self
+                        .tracepoints
+                        .read(e, payload)
+                        .filter(|r| self.selects(b.cpu16, r.pid, r.in_interrupt))
+                    {
                         let stacked = self
                             .stack_reader
                             .as_ref()
@@ -440,7 +452,11 @@ impl Decoder<'_> {
             return;
         }
         b.keep(&ev, name, ts, stacked);
-        if self.tracepoints.has_marks() && !ev.in_interrupt && b.needs_mark(ev.pid) {
+        if self.tracepoints.has_marks()
+            && !ev.in_interrupt
+            && b.needs_mark(ev.pid)
+            && self.selects(b.cpu16, ev.pid, false)
+        {
             if let Some(r) = self.tracepoints.read(e, payload) {
                 if self.tracepoints.marks(r.id) == Some(true) {
                     b.marks.insert(r.pid, false);

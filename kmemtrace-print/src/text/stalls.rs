@@ -39,6 +39,7 @@ pub fn render(out: &mut String, st: &Stalls, s: &Sections) {
     );
     kinds(out, st);
     sites(out, st, s);
+    tasks(out, st, s);
     longest(out, st, s);
     background(out, st);
     oom_kills(out, st);
@@ -108,6 +109,36 @@ fn sites(out: &mut String, st: &Stalls, s: &Sections) {
     t.render(out);
 }
 
+fn tasks(out: &mut String, st: &Stalls, s: &Sections) {
+    if st.tasks.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nSTALLS BY TASK ({} of {})",
+        st.tasks.len().min(s.lines),
+        st.tasks.len()
+    );
+    let mut t = Table::new(&["pid", "comm", "episodes", "stalled", "waited in"]);
+    t.left = 2;
+    t.left_last = true;
+    for r in st.tasks.iter().take(s.lines) {
+        let waits: Vec<String> = r
+            .waits
+            .iter()
+            .map(|w| format!("{} {}x {}", w.kind, w.phases, age(w.ns)))
+            .collect();
+        t.row(vec![
+            r.pid.to_string(),
+            r.comm.clone().unwrap_or_default(),
+            thousands(r.episodes),
+            age(r.stall_ns),
+            waits.join(", "),
+        ]);
+    }
+    t.render(out);
+}
+
 fn longest(out: &mut String, st: &Stalls, s: &Sections) {
     let n = st.longest.len().min(s.lines).min(10);
     if n == 0 {
@@ -146,11 +177,15 @@ fn longest(out: &mut String, st: &Stalls, s: &Sections) {
                 .iter()
                 .map(|c| format!("{} {}", c.count, c.name))
                 .collect();
+            let results = if results.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", results.join(", "))
+            };
             parts.push(format!(
-                "{} compactions {} [{}]",
+                "{} compactions {}{results}",
                 e.compactions,
                 age(e.compaction_ns),
-                results.join(", ")
             ));
         }
         if e.throttles > 0 {
@@ -173,7 +208,14 @@ fn background(out: &mut String, st: &Stalls) {
         return;
     }
     let _ = writeln!(out, "\nBACKGROUND RECLAIM AND COMPACTION");
-    let mut t = Table::new(&["thread", "node", "wakes", "awake", "orders asked"]);
+    let mut t = Table::new(&[
+        "thread",
+        "node",
+        "wakes",
+        "wake events",
+        "awake",
+        "orders asked",
+    ]);
     for b in &st.background {
         let orders: Vec<String> = b
             .orders
@@ -184,6 +226,7 @@ fn background(out: &mut String, st: &Stalls) {
             b.thread.clone(),
             b.node.to_string(),
             thousands(b.wakes),
+            thousands(b.wake_events),
             format!(
                 "{}{}",
                 age(b.awake_ns),

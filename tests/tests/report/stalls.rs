@@ -739,8 +739,185 @@ fn an_episode_across_lost_events_is_uncertain_and_the_others_are_not() {
     let (log, planted) = build_with(1, true);
     let f = temp_log(&log);
     let r = report_json(f.path(), &[]);
-    assert!(!r["capture"]["lost_windows"].as_array().unwrap().is_empty(), "{:#}", r["capture"]);
+    assert!(
+        !r["capture"]["lost_windows"].as_array().unwrap().is_empty(),
+        "{:#}",
+        r["capture"]
+    );
     let st = &r["stalls"];
     assert_eq!(st["episodes"], planted.episodes);
     assert_eq!(st["uncertain_episodes"], 1, "{st:#}");
+}
+
+#[test]
+fn the_task_filters_select_stalls_as_they_select_allocations() {
+    let (log, planted) = build();
+    let f = temp_log(&log);
+    let st = report_json(f.path(), &["--pid", "201"])["stalls"].clone();
+    // Task 201 stalls once a round.
+    assert_eq!(st["episodes"], 40, "{st:#}");
+    let tasks = st["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0]["pid"], 201);
+    let all = report_json(f.path(), &[])["stalls"].clone();
+    let per_task: u64 = all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["episodes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_task, planted.episodes);
+    let ns: u64 = all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["stall_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(ns, planted.stall_ns);
+}
+
+/// The committed capture of a Debian 6.1 guest under global memory
+/// pressure (`tests/data/make-stall-capture.sh`) against the guest's own
+/// text of the same stall events, recorded by a second instance: direct
+/// reclaim's phases and time, the compaction attempts, kswapd's time awake
+/// and the OOM kill, each as the text says.
+#[test]
+fn a_guests_global_reclaim_compaction_and_oom_kill_as_its_own_text_says() {
+    use flate2::read::GzDecoder;
+    use std::io::Read;
+    let data = crate::common::workspace().join("tests/data");
+    let mut text = String::new();
+    GzDecoder::new(std::fs::File::open(data.join("stalls-6.1-x86_64.trace.txt.gz")).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let r = report_json(&data.join("stalls-6.1-x86_64.kmt"), &[]);
+    let recorder: Vec<i64> = r["filters"]["recorder_tasks"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
+        .unwrap_or_default();
+    assert!(!recorder.is_empty(), "the log lists the recorder's threads");
+    // (pid, ts ns, event, rest of the line) of the text's process-context events.
+    let events: Vec<(i64, u64, &str, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (head, rest) = l.split_once(']')?;
+            let pid = head
+                .rsplit_once('[')?
+                .0
+                .trim()
+                .rsplit_once('-')?
+                .1
+                .parse()
+                .ok()?;
+            let mut f = rest.split_whitespace();
+            let flags = f.next()?;
+            if flags.len() > 2 && matches!(&flags[2..3], "h" | "s" | "H" | "z" | "Z") {
+                return None;
+            }
+            let (s, us) = f.next()?.trim_end_matches(':').split_once('.')?;
+            let ts = s.parse::<u64>().ok()? * 1_000_000_000 + us.parse::<u64>().ok()? * 1_000;
+            let ev = f.next()?.trim_end_matches(':');
+            Some((pid, ts, ev, rest))
+        })
+        .filter(|e| !recorder.contains(&e.0))
+        .collect();
+    let mut begun: BTreeMap<i64, u64> = BTreeMap::new();
+    let (mut phases, mut ns) = (0u64, 0u64);
+    for &(pid, ts, ev, _) in &events {
+        match ev {
+            "mm_vmscan_direct_reclaim_begin" => {
+                begun.insert(pid, ts);
+            }
+            "mm_vmscan_direct_reclaim_end" => {
+                if let Some(b) = begun.remove(&pid) {
+                    phases += 1;
+                    ns += ts - b;
+                }
+            }
+            _ => {}
+        }
+    }
+    let st = &r["stalls"];
+    let kind = |k: &str| {
+        st["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kind"] == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} in {:#}", st["kinds"]))
+    };
+    let direct = kind("direct reclaim");
+    assert!(phases > 100, "{phases}");
+    assert_eq!(direct["phases"], phases);
+    let got = direct["ns"].as_u64().unwrap();
+    assert!(
+        got.abs_diff(ns) <= 1_000 * phases,
+        "report {got} ns, text {ns} ns"
+    );
+    let compactions = events
+        .iter()
+        .filter(|e| e.2 == "mm_compaction_try_to_compact_pages")
+        .count() as u64;
+    assert_eq!(kind("compaction")["phases"], compactions);
+    // kswapd: awake from a wake while asleep to the sleep after it.
+    let (mut since, mut awake) = (None, 0u64);
+    for &(_, ts, ev, _) in &events {
+        match ev {
+            "mm_vmscan_kswapd_wake" => {
+                since.get_or_insert(ts);
+            }
+            "mm_vmscan_kswapd_sleep" => {
+                if let Some(s) = since.take() {
+                    awake += ts - s;
+                }
+            }
+            _ => {}
+        }
+    }
+    let kswapd = st["background"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["thread"] == "kswapd")
+        .unwrap();
+    let got = kswapd["awake_ns"].as_u64().unwrap();
+    assert!(
+        got.abs_diff(awake) <= 20_000,
+        "kswapd awake: report {got}, text {awake}"
+    );
+    // The OOM kill: its victim as the text names it, and the allocation
+    // that led to it.
+    let victim = events
+        .iter()
+        .find(|e| e.2 == "mark_victim")
+        .expect("an OOM kill in the text");
+    let kills = st["oom_kills"].as_array().unwrap();
+    assert_eq!(kills.len(), 1);
+    let k = &kills[0];
+    let pid = victim
+        .3
+        .split("pid=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert_eq!(k["victim_pid"].to_string(), pid);
+    let comm = victim
+        .3
+        .split("comm=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert_eq!(k["victim_comm"], comm);
+    assert!(k["callsite"].is_string(), "{k}");
+    assert!(k["stalled_ns"].as_u64().unwrap() > 0);
+    // Every episode's group names its call site.
+    for s in st["sites"].as_array().unwrap() {
+        assert!(s["callsite"].is_string(), "{s}");
+    }
 }

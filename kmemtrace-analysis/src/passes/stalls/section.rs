@@ -43,6 +43,17 @@ impl Names<'_> {
         v.map(|v| crate::build::gfp_of(self.ctx.gfp, v, 1))
     }
 
+    /// A compaction phase's zones by result: `2 partial_skipped, 1 success`.
+    fn statuses(&self, s: &super::Statuses) -> String {
+        let parts: Vec<String> = s
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(v, n)| format!("{n} {}", self.status(v as i64)))
+            .collect();
+        parts.join(", ")
+    }
+
     fn status(&self, v: i64) -> String {
         let name = self.status.as_ref().and_then(|t| {
             t.entries
@@ -80,6 +91,7 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         stall_ns: eps.iter().map(|e| e.stall_ns()).sum(),
         uncertain_episodes: eps.iter().filter(|e| uncertain(e)).count() as u64,
         kinds: kinds(&eps),
+        tasks: tasks(&n, &eps),
         sites: sites(&n, &eps),
         longest: longest
             .iter()
@@ -114,6 +126,25 @@ fn not_recorded(ctx: &SectionContext<'_>) -> Vec<String> {
         })
         .map(|t| t.to_string())
         .collect()
+}
+
+fn tasks(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallTaskRow> {
+    let mut by_pid: BTreeMap<i32, Vec<&Ep>> = BTreeMap::new();
+    for e in eps {
+        by_pid.entry(e.pid).or_default().push(e);
+    }
+    let mut rows: Vec<StallTaskRow> = by_pid
+        .into_iter()
+        .map(|(pid, g)| StallTaskRow {
+            pid,
+            comm: n.comm(pid),
+            episodes: g.len() as u64,
+            stall_ns: g.iter().map(|e| e.stall_ns()).sum(),
+            waits: kinds(&g),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.stall_ns.cmp(&a.stall_ns).then(a.pid.cmp(&b.pid)));
+    rows
 }
 
 fn kinds(eps: &[&Ep]) -> Vec<StallKindRow> {
@@ -249,7 +280,7 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
                 start_ns: p.start,
                 ns: p.ns,
                 detail: match p.wait {
-                    Wait::Compaction => String::new(),
+                    Wait::Compaction => n.statuses(&p.statuses),
                     Wait::Throttle => format!("reason {}", p.detail),
                     _ => format!("{} pages", p.detail),
                 },
@@ -284,7 +315,7 @@ fn background(m: &crate::intern::FastMap<(bool, i32), Background>) -> Vec<Backgr
     let mut rows: Vec<BackgroundRow> = m
         .iter()
         // A sleep with no wake before it: awake since before the capture.
-        .filter(|(_, b)| b.wakes > 0 || b.awake_ns > 0)
+        .filter(|(_, b)| b.passes > 0 || b.awake_ns > 0)
         .map(|(&(kcompactd, node), b)| {
             let mut orders: Vec<OrderCount> = b
                 .orders
@@ -296,6 +327,7 @@ fn background(m: &crate::intern::FastMap<(bool, i32), Background>) -> Vec<Backgr
                 thread: if kcompactd { "kcompactd" } else { "kswapd" }.into(),
                 node,
                 wakes: b.wakes,
+                wake_events: b.passes,
                 awake_ns: b.awake_ns,
                 orders,
                 awake_at_end: b.awake_since.is_some(),

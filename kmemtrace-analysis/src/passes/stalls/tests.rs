@@ -330,3 +330,41 @@ fn background_threads_work_is_not_an_allocation_stall() {
     assert_eq!(f.pass.background_events, 4);
     assert_eq!(f.pass.events, 6);
 }
+
+#[test]
+fn a_compaction_of_no_zone_lasts_until_the_task_goes_on() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::TRY_TO_COMPACT, &[9, GFP])
+        .ev(1010, 7, tp::COMPACTION_DEFERRED, &[])
+        .ev(1067, 7, tp::DIRECT_RECLAIM_BEGIN, &[9, GFP])
+        .ev(2067, 7, tp::DIRECT_RECLAIM_END, &[5])
+        .ev(3000, 7, tp::TRY_TO_COMPACT, &[9, GFP])
+        .ev(3100, 7, tp::COMPACTION_BEGIN, &[])
+        .ev(3500, 7, tp::COMPACTION_END, &[6])
+        .page(3600, 7);
+    let e = f.episodes()[0];
+    // A deferral is its zone's event: the phase lasts to it.
+    assert_eq!(e.phases[0].ns, 10);
+    assert_eq!(e.phases[2].ns, 500);
+    assert_eq!(e.phases[2].statuses[6], 1);
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::TRY_TO_COMPACT, &[9, GFP])
+        .ev(1067, 7, tp::DIRECT_RECLAIM_BEGIN, &[9, GFP])
+        .ev(2067, 7, tp::DIRECT_RECLAIM_END, &[5])
+        .page(3600, 7);
+    assert_eq!(f.episodes()[0].phases[0].ns, 67);
+}
+
+#[test]
+fn kswapd_wakes_from_sleep_are_told_from_its_per_pass_wake_events() {
+    let mut f = Feed::new();
+    f.ev(1000, 55, tp::KSWAPD_WAKE, &[0, 0])
+        .ev(2000, 55, tp::KSWAPD_WAKE, &[0, 3])
+        .ev(3000, 55, tp::KSWAPD_WAKE, &[0, 3])
+        .ev(4000, 55, tp::KSWAPD_SLEEP, &[0])
+        .ev(9000, 55, tp::KSWAPD_WAKE, &[0, 0]);
+    let b = &f.pass.background[&(false, 0)];
+    assert_eq!((b.wakes, b.passes, b.awake_ns), (2, 4, 3000));
+    assert_eq!(b.awake_since, Some(9000));
+    assert_eq!(b.orders.get(&3), Some(&2));
+}
