@@ -86,12 +86,12 @@ struct Formats {
 
 /// What the report should find.
 #[derive(Default, Debug)]
-struct Planted {
-    episodes: u64,
-    stall_ns: u64,
+pub(crate) struct Planted {
+    pub(crate) episodes: u64,
+    pub(crate) stall_ns: u64,
     /// call site -> (episodes, stall ns)
-    sites: BTreeMap<&'static str, (u64, u64)>,
-    open_at_end: u64,
+    pub(crate) sites: BTreeMap<&'static str, (u64, u64)>,
+    pub(crate) open_at_end: u64,
 }
 
 /// Events in time order, each `(cpu, ts, payload)`; the builder takes
@@ -196,7 +196,7 @@ impl Timeline {
 /// or memcg reclaim, one or two rounds of the charge loop, sometimes moving
 /// CPU between its reclaim's end and its allocation), among the other
 /// tasks' slab allocations.
-fn build() -> (Vec<u8>, Planted) {
+pub(crate) fn build() -> (Vec<u8>, Planted) {
     let mut b = LogBuilder::new(RunTimeEndian::Little, 8, 4096);
     b.arch.release = Some("6.18.0".into());
     b.arch.page_size = Some(4096);
