@@ -254,6 +254,12 @@ fn perfetto(
         "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
         w.typed, w.generic, w.bundles, w.counter_points
     );
+    if w.stall_episodes > 0 {
+        s += &format!(
+            ", {} allocation stall episodes as slices ({} waits in them)",
+            w.stall_episodes, w.stall_phases
+        );
+    }
     if w.compressed_packets > 0 {
         s += &format!(", zlib-compressed in {} packets", w.compressed_packets);
     }
