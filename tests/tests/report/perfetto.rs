@@ -457,16 +457,8 @@ fn stall_episodes_are_slices_on_the_waiting_tasks_threads() {
     let Some(got) = dump(test, &trace) else {
         return;
     };
-    // The episodes as the exporter's own analysis makes them.
-    let mut log = Log::open(&path).unwrap();
-    let syms = kmemtrace_analysis::Symbols::of_log(&mut log);
-    let mut opts = kmemtrace_analysis::Options::default();
-    opts.select_as_recorded(&log, true);
-    let mut eps = kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
-        .report
-        .sections
-        .stalls
-        .all;
+    let log = Log::open(&path).unwrap();
+    let mut eps = crate::stalls::episodes_of(&path);
     assert_eq!(eps.len() as u64, planted.episodes);
     // The slices come track by track (by pid), each in time order.
     eps.sort_by_key(|e| (e.pid, e.start_ns));

@@ -314,6 +314,22 @@ pub(crate) fn build() -> (Vec<u8>, Planted) {
     (b.build().unwrap(), planted)
 }
 
+/// Every episode of the log at `path`, by start, as the exporters' own
+/// analysis makes them (`Stalls::all`, not in the JSON document).
+pub(crate) fn episodes_of(
+    path: &std::path::Path,
+) -> Vec<kmemtrace_analysis::model::stalls::Episode> {
+    let mut log = kmemtrace_import::log::Log::open(path).unwrap();
+    let syms = kmemtrace_analysis::Symbols::of_log(&mut log);
+    let mut opts = kmemtrace_analysis::Options::default();
+    opts.select_as_recorded(&log, true);
+    kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
+        .report
+        .sections
+        .stalls
+        .all
+}
+
 #[test]
 fn episodes_call_sites_and_the_oom_kill_are_the_planted_ones() {
     let (log, planted) = build();
