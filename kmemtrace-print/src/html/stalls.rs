@@ -3,6 +3,7 @@
 //! most, the latency histograms of the call sites that stalled longest,
 //! and the tables of the text report (`--stalls`).
 
+use super::series::Span;
 use super::svg::{Bars, Lane, Lanes, Layer, Stretch, PALETTE};
 use super::table::Table;
 use super::{cards, heading, note, Page};
@@ -26,21 +27,44 @@ const THROTTLE: usize = 3;
 /// An OOM kill's mark.
 const OOM_COLOUR: &str = "#d62728";
 
-/// The section.
+/// What the section takes of the page: its time axis, rows per table.
+#[derive(Clone, Copy)]
+struct View {
+    span: Span,
+    lines: usize,
+}
+
+/// The section, where the log has stall events.
 pub fn stalls(st: &Stalls, p: &Page<'_>, o: &mut String) {
     if st.is_empty() {
         return;
     }
+    let v = View {
+        span: p.span,
+        lines: p.lines,
+    };
+    render(st, v, o);
+}
+
+fn render(st: &Stalls, v: View, o: &mut String) {
     heading(o, "stalls", "Allocation stalls");
     headline(st, o);
     kinds(st, o);
-    timeline(st, p, o);
-    histograms(st, o);
-    sites(st, p, o);
-    longest(st, p, o);
-    background(st, p, o);
-    oom_kills(st, p, o);
-    shrinkers(st, p, o);
+    if episodes(st).is_empty() {
+        // Stall events of kswapd and kcompactd alone: nothing waited.
+        note(
+            o,
+            "No allocation stalled: the stall events are background reclaim and compaction only.",
+        );
+    } else {
+        timeline(st, v, o);
+        histograms(st, o);
+    }
+    sites(st, v, o);
+    longest(st, v, o);
+    background(st, v, o);
+    oom_kills(st, v, o);
+    shrinkers(st, v, o);
     notes(st, o);
 }
 
@@ -83,7 +107,14 @@ fn headline(st: &Stalls, o: &mut String) {
         (
             "stall episodes",
             thousands(st.episodes),
-            format!("from {} stall events", thousands(st.events)),
+            if st.uncertain_episodes > 0 {
+                format!(
+                    "{} uncertain: they overlap lost events",
+                    thousands(st.uncertain_episodes)
+                )
+            } else {
+                format!("from {} stall events", thousands(st.events))
+            },
         ),
         (
             "time stalled",
@@ -112,14 +143,7 @@ fn headline(st: &Stalls, o: &mut String) {
         (
             "OOM kills",
             thousands(st.oom_kills.len() as u64),
-            if st.uncertain_episodes > 0 {
-                format!(
-                    "{} episodes uncertain (lost events)",
-                    thousands(st.uncertain_episodes)
-                )
-            } else {
-                "no episode overlaps lost events".into()
-            },
+            "invoked by waiting tasks".into(),
         ),
     ];
     cards(o, &c);
@@ -157,11 +181,11 @@ fn layer_of(kind: &str) -> usize {
     }
 }
 
-fn episode_title(p: &Page<'_>, e: &Episode) -> String {
+fn episode_title(span: Span, e: &Episode) -> String {
     format!(
         "{} at {:.6} s: {} at {}, order {}, {}; {} stalled over {}; ended by {}{}",
         task(e.pid, e.comm.as_deref()),
-        p.span.secs(e.start_ns),
+        span.secs(e.start_ns),
         e.kind,
         site(e.callsite.as_deref()),
         opt(e.order),
@@ -179,7 +203,7 @@ fn episode_title(p: &Page<'_>, e: &Episode) -> String {
 
 /// The tasks with the most stall time, a lane each: their episodes, the
 /// waits in them, and the OOM kills they invoked.
-fn timeline(st: &Stalls, p: &Page<'_>, o: &mut String) {
+fn timeline(st: &Stalls, v: View, o: &mut String) {
     let eps = episodes(st);
     let mut per_task: BTreeMap<i32, (u64, Option<&str>)> = BTreeMap::new();
     for e in eps {
@@ -197,11 +221,25 @@ fn timeline(st: &Stalls, p: &Page<'_>, o: &mut String) {
         .enumerate()
         .map(|(i, t)| (t.0, i))
         .collect();
+    let layer = |one, many, ns_is, color, height| Layer {
+        one,
+        many,
+        ns_is,
+        color,
+        height,
+    };
+    // In the order of EPISODE, RECLAIM, COMPACTION and THROTTLE.
+    let layers = vec![
+        layer("episode", "episodes", "stalled", "#c8c8c8", 1.0),
+        layer("reclaim", "reclaims", "in reclaim", PALETTE[0], 0.6),
+        layer("compaction", "compactions", "compacting", PALETTE[1], 0.6),
+        layer("throttle", "throttles", "throttled", PALETTE[6], 0.4),
+    ];
     let mut lanes: Vec<Lane> = order[..shown]
         .iter()
         .map(|&(pid, ns, comm)| Lane {
             label: format!("{}: {}", task(pid, comm), age(ns)),
-            stretches: (0..4).map(|_| Vec::new()).collect(),
+            stretches: layers.iter().map(|_| Vec::new()).collect(),
             marks: Vec::new(),
         })
         .collect();
@@ -211,10 +249,10 @@ fn timeline(st: &Stalls, p: &Page<'_>, o: &mut String) {
         };
         let lane = &mut lanes[i];
         lane.stretches[EPISODE].push(Stretch {
-            a: p.span.secs(e.start_ns),
-            b: p.span.secs(e.start_ns.saturating_add(e.span_ns)),
+            a: v.span.secs(e.start_ns),
+            b: v.span.secs(e.start_ns.saturating_add(e.span_ns)),
             ns: e.stall_ns,
-            title: episode_title(p, e),
+            title: episode_title(v.span, e),
         });
         for ph in &e.phases {
             let detail = if ph.detail.is_empty() {
@@ -223,13 +261,13 @@ fn timeline(st: &Stalls, p: &Page<'_>, o: &mut String) {
                 format!(", {}", ph.detail)
             };
             lane.stretches[layer_of(&ph.kind)].push(Stretch {
-                a: p.span.secs(ph.start_ns),
-                b: p.span.secs(ph.start_ns.saturating_add(ph.ns)),
+                a: v.span.secs(ph.start_ns),
+                b: v.span.secs(ph.start_ns.saturating_add(ph.ns)),
                 ns: ph.ns,
                 title: format!(
                     "{} at {:.6} s: {}{detail}",
                     ph.kind,
-                    p.span.secs(ph.start_ns),
+                    v.span.secs(ph.start_ns),
                     age(ph.ns)
                 ),
             });
@@ -238,32 +276,20 @@ fn timeline(st: &Stalls, p: &Page<'_>, o: &mut String) {
     for k in &st.oom_kills {
         if let Some(&i) = lane_of.get(&k.killer_pid) {
             lanes[i].marks.push((
-                p.span.secs(k.ts_ns),
+                v.span.secs(k.ts_ns),
                 format!(
                     "OOM kill at {:.6} s: {} killed for {}",
-                    p.span.secs(k.ts_ns),
+                    v.span.secs(k.ts_ns),
                     task(k.victim_pid, k.victim_comm.as_deref()),
                     task(k.killer_pid, k.killer_comm.as_deref())
                 ),
             ));
         }
     }
-    let layer = |one, many, ns_is, color, height| Layer {
-        one,
-        many,
-        ns_is,
-        color,
-        height,
-    };
     Lanes {
         title: "Stall episodes of the tasks that stalled longest, since the capture's start",
-        x_max: p.span.len_secs(),
-        layers: vec![
-            layer("episode", "episodes", "stalled", "#c8c8c8", 1.0),
-            layer("reclaim", "reclaims", "in reclaim", PALETTE[0], 0.6),
-            layer("compaction", "compactions", "compacting", PALETTE[1], 0.6),
-            layer("throttle", "throttles", "throttled", PALETTE[6], 0.4),
-        ],
+        x_max: v.span.len_secs(),
+        layers,
         lanes,
         mark: (OOM_COLOUR, "OOM kill invoked"),
     }
@@ -361,7 +387,7 @@ fn ns_cell(t: &mut Table, ns: u64) -> &mut Table {
     t.value(ns as f64, &age(ns))
 }
 
-fn sites(st: &Stalls, p: &Page<'_>, o: &mut String) {
+fn sites(st: &Stalls, v: View, o: &mut String) {
     if st.sites.is_empty() {
         return;
     }
@@ -383,7 +409,7 @@ fn sites(st: &Stalls, p: &Page<'_>, o: &mut String) {
             ("Pages reclaimed", true),
         ],
     );
-    for r in st.sites.iter().take(p.lines) {
+    for r in st.sites.iter().take(v.lines) {
         t.row()
             .code(site(r.callsite.as_deref()))
             .text(&r.kind)
@@ -397,7 +423,7 @@ fn sites(st: &Stalls, p: &Page<'_>, o: &mut String) {
         t.count(r.pages_reclaimed);
     }
     t.more(
-        st.sites.len().saturating_sub(p.lines),
+        st.sites.len().saturating_sub(v.lines),
         "kmemtrace-report --stalls -l 0, or --json",
     );
     t.render(o);
@@ -439,7 +465,7 @@ fn waits(e: &Episode) -> String {
     parts.join("; ")
 }
 
-fn longest(st: &Stalls, p: &Page<'_>, o: &mut String) {
+fn longest(st: &Stalls, v: View, o: &mut String) {
     if st.longest.is_empty() {
         return;
     }
@@ -460,7 +486,7 @@ fn longest(st: &Stalls, p: &Page<'_>, o: &mut String) {
             ("Ended by", false),
         ],
     );
-    for e in st.longest.iter().take(p.lines) {
+    for e in st.longest.iter().take(v.lines) {
         t.row()
             .value(e.start_ns as f64, &secs(e.start_ns))
             .text(&task(e.pid, e.comm.as_deref()))
@@ -481,7 +507,7 @@ fn longest(st: &Stalls, p: &Page<'_>, o: &mut String) {
     t.render(o);
 }
 
-fn background(st: &Stalls, p: &Page<'_>, o: &mut String) {
+fn background(st: &Stalls, v: View, o: &mut String) {
     if st.background.is_empty() && st.wakers.is_empty() {
         return;
     }
@@ -533,7 +559,7 @@ fn background(st: &Stalls, p: &Page<'_>, o: &mut String) {
             ("Wakeups", true),
         ],
     );
-    for w in st.wakers.iter().take(p.lines) {
+    for w in st.wakers.iter().take(v.lines) {
         t.row()
             .text(&w.thread)
             .code(site(w.callsite.as_deref()))
@@ -541,13 +567,13 @@ fn background(st: &Stalls, p: &Page<'_>, o: &mut String) {
             .count(w.wakeups);
     }
     t.more(
-        st.wakers.len().saturating_sub(p.lines),
+        st.wakers.len().saturating_sub(v.lines),
         "kmemtrace-report --json",
     );
     t.render(o);
 }
 
-fn oom_kills(st: &Stalls, p: &Page<'_>, o: &mut String) {
+fn oom_kills(st: &Stalls, v: View, o: &mut String) {
     if st.oom_kills.is_empty() {
         return;
     }
@@ -568,7 +594,7 @@ fn oom_kills(st: &Stalls, p: &Page<'_>, o: &mut String) {
             ("Reaped in", true),
         ],
     );
-    for k in st.oom_kills.iter().take(p.lines) {
+    for k in st.oom_kills.iter().take(v.lines) {
         t.row()
             .value(k.ts_ns as f64, &secs(k.ts_ns))
             .text(&task(k.victim_pid, k.victim_comm.as_deref()))
@@ -586,13 +612,13 @@ fn oom_kills(st: &Stalls, p: &Page<'_>, o: &mut String) {
         };
     }
     t.more(
-        st.oom_kills.len().saturating_sub(p.lines),
+        st.oom_kills.len().saturating_sub(v.lines),
         "kmemtrace-report --json",
     );
     t.render(o);
 }
 
-fn shrinkers(st: &Stalls, p: &Page<'_>, o: &mut String) {
+fn shrinkers(st: &Stalls, v: View, o: &mut String) {
     if st.shrinkers.is_empty() {
         return;
     }
@@ -607,7 +633,7 @@ fn shrinkers(st: &Stalls, p: &Page<'_>, o: &mut String) {
             ("Time", true),
         ],
     );
-    for r in st.shrinkers.iter().take(p.lines) {
+    for r in st.shrinkers.iter().take(v.lines) {
         t.row()
             .code(&r.shrinker)
             .count(r.calls)
@@ -616,7 +642,7 @@ fn shrinkers(st: &Stalls, p: &Page<'_>, o: &mut String) {
         ns_cell(&mut t, r.ns);
     }
     t.more(
-        st.shrinkers.len().saturating_sub(p.lines),
+        st.shrinkers.len().saturating_sub(v.lines),
         "kmemtrace-report --json",
     );
     t.render(o);
@@ -671,5 +697,27 @@ mod tests {
         assert_eq!(counts, [3, 0, 0, 1]);
         assert_eq!(b[0].2, "3 episodes stalled 2.048 us to 4.096 us");
         assert_eq!(bins(&[]), Vec::new());
+    }
+
+    /// Stall events with no episode (a kcompactd's sleep): the section
+    /// says nothing stalled, and draws no empty figure.
+    #[test]
+    fn no_episode_no_figure() {
+        let st = Stalls {
+            events: 1,
+            ..Default::default()
+        };
+        let mut o = String::new();
+        let v = View {
+            span: Span {
+                start_ns: 0,
+                end_ns: 1_000_000,
+            },
+            lines: 20,
+        };
+        render(&st, v, &mut o);
+        assert!(o.contains("Allocation stalls"));
+        assert!(o.contains("No allocation stalled"));
+        assert!(!o.contains("<figure"), "{o}");
     }
 }
