@@ -557,8 +557,8 @@ pub fn derived_series(log: &mut Log, progress: &mut dyn FnMut(Progress)) -> Seri
 }
 
 /// Writes `log` as a Perfetto trace, with `series` as counter tracks and
-/// slices, its packets compressed or not; tells `progress` how many of the log's
-/// sub-buffers have been read as they are.
+/// slices, its packets compressed or not; tells `progress` how many of the
+/// log's sub-buffers have been read as they are.
 pub fn write<W: Write>(
     log: &Log,
     series: &Series,

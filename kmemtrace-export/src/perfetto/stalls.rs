@@ -36,10 +36,9 @@ mod te {
 /// The slices' category.
 const CATEGORY: &str = "kmemtrace.stall";
 
-/// What was written.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// Slices written: episodes, and the waits in them.
+#[derive(Debug, Default)]
 pub struct Slices {
-    pub tracks: u64,
     pub episodes: u64,
     pub phases: u64,
 }
@@ -189,7 +188,6 @@ pub(super) fn write<W: Write>(
     for (pid, eps) in by_task {
         let uuid = TRACK_BASE + u64::from(pid as u32);
         thread_track(out, log, pid, uuid)?;
-        n.tracks += 1;
         for edge in edges(&eps) {
             ev.clear();
             let ts = match edge {
