@@ -254,6 +254,12 @@ fn perfetto(
         "Perfetto trace, {} typed kmem events, {} generic events, {} bundles, {} counter values",
         w.typed, w.generic, w.bundles, w.counter_points
     );
+    if w.stall_episodes > 0 {
+        s += &format!(
+            ", {} allocation stall episodes as slices ({} waits in them)",
+            w.stall_episodes, w.stall_phases
+        );
+    }
     if w.compressed_packets > 0 {
         s += &format!(", zlib-compressed in {} packets", w.compressed_packets);
     }
@@ -291,8 +297,13 @@ fn parquet(cli: &Cli, log: Log) -> Result<(String, Option<String>), Stop> {
     match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
         Ok(w) => Ok((
             format!(
-                "Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites",
-                w.slab_events, w.page_events, w.pcp_events, w.callsites
+                "Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites{}",
+                w.slab_events,
+                w.page_events,
+                w.pcp_events,
+                w.callsites,
+                w.episodes
+                    .map_or(String::new(), |n| format!(", {n} allocation stall episodes"))
             ),
             dir.kept_note(),
         )),

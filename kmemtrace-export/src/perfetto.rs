@@ -12,6 +12,9 @@
 //!   of its timelines: live slab bytes (`kmemtrace-report`'s `live_bytes`)
 //!   and the page allocator's bytes allocated minus freed since the start
 //!   (its `alloc_bytes - free_bytes`);
+//! - allocation stall episodes (`kmemtrace-report --stalls`), where the log
+//!   has them, as slices on the waiting task's thread track, their waits
+//!   nested in them ([`stalls`]);
 //! - the records as `FtraceEventBundle`s, one CPU each, in each CPU's
 //!   order: kmem events as Perfetto's own typed messages (`kmem.proto`:
 //!   Kmalloc, KmemCacheAlloc, MmPageAlloc, ...), every other event as a
@@ -38,9 +41,12 @@
 //! by decoding the output with Perfetto's own generated classes, in the
 //! tests).
 
+mod stalls;
+
 use crate::progress::Progress;
 use crate::proto::Msg;
 use kmemtrace_analysis::in_order::{for_each_record, Record};
+use kmemtrace_analysis::model::stalls::Episode;
 use kmemtrace_analysis::model::TimeSeries;
 use kmemtrace_format::arch::clock_in_ns;
 use kmemtrace_format::records::StatsPhase;
@@ -428,6 +434,10 @@ pub struct Written {
     pub bundles: u64,
     /// Values written to counter tracks.
     pub counter_points: u64,
+    /// Allocation stall episodes, and the waits in them, written as
+    /// slices.
+    pub stall_episodes: u64,
+    pub stall_phases: u64,
     /// Kernel fields of typed events that Perfetto's messages have no
     /// place for, by event (`kmalloc: accounted, node`): left out.
     pub dropped_fields: BTreeMap<String, Vec<String>>,
@@ -520,6 +530,8 @@ pub struct Series {
     pub slab_live: TimeSeries,
     /// Page-allocator bytes allocated minus freed since the start.
     pub page_held: TimeSeries,
+    /// Every allocation stall episode, by start.
+    pub episodes: Vec<Episode>,
 }
 
 /// The series `kmemtrace-report LOG` derives (its selection: the
@@ -540,12 +552,13 @@ pub fn derived_series(log: &mut Log, progress: &mut dyn FnMut(Progress)) -> Seri
     Series {
         slab_live: r.live_timeline,
         page_held: r.page_timeline,
+        episodes: r.sections.stalls.all,
     }
 }
 
-/// Writes `log` as a Perfetto trace, with `series` as counter tracks, its
-/// packets compressed or not; tells `progress` how many of the log's
-/// sub-buffers have been read as they are.
+/// Writes `log` as a Perfetto trace, with `series` as counter tracks and
+/// slices, its packets compressed or not; tells `progress` how many of the
+/// log's sub-buffers have been read as they are.
 pub fn write<W: Write>(
     log: &Log,
     series: &Series,
@@ -582,6 +595,9 @@ pub fn write<W: Write>(
             &series.page_held,
         )?;
     }
+    let slices = stalls::write(&mut out, log, &series.episodes)?;
+    written.stall_episodes = slices.episodes;
+    written.stall_phases = slices.phases;
     let e = log.endian;
     let long_size = usize::from(log.arch.long_size);
     let mut mappings: HashMap<u32, Option<Mapping<'_>>> = HashMap::new();

@@ -55,5 +55,7 @@ impl PrintSection for Stalls {
         }
     }
 
-    fn html(&self, _: &Page<'_>, _: &mut String) {}
+    fn html(&self, p: &Page<'_>, o: &mut String) {
+        crate::html::stalls::stalls(self, p, o);
+    }
 }

@@ -15,10 +15,13 @@ as JSON, what the tests compare with the log and the report:
              last (innermost) frame is not the call site's function]
   cpu_back   rows, per event file, whose CPU is lower than the row
              before's (rows come CPU by CPU)
+  episodes   where episodes.parquet is written: its rows in file order,
+             each {column: value} (its types under types too)
 
 usage: parquet_query.py DIR
 """
 import json
+import os
 import sys
 
 import duckdb
@@ -77,6 +80,14 @@ def main():
             where cpu < before""").fetchall()[0][0]
         for name in ["slab_events", "page_events", "pcp_events"]
     }
+    if os.path.exists(f"{d}/episodes.parquet"):
+        name = "episodes"
+        out["types"][name] = {c: t for c, t, *_ in con.sql(f"describe select * from {f(name)}").fetchall()}
+        rel = con.sql(f"""
+            select * exclude (file_row_number)
+            from read_parquet('{d}/episodes.parquet', file_row_number = true)
+            order by file_row_number""")
+        out["episodes"] = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
     json.dump(out, sys.stdout, default=str)
 
 

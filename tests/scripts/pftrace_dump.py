@@ -10,6 +10,10 @@
   stats    phase -> cpu -> {counter: value}
   system   the utsname fields
   counters track name -> [[ts, value]] (counter tracks)
+  slices   the slices of thread tracks, rebuilt from their begins and
+           ends as trace_processor nests them (an end closes the track's
+           innermost open slice): {pid, tid, thread, ts, dur, depth, name,
+           category, args: {name: value}}, by track then begin
   clocks   clock id -> time stamp (the clock snapshot)
 
 usage: pftrace_dump.py TRACE
@@ -29,8 +33,11 @@ def main():
     with open(sys.argv[1], "rb") as f:
         trace.ParseFromString(f.read())
     out = {"events": {}, "lost": {}, "threads": {}, "processes": {}, "stats": {}, "system": {},
-           "counters": {}}
+           "counters": {}, "slices": []}
     tracks = {}
+    # Thread tracks: uuid -> the thread, and its open slices.
+    threads = {}
+    open_slices = {}
     for p in trace.packet:
         kind = p.WhichOneof("data")
         if kind == "ftrace_events":
@@ -61,12 +68,36 @@ def main():
         elif kind == "clock_snapshot":
             out["clocks"] = {str(c.clock_id): c.timestamp for c in p.clock_snapshot.clocks}
         elif kind == "track_descriptor":
-            tracks[p.track_descriptor.uuid] = p.track_descriptor.name
-            out["counters"][p.track_descriptor.name] = []
+            td = p.track_descriptor
+            if td.HasField("thread"):
+                assert td.thread.HasField("pid") and td.thread.HasField("tid"), td
+                threads[td.uuid] = td.thread
+                open_slices[td.uuid] = []
+                continue
+            assert td.HasField("counter"), td
+            tracks[td.uuid] = td.name
+            out["counters"][td.name] = []
         elif kind == "track_event":
             te = p.track_event
-            assert te.type == pb.TrackEvent.TYPE_COUNTER, te
-            out["counters"][tracks[te.track_uuid]].append([p.timestamp, te.counter_value])
+            if te.type == pb.TrackEvent.TYPE_COUNTER:
+                out["counters"][tracks[te.track_uuid]].append([p.timestamp, te.counter_value])
+                continue
+            stack = open_slices[te.track_uuid]
+            if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+                t = threads[te.track_uuid]
+                s = {"pid": t.pid, "tid": t.tid, "thread": t.thread_name, "ts": p.timestamp,
+                     "dur": None, "depth": len(stack), "name": te.name,
+                     "category": ",".join(te.categories), "args": {}}
+                for a in te.debug_annotations:
+                    s["args"][a.name] = getattr(a, a.WhichOneof("value"))
+                out["slices"].append(s)
+                stack.append(s)
+            else:
+                assert te.type == pb.TrackEvent.TYPE_SLICE_END, te
+                s = stack.pop()
+                assert p.timestamp >= s["ts"], (s, p.timestamp)
+                s["dur"] = p.timestamp - s["ts"]
+    assert all(not v for v in open_slices.values()), "slices left open"
     json.dump(out, sys.stdout)
 
 

@@ -9,6 +9,8 @@
 //! - `pcp_events.parquet`: the per-CPU lists' refills and drains
 //!   (`mm_page_alloc_zone_locked`, `mm_page_pcpu_drain`);
 //! - `callsites.parquet`: `kmemtrace-report`'s call-site table;
+//! - `episodes.parquet`: its allocation stall episodes, where the log has
+//!   them ([`episodes`]);
 //! - `manifest.json`: which capture (kernel, machine, host, start).
 //!
 //! Types both engines read: time stamps as INT64 nanoseconds of the trace
@@ -31,6 +33,7 @@
 
 mod bits;
 mod chunk;
+mod episodes;
 mod events;
 mod stacks;
 mod table;
@@ -53,6 +56,8 @@ pub struct Written {
     pub page_events: u64,
     pub pcp_events: u64,
     pub callsites: u64,
+    /// Allocation stall episodes; `None`: the log has none, and no file.
+    pub episodes: Option<u64>,
 }
 
 const fn f(name: &'static str, ty: Ty, optional: bool, enc: Enc) -> Field {
@@ -187,8 +192,9 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
     let threads = opts
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let (events, sites) = std::thread::scope(|s| {
-        // The report's call-site table, worked out meanwhile.
+    let (events, report) = std::thread::scope(|s| {
+        // The report's call-site table and stall episodes, worked out
+        // meanwhile.
         let analysis = std::thread::Builder::new()
             .name("analysis".into())
             .spawn_scoped(s, || kmemtrace_analysis::analyse_as_recorded(log, syms))?;
@@ -204,16 +210,26 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
     })?;
     let events = events?;
     let sites = write_tables(dir, &[CALLSITES], 1, 1, |_, rows| {
-        sites
+        report
             .callsites
             .iter()
             .try_for_each(|c| callsite_row(rows, capture, c))
     })?;
+    let all = &report.sections.stalls.all;
+    let episodes = if all.is_empty() {
+        None
+    } else {
+        let n = write_tables(dir, &[episodes::EPISODES], 1, 1, |_, rows| {
+            all.iter().try_for_each(|e| episodes::row(rows, capture, e))
+        })?;
+        Some(n[0])
+    };
     let w = Written {
         slab_events: events[SLAB],
         page_events: events[PAGE],
         pcp_events: events[PCP],
         callsites: sites[0],
+        episodes,
     };
     let mut m = crate::private_file(&dir.join(MANIFEST))?;
     std::io::Write::write_all(&mut m, manifest(log, capture, &w).as_bytes())?;
@@ -248,7 +264,7 @@ pub const MANIFEST: &str = "manifest.json";
 /// `manifest.json`: the capture and its files.
 fn manifest(log: &Log, capture: &str, w: &Written) -> String {
     let a = &log.arch;
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "schema": "kmemtrace-parquet/2",
         "capture": capture,
         "log": log.name,
@@ -269,6 +285,10 @@ fn manifest(log: &Log, capture: &str, w: &Written) -> String {
             "callsites.parquet": w.callsites,
         },
     });
+    // Only where written: a dataset without stalls stays as it was.
+    if let Some(n) = w.episodes {
+        doc["files"][episodes::EPISODES.file] = n.into();
+    }
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
@@ -324,6 +344,11 @@ mod doc_tests {
             section(doc, CALLSITES.file),
             &all(CALLSITE_FIELDS),
             "callsites",
+        );
+        documents(
+            section(doc, episodes::EPISODES.file),
+            &all(episodes::EPISODE_FIELDS),
+            "episodes",
         );
     }
 }

@@ -8,6 +8,7 @@
 mod page_sections;
 pub(crate) mod sections;
 pub mod series;
+pub(crate) mod stalls;
 pub mod svg;
 mod table;
 
@@ -144,6 +145,21 @@ pub fn heading(o: &mut String, id: &str, text: &str) {
         r##"<h2 id="{id}"><a href="#{id}">{}</a></h2>"##,
         esc(text)
     );
+}
+
+/// Headline figures, each a label, its value and a line under it.
+pub fn cards(o: &mut String, cards: &[(&str, String, String)]) {
+    o.push_str(r#"<div class="cards">"#);
+    for (label, value, sub) in cards {
+        let _ = write!(
+            o,
+            r#"<div class="card"><div class="label">{}</div><div class="value">{}</div><div class="sub">{}</div></div>"#,
+            esc(label),
+            esc(value),
+            esc(sub)
+        );
+    }
+    o.push_str("</div>");
 }
 
 /// A short paragraph of explanation.

@@ -84,17 +84,7 @@ pub fn header(p: &Page<'_>, o: &mut String) {
             "the worst certain one".into(),
         ),
     ];
-    o.push_str(r#"<div class="cards">"#);
-    for (label, value, sub) in cards {
-        let _ = write!(
-            o,
-            r#"<div class="card"><div class="label">{}</div><div class="value">{}</div><div class="sub">{}</div></div>"#,
-            esc(label),
-            esc(&value),
-            esc(&sub)
-        );
-    }
-    o.push_str("</div>");
+    super::cards(o, &cards);
     let _ = write!(
         o,
         r#"<p class="meta">{} · {} · recorded by {}</p>"#,

@@ -306,6 +306,263 @@ impl HeatMap<'_> {
     }
 }
 
+/// A drawing layer of a [`Lanes`] chart: what its stretches are and how
+/// they look. Layers are drawn in order, so a later one shows on top.
+pub struct Layer<'a> {
+    /// What one stretch is, and many (`episode`, `episodes`), and what
+    /// their time is (`stalled`): the title of stretches drawn as one.
+    pub one: &'a str,
+    pub many: &'a str,
+    pub ns_is: &'a str,
+    pub color: &'static str,
+    /// The share of the lane's height it fills, centred.
+    pub height: f64,
+}
+
+/// A stretch of time on a lane, in seconds on the chart's axis.
+pub struct Stretch {
+    pub a: f64,
+    pub b: f64,
+    /// Its duration in ns, added up where stretches are drawn as one.
+    pub ns: u64,
+    pub title: String,
+}
+
+/// One row of a [`Lanes`] chart.
+pub struct Lane {
+    pub label: String,
+    /// Per layer (the chart's order), its stretches in any order.
+    pub stretches: Vec<Vec<Stretch>>,
+    /// Instants marked across the lane (seconds), with what they say.
+    pub marks: Vec<(f64, String)>,
+}
+
+/// Rows of stretches over the capture's time (a row per task, a bar per
+/// wait), with instants marked. Stretches closer than a pixel on the same
+/// lane and layer are drawn as one bar, at least a pixel and a half wide,
+/// whose title counts them: the plot stays light, and a microsecond wait in
+/// a minute's capture still shows.
+pub struct Lanes<'a> {
+    pub title: &'a str,
+    /// Seconds after the capture's first event.
+    pub x_max: f64,
+    pub layers: Vec<Layer<'a>>,
+    pub lanes: Vec<Lane>,
+    /// The marks' colour and what one is, for the legend.
+    pub mark: (&'static str, &'a str),
+}
+
+const LANE_H: f64 = 18.0;
+const LANE_GAP: f64 = 4.0;
+/// The narrowest bar drawn, px.
+const MIN_BAR: f64 = 1.5;
+
+impl Lanes<'_> {
+    pub fn render(&self, out: &mut String) {
+        let longest = self.lanes.iter().map(|l| l.label.chars().count());
+        let x0 = (12.0 + 6.5 * longest.max().unwrap_or(4) as f64).clamp(LEFT, 300.0);
+        let x1 = WIDTH - RIGHT;
+        let h = TOP + (LANE_H + LANE_GAP) * self.lanes.len() as f64 + BOTTOM;
+        let x_max = if self.x_max > 0.0 { self.x_max } else { 1.0 };
+        let sx = |x: f64| x0 + (x.clamp(0.0, x_max) / x_max) * (x1 - x0);
+        let y0 = h - BOTTOM;
+        let _ = write!(
+            out,
+            r#"<figure class="chart"><figcaption>{}</figcaption><svg viewBox="0 0 {WIDTH} {h}" width="{WIDTH}" height="{h}" role="img" aria-label="{}">"#,
+            esc(self.title),
+            esc(self.title)
+        );
+        let xt = ticks(x_max, 8);
+        // As many decimals as the step needs: stalls often fill a capture of
+        // a few milliseconds.
+        let step = xt.get(1).copied().unwrap_or(1.0);
+        let decimals = (-step.log10()).ceil().clamp(0.0, 9.0) as usize;
+        for t in xt {
+            let x = sx(t);
+            let _ = write!(
+                out,
+                r#"<line class="grid" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{y0}"/><line class="tick" x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{:.1}"/><text class="xl" x="{x:.1}" y="{:.1}">{t:.decimals$}s</text>"#,
+                y0 + 4.0,
+                y0 + 16.0,
+            );
+        }
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let top = TOP + (LANE_H + LANE_GAP) * i as f64;
+            let _ = write!(
+                out,
+                r#"<text class="rowlabel" x="{:.1}" y="{:.1}">{}</text>"#,
+                x0 - 4.0,
+                top + LANE_H / 2.0 + 4.0,
+                esc(&lane.label)
+            );
+            for (layer, stretches) in self.layers.iter().zip(&lane.stretches) {
+                let bh = LANE_H * layer.height;
+                let y = top + (LANE_H - bh) / 2.0;
+                for bar in merged(stretches, &sx) {
+                    let title = match bar.n {
+                        1 => bar.title.to_string(),
+                        n => format!(
+                            "{n} {} between {:.6} s and {:.6} s: {} {}",
+                            layer.many,
+                            bar.a,
+                            bar.b,
+                            crate::text::age(bar.ns),
+                            layer.ns_is
+                        ),
+                    };
+                    let _ = write!(
+                        out,
+                        r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{bh:.1}" fill="{}"><title>{}</title></rect>"#,
+                        bar.x,
+                        bar.w,
+                        layer.color,
+                        esc(&title)
+                    );
+                }
+            }
+            for (t, what) in &lane.marks {
+                let x = sx(*t);
+                let _ = write!(
+                    out,
+                    r#"<path d="M{x:.1} {:.1}v{LANE_H}M{:.1} {:.1}h8l-4 5z" stroke="{c}" fill="{c}" stroke-width="2"><title>{}</title></path>"#,
+                    top,
+                    x - 4.0,
+                    top - 1.0,
+                    esc(what),
+                    c = self.mark.0
+                );
+            }
+        }
+        let _ = write!(
+            out,
+            r#"<line class="axis" x1="{x0:.1}" x2="{x1}" y1="{y0}" y2="{y0}"/><line class="axis" x1="{x0:.1}" x2="{x0:.1}" y1="{y0}" y2="{TOP}"/></svg><div class="legend">"#
+        );
+        for l in &self.layers {
+            let _ = write!(
+                out,
+                r#"<span><i style="background:{};height:10px"></i>{}</span>"#,
+                l.color,
+                esc(l.one)
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<span><i style="background:{};height:10px;width:3px"></i>{}</span></div></figure>"#,
+            self.mark.0,
+            esc(self.mark.1)
+        );
+    }
+}
+
+/// Stretches drawn as one bar: its pixels, how many, their seconds and
+/// time, and the first one's title.
+struct Bar<'s> {
+    x: f64,
+    w: f64,
+    n: usize,
+    a: f64,
+    b: f64,
+    ns: u64,
+    title: &'s str,
+}
+
+/// `stretches` as bars on the axis `sx`: by start, each at least
+/// [`MIN_BAR`] wide, those that would touch or overlap merged.
+fn merged<'s>(stretches: &'s [Stretch], sx: &dyn Fn(f64) -> f64) -> Vec<Bar<'s>> {
+    let mut order: Vec<&Stretch> = stretches.iter().collect();
+    order.sort_by(|p, q| p.a.total_cmp(&q.a));
+    let mut bars: Vec<Bar<'s>> = Vec::new();
+    for s in order {
+        let (xa, xb) = (sx(s.a), sx(s.b));
+        let w = (xb - xa).max(MIN_BAR);
+        match bars.last_mut() {
+            Some(last) if xa <= last.x + last.w + 1.0 => {
+                last.w = last.w.max(xa + w - last.x);
+                last.n += 1;
+                last.b = last.b.max(s.b);
+                last.ns += s.ns;
+            }
+            _ => bars.push(Bar {
+                x: xa,
+                w,
+                n: 1,
+                a: s.a,
+                b: s.b,
+                ns: s.ns,
+                title: &s.title,
+            }),
+        }
+    }
+    bars
+}
+
+/// A small bar chart of counts over labelled bins (a histogram).
+pub struct Bars<'a> {
+    pub title: &'a str,
+    pub color: &'static str,
+    /// Each bin: its label under the axis, its count, its title.
+    pub bins: Vec<(String, u64, String)>,
+}
+
+impl Bars<'_> {
+    pub fn render(&self, out: &mut String) {
+        const BIN: f64 = 26.0;
+        const H: f64 = 150.0;
+        const LEFT: f64 = 40.0;
+        const BOTTOM: f64 = 40.0;
+        let w = LEFT + BIN * self.bins.len().max(1) as f64 + 10.0;
+        let (y0, y1) = (H - BOTTOM, TOP);
+        let max = self.bins.iter().map(|b| b.1).max().unwrap_or(0);
+        let yt = ticks(max as f64, 3);
+        let hi = yt.last().copied().unwrap_or(1.0).max(max as f64).max(1.0);
+        let sy = |v: f64| y0 - v / hi * (y0 - y1);
+        let _ = write!(
+            out,
+            r#"<figure class="bars"><figcaption>{}</figcaption><svg viewBox="0 0 {w:.0} {H}" width="{w:.0}" height="{H}" role="img" aria-label="{}">"#,
+            esc(self.title),
+            esc(self.title)
+        );
+        for t in &yt {
+            let y = sy(*t);
+            let _ = write!(
+                out,
+                r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text class="yl" x="{:.1}" y="{:.1}">{}</text>"#,
+                w - 10.0,
+                LEFT - 4.0,
+                y + 4.0,
+                short_number(*t)
+            );
+        }
+        for (i, (label, n, title)) in self.bins.iter().enumerate() {
+            let x = LEFT + BIN * i as f64;
+            let y = sy(*n as f64);
+            if *n > 0 {
+                let _ = write!(
+                    out,
+                    r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"#,
+                    x + 2.0,
+                    BIN - 4.0,
+                    y0 - y,
+                    self.color,
+                    esc(title),
+                );
+            }
+            let _ = write!(
+                out,
+                r#"<text text-anchor="end" transform="translate({:.1},{:.1}) rotate(-45)">{}</text>"#,
+                x + BIN / 2.0 + 3.0,
+                y0 + 12.0,
+                esc(label)
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<line class="axis" x1="{LEFT}" x2="{:.1}" y1="{y0}" y2="{y0}"/></svg></figure>"#,
+            w - 10.0
+        );
+    }
+}
+
 /// From pale yellow (few) to dark red (most), `t` in 0..=1.
 fn heat_colour(t: f64) -> String {
     let t = t.clamp(0.0, 1.0);
@@ -330,6 +587,57 @@ mod tests {
         let b = byte_ticks(0.0, 3.0 * 1024.0 * 1024.0);
         assert!(b.iter().all(|t| (t / 524288.0).fract() == 0.0), "{b:?}");
         assert!(b.len() >= 3 && b.len() <= 8, "{b:?}");
+    }
+
+    /// Stretches a pixel apart or overlapping are one bar that counts
+    /// them; a microsecond one is still a pixel and a half wide.
+    #[test]
+    fn lanes_draw_close_stretches_as_one_bar() {
+        let st = |a: f64, b: f64| Stretch {
+            a,
+            b,
+            ns: ((b - a) * 1e9).round() as u64,
+            title: format!("at {a}"),
+        };
+        let v = [
+            st(5.0, 6.0),
+            st(1.0, 1.000001),
+            st(1.0005, 1.001),
+            st(5.5, 5.6),
+        ];
+        let sx = |x: f64| x * 100.0;
+        let bars = merged(&v, &sx);
+        assert_eq!(bars.len(), 2);
+        assert_eq!((bars[0].n, bars[0].title), (2, "at 1"));
+        // The second, 0.05 px after the first, is drawn 1.5 px wide too.
+        assert!((bars[0].w - 1.55).abs() < 1e-9, "{}", bars[0].w);
+        assert_eq!(bars[0].ns, 1000 + 500_000);
+        assert_eq!((bars[1].n, bars[1].x, bars[1].w), (2, 500.0, 100.0));
+        let mut out = String::new();
+        Lanes {
+            title: "t",
+            x_max: 10.0,
+            layers: vec![Layer {
+                one: "wait",
+                many: "waits",
+                ns_is: "waited",
+                color: "#000",
+                height: 1.0,
+            }],
+            lanes: vec![Lane {
+                label: "a <b>".into(),
+                stretches: vec![v.into_iter().collect()],
+                marks: vec![(2.0, "kill".into())],
+            }],
+            mark: ("#f00", "kill"),
+        }
+        .render(&mut out);
+        assert_eq!(out.matches("<rect").count(), 2);
+        assert!(out.contains(
+            "<title>2 waits between 1.000000 s and 1.001000 s: 501.000 us waited</title>"
+        ));
+        assert!(out.contains(">a &lt;b&gt;</text>"));
+        assert!(out.contains("<title>kill</title></path>"));
     }
 
     #[test]

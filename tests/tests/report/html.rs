@@ -445,3 +445,106 @@ fn at_1400_px_every_table_fits_and_page_call_sites_show_their_stacks() {
         }
     }
 }
+
+/// The page's part from the heading `id` to the next section's heading.
+fn section<'a>(page: &'a str, id: &str) -> &'a str {
+    let at = page
+        .find(&format!(r#"<h2 id="{id}">"#))
+        .unwrap_or_else(|| panic!("a section {id}"));
+    let end = page[at + 4..]
+        .find("<h2 ")
+        .map_or(page.len(), |e| at + 4 + e);
+    &page[at..end]
+}
+
+/// A log with stalls has an "Allocation stalls" section: the headline
+/// figures, a timeline with a lane per task (its OOM kill marked on the
+/// killer's), a latency histogram per call-site row, every figure an SVG,
+/// the call sites in a sortable table, the OOM kill; it fits at 1400 px.
+/// A log without stall events has none of it.
+#[test]
+fn the_page_shows_allocation_stalls_only_where_the_log_has_them() {
+    let test = "the_page_shows_allocation_stalls_only_where_the_log_has_them";
+    let dir = tempfile::tempdir().unwrap();
+    let (log, planted) = crate::stalls::build();
+    let log_path = dir.path().join("stalls.kmt");
+    std::fs::write(&log_path, log).unwrap();
+    let page_path = dir.path().join("stalls.html");
+    let page = html_of(&log_path, &page_path, &[]);
+    let s = section(&page, "stalls");
+    assert!(s.contains("Allocation stalls"));
+    assert!(s.contains(&format!(
+        r#"<div class="label">stall episodes</div><div class="value">{}</div>"#,
+        planted.episodes
+    )));
+    // A figure is an SVG: the timeline and one histogram per call site.
+    let figures = s.matches("<figure").count();
+    assert_eq!(figures, 1 + planted.sites.len(), "{s}");
+    assert_eq!(s.matches("<svg").count(), figures);
+    assert_eq!(
+        s.matches("</svg></figure>").count() + s.matches("</svg><div class=\"legend\">").count(),
+        figures
+    );
+    let timeline = figure(
+        s,
+        "Stall episodes of the tasks that stalled longest, since the capture&#39;s start",
+    );
+    // Six tasks stalled, 200 to 205: a lane each.
+    assert_eq!(timeline.matches(r#"<text class="rowlabel""#).count(), 6);
+    for pid in 200..206 {
+        assert!(timeline.contains(&format!(">pid {pid}: ")), "lane of {pid}");
+    }
+    assert_eq!(timeline.matches("<title>OOM kill at").count(), 1);
+    assert!(timeline.contains("hog (4242) killed for pid 203"));
+    for (site, (episodes, _)) in &planted.sites {
+        let caption = format!("<figcaption>{site}, ");
+        let at = s
+            .find(&caption)
+            .unwrap_or_else(|| panic!("a histogram of {site}"));
+        let hist = &s[at..at + s[at..].find("</figure>").unwrap()];
+        assert!(
+            hist.contains(&format!(": {episodes} episodes, p50 ")),
+            "{hist}"
+        );
+        // Its bars add up to its episodes.
+        let bars: u64 = hist
+            .split("<title>")
+            .skip(1)
+            .map(|t| {
+                t.split(' ')
+                    .next()
+                    .unwrap()
+                    .replace(',', "")
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(bars, *episodes, "{site}");
+        // And its row in the table, as the table writes a symbol.
+        let row = site.replace('+', "<wbr>+");
+        assert!(
+            s.contains(&format!("<td><code>{row}</code></td><td>")),
+            "{site}"
+        );
+    }
+    for id in [
+        "stall-kinds",
+        "stall-sites",
+        "stall-longest",
+        "stall-oom-kills",
+    ] {
+        assert!(
+            s.contains(&format!(r#"<table class="sortable" id="{id}">"#)),
+            "table {id}"
+        );
+    }
+    assert!(s.contains("<td>hog (4242)</td><td class=\"n\" data-v=\"61024\">61,024</td>"));
+    // The sample has no stall events: no section, no stall table.
+    let plain = html_of(&sample(), &dir.path().join("sample.html"), &[]);
+    for absent in ["Allocation stalls", r#"id="stalls""#, "stall-", "OOM kill"] {
+        assert!(!plain.contains(absent), "the sample's page has {absent}");
+    }
+    if let Some(v) = laid_out(test, &page_path, 1400) {
+        assert_fits(&v, 1400, "the stall page");
+    }
+}

@@ -218,3 +218,117 @@ fn page_allocations_of_this_kernel_carry_the_reports_call_sites() {
         got["page_sites"]
     );
 }
+
+/// The synthetic stall log's episodes are one row each of
+/// `episodes.parquet`, by start, with the model's figures, in types both
+/// engines read, counted in the manifest; a log without stall events has
+/// neither the file nor the manifest's entry.
+#[test]
+fn stall_episodes_are_one_row_each_of_episodes_parquet() {
+    let test = "stall_episodes_are_one_row_each_of_episodes_parquet";
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, planted) = crate::stalls::build();
+    let log = dir.path().join("stalls.kmt");
+    std::fs::write(&log, bytes).unwrap();
+    let export = |log: &Path, name: &str| {
+        let out = dir.path().join(name);
+        common::stdout_ok(
+            Command::new(common::bin("kmemtrace-export"))
+                .arg(log)
+                .args(["--to", "parquet", "--capture", name, "-o"])
+                .arg(&out),
+        );
+        let m = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+        (out, serde_json::from_str::<Value>(&m).unwrap())
+    };
+    let (out, manifest) = export(&log, "stalls");
+    let Some(got) = query(test, &out) else {
+        return;
+    };
+    let eps = crate::stalls::episodes_of(&log);
+    assert_eq!(eps.len() as u64, planted.episodes);
+    assert_eq!(manifest["files"]["episodes.parquet"], planted.episodes);
+    let types = got["types"]["episodes"].as_object().unwrap();
+    for (col, ty) in [
+        ("pid", "INTEGER"),
+        ("start_ns", "BIGINT"),
+        ("gfp", "BIGINT"),
+        ("oom_victim", "INTEGER"),
+        ("uncertain", "BOOLEAN"),
+        ("callsite", "VARCHAR"),
+    ] {
+        assert_eq!(types[col], ty, "{col}");
+    }
+    assert_eq!(types.len(), 22);
+    let rows = got["episodes"].as_array().unwrap();
+    assert_eq!(rows.len(), eps.len());
+    let mut stall_ns = 0;
+    for (r, e) in rows.iter().zip(&eps) {
+        let at = format!("{r}");
+        assert_eq!(r["capture"], "stalls");
+        assert_eq!(
+            (&r["pid"], &r["cpu"]),
+            (&e.pid.into(), &e.cpu.into()),
+            "{at}"
+        );
+        assert_eq!(r["comm"].as_str(), e.comm.as_deref(), "{at}");
+        for (col, v) in [
+            ("start_ns", e.start_ns),
+            ("span_ns", e.span_ns),
+            ("stall_ns", e.stall_ns),
+            ("reclaims", u64::from(e.reclaims)),
+            ("reclaim_ns", e.reclaim_ns),
+            ("pages_reclaimed", e.pages_reclaimed),
+            ("compactions", u64::from(e.compactions)),
+            ("compaction_ns", e.compaction_ns),
+            ("throttles", u64::from(e.throttles)),
+            ("throttle_ns", e.throttle_ns),
+            ("retries", u64::from(e.retries)),
+        ] {
+            assert_eq!(r[col], v, "{col}: {at}");
+        }
+        assert_eq!(r["kind"], e.kind.as_str(), "{at}");
+        assert_eq!(r["callsite"].as_str(), e.callsite.as_deref(), "{at}");
+        assert_eq!(r["order"].as_u64(), e.order.map(u64::from), "{at}");
+        let gfp = e.gfp.as_ref().unwrap().value.trim_start_matches("0x");
+        assert_eq!(r["gfp"], u64::from_str_radix(gfp, 16).unwrap(), "{at}");
+        assert_eq!(
+            r["oom_victim"].as_i64(),
+            e.oom_victim.map(i64::from),
+            "{at}"
+        );
+        assert_eq!(r["ended_by"], e.ended_by.as_str(), "{at}");
+        assert_eq!(r["uncertain"], e.uncertain, "{at}");
+        stall_ns += r["stall_ns"].as_u64().unwrap();
+    }
+    assert_eq!(stall_ns, planted.stall_ns);
+    // By start; the OOM kill's episode names its victim; the one the
+    // capture's end cut says so.
+    assert!(rows
+        .windows(2)
+        .all(|w| w[0]["start_ns"].as_u64() <= w[1]["start_ns"].as_u64()));
+    let victims: Vec<(i64, i64)> = rows
+        .iter()
+        .filter(|r| !r["oom_victim"].is_null())
+        .map(|r| {
+            (
+                r["pid"].as_i64().unwrap(),
+                r["oom_victim"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(victims, [(203, 4242)]);
+    let cut = rows
+        .iter()
+        .filter(|r| r["ended_by"] == "capture end")
+        .count();
+    assert_eq!(cut as u64, planted.open_at_end);
+    // The sample has no stall events.
+    let sample = common::workspace().join("tests/data/sample-x86_64.kmt");
+    let (out, manifest) = export(&sample, "sample");
+    assert!(!out.join("episodes.parquet").exists());
+    assert!(
+        manifest["files"].get("episodes.parquet").is_none(),
+        "{manifest}"
+    );
+}

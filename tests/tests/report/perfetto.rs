@@ -439,3 +439,82 @@ fn exports_are_owner_only_and_perfetto_streams_to_stdout() {
     let mode = std::fs::metadata(&dat).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
+
+/// Every allocation stall episode of the synthetic stall log is a slice on
+/// its task's thread track, from its start over its span, named after its
+/// first wait and its call site, with the model's figures as arguments, its
+/// waits nested in it as they happened; the OOM kill's episode names its
+/// victim. A log without stall events has no slice.
+#[test]
+fn stall_episodes_are_slices_on_the_waiting_tasks_threads() {
+    let test = "stall_episodes_are_slices_on_the_waiting_tasks_threads";
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, planted) = crate::stalls::build();
+    let path = dir.path().join("stalls.kmt");
+    std::fs::write(&path, bytes).unwrap();
+    let trace = dir.path().join("stalls.pftrace");
+    export(&path, &trace);
+    let Some(got) = dump(test, &trace) else {
+        return;
+    };
+    let log = Log::open(&path).unwrap();
+    let mut eps = crate::stalls::episodes_of(&path);
+    assert_eq!(eps.len() as u64, planted.episodes);
+    // The slices come track by track (by pid), each in time order.
+    eps.sort_by_key(|e| (e.pid, e.start_ns));
+    let slices = got["slices"].as_array().unwrap();
+    let mut tops = Vec::new();
+    for (i, s) in slices.iter().enumerate() {
+        if s["depth"] == 0 {
+            tops.push(i);
+        }
+    }
+    assert_eq!(tops.len(), eps.len());
+    let (mut stall_ns, mut victims) = (0, Vec::new());
+    for (k, e) in eps.iter().enumerate() {
+        let s = &slices[tops[k]];
+        let at = format!("episode of pid {} at {}: {s}", e.pid, e.start_ns);
+        assert_eq!(s["tid"], e.pid, "{at}");
+        assert_eq!(s["pid"], log.pids.tgid(e.pid).unwrap_or(e.pid), "{at}");
+        assert_eq!(s["ts"], e.start_ns, "{at}");
+        assert_eq!(s["dur"], e.span_ns, "{at}");
+        let site = e.callsite.as_deref().unwrap();
+        assert_eq!(s["name"], format!("{}: {site}", e.kind), "{at}");
+        assert_eq!(s["category"], "kmemtrace.stall");
+        let a = &s["args"];
+        assert_eq!(a["stall_ns"], e.stall_ns, "{at}");
+        assert_eq!(a["pages_reclaimed"], e.pages_reclaimed, "{at}");
+        assert_eq!(a["reclaims"], e.reclaims, "{at}");
+        assert_eq!(a["order"], e.order.unwrap(), "{at}");
+        assert_eq!(a["gfp"], e.gfp.as_ref().unwrap().compact.as_str(), "{at}");
+        assert_eq!(a["ended_by"], e.ended_by.as_str(), "{at}");
+        assert_eq!(a["uncertain"], false, "{at}");
+        stall_ns += a["stall_ns"].as_u64().unwrap();
+        if let Some(v) = a.get("oom_victim") {
+            victims.push((e.pid, v.as_i64().unwrap()));
+        }
+        // Its waits, nested in it, one slice each.
+        let end = tops.get(k + 1).copied().unwrap_or(slices.len());
+        let waits = &slices[tops[k] + 1..end];
+        assert_eq!(waits.len(), e.phases.len(), "{at}");
+        for (w, ph) in waits.iter().zip(&e.phases) {
+            assert_eq!(w["depth"], 1, "{at}");
+            assert_eq!(w["tid"], e.pid);
+            assert_eq!(w["name"], ph.kind.as_str(), "{at}");
+            assert_eq!(
+                (&w["ts"], &w["dur"]),
+                (&ph.start_ns.into(), &ph.ns.into()),
+                "{at}"
+            );
+            assert_eq!(w["args"]["detail"], ph.detail.as_str(), "{at}");
+        }
+    }
+    assert_eq!(stall_ns, planted.stall_ns);
+    assert_eq!(victims, [(203, 4242)]);
+    // The sample has no stall events: the trace has no slice.
+    let sample = common::workspace().join("tests/data/sample-x86_64.kmt");
+    let plain = dir.path().join("sample.pftrace");
+    export(&sample, &plain);
+    let got = dump(test, &plain).unwrap();
+    assert_eq!(got["slices"], serde_json::json!([]));
+}

@@ -88,12 +88,12 @@ struct Formats {
 
 /// What the report should find.
 #[derive(Default, Debug)]
-struct Planted {
-    episodes: u64,
-    stall_ns: u64,
+pub(crate) struct Planted {
+    pub(crate) episodes: u64,
+    pub(crate) stall_ns: u64,
     /// call site -> (episodes, stall ns)
-    sites: BTreeMap<&'static str, (u64, u64)>,
-    open_at_end: u64,
+    pub(crate) sites: BTreeMap<&'static str, (u64, u64)>,
+    pub(crate) open_at_end: u64,
 }
 
 /// Events in time order, each `(cpu, ts, payload)`; the builder takes
@@ -199,7 +199,7 @@ impl Timeline {
 /// or memcg reclaim, one or two rounds of the charge loop, sometimes moving
 /// CPU between its reclaim's end and its allocation), among the other
 /// tasks' slab allocations.
-fn build() -> (Vec<u8>, Planted) {
+pub(crate) fn build() -> (Vec<u8>, Planted) {
     build_with(1, false)
 }
 
@@ -332,6 +332,22 @@ fn build_with(slower: u64, lossy: bool) -> (Vec<u8>, Planted) {
         };
     }
     (b.build().unwrap(), planted)
+}
+
+/// Every episode of the log at `path`, by start, as the exporters' own
+/// analysis makes them (`Stalls::all`, not in the JSON document).
+pub(crate) fn episodes_of(
+    path: &std::path::Path,
+) -> Vec<kmemtrace_analysis::model::stalls::Episode> {
+    let mut log = kmemtrace_import::log::Log::open(path).unwrap();
+    let syms = kmemtrace_analysis::Symbols::of_log(&mut log);
+    let mut opts = kmemtrace_analysis::Options::default();
+    opts.select_as_recorded(&log, true);
+    kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
+        .report
+        .sections
+        .stalls
+        .all
 }
 
 #[test]
