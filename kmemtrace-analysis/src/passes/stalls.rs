@@ -76,16 +76,20 @@ pub enum Wait {
     Node,
     Compaction,
     Throttle,
+    /// An episode whose first event was a retry or the OOM killer's (its
+    /// waits before were not seen: the capture's start, lost events).
+    Other,
 }
 
 impl Wait {
-    pub const ALL: [Wait; 6] = [
+    pub const ALL: [Wait; 7] = [
         Wait::Direct,
         Wait::Memcg,
         Wait::MemcgSoftLimit,
         Wait::Node,
         Wait::Compaction,
         Wait::Throttle,
+        Wait::Other,
     ];
 
     pub fn name(self) -> &'static str {
@@ -96,11 +100,18 @@ impl Wait {
             Wait::Node => "node reclaim",
             Wait::Compaction => "compaction",
             Wait::Throttle => "throttle",
+            Wait::Other => "retry or OOM",
         }
     }
 
     fn is_reclaim(self) -> bool {
-        !matches!(self, Wait::Compaction | Wait::Throttle)
+        !matches!(self, Wait::Compaction | Wait::Throttle | Wait::Other)
+    }
+
+    /// A memory cgroup's charge: the kernel traces the reclaim's order (0)
+    /// and mask, and the charged allocation came before it.
+    fn is_charge(self) -> bool {
+        matches!(self, Wait::Memcg | Wait::MemcgSoftLimit)
     }
 }
 
@@ -247,7 +258,7 @@ pub struct Ep {
     /// The slab call site of the allocation that ended it.
     pub slab_site: Option<u64>,
     pub phases: Vec<DonePhase>,
-    pub per_wait: [(u32, u64, u64); 6],
+    pub per_wait: [(u32, u64, u64); 7],
     pub open: Vec<OpenPhase>,
     pub compaction_results: FastMap<i64, u64>,
     pub retries: u32,
@@ -270,7 +281,7 @@ impl Ep {
             stack: NO_STACK,
             slab_site: None,
             phases: Vec::new(),
-            per_wait: [(0, 0, 0); 6],
+            per_wait: [(0, 0, 0); 7],
             open: Vec::new(),
             compaction_results: FastMap::default(),
             retries: 0,
@@ -485,7 +496,11 @@ impl StallsPass {
             return;
         }
         let mut ep = self.open.remove(&ev.pid).expect("open");
-        ep.last = ev.ts;
+        // A charge's allocation came before it: the next one is not its.
+        let charge = ep.first.is_charge();
+        if !charge {
+            ep.last = ev.ts;
+        }
         ep.ended_by = Some(if kind == Ev::SlabAlloc {
             ep.slab_site = t.get(0);
             "slab allocation"
@@ -494,7 +509,7 @@ impl StallsPass {
         } else {
             "page allocation"
         });
-        if kind == Ev::PageAlloc {
+        if kind == Ev::PageAlloc && !charge {
             ep.note(t.get(0), t.get(1), NO_STACK);
         }
         self.ended.push(ep);
@@ -520,7 +535,7 @@ impl StallsPass {
             Ev::Throttled => Wait::Throttle,
             // Waking kswapd is not waiting: it opens no episode.
             Ev::WakeupKswapd => return self.wakeup_kswapd(ev, t),
-            _ => Wait::Direct,
+            _ => Wait::Other,
         };
         // Compaction's zones outside a task's try_to_compact_pages are
         // kcompactd's or kswapd's, as is any wait of those threads.
@@ -533,6 +548,9 @@ impl StallsPass {
         {
             self.background_events += 1;
             return;
+        }
+        if let Ev::Begin(w) = kind {
+            self.lost_end(ev.pid, w);
         }
         let ep = self
             .open
@@ -551,14 +569,8 @@ impl StallsPass {
         let stack = t.stack;
         match kind {
             Ev::Begin(w) => {
-                ep.note(t.get(0), t.get(1), stack);
-                // A reclaim does not nest in one of its own kind: the
-                // open one lost its end.
-                if let Some(i) = ep.open.iter().position(|p| p.wait == w) {
-                    ep.open.truncate(i);
-                    self.begins_without_end += 1;
-                }
-                let ep = self.open.get_mut(&ev.pid).expect("open");
+                let order = t.get(0).filter(|_| !w.is_charge());
+                ep.note(order, t.get(1), stack);
                 let nested = !ep.open.is_empty();
                 ep.open.push(OpenPhase {
                     wait: w,
@@ -616,6 +628,24 @@ impl StallsPass {
             Ev::MarkVictim => self.mark_victim(ev, t),
             _ => {}
         }
+    }
+
+    /// A reclaim does not nest in one of its own kind: where task `pid`'s
+    /// episode has one open, its end was lost (and maybe the allocation
+    /// that ended the episode): the episode ends there, and the new begin
+    /// starts the next.
+    fn lost_end(&mut self, pid: i32, w: Wait) {
+        let Some(ep) = self.open.get(&pid) else {
+            return;
+        };
+        if !ep.open.iter().any(|p| p.wait == w) {
+            return;
+        }
+        let mut ep = self.open.remove(&pid).expect("open");
+        self.begins_without_end += ep.open.iter().filter(|p| p.wait.is_reclaim()).count() as u64;
+        ep.open.clear();
+        ep.ended_by = Some("lost events");
+        self.ended.push(ep);
     }
 
     fn wakeup_kswapd(&mut self, ev: &Event, t: &Tracepoint) {

@@ -150,7 +150,7 @@ fn an_end_without_its_begin_adds_no_time_and_is_counted() {
 }
 
 #[test]
-fn a_lost_end_does_not_hold_the_episode_open_for_ever() {
+fn a_lost_end_ends_its_episode_and_the_next_begin_starts_one() {
     let mut f = Feed::new();
     f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
         // Its end was lost; a new reclaim of the same kind begins.
@@ -159,9 +159,30 @@ fn a_lost_end_does_not_hold_the_episode_open_for_ever() {
         .page(6100, 7);
     assert_eq!(f.pass.begins_without_end, 1);
     let e = f.episodes();
-    assert_eq!(e.len(), 1);
-    assert_eq!(e[0].stall_ns(), 1000);
-    assert_eq!(e[0].ended_by, Some("page allocation"));
+    assert_eq!(e.len(), 2);
+    assert_eq!((e[0].stall_ns(), e[0].ended_by), (0, Some("lost events")));
+    assert_eq!(
+        (e[1].stall_ns(), e[1].ended_by),
+        (1000, Some("page allocation"))
+    );
+}
+
+#[test]
+fn a_charge_has_no_order_and_ends_at_its_last_wait() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(2000, 7, tp::MEMCG_RECLAIM_END, &[3])
+        .ev(9000, 7, "kmem:mm_page_alloc", &[2, 0xcc0, 0x1234]);
+    let e = f.episodes()[0];
+    assert_eq!((e.order, e.gfp, e.last), (None, Some(GFP), 2000));
+    assert_eq!(e.ended_by, Some("page allocation"));
+}
+
+#[test]
+fn an_episode_first_seen_at_a_retry_is_not_called_a_reclaim() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::RECLAIM_RETRY_ZONE, &[]).page(1100, 7);
+    assert_eq!(f.episodes()[0].first, Wait::Other);
 }
 
 #[test]
