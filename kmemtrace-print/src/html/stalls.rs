@@ -429,42 +429,6 @@ fn sites(st: &Stalls, v: View, o: &mut String) {
     t.render(o);
 }
 
-/// What an episode waited in, as the text report's second line says it.
-fn waits(e: &Episode) -> String {
-    let mut parts = Vec::new();
-    if e.reclaims > 0 {
-        parts.push(format!(
-            "{} reclaims {} ({} pages)",
-            e.reclaims,
-            age(e.reclaim_ns),
-            thousands(e.pages_reclaimed)
-        ));
-    }
-    if e.compactions > 0 {
-        let results: Vec<String> = e
-            .compaction_results
-            .iter()
-            .map(|c| format!("{} {}", c.count, c.name))
-            .collect();
-        parts.push(format!(
-            "{} compactions {} [{}]",
-            e.compactions,
-            age(e.compaction_ns),
-            results.join(", ")
-        ));
-    }
-    if e.throttles > 0 {
-        parts.push(format!("{} throttles {}", e.throttles, age(e.throttle_ns)));
-    }
-    if e.retries > 0 {
-        parts.push(format!("{} retries", e.retries));
-    }
-    if let Some(v) = e.oom_victim {
-        parts.push(format!("OOM kill of pid {v}"));
-    }
-    parts.join("; ")
-}
-
 fn longest(st: &Stalls, v: View, o: &mut String) {
     if st.longest.is_empty() {
         return;
@@ -497,7 +461,7 @@ fn longest(st: &Stalls, v: View, o: &mut String) {
             .code(site(e.callsite.as_deref()))
             .maybe_count(e.order.map(u64::from))
             .code(gfp(e.gfp.as_ref()))
-            .text(&waits(e))
+            .text(&crate::text::stalls::waits(e))
             .text(&format!(
                 "{}{}",
                 e.ended_by,
