@@ -157,11 +157,11 @@ impl StackReader {
     }
 
     /// Whether the kernel took a stack with an event of id `id` other than
-    /// a page allocation (the log says which: [`PAGE_STACKS_META`]), in
-    /// process context (the recorders' triggers on them have no filter).
+    /// a page allocation (the log says which: [`PAGE_STACKS_META`]). The
+    /// recorders set those triggers without a filter: in every context.
     #[inline]
-    pub fn takes_tracepoint_stack(&self, id: u32, _pid: i32, in_interrupt: bool) -> bool {
-        !in_interrupt && self.other_ids.binary_search(&id).is_ok()
+    pub fn takes_tracepoint_stack(&self, id: u32) -> bool {
+        self.other_ids.binary_search(&id).is_ok()
     }
 
     /// Whether the kernel took a stack with `ev`: a page allocation, of a

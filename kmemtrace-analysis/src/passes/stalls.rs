@@ -266,6 +266,9 @@ pub struct Ep {
     pub kswapd_wakeups: u32,
     pub victim: Option<i32>,
     pub ended_by: Option<&'static str>,
+    /// Part of it was not seen (an end without its begin, a lost end):
+    /// its figures may be short.
+    pub cut: bool,
 }
 
 impl Ep {
@@ -289,7 +292,26 @@ impl Ep {
             kswapd_wakeups: 0,
             victim: None,
             ended_by: None,
+            cut: false,
         }
+    }
+
+    /// The episode as it stood at `end` (the capture's end), its waits
+    /// still open counted to there.
+    pub fn finished_at(&self, end: u64) -> Ep {
+        let mut ep = self.clone();
+        for p in std::mem::take(&mut ep.open) {
+            ep.done(DonePhase {
+                wait: p.wait,
+                start: p.start,
+                ns: end.max(p.last).saturating_sub(p.start),
+                detail: 0,
+                nested: p.nested,
+                statuses: p.statuses,
+            });
+        }
+        ep.last = ep.last.max(end);
+        ep
     }
 
     /// Time in reclaim, compaction and throttling (outer phases).
@@ -325,14 +347,17 @@ impl Ep {
         }
     }
 
-    /// Ends a compaction phase in progress at `now`, when the task went on
-    /// to something else: it lasted to its last zone's event, or, where it
-    /// compacted no zone (all deferred or skipped before one began), to
-    /// `now`.
-    fn close_compaction(&mut self, now: u64) {
+    /// Ends a compaction phase in progress, the task having gone on to
+    /// something else (at `now`, its next stall event, if known): it lasted
+    /// to its last zone's event, or, where it compacted no zone (all
+    /// skipped before one began), to `now`.
+    fn close_compaction(&mut self, now: Option<u64>) {
         if let Some(i) = self.open.iter().rposition(|p| p.wait == Wait::Compaction) {
             let p = self.open.remove(i);
-            let end = if p.last == p.start { now } else { p.last };
+            let end = match now {
+                Some(now) if p.last == p.start => now,
+                _ => p.last,
+            };
             self.done(DonePhase {
                 wait: Wait::Compaction,
                 start: p.start,
@@ -427,7 +452,7 @@ impl StallsPass {
         match kind {
             Ev::PageAlloc | Ev::SlabAlloc => self.allocation(ev, kind, t),
             Ev::KswapdWake | Ev::KcompactdWake => {
-                self.background_tasks.insert(ev.pid);
+                self.background(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdWake, t);
                 b.passes += 1;
                 if b.awake_since.is_none() {
@@ -439,7 +464,7 @@ impl StallsPass {
                     .or_default() += 1;
             }
             Ev::KswapdSleep | Ev::KcompactdSleep => {
-                self.background_tasks.insert(ev.pid);
+                self.background(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdSleep, t);
                 if let Some(s) = b.awake_since.take() {
                     b.awake_ns += ev.ts.saturating_sub(s);
@@ -464,7 +489,25 @@ impl StallsPass {
                     .insert(ev.pid, (f, ev.ts, t.get(1).unwrap_or(0)));
             }
             Ev::ShrinkEnd => self.shrink_end(ev, t),
+            // The OOM reaper's wake: from a timer in softirq since 5.18, of
+            // whatever task it interrupted. The kill is `mark_victim`.
+            Ev::WakeReaper => {}
+            // Waking kswapd is not waiting: it opens no episode. In an
+            // interrupt it is the interrupt's allocation, not the task's.
+            Ev::WakeupKswapd => self.wakeup_kswapd(ev, t),
+            // An interrupt's allocation does not wait in reclaim; an event
+            // recorded in one is not the interrupted task's.
+            _ if ev.in_interrupt => {}
             _ => self.stall(ev, kind, t),
+        }
+    }
+
+    /// `pid` is kswapd or kcompactd: an episode it seemed to open (its
+    /// soft-limit reclaim or throttling seen before its name) was its
+    /// background work.
+    fn background(&mut self, pid: i32) {
+        if self.background_tasks.insert(pid) {
+            self.open.remove(&pid);
         }
     }
 
@@ -491,7 +534,9 @@ impl StallsPass {
         let Some(ep) = self.open.get_mut(&ev.pid) else {
             return;
         };
-        ep.close_compaction(ev.ts);
+        // A mark may come a block late (the task moved CPU): a compaction
+        // of no zone ends at its own start rather than there.
+        ep.close_compaction(None);
         if !ep.open.is_empty() {
             return;
         }
@@ -533,8 +578,6 @@ impl StallsPass {
             Ev::TryToCompact | Ev::CompactionBegin | Ev::CompactionEnd => Wait::Compaction,
             Ev::CompactionDeferred => Wait::Compaction,
             Ev::Throttled => Wait::Throttle,
-            // Waking kswapd is not waiting: it opens no episode.
-            Ev::WakeupKswapd => return self.wakeup_kswapd(ev, t),
             _ => Wait::Other,
         };
         // Compaction's zones outside a task's try_to_compact_pages are
@@ -549,19 +592,23 @@ impl StallsPass {
             self.background_events += 1;
             return;
         }
-        if let Ev::Begin(w) = kind {
-            self.lost_end(ev.pid, w);
+        match kind {
+            Ev::Begin(w) => self.wait_begins(ev.pid, w),
+            Ev::TryToCompact => self.wait_begins(ev.pid, Wait::Compaction),
+            _ => {}
         }
         let ep = self
             .open
             .entry(ev.pid)
             .or_insert_with(|| Ep::new(ev, start, first));
         ep.last = ev.ts;
+        // Compaction throttles inside its zones (too many isolated pages):
+        // that does not end it.
         if !matches!(
             kind,
-            Ev::CompactionBegin | Ev::CompactionEnd | Ev::CompactionDeferred
+            Ev::CompactionBegin | Ev::CompactionEnd | Ev::CompactionDeferred | Ev::Throttled
         ) {
-            ep.close_compaction(ev.ts);
+            ep.close_compaction(Some(ev.ts));
         }
         if kind != Ev::ReclaimRetry {
             ep.in_retry_run = false;
@@ -587,7 +634,7 @@ impl StallsPass {
                 ep.done(DonePhase {
                     wait: Wait::Throttle,
                     start,
-                    ns: ev.ts - start,
+                    ns: ev.ts.saturating_sub(start),
                     detail: t.get(1).unwrap_or(0),
                     nested,
                     statuses: [0; 16],
@@ -630,27 +677,42 @@ impl StallsPass {
         }
     }
 
-    /// A reclaim does not nest in one of its own kind: where task `pid`'s
-    /// episode has one open, its end was lost (and maybe the allocation
-    /// that ended the episode): the episode ends there, and the new begin
-    /// starts the next.
-    fn lost_end(&mut self, pid: i32, w: Wait) {
+    /// Task `pid` begins to wait in `w`. Reclaim does not recurse (the
+    /// task runs with PF_MEMALLOC) but for a memcg soft-limit reclaim inside
+    /// a direct one, and compaction is never inside reclaim: where a
+    /// reclaim is open, its end was lost (and maybe the allocation that
+    /// ended the episode), so the episode ends there. And a charge whose
+    /// waits are over is over: the next allocation's direct reclaim or
+    /// compaction comes before that allocation's mark.
+    fn wait_begins(&mut self, pid: i32, w: Wait) {
         let Some(ep) = self.open.get(&pid) else {
             return;
         };
-        if !ep.open.iter().any(|p| p.wait == w) {
+        let nests = |p: &OpenPhase| w == Wait::MemcgSoftLimit && p.wait == Wait::Direct;
+        let lost = ep.open.iter().any(|p| p.wait.is_reclaim() && !nests(p));
+        let charge_over = ep.first.is_charge() && ep.open.is_empty() && !w.is_charge();
+        if !lost && !charge_over {
             return;
         }
         let mut ep = self.open.remove(&pid).expect("open");
-        self.begins_without_end += ep.open.iter().filter(|p| p.wait.is_reclaim()).count() as u64;
+        let reclaims = ep.open.iter().filter(|p| p.wait.is_reclaim()).count() as u64;
+        self.begins_without_end += reclaims;
         ep.open.clear();
-        ep.ended_by = Some("lost events");
+        ep.ended_by = Some(if lost {
+            "lost events"
+        } else {
+            "its charge's end"
+        });
+        ep.cut |= lost;
         self.ended.push(ep);
     }
 
     fn wakeup_kswapd(&mut self, ev: &Event, t: &Tracepoint) {
         let order = t.get_i64(1).unwrap_or(-1) as i32;
         *self.wakers.entry((false, t.stack, order)).or_default() += 1;
+        if ev.in_interrupt {
+            return;
+        }
         if let Some(ep) = self.open.get_mut(&ev.pid) {
             ep.kswapd_wakeups += 1;
             ep.last = ev.ts;
@@ -665,6 +727,7 @@ impl StallsPass {
             // Its begin was before the capture, or lost: no time known.
             self.ends_without_begin += 1;
             let ep = self.open.get_mut(&ev.pid).expect("open");
+            ep.cut = true;
             ep.per_wait[w as usize].2 += pages;
             return;
         };
@@ -676,7 +739,7 @@ impl StallsPass {
         ep.done(DonePhase {
             wait: w,
             start: p.start,
-            ns: ev.ts - p.start,
+            ns: ev.ts.saturating_sub(p.start),
             detail: pages,
             nested: p.nested,
             statuses: [0; 16],

@@ -353,6 +353,26 @@ impl Decoder<'_> {
         self.filter.workload(pid, in_interrupt) && self.filter.cpu_pid(u32::from(cpu), pid)
     }
 
+    /// A requested tracepoint's event `r` at `ts`: kept where the filters
+    /// select it; a stack the kernel took with it awaited even where not,
+    /// so that it goes to no other event.
+    fn tracepoint(&self, b: &mut BlockDecode<'_, '_>, r: Read<'_>, ts: u64) {
+        let stacked = self
+            .stack_reader
+            .as_ref()
+            .is_some_and(|s| s.takes_tracepoint_stack(r.id));
+        if !self.filter.in_time(ts) || !self.selects(b.cpu16, r.pid, r.in_interrupt) {
+            if stacked {
+                b.awaiting.push(r.pid, r.in_interrupt, None);
+            }
+            return;
+        }
+        if self.tracepoints.has_marks() && !r.in_interrupt {
+            b.marks.insert(r.pid, true);
+        }
+        b.keep_tracepoint(r, ts, stacked);
+    }
+
     /// One data event of the block at `ts`: counted, its task noted; a
     /// stack given to the allocation waiting for it; a kmem event decoded
     /// and, in the time window, kept. `place` says where the event is, for
@@ -410,20 +430,9 @@ impl Decoder<'_> {
                 b.sum.list_runs.event(None);
                 // Only a log some pass asked tracepoints of reads the
                 // ids of its other events.
-                if !self.tracepoints.is_empty() && self.filter.in_time(ts) {
-                    if let Some(r) = self
-                        .tracepoints
-                        .read(e, payload)
-                        .filter(|r| self.selects(b.cpu16, r.pid, r.in_interrupt))
-                    {
-                        let stacked = self
-                            .stack_reader
-                            .as_ref()
-                            .is_some_and(|s| s.takes_tracepoint_stack(r.id, r.pid, r.in_interrupt));
-                        if self.tracepoints.has_marks() && !r.in_interrupt {
-                            b.marks.insert(r.pid, true);
-                        }
-                        b.keep_tracepoint(r, ts, stacked);
+                if !self.tracepoints.is_empty() {
+                    if let Some(r) = self.tracepoints.read(e, payload) {
+                        self.tracepoint(b, r, ts);
                     }
                 }
                 return;
@@ -514,7 +523,12 @@ impl BlockDecode<'_, '_> {
                 self.sum.stacks_paired += 1;
                 if let Some((shard, i)) = at {
                     let id = intern(self.frames, self.stacks);
-                    set_stack(&mut self.parts[shard][i], id);
+                    if !set_stack(&mut self.parts[shard][i], id) {
+                        // A stall event's: the page figures count page
+                        // allocations' stacks only.
+                        self.sum.stacks -= 1;
+                        self.sum.stacks_paired -= 1;
+                    }
                 }
             }
             // No allocation of this block took it: one of the
@@ -697,29 +711,34 @@ impl AwaitingStacks {
     }
 
     /// Gives the previous block's waiting allocations (`self`) the next
-    /// block's leading stacks; returns how many were matched.
+    /// block's leading stacks; returns how many were matched (a stall
+    /// event's stack is not counted: the page figures are of page stacks).
     pub fn late(&mut self, stacks: &[LateStack], parts: &mut [Option<Vec<Event>>]) -> u64 {
         let mut n = 0;
         for l in stacks {
             let Some(at) = self.take(l.pid, l.in_interrupt) else {
                 continue;
             };
-            n += 1;
             let ev = at.and_then(|(shard, i)| parts.get_mut(shard)?.as_mut()?.get_mut(i));
-            if let Some(ev) = ev {
-                set_stack(ev, l.stack);
-            }
+            n += u64::from(ev.is_none_or(|ev| set_stack(ev, l.stack)));
         }
         n
     }
 }
 
-/// Gives an event the stack the kernel took with it.
-fn set_stack(ev: &mut Event, stack: u32) {
+/// Gives an event the stack the kernel took with it; whether it is a page
+/// allocation.
+fn set_stack(ev: &mut Event, stack: u32) -> bool {
     match &mut ev.body {
-        Body::Page(p) => p.stack = stack,
-        Body::Tracepoint(t) => t.stack = stack,
-        Body::Slab(_) => {}
+        Body::Page(p) => {
+            p.stack = stack;
+            true
+        }
+        Body::Tracepoint(t) => {
+            t.stack = stack;
+            false
+        }
+        Body::Slab(_) => true,
     }
 }
 

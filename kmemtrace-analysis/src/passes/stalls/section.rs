@@ -68,7 +68,10 @@ impl Names<'_> {
 /// The section.
 pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
     let not_recorded = not_recorded(ctx);
-    if not_recorded.len() == kmemtrace_kernel::stalls::STALL_EVENTS.len() {
+    let busy_recorded = kmemtrace_kernel::stalls::BUSY_STALL_EVENTS
+        .iter()
+        .any(|t| has_format(ctx, t));
+    if not_recorded.len() == kmemtrace_kernel::stalls::STALL_EVENTS.len() && !busy_recorded {
         return Stalls::default();
     }
     let status = ctx
@@ -78,9 +81,11 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         .find(|f| f.system == "compaction" && f.name == "mm_compaction_end")
         .and_then(|f| FlagTable::for_field(&f.print_fmt, "status").ok().flatten());
     let n = Names { ctx, status };
-    let mut eps: Vec<&Ep> = p.ended.iter().chain(p.open.values()).collect();
+    // Episodes the capture's end cut, their open waits counted to it.
+    let cut: Vec<Ep> = p.open.values().map(|e| e.finished_at(ctx.span.1)).collect();
+    let mut eps: Vec<&Ep> = p.ended.iter().chain(&cut).collect();
     eps.sort_by_key(|e| (e.start, e.pid));
-    let uncertain = |e: &Ep| ctx.windows.touches(e.start, e.last);
+    let uncertain = |e: &Ep| e.cut || ctx.windows.touches(e.start, e.last);
     let mut longest: Vec<&Ep> = eps.clone();
     longest.sort_by(|a, b| b.stall_ns().cmp(&a.stall_ns()).then(a.start.cmp(&b.start)));
     longest.truncate(LONGEST);
@@ -106,7 +111,10 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         unpaired: Unpaired {
             ends_without_begin: p.ends_without_begin,
             begins_without_end: p.begins_without_end
-                + p.open.values().map(|e| e.open.len() as u64).sum::<u64>(),
+                + p.open
+                    .values()
+                    .map(|e| e.open.iter().filter(|w| w.wait.is_reclaim()).count() as u64)
+                    .sum::<u64>(),
             open_at_end: p.open.len() as u64,
         },
         not_recorded,
@@ -117,15 +125,18 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
 fn not_recorded(ctx: &SectionContext<'_>) -> Vec<String> {
     kmemtrace_kernel::stalls::STALL_EVENTS
         .iter()
-        .filter(|t| {
-            let (system, name) = kmemtrace_kernel::stalls::split(t);
-            !ctx.log
-                .formats
-                .iter()
-                .any(|f| f.system == system && f.name == name)
-        })
+        .filter(|t| !has_format(ctx, t))
         .map(|t| t.to_string())
         .collect()
+}
+
+/// The log has the format of tracepoint `t` (`system:name`).
+fn has_format(ctx: &SectionContext<'_>, t: &str) -> bool {
+    let (system, name) = t.split_once(':').unwrap_or(("", t));
+    ctx.log
+        .formats
+        .iter()
+        .any(|f| f.system == system && f.name == name)
 }
 
 fn tasks(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallTaskRow> {
@@ -367,7 +378,7 @@ fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
         .iter()
         .filter(|r| r.0 == k.victim && r.1 >= k.ts)
         .min_by_key(|r| r.1)
-        .and_then(|r| r.2.map(|end| end - r.1));
+        .and_then(|r| r.2.map(|end| end.saturating_sub(r.1)));
     let victim_comm = k
         .victim_comm
         .and_then(|id| n.ctx.names.get(id as usize).cloned())

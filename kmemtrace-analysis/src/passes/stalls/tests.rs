@@ -8,6 +8,8 @@ use crate::event::{Body, Kind};
 struct Feed {
     pass: StallsPass,
     cpu: u16,
+    /// The next events are recorded in an interrupt.
+    irq: bool,
 }
 
 impl Feed {
@@ -15,7 +17,14 @@ impl Feed {
         Feed {
             pass: StallsPass::new(8),
             cpu: 0,
+            irq: false,
         }
+    }
+
+    /// The next events in an interrupt (`true`) or not.
+    fn interrupt(&mut self, irq: bool) -> &mut Self {
+        self.irq = irq;
+        self
     }
 
     fn ev(&mut self, ts: u64, pid: i32, tracepoint: &str, fields: &[u64]) -> &mut Self {
@@ -50,7 +59,7 @@ impl Feed {
             pid,
             cpu: self.cpu,
             kind: Kind::Tracepoint,
-            in_interrupt: false,
+            in_interrupt: self.irq,
             pos: 0,
             lag: 0,
             body: Body::Tracepoint(t),
@@ -272,6 +281,7 @@ fn a_failed_allocation_ends_the_episode_as_failed() {
     let mut f = Feed {
         pass: StallsPass::new(4),
         cpu: 0,
+        irq: false,
     };
     f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[4, GFP])
         .ev(2000, 7, tp::DIRECT_RECLAIM_END, &[0])
@@ -388,4 +398,89 @@ fn kswapd_wakes_from_sleep_are_told_from_its_per_pass_wake_events() {
     assert_eq!((b.wakes, b.passes, b.awake_ns), (2, 4, 3000));
     assert_eq!(b.awake_since, Some(9000));
     assert_eq!(b.orders.get(&3), Some(&2));
+}
+
+#[test]
+fn interrupts_are_not_the_tasks_waits() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        // A softirq's atomic allocation wakes kswapd; the OOM reaper's
+        // timer fires: neither is task 7's.
+        .interrupt(true)
+        .stacked(1500, 7, tp::WAKEUP_KSWAPD, &[0, 0, 0xa20], 9)
+        .ev(1600, 0, tp::WAKE_REAPER, &[42])
+        .ev(1700, 0, tp::COMPACT_RETRY, &[])
+        .interrupt(false)
+        .ev(2000, 7, tp::DIRECT_RECLAIM_END, &[1])
+        .page(2100, 7);
+    let e = f.episodes();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!((e[0].pid, e[0].kswapd_wakeups, e[0].retries), (7, 0, 0));
+    // The wake still names its waker.
+    assert_eq!(f.pass.wakers.get(&(false, 9, 0)), Some(&1));
+}
+
+#[test]
+fn a_charge_over_does_not_take_the_next_allocations_direct_reclaim() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(2000, 7, tp::MEMCG_RECLAIM_END, &[3])
+        // The next fault's allocation reclaims before its mark.
+        .ev(3000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        .ev(5000, 7, tp::DIRECT_RECLAIM_END, &[8])
+        .page(5100, 7);
+    let e = f.episodes();
+    assert_eq!(e.len(), 2);
+    assert_eq!((e[0].first, e[0].stall_ns()), (Wait::Memcg, 1000));
+    assert_eq!((e[1].first, e[1].stall_ns()), (Wait::Direct, 2000));
+    assert!(!e[0].cut);
+}
+
+#[test]
+fn a_begin_of_another_kind_inside_a_reclaim_means_its_end_was_lost() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP])
+        .ev(5000, 7, tp::MEMCG_RECLAIM_BEGIN, &[0, GFP])
+        .ev(6000, 7, tp::MEMCG_RECLAIM_END, &[3])
+        .page(6100, 7);
+    let e = f.episodes();
+    assert_eq!(e.len(), 2);
+    assert!(e[0].cut);
+    assert_eq!(e[1].stall_ns(), 1000);
+    assert_eq!(f.pass.begins_without_end, 1);
+}
+
+#[test]
+fn compaction_throttled_inside_its_zones_goes_on() {
+    let mut f = Feed::new();
+    f.ev(0, 7, tp::TRY_TO_COMPACT, &[9, GFP])
+        .ev(10_000, 7, tp::COMPACTION_BEGIN, &[])
+        .ev(110_000_000, 7, tp::THROTTLED, &[100_000, 4])
+        .ev(300_000_000, 7, tp::COMPACTION_END, &[8])
+        .page(300_100_000, 7);
+    let e = f.episodes()[0];
+    assert_eq!(e.stall_ns(), 300_000_000);
+    assert_eq!(e.per_wait[Wait::Throttle as usize].0, 1);
+}
+
+#[test]
+fn a_wait_the_capture_cut_counts_to_its_end() {
+    let mut f = Feed::new();
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[0, GFP]);
+    let open = &f.pass.open[&7];
+    assert_eq!(open.stall_ns(), 0);
+    let done = open.finished_at(6000);
+    assert_eq!(
+        (done.stall_ns(), done.last, done.ended_by),
+        (5000, 6000, None)
+    );
+}
+
+#[test]
+fn kswapd_recognised_late_loses_the_episode_it_seemed_to_open() {
+    let mut f = Feed::new();
+    f.ev(1000, 55, tp::MEMCG_SOFTLIMIT_BEGIN, &[0, GFP])
+        .ev(1100, 55, tp::MEMCG_SOFTLIMIT_END, &[2])
+        .ev(1200, 55, tp::KSWAPD_SLEEP, &[0]);
+    assert!(f.episodes().is_empty());
 }
