@@ -484,3 +484,19 @@ fn kswapd_recognised_late_loses_the_episode_it_seemed_to_open() {
         .ev(1200, 55, tp::KSWAPD_SLEEP, &[0]);
     assert!(f.episodes().is_empty());
 }
+
+#[test]
+fn shrinkers_scan_and_free_per_function() {
+    let mut f = Feed::new();
+    let (a, b) = (0xffff_ffff_8120_0000u64, 0xffff_ffff_8130_0000u64);
+    // Start: function, objects to scan; end: function, freed, left to scan.
+    f.ev(1000, 7, tp::SHRINK_SLAB_START, &[a, 128])
+        .ev(1500, 7, tp::SHRINK_SLAB_END, &[a, 100, 28])
+        .ev(2000, 8, tp::SHRINK_SLAB_START, &[b, 64])
+        .ev(2100, 7, tp::SHRINK_SLAB_START, &[a, 10])
+        .ev(2300, 7, tp::SHRINK_SLAB_END, &[a, 3, 0])
+        .ev(2900, 8, tp::SHRINK_SLAB_END, &[b, 0, 64]);
+    assert_eq!(f.pass.shrinkers[&a], (2, 100 + 10, 103, 700));
+    assert_eq!(f.pass.shrinkers[&b], (1, 0, 0, 900));
+    assert!(f.episodes().is_empty());
+}
