@@ -45,6 +45,10 @@ pub struct Stalls {
     pub oom_kills: Vec<OomKill>,
     /// Per shrinker, with the busy events (`kmemtraced --stall-detail`).
     pub shrinkers: Vec<ShrinkerRow>,
+    /// Memory cgroup reclaim asked for by a write to the cgroup's files
+    /// (`memory.reclaim`, lowering `memory.high` or `memory.max`): the
+    /// writer waits, but no allocation does; left out of the episodes.
+    pub proactive: ProactiveReclaim,
     /// Pairs the capture broke.
     pub unpaired: Unpaired,
     /// Stall events the kernel has and the log lacks: `system:name`.
@@ -254,6 +258,14 @@ pub struct ShrinkerRow {
     pub scanned: u64,
     pub freed: u64,
     pub ns: u64,
+}
+
+/// Reclaim a write to a memory cgroup's files asked for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ProactiveReclaim {
+    pub reclaims: u64,
+    pub ns: u64,
+    pub pages_reclaimed: u64,
 }
 
 /// Begin and end events the capture did not pair.

@@ -267,6 +267,16 @@ fn shrinkers(out: &mut String, st: &Stalls, s: &Sections) {
 }
 
 fn notes(out: &mut String, st: &Stalls) {
+    let pr = &st.proactive;
+    if pr.reclaims > 0 {
+        let _ = writeln!(
+            out,
+            "  proactive: {} memcg reclaims asked for by writes to a cgroup's files ({}, {} pages), not counted as stalls",
+            pr.reclaims,
+            age(pr.ns),
+            thousands(pr.pages_reclaimed)
+        );
+    }
     let u = &st.unpaired;
     if u.ends_without_begin + u.begins_without_end + u.open_at_end > 0 {
         let _ = writeln!(

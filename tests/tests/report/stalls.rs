@@ -29,7 +29,7 @@ fn format(name: &str) -> String {
 const TEXT: u64 = 0xffff_ffff_8100_0000;
 
 /// The synthetic kernel's functions, 0x100 bytes each.
-const FUNCS: [&str; 16] = [
+const FUNCS: [&str; 18] = [
     "trace_event_raw_event_mm_vmscan_direct_reclaim_begin_template",
     "__traceiter_mm_vmscan_memcg_reclaim_begin",
     "try_to_free_pages",
@@ -46,6 +46,8 @@ const FUNCS: [&str; 16] = [
     "page_cache_ra_unbounded",
     "trace_event_raw_event_mm_page_alloc",
     "kmalloc_reserve",
+    "memory_reclaim",
+    "kernfs_fop_write_iter",
 ];
 
 fn at(func: &str) -> u64 {
@@ -70,6 +72,14 @@ const MEMCG_STACK: [&str; 8] = [
     "__mem_cgroup_charge",
     "filemap_add_folio",
     "page_cache_ra_unbounded",
+];
+/// A write to `memory.reclaim`: proactive, not an allocation's wait.
+const PROACTIVE_STACK: [&str; 5] = [
+    "trace_event_raw_event_mm_vmscan_direct_reclaim_begin_template",
+    "__traceiter_mm_vmscan_memcg_reclaim_begin",
+    "try_to_free_mem_cgroup_pages",
+    "memory_reclaim",
+    "kernfs_fop_write_iter",
 ];
 const PAGE_STACK: [&str; 3] = [
     "trace_event_raw_event_mm_page_alloc",
@@ -256,6 +266,21 @@ fn build_with(slower: u64, lossy: bool) -> (Vec<u8>, Planted) {
         events: Vec::new(),
     };
     let mut planted = Planted::default();
+    // A task writes to its cgroup's memory.reclaim: it waits in memcg
+    // reclaim, and allocates afterwards, but no allocation waited.
+    {
+        let p = encode_event(
+            t.e,
+            &t.f.memcg.0,
+            300,
+            &[("order", Value::Int(0)), ("gfp_flags", Value::Uint(0xcc0))],
+        )
+        .unwrap();
+        t.push(0, 999_000_000, p);
+        t.stack(0, 999_000_001, 300, &PROACTIVE_STACK);
+        t.end(0, 999_500_000, 300, true);
+        t.page_alloc(0, 999_600_000, 300, 0x9_0000);
+    }
     let mut rng = Rng(7);
     let mut pfn = 0x10_0000;
     let mut ts = 1_000_000_000u64;
@@ -362,6 +387,8 @@ fn episodes_call_sites_and_the_oom_kill_are_the_planted_ones() {
     assert_eq!(st["unpaired"]["ends_without_begin"], 0);
     assert_eq!(st["unpaired"]["begins_without_end"], 0);
     assert_eq!(st["uncertain_episodes"], 0);
+    assert_eq!(st["proactive"]["reclaims"], 1);
+    assert_eq!(st["proactive"]["ns"], 500_000);
     let mut sites: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for r in st["sites"].as_array().unwrap() {
         let e = sites

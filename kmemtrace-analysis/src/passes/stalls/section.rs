@@ -34,6 +34,29 @@ impl Names<'_> {
         Some(self.ctx.syms.name(frames[i]))
     }
 
+    /// A memcg reclaim a write to the cgroup's files asked for (its stack
+    /// passes through the file's handler), not an allocation's charge.
+    fn proactive(&self, ep: &Ep) -> bool {
+        const HANDLERS: [&str; 4] = [
+            "memory_reclaim",
+            "memory_high_write",
+            "memory_max_write",
+            "mem_cgroup_resize_max",
+        ];
+        let (Some(k), Some(frames)) = (
+            self.ctx.syms.table.as_ref(),
+            self.ctx.stacks.get(ep.stack as usize),
+        ) else {
+            return false;
+        };
+        ep.first == Wait::Memcg
+            && ep.stack != NO_STACK
+            && frames.iter().any(|&a| {
+                k.resolve(a)
+                    .is_some_and(|s| HANDLERS.contains(&crate::page_callers::base_name(s.name)))
+            })
+    }
+
     fn episode_site(&self, ep: &Ep) -> Option<String> {
         self.site(ep.stack)
             .or_else(|| ep.slab_site.map(|a| self.ctx.syms.name(a)))
@@ -83,7 +106,8 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
     let n = Names { ctx, status };
     // Episodes the capture's end cut, their open waits counted to it.
     let cut: Vec<Ep> = p.open.values().map(|e| e.finished_at(ctx.span.1)).collect();
-    let mut eps: Vec<&Ep> = p.ended.iter().chain(&cut).collect();
+    let (proactive, mut eps): (Vec<&Ep>, Vec<&Ep>) =
+        p.ended.iter().chain(&cut).partition(|e| n.proactive(e));
     eps.sort_by_key(|e| (e.start, e.pid));
     let uncertain = |e: &Ep| e.cut || ctx.windows.touches(e.start, e.last);
     let mut longest: Vec<&Ep> = eps.clone();
@@ -108,6 +132,17 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         wakers: wakers(&n, p),
         oom_kills: p.kills.iter().map(|k| oom_kill(&n, p, k)).collect(),
         shrinkers: shrinkers(ctx, p),
+        proactive: ProactiveReclaim {
+            reclaims: proactive
+                .iter()
+                .map(|e| u64::from(e.per_wait[Wait::Memcg as usize].0))
+                .sum(),
+            ns: proactive.iter().map(|e| e.stall_ns()).sum(),
+            pages_reclaimed: proactive
+                .iter()
+                .map(|e| e.per_wait[Wait::Memcg as usize].2)
+                .sum(),
+        },
         unpaired: Unpaired {
             ends_without_begin: p.ends_without_begin,
             begins_without_end: p.begins_without_end
