@@ -15,9 +15,17 @@
 //!
 //! The allocation that ends an episode comes as a mark
 //! ([`Delivery::TaskMarks`]): the task's first allocation after a stall
-//! event. Where the task moved to another CPU in between, the mark comes
-//! with its first allocation in that CPU's next block instead. An episode
-//! still open when the capture ends is counted as such.
+//! event on the same CPU, or its first in a block of a CPU. Where the task
+//! moved between its last wait and its allocation to a CPU it had already
+//! allocated on in that CPU's current block, the mark comes with its first
+//! allocation in the next block instead. A memcg charge's allocation came
+//! before the charge: its episode ends at its last wait, and at the latest
+//! when the next allocation's direct reclaim or compaction begins. An
+//! episode still open when the capture ends is counted to its end.
+//!
+//! Events recorded in an interrupt are not the interrupted task's; memcg
+//! reclaim asked for by a write to a cgroup's files (its stack passes
+//! through the file's handler) is proactive, counted apart in the section.
 //!
 //! The call site is the first frame of the stack the kernel took with the
 //! episode's first stacked event outside the tracing, reclaim, compaction,
