@@ -1449,21 +1449,34 @@ fn cpus_and_filters_as_perf_and_trace_cmd_take_them() {
     let d = tmp();
     let log = d.path().join("cf.kmt");
     // -f applies to the -e before it: kmalloc only above 2048 bytes, kfree all.
-    let out = run(kmemtraced().arg("-o").arg(&log).args([
-        "-q",
-        "-e",
-        "kmalloc",
-        "-f",
-        "bytes_alloc > 2048",
-        "-e",
-        "kfree",
-        "-C",
-        "0",
-        "--",
-        "sh",
-        "-c",
-        "i=0; while [ $i -lt 200 ]; do cat /proc/self/status >/dev/null; i=$((i+1)); done",
-    ]));
+    // The workload runs on CPU 0, the one recorded (where taskset exists:
+    // elsewhere the scheduler decides, and a busy CPU 0 may leave it none).
+    let pin: &[&str] = if Command::new("taskset").arg("--version").output().is_ok() {
+        &["taskset", "-c", "0"]
+    } else {
+        &[]
+    };
+    let out = run(kmemtraced()
+        .arg("-o")
+        .arg(&log)
+        .args([
+            "-q",
+            "-e",
+            "kmalloc",
+            "-f",
+            "bytes_alloc > 2048",
+            "-e",
+            "kfree",
+            "-C",
+            "0",
+            "--",
+        ])
+        .args(pin)
+        .args([
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 200 ]; do cat /proc/self/status >/dev/null; i=$((i+1)); done",
+        ]));
     assert_eq!(
         out.status.code(),
         Some(0),
