@@ -266,7 +266,8 @@ pub struct Ep {
     /// The slab call site of the allocation that ended it.
     pub slab_site: Option<u64>,
     pub phases: Vec<DonePhase>,
-    pub per_wait: [(u32, u64, u64); 7],
+    /// By way of waiting ([`Wait`] as index).
+    pub per_wait: [WaitTotals; 7],
     pub open: Vec<OpenPhase>,
     pub compaction_results: FastMap<i64, u64>,
     pub retries: u32,
@@ -292,7 +293,7 @@ impl Ep {
             stack: NO_STACK,
             slab_site: None,
             phases: Vec::new(),
-            per_wait: [(0, 0, 0); 7],
+            per_wait: [WaitTotals::default(); 7],
             open: Vec::new(),
             compaction_results: FastMap::default(),
             retries: 0,
@@ -324,17 +325,17 @@ impl Ep {
 
     /// Time in reclaim, compaction and throttling (outer phases).
     pub fn stall_ns(&self) -> u64 {
-        self.per_wait.iter().map(|w| w.1).sum()
+        self.per_wait.iter().map(|w| w.ns).sum()
     }
 
     fn done(&mut self, p: DonePhase) {
         let w = &mut self.per_wait[p.wait as usize];
-        w.0 += 1;
+        w.phases += 1;
         if !p.nested {
-            w.1 += p.ns;
+            w.ns += p.ns;
         }
         if p.wait.is_reclaim() {
-            w.2 += p.detail;
+            w.pages += p.detail;
         }
         if self.phases.len() < PHASES_KEPT {
             self.phases.push(p);
@@ -378,6 +379,42 @@ impl Ep {
     }
 }
 
+/// An episode's waits of one kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitTotals {
+    pub phases: u32,
+    /// Time in them; a wait nested in another counts in the outer one.
+    pub ns: u64,
+    /// Reclaim: pages the kernel says it reclaimed.
+    pub pages: u64,
+}
+
+/// The OOM reaper's work on a victim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reaping {
+    pub victim: i32,
+    pub start: u64,
+    pub end: Option<u64>,
+}
+
+/// One shrinker's calls, added up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShrinkerTotals {
+    pub calls: u64,
+    pub scanned: u64,
+    pub freed: u64,
+    pub ns: u64,
+}
+
+/// A shrinker's call in progress in a task.
+#[derive(Clone, Copy, Debug)]
+struct ShrinkerCall {
+    /// Its `scan_objects` function.
+    function: u64,
+    start: u64,
+    to_scan: u64,
+}
+
 /// kswapd or kcompactd of one node.
 #[derive(Clone, Debug, Default)]
 pub struct Background {
@@ -385,7 +422,7 @@ pub struct Background {
     pub wakes: u64,
     /// Wake events: some kernels write one per reclaim pass, asleep or
     /// not.
-    pub passes: u64,
+    pub wake_events: u64,
     pub awake_ns: u64,
     pub awake_since: Option<u64>,
     pub orders: FastMap<i32, u64>,
@@ -420,11 +457,11 @@ pub struct StallsPass {
     pub wakers: FastMap<(bool, u32, i32), u64>,
     pub kills: Vec<Kill>,
     /// (victim pid, start, end) of the OOM reaper's work.
-    pub reaping: Vec<(i32, u64, Option<u64>)>,
+    pub reaping: Vec<Reaping>,
     /// shrink function -> (calls, scanned, freed, ns).
-    pub shrinkers: FastMap<u64, (u64, u64, u64, u64)>,
+    pub shrinkers: FastMap<u64, ShrinkerTotals>,
     /// Per task: a shrinker call in progress (function, start, to scan).
-    shrinking: FastMap<i32, (u64, u64, u64)>,
+    shrinking: FastMap<i32, ShrinkerCall>,
     pub ends_without_begin: u64,
     pub begins_without_end: u64,
     /// Stall events of background work (kswapd, kcompactd).
@@ -462,7 +499,7 @@ impl StallsPass {
             Ev::KswapdWake | Ev::KcompactdWake => {
                 self.background(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdWake, t);
-                b.passes += 1;
+                b.wake_events += 1;
                 if b.awake_since.is_none() {
                     b.wakes += 1;
                     b.awake_since = Some(ev.ts);
@@ -482,19 +519,27 @@ impl StallsPass {
                 let order = t.get_i64(1).unwrap_or(-1) as i32;
                 *self.wakers.entry((true, NO_STACK, order)).or_default() += 1;
             }
-            Ev::StartReaping => self
-                .reaping
-                .push((t.get_i64(0).unwrap_or(0) as i32, ev.ts, None)),
+            Ev::StartReaping => self.reaping.push(Reaping {
+                victim: t.get_i64(0).unwrap_or(0) as i32,
+                start: ev.ts,
+                end: None,
+            }),
             Ev::FinishReaping => {
                 let pid = t.get_i64(0).unwrap_or(0) as i32;
-                if let Some(r) = self.reaping.iter_mut().rev().find(|r| r.0 == pid) {
-                    r.2.get_or_insert(ev.ts);
+                if let Some(r) = self.reaping.iter_mut().rev().find(|r| r.victim == pid) {
+                    r.end.get_or_insert(ev.ts);
                 }
             }
             Ev::ShrinkStart => {
                 let f = t.get(0).unwrap_or(0);
-                self.shrinking
-                    .insert(ev.pid, (f, ev.ts, t.get(1).unwrap_or(0)));
+                self.shrinking.insert(
+                    ev.pid,
+                    ShrinkerCall {
+                        function: f,
+                        start: ev.ts,
+                        to_scan: t.get(1).unwrap_or(0),
+                    },
+                );
             }
             Ev::ShrinkEnd => self.shrink_end(ev, t),
             // The OOM reaper's wake: from a timer in softirq since 5.18, of
@@ -525,15 +570,15 @@ impl StallsPass {
     }
 
     fn shrink_end(&mut self, ev: &Event, t: &Tracepoint) {
-        let Some((f, start, to_scan)) = self.shrinking.remove(&ev.pid) else {
+        let Some(call) = self.shrinking.remove(&ev.pid) else {
             return;
         };
         let left = t.get_i64(2).unwrap_or(0).max(0) as u64;
-        let s = self.shrinkers.entry(f).or_default();
-        s.0 += 1;
-        s.1 += to_scan.saturating_sub(left);
-        s.2 += t.get_i64(1).unwrap_or(0).max(0) as u64;
-        s.3 += ev.ts.saturating_sub(start);
+        let s = self.shrinkers.entry(call.function).or_default();
+        s.calls += 1;
+        s.scanned += call.to_scan.saturating_sub(left);
+        s.freed += t.get_i64(1).unwrap_or(0).max(0) as u64;
+        s.ns += ev.ts.saturating_sub(call.start);
     }
 
     /// The task allocated: its open episode, if no wait is in progress,
@@ -736,7 +781,7 @@ impl StallsPass {
             self.ends_without_begin += 1;
             let ep = self.open.get_mut(&ev.pid).expect("open");
             ep.cut = true;
-            ep.per_wait[w as usize].2 += pages;
+            ep.per_wait[w as usize].pages += pages;
             return;
         };
         // Phases opened after it and not ended lost their ends.
@@ -804,7 +849,7 @@ impl<'a> Pass<'a> for StallsPass {
         for (&k, b) in &o.background {
             let s = self.background.entry(k).or_default();
             s.wakes += b.wakes;
-            s.passes += b.passes;
+            s.wake_events += b.wake_events;
             s.awake_ns += b.awake_ns;
             s.awake_since = s.awake_since.or(b.awake_since);
             for (&order, &n) in &b.orders {
@@ -818,10 +863,10 @@ impl<'a> Pass<'a> for StallsPass {
         self.reaping.extend_from_slice(&o.reaping);
         for (&k, s) in &o.shrinkers {
             let t = self.shrinkers.entry(k).or_default();
-            t.0 += s.0;
-            t.1 += s.1;
-            t.2 += s.2;
-            t.3 += s.3;
+            t.calls += s.calls;
+            t.scanned += s.scanned;
+            t.freed += s.freed;
+            t.ns += s.ns;
         }
         self.ends_without_begin += o.ends_without_begin;
         self.background_events += o.background_events;

@@ -259,7 +259,7 @@ impl Decoder<'_> {
             awaiting: AwaitingStacks::default(),
             leading: Vec::new(),
             last_ts: None,
-            marks: crate::intern::fast_map(),
+            next_alloc_is_mark: crate::intern::fast_map(),
         };
         for item in subbufs(e, &self.log.layout, r.first_subbuf, data) {
             self.subbuf(e, &mut b, r, item);
@@ -368,7 +368,7 @@ impl Decoder<'_> {
             return;
         }
         if self.tracepoints.has_marks() && !r.in_interrupt {
-            b.marks.insert(r.pid, true);
+            b.next_alloc_is_mark.insert(r.pid, true);
         }
         b.keep_tracepoint(r, ts, stacked);
     }
@@ -468,7 +468,7 @@ impl Decoder<'_> {
         {
             if let Some(r) = self.tracepoints.read(e, payload) {
                 if self.tracepoints.marks(r.id) == Some(true) {
-                    b.marks.insert(r.pid, false);
+                    b.next_alloc_is_mark.insert(r.pid, false);
                     b.keep_tracepoint(r, ts, false);
                 }
             }
@@ -503,7 +503,7 @@ struct BlockDecode<'l, 'a> {
     /// Tasks of the block by whether their next allocation is to be handed
     /// on as a mark ([`super::tracepoints::Delivery::TaskMarks`]): absent
     /// or `true` until one is.
-    marks: crate::intern::FastMap<i32, bool>,
+    next_alloc_is_mark: crate::intern::FastMap<i32, bool>,
 }
 
 impl BlockDecode<'_, '_> {
@@ -603,7 +603,7 @@ impl BlockDecode<'_, '_> {
     /// block, or its first since one of its other requested events.
     #[inline]
     fn needs_mark(&self, pid: i32) -> bool {
-        self.marks.get(&pid).copied().unwrap_or(true)
+        self.next_alloc_is_mark.get(&pid).copied().unwrap_or(true)
     }
 
     /// A requested tracepoint's event in the time window, routed by its

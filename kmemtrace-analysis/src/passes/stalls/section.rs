@@ -135,12 +135,12 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         proactive: ProactiveReclaim {
             reclaims: proactive
                 .iter()
-                .map(|e| u64::from(e.per_wait[Wait::Memcg as usize].0))
+                .map(|e| u64::from(e.per_wait[Wait::Memcg as usize].phases))
                 .sum(),
             ns: proactive.iter().map(|e| e.stall_ns()).sum(),
             pages_reclaimed: proactive
                 .iter()
-                .map(|e| e.per_wait[Wait::Memcg as usize].2)
+                .map(|e| e.per_wait[Wait::Memcg as usize].pages)
                 .sum(),
         },
         unpaired: Unpaired {
@@ -202,10 +202,10 @@ fn kinds(eps: &[&Ep]) -> Vec<StallKindRow> {
                 ..Default::default()
             };
             for e in eps {
-                let (n, ns, pages) = e.per_wait[w as usize];
-                r.phases += u64::from(n);
-                r.ns += ns;
-                r.pages_reclaimed += pages;
+                let t = e.per_wait[w as usize];
+                r.phases += u64::from(t.phases);
+                r.ns += t.ns;
+                r.pages_reclaimed += t.pages;
             }
             r
         })
@@ -244,7 +244,10 @@ fn sites(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallSiteRow> {
                 p90_ns: pct(0.90),
                 p99_ns: pct(0.99),
                 max_ns: ns.last().copied().unwrap_or(0),
-                pages_reclaimed: g.iter().flat_map(|e| e.per_wait.iter().map(|w| w.2)).sum(),
+                pages_reclaimed: g
+                    .iter()
+                    .flat_map(|e| e.per_wait.iter().map(|w| w.pages))
+                    .sum(),
                 histogram: histogram(&ns),
             }
         })
@@ -306,14 +309,14 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
         callsite: n.episode_site(e),
         order: e.order,
         gfp: n.gfp(e.gfp),
-        reclaims: reclaim.iter().map(|r| r.0).sum(),
-        reclaim_ns: reclaim.iter().map(|r| r.1).sum(),
-        pages_reclaimed: reclaim.iter().map(|r| r.2).sum(),
-        compactions: wait(Wait::Compaction).0,
-        compaction_ns: wait(Wait::Compaction).1,
+        reclaims: reclaim.iter().map(|r| r.phases).sum(),
+        reclaim_ns: reclaim.iter().map(|r| r.ns).sum(),
+        pages_reclaimed: reclaim.iter().map(|r| r.pages).sum(),
+        compactions: wait(Wait::Compaction).phases,
+        compaction_ns: wait(Wait::Compaction).ns,
         compaction_results: results,
-        throttles: wait(Wait::Throttle).0,
-        throttle_ns: wait(Wait::Throttle).1,
+        throttles: wait(Wait::Throttle).phases,
+        throttle_ns: wait(Wait::Throttle).ns,
         retries: e.retries,
         kswapd_wakeups: e.kswapd_wakeups,
         oom_victim: e.victim,
@@ -361,7 +364,7 @@ fn background(m: &crate::intern::FastMap<(bool, i32), Background>) -> Vec<Backgr
     let mut rows: Vec<BackgroundRow> = m
         .iter()
         // A sleep with no wake before it: awake since before the capture.
-        .filter(|(_, b)| b.passes > 0 || b.awake_ns > 0)
+        .filter(|(_, b)| b.wake_events > 0 || b.awake_ns > 0)
         .map(|(&(kcompactd, node), b)| {
             let mut orders: Vec<OrderCount> = b
                 .orders
@@ -373,7 +376,7 @@ fn background(m: &crate::intern::FastMap<(bool, i32), Background>) -> Vec<Backgr
                 thread: if kcompactd { "kcompactd" } else { "kswapd" }.into(),
                 node,
                 wakes: b.wakes,
-                wake_events: b.passes,
+                wake_events: b.wake_events,
                 awake_ns: b.awake_ns,
                 orders,
                 awake_at_end: b.awake_since.is_some(),
@@ -411,9 +414,9 @@ fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
     let reaped = p
         .reaping
         .iter()
-        .filter(|r| r.0 == k.victim && r.1 >= k.ts)
-        .min_by_key(|r| r.1)
-        .and_then(|r| r.2.map(|end| end.saturating_sub(r.1)));
+        .filter(|r| r.victim == k.victim && r.start >= k.ts)
+        .min_by_key(|r| r.start)
+        .and_then(|r| r.end.map(|end| end.saturating_sub(r.start)));
     let victim_comm = k
         .victim_comm
         .and_then(|id| n.ctx.names.get(id as usize).cloned())
@@ -431,7 +434,7 @@ fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
         gfp: n.gfp(ep.and_then(|e| e.gfp)),
         stalled_ns: ep.map_or(0, |e| e.stall_ns()),
         waited_ns: ep.map_or(0, |e| k.ts.saturating_sub(e.start)),
-        phases_before: ep.map_or(0, |e| e.per_wait.iter().map(|w| w.0).sum()),
+        phases_before: ep.map_or(0, |e| e.per_wait.iter().map(|w| w.phases).sum()),
         reaped_ns: reaped,
     }
 }
@@ -440,12 +443,12 @@ fn shrinkers(ctx: &SectionContext<'_>, p: &StallsPass) -> Vec<ShrinkerRow> {
     let mut rows: Vec<ShrinkerRow> = p
         .shrinkers
         .iter()
-        .map(|(&f, &(calls, scanned, freed, ns))| ShrinkerRow {
+        .map(|(&f, t)| ShrinkerRow {
             shrinker: ctx.syms.name(f),
-            calls,
-            scanned,
-            freed,
-            ns,
+            calls: t.calls,
+            scanned: t.scanned,
+            freed: t.freed,
+            ns: t.ns,
         })
         .collect();
     rows.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.shrinker.cmp(&b.shrinker)));

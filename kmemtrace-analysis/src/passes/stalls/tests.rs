@@ -88,6 +88,10 @@ impl Feed {
 
 const GFP: u64 = 0x140cca;
 
+fn wt(phases: u32, ns: u64, pages: u64) -> WaitTotals {
+    WaitTotals { phases, ns, pages }
+}
+
 #[test]
 fn a_reclaim_then_the_allocation_is_one_episode() {
     let mut f = Feed::new();
@@ -99,7 +103,7 @@ fn a_reclaim_then_the_allocation_is_one_episode() {
     let e = e[0];
     assert_eq!((e.start, e.last, e.stall_ns()), (1000, 4500, 3000));
     assert_eq!((e.order, e.gfp, e.stack), (Some(2), Some(GFP), 5));
-    assert_eq!(e.per_wait[Wait::Direct as usize], (1, 3000, 32));
+    assert_eq!(e.per_wait[Wait::Direct as usize], wt(1, 3000, 32));
     assert_eq!(e.ended_by, Some("page allocation"));
     assert!(f.pass.open.is_empty());
     assert_eq!(f.pass.events, 2);
@@ -123,7 +127,7 @@ fn an_allocation_ends_only_the_episode_of_its_task_and_not_inside_a_wait() {
     let e = f.episodes();
     assert_eq!(e.len(), 2);
     assert_eq!(e[0].pid, 7);
-    assert_eq!(e[0].per_wait[Wait::Memcg as usize], (2, 1000 + 500, 16));
+    assert_eq!(e[0].per_wait[Wait::Memcg as usize], wt(2, 1000 + 500, 16));
     assert_eq!(e[0].ended_by, Some("page allocation"));
     // Task 8 never allocated again: open at the end, its wait counted.
     assert_eq!(e[1].pid, 8);
@@ -142,8 +146,8 @@ fn a_nested_soft_limit_reclaim_counts_its_time_once() {
         .page(3100, 7);
     let e = f.episodes()[0];
     assert_eq!(e.stall_ns(), 2000);
-    assert_eq!(e.per_wait[Wait::MemcgSoftLimit as usize], (1, 0, 4));
-    assert_eq!(e.per_wait[Wait::Direct as usize], (1, 2000, 20));
+    assert_eq!(e.per_wait[Wait::MemcgSoftLimit as usize], wt(1, 0, 4));
+    assert_eq!(e.per_wait[Wait::Direct as usize], wt(1, 2000, 20));
     assert_eq!(e.first, Wait::Direct);
 }
 
@@ -155,7 +159,7 @@ fn an_end_without_its_begin_adds_no_time_and_is_counted() {
     assert_eq!(f.pass.ends_without_begin, 1);
     let e = f.episodes()[0];
     assert_eq!(e.stall_ns(), 0);
-    assert_eq!(e.per_wait[Wait::Direct as usize], (0, 0, 9));
+    assert_eq!(e.per_wait[Wait::Direct as usize], wt(0, 0, 9));
 }
 
 #[test]
@@ -209,8 +213,8 @@ fn compaction_lasts_to_its_last_zone_and_keeps_the_zones_results() {
         .ev(4200, 7, tp::COMPACT_RETRY, &[])
         .page(5000, 7);
     let e = f.episodes()[0];
-    assert_eq!(e.per_wait[Wait::Compaction as usize], (1, 1500, 0));
-    assert_eq!(e.per_wait[Wait::Direct as usize], (1, 1000, 100));
+    assert_eq!(e.per_wait[Wait::Compaction as usize], wt(1, 1500, 0));
+    assert_eq!(e.per_wait[Wait::Direct as usize], wt(1, 1000, 100));
     assert_eq!(e.stall_ns(), 2500);
     assert_eq!((e.order, e.stack, e.first), (Some(9), 3, Wait::Compaction));
     let mut results: Vec<_> = e.compaction_results.iter().map(|(&s, &n)| (s, n)).collect();
@@ -234,7 +238,7 @@ fn a_throttle_is_the_sleep_before_its_event() {
         .page(60_100, 7);
     let e = f.episodes()[0];
     assert_eq!(e.stall_ns(), 59_000);
-    assert_eq!(e.per_wait[Wait::Throttle as usize].0, 1);
+    assert_eq!(e.per_wait[Wait::Throttle as usize].phases, 1);
 }
 
 #[test]
@@ -267,7 +271,14 @@ fn an_oom_kill_is_tied_to_the_episode_that_led_to_it() {
     let ep = k.episode.as_ref().unwrap();
     assert_eq!((ep.stall_ns(), ep.start, ep.stack), (1900, 1000, 2));
     assert_eq!(f.episodes()[0].victim, Some(42));
-    assert_eq!(f.pass.reaping, [(42, 3600, Some(9600))]);
+    assert_eq!(
+        f.pass.reaping,
+        [Reaping {
+            victim: 42,
+            start: 3600,
+            end: Some(9600)
+        }]
+    );
 }
 
 #[test]
@@ -395,7 +406,7 @@ fn kswapd_wakes_from_sleep_are_told_from_its_per_pass_wake_events() {
         .ev(4000, 55, tp::KSWAPD_SLEEP, &[0])
         .ev(9000, 55, tp::KSWAPD_WAKE, &[0, 0]);
     let b = &f.pass.background[&(false, 0)];
-    assert_eq!((b.wakes, b.passes, b.awake_ns), (2, 4, 3000));
+    assert_eq!((b.wakes, b.wake_events, b.awake_ns), (2, 4, 3000));
     assert_eq!(b.awake_since, Some(9000));
     assert_eq!(b.orders.get(&3), Some(&2));
 }
@@ -460,7 +471,7 @@ fn compaction_throttled_inside_its_zones_goes_on() {
         .page(300_100_000, 7);
     let e = f.episodes()[0];
     assert_eq!(e.stall_ns(), 300_000_000);
-    assert_eq!(e.per_wait[Wait::Throttle as usize].0, 1);
+    assert_eq!(e.per_wait[Wait::Throttle as usize].phases, 1);
 }
 
 #[test]
@@ -496,7 +507,13 @@ fn shrinkers_scan_and_free_per_function() {
         .ev(2100, 7, tp::SHRINK_SLAB_START, &[a, 10])
         .ev(2300, 7, tp::SHRINK_SLAB_END, &[a, 3, 0])
         .ev(2900, 8, tp::SHRINK_SLAB_END, &[b, 0, 64]);
-    assert_eq!(f.pass.shrinkers[&a], (2, 100 + 10, 103, 700));
-    assert_eq!(f.pass.shrinkers[&b], (1, 0, 0, 900));
+    let totals = |calls, scanned, freed, ns| ShrinkerTotals {
+        calls,
+        scanned,
+        freed,
+        ns,
+    };
+    assert_eq!(f.pass.shrinkers[&a], totals(2, 100 + 10, 103, 700));
+    assert_eq!(f.pass.shrinkers[&b], totals(1, 0, 0, 900));
     assert!(f.episodes().is_empty());
 }
