@@ -44,7 +44,14 @@ impl Filter {
     /// Whether an event is selected by its CPU and task.
     #[inline]
     pub fn selects(&self, ev: &crate::event::Event) -> bool {
-        self.workload(ev.pid, ev.in_interrupt) && self.cpu_pid(u32::from(ev.cpu), ev.pid)
+        self.selects_task(u32::from(ev.cpu), ev.pid, ev.in_interrupt)
+    }
+
+    /// Whether an event on `cpu` by `pid` (in an interrupt or not) is
+    /// selected: the workload's, on a selected CPU, of a selected task.
+    #[inline]
+    pub fn selects_task(&self, cpu: u32, pid: i32, in_interrupt: bool) -> bool {
+        self.workload(pid, in_interrupt) && self.cpu_pid(cpu, pid)
     }
 
     /// Leaves out the events of the recorder's own threads that `log`

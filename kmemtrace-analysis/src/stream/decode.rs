@@ -345,14 +345,6 @@ impl Decoder<'_> {
         b.runs.push(run);
     }
 
-    /// Whether the filters keep a tracepoint's event (every one but the
-    /// call-site filter: kmem events are selected in the passes, which
-    /// follow objects of tasks not selected too).
-    #[inline]
-    fn selects(&self, cpu: u16, pid: i32, in_interrupt: bool) -> bool {
-        self.filter.workload(pid, in_interrupt) && self.filter.cpu_pid(u32::from(cpu), pid)
-    }
-
     /// A requested tracepoint's event `r` at `ts`: kept where the filters
     /// select it; a stack the kernel took with it awaited even where not,
     /// so that it goes to no other event.
@@ -361,7 +353,10 @@ impl Decoder<'_> {
             .stack_reader
             .as_ref()
             .is_some_and(|s| s.takes_tracepoint_stack(r.id));
-        if !self.filter.in_time(ts) || !self.selects(b.cpu16, r.pid, r.in_interrupt) {
+        // Every filter but the call site's, which the passes apply to kmem
+        // events (they follow objects of tasks not selected too).
+        let cpu = u32::from(b.cpu16);
+        if !self.filter.in_time(ts) || !self.filter.selects_task(cpu, r.pid, r.in_interrupt) {
             if stacked {
                 b.awaiting.push(r.pid, r.in_interrupt, None);
             }
@@ -464,7 +459,7 @@ impl Decoder<'_> {
         if self.tracepoints.has_marks()
             && !ev.in_interrupt
             && b.needs_mark(ev.pid)
-            && self.selects(b.cpu16, ev.pid, false)
+            && self.filter.selects_task(u32::from(b.cpu16), ev.pid, false)
         {
             if let Some(r) = self.tracepoints.read(e, payload) {
                 if self.tracepoints.marks(r.id) == Some(true) {
@@ -569,6 +564,13 @@ impl BlockDecode<'_, '_> {
             in_interrupt: ev.in_interrupt,
             body,
         };
+        self.route(ev, stacked);
+    }
+
+    /// Puts a kept event in its shard's part; `stacked`: the kernel took a
+    /// stack with it, which it waits for.
+    #[inline]
+    fn route(&mut self, ev: Event, stacked: bool) {
         let shard = self.shard_of(&ev);
         if stacked {
             self.awaiting.push(
@@ -629,15 +631,7 @@ impl BlockDecode<'_, '_> {
             in_interrupt: r.in_interrupt,
             body: Body::Tracepoint(r.tp),
         };
-        let shard = self.shard_of(&ev);
-        if stacked {
-            self.awaiting.push(
-                ev.pid,
-                ev.in_interrupt,
-                Some((shard, self.parts[shard].len())),
-            );
-        }
-        self.parts[shard].push(ev);
+        self.route(ev, stacked);
     }
 
     /// A slab event's fields, its cache name interned.
