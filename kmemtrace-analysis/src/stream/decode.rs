@@ -506,38 +506,40 @@ impl BlockDecode<'_, '_> {
     /// waiting for it, or else kept (the first few) for the previous
     /// block's.
     fn kernel_stack<E: Endian>(&mut self, st: &KernelStack<'_, E>) {
-        self.sum.stacks += 1;
         let interrupt = st.context != 0;
         let intern = |frames: &mut Vec<u64>, stacks: &mut LocalStacks<'_>| {
             frames.clear();
             frames.extend(st.frames());
             stacks.get(frames)
         };
-        match self.awaiting.take(st.pid, interrupt) {
-            Some(at) => {
+        // The page figures count page allocations' stacks only, not a
+        // stall event's.
+        let page_stack = match self.awaiting.take(st.pid, interrupt) {
+            Some(Some((shard, i))) => {
+                let id = intern(self.frames, self.stacks);
+                let page = set_stack(&mut self.parts[shard][i], id);
+                self.sum.stacks_paired += u64::from(page);
+                page
+            }
+            Some(None) => {
                 self.sum.stacks_paired += 1;
-                if let Some((shard, i)) = at {
-                    let id = intern(self.frames, self.stacks);
-                    if !set_stack(&mut self.parts[shard][i], id) {
-                        // A stall event's: the page figures count page
-                        // allocations' stacks only.
-                        self.sum.stacks -= 1;
-                        self.sum.stacks_paired -= 1;
-                    }
-                }
+                true
             }
             // No allocation of this block took it: one of the
             // previous block's may (an interrupt's allocation
             // and stack can come between).
-            None if self.leading.len() < DEPTH => {
-                self.leading.push(LateStack {
-                    pid: st.pid,
-                    in_interrupt: interrupt,
-                    stack: intern(self.frames, self.stacks),
-                });
+            None => {
+                if self.leading.len() < DEPTH {
+                    self.leading.push(LateStack {
+                        pid: st.pid,
+                        in_interrupt: interrupt,
+                        stack: intern(self.frames, self.stacks),
+                    });
+                }
+                true
             }
-            None => {}
-        }
+        };
+        self.sum.stacks += u64::from(page_stack);
     }
 
     /// A kmem event in the time window, made a compact event and routed to
