@@ -462,7 +462,7 @@ impl Decoder<'_> {
             && self.filter.selects_task(u32::from(b.cpu16), ev.pid, false)
         {
             if let Some(r) = self.tracepoints.read(e, payload) {
-                if self.tracepoints.marks(r.id) == Some(true) {
+                if r.mark {
                     b.next_alloc_is_mark.insert(r.pid, false);
                     b.keep_tracepoint(r, ts, false);
                 }

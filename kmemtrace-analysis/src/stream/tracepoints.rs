@@ -72,6 +72,8 @@ pub struct Tracepoints {
 pub struct Read<'p> {
     /// The event's id.
     pub id: u32,
+    /// Its request asks for [`Delivery::TaskMarks`].
+    pub mark: bool,
     pub tp: Tracepoint,
     /// A string field's bytes (its place among the request's fields, its
     /// bytes up to the first NUL), to be interned into `tp.values`.
@@ -159,12 +161,6 @@ impl Tracepoints {
         self.marks
     }
 
-    /// Whether the events of `id` go to a [`Delivery::TaskMarks`] request
-    /// (`Some(false)`: to an [`Delivery::Each`] one; `None`: not asked).
-    pub fn marks(&self, id: u32) -> Option<bool> {
-        self.find(u64::from(id)).map(|r| r.marks)
-    }
-
     fn find(&self, id: u64) -> Option<&Resolved> {
         self.resolved
             .binary_search_by_key(&id, |r| u64::from(r.id))
@@ -210,6 +206,7 @@ impl Tracepoints {
             .unwrap_or(0);
         Some(Read {
             id: r.id,
+            mark: r.marks,
             tp,
             text,
             pid,
