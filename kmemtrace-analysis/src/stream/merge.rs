@@ -95,8 +95,14 @@ impl<'b, 'a> Merger<'b, 'a> {
                 return false;
             }
             let k = s.next_block;
+            // The stream's next block always: with many streams and a
+            // few decoders, a cap shared by every stream would leave the
+            // next block of most to be asked for when it is needed, and
+            // the shard would wait for each (decoding and merging taking
+            // turns instead of overlapping). Further ahead, within the cap.
+            self.blocks.request(i, k + 1);
             let ahead = k + self.ahead;
-            for a in k + 1..=ahead.min(self.blocks.len(i).saturating_sub(1)) {
+            for a in k + 2..=ahead.min(self.blocks.len(i).saturating_sub(1)) {
                 self.blocks.request_ahead(i, a);
             }
             let (part, max_ts) = self.blocks.take(i, k, self.shard);
