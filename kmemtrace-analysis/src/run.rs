@@ -8,6 +8,7 @@ use crate::intern::SiteTable;
 use crate::model::{Report, Severity, SortKey};
 use crate::passes::objects::Objects;
 use crate::passes::{leaks, PassSetup, Passes};
+use crate::stream::timings::{Timings, STREAM};
 use crate::stream::tracepoints::Tracepoints;
 use crate::stream::{run, Progress, StreamSetup};
 use crate::symbols::Symbols;
@@ -26,8 +27,8 @@ pub struct Options {
     pub sort: Vec<SortKey>,
     /// Rows kept per table (`None`: all).
     pub lines: Option<usize>,
-    /// Decoder threads, and half as many shards (`None`: one per core, at
-    /// most 16). The report is the same whatever the number.
+    /// Decoder threads, and shards ([`shards_for`]) (`None`: one per core,
+    /// at most 16). The report is the same whatever the number.
     pub threads: Option<usize>,
     /// Keep page allocations by page frame (`--alloc` with `--page`).
     pub pages_by_pfn: bool,
@@ -83,11 +84,27 @@ impl Options {
     }
 }
 
+/// Shards for `threads` decoder threads: one for two threads or fewer
+/// (each shard keeps its own tables, and on two cores the decoders and the
+/// one shard keep both busy); as many as decoders beyond, because each
+/// shard is a serial stage of the stream and the busiest one bounds the
+/// run on many cores (`--timings` shows it), while more shards cost no
+/// more CPU in all.
+pub fn shards_for(threads: usize) -> usize {
+    if threads <= 2 {
+        1
+    } else {
+        threads
+    }
+}
+
 /// The result of a run.
 pub struct Outcome {
     pub report: Report,
     /// The worst severity among certain findings.
     pub worst: Option<Severity>,
+    /// Where the time went: the stream and what came after it.
+    pub timings: crate::stream::timings::Timings,
 }
 
 /// Analyses `log` as `kmemtrace-report LOG` does with no options (the
@@ -116,9 +133,7 @@ pub fn analyse(
             .map_or(2, |n| n.get())
             .clamp(1, 16)
     });
-    // Decoding costs about what merging and the passes cost per event:
-    // half as many shards as decoders.
-    let nshards = threads.div_ceil(2);
+    let nshards = shards_for(threads);
     let tracepoints = Tracepoints::resolve(&log.formats, Passes::requests());
     let setup = StreamSetup {
         kmem: &kmem,
@@ -140,7 +155,8 @@ pub fn analyse(
         Passes::new(&pass_setup, objects)
     };
     let mut combiner = Combiner::default();
-    let (shards, end) = run(
+    let started = std::time::Instant::now();
+    let (shards, mut end) = run(
         log,
         &setup,
         make,
@@ -148,6 +164,13 @@ pub fn analyse(
         &mut |s, a| combiner.fold(s, a),
         progress,
     );
+    let stream_wall = started.elapsed();
+    let finished = std::time::Instant::now();
+    let mut timings = Timings {
+        phases: vec![(STREAM, stream_wall)],
+        threads: std::mem::take(&mut end.threads),
+        events: end.events,
+    };
     combiner.finish(&end.windows);
 
     // Add the shards up (each keeps its objects); the combiner has what
@@ -190,5 +213,12 @@ pub fn analyse(
         live_pages: &live_pages,
     };
     let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
-    Outcome { report, worst }
+    timings
+        .phases
+        .push(("build (shards added up)", finished.elapsed()));
+    Outcome {
+        report,
+        worst,
+        timings,
+    }
 }

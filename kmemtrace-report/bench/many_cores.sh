@@ -4,14 +4,21 @@
 # kmemtrace-report at -j 1, 2, 4, ... up to the cores, and the Parquet
 # export, on that one log; checks that the report's JSON is the same at
 # every -j; prints one table (and writes it to $OUT/many_cores.txt when OUT
-# is set, as on the device machine).
+# is set, as on the device machine). Then the prediction for PREDICT cores
+# (default 16) from a run here with as many threads (`--timings`, the
+# critical path), beside the measured 1-core rate: on a machine with fewer
+# cores, what the one with PREDICT would do; on one with PREDICT, the model
+# beside the measurement.
 #
 #   kmemtrace-report/bench/many_cores.sh [SECONDS] [LOG]
 #     SECONDS  length of the load (default 10)
 #     LOG      time this log instead of recording one
 #   environment: BIN=dir with the release binaries (default target/release;
 #                nothing is built, so it runs where cargo is missing);
-#                RUNS=timed runs per command (default 2, the faster kept).
+#                RUNS=timed runs per command (default 2, the faster kept);
+#                KEEP_LOG=file keeps a copy of the recorded log there (to
+#                analyse a many-CPU capture on another machine);
+#                PREDICT=cores to predict (default 16).
 #
 # On the device machine (a copy of the tree, 64 MiB carried at most): build
 # here, strip into an ignored directory and carry it:
@@ -73,6 +80,7 @@ if __name__ == "__main__":
 PY
   # 16 MiB per CPU: the Python load is light enough that no event is lost.
   "$bin/kmemtraced" -q -b 16384 -o "$log" -- python3 "$work/load.py" "$secs"
+  [ -z "${KEEP_LOG:-}" ] || cp "$log" "$KEEP_LOG"
 fi
 
 # time_it NAME CMD...: the fastest of $runs runs: wall s, CPU s, peak RSS
@@ -114,13 +122,16 @@ while [ "$j" -le "$cores" ]; do
   [ "$j" -lt "$cores" ] && [ $((j * 2)) -gt "$cores" ] && j=$cores || j=$((j * 2))
 done
 time_it "export parquet -j $cores" "$bin/kmemtrace-export" "$log" --to parquet -j "$cores" -o "$work/pq"
+predict=${PREDICT:-16}
+"$bin/kmemtrace-report" -q -j "$predict" --timings="$predict" "$log" 2>"$work/timings.txt" >/dev/null
 
 same=yes
 [ "$(sort -u "$work"/json.* | wc -l)" = 1 ] || same=no
-python3 - "$work/rows.tsv" "$events" "$cores" "$log" "$same" <<'PY' | tee "${OUT:-$work}/many_cores.txt"
-import os, sys
+python3 - "$work/rows.tsv" "$events" "$cores" "$log" "$same" "$work/timings.txt" "$predict" <<'PY' | tee "${OUT:-$work}/many_cores.txt"
+import os, re, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 events, cores, log, same = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+timings, predict = open(sys.argv[6]).read(), int(sys.argv[7])
 print(f"log: {events:,} events, {os.path.getsize(log) / 1e6:.0f} MB; {cores} cores")
 print(f"{'':28} {'wall s':>8} {'CPU s':>8} {'M events/s':>11} {'peak RSS MB':>12}")
 wall = {}
@@ -135,4 +146,11 @@ ex = wall.get(f"export parquet -j {cores}")
 if ex and full:
     print(f"export / report: {ex / full:.2f}x the time (issue 16: at most 1x)")
 print(f"report JSON the same at every -j: {same}")
+print(f"where the time went at -j {predict} (kmemtrace-report --timings):")
+print(timings.rstrip())
+m = re.search(r"predicted on \d+ cores: ([0-9.]+) s", timings)
+if m and one:
+    p = float(m.group(1))
+    print(f"predicted on {predict} cores: {events / p / 1e6:.1f} M events/s, {one / p:.1f}x the "
+          f"1-core rate measured here (goals: at least 8x and 80 M events/s on 16)")
 PY

@@ -243,11 +243,21 @@ pub struct Cli {
 
     /// Threads (default: one per core, at most 16).
     ///
-    /// N decoders and N/2 (rounded up) analysis shards, each
+    /// N decoders and as many analysis shards (one for N up to 2), each
     /// following the pointers of its buckets (default: one per core, at
     /// most 16). The report is the same whatever the number.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
+
+    /// Where the time went, on standard error after the report: each
+    /// phase, each stream stage's threads (CPU time, time waiting on the
+    /// stage before or after), and the run's wall time predicted on CORES
+    /// cores (default 16) by its critical path. Run with `-j CORES` to
+    /// predict a machine of CORES cores on this one (`--timings=CORES`).
+    #[arg(long, value_name = "CORES", num_args = 0..=1, require_equals = true,
+          default_missing_value = "16",
+          value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub timings: Option<u16>,
 
     /// No progress line and no warnings.
     #[arg(short = 'q', long)]

@@ -11,6 +11,7 @@ mod cli;
 mod events;
 mod input;
 mod output;
+mod timings;
 
 use clap::Parser;
 use cli::Cli;
@@ -51,16 +52,19 @@ fn run(cli: &mut Cli) -> Result<exit::Code, Stop> {
         window,
         override_syms,
     } = input::parse_asked(cli)?;
+    let started = std::time::Instant::now();
     let mut log = input::open(cli)?;
     input::select_tasks_and_time(cli, &log, window, &mut filter).map_err(usage)?;
+    let opened = [("open log", started.elapsed())];
     let syms = input::symbols(cli, &mut log, override_syms);
+    let opened = [opened[0], ("symbols", started.elapsed() - opened[0].1)];
     let code = if cli.events {
         if !cli.all_tasks && cli.pid.is_empty() {
             filter.leave_out_recorder(&log);
         }
         events::list_events(cli, &log, &syms, &filter)?
     } else {
-        report(cli, &log, &syms, filter, sort, page_cull)?
+        report(cli, &log, &syms, filter, sort, page_cull, opened)?
     };
     Ok(match log.incomplete() {
         Some(inc) => {
@@ -109,6 +113,7 @@ fn report(
     filter: filter::Filter,
     sort: Vec<model::SortKey>,
     page_cull: Vec<model::CullKey>,
+    opened: [(&'static str, std::time::Duration); 2],
 ) -> Result<exit::Code, Stop> {
     if log.kmem_decoder().ids().next().is_none() {
         return Err((
@@ -144,7 +149,14 @@ fn report(
     opts.select_as_recorded(log, traced_tree);
     let out = analyse_with_progress(cli, log, syms, opts);
     input::selected_something(cli, log, &out.report)?;
+    let printing = std::time::Instant::now();
     output::print(cli, &out.report, page_only)?;
+    if let Some(cores) = cli.timings {
+        let mut t = out.timings.clone();
+        t.phases.splice(0..0, opened);
+        t.phases.push(("print", printing.elapsed()));
+        eprint!("{}", timings::table(&t, usize::from(cores)));
+    }
     match (cli.fail_on, out.worst) {
         (Some(level), Some(worst)) if worst >= level => {
             if !cli.quiet {

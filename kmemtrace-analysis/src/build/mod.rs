@@ -257,6 +257,7 @@ pub fn build(
         summaries,
         cache_names: names,
         stacks,
+        ..
     } = end;
     let windows = &windows;
     let an = found.passes;

@@ -160,7 +160,9 @@ impl<'a> Blocks<'a> {
                 }
                 return (part.unwrap_or_default(), r.max_ts);
             }
-            st = slot.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = super::timings::waiting_on_input(|| {
+                slot.ready.wait(st).unwrap_or_else(|e| e.into_inner())
+            });
         }
     }
 
@@ -180,7 +182,9 @@ impl<'a> Blocks<'a> {
     pub fn work(&self) {
         let mut local = Local::new(self.decoder);
         loop {
-            let job = self.queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+            let job = super::timings::waiting_on_input(|| {
+                self.queue.lock().unwrap_or_else(|e| e.into_inner()).recv()
+            });
             let Ok((i, k)) = job else { return };
             let spare = || self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let block = &self.streams[i][k];

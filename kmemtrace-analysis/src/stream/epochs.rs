@@ -64,7 +64,9 @@ impl<E> Epochs<E> {
             self.finished_one.notify_all();
         }
         while next != u64::MAX && next > x.low().saturating_add(EPOCH_LAG) {
-            x = self.lagging.wait(x).unwrap_or_else(|e| e.into_inner());
+            x = super::timings::waiting_on_next(|| {
+                self.lagging.wait(x).unwrap_or_else(|e| e.into_inner())
+            });
         }
     }
 

@@ -15,6 +15,7 @@ pub mod decode;
 pub mod epochs;
 pub mod losses;
 pub mod merge;
+pub mod timings;
 pub mod tracepoints;
 
 pub use decode::CpuSummary;
@@ -33,6 +34,7 @@ use merge::Merger;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use timings::{Role, ThreadClock};
 use tracepoints::Tracepoints;
 
 /// Time stamps per epoch, as a shift: 2^22 ns, about 4 ms of trace time.
@@ -59,6 +61,10 @@ pub struct StreamEnd {
     /// Kernel stacks by interned id (index 0, [`crate::intern::NO_STACK`],
     /// is empty).
     pub stacks: Vec<Box<[u64]>>,
+    /// Each stream thread's time, the calling thread's fold included.
+    pub threads: Vec<timings::ThreadTime>,
+    /// Events handed to the shards.
+    pub events: u64,
 }
 
 /// What the stream needs besides the log.
@@ -166,23 +172,32 @@ pub fn run<S: Shard, T: Send>(
     let (job_tx, job_rx) = std::sync::mpsc::channel::<(u64, u64, Vec<S::Epoch>)>();
     let (sum_tx, sum_rx) = std::sync::mpsc::channel::<(u64, T)>();
     let job_rx = Mutex::new(job_rx);
+    let threads = Mutex::new(Vec::new());
     let sinks = std::thread::scope(|scope| {
         let _close = CloseOnExit(&blocks);
         for w in 0..setup.workers.max(1) {
-            let blocks = &blocks;
+            let (blocks, threads) = (&blocks, &threads);
             std::thread::Builder::new()
                 .name(format!("decode-{w}"))
-                .spawn_scoped(scope, move || blocks.work())
+                .spawn_scoped(scope, move || {
+                    let clock = ThreadClock::start(Role::Decode, w);
+                    blocks.work();
+                    clock.stop(threads);
+                })
                 .expect("spawn a decoder thread");
         }
         let handles: Vec<_> = (0..shards)
             .map(|s| {
                 let (blocks, epochs, events, make) = (&blocks, &epochs, &events, &make);
+                let threads = &threads;
                 std::thread::Builder::new()
                     .name(format!("shard-{s}"))
                     .spawn_scoped(scope, move || {
+                        let clock = ThreadClock::start(Role::Shard, s);
                         let merger = Merger::new(blocks, s, ahead);
-                        shard_loop(s, make(s), merger, epochs, events)
+                        let sink = shard_loop(s, make(s), merger, epochs, events);
+                        clock.stop(threads);
+                        sink
                     })
                     .expect("spawn a shard thread")
             })
@@ -193,23 +208,32 @@ pub fn run<S: Shard, T: Send>(
         let combiners = if shards == 1 { 0 } else { shards.div_ceil(2) };
         for c in 0..combiners {
             let (job_rx, sum_tx, summarise) = (&job_rx, sum_tx.clone(), &summarise);
+            let threads = &threads;
             std::thread::Builder::new()
                 .name(format!("combine-{c}"))
-                .spawn_scoped(scope, move || loop {
-                    let job = job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                    let Ok((seq, epoch, outs)) = job else { return };
-                    if sum_tx.send((seq, summarise(epoch, outs))).is_err() {
-                        return;
+                .spawn_scoped(scope, move || {
+                    let clock = ThreadClock::start(Role::Combine, c);
+                    loop {
+                        let job = timings::waiting_on_input(|| {
+                            job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv()
+                        });
+                        let Ok((seq, epoch, outs)) = job else { break };
+                        if sum_tx.send((seq, summarise(epoch, outs))).is_err() {
+                            break;
+                        }
                     }
+                    clock.stop(threads);
                 })
                 .expect("spawn a combiner thread");
         }
         drop(sum_tx);
+        let clock = ThreadClock::start(Role::Fold, 0);
         let mut summaries = InOrder::default();
         let mut sent = 0u64;
         let mut last_report = Instant::now();
         loop {
-            let (ready, finished) = epochs.ready(Duration::from_millis(10));
+            let (ready, finished) =
+                timings::waiting_on_input(|| epochs.ready(Duration::from_millis(10)));
             for (e, outs) in ready {
                 if combiners == 0 {
                     summaries.put(sent, summarise(e, outs));
@@ -244,6 +268,7 @@ pub fn run<S: Shard, T: Send>(
         while let Some(t) = summaries.take() {
             fold(t, &blocks.assembler);
         }
+        clock.stop(&threads);
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -266,6 +291,8 @@ pub fn run<S: Shard, T: Send>(
             summaries,
             cache_names: interner.names(),
             stacks: stack_table.stacks(),
+            threads: threads.into_inner().unwrap_or_else(|e| e.into_inner()),
+            events: events.into_inner(),
         },
     )
 }

@@ -58,6 +58,47 @@ fn text_report_has_summary_callsites_misuse_and_leaks() {
     assert!(!t.contains("LEAKS"), "only the sections asked for");
 }
 
+/// `--timings`: the phases, each stage's threads as `-j` makes them, and
+/// the prediction, on standard error; the report itself unchanged.
+#[test]
+fn timings_say_where_the_time_went_and_predict_other_core_counts() {
+    let log = temp_log(&planted("6.18.44").build());
+    let path = log.path().to_str().unwrap();
+    let plain = report(&["-j", "4", path]);
+    let o = report(&["-j", "4", "--timings=4", path]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o), stdout(&plain), "--timings changes only stderr");
+    let e = String::from_utf8_lossy(&o.stderr);
+    let row = |stage: &str| {
+        e.lines()
+            .find(|l| l.split_whitespace().next() == Some(stage))
+            .unwrap_or_else(|| panic!("no {stage} row in:\n{e}"))
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    // -j 4: four decoders, four shards, two combiners, the fold.
+    assert_eq!(
+        [row("decode"), row("shard"), row("combine"), row("fold")],
+        [Some(4), Some(4), Some(2), Some(1)],
+        "{e}"
+    );
+    for want in ["open log", "stream", "print", "predicted on 4 cores: "] {
+        assert!(e.contains(want), "missing {want:?} in:\n{e}");
+    }
+    // Every event the report counts passed through the stream.
+    let events = e
+        .lines()
+        .next()
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .map(|n| n.replace(',', "").parse::<u64>().unwrap());
+    assert!(events.is_some_and(|n| n > 0), "{e}");
+    // Without a value: 16 cores.
+    let o = report(&["--timings", "-j", "2", path]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("predicted on 16 cores: "));
+}
+
 #[test]
 fn reads_standard_input() {
     let bytes = planted("6.18.44").build();

@@ -295,7 +295,7 @@ fn the_report_does_not_depend_on_the_thread_count() {
         shuffled.path().to_path_buf(),
     ] {
         let one = report_json(&log, &["--alloc", "-j", "1"]);
-        for threads in ["2", "3", "5", "8"] {
+        for threads in ["2", "3", "5", "8", "16"] {
             let many = report_json(&log, &["--alloc", "-j", threads]);
             assert!(
                 one == many,
