@@ -26,8 +26,10 @@
 #   buffer_size_kb  buffer_subbuf_size_kb  enabled_events  endianness
 #   capture_info (key=value: tool, version, instance, times, stop reason, ...)
 #   pagetypeinfo  min_free_kbytes  (/proc/pagetypeinfo, /proc/sys/vm/...)
-#   page_stacks  present when the kernel took a stack with each mm_page_alloc
-#                (events/ftrace/kernel_stack/format then decodes them)
+#   page_stacks  present when the kernel took stacks with mm_page_alloc (a
+#                line per stacked event and its trigger, whose filter says
+#                how page allocations were sampled); events/ftrace/
+#                kernel_stack/format then decodes them
 #
 # Exit status, as every kmemtrace program's (one line on stderr says what):
 # 0 done; 2 usage (a bad option, a buffer size the kernel refuses, no such
@@ -69,8 +71,11 @@ Records the kernel's kmem tracepoints into a dump for
   -t TRACEFS  tracefs mount point (default: /sys/kernel/tracing, mounting it
               if needed, else /sys/kernel/debug/tracing)
   -S          no kernel stacks with page allocations (by default the kernel
-              takes one with each mm_page_alloc: the report's page call sites)
-              nor with the stall events
+              takes them for the report's page call sites) nor with the
+              stall events
+  -P N        page stacks for 1 in N page frames, N a power of two up to
+              1024 (default 16: frame numbers with bits 8-11 clear; the
+              report scales what each stands for); 1: every allocation
   -R          no allocation stall events (by default, with the kmem set, the
               reclaim, compaction and OOM events the kernel has)
   -q          quiet: only errors
@@ -105,7 +110,8 @@ TRACEFS=
 QUIET=
 NO_STACKS=
 NO_STALLS=
-while getopts "d:b:o:e:t:SRqh" opt; do
+PAGE_SAMPLE=16
+while getopts "d:b:o:e:t:SRP:qh" opt; do
     case $opt in
     d) DURATION=$OPTARG ;;
     b) BUF_KB=$OPTARG ;;
@@ -114,6 +120,7 @@ while getopts "d:b:o:e:t:SRqh" opt; do
     t) TRACEFS=$OPTARG ;;
     S) NO_STACKS=1 ;;
     R) NO_STALLS=1 ;;
+    P) PAGE_SAMPLE=$OPTARG ;;
     q) QUIET=1 ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -130,6 +137,15 @@ if [ -n "$DURATION" ] && ! is_uint "$DURATION"; then
     echo "$PROG: error: -d wants whole seconds, not '$DURATION'" >&2
     exit 2
 fi
+# -P: the frame-number bits from 8 up that a sampled page's are clear of
+# (kmemtrace_import::stacks::pfn_sample_filter writes the same filter).
+if ! is_uint "$PAGE_SAMPLE" || [ "$PAGE_SAMPLE" -lt 1 ] || [ "$PAGE_SAMPLE" -gt 1024 ] ||
+    [ $((PAGE_SAMPLE & (PAGE_SAMPLE - 1))) -ne 0 ]; then
+    echo "$PROG: error: -P wants a power of two from 1 to 1024, not '$PAGE_SAMPLE'" >&2
+    exit 2
+fi
+PAGE_FILTER=
+[ "$PAGE_SAMPLE" -gt 1 ] && PAGE_FILTER=$(printf '!(pfn & 0x%x)' $(((PAGE_SAMPLE - 1) << 8)))
 if ! is_uint "$BUF_KB" || [ "$BUF_KB" -lt 4 ]; then
     echo "$PROG: error: -b wants a size in KiB of at least 4, not '$BUF_KB'" >&2
     exit 2
@@ -466,8 +482,12 @@ COMMAND=$(quote "$@")
 # on a disabled event soft-disables it: stacks of allocations not recorded).
 STACKS=
 TRIGGERS=
-stack_trigger() { # system/event: set the trigger, a line in page_stacks
-    if echo stacktrace >"$EVDIR/$1/trigger" 2>/dev/null; then
+stack_trigger() { # system/event [FILTER]: set the trigger (with the filter
+    # where the kernel takes it), a line in page_stacks
+    if [ -n "${2:-}" ] && echo "stacktrace if $2" >"$EVDIR/$1/trigger" 2>/dev/null; then
+        TRIGGERS="$TRIGGERS $1"
+        echo "${1%%/*}:${1#*/} stacktrace if $2" >>"$WORK/page_stacks"
+    elif echo stacktrace >"$EVDIR/$1/trigger" 2>/dev/null; then
         TRIGGERS="$TRIGGERS $1"
         echo "${1%%/*}:${1#*/} stacktrace" >>"$WORK/page_stacks"
     else
@@ -476,7 +496,7 @@ stack_trigger() { # system/event: set the trigger, a line in page_stacks
 }
 if [ -z "$NO_STACKS" ] && [ -f "$EVDIR/ftrace/kernel_stack/format" ]; then
     case " $ENABLED " in
-    *" kmem/mm_page_alloc "*) stack_trigger kmem/mm_page_alloc ;;
+    *" kmem/mm_page_alloc "*) stack_trigger kmem/mm_page_alloc "$PAGE_FILTER" ;;
     esac
     for e in $STACKED_STALL_EVENTS; do
         case " $ENABLED " in

@@ -616,6 +616,28 @@ pub struct PageStacks {
     pub cut_at_start: u64,
     /// Distinct stacks.
     pub distinct: u64,
+    /// How the stacks sampled the allocations, where they did (absent: a
+    /// stack with every allocation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<PageStackSampling>,
+}
+
+/// Page stacks taken for a sample of page frames (`kmemtraced
+/// --page-stacks N`): the call-site table's hits and bytes are estimates.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PageStackSampling {
+    /// Stacks for 1 in this many page frames.
+    pub one_in: u64,
+    /// Those whose frame number has these bits clear (the trigger's
+    /// `!(pfn & MASK)`).
+    pub pfn_mask: Addr,
+    /// What one sampled allocation stands for, by order from 0: `one_in`
+    /// until the order whose blocks are aligned past the mask's lowest bit,
+    /// then half as much per order, down to 1.
+    pub weight_by_order: Vec<u64>,
+    /// Successful allocations (in the filters) outside the sample, counted
+    /// in every total but in no call-site row.
+    pub not_sampled: u64,
 }
 
 /// One row of the page call-site table.
@@ -629,8 +651,15 @@ pub struct PageCallsiteRow {
     pub order: u32,
     pub migratetype: String,
     pub gfp: Gfp,
+    /// Allocations, and their bytes; estimates where the stacks were
+    /// sampled (see `sampled`).
     pub hits: u64,
     pub bytes: u64,
+    /// Where the stacks were sampled: the allocations seen in the sample,
+    /// each counted in `hits` as the allocations it stands for. The
+    /// estimate's 95 % margin is about `hits` x 2 / sqrt(`sampled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<u64>,
     /// Of these, still allocated at the end.
     pub live_blocks: u64,
     pub live_bytes: u64,

@@ -609,6 +609,14 @@ fn options(log: &Log, cpus: u32) -> Vec<(u16, Vec<u8>)> {
     out.push((opt::CPUCOUNT, encode(log.endian, u64::from(cpus), 4)));
     let version = format!("kmemtrace-export {}\0", env!("CARGO_PKG_VERSION"));
     out.push((opt::VERSION, version.into_bytes()));
+    // How page stacks were taken (which allocations have one, and the
+    // sample): the report reads it back from the option.
+    use kmemtrace_import::stacks::PAGE_STACKS_META;
+    if let Some(m) = log.meta(MetaKind::Other, PAGE_STACKS_META) {
+        let mut payload = format!("{PAGE_STACKS_META}\0").into_bytes();
+        payload.extend_from_slice(&m.content);
+        out.push((opt::KMEMTRACE_META, payload));
+    }
     // The statistics at the end, one per CPU in CPU order.
     let mut end: BTreeMap<u32, &[u8]> = BTreeMap::new();
     for s in &log.stats {

@@ -65,6 +65,76 @@ pub fn page_stacks_recorded(log: &Log) -> bool {
         })
 }
 
+/// The lowest page-frame bit a sample of page stacks tests (see
+/// [`pfn_sample_filter`]).
+pub const PFN_SAMPLE_SHIFT: u32 = 8;
+
+/// The trigger filter that takes stacks for 1 in `one_in` page frames (a
+/// power of two): those whose number has the `log2(one_in)` bits from
+/// [`PFN_SAMPLE_SHIFT`] up clear, 1 MiB regions of 4 KiB pages. Not the
+/// lowest bits: the buddy allocator hands out the first page of each block
+/// it splits, aligned, so low-bit samples favour the callers that take
+/// fresh blocks (by 10-80 % per call site on captures here, docs/benchmarks.md
+/// "Page stacks for a sample"). Blocks aligned past the tested bits (order
+/// 9 and up for 1 in 16) pass more often, as [`PageStackSample::weight`]
+/// counts.
+pub fn pfn_sample_filter(one_in: u32) -> String {
+    let mask = u64::from(one_in.saturating_sub(1)) << PFN_SAMPLE_SHIFT;
+    format!("!(pfn & {mask:#x})")
+}
+
+/// How page allocations' stacks were sampled, read back from the trigger
+/// the log says the kernel took (a top-level `&&` term `!(pfn & MASK)`,
+/// the mask in decimal or hex, as [`pfn_sample_filter`] writes it or any
+/// other: [`StackScope`]); every allocation's where the trigger has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageStackSample {
+    /// The page-frame bits that must be clear (0: every allocation).
+    pub mask: u64,
+}
+
+impl PageStackSample {
+    pub const EVERY: PageStackSample = PageStackSample { mask: 0 };
+
+    /// The sample of a `mm_page_alloc` trigger.
+    pub fn of_trigger(trigger: &str) -> PageStackSample {
+        StackScope::of_meta(&page_stacks_text(trigger)).sample
+    }
+
+    /// The sample the log's page stacks were taken with.
+    pub fn of_log(log: &Log) -> PageStackSample {
+        log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META)
+            .map_or(Self::EVERY, |m| {
+                StackScope::of_meta(&String::from_utf8_lossy(&m.content)).sample
+            })
+    }
+
+    /// 1 in how many page frames.
+    pub fn one_in(&self) -> u64 {
+        1 << self.mask.count_ones()
+    }
+
+    /// Whether the kernel took a stack with a successful allocation of
+    /// `pfn`.
+    pub fn takes(&self, pfn: u64) -> bool {
+        pfn & self.mask == 0
+    }
+
+    /// The allocations of `order` one sampled allocation stands for: an
+    /// order-o block's frame number has its o low bits clear, so only the
+    /// mask's bits from o up select it.
+    pub fn weight(&self, order: u32) -> u64 {
+        let low = 1u64.checked_shl(order).map_or(u64::MAX, |b| b - 1);
+        1 << (self.mask & !low).count_ones()
+    }
+
+    /// The weights by order, from order 0 to the first of weight 1.
+    pub fn weights(&self) -> Vec<u64> {
+        let last = 64 - self.mask.leading_zeros();
+        (0..=last).map(|o| self.weight(o)).collect()
+    }
+}
+
 /// The event's system and name.
 pub const STACK_SYSTEM: &str = "ftrace";
 pub const STACK_EVENT: &str = "kernel_stack";
@@ -172,6 +242,13 @@ impl StackReader {
         ev.kind == kmemtrace_kernel::kmem::KmemKind::MmPageAlloc
             && self.page_stacks
             && self.scope.takes(ev.pid, ev.in_interrupt)
+            && (self.scope.sample == PageStackSample::EVERY
+                || ev.pfn.is_some_and(|p| self.scope.sample.takes(p)))
+    }
+
+    /// How page allocations' stacks were sampled.
+    pub fn sample(&self) -> PageStackSample {
+        self.scope.sample
     }
 
     /// Where the entries start in a record, and their size (the recorded
@@ -299,6 +376,38 @@ mod tests {
     #[test]
     fn the_plain_trigger_text_is_the_constant() {
         assert_eq!(page_stacks_text("stacktrace"), PAGE_STACKS_TEXT);
+    }
+
+    #[test]
+    fn the_sample_is_read_back_from_the_trigger_the_kernel_took() {
+        let of = |t: &str| PageStackSample::of_trigger(t);
+        assert_eq!(of("stacktrace"), PageStackSample::EVERY);
+        assert_eq!(pfn_sample_filter(16), "!(pfn & 0xf00)");
+        let s = of(&format!("stacktrace if {}", pfn_sample_filter(16)));
+        assert_eq!((s.mask, s.one_in()), (0xf00, 16));
+        // As the recorder writes it beside its own threads' filter, and as
+        // the kernel lists it back (`stacktrace:unlimited`), in decimal too.
+        let s = of(
+            "stacktrace:unlimited if ((common_pid < 100 || common_pid > 102) \
+                    || common_flags & 0x58) && !(pfn & 15)",
+        );
+        assert_eq!((s.mask, s.one_in()), (15, 16));
+        assert_eq!(of("stacktrace if pfn & 15"), PageStackSample::EVERY);
+        assert_eq!(
+            of("stacktrace if !(pfn & 0xfffffffff)"),
+            PageStackSample::EVERY
+        );
+        let s = PageStackSample { mask: 0xf00 };
+        assert!(s.takes(0x1_f0ff) && !s.takes(0x1_f100));
+        // Blocks of order 9 have bit 8 clear: 1 in 8 of them is taken.
+        assert_eq!(
+            s.weights(),
+            [16, 16, 16, 16, 16, 16, 16, 16, 16, 8, 4, 2, 1]
+        );
+        assert_eq!(PageStackSample { mask: 15 }.weights(), [16, 8, 4, 2, 1]);
+        assert_eq!(PageStackSample::EVERY.weights(), [1]);
+        assert_eq!(PageStackSample::EVERY.weight(70), 1);
+        assert!(PageStackSample::EVERY.takes(0x1231));
     }
 
     fn format(caller_offset: usize, long: usize) -> EventFormat {

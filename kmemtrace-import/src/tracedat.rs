@@ -317,6 +317,11 @@ pub mod opt {
     pub const TIME_SHIFT: u16 = 12;
     pub const TSC2NSEC: u16 = 14;
     pub const BUFFER_TEXT: u16 = 22;
+    /// Not trace-cmd's: a log's META record that the analysis reads and
+    /// trace.dat has no place for (how page stacks were taken), written
+    /// by kmemtrace-export as `name\0content`; the id is far above
+    /// trace-cmd's own, which skips options it does not know.
+    pub const KMEMTRACE_META: u16 = 0x4b4d;
 }
 
 /// `name: kmalloc` of a format text.
@@ -509,6 +514,14 @@ impl Reader {
             opt::BUFFER_TEXT => self
                 .notes
                 .push("a latency (text) buffer is left out: it holds no ring-buffer pages".into()),
+            opt::KMEMTRACE_META => {
+                if let Some(at0) = data.iter().position(|&c| c == 0) {
+                    let name = String::from_utf8_lossy(&data[..at0]).into_owned();
+                    if !name.is_empty() && !name.contains('/') {
+                        self.files.insert(name, data[at0 + 1..].to_vec());
+                    }
+                }
+            }
             id @ HEADER_INFO..=CMDLINES if self.version >= 7 => {
                 self.sections.insert(id, b.num(8)?);
             }

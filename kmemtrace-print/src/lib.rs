@@ -25,3 +25,35 @@ pub use html::Html;
 pub use pass_sections::PrintSection;
 pub use section::{print, Printer, Section};
 pub use text::Text;
+
+/// A sample's weights by order (from order 0) in words, runs of one
+/// weight together: `16x at orders 0-8, 8x at order 9, ..., once from
+/// order 12`.
+pub(crate) fn weights_text(weights: &[u64]) -> String {
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for (o, w) in weights.iter().enumerate() {
+        if weights.get(o + 1) == Some(w) {
+            continue;
+        }
+        parts.push(match (*w, from == o) {
+            (1, _) => format!("once from order {from}"),
+            (w, true) => format!("{w}x at order {o}"),
+            (w, false) => format!("{w}x at orders {from}-{o}"),
+        });
+        from = o + 1;
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn weights_in_words() {
+        assert_eq!(
+            super::weights_text(&[16, 16, 16, 8, 4, 2, 1]),
+            "16x at orders 0-2, 8x at order 3, 4x at order 4, 2x at order 5, once from order 6"
+        );
+        assert_eq!(super::weights_text(&[1]), "once from order 0");
+    }
+}

@@ -60,11 +60,13 @@ The page tables take page (frame), callsite, bytes, hit, order, migtype and
 gfp from the same list (numbers the largest first, the rest ascending);
 default bytes,hit, as perf kmem --page.
 
-Page call sites come from the kernel stack kmemtraced records with each page
-allocation (--page-stacks, on by default): the first frame outside the
-tracing machinery and the page allocator, whose functions in the recorded
-kernel the JSON lists (pages.allocator_functions). Without stacks the call
-site is `-`.
+Page call sites come from the kernel stacks kmemtraced records with page
+allocations (--page-stacks: by default for 1 in 16 page frames, whose
+allocations then count as the 16 they stand for, the table's hits and bytes
+estimates with their margin; `all` for every one): the first frame outside
+the tracing machinery and the page allocator, whose functions in the
+recorded kernel the JSON lists (pages.allocator_functions). Without stacks
+the call site is `-`.
 
 Filters: --time cuts the capture to a window (seconds after the first event,
 or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,

@@ -205,7 +205,7 @@ pub struct Cli {
     /// kcompactd wake and sleep, compaction, the OOM killer's retries,
     /// victims and reaping: those this kernel has. They fire only under
     /// memory pressure; the kernel takes a stack with the first event of
-    /// each wait (with --page-stacks on), for its call site.
+    /// each wait (unless --page-stacks off), for its call site.
     #[arg(long = "stalls", value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = parse_on_off)]
     pub stalls: bool,
 
@@ -217,15 +217,20 @@ pub struct Cli {
     #[arg(long = "stall-detail")]
     pub stall_detail: bool,
 
-    /// A kernel stack with each page allocation.
+    /// Kernel stacks with page allocations, for the report's page call sites.
     ///
-    /// For the report's page call sites: the `stacktrace` event trigger in the
-    /// recorder's own instance (not for the recorder's own threads outside
-    /// interrupts, unless --trace-self). `off` records no stacks (smaller logs, less
-    /// overhead in the traced kernel; the page report then has no call
-    /// sites).
-    #[arg(long = "page-stacks", value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = parse_on_off)]
-    pub page_stacks: bool,
+    /// N (a power of two up to 1024; default 16): a stack for the blocks
+    /// whose page frame number is a multiple of N, about 1 in N order-0
+    /// allocations and every block of order log2(N) and above (they are
+    /// aligned); the report scales each sampled allocation's hits and
+    /// bytes by how many it stands for, and says so. `all` (or `on`, or 1):
+    /// a stack with every allocation, which costs the traced tasks about as
+    /// much as recording the events does. `off`: none (no page call sites).
+    /// By the `stacktrace` event trigger in the recorder's own instance, not
+    /// for the recorder's own threads outside interrupts (unless
+    /// --trace-self).
+    #[arg(long = "page-stacks", value_name = "N|all|off", default_value = "16", value_parser = parse_page_stacks)]
+    pub page_stacks: u32,
 
     /// Drain what boot-time tracing left in the top buffer.
     ///
@@ -406,6 +411,20 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
         "on" | "yes" | "1" => Ok(true),
         "off" | "no" | "0" => Ok(false),
         _ => Err(format!("`{s}`: expected on or off")),
+    }
+}
+
+/// `--page-stacks`: 1 in how many page frames (0: off).
+pub fn parse_page_stacks(s: &str) -> Result<u32, String> {
+    match s {
+        "all" | "on" => Ok(1),
+        "off" => Ok(0),
+        _ => match s.parse::<u32>() {
+            Ok(n) if n.is_power_of_two() && n <= 1024 => Ok(n),
+            _ => Err(format!(
+                "`{s}`: expected a power of two from 1 to 1024, all or off"
+            )),
+        },
     }
 }
 

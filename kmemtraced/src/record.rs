@@ -447,16 +447,17 @@ fn add_idle_switches(dir: &TraceDir, events: &mut Vec<Event>) {
 /// The trigger that has the kernel take a stack with each page allocation.
 const PAGE_STACK_TRIGGER: &str = "stacktrace";
 
-/// [`PAGE_STACK_TRIGGER`], but not for the recorder's own threads (`tids`)
-/// outside interrupts (`common_flags` hard IRQ 0x08, soft IRQ 0x10, NMI
-/// 0x40): splicing has the kernel allocate a page per sub-buffer in the
-/// reader, and the writer's page cache allocates too, and each stack costs
-/// the recorder CPU for allocations the report leaves out anyway. By task id, not by thread name: another recorder's threads are
-/// any other task to this one. Runs of consecutive ids (the threads start
-/// one after another) are one range each: the kernel refuses a trigger of a
-/// page or more, which a test per thread (two per CPU) reached at about 80
-/// CPUs. `tids` sorted.
-fn page_stack_trigger_not_ours(tids: &[i32]) -> String {
+/// The filter that leaves out the recorder's own threads (`tids`) outside
+/// interrupts (`common_flags` hard IRQ 0x08, soft IRQ 0x10, NMI 0x40):
+/// splicing has the kernel allocate a page per sub-buffer in the reader,
+/// and the writer's page cache allocates too, and each stack costs the
+/// recorder CPU for allocations the report leaves out anyway. By task id,
+/// not by thread name: another recorder's threads are any other task to
+/// this one. Runs of consecutive ids (the threads start one after another)
+/// are one range each: the kernel refuses a trigger of a page or more,
+/// which a test per thread (two per CPU) reached at about 80 CPUs. `tids`
+/// sorted.
+fn page_stack_filter_not_ours(tids: &[i32]) -> String {
     let ours: Vec<String> = tids
         .chunk_by(|a, b| b.checked_sub(*a) == Some(1))
         .map(|run| match run {
@@ -466,10 +467,7 @@ fn page_stack_trigger_not_ours(tids: &[i32]) -> String {
             _ => format!("common_pid != {}", run[0]),
         })
         .collect();
-    format!(
-        "{PAGE_STACK_TRIGGER} if ({}) || common_flags & 0x58",
-        ours.join(" && ")
-    )
+    format!("({}) || common_flags & 0x58", ours.join(" && "))
 }
 
 /// The recorded stall events the kernel takes a stack with
@@ -532,23 +530,44 @@ fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -
 /// after the event). Call with tracing off and the event enabled: a
 /// trigger on a disabled event soft-disables it, and the kernel then takes
 /// stacks of allocations it does not record.
-/// Returns the trigger set: without the threads `own_tids` (none with
-/// `--trace-self`), or plain where the kernel refuses the filter.
-fn start_page_stacks(dir: &TraceDir, own_tids: &[i32]) -> std::result::Result<String, String> {
+/// Returns the trigger set, the first of these the kernel takes: without
+/// the threads `own_tids` (none with `--trace-self`) and for 1 in `one_in`
+/// page frames; without the sample (a kernel whose event has no `pfn`);
+/// plain. The log keeps it, and the report reads the sample from it.
+fn start_page_stacks(
+    dir: &TraceDir,
+    own_tids: &[i32],
+    one_in: u32,
+) -> std::result::Result<String, String> {
     const FILE: &str = "events/kmem/mm_page_alloc/trigger";
-    if !own_tids.is_empty() {
-        let t = page_stack_trigger_not_ours(own_tids);
-        if dir.write(FILE, &t).is_ok() {
-            return Ok(t);
+    let not_ours = (!own_tids.is_empty()).then(|| page_stack_filter_not_ours(own_tids));
+    let sample = (one_in > 1).then(|| kmemtrace_import::stacks::pfn_sample_filter(one_in));
+    let mut tries = Vec::new();
+    if let (Some(o), Some(s)) = (&not_ours, &sample) {
+        tries.push(format!("{PAGE_STACK_TRIGGER} if ({o}) && {s}"));
+    }
+    tries.extend(
+        sample
+            .iter()
+            .map(|s| format!("{PAGE_STACK_TRIGGER} if {s}")),
+    );
+    tries.extend(
+        not_ours
+            .iter()
+            .map(|o| format!("{PAGE_STACK_TRIGGER} if {o}")),
+    );
+    tries.push(PAGE_STACK_TRIGGER.to_string());
+    let mut last = None;
+    for t in tries {
+        match dir.write(FILE, &t) {
+            Ok(()) => return Ok(t),
+            Err(e) => last = Some(e),
         }
     }
-    dir.write(FILE, PAGE_STACK_TRIGGER)
-        .map(|()| PAGE_STACK_TRIGGER.to_string())
-        .map_err(|e| {
-            format!(
-                "no page stacks: the kernel refused the stacktrace trigger on mm_page_alloc ({e})"
-            )
-        })
+    Err(format!(
+        "no page stacks: the kernel refused the stacktrace trigger on mm_page_alloc ({})",
+        last.map_or_else(String::new, |e| e.to_string())
+    ))
 }
 
 /// Whether the recording traces chosen processes (`-p`, `-F`) only.
@@ -630,7 +649,7 @@ fn start_tracing(
             .iter()
             .any(|e| e.system == "kmem" && e.name == "mm_page_alloc");
         if page_allocs {
-            match start_page_stacks(dir, own_tids) {
+            match start_page_stacks(dir, own_tids, cli.page_stacks) {
                 Ok(trigger) => text.push_str(&page_stacks_text(&trigger)),
                 Err(n) => notes.push(n),
             }
@@ -718,7 +737,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         add_idle_switches(&inst.dir, &mut events);
     }
     let mut stack_notes = Vec::new();
-    let stacks = if cli.page_stacks {
+    let stacks = if cli.page_stacks > 0 {
         page_stack_event(&inst.dir, &events, &mut stack_notes)
     } else {
         None
@@ -1160,7 +1179,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{cpumask_hex, default_buffer_kb, default_subbuf_kb, page_stack_trigger_not_ours};
+    use super::{cpumask_hex, default_buffer_kb, default_subbuf_kb, page_stack_filter_not_ours};
 
     #[test]
     fn cpu_masks_are_written_as_the_kernel_reads_them() {
@@ -1174,14 +1193,14 @@ mod tests {
     #[test]
     fn page_stack_trigger_leaves_out_runs_of_own_threads() {
         assert_eq!(
-            page_stack_trigger_not_ours(&[7, 100, 101, 102, 104]),
-            "stacktrace if (common_pid != 7 && (common_pid < 100 || common_pid > 102) \
+            page_stack_filter_not_ours(&[7, 100, 101, 102, 104]),
+            "(common_pid != 7 && (common_pid < 100 || common_pid > 102) \
              && common_pid != 104) || common_flags & 0x58"
         );
         // 256 CPUs' readers and compressors, started one after another: far
         // under the kernel's page.
         let tids: Vec<i32> = (1000..1000 + 2 * 256 + 3).collect();
-        assert!(page_stack_trigger_not_ours(&tids).len() < 100);
+        assert!(page_stack_filter_not_ours(&tids).len() < 100);
     }
 
     #[test]

@@ -9,8 +9,9 @@ as JSON, what the tests compare with the log and the report:
              differ from callsites.parquet's hits and bytes
   callsites  call site -> [hits, bytes_req, bytes_alloc] from callsites.parquet
   capture    the distinct capture names in the rows
-  page_sites "call site|order" -> mm_page_alloc rows (kmemtraced's own
-             threads left out), `-` for no call site
+  page_sites "call site|order" -> the allocations mm_page_alloc rows
+             stand for (sum of stands_for; kmemtraced's own threads left
+             out), `-` for no call site
   stacks     [page rows with a call site, with a stack, with a stack whose
              last (innermost) frame is not the call site's function]
   cpu_back   rows, per event file, whose CPU is lower than the row
@@ -60,8 +61,9 @@ def main():
     out["page_sites"] = {
         f"{s}|{o}": n
         for s, o, n in con.sql(f"""
-            select coalesce(call_site_sym, '-'), "order", count(*) from {f('page_events')}
-            where event = 'mm_page_alloc' and not by_recorder group by 1, 2""").fetchall()
+            select coalesce(call_site_sym, '-'), "order", sum(stands_for) from {f('page_events')}
+            where event = 'mm_page_alloc' and not by_recorder group by 1, 2
+            having sum(stands_for) > 0""").fetchall()
     }
     # What `where not by_recorder` selects is what the report counts.
     out["page_frees"] = con.sql(f"""

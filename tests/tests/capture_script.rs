@@ -316,6 +316,18 @@ fn script_records_a_workload_under_busybox_and_imports() {
     import(&dump, &log_path);
     let (log, counts, bad) = decode(&log_path);
     assert_eq!(bad, 0);
+    // Page stacks for a sample of page frames by default, the filter
+    // written as the recorder writes it, and read back as such.
+    use kmemtrace_import::stacks::{pfn_sample_filter, PageStackSample};
+    let stacks = String::from_utf8_lossy(meta_other(&log, "page_stacks").unwrap()).into_owned();
+    assert!(
+        stacks.contains(&format!(
+            "kmem:mm_page_alloc stacktrace if {}",
+            pfn_sample_filter(16)
+        )),
+        "{stacks}"
+    );
+    assert_eq!(PageStackSample::of_log(&log).one_in(), 16);
     let host = if cfg!(target_endian = "big") {
         RunTimeEndian::Big
     } else {
@@ -540,6 +552,9 @@ fn script_usage_and_errors() {
 
     let o = go(&["-Z"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = go(&["-P", "3", "-d", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(one_line(&o).contains("-P wants a power of two"));
     let o = go(&["-d", "soon"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(one_line(&o).contains("-d wants whole seconds"));

@@ -477,16 +477,45 @@ fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
     }
     let d = tmp();
     let script = "exec dd if=/dev/zero of=/dev/null bs=4M count=2 status=none";
-    let with = d.path().join("stacks.kmt");
+    // The default: stacks for 1 in 16 page frames, the kernel's filter
+    // and the report agreeing on which.
+    let sampled = d.path().join("sampled.kmt");
     let out = run(kmemtraced()
         .arg("-o")
-        .arg(&with)
+        .arg(&sampled)
         .args(["-F", "--", "sh", "-c", script]));
+    assert_eq!(out.status.code(), Some(0));
+    let p = page_report(&sampled);
+    let allocs = p["allocations"]["requests"].as_u64().unwrap();
+    let s = &p["stacks"];
+    assert_eq!(s["sample"]["one_in"], 16, "{s}");
+    assert_eq!(s["records"], s["matched"], "{s}");
+    let with = s["allocations_with_stack"].as_u64().unwrap();
+    let outside = s["sample"]["not_sampled"].as_u64().unwrap();
+    // Every allocation in the sample has its stack, but one the capture's
+    // stop cut off.
+    assert!(
+        with + outside <= allocs && allocs - with - outside <= s["cut_at_end"].as_u64().unwrap(),
+        "{allocs} allocations: {s}"
+    );
+    assert!(with > 0 && outside > with, "{s}");
+
+    let with = d.path().join("stacks.kmt");
+    let out = run(kmemtraced().arg("-o").arg(&with).args([
+        "--page-stacks",
+        "all",
+        "-F",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]));
     assert_eq!(out.status.code(), Some(0));
     let p = page_report(&with);
     let allocs = p["allocations"]["requests"].as_u64().unwrap();
     assert!(allocs >= 1024, "{allocs} page allocations");
     assert_eq!(p["stacks"]["recorded"], true);
+    assert!(p["stacks"].get("sample").is_none());
     assert_eq!(p["stacks"]["records"], p["stacks"]["matched"]);
     assert_eq!(p["stacks"]["allocations_with_stack"], allocs);
     let top = p["callsites"][0]["callsite"].as_str().unwrap();
@@ -1346,7 +1375,7 @@ fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
         assert!(trigger_leaves_out(&trigger, t), "{t}: {trigger}");
     }
     // The report leaves the recorder's own allocations out: every other
-    // one has its stack, but for one per CPU that another task made as
+    // one in the sample has its stack, but for one per CPU that another task made as
     // tracing stopped (the kernel takes the stack after the event), which
     // the report counts in stacks.cut_at_end. Every stack has its
     // allocation, but for one per CPU whose allocation came as tracing
@@ -1363,8 +1392,11 @@ fn the_recorders_own_page_allocations_take_no_stacks_and_all_others_do() {
         .max()
         .map_or(0, |c| u64::from(c) + 1);
     assert!(cut <= cpus, "{s}");
+    // Stacks are taken for 1 in 16 page frames by default: the kernel's
+    // filter and the report agree on every allocation outside the sample.
+    let outside = s["sample"]["not_sampled"].as_u64().unwrap();
     assert_eq!(
-        s["allocations_with_stack"].as_u64().unwrap() + cut,
+        s["allocations_with_stack"].as_u64().unwrap() + cut + outside,
         allocs,
         "{s}"
     );

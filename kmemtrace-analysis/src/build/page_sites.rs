@@ -9,6 +9,7 @@ use crate::model::{
 };
 use crate::page_callers::call_site_index;
 use crate::passes::pages::{LivePages, PagesPass, Requests, SiteKey};
+use kmemtrace_import::stacks::PageStackSample;
 
 /// The recorded stacks, each with its call site found once.
 pub(crate) struct StackSites<'a> {
@@ -128,6 +129,7 @@ pub(crate) fn callsites(
                 gfp: cx.gfp(k.gfp, acc.all.requests),
                 hits: acc.all.requests,
                 bytes: acc.all.bytes,
+                sampled: (p.sample != PageStackSample::EVERY).then_some(acc.all.samples),
                 live_blocks: acc.live.requests,
                 live_bytes: acc.live.bytes,
                 stacks: acc.stacks.keys().filter(|&&s| s != NO_STACK).count() as u64,

@@ -17,6 +17,7 @@ use crate::filter::Filter;
 use crate::intern::FastMap;
 use crate::model::PageStats;
 use crate::stream::OrderKey;
+use kmemtrace_import::stacks::PageStackSample;
 
 /// Orders of 10 and more share the last slot.
 pub const ORDER_SLOTS: usize = 11;
@@ -169,6 +170,9 @@ pub struct PfnKey {
 pub struct Requests {
     pub requests: u64,
     pub bytes: u64,
+    /// Where each request counted stands for `weight` of them (page stacks
+    /// taken for a sample of page frames): the requests actually seen.
+    pub samples: u64,
 }
 
 impl Requests {
@@ -176,9 +180,16 @@ impl Requests {
         self.requests += 1;
         self.bytes = self.bytes.saturating_add(bytes);
     }
+    /// One request seen, standing for `weight` of them.
+    pub(crate) fn add_sampled(&mut self, bytes: u64, weight: u64) {
+        self.requests += weight;
+        self.bytes = self.bytes.saturating_add(bytes.saturating_mul(weight));
+        self.samples += 1;
+    }
     pub fn absorb(&mut self, o: &Requests) {
         self.requests += o.requests;
         self.bytes = self.bytes.saturating_add(o.bytes);
+        self.samples += o.samples;
     }
 }
 
@@ -236,6 +247,12 @@ pub struct PagesPass<'a> {
     pub by_site: FastMap<SiteKey, Requests>,
     /// Successful allocations that came with a stack.
     pub with_stack: u64,
+    /// How the kernel's stacks sampled the allocations: `by_site` (and the
+    /// live blocks by site) count the sampled ones, each as the
+    /// allocations it stands for.
+    pub sample: PageStackSample,
+    /// Successful allocations outside the sample (in no call-site row).
+    pub not_sampled: u64,
     /// Successful allocations by page frame (kept on request only: one
     /// entry per frame and grouping).
     pub by_pfn: Option<FastMap<PfnKey, Requests>>,
@@ -271,6 +288,8 @@ impl<'a> PagesPass<'a> {
             fallbacks_per_second: FastMap::default(),
             by_site: FastMap::default(),
             with_stack: 0,
+            sample: PageStackSample::EVERY,
+            not_sampled: 0,
             by_pfn: per_pfn.then(FastMap::default),
             held_series: Default::default(),
             rates: timelines.then(CpuRates::default),
@@ -279,6 +298,27 @@ impl<'a> PagesPass<'a> {
 
     fn bytes(&self, order: u32) -> u64 {
         self.page_size << order.min(40)
+    }
+
+    /// Counts a block allocated at `pfn` under its site in `by_site`: as
+    /// the allocations it stands for where stacks were sampled, not at all
+    /// if it is outside the sample (false).
+    fn count_at_site(
+        sample: PageStackSample,
+        by_site: &mut FastMap<SiteKey, Requests>,
+        pfn: u64,
+        site: SiteKey,
+        bytes: u64,
+    ) -> bool {
+        if sample == PageStackSample::EVERY {
+            by_site.entry(site).or_default().add(bytes);
+        } else if sample.takes(pfn) {
+            let w = sample.weight(site.order);
+            by_site.entry(site).or_default().add_sampled(bytes, w);
+        } else {
+            return false;
+        }
+        true
     }
 
     /// Adds another shard's counts (its live blocks stay with it).
@@ -327,6 +367,7 @@ impl<'a> PagesPass<'a> {
             self.by_site.entry(k).or_default().absorb(r);
         }
         self.with_stack += o.with_stack;
+        self.not_sampled += o.not_sampled;
         if let (Some(mine), Some(theirs)) = (self.by_pfn.as_mut(), o.by_pfn.as_ref()) {
             for (&k, r) in theirs {
                 mine.entry(k).or_default().absorb(r);
@@ -437,7 +478,9 @@ impl<'a> PagesPass<'a> {
             return;
         }
         self.allocated.add(bytes);
-        self.by_site.entry(new.site()).or_default().add(bytes);
+        if !Self::count_at_site(self.sample, &mut self.by_site, pg.pfn, new.site(), bytes) {
+            self.not_sampled += 1;
+        }
         self.with_stack += u64::from(pg.stack != crate::intern::NO_STACK);
         if let Some(m) = self.by_pfn.as_mut() {
             let key = PfnKey {
@@ -544,11 +587,11 @@ impl LivePages {
         if self.by_order_migratetype.is_empty() {
             self.by_order_migratetype = vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS];
         }
-        for (_, l) in p.live_selected() {
+        for (&pfn, l) in p.live_selected() {
             let bytes = p.order_bytes(l.order);
             self.blocks += 1;
             self.bytes = self.bytes.saturating_add(bytes);
-            self.by_site.entry(l.site()).or_default().add(bytes);
+            PagesPass::count_at_site(p.sample, &mut self.by_site, pfn, l.site(), bytes);
             let g = self.by_owner.entry((l.stack, l.pid)).or_default();
             g.pages.add(bytes);
             g.oldest_ts = Some(g.oldest_ts.map_or(l.ts, |t| t.min(l.ts)));
@@ -563,12 +606,14 @@ impl<'a> super::Pass<'a> for PagesPass<'a> {
     const SHARD: crate::event::ShardKey = crate::event::ShardKey::Pfn;
 
     fn new(setup: &super::PassSetup<'a>) -> Self {
-        PagesPass::new(
+        let mut p = PagesPass::new(
             &setup.opts.filter,
             setup.page_size,
             setup.opts.pages_by_pfn,
             setup.opts.timelines,
-        )
+        );
+        p.sample = PageStackSample::of_log(setup.log);
+        p
     }
 
     #[inline]

@@ -11,6 +11,7 @@ use kmemtrace_analysis::intern::{fast_map, FastMap, FastSet};
 use kmemtrace_analysis::page_callers::call_site_index;
 use kmemtrace_analysis::Symbols;
 use kmemtrace_import::log::{CpuBlockRef, Log};
+use kmemtrace_import::stacks::PageStackSample;
 use kmemtrace_import::stacks::{StackReader, Waiting, DEPTH};
 use kmemtrace_import::walk::ChunkRun;
 use kmemtrace_kernel::{KmemDecoder, KmemEvent, KmemKind, RunTimeEndian};
@@ -300,6 +301,16 @@ impl<'a> Run<'_, 'a> {
             return rows.push(table, &[&common, &own]);
         }
         let names = self.names;
+        let sample = names
+            .stacks
+            .as_ref()
+            .map_or(PageStackSample::EVERY, |r| r.sample());
+        // Successful allocations only, as the report's table counts.
+        let stands_for = match (p.gfp, p.pfn) {
+            (Some(_), Some(pfn)) if sample.takes(pfn) => V::I64(sample.weight(p.order) as i64),
+            (Some(_), Some(_)) => V::I64(0),
+            _ => V::Null,
+        };
         let site = match p.site {
             Some(Site { addr, stack }) => {
                 let name = self
@@ -311,9 +322,10 @@ impl<'a> Run<'_, 'a> {
                     V::I64(addr as i64),
                     V::Known(addr, name.as_str()),
                     V::Known(u64::from(stack), folded.as_str()),
+                    stands_for,
                 ]
             }
-            None => [V::Null, V::Null, V::Null],
+            None => [V::Null, V::Null, V::Null, stands_for],
         };
         rows.push(table, &[&common, &own, &site])
     }

@@ -102,13 +102,17 @@ const PAGE_FIELDS: &[Field] = &[
 
 /// mm_page_alloc's call site, from the stack taken with it
 /// (`--page-stacks`, on by default): the first frame outside the
-/// allocator, as the report's page call sites; and the stack from the
+/// allocator, as the report's page call sites; the stack from the
 /// outermost frame down to the call site, function names `;`-separated
-/// (`select stack, count(*) ... group by 1` is flamegraph.pl's input).
+/// (`select stack, sum(stands_for) ... group by 1` is flamegraph.pl's
+/// input); and the allocations the row stands for in the report's
+/// call-site table (stacks taken for a sample of page frames: the sample's
+/// weight, 0 outside the sample; else 1).
 const PAGE_SITE_FIELDS: &[Field] = &[
     f("call_site", Ty::I64, true, Enc::Few),
     f("call_site_sym", Ty::Str, true, Enc::Few),
     f("stack", Ty::Str, true, Enc::Few),
+    f("stands_for", Ty::I64, true, Enc::Few),
 ];
 
 const CALLSITE_FIELDS: &[Field] = &[

@@ -10,11 +10,15 @@
 //! (the second form, runs of consecutive task ids as ranges, since
 //! kmemtraced has a compressor thread per CPU beside each reader).
 //!
+//! Since page stacks are sampled by frame number, the filter ends in a
+//! sample clause, `... && !(pfn & 0xf00)` (or is that clause alone):
+//! [`PageStackSample`].
+//!
 //! An allocation the filter leaves out never gets a stack, so it must not
 //! wait for one: it would count as cut by the end of the capture, and take
 //! a place among those that wait.
 
-use super::CONTEXT_FLAGS;
+use super::{PageStackSample, CONTEXT_FLAGS};
 
 /// The tasks whose page allocations the trigger takes no stack with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +28,8 @@ pub struct StackScope {
     /// Left out in interrupts too (the filter has no `common_flags`
     /// alternative that covers every interrupt context).
     in_interrupts_too: bool,
+    /// The page frames whose allocations take one.
+    pub sample: PageStackSample,
 }
 
 impl StackScope {
@@ -37,10 +43,29 @@ impl StackScope {
             .lines()
             .find(|l| l.starts_with("kmem:mm_page_alloc "))
             .unwrap_or("");
-        match line.split_once(" if ") {
-            Some((_, filter)) => Self::of_filter(filter).unwrap_or_default(),
-            None => StackScope::default(),
+        let Some((_, filter)) = line.split_once(" if ") else {
+            return StackScope::default();
+        };
+        // The sample clause is one of the filter's top-level `&&` terms;
+        // the others are the tasks' part.
+        let mut sample = PageStackSample::EVERY;
+        let mut tasks = Vec::new();
+        for term in split_top(filter, "&&") {
+            match sample_of(term) {
+                Some(s) if sample == PageStackSample::EVERY => sample = s,
+                _ => tasks.push(term),
+            }
         }
+        let mut scope = match tasks.as_slice() {
+            [] => StackScope::default(),
+            // `(tasks || flags) && sample`: the tasks' part in parentheses.
+            [one] => Self::of_filter(one)
+                .or_else(|| Self::of_filter(unparenthesized(one)))
+                .unwrap_or_default(),
+            many => Self::of_filter(&many.join(" && ")).unwrap_or_default(),
+        };
+        scope.sample = sample;
+        scope
     }
 
     /// `None` for a filter other than `A [|| common_flags & MASK]` where
@@ -52,6 +77,7 @@ impl StackScope {
         let mut scope = StackScope {
             left_out: Vec::new(),
             in_interrupts_too: true,
+            sample: PageStackSample::EVERY,
         };
         let mut tasks_seen = false;
         for alternative in split_top(filter, "||") {
@@ -90,6 +116,20 @@ impl StackScope {
     pub fn takes(&self, pid: i32, in_interrupt: bool) -> bool {
         (in_interrupt && !self.in_interrupts_too) || !self.left_out.contains(&pid)
     }
+}
+
+/// The sample of a filter term `!(pfn & MASK)` (MASK in decimal or hex),
+/// if it is one; a mask of more than 20 bits is no sample a recorder
+/// writes.
+fn sample_of(term: &str) -> Option<PageStackSample> {
+    let test = unparenthesized(term.trim().strip_prefix('!')?);
+    let mask = test
+        .strip_prefix("pfn")?
+        .trim_start()
+        .strip_prefix('&')?
+        .trim();
+    let mask = parse_number(mask)?;
+    (mask.count_ones() <= 20).then_some(PageStackSample { mask })
 }
 
 /// The tasks of `(common_pid < N || common_pid > M)`: N..=M (at most 65,536
@@ -192,6 +232,34 @@ mod tests {
             "kmem:mm_page_alloc stacktrace if (common_pid < 5 || common_pid > 6)",
         );
         assert!(!s.takes(5, true) && !s.takes(6, false) && s.takes(7, false));
+    }
+
+    #[test]
+    fn the_sample_clause_beside_the_tasks_part_or_alone() {
+        let s = StackScope::of_meta(
+            "kmem:mm_page_alloc stacktrace if ((common_pid < 100 || common_pid > 102) \
+             || common_flags & 0x58) && !(pfn & 0xf00)\n",
+        );
+        assert_eq!(s.sample, PageStackSample { mask: 0xf00 });
+        assert!(!s.takes(101, false) && s.takes(101, true) && s.takes(99, false));
+        let s = StackScope::of_meta("kmem:mm_page_alloc stacktrace:unlimited if !(pfn & 15)");
+        assert_eq!(s.sample, PageStackSample { mask: 15 });
+        assert!(s.takes(101, false));
+        // Written by hand, the other way round.
+        let s =
+            StackScope::of_meta("kmem:mm_page_alloc stacktrace if !(pfn & 255) && common_pid != 7");
+        assert_eq!(s.sample, PageStackSample { mask: 255 });
+        assert!(!s.takes(7, true) && s.takes(8, false));
+        // Not a sample: a test of the frame number the kernel reads otherwise.
+        for f in [
+            "pfn & 15",
+            "!(pfn | 15)",
+            "!(order & 1)",
+            "!(pfn & 0xfffffffffff)",
+        ] {
+            let s = StackScope::of_meta(&format!("kmem:mm_page_alloc stacktrace if {f}"));
+            assert_eq!(s.sample, PageStackSample::EVERY, "{f}");
+        }
     }
 
     #[test]

@@ -198,6 +198,20 @@ fn callsites(p: &Page<'_>, o: &mut String) {
         );
         return;
     }
+    if let Some(s) = &pr.stacks.sample {
+        note(
+            o,
+            &format!(
+                "Stacks for 1 in {} page frames (bits {} of the frame number clear): hits and \
+                 bytes are estimates, each sampled allocation counted {}; {} allocations were \
+                 outside the sample.",
+                s.one_in,
+                s.pfn_mask,
+                crate::weights_text(&s.weight_by_order),
+                kmemtrace_kernel::human::thousands(s.not_sampled)
+            ),
+        );
+    }
     let mut t = Table::new(
         "page-callsites",
         &[

@@ -32,6 +32,31 @@ fn no_stacks_note(o: &mut String, p: &PageReport) {
     }
 }
 
+/// What a sample of page stacks means for the call-site table, when the
+/// stacks were sampled.
+fn sample_note(o: &mut String, p: &PageReport) {
+    let Some(s) = &p.stacks.sample else { return };
+    let _ = writeln!(
+        o,
+        "(stacks for 1 in {} page frames, those whose number has bits {} clear: hits and bytes \
+         are estimates, each sampled allocation counted {}; ± is the 95 % margin of hits were \
+         the samples independent (frames reused in place widen it); {} allocations outside the \
+         sample)",
+        s.one_in,
+        s.pfn_mask,
+        crate::weights_text(&s.weight_by_order),
+        thousands(s.not_sampled)
+    );
+}
+
+/// The 95 % margin of a row's estimated hits, from the allocations seen.
+fn margin(sampled: u64) -> String {
+    match sampled {
+        0 => "-".into(),
+        n => format!("±{:.0}%", 196.0 / (n as f64).sqrt()),
+    }
+}
+
 /// The call-site table.
 pub fn callsites(o: &mut String, p: &PageReport, lines: usize) {
     if p.callsites.is_empty() {
@@ -41,18 +66,29 @@ pub fn callsites(o: &mut String, p: &PageReport, lines: usize) {
         o,
         "\nPage allocations by call site (first frame outside the page allocator), order, migratetype, GFP flags"
     );
+    sample_note(o, p);
+    let sampled = p.stacks.sample.is_some();
     let _ = writeln!(
         o,
-        "{:>12} | {:>9} | {:>10} | {:>5} | {:>11} | {:<24} | Callsite",
-        "Total KB", "Hits", "Live KB", "Order", "Migratetype", "GFP flags"
+        "{:>12} | {:>9}{} | {:>10} | {:>5} | {:>11} | {:<24} | Callsite",
+        "Total KB",
+        "Hits",
+        if sampled { "       " } else { "" },
+        "Live KB",
+        "Order",
+        "Migratetype",
+        "GFP flags"
     );
-    rule(o, 110);
+    rule(o, if sampled { 117 } else { 110 });
     for r in p.callsites.iter().take(lines) {
+        let hits = match r.sampled {
+            Some(n) if sampled => format!("{:>9} {:>6}", thousands(r.hits), margin(n)),
+            _ => format!("{:>9}", thousands(r.hits)),
+        };
         let _ = writeln!(
             o,
-            "{:>12} | {:>9} | {:>10} | {:>5} | {:>11} | {:<24} | {}",
+            "{:>12} | {hits} | {:>10} | {:>5} | {:>11} | {:<24} | {}",
             thousands(r.bytes / 1024),
-            thousands(r.hits),
             thousands(r.live_bytes / 1024),
             r.order,
             r.migratetype,

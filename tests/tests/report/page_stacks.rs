@@ -337,3 +337,129 @@ fn call_sites_from_stacks_on_foreign_layouts() {
         check(arch, &log, &planted);
     }
 }
+
+/// Stacks for a sample of page frames (`kmemtraced --page-stacks 16`, here
+/// with bits 4-7 as the mask so that a short run of frames holds both
+/// kinds): the allocations outside the sample wait for no stack (none is
+/// cut, none is paired with another's), each sampled one counts as the
+/// 16 it stands for, and the sample is said in the JSON and the text.
+#[test]
+fn a_sample_of_page_stacks_is_scaled_and_said() {
+    let k = Kernel {
+        order: RunTimeEndian::Little,
+        long: 8,
+        text: 0xffff_ffff_8100_0000,
+        page: PAGE.into(),
+        page_free: PAGE_FREE.into(),
+        stack: STACK.into(),
+    };
+    let mut b = LogBuilder::new(k.order, k.long, 4096);
+    b.arch.release = Some("6.18.0".into());
+    b.arch.page_size = Some(4096);
+    b.subbufs_per_block = 1;
+    let (page, page_free, stack) = (
+        b.format("kmem", &k.page).unwrap(),
+        b.format("kmem", &k.page_free).unwrap(),
+        b.format("ftrace", &k.stack).unwrap(),
+    );
+    let mut ks = String::new();
+    for (i, f) in FUNCS.iter().enumerate() {
+        ks.push_str(&format!("{:016x} T {f}\n", k.text + 0x100 * i as u64));
+    }
+    ks.push_str(&format!(
+        "{:016x} T _etext\n",
+        k.text + 0x100 * FUNCS.len() as u64
+    ));
+    b.meta(Meta::new(MetaKind::Kallsyms, ks));
+    let trigger = "stacktrace if ((common_pid != 4242) || common_flags & 0x58) && !(pfn & 0xf0)";
+    let mut m = Meta::new(MetaKind::Other, page_stacks_text(trigger));
+    m.name = PAGE_STACKS_META.into();
+    b.meta(m);
+    let mut w = Writer {
+        e: LittleEndian,
+        k: &k,
+        b,
+        page,
+        page_free,
+        stack,
+        pid: 100,
+    };
+    // 2,048 consecutive frames on each CPU: 128 of them in the sample,
+    // their stacks alternating between two call sites.
+    let (mut sampled, mut outside) = ([0u64; 2], 0u64);
+    for cpu in 0..2u32 {
+        let mut ts = 1_000_000 + u64::from(cpu);
+        for i in 0..2048u64 {
+            let pfn = 0x40_0000 * u64::from(cpu + 1) + i;
+            ts += 1_000;
+            w.alloc(cpu, ts, pfn, 0);
+            if pfn & 0xf0 == 0 {
+                let which = (i / 7 % 2) as usize;
+                w.stack(cpu, ts + 100, which, 0);
+                sampled[which] += 1;
+            } else {
+                outside += 1;
+            }
+            if i % 3 == 0 {
+                w.free(cpu, ts + 500, pfn);
+            }
+        }
+    }
+    let f = temp_log(&w.b.build().unwrap());
+    let one = report_json(f.path(), &["-j", "1"]);
+    let p = &one["pages"];
+    assert_eq!(p["allocations"]["requests"], 4096);
+    let s = &p["stacks"];
+    assert_eq!(
+        (s["cut_at_end"].as_u64(), s["cut_at_start"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(s["matched"], s["records"]);
+    assert_eq!(s["allocations_with_stack"], sampled[0] + sampled[1]);
+    assert_eq!(s["sample"]["one_in"], 16);
+    assert_eq!(s["sample"]["pfn_mask"], "0xf0");
+    assert_eq!(s["sample"]["not_sampled"], outside);
+    assert_eq!(
+        s["sample"]["weight_by_order"],
+        serde_json::json!([16, 16, 16, 16, 16, 8, 4, 2, 1])
+    );
+    let rows: BTreeMap<String, (u64, u64)> = p["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap();
+            (
+                r["callsite"].as_str().unwrap().to_string(),
+                (n("hits"), n("sampled")),
+            )
+        })
+        .collect();
+    let sites = stacks();
+    let want: BTreeMap<String, (u64, u64)> = (0..2)
+        .map(|i| (sites[i].1.to_string(), (16 * sampled[i], sampled[i])))
+        .collect();
+    assert_eq!(rows, want);
+    // The estimate of all allocations is the allocations.
+    assert_eq!(rows.values().map(|r| r.0).sum::<u64>(), 4096);
+    for j in ["2", "5"] {
+        assert_eq!(
+            one,
+            report_json(f.path(), &["-j", j]),
+            "-j 1 and -j {j} differ"
+        );
+    }
+    let o = crate::report(&["--page", "--caller", f.path().to_str().unwrap()]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("stacks for 1 in 16 page frames, those whose number has bits 0xf0 clear")
+            && t.contains(
+                "16x at orders 0-4, 8x at order 5, 4x at order 6, 2x at order 7, once from order 8"
+            )
+            && t.contains(&format!(
+                "{} allocations outside the sample",
+                kmemtrace_kernel::human::thousands(outside)
+            )),
+        "{t}"
+    );
+}
