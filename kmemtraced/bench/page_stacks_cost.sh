@@ -15,7 +15,7 @@ set -eu
 runs=${1:-3}
 out=${2:-/tmp/kmt-page-stacks-cost}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$root/target/release
+bin=${BIN:-$root/target/release}
 tc=$root/../shared/tools/trace-cmd-sandboxed
 [ -x "$tc" ] || tc=trace-cmd
 mkdir -p "$out"
@@ -40,11 +40,13 @@ measure() { # name file command...
 printf '%-44s %11s %14s\n' "workload (median of $runs)" "time" "file"
 measure untraced "" "$out/load.sh"
 measure "kmemtraced --page-stacks off" "$out/off.kmt" "$bin/kmemtraced" -q -o "$out/off.kmt" --page-stacks off -- "$out/load.sh"
-measure "kmemtraced (stacks, the default)" "$out/on.kmt" "$bin/kmemtraced" -q -o "$out/on.kmt" -- "$out/load.sh"
+measure "kmemtraced (1 in 16 frames, the default)" "$out/on.kmt" "$bin/kmemtraced" -q -o "$out/on.kmt" -- "$out/load.sh"
+measure "kmemtraced --page-stacks all" "$out/all.kmt" "$bin/kmemtraced" -q -o "$out/all.kmt" --page-stacks all -- "$out/load.sh"
 measure "perf kmem --page record" "$out/perf.data" perf kmem --page record -o "$out/perf.data" -- "$out/load.sh"
 measure "trace-cmd record -e kmem:mm_page_alloc -T" "$out/tc.dat" "$tc" record -q -e kmem:mm_page_alloc -T -o "$out/tc.dat" -- "$out/load.sh"
 "$bin/kmemtrace-report" -q --json "$out/on.kmt" | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["pages"]
-print("kmemtraced: %d page allocations, %d stacks, all matched: %s" % (
-    p["allocations"]["requests"], p["stacks"]["records"], p["stacks"]["records"] == p["stacks"]["matched"]))'
+print("kmemtraced: %d page allocations, %d stacks (1 in %s frames), all matched: %s" % (
+    p["allocations"]["requests"], p["stacks"]["records"], p["stacks"].get("sample", {}).get("one_in", 1),
+    p["stacks"]["records"] == p["stacks"]["matched"]))'

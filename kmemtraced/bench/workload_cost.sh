@@ -93,6 +93,6 @@ import json, sys
 p = json.load(sys.stdin)["pages"]
 s, rows = p["stacks"], p["callsites"]
 named = [r for r in rows if r["callsite"] != "-"]
-print("default (last round): %d page allocations, 1 in %s frames sampled, %d stacks; %d call-site rows named, the top: %s" % (
-    p["allocations"]["requests"], s.get("one_in", 1), s["records"], len(named),
+print("default (last round): %d page allocations, stacks for 1 in %s frames: %d; %d call-site rows named, the top: %s" % (
+    p["allocations"]["requests"], s.get("sample", {}).get("one_in", 1), s["records"], len(named),
     ", ".join("%s %d" % (r["callsite"], r["hits"]) for r in named[:3])))'
