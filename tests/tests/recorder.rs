@@ -479,13 +479,17 @@ fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
     let script = "exec dd if=/dev/zero of=/dev/null bs=4M count=2 status=none";
     // The default: stacks for 1 in 16 page frames, the kernel's filter
     // and the report agreeing on which.
-    let sampled = d.path().join("sampled.kmt");
-    let out = run(kmemtraced()
-        .arg("-o")
-        .arg(&sampled)
-        .args(["-F", "--", "sh", "-c", script]));
-    assert_eq!(out.status.code(), Some(0));
-    let p = page_report(&sampled);
+    let record = |name: &str, stacks: &[&str]| {
+        let log = d.path().join(name);
+        let out = run(kmemtraced()
+            .arg("-o")
+            .arg(&log)
+            .args(stacks)
+            .args(["-F", "--", "sh", "-c", script]));
+        assert_eq!(out.status.code(), Some(0));
+        log
+    };
+    let p = page_report(&record("sampled.kmt", &[]));
     let allocs = p["allocations"]["requests"].as_u64().unwrap();
     let s = &p["stacks"];
     assert_eq!(s["sample"]["one_in"], 16, "{s}");
@@ -500,17 +504,7 @@ fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
     );
     assert!(with > 0 && outside > with, "{s}");
 
-    let with = d.path().join("stacks.kmt");
-    let out = run(kmemtraced().arg("-o").arg(&with).args([
-        "--page-stacks",
-        "all",
-        "-F",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]));
-    assert_eq!(out.status.code(), Some(0));
+    let with = record("stacks.kmt", &["--page-stacks", "all"]);
     let p = page_report(&with);
     let allocs = p["allocations"]["requests"].as_u64().unwrap();
     assert!(allocs >= 1024, "{allocs} page allocations");
@@ -534,17 +528,7 @@ fn every_page_allocation_comes_with_its_stack_unless_turned_off() {
         Some(want)
     );
 
-    let without = d.path().join("nostacks.kmt");
-    let out = run(kmemtraced().arg("-o").arg(&without).args([
-        "--page-stacks",
-        "off",
-        "-F",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]));
-    assert_eq!(out.status.code(), Some(0));
+    let without = record("nostacks.kmt", &["--page-stacks", "off"]);
     let p = page_report(&without);
     assert_eq!(p["stacks"]["recorded"], false);
     assert_eq!(p["stacks"]["records"], 0);

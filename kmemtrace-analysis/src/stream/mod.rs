@@ -176,30 +176,16 @@ pub fn run<S: Shard, T: Send>(
     let sinks = std::thread::scope(|scope| {
         let _close = CloseOnExit(&blocks);
         for w in 0..setup.workers.max(1) {
-            let (blocks, threads) = (&blocks, &threads);
-            std::thread::Builder::new()
-                .name(format!("decode-{w}"))
-                .spawn_scoped(scope, move || {
-                    let clock = ThreadClock::start(Role::Decode, w);
-                    blocks.work();
-                    clock.stop(threads);
-                })
-                .expect("spawn a decoder thread");
+            let blocks = &blocks;
+            spawn_timed(scope, Role::Decode, w, &threads, move || blocks.work());
         }
         let handles: Vec<_> = (0..shards)
             .map(|s| {
                 let (blocks, epochs, events, make) = (&blocks, &epochs, &events, &make);
-                let threads = &threads;
-                std::thread::Builder::new()
-                    .name(format!("shard-{s}"))
-                    .spawn_scoped(scope, move || {
-                        let clock = ThreadClock::start(Role::Shard, s);
-                        let merger = Merger::new(blocks, s, ahead);
-                        let sink = shard_loop(s, make(s), merger, epochs, events);
-                        clock.stop(threads);
-                        sink
-                    })
-                    .expect("spawn a shard thread")
+                spawn_timed(scope, Role::Shard, s, &threads, move || {
+                    let merger = Merger::new(blocks, s, ahead);
+                    shard_loop(s, make(s), merger, epochs, events)
+                })
             })
             .collect();
         // Summarise every epoch all shards are past, on combiner threads
@@ -208,23 +194,9 @@ pub fn run<S: Shard, T: Send>(
         let combiners = if shards == 1 { 0 } else { shards.div_ceil(2) };
         for c in 0..combiners {
             let (job_rx, sum_tx, summarise) = (&job_rx, sum_tx.clone(), &summarise);
-            let threads = &threads;
-            std::thread::Builder::new()
-                .name(format!("combine-{c}"))
-                .spawn_scoped(scope, move || {
-                    let clock = ThreadClock::start(Role::Combine, c);
-                    loop {
-                        let job = timings::waiting_on_input(|| {
-                            job_rx.lock().unwrap_or_else(|e| e.into_inner()).recv()
-                        });
-                        let Ok((seq, epoch, outs)) = job else { break };
-                        if sum_tx.send((seq, summarise(epoch, outs))).is_err() {
-                            break;
-                        }
-                    }
-                    clock.stop(threads);
-                })
-                .expect("spawn a combiner thread");
+            spawn_timed(scope, Role::Combine, c, &threads, move || {
+                combine_loop(job_rx, sum_tx, summarise)
+            });
         }
         drop(sum_tx);
         let clock = ThreadClock::start(Role::Fold, 0);
@@ -295,6 +267,43 @@ pub fn run<S: Shard, T: Send>(
             events: events.into_inner(),
         },
     )
+}
+
+/// Spawns the stream thread `role`-`index` in `scope`, its time added to
+/// `threads` as it ends.
+fn spawn_timed<'scope, 'env, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    role: Role,
+    index: usize,
+    threads: &'scope Mutex<Vec<timings::ThreadTime>>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, T> {
+    std::thread::Builder::new()
+        .name(format!("{}-{index}", role.name()))
+        .spawn_scoped(scope, move || {
+            let clock = ThreadClock::start(role, index);
+            let out = f();
+            clock.stop(threads);
+            out
+        })
+        .unwrap_or_else(|e| panic!("spawn a {} thread: {e}", role.name()))
+}
+
+/// A combiner thread: summarises the epochs it is sent, until the
+/// channel closes.
+fn combine_loop<E, T>(
+    jobs: &Mutex<std::sync::mpsc::Receiver<(u64, u64, Vec<E>)>>,
+    sums: std::sync::mpsc::Sender<(u64, T)>,
+    summarise: &impl Fn(u64, Vec<E>) -> T,
+) {
+    loop {
+        let job =
+            timings::waiting_on_input(|| jobs.lock().unwrap_or_else(|e| e.into_inner()).recv());
+        let Ok((seq, epoch, outs)) = job else { return };
+        if sums.send((seq, summarise(epoch, outs))).is_err() {
+            return;
+        }
+    }
 }
 
 /// Events a shard is shown ahead ([`Shard::look_ahead`]): enough for their

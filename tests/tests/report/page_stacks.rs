@@ -140,13 +140,13 @@ impl<E: Endian> Writer<'_, E> {
     }
 }
 
-/// The log, and the allocations (all, live) planted per call site.
-fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, u64)>) {
+/// A writer of a log with `k`'s formats and kallsyms and the page-stack
+/// trigger `trigger`, one sub-buffer per block (block cuts fall between
+/// many an allocation and its stack).
+fn writer<'k, E: Endian>(e: E, k: &'k Kernel, release: &str, trigger: &str) -> Writer<'k, E> {
     let mut b = LogBuilder::new(k.order, k.long, 4096);
-    b.arch.release = Some("6.1.0".into());
+    b.arch.release = Some(release.into());
     b.arch.page_size = Some(4096);
-    // One sub-buffer per block: block cuts fall between many an
-    // allocation and its stack.
     b.subbufs_per_block = 1;
     let page = b.format("kmem", &k.page).unwrap();
     let page_free = b.format("kmem", &k.page_free).unwrap();
@@ -161,14 +161,10 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
         k.text + 0x100 * FUNCS.len() as u64
     ));
     b.meta(Meta::new(MetaKind::Kallsyms, ks));
-    let trigger = format!("stacktrace if (common_pid != {RECORDER}) || common_flags & 0x58");
-    let mut m = Meta::new(MetaKind::Other, page_stacks_text(&trigger));
+    let mut m = Meta::new(MetaKind::Other, page_stacks_text(trigger));
     m.name = PAGE_STACKS_META.into();
     b.meta(m);
-    let mut m = Meta::new(MetaKind::Other, RECORDER.to_string());
-    m.name = RECORDER_TIDS_META.into();
-    b.meta(m);
-    let mut w = Writer {
+    Writer {
         e,
         k,
         b,
@@ -176,7 +172,16 @@ fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, 
         page_free,
         stack,
         pid: 100,
-    };
+    }
+}
+
+/// The log, and the allocations (all, live) planted per call site.
+fn build<E: Endian>(e: E, k: &Kernel) -> (Vec<u8>, BTreeMap<&'static str, (u64, u64)>) {
+    let trigger = format!("stacktrace if (common_pid != {RECORDER}) || common_flags & 0x58");
+    let mut w = writer(e, k, "6.1.0", &trigger);
+    let mut m = Meta::new(MetaKind::Other, RECORDER.to_string());
+    m.name = RECORDER_TIDS_META.into();
+    w.b.meta(m);
     let mut planted: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let sites = stacks();
     let mut pfn = 0x10_0000u64;
@@ -293,15 +298,19 @@ fn check(what: &str, log: &[u8], planted: &BTreeMap<&'static str, (u64, u64)>) {
 /// A log of this kernel's layout (x86_64 6.18) with page stacks, and the
 /// call sites planted in it.
 pub(crate) fn x86_64_log() -> (Vec<u8>, BTreeMap<&'static str, (u64, u64)>) {
-    let k = Kernel {
+    build(LittleEndian, &x86_64())
+}
+
+/// This kernel's layout.
+fn x86_64() -> Kernel {
+    Kernel {
         order: RunTimeEndian::Little,
         long: 8,
         text: 0xffff_ffff_8100_0000,
         page: PAGE.into(),
         page_free: PAGE_FREE.into(),
         stack: STACK.into(),
-    };
-    build(LittleEndian, &k)
+    }
 }
 
 #[test]
@@ -345,45 +354,9 @@ fn call_sites_from_stacks_on_foreign_layouts() {
 /// 16 it stands for, and the sample is said in the JSON and the text.
 #[test]
 fn a_sample_of_page_stacks_is_scaled_and_said() {
-    let k = Kernel {
-        order: RunTimeEndian::Little,
-        long: 8,
-        text: 0xffff_ffff_8100_0000,
-        page: PAGE.into(),
-        page_free: PAGE_FREE.into(),
-        stack: STACK.into(),
-    };
-    let mut b = LogBuilder::new(k.order, k.long, 4096);
-    b.arch.release = Some("6.18.0".into());
-    b.arch.page_size = Some(4096);
-    b.subbufs_per_block = 1;
-    let (page, page_free, stack) = (
-        b.format("kmem", &k.page).unwrap(),
-        b.format("kmem", &k.page_free).unwrap(),
-        b.format("ftrace", &k.stack).unwrap(),
-    );
-    let mut ks = String::new();
-    for (i, f) in FUNCS.iter().enumerate() {
-        ks.push_str(&format!("{:016x} T {f}\n", k.text + 0x100 * i as u64));
-    }
-    ks.push_str(&format!(
-        "{:016x} T _etext\n",
-        k.text + 0x100 * FUNCS.len() as u64
-    ));
-    b.meta(Meta::new(MetaKind::Kallsyms, ks));
+    let k = x86_64();
     let trigger = "stacktrace if ((common_pid != 4242) || common_flags & 0x58) && !(pfn & 0xf0)";
-    let mut m = Meta::new(MetaKind::Other, page_stacks_text(trigger));
-    m.name = PAGE_STACKS_META.into();
-    b.meta(m);
-    let mut w = Writer {
-        e: LittleEndian,
-        k: &k,
-        b,
-        page,
-        page_free,
-        stack,
-        pid: 100,
-    };
+    let mut w = writer(LittleEndian, &k, "6.18.0", trigger);
     // 2,048 consecutive frames on each CPU: 128 of them in the sample,
     // their stacks alternating between two call sites.
     let (mut sampled, mut outside) = ([0u64; 2], 0u64);
