@@ -14,7 +14,7 @@
 //!   (its `alloc_bytes - free_bytes`);
 //! - allocation stall episodes (`kmemtrace-report --stalls`), where the log
 //!   has them, as slices on the waiting task's thread track, their waits
-//!   nested in them ([`stalls`]);
+//!   nested in them (the `stalls` module);
 //! - the records as `FtraceEventBundle`s, one CPU each, in each CPU's
 //!   order: kmem events as Perfetto's own typed messages (`kmem.proto`:
 //!   Kmalloc, KmemCacheAlloc, MmPageAlloc, ...), every other event as a

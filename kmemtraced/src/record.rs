@@ -52,7 +52,7 @@ pub fn cleanup(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
-/// Threads of a process: /proc/<pid>/task.
+/// Threads of a process: `/proc/<pid>/task`.
 fn threads_of(pid: u32) -> Result<Vec<u32>> {
     let rd = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map_err(|_| Failure::usage(format!("no process with pid {pid}")))?;

@@ -199,7 +199,7 @@ pub fn parse_instance_name(name: &str) -> Option<(u32, u64)> {
     Some((pid.parse().ok()?, start.parse().ok()?))
 }
 
-/// Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks
 /// since boot. With the pid it identifies a process across pid reuse.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

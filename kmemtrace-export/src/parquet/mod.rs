@@ -10,7 +10,7 @@
 //!   (`mm_page_alloc_zone_locked`, `mm_page_pcpu_drain`);
 //! - `callsites.parquet`: `kmemtrace-report`'s call-site table;
 //! - `episodes.parquet`: its allocation stall episodes, where the log has
-//!   them ([`episodes`]);
+//!   them (the `episodes` module);
 //! - `manifest.json`: which capture (kernel, machine, host, start).
 //!
 //! Types both engines read: time stamps as INT64 nanoseconds of the trace
@@ -132,7 +132,7 @@ const CALLSITE_FIELDS: &[Field] = &[
     f("cache", Ty::Str, true, Enc::Few),
 ];
 
-/// The event tables, in [`Rows::push`]'s numbering.
+/// The event tables, in `Rows::push`'s numbering.
 const EVENT_TABLES: &[TableSpec] = &[
     TableSpec {
         file: "slab_events.parquet",

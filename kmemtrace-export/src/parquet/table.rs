@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// Rows per row group (fewer in an item's last one).
 pub const ROW_GROUP: usize = 1 << 17;
 
-/// A value for [`Rows::push`].
+/// A value for `Rows::push`.
 pub enum V<'a> {
     I64(i64),
     I32(i32),
@@ -61,7 +61,7 @@ pub struct TableSpec {
     pub file: &'static str,
     pub name: &'static str,
     /// The columns, in parts (those several tables share, then their
-    /// own), as [`Rows::push`] takes a row.
+    /// own), as `Rows::push` takes a row.
     pub fields: &'static [&'static [Field]],
 }
 
