@@ -220,10 +220,11 @@ pub struct Cli {
     /// Kernel stacks with page allocations, for the report's page call sites.
     ///
     /// N (a power of two up to 1024; default 16): a stack for the blocks
-    /// whose page frame number is a multiple of N, about 1 in N order-0
-    /// allocations and every block of order log2(N) and above (they are
-    /// aligned); the report scales each sampled allocation's hits and
-    /// bytes by how many it stands for, and says so. `all` (or `on`, or 1):
+    /// in 1 in N page-frame regions (frame numbers with the log2(N) bits
+    /// from bit 8 up clear: 1 MiB regions of 4 KiB pages), about 1 in N
+    /// allocations; blocks aligned past those bits always pass. The report
+    /// counts each sampled allocation as the allocations it stands for,
+    /// and says so. `all` (or `on`, or 1):
     /// a stack with every allocation, which costs the traced tasks about as
     /// much as recording the events does. `off`: none (no page call sites).
     /// By the `stacktrace` event trigger in the recorder's own instance, not
