@@ -656,10 +656,14 @@ pub struct PageCallsiteRow {
     pub hits: u64,
     pub bytes: u64,
     /// Where the stacks were sampled: the allocations seen in the sample,
-    /// each counted in `hits` as the allocations it stands for. The
-    /// estimate's 95 % margin is about `hits` x 2 / sqrt(`sampled`).
+    /// each counted in `hits` as the allocations it stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampled: Option<u64>,
+    /// Where the stacks were sampled: the 95 % margin of `hits`, counted in
+    /// the regions the sample takes or leaves whole (frames reused in place
+    /// widen it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<u64>,
     /// Of these, still allocated at the end.
     pub live_blocks: u64,
     pub live_bytes: u64,

@@ -128,6 +128,25 @@ impl PageStackSample {
         1 << (self.mask & !low).count_ones()
     }
 
+    /// The unit the sample takes or leaves whole: frames that differ only
+    /// below the mask's lowest bit (256-frame regions for `0xf00`). Its
+    /// allocations are sampled together, so the estimate's uncertainty
+    /// is counted in regions.
+    pub fn region(&self, pfn: u64) -> u64 {
+        pfn >> self.mask.trailing_zeros().min(63)
+    }
+
+    /// The 95 % margin of an estimate of `weight` per sampled allocation
+    /// whose sampled allocations fell `counts` to a region (Horvitz and
+    /// Thompson's variance with each region taken with probability
+    /// 1/`weight`): `weight` x 1.96 / sqrt(n) where each is alone in its
+    /// region, wider as they share regions (frames reused in place).
+    pub fn margin(weight: u64, counts: impl IntoIterator<Item = u64>) -> u64 {
+        let w = weight as f64;
+        let squares: f64 = counts.into_iter().map(|c| (c as f64) * (c as f64)).sum();
+        (1.96 * (w * (w - 1.0) * squares).sqrt()).round() as u64
+    }
+
     /// The weights by order, from order 0 to the first of weight 1.
     pub fn weights(&self) -> Vec<u64> {
         let last = 64 - self.mask.leading_zeros();
@@ -407,6 +426,13 @@ mod tests {
         assert_eq!(PageStackSample { mask: 15 }.weights(), [16, 8, 4, 2, 1]);
         assert_eq!(PageStackSample::EVERY.weights(), [1]);
         assert_eq!(PageStackSample::EVERY.weight(70), 1);
+        assert_eq!(s.region(0x1_f0ff), 0x1_f0);
+        // 100 allocations alone in their regions, 16 each: 16 x 1.96 x 10
+        // x sqrt(15/16); the same 100 in 4 regions: 5 times as wide.
+        let alone = PageStackSample::margin(16, std::iter::repeat_n(1, 100));
+        assert_eq!(alone, 304);
+        assert_eq!(PageStackSample::margin(16, [25, 25, 25, 25]), 1518);
+        assert_eq!(PageStackSample::margin(1, [7]), 0);
         assert!(PageStackSample::EVERY.takes(0x1231));
     }
 

@@ -7,7 +7,7 @@
 #
 # Needs root, tracefs, stress-ng, perf (linux-perf), trace-cmd and GNU time
 # (`apt-get install stress-ng linux-perf trace-cmd time`). Builds the
-# release binaries. Prints, per tool, the events it processed, wall time,
+# release binaries, unless BIN names a directory that holds them. Prints, per tool, the events it processed, wall time,
 # events per second and peak RSS (from /usr/bin/time -v), then ratios.
 set -euo pipefail
 
@@ -22,9 +22,11 @@ trace_cmd=${TRACE_CMD:-$here/../shared/tools/trace-cmd-sandboxed}
 for t in stress-ng perf trace-cmd /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "missing $t (apt-get install stress-ng linux-perf trace-cmd time)" >&2; exit 2; }
 done
-(cd "$here" && cargo build --release -q -p kmemtraced -p kmemtrace-report)
-kmt=$here/target/release/kmemtraced
-report=$here/target/release/kmemtrace-report
+if [ -z "${BIN:-}" ]; then
+  (cd "$here" && cargo build --release -q -p kmemtraced -p kmemtrace-report)
+fi
+kmt=${BIN:-$here/target/release}/kmemtraced
+report=${BIN:-$here/target/release}/kmemtrace-report
 mkdir -p "$work" && cd "$work"
 echo "workdir: $work; workload: ${workload[*]}"
 

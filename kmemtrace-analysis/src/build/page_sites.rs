@@ -100,6 +100,15 @@ pub(crate) fn callsites(
 ) -> Vec<PageCallsiteRow> {
     let cx = ss.cx;
     let mut rows: FastMap<RowKey, RowAcc> = FastMap::default();
+    // Sampled allocations per row and region, for the margins.
+    let mut regions: FastMap<(RowKey, u64), u64> = FastMap::default();
+    for ((k, region), n) in &p.sampled_regions {
+        *regions.entry((row_key(ss, k), *region)).or_insert(0) += n;
+    }
+    let mut by_row: FastMap<RowKey, Vec<u64>> = FastMap::default();
+    for ((k, _), n) in regions {
+        by_row.entry(k).or_default().push(n);
+    }
     for (k, r) in &p.by_site {
         let acc = rows.entry(row_key(ss, k)).or_default();
         acc.all.absorb(r);
@@ -130,6 +139,10 @@ pub(crate) fn callsites(
                 hits: acc.all.requests,
                 bytes: acc.all.bytes,
                 sampled: (p.sample != PageStackSample::EVERY).then_some(acc.all.samples),
+                margin: (p.sample != PageStackSample::EVERY).then(|| {
+                    let counts = by_row.get(&k).map_or(&[][..], Vec::as_slice);
+                    PageStackSample::margin(p.sample.weight(k.order), counts.iter().copied())
+                }),
                 live_blocks: acc.live.requests,
                 live_bytes: acc.live.bytes,
                 stacks: acc.stacks.keys().filter(|&&s| s != NO_STACK).count() as u64,

@@ -253,6 +253,9 @@ pub struct PagesPass<'a> {
     pub sample: PageStackSample,
     /// Successful allocations outside the sample (in no call-site row).
     pub not_sampled: u64,
+    /// Sampled allocations by site and by the region the sample took
+    /// whole ([`PageStackSample::region`]): the estimates' margins.
+    pub sampled_regions: FastMap<(SiteKey, u64), u64>,
     /// Successful allocations by page frame (kept on request only: one
     /// entry per frame and grouping).
     pub by_pfn: Option<FastMap<PfnKey, Requests>>,
@@ -290,6 +293,7 @@ impl<'a> PagesPass<'a> {
             with_stack: 0,
             sample: PageStackSample::EVERY,
             not_sampled: 0,
+            sampled_regions: FastMap::default(),
             by_pfn: per_pfn.then(FastMap::default),
             held_series: Default::default(),
             rates: timelines.then(CpuRates::default),
@@ -368,6 +372,9 @@ impl<'a> PagesPass<'a> {
         }
         self.with_stack += o.with_stack;
         self.not_sampled += o.not_sampled;
+        for (&k, &n) in &o.sampled_regions {
+            *self.sampled_regions.entry(k).or_insert(0) += n;
+        }
         if let (Some(mine), Some(theirs)) = (self.by_pfn.as_mut(), o.by_pfn.as_ref()) {
             for (&k, r) in theirs {
                 mine.entry(k).or_default().absorb(r);
@@ -480,6 +487,12 @@ impl<'a> PagesPass<'a> {
         self.allocated.add(bytes);
         if !Self::count_at_site(self.sample, &mut self.by_site, pg.pfn, new.site(), bytes) {
             self.not_sampled += 1;
+        } else if self.sample != PageStackSample::EVERY {
+            let region = self.sample.region(pg.pfn);
+            *self
+                .sampled_regions
+                .entry((new.site(), region))
+                .or_insert(0) += 1;
         }
         self.with_stack += u64::from(pg.stack != crate::intern::NO_STACK);
         if let Some(m) = self.by_pfn.as_mut() {

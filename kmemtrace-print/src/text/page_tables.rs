@@ -39,8 +39,8 @@ fn sample_note(o: &mut String, p: &PageReport) {
     let _ = writeln!(
         o,
         "(stacks for 1 in {} page frames, those whose number has bits {} clear: hits and bytes \
-         are estimates, each sampled allocation counted {}; ± is the 95 % margin of hits were \
-         the samples independent (frames reused in place widen it); {} allocations outside the \
+         are estimates, each sampled allocation counted {}; ± is the 95 % margin of hits, \
+         counted in the regions the sample takes or leaves whole; {} allocations outside the \
          sample)",
         s.one_in,
         s.pfn_mask,
@@ -49,11 +49,11 @@ fn sample_note(o: &mut String, p: &PageReport) {
     );
 }
 
-/// The 95 % margin of a row's estimated hits, from the allocations seen.
-fn margin(sampled: u64) -> String {
-    match sampled {
+/// The 95 % margin of a row's estimated hits, as a share of them.
+fn margin(hits: u64, margin: u64) -> String {
+    match hits {
         0 => "-".into(),
-        n => format!("±{:.0}%", 196.0 / (n as f64).sqrt()),
+        h => format!("±{:.0}%", 100.0 * margin as f64 / h as f64),
     }
 }
 
@@ -81,8 +81,8 @@ pub fn callsites(o: &mut String, p: &PageReport, lines: usize) {
     );
     rule(o, if sampled { 117 } else { 110 });
     for r in p.callsites.iter().take(lines) {
-        let hits = match r.sampled {
-            Some(n) if sampled => format!("{:>9} {:>6}", thousands(r.hits), margin(n)),
+        let hits = match r.margin {
+            Some(m) if sampled => format!("{:>9} {:>6}", thousands(r.hits), margin(r.hits, m)),
             _ => format!("{:>9}", thousands(r.hits)),
         };
         let _ = writeln!(

@@ -13,7 +13,7 @@
 
 use crate::{common, report_json, temp_log};
 use kmemtrace_format::records::{Meta, MetaKind};
-use kmemtrace_import::stacks::{page_stacks_text, PAGE_STACKS_META};
+use kmemtrace_import::stacks::{page_stacks_text, PageStackSample, PAGE_STACKS_META};
 use kmemtrace_import::tasks::RECORDER_TIDS_META;
 use kmemtrace_kernel::{BigEndian, Endian, EventFormat, LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, Value};
@@ -360,6 +360,9 @@ fn a_sample_of_page_stacks_is_scaled_and_said() {
     // 2,048 consecutive frames on each CPU: 128 of them in the sample,
     // their stacks alternating between two call sites.
     let (mut sampled, mut outside) = ([0u64; 2], 0u64);
+    // Sampled allocations per call site and region (frames that differ
+    // below bit 4, which the sample takes or leaves together).
+    let mut regions: [BTreeMap<u64, u64>; 2] = Default::default();
     for cpu in 0..2u32 {
         let mut ts = 1_000_000 + u64::from(cpu);
         for i in 0..2048u64 {
@@ -370,6 +373,7 @@ fn a_sample_of_page_stacks_is_scaled_and_said() {
                 let which = (i / 7 % 2) as usize;
                 w.stack(cpu, ts + 100, which, 0);
                 sampled[which] += 1;
+                *regions[which].entry(pfn >> 4).or_default() += 1;
             } else {
                 outside += 1;
             }
@@ -396,7 +400,7 @@ fn a_sample_of_page_stacks_is_scaled_and_said() {
         s["sample"]["weight_by_order"],
         serde_json::json!([16, 16, 16, 16, 16, 8, 4, 2, 1])
     );
-    let rows: BTreeMap<String, (u64, u64)> = p["callsites"]
+    let rows: BTreeMap<String, (u64, u64, u64)> = p["callsites"]
         .as_array()
         .unwrap()
         .iter()
@@ -404,13 +408,19 @@ fn a_sample_of_page_stacks_is_scaled_and_said() {
             let n = |k: &str| r[k].as_u64().unwrap();
             (
                 r["callsite"].as_str().unwrap().to_string(),
-                (n("hits"), n("sampled")),
+                (n("hits"), n("sampled"), n("margin")),
             )
         })
         .collect();
     let sites = stacks();
-    let want: BTreeMap<String, (u64, u64)> = (0..2)
-        .map(|i| (sites[i].1.to_string(), (16 * sampled[i], sampled[i])))
+    let want: BTreeMap<String, (u64, u64, u64)> = (0..2)
+        .map(|i| {
+            let margin = PageStackSample::margin(16, regions[i].values().copied());
+            (
+                sites[i].1.to_string(),
+                (16 * sampled[i], sampled[i], margin),
+            )
+        })
         .collect();
     assert_eq!(rows, want);
     // The estimate of all allocations is the allocations.
