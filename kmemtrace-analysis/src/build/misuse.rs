@@ -123,7 +123,10 @@ pub(crate) const UNRECORDED_MIN_RUNS: u32 = 3;
 impl Evidence<'_> {
     /// Why the occurrences of `m` at `w` are set apart, if they are.
     fn explains(&self, ctx: &Ctx<'_>, m: Misuse, w: &Where) -> Option<String> {
-        if !matches!(m, Misuse::DoubleFree | Misuse::LivePointerReturned) {
+        if !matches!(
+            m,
+            Misuse::DoubleFree | Misuse::LivePointerReturned | Misuse::CacheMismatch
+        ) {
             return None;
         }
         if self.pid_filtered {
@@ -138,6 +141,19 @@ impl Evidence<'_> {
         let name = group_name(ctx, w.group);
         let site = self.untraced.site(w.site);
         let site_name = || ctx.syms.name(ctx.addr(w.site));
+        if m == Misuse::CacheMismatch {
+            // The allocation's cache loses frees to untraced paths: the
+            // object went back untraced, its slab page to the page
+            // allocator, and the memory came back in another cache through
+            // an allocation the trace did not show either (slab sheaves
+            // move both ways in bulk).
+            return (w.group != Group::UnnamedCache && t.untraced_frees()).then(|| {
+                format!(
+                    "{name} has pointers returned while live on more than one object ({} in all): it is freed by a path the kernel does not trace, and the memory was reused by another cache through an allocation the trace did not show",
+                    thousands(t.live_returned)
+                )
+            });
+        }
         if m == Misuse::LivePointerReturned {
             // Caches whose events name none share one group: too coarse.
             if w.group != Group::UnnamedCache && t.untraced_frees() {
@@ -311,7 +327,12 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
         together = freed_together(judge, &explained, &lone);
     }
     let mut reason = |w: &Where, count: u64, kept: bool, because: String| {
-        if count > 0 && matches!(m, Misuse::DoubleFree | Misuse::LivePointerReturned) {
+        if count > 0
+            && matches!(
+                m,
+                Misuse::DoubleFree | Misuse::LivePointerReturned | Misuse::CacheMismatch
+            )
+        {
             t.reasons.push(FindingReason {
                 cache: group_name(ctx, w.group),
                 callsite: (w.site != NO_SITE).then(|| ctx.syms.name(ctx.addr(w.site))),

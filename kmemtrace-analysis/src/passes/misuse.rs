@@ -229,7 +229,12 @@ impl MisusePass {
                     }
                     _ => return,
                 };
-                self.find(m, s, Earlier::of(&o0));
+                // A cache mismatch is judged by the allocation's cache.
+                let earlier = match m {
+                    Misuse::CacheMismatch => Earlier::of(&o0).in_group(Group::of(&o0, slab.cache)),
+                    _ => Earlier::of(&o0),
+                };
+                self.find(m, s, earlier);
             }
         }
     }
