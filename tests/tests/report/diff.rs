@@ -41,7 +41,8 @@ fn workload_with(extra: u64, double_frees: u64) -> Vec<u8> {
     s.build()
 }
 
-fn diff(args: &[&Path], more: &[&str]) -> Output {
+/// `kmemtrace-diff ARGS... MORE...`, its output.
+pub(crate) fn diff(args: &[&Path], more: &[&str]) -> Output {
     Command::new(common::bin("kmemtrace-diff"))
         .args(args)
         .args(more)

@@ -14,7 +14,6 @@ use kmemtrace_kernel::{stalls, Endian, EventFormat, LittleEndian, RunTimeEndian}
 use kmemtrace_testkit::subbuf::Missed;
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, Rng, SynthRecord, Value};
 use std::collections::BTreeMap;
-use std::process::Command;
 
 const DATA: &str = "report/data/x86_64-6.18";
 
@@ -710,7 +709,6 @@ fn every_key_of_the_section_is_in_json_md() {
 
 #[test]
 fn the_diff_compares_and_gates_stalls_per_call_site_and_order() {
-    use crate::common;
     let (base, _) = build();
     let (slow, _) = build_slower(4);
     let (base, slow) = (temp_log(&base), temp_log(&slow));
@@ -731,13 +729,11 @@ max = 1
 "#,
     )
     .unwrap();
-    let out = Command::new(common::bin("kmemtrace-diff"))
-        .arg(base.path())
-        .arg(slow.path())
-        .args(["--json", "--gate"])
-        .arg(rules.path())
-        .output()
-        .unwrap();
+    let rules_arg = rules.path().to_str().unwrap();
+    let out = crate::diff::diff(
+        &[base.path(), slow.path()],
+        &["--json", "--gate", rules_arg],
+    );
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -762,13 +758,7 @@ max = 1
     );
     assert!(n > 3.0 * b, "{stall_ns}");
     // The same capture against itself: every gate holds.
-    let out = Command::new(common::bin("kmemtrace-diff"))
-        .arg(base.path())
-        .arg(base.path())
-        .arg("--gate")
-        .arg(rules.path())
-        .output()
-        .unwrap();
+    let out = crate::diff::diff(&[base.path(), base.path()], &["--gate", rules_arg]);
     assert_eq!(
         out.status.code(),
         Some(0),
