@@ -109,6 +109,11 @@ impl PageStackSample {
             })
     }
 
+    /// Whether stacks were taken for a sample, not with every allocation.
+    pub fn is_sampled(&self) -> bool {
+        self.mask != 0
+    }
+
     /// 1 in how many page frames.
     pub fn one_in(&self) -> u64 {
         1 << self.mask.count_ones()
@@ -261,7 +266,7 @@ impl StackReader {
         ev.kind == kmemtrace_kernel::kmem::KmemKind::MmPageAlloc
             && self.page_stacks
             && self.scope.takes(ev.pid, ev.in_interrupt)
-            && (self.scope.sample == PageStackSample::EVERY
+            && (!self.scope.sample.is_sampled()
                 || ev.pfn.is_some_and(|p| self.scope.sample.takes(p)))
     }
 

@@ -138,8 +138,8 @@ pub(crate) fn callsites(
                 gfp: cx.gfp(k.gfp, acc.all.requests),
                 hits: acc.all.requests,
                 bytes: acc.all.bytes,
-                sampled: (p.sample != PageStackSample::EVERY).then_some(acc.all.samples),
-                margin: (p.sample != PageStackSample::EVERY).then(|| {
+                sampled: p.sample.is_sampled().then_some(acc.all.samples),
+                margin: p.sample.is_sampled().then(|| {
                     let counts = by_row.get(&k).map_or(&[][..], Vec::as_slice);
                     PageStackSample::margin(p.sample.weight(k.order), counts.iter().copied())
                 }),

@@ -5,7 +5,6 @@ use super::page_sites::{self, StackSites};
 use super::Ctx;
 use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PageStacks, PcpRow};
 use crate::passes::pages::{LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
-use kmemtrace_import::stacks::PageStackSample;
 use kmemtrace_kernel::PageTypes;
 
 fn requests(r: &Requests) -> PageRequests {
@@ -62,12 +61,15 @@ fn page_stacks(
         cut_at_end: summaries.iter().map(|c| c.stacks_cut_at_end).sum(),
         cut_at_start: summaries.iter().map(|c| c.stacks_cut_at_start).sum(),
         distinct: stacks.len().saturating_sub(1) as u64,
-        sample: (p.sample != PageStackSample::EVERY).then(|| crate::model::PageStackSampling {
-            one_in: p.sample.one_in(),
-            pfn_mask: crate::model::Addr(p.sample.mask),
-            weight_by_order: p.sample.weights(),
-            not_sampled: p.not_sampled,
-        }),
+        sample: p
+            .sample
+            .is_sampled()
+            .then(|| crate::model::PageStackSampling {
+                one_in: p.sample.one_in(),
+                pfn_mask: crate::model::Addr(p.sample.mask),
+                weight_by_order: p.sample.weights(),
+                not_sampled: p.not_sampled,
+            }),
     }
 }
 

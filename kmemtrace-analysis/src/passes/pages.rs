@@ -314,7 +314,7 @@ impl<'a> PagesPass<'a> {
         site: SiteKey,
         bytes: u64,
     ) -> bool {
-        if sample == PageStackSample::EVERY {
+        if !sample.is_sampled() {
             by_site.entry(site).or_default().add(bytes);
         } else if sample.takes(pfn) {
             let w = sample.weight(site.order);
@@ -487,7 +487,7 @@ impl<'a> PagesPass<'a> {
         self.allocated.add(bytes);
         if !Self::count_at_site(self.sample, &mut self.by_site, pg.pfn, new.site(), bytes) {
             self.not_sampled += 1;
-        } else if self.sample != PageStackSample::EVERY {
+        } else if self.sample.is_sampled() {
             let region = self.sample.region(pg.pfn);
             *self
                 .sampled_regions

@@ -82,7 +82,7 @@ pub fn callsites(o: &mut String, p: &PageReport, lines: usize) {
     rule(o, if sampled { 117 } else { 110 });
     for r in p.callsites.iter().take(lines) {
         let hits = match r.margin {
-            Some(m) if sampled => format!("{:>9} {:>6}", thousands(r.hits), margin(r.hits, m)),
+            Some(m) => format!("{:>9} {:>6}", thousands(r.hits), margin(r.hits, m)),
             _ => format!("{:>9}", thousands(r.hits)),
         };
         let _ = writeln!(
