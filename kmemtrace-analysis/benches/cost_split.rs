@@ -181,8 +181,9 @@ fn main() {
         for (i, &n) in lens.iter().enumerate() {
             for k in 0..n {
                 store.request(i, k);
-                // Wait for it: the merge below should not wait for decoding.
-                let (part, _) = store.take(i, k, 1);
+                // Wait for it (or decode it here): the merge below should
+                // not wait for decoding.
+                let (part, _) = store.take(i, k, 1, &mut None);
                 drop(part);
             }
         }

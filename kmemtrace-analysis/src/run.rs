@@ -27,8 +27,9 @@ pub struct Options {
     pub sort: Vec<SortKey>,
     /// Rows kept per table (`None`: all).
     pub lines: Option<usize>,
-    /// Decoder threads, and shards ([`shards_for`]) (`None`: one per core,
-    /// at most 16). The report is the same whatever the number.
+    /// Threads: decoders ([`decoders_for`]) and shards ([`shards_for`])
+    /// (`None`: one per core, at most 16). The report is the same whatever
+    /// the number.
     pub threads: Option<usize>,
     /// Keep page allocations by page frame (`--alloc` with `--page`).
     pub pages_by_pfn: bool,
@@ -84,15 +85,27 @@ impl Options {
     }
 }
 
-/// Shards for `threads` decoder threads: one for two threads or fewer
-/// (each shard keeps its own tables, and on two cores the decoders and the
-/// one shard keep both busy); as many as decoders beyond, because each
-/// shard is a serial stage of the stream and the busiest one bounds the
-/// run on many cores (`--timings` shows it), while more shards cost no
+/// Shards for `threads` threads (`-j`): one for two threads or fewer
+/// (each shard keeps its own tables); as many as threads beyond, because
+/// each shard is a serial stage of the stream and the busiest one bounds
+/// the run on many cores (`--timings` shows it), while more shards cost no
 /// more CPU in all.
 pub fn shards_for(threads: usize) -> usize {
     if threads <= 2 {
         1
+    } else {
+        threads
+    }
+}
+
+/// Decoder threads for `threads` threads (`-j`), beside the shards: up to
+/// two, one thread fewer, so that the shard and the decoders together are
+/// as many threads as cores (the shard decodes blocks itself while it
+/// waits, and alone decodes them all); beyond, as many as threads, the
+/// decoding being the larger half of the work.
+pub fn decoders_for(threads: usize) -> usize {
+    if threads <= 2 {
+        threads.saturating_sub(1)
     } else {
         threads
     }
@@ -140,7 +153,7 @@ pub fn analyse(
         filter,
         sites: &sites,
         tracepoints: &tracepoints,
-        workers: threads,
+        workers: decoders_for(threads),
         shards: nshards,
     };
     let namer = |addr: u64| syms.name(addr);

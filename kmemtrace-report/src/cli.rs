@@ -245,9 +245,11 @@ pub struct Cli {
 
     /// Threads (default: one per core, at most 16).
     ///
-    /// N decoders and as many analysis shards (one for N up to 2), each
-    /// following the pointers of its buckets (default: one per core, at
-    /// most 16). The report is the same whatever the number.
+    /// Up to 2: one analysis shard and N-1 decoder threads (the shard
+    /// decodes blocks itself while it waits, and with -j 1 decodes them
+    /// all); beyond, N decoders and N shards, each following the pointers
+    /// of its buckets (default: one per core, at most 16). The report is
+    /// the same whatever the number.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 

@@ -42,6 +42,15 @@ pub fn table(t: &Timings, cores: usize) -> String {
             );
         }
     }
+    let helped = t.helped();
+    let decoders = t.by_role(Role::Decode).map_or(0, |r| r.threads);
+    if helped > std::time::Duration::ZERO || decoders == 0 {
+        let _ = writeln!(
+            s,
+            "  (the decode stage's CPU includes {:.3} s of blocks the shards decoded while they waited)",
+            secs(helped)
+        );
+    }
     let _ = writeln!(s, "{}", prediction_line(t, &t.predict(cores)));
     let here = std::thread::available_parallelism().map_or(1, |n| n.get());
     if here != cores {

@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Condvar, Mutex};
 
+/// How long a shard waiting for its block sleeps before it looks for a
+/// queued block to decode again.
+const HELP_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// One block's place.
 struct Slot {
     queued: AtomicBool,
@@ -147,12 +151,21 @@ impl<'a> Blocks<'a> {
     }
 
     /// Shard `shard`'s events of block `k` of stream `i`, and the block's
-    /// latest time stamp; waits for the decoding.
-    pub fn take(&self, i: usize, k: usize, shard: usize) -> (Vec<Event>, u64) {
+    /// latest time stamp; waits for the decoding, decoding queued blocks
+    /// meanwhile with `helper` (the shard's own caches, made on first use)
+    /// where every decoder thread is busy: the shard's core would idle
+    /// otherwise, and with as many threads as cores it does not.
+    pub fn take(
+        &self,
+        i: usize,
+        k: usize,
+        shard: usize,
+        helper: &mut Option<Local<'a>>,
+    ) -> (Vec<Event>, u64) {
         self.request(i, k);
         let slot = &self.slots[i][k];
-        let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
+            let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(r) = st.as_mut().filter(|r| r.trailing.is_none()) {
                 let part = r.parts.get_mut(shard).and_then(Option::take);
                 if slot.taken.fetch_add(1, Ordering::AcqRel) + 1 == self.shards {
@@ -160,10 +173,37 @@ impl<'a> Blocks<'a> {
                 }
                 return (part.unwrap_or_default(), r.max_ts);
             }
-            st = super::timings::waiting_on_input(|| {
-                slot.ready.wait(st).unwrap_or_else(|e| e.into_inner())
-            });
+            drop(st);
+            if self.help(helper) {
+                continue;
+            }
+            st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            if st.as_ref().is_none_or(|r| r.trailing.is_some()) {
+                // Woken by the block, or in a while to look for queued
+                // blocks again.
+                let _ = super::timings::waiting_on_input(|| {
+                    slot.ready
+                        .wait_timeout(st, HELP_POLL)
+                        .unwrap_or_else(|e| e.into_inner())
+                });
+            }
         }
+    }
+
+    /// Decodes the next queued block on the calling thread, if one is
+    /// queued and no decoder thread is idle (an idle one holds the queue,
+    /// waiting): whether it did.
+    fn help(&self, helper: &mut Option<Local<'a>>) -> bool {
+        let job = match self.queue.try_lock() {
+            Ok(q) => q.try_recv().ok(),
+            Err(_) => None,
+        };
+        let Some((i, k)) = job else {
+            return false;
+        };
+        let local = helper.get_or_insert_with(|| Local::new(self.decoder));
+        super::timings::helping(|| self.decode_job(local, i, k));
+        true
     }
 
     /// Gives an emptied event vector back for reuse.
@@ -186,32 +226,38 @@ impl<'a> Blocks<'a> {
                 self.queue.lock().unwrap_or_else(|e| e.into_inner()).recv()
             });
             let Ok((i, k)) = job else { return };
-            let spare = || self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let block = &self.streams[i][k];
-            // A decoder that panics on a block (a bug) leaves the block
-            // lost, not a shard waiting for it forever.
-            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.decoder
-                    .decode(block, &mut local, &mut || spare().unwrap_or_default())
-            }));
-            let Decoded { parts, mut meta } = decoded.unwrap_or_else(|_| {
-                local = Local::new(self.decoder);
-                let what = format!(
-                    "CPU {} block {}: the decoder failed",
-                    block.cpu, block.block_seq
-                );
-                self.decoder.lost(block, block.offset, what)
-            });
-            let max_ts = meta.max_ts;
-            let leading = std::mem::take(&mut meta.leading_stacks);
-            let trailing = std::mem::take(&mut meta.trailing);
-            self.assembler
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .add(i, k, meta);
-            self.publish(i, k, parts, max_ts, trailing);
-            self.hand_back(i, k, leading);
+            self.decode_job(&mut local, i, k);
         }
+    }
+
+    /// Decodes block `k` of stream `i` with a thread's caches `local`,
+    /// tells the loss assembler, and makes the block ready.
+    fn decode_job(&self, local: &mut Local<'a>, i: usize, k: usize) {
+        let spare = || self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let block = &self.streams[i][k];
+        // A decoder that panics on a block (a bug) leaves the block
+        // lost, not a shard waiting for it forever.
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.decoder
+                .decode(block, local, &mut || spare().unwrap_or_default())
+        }));
+        let Decoded { parts, mut meta } = decoded.unwrap_or_else(|_| {
+            *local = Local::new(self.decoder);
+            let what = format!(
+                "CPU {} block {}: the decoder failed",
+                block.cpu, block.block_seq
+            );
+            self.decoder.lost(block, block.offset, what)
+        });
+        let max_ts = meta.max_ts;
+        let leading = std::mem::take(&mut meta.leading_stacks);
+        let trailing = std::mem::take(&mut meta.trailing);
+        self.assembler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(i, k, meta);
+        self.publish(i, k, parts, max_ts, trailing);
+        self.hand_back(i, k, leading);
     }
 
     /// Makes block `k` of stream `i` ready, once its last allocations have

@@ -7,6 +7,7 @@
 //! The order of two events is the same in every shard count.
 
 use super::blocks::Blocks;
+use super::decode::Local;
 use crate::event::Event;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -47,6 +48,8 @@ pub struct Merger<'b, 'a> {
     cur: Option<usize>,
     /// Blocks asked for ahead of the one taken, per stream.
     ahead: usize,
+    /// The shard's decoder caches, for blocks it decodes while it waits.
+    helper: Option<Local<'a>>,
 }
 
 impl<'b, 'a> Merger<'b, 'a> {
@@ -68,6 +71,7 @@ impl<'b, 'a> Merger<'b, 'a> {
             heap: BinaryHeap::new(),
             cur: None,
             ahead: ahead.max(1),
+            helper: None,
         };
         // Ask for every stream's first blocks before waiting for any.
         for i in 0..n {
@@ -105,7 +109,7 @@ impl<'b, 'a> Merger<'b, 'a> {
             for a in k + 2..=ahead.min(self.blocks.len(i).saturating_sub(1)) {
                 self.blocks.request_ahead(i, a);
             }
-            let (part, max_ts) = self.blocks.take(i, k, self.shard);
+            let (part, max_ts) = self.blocks.take(i, k, self.shard, &mut self.helper);
             let s = &mut self.subs[i];
             s.next_block += 1;
             s.block = k as u32;

@@ -75,7 +75,8 @@ pub struct StreamSetup<'a> {
     /// The other tracepoints the passes asked for (none: only kmem events
     /// are decoded).
     pub tracepoints: &'a Tracepoints,
-    /// Decoder threads (at least 1).
+    /// Decoder threads; with none, the shards decode every block
+    /// themselves (they decode queued blocks whenever they wait).
     pub workers: usize,
     /// Shards (at least 1), each a thread.
     pub shards: usize,
@@ -163,11 +164,13 @@ pub fn run<S: Shard, T: Send>(
     let inputs = StreamInput::of(log, &cpus, &streams);
     // Blocks decoded ahead: per stream, enough to keep every decoder busy
     // on a log whose events are mostly on one CPU; in all, four per decoder
-    // (a decoded block holds about 1.6 times its raw size): fewer starve
-    // the decoders, more only cost memory (docs/benchmarks.md, "Why the
-    // defaults").
-    let ahead = (2 * setup.workers).clamp(2, 8);
-    let blocks = Blocks::new(&dec, streams, Assembler::new(inputs), 4 * setup.workers);
+    // and eight more (a decoded block holds about 1.6 times its raw size):
+    // fewer starve the decoders, and a shard that decodes while it waits
+    // takes queued blocks from them; more only cost memory
+    // (docs/benchmarks.md, "Why the defaults").
+    let ahead = (2 * setup.workers).clamp(4, 8);
+    let cap = 4 * setup.workers + 8;
+    let blocks = Blocks::new(&dec, streams, Assembler::new(inputs), cap);
     let epochs = Epochs::<S::Epoch>::new(shards);
     let (job_tx, job_rx) = std::sync::mpsc::channel::<(u64, u64, Vec<S::Epoch>)>();
     let (sum_tx, sum_rx) = std::sync::mpsc::channel::<(u64, T)>();
@@ -175,7 +178,7 @@ pub fn run<S: Shard, T: Send>(
     let threads = Mutex::new(Vec::new());
     let sinks = std::thread::scope(|scope| {
         let _close = CloseOnExit(&blocks);
-        for w in 0..setup.workers.max(1) {
+        for w in 0..setup.workers {
             let blocks = &blocks;
             spawn_timed(scope, Role::Decode, w, &threads, move || blocks.work());
         }

@@ -63,11 +63,28 @@ pub struct ThreadTime {
     /// Blocked until the stage after caught up (a shard too far ahead of
     /// the slowest).
     pub waited_next: Duration,
+    /// CPU time spent decoding blocks while waiting for them (a shard
+    /// whose decoders were all busy): the decode stage's work, not in
+    /// `cpu`, and no part of this thread's serial work.
+    pub helped: Duration,
 }
 
 thread_local! {
     /// This thread's waits so far: on its input, on the next stage.
     static WAITS: Cell<(Duration, Duration)> = const { Cell::new((Duration::ZERO, Duration::ZERO)) };
+    /// This thread's CPU time so far on the decode stage's work
+    /// ([`helping`]).
+    static HELPED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// Runs `f`, the decode stage's work done by a thread of another stage
+/// while it waits, counting its CPU time apart from the thread's own.
+pub(crate) fn helping<T>(f: impl FnOnce() -> T) -> T {
+    let t = thread_cpu();
+    let r = f();
+    let spent = thread_cpu().saturating_sub(t);
+    HELPED.with(|h| h.set(h.get() + spent));
+    r
 }
 
 /// Runs `f`, a call that blocks until the stage before has something,
@@ -122,6 +139,7 @@ pub(crate) struct ThreadClock {
     cpu: Duration,
     wall: Instant,
     waits: (Duration, Duration),
+    helped: Duration,
 }
 
 impl ThreadClock {
@@ -132,19 +150,22 @@ impl ThreadClock {
             cpu: thread_cpu(),
             wall: Instant::now(),
             waits: WAITS.with(Cell::get),
+            helped: HELPED.with(Cell::get),
         }
     }
 
     /// The thread's time since [`ThreadClock::start`], added to `all`.
     pub fn stop(self, all: &Mutex<Vec<ThreadTime>>) {
         let (i, n) = WAITS.with(Cell::get);
+        let helped = HELPED.with(Cell::get).saturating_sub(self.helped);
         let t = ThreadTime {
             role: self.role,
             index: self.index,
-            cpu: thread_cpu().saturating_sub(self.cpu),
+            cpu: thread_cpu().saturating_sub(self.cpu).saturating_sub(helped),
             wall: self.wall.elapsed(),
             waited_input: i.saturating_sub(self.waits.0),
             waited_next: n.saturating_sub(self.waits.1),
+            helped,
         };
         all.lock().unwrap_or_else(|e| e.into_inner()).push(t);
     }
@@ -183,7 +204,13 @@ pub struct Prediction {
 impl Timings {
     /// The stream's threads' CPU time, all together.
     pub fn stream_cpu(&self) -> Duration {
-        self.threads.iter().map(|t| t.cpu).sum()
+        self.threads.iter().map(|t| t.cpu + t.helped).sum()
+    }
+
+    /// The decode stage's work done by threads of other stages while they
+    /// waited ([`ThreadTime::helped`]).
+    pub fn helped(&self) -> Duration {
+        self.threads.iter().map(|t| t.helped).sum()
     }
 
     /// The phases' wall time, the stream's included.
@@ -211,14 +238,23 @@ impl Timings {
         }
     }
 
-    /// The threads of one role: how many, their CPU time in all and the
+    /// The threads of one role: how many, their CPU time in all (the
+    /// decode stage's with what other threads did of it) and the
     /// busiest's, their waits in all.
     pub fn by_role(&self, role: Role) -> Option<RoleTime> {
         let of: Vec<&ThreadTime> = self.threads.iter().filter(|t| t.role == role).collect();
-        (!of.is_empty()).then(|| RoleTime {
+        let helped = if role == Role::Decode {
+            self.helped()
+        } else {
+            Duration::ZERO
+        };
+        // The decode stage is there in every run, if only as the shards'
+        // own work (no decoder thread).
+        let there = !of.is_empty() || (role == Role::Decode && !self.threads.is_empty());
+        there.then(|| RoleTime {
             role,
             threads: of.len(),
-            cpu: of.iter().map(|t| t.cpu).sum(),
+            cpu: of.iter().map(|t| t.cpu).sum::<Duration>() + helped,
             busiest: of.iter().map(|t| t.cpu).max().unwrap_or_default(),
             waited_input: of.iter().map(|t| t.waited_input).sum(),
             waited_next: of.iter().map(|t| t.waited_next).sum(),
@@ -249,6 +285,7 @@ mod tests {
             wall: Duration::from_millis(cpu_ms),
             waited_input: Duration::ZERO,
             waited_next: Duration::ZERO,
+            helped: Duration::ZERO,
         }
     }
 
@@ -299,6 +336,29 @@ mod tests {
         );
         assert_eq!(d.waited_input, Duration::from_millis(5));
         assert!(t.by_role(Role::Combine).is_none());
+    }
+
+    #[test]
+    fn decoding_done_by_a_shard_is_the_decode_stage_s_not_its_serial_work() {
+        let mut shard = thread(Role::Shard, 0, 300);
+        shard.helped = Duration::from_millis(500);
+        let t = timings(vec![thread(Role::Decode, 0, 200), shard]);
+        assert_eq!(t.stream_cpu(), Duration::from_millis(1000));
+        let d = t.by_role(Role::Decode).unwrap();
+        assert_eq!((d.threads, d.cpu), (1, Duration::from_millis(700)));
+        assert_eq!(
+            t.by_role(Role::Shard).unwrap().cpu,
+            Duration::from_millis(300)
+        );
+        // On 16 cores the help goes to decoders: the shard's own 300 ms
+        // bound the stream, not the 800 ms its thread spent.
+        let p = t.predict(16);
+        assert_eq!(p.wall, Duration::from_millis(350));
+        // No decoder thread: the stage is still there, all of it help.
+        let mut alone = thread(Role::Shard, 0, 300);
+        alone.helped = Duration::from_millis(500);
+        let d = timings(vec![alone]).by_role(Role::Decode).unwrap();
+        assert_eq!((d.threads, d.cpu), (0, Duration::from_millis(500)));
     }
 
     #[test]

@@ -69,14 +69,7 @@ fn timings_say_where_the_time_went_and_predict_other_core_counts() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o), stdout(&plain), "--timings changes only stderr");
     let e = String::from_utf8_lossy(&o.stderr);
-    let row = |stage: &str| {
-        e.lines()
-            .find(|l| l.split_whitespace().next() == Some(stage))
-            .unwrap_or_else(|| panic!("no {stage} row in:\n{e}"))
-            .split_whitespace()
-            .nth(1)
-            .and_then(|n| n.parse::<usize>().ok())
-    };
+    let row = |stage: &str| stage_threads(&e, stage);
     // -j 4: four decoders, four shards, two combiners, the fold.
     assert_eq!(
         [row("decode"), row("shard"), row("combine"), row("fold")],
@@ -94,9 +87,39 @@ fn timings_say_where_the_time_went_and_predict_other_core_counts() {
         .and_then(|l| l.split_whitespace().next())
         .map(|n| n.replace(',', "").parse::<u64>().unwrap());
     assert!(events.is_some_and(|n| n > 0), "{e}");
-    // Without a value: 16 cores.
+    // Without a value: 16 cores. -j 2: one decoder beside the one shard.
     let o = report(&["--timings", "-j", "2", path]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("predicted on 16 cores: "));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("predicted on 16 cores: "), "{e}");
+    assert_eq!(
+        [stage_threads(&e, "decode"), stage_threads(&e, "shard")],
+        [Some(1), Some(1)],
+        "{e}"
+    );
+    // -j 1: one thread in all, the shard decoding every block, and said so.
+    let o = report(&["--timings", "-j", "1", path]);
+    assert_eq!(stdout(&o), stdout(&plain));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        [stage_threads(&e, "decode"), stage_threads(&e, "shard")],
+        [Some(0), Some(1)],
+        "{e}"
+    );
+    assert!(
+        e.contains("blocks the shards decoded while they waited"),
+        "{e}"
+    );
+}
+
+/// The threads column of `stage`'s row in a `--timings` table.
+fn stage_threads(table: &str, stage: &str) -> Option<usize> {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(stage))
+        .unwrap_or_else(|| panic!("no {stage} row in:\n{table}"))
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse::<usize>().ok())
 }
 
 #[test]
