@@ -40,6 +40,7 @@ block's offset and the sub-buffer's index in it).
 #[command(
     name = "kmemtrace-check",
     version = kmemtrace_cli::VERSION,
+    long_version = kmemtrace_cli::long_version(&kmemtrace_import::sniff::formats_read(), &[]),
     about = "Check that a kmemtrace log can be trusted, or say exactly why not",
     after_help = after_help()
 )]

@@ -61,6 +61,9 @@ fn write_out(out: &mut impl Write, text: &str) -> Result<(), ExitCode> {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = kmemtrace_cli::generate::from_args(<Cli as clap::CommandFactory>::command) {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

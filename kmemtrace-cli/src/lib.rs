@@ -12,12 +12,17 @@
 //!   owner-only, the parent directory must exist);
 //! - [`markup`]: escaping text for HTML and XML;
 //! - [`progress`]: the progress line shown on a terminal;
+//! - [`generate`]: man pages and shell completions from the same clap
+//!   definitions as `--help`;
+//! - [`long_version`]: `--version` with the file formats a program reads
+//!   and writes;
 //! - [`VERSION`]: the version with the commit it was built from.
 #![forbid(unsafe_code)]
 
 pub mod args;
 pub mod colour;
 pub mod exit;
+pub mod generate;
 pub mod markup;
 pub mod output;
 pub mod progress;
@@ -35,3 +40,17 @@ pub const VERSION: &str = if env!("KMEMTRACE_COMMIT").is_empty() {
         ")"
     )
 };
+
+/// `--version`'s long form: [`VERSION`], then a line for the formats the
+/// program reads and one for those it writes (each where there are any),
+/// e.g. `reads: kmemtrace log 1.0-1.3, trace.dat 6-7`. Made once per run
+/// (clap wants it for as long as the program runs).
+pub fn long_version(reads: &[String], writes: &[String]) -> &'static str {
+    let mut s = String::from(VERSION);
+    for (verb, list) in [("reads", reads), ("writes", writes)] {
+        if !list.is_empty() {
+            s.push_str(&format!("\n{verb}: {}", list.join(", ")));
+        }
+    }
+    Box::leak(s.into_boxed_str())
+}

@@ -67,7 +67,11 @@ With --junit, exits 2, 3 and 5 leave a JUnit file with the error.";
 ///
 /// Each input is a kmemtrace log or a `kmemtrace-report --json` document.
 #[derive(clap::Parser)]
-#[command(version = kmemtrace_cli::VERSION, after_long_help = after_help())]
+#[command(
+    version = kmemtrace_cli::VERSION,
+    long_version = kmemtrace_cli::long_version(&diff_reads(), &[format!("JSON ({})", kmemtrace_diff::SCHEMA), "JUnit XML".into()]),
+    after_long_help = after_help()
+)]
 struct Cli {
     /// BASE NEW...: the baseline, then captures each compared with it. With
     /// --base, every one is a new capture.
@@ -251,8 +255,18 @@ fn emit(text: &str) -> std::io::Result<()> {
     }
 }
 
+/// What the inputs may be, for `--version`.
+fn diff_reads() -> Vec<String> {
+    let mut r = kmemtrace_import::sniff::formats_read();
+    r.push(format!("JSON ({})", kmemtrace_analysis::model::SCHEMA));
+    r
+}
+
 fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
+    if let Some(code) = kmemtrace_cli::generate::from_args(Cli::command) {
+        return code;
+    }
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,

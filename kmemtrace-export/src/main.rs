@@ -57,6 +57,7 @@ fn exit_help() -> String {
 #[derive(Parser)]
 #[command(
     version = kmemtrace_cli::VERSION,
+    long_version = kmemtrace_cli::long_version(&kmemtrace_import::sniff::formats_read(), &writes()),
     after_long_help = exit_help(),
     after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev\n  kmemtrace-export board.kmt --to parquet -o dataset/board1   # duckdb, spark: dataset/*/slab_events.parquet\n\nParquet columns and types: kmemtrace-export/PARQUET.md in the sources."
 )]
@@ -100,7 +101,20 @@ struct Cli {
 /// Why the export stops: a code of the one table and one line.
 type Stop = (Code, String);
 
+/// What `--to` writes, for `--version`.
+fn writes() -> Vec<String> {
+    let dat = &kmemtrace_import::tracedat::VERSIONS;
+    vec![
+        format!("trace.dat {}-{}", dat.start(), dat.end()),
+        "Perfetto trace (protobuf)".into(),
+        format!("Parquet ({})", kmemtrace_export::parquet::SCHEMA),
+    ]
+}
+
 fn main() -> ExitCode {
+    if let Some(code) = kmemtrace_cli::generate::from_args(<Cli as clap::CommandFactory>::command) {
+        return code;
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code.exit_code(),

@@ -17,6 +17,8 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+/// The trace.dat versions read.
+pub const VERSIONS: std::ops::RangeInclusive<u32> = 6..=7;
 /// `\x17\x08\x44tracing`: the first ten bytes of every trace.dat.
 pub const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 /// Largest metadata text read (kallsyms of a big kernel).
@@ -551,10 +553,11 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
         .trim()
         .parse()
         .map_err(|_| bad(path, "the trace.dat version is not a number"))?;
-    if !(6..=7).contains(&version) {
+    if !VERSIONS.contains(&version) {
+        let (a, b) = (VERSIONS.start(), VERSIONS.end());
         return Err(bad(
             path,
-            format!("trace.dat version {version}: only 6 and 7 are read"),
+            format!("trace.dat version {version}: only {a} and {b} are read"),
         ));
     }
     let fixed = src.bytes(2).map_err(|e| bad(path, e))?;

@@ -84,6 +84,10 @@ never reported as kernel bugs.";
 #[command(
     name = "kmemtrace-report",
     version = kmemtrace_cli::VERSION,
+    long_version = kmemtrace_cli::long_version(
+        &kmemtrace_import::sniff::formats_read(),
+        &[format!("JSON ({})", kmemtrace_analysis::model::SCHEMA)]
+    ),
     about = "Slab fragmentation, cross-CPU frees, leaks and allocator misuse per call site, from a kmemtrace log",
     after_help = SHORT_AFTER_HELP,
     after_long_help = after_help()

@@ -30,6 +30,9 @@ fn usage(msg: impl Into<String>) -> Stop {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = kmemtrace_cli::generate::from_args(<Cli as clap::CommandFactory>::command) {
+        return code;
+    }
     let mut cli = Cli::parse();
     match run(&mut cli) {
         Ok(code) => code.exit_code(),

@@ -32,6 +32,11 @@ mod tracefs;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    if let Some(code) =
+        kmemtrace_cli::generate::from_args(<cli::Cli as clap::CommandFactory>::command)
+    {
+        return code;
+    }
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

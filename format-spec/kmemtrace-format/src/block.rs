@@ -18,6 +18,18 @@ pub const VERSION_MINOR: u16 = 3;
 /// lowest minor version whose features it uses).
 pub const VERSION_MINOR_WITHOUT_KPACK: u16 = 1;
 
+/// The log versions this library reads, as `--version` names them: every
+/// minor version of its major one (a later minor's blocks it does not know
+/// are passed over), those up to [`VERSION_MINOR`] known.
+pub fn versions_read() -> String {
+    format!("kmemtrace log {VERSION_MAJOR}.0-{VERSION_MAJOR}.{VERSION_MINOR} (and later {VERSION_MAJOR}.x)")
+}
+
+/// The log versions a writer writes, as `--version` names them.
+pub fn versions_written() -> String {
+    format!("kmemtrace log {VERSION_MAJOR}.{VERSION_MINOR} ({VERSION_MAJOR}.{VERSION_MINOR_WITHOUT_KPACK} where no block is packed)")
+}
+
 /// Sync word at the start of every block header.
 pub const SYNC: [u8; 4] = *b"KMTB";
 /// Size of a block header.

@@ -186,6 +186,9 @@ pub fn run_bytes(log: &Log) -> u64 {
     (8 << 20).max(total / 64)
 }
 
+/// The schema the manifest names (PARQUET.md).
+pub const SCHEMA: &str = "kmemtrace-parquet/2";
+
 /// Writes `log` into the directory `dir` (created if missing) as capture
 /// `capture`.
 pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Result<Written> {
@@ -269,7 +272,7 @@ pub const MANIFEST: &str = "manifest.json";
 fn manifest(log: &Log, capture: &str, w: &Written) -> String {
     let a = &log.arch;
     let mut doc = serde_json::json!({
-        "schema": "kmemtrace-parquet/2",
+        "schema": SCHEMA,
         "capture": capture,
         "log": log.name,
         "kernel": {
