@@ -125,3 +125,75 @@ fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
         }
     }
 }
+
+/// `scripts/release.sh --no-build`: a reproducible tarball per board build
+/// with its binaries as built and the capture script, and SHA256SUMS that
+/// `sha256sum -c` accepts.
+#[test]
+fn release_tarballs_of_the_board_builds_with_their_checksums() {
+    let test = "release_tarballs_of_the_board_builds_with_their_checksums";
+    let boards = boards();
+    if boards.is_empty() {
+        common::skip(
+            test,
+            common::Missing::Tool,
+            "no board binaries in target/boards (scripts/cross-build.sh builds them)",
+        );
+        return;
+    }
+    let release = |out: &Path| {
+        let o = Command::new(common::workspace().join("scripts/release.sh"))
+            .arg("--no-build")
+            .arg(out)
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(out.join("SHA256SUMS")).unwrap()
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let sums = release(a.path());
+    assert_eq!(sums, release(b.path()), "the tarballs are not reproducible");
+    assert_eq!(sums.lines().count(), boards.len(), "{sums}");
+    let check = Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(a.path())
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let x = tempfile::tempdir().unwrap();
+    for (target, bins) in &boards {
+        let tarball = sums
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .find(|n| n.ends_with(&format!("-{target}.tar.gz")))
+            .unwrap_or_else(|| panic!("no tarball for {target} in {sums}"));
+        let st = Command::new("tar")
+            .arg("xzf")
+            .arg(a.path().join(tarball))
+            .current_dir(x.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let dir = x.path().join(tarball.trim_end_matches(".tar.gz"));
+        for b in ["kmemtraced", "kmemtrace-check", "kmemtrace-report"] {
+            let packed = std::fs::read(dir.join(b)).unwrap();
+            assert!(
+                packed == std::fs::read(bins.join(b)).unwrap(),
+                "{target}: {b} differs"
+            );
+        }
+        for f in [
+            "kmemtrace-capture.sh",
+            "FORMAT.md",
+            "LICENSE-MIT",
+            "LICENSE-APACHE",
+        ] {
+            assert!(dir.join(f).is_file(), "{target}: no {f}");
+        }
+    }
+}
