@@ -54,6 +54,7 @@
 
 pub mod build;
 pub mod combine;
+pub mod debuginfo;
 pub mod event;
 pub mod filter;
 pub mod in_order;
@@ -67,6 +68,7 @@ pub mod run;
 pub mod stream;
 pub mod symbols;
 
+pub use debuginfo::{DebugInfo, SourceFrame};
 pub use event::{Body, Event, ShardKey, Tracepoint};
 pub use passes::{Consumes, Pass, PassSetup, Passes};
 pub use run::{analyse, analyse_as_recorded, Options, Outcome};

@@ -294,6 +294,33 @@ pub struct Report {
     #[serde(skip)]
     pub timelines: Option<Timelines>,
     pub problems: Vec<Problem>,
+    /// Source lines of the call sites the tables name (`--vmlinux`): absent
+    /// without debug info.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Sources>,
+}
+
+/// Source lines from the recorded kernel's debug info.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Sources {
+    /// The file, and how its addresses were matched to the log's (the
+    /// KASLR offset).
+    pub debug_info: String,
+    /// Each call site of the slab, leak and page call-site tables once, in
+    /// that order.
+    pub callsites: Vec<SourceRow>,
+}
+
+/// One call site's source chain.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SourceRow {
+    pub callsite: String,
+    pub addr: Addr,
+    /// Innermost first: the function inlined deepest at the call, each
+    /// function that inlined it, then the function the code is in (as
+    /// `scripts/faddr2line` prints them); empty where the debug info does
+    /// not cover the address.
+    pub frames: Vec<crate::SourceFrame>,
 }
 
 /// A value over time, at the end of each time bin that changed it: a

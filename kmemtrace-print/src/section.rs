@@ -39,11 +39,13 @@ pub enum Section {
     LiveTimeline,
     /// Allocations and frees per CPU over time (`timelines`).
     Rates,
+    /// Source lines of the call sites (`sources`, with `--vmlinux`).
+    Sources,
 }
 
 impl Section {
     /// Every section, in the model's order.
-    pub const ALL: [Section; 11] = [
+    pub const ALL: [Section; 12] = [
         Section::Header,
         Section::Callsites,
         Section::Caches,
@@ -55,6 +57,7 @@ impl Section {
         Section::Leaks,
         Section::LiveTimeline,
         Section::Rates,
+        Section::Sources,
     ];
 }
 

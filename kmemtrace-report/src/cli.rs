@@ -239,6 +239,16 @@ pub struct Cli {
     /// Symbols from this kallsyms or System.map.
     #[arg(long, value_name = "FILE")]
     pub kallsyms: Option<PathBuf>,
+    /// Source lines from the recorded kernel's debug info.
+    ///
+    /// A vmlinux with DWARF (CONFIG_DEBUG_INFO; Debian's linux-image-*-dbg
+    /// has one under /usr/lib/debug/boot): each call site of the slab, leak
+    /// and page tables gets its function, file:line and the functions
+    /// inlined at the call, as scripts/faddr2line prints them (the SOURCE
+    /// LINES section; `sources` in JSON). The KASLR offset comes from the
+    /// log's kallsyms (_text).
+    #[arg(long, value_name = "FILE")]
+    pub vmlinux: Option<PathBuf>,
     /// Show call sites as raw addresses.
     #[arg(long = "raw-ip")]
     pub raw_ip: bool,

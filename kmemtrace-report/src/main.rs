@@ -16,7 +16,7 @@ mod timings;
 use clap::Parser;
 use cli::Cli;
 use input::Asked;
-use kmemtrace_analysis::{filter, model, Symbols};
+use kmemtrace_analysis::{filter, model, DebugInfo, Symbols};
 use kmemtrace_cli::exit;
 use kmemtrace_import::log::Log;
 use kmemtrace_kernel::human::thousands;
@@ -150,8 +150,19 @@ fn report(
     // A pid-filtered recording: its traced tree, unless asked otherwise.
     let traced_tree = cli.pid.is_empty() && cli.comm.is_none() && !cli.all_tasks;
     opts.select_as_recorded(log, traced_tree);
-    let out = analyse_with_progress(cli, log, syms, opts);
+    // A debug-info file that cannot be used stops the run before the
+    // analysis, not after.
+    let debug = cli
+        .vmlinux
+        .as_deref()
+        .map(|p| DebugInfo::open(p, syms.table.as_ref()))
+        .transpose()
+        .map_err(|e| (exit::INPUT, e))?;
+    let mut out = analyse_with_progress(cli, log, syms, opts);
     input::selected_something(cli, log, &out.report)?;
+    if let Some(d) = &debug {
+        out.report.sources = Some(kmemtrace_analysis::debuginfo::sources(&out.report, d));
+    }
     let printing = std::time::Instant::now();
     output::print(cli, &out.report, page_only)?;
     if let Some(cores) = cli.timings {

@@ -96,6 +96,9 @@ fn prepared(dir: &Path, text: &str) {
         dir.join("kmemtrace-capture.sh"),
     )
     .unwrap();
+    // A file with DWARF for `--vmlinux` (its addresses are not the log's
+    // kernel's: the call sites come out `??`).
+    std::fs::copy(common::bin("kmemtrace-report"), dir.join("vmlinux")).unwrap();
     std::fs::create_dir(dir.join("dataset")).unwrap();
 }
 

@@ -40,6 +40,8 @@ mod parquet;
 mod perfetto;
 #[path = "report/pid.rs"]
 mod pid;
+#[path = "report/sources.rs"]
+mod sources;
 #[path = "report/stalls.rs"]
 mod stalls;
 #[path = "report/tracedat.rs"]

@@ -386,6 +386,7 @@ pub fn build(
         page_timeline: running(&an.pages.held_series),
         timelines: timelines(&ctx),
         problems,
+        sources: None,
     };
     Built { report, worst }
 }

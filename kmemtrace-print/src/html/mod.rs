@@ -88,6 +88,7 @@ impl Printer for Html {
             Section::Caches,
             Section::Leaks,
             Section::Pages,
+            Section::Sources,
         ]
     }
 
@@ -115,6 +116,7 @@ impl Printer for Html {
             Section::Caches => sections::caches(&p, o),
             Section::Leaks => sections::leaks(&p, o),
             Section::Pages => page_sections::pages(&p, o),
+            Section::Sources => sections::sources(&p, o),
             // The header's figures stand for the summary; per-pointer rows
             // stay with the text and JSON outputs.
             Section::Summary | Section::Allocs => {}

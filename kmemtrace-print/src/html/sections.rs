@@ -501,3 +501,22 @@ pub fn leaks(p: &Page<'_>, o: &mut String) {
     );
     t.render(o);
 }
+
+/// The call sites' source lines (`--vmlinux`): each chain innermost first,
+/// as `scripts/faddr2line` prints it.
+pub fn sources(p: &Page<'_>, o: &mut String) {
+    let Some(src) = &p.r.sources else { return };
+    heading(o, "sources", "Source lines of the call sites");
+    note(o, &format!("From {}.", src.debug_info));
+    let mut t = Table::new("sources", &[("Call site", false), ("Source", false)]);
+    for s in src.callsites.iter().take(p.lines) {
+        t.row()
+            .code(&s.callsite)
+            .code(&crate::text::source_chain(&s.frames).join("; "));
+    }
+    t.more(
+        src.callsites.len().saturating_sub(p.lines),
+        "kmemtrace-report --json",
+    );
+    t.render(o);
+}

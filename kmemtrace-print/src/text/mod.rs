@@ -155,6 +155,7 @@ impl Printer for Text {
             Section::Leaks => s.leaks,
             // Series over time are the HTML page's plots.
             Section::LiveTimeline | Section::Rates => false,
+            Section::Sources => true,
         }
     }
 
@@ -174,6 +175,7 @@ impl Printer for Text {
             Section::Pages => pages::render(out, &r.pages, s),
             Section::Misuse => misuse_section(out, r, s),
             Section::Leaks => leaks_section(out, &r.leaks, s),
+            Section::Sources => sources_section(out, r, s),
             Section::LiveTimeline | Section::Rates => {}
         }
     }
@@ -803,6 +805,52 @@ pub fn capture_end(r: &Report) -> String {
         (Some(e), _) => format!("ended ({e}) but damaged"),
         (None, Some(_)) => "cut short (no END block)".to_string(),
         (None, None) => "no END block".to_string(),
+    }
+}
+
+/// A source chain as `scripts/faddr2line` prints it: the innermost frame,
+/// then `(inlined by)` each function that inlined it; `??` where the debug
+/// info does not cover the address.
+pub fn source_chain(frames: &[kmemtrace_analysis::SourceFrame]) -> Vec<String> {
+    if frames.is_empty() {
+        return vec!["??".into()];
+    }
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if i == 0 {
+                f.to_string()
+            } else {
+                format!("(inlined by) {f}")
+            }
+        })
+        .collect()
+}
+
+/// The call sites' source lines (`--vmlinux`), as many as three tables'
+/// rows; those the debug info does not cover counted, not listed.
+fn sources_section(out: &mut String, r: &Report, s: &Sections) {
+    let Some(src) = &r.sources else { return };
+    let _ = writeln!(out, "\nSOURCE LINES (from {})", src.debug_info);
+    let (known, unknown): (Vec<_>, Vec<_>) =
+        src.callsites.iter().partition(|c| !c.frames.is_empty());
+    let shown = s.lines.saturating_mul(3);
+    for row in known.iter().take(shown) {
+        let _ = writeln!(out, "{}:", row.callsite);
+        for l in source_chain(&row.frames) {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    if known.len() > shown {
+        let _ = writeln!(out, "  ... {} more (see --json)", known.len() - shown);
+    }
+    if !unknown.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} call sites outside the debug info (a module's code, or another build of the kernel)",
+            thousands(unknown.len() as u64)
+        );
     }
 }
 

@@ -143,12 +143,28 @@ impl Synth {
         alloc: u64,
         node: i64,
     ) {
+        self.kmalloc_at(cpu, ts, pid, site(func), ptr, req, alloc, node);
+    }
+
+    /// `kmalloc_node` from call site address `call_site`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn kmalloc_at(
+        &mut self,
+        cpu: u32,
+        ts: u64,
+        pid: i32,
+        call_site: u64,
+        ptr: u64,
+        req: u64,
+        alloc: u64,
+        node: i64,
+    ) {
         let p = encode_event(
             LittleEndian,
             &self.kmalloc,
             pid,
             &[
-                ("call_site", Value::Uint(site(func))),
+                ("call_site", Value::Uint(call_site)),
                 ("ptr", Value::Uint(ptr)),
                 ("bytes_req", Value::Uint(req)),
                 ("bytes_alloc", Value::Uint(alloc)),

@@ -1,0 +1,173 @@
+//! Source lines from a kernel's debug info (`--vmlinux`): for an address,
+//! its function, `file:line` and the chain of functions inlined there, as
+//! the kernel's `scripts/faddr2line` prints them. The DWARF is read by the
+//! `addr2line` crate (gimli underneath); the ELF's sections, compressed or
+//! not, by `object`.
+//!
+//! The running kernel's addresses are its link-time ones moved by KASLR:
+//! the slide is the log's kallsyms address of `_text` (else `_stext`)
+//! less the ELF's.
+
+use kmemtrace_kernel::Kallsyms;
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::borrow::Cow;
+use std::path::Path;
+use std::rc::Rc;
+
+type Reader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
+
+/// One frame of an address's chain: the function and where in its source.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceFrame {
+    /// The function (`None` where the DWARF names none).
+    pub function: Option<String>,
+    /// The source file, as the compilation recorded it.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+impl std::fmt::Display for SourceFrame {
+    /// `function at file:line`, as addr2line and faddr2line print it (`??`
+    /// where unknown).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let func = self.function.as_deref().unwrap_or("??");
+        let file = self.file.as_deref().unwrap_or("??");
+        match self.line {
+            Some(l) => write!(f, "{func} at {file}:{l}"),
+            None => write!(f, "{func} at {file}:?"),
+        }
+    }
+}
+
+/// A kernel's debug info, ready to look addresses up.
+pub struct DebugInfo {
+    ctx: addr2line::Context<Reader>,
+    /// Run-time address less link-time address.
+    slide: u64,
+    /// The file and how the slide was found, for the report.
+    pub source: String,
+}
+
+/// The symbols whose run-time address (in kallsyms) and link-time one (in
+/// the ELF) give the slide, in order of preference.
+const ANCHORS: [&str; 2] = ["_text", "_stext"];
+
+impl DebugInfo {
+    /// Reads `path` (a vmlinux with DWARF, or a `.ko`), with the slide
+    /// from `kallsyms` (the recorded kernel's) where it has an anchor.
+    pub fn open(path: &Path, kallsyms: Option<&Kallsyms>) -> Result<DebugInfo, String> {
+        let name = path.display();
+        let data = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
+        let file = object::File::parse(&*data).map_err(|e| format!("{name}: {e}"))?;
+        if file.section_by_name(".debug_info").is_none() {
+            return Err(format!(
+                "{name}: no DWARF debug info (a vmlinux built with CONFIG_DEBUG_INFO, \
+                 or the one in Debian's linux-image-*-dbg, has it)"
+            ));
+        }
+        let endian = if file.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let load = |id: gimli::SectionId| -> Result<Reader, String> {
+            let bytes = match file.section_by_name(id.name()) {
+                Some(s) => s
+                    .uncompressed_data()
+                    .map_err(|e| format!("{name}: {}: {e}", id.name()))?,
+                None => Cow::Borrowed(&[][..]),
+            };
+            Ok(Reader::new(Rc::from(&*bytes), endian))
+        };
+        let dwarf = gimli::Dwarf::load(load)?;
+        let ctx = addr2line::Context::from_dwarf(dwarf).map_err(|e| format!("{name}: {e}"))?;
+        let (slide, how) = slide(&file, kallsyms);
+        Ok(DebugInfo {
+            ctx,
+            slide,
+            source: format!("{name} ({how})"),
+        })
+    }
+
+    /// The chain at run-time address `addr`, innermost first (the function
+    /// inlined deepest, then each that inlined it, then the function the
+    /// code is in); empty where the DWARF does not cover it.
+    pub fn frames(&self, addr: u64) -> Vec<SourceFrame> {
+        let probe = addr.wrapping_sub(self.slide);
+        let mut out = Vec::new();
+        let Ok(mut it) = self.ctx.find_frames(probe).skip_all_loads() else {
+            return out;
+        };
+        while let Ok(Some(f)) = it.next() {
+            let function = f
+                .function
+                .as_ref()
+                .and_then(|n| n.raw_name().ok())
+                .map(|n| n.into_owned());
+            let (file, line) = f
+                .location
+                .map_or((None, None), |l| (l.file.map(str::to_string), l.line));
+            out.push(SourceFrame {
+                function,
+                file,
+                line,
+            });
+        }
+        out
+    }
+
+    /// The chain of the call a return address comes back to (a call site
+    /// the kernel traced, `_RET_IP_`, or a frame of a stack other than the
+    /// first): looked up one byte back, inside the call instruction, as
+    /// perf does, so that the line is the call's and not the next one's.
+    pub fn frames_of_return_address(&self, addr: u64) -> Vec<SourceFrame> {
+        self.frames(addr.wrapping_sub(1))
+    }
+}
+
+/// The slide and how it was found.
+fn slide(file: &object::File<'_>, kallsyms: Option<&Kallsyms>) -> (u64, String) {
+    let Some(k) = kallsyms else {
+        return (0, "no kallsyms: addresses taken as link-time ones".into());
+    };
+    for anchor in ANCHORS {
+        let linked = file
+            .symbols()
+            .find(|s| s.name() == Ok(anchor))
+            .map(|s| s.address());
+        if let (Some(run), Some(linked)) = (k.address_of(anchor), linked) {
+            let slide = run.wrapping_sub(linked);
+            return (slide, format!("KASLR offset 0x{slide:x} from {anchor}"));
+        }
+    }
+    (
+        0,
+        "_text and _stext not both in the log's kallsyms and the file: addresses taken as link-time ones"
+            .into(),
+    )
+}
+
+/// The source chains of the call sites `report`'s tables name: the slab
+/// call sites, the leaks' and the page allocations', each once.
+pub fn sources(report: &crate::model::Report, debug: &DebugInfo) -> crate::model::Sources {
+    use crate::model::{Addr, SourceRow};
+    let named = report
+        .callsites
+        .iter()
+        .map(|r| (&r.callsite, r.addr))
+        .chain(report.leaks.groups.iter().map(|r| (&r.callsite, r.addr)))
+        .chain(report.pages.callsites.iter().map(|r| (&r.callsite, r.addr)));
+    let mut seen = std::collections::HashSet::new();
+    let callsites = named
+        .filter(|(_, a)| a.0 != 0 && seen.insert(a.0))
+        .map(|(c, a)| SourceRow {
+            callsite: c.clone(),
+            addr: Addr(a.0),
+            frames: debug.frames_of_return_address(a.0),
+        })
+        .collect();
+    crate::model::Sources {
+        debug_info: debug.source.clone(),
+        callsites,
+    }
+}

@@ -1,0 +1,237 @@
+//! `--vmlinux`: call sites' source lines from DWARF, checked against GNU
+//! addr2line (what the kernel's `scripts/faddr2line` runs) on an ELF built
+//! here from C with `-g -O2` and two functions inlined at the call.
+
+use crate::synthetic::Synth;
+use crate::{common, report, report_json, temp_log};
+use kmemtrace_format::records::{Meta, MetaKind};
+use std::path::Path;
+use std::process::Command;
+
+/// `sink` is called from `leaf`, inlined into `middle`, inlined into
+/// `outer`: the call's chain is leaf, middle, outer.
+const C: &str = r#"
+__attribute__((noinline)) void *sink(unsigned long n)
+{
+	__asm__ volatile("" ::: "memory");
+	return (void *)n;
+}
+
+static inline __attribute__((always_inline)) void *leaf(unsigned long n)
+{
+	return sink(n * 2);
+}
+
+static inline __attribute__((always_inline)) void *middle(unsigned long n)
+{
+	void *p = leaf(n + 1);
+	__asm__ volatile("" ::: "memory");
+	return p;
+}
+
+unsigned long calls;
+
+void *outer(unsigned long n)
+{
+	void *p = middle(n);
+	calls++;
+	return p;
+}
+
+void _start(void)
+{
+	outer(1);
+	for (;;)
+		;
+}
+"#;
+
+/// Where the test kernel's text runs: far from the synthetic log's other
+/// functions, as KASLR would move it.
+const RUN_TEXT: u64 = 0xffff_ffff_8200_0000;
+
+fn tool(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn have(t: &str) -> bool {
+    Command::new(t)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Symbol `name`'s address in `elf` (nm).
+fn symbol(elf: &Path, name: &str) -> u64 {
+    let nm = tool(Command::new("nm").arg(elf));
+    nm.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == name).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {name} in {nm}"))
+}
+
+/// The return address of `outer`'s call to `sink` (objdump).
+fn return_address(elf: &Path) -> u64 {
+    let d = tool(
+        Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(elf),
+    );
+    let body: Vec<&str> = d
+        .split("\n\n")
+        .find(|b| b.contains("<outer>:"))
+        .expect("outer in the disassembly")
+        .lines()
+        .collect();
+    let call = body
+        .iter()
+        .position(|l| l.contains("call") && l.contains("<sink>"))
+        .expect("a call to sink in outer");
+    let next = body[call + 1].trim_start();
+    u64::from_str_radix(next.split(':').next().unwrap(), 16).unwrap()
+}
+
+/// GNU addr2line's chain at `addr`: (function, file, line), innermost first.
+fn gnu_chain(elf: &Path, addr: u64) -> Vec<(String, String, u64)> {
+    let out = tool(
+        Command::new("addr2line")
+            .args(["-f", "-i", "-e"])
+            .arg(elf)
+            .arg(format!("0x{addr:x}")),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    lines
+        .chunks(2)
+        .map(|c| {
+            let (file, line) = c[1].rsplit_once(':').unwrap();
+            // "file.c:12 (discriminator 1)"
+            let line = line.split_whitespace().next().unwrap().parse().unwrap();
+            (c[0].to_string(), file.to_string(), line)
+        })
+        .collect()
+}
+
+#[test]
+fn vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does() {
+    const TEST: &str = "vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does";
+    for t in ["gcc", "nm", "objdump", "addr2line"] {
+        if !have(t) {
+            return common::skip(
+                TEST,
+                common::Missing::Tool,
+                &format!("no {t} (gcc, binutils)"),
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k.c");
+    std::fs::write(&src, C).unwrap();
+    let elf = dir.path().join("vmlinux");
+    tool(
+        Command::new("gcc")
+            .args([
+                "-g",
+                "-O2",
+                "-fno-optimize-sibling-calls",
+                "-fno-pie",
+                "-no-pie",
+            ])
+            .args(["-nostdlib", "-static", "-Wl,--defsym=_text=outer", "-o"])
+            .arg(&elf)
+            .arg(&src),
+    );
+    let link_text = symbol(&elf, "_text");
+    let slide = RUN_TEXT.wrapping_sub(link_text);
+    let ret = return_address(&elf);
+    let want = gnu_chain(&elf, ret - 1);
+    let names: Vec<&str> = want.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(
+        names,
+        ["leaf", "middle", "outer"],
+        "gcc inlined otherwise: {want:?}"
+    );
+
+    // A log whose kallsyms has the kernel moved by `slide`, and one
+    // allocation from that call.
+    let mut s = Synth::new("6.18.44");
+    // `_text` is `outer`'s alias here: named after it (aliases resolve
+    // to the first in file order).
+    let ks: String = ["outer", "_text", "sink"]
+        .iter()
+        .map(|n| format!("{:016x} T {n}\n", symbol(&elf, n).wrapping_add(slide)))
+        .collect();
+    s.b.meta(Meta::new(MetaKind::Kallsyms, ks));
+    let site = ret.wrapping_add(slide);
+    s.kmalloc_at(0, 1_000_000, 100, site, 0xffff_8880_0100_0000, 100, 128, -1);
+    let log = temp_log(&s.build());
+
+    let r = report_json(log.path(), &["--vmlinux", elf.to_str().unwrap()]);
+    let src = &r["sources"];
+    assert!(
+        src["debug_info"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("KASLR offset 0x{slide:x} from _text")),
+        "{src}"
+    );
+    let row = &src["callsites"][0];
+    assert_eq!(row["addr"], format!("0x{site:x}"));
+    assert!(
+        row["callsite"].as_str().unwrap().starts_with("outer+0x"),
+        "{row}"
+    );
+    let got: Vec<(String, String, u64)> = row["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap().to_string(),
+                f["file"].as_str().unwrap().to_string(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // The text report prints the chain as faddr2line does.
+    let o = report(&[
+        log.path().to_str().unwrap(),
+        "--vmlinux",
+        elf.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let (leaf, middle) = (&want[0], &want[1]);
+    for line in [
+        format!("  leaf at {}:{}", leaf.1, leaf.2),
+        format!("  (inlined by) middle at {}:{}", middle.1, middle.2),
+    ] {
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+    }
+    // Without --vmlinux: no sources at all.
+    assert!(report_json(log.path(), &[]).get("sources").is_none());
+    // A file without DWARF is unusable input.
+    let o = report(&[
+        log.path().to_str().unwrap(),
+        "--vmlinux",
+        src_path(dir.path()).to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn src_path(dir: &Path) -> std::path::PathBuf {
+    dir.join("k.c")
+}
