@@ -39,6 +39,26 @@ impl std::fmt::Display for SourceFrame {
     }
 }
 
+/// A chain as `scripts/faddr2line` prints it: the innermost frame, then
+/// `(inlined by)` each function that inlined it; `??` for an empty chain
+/// (an address the debug info does not cover).
+pub fn chain_lines(frames: &[SourceFrame]) -> Vec<String> {
+    if frames.is_empty() {
+        return vec!["??".into()];
+    }
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if i == 0 {
+                f.to_string()
+            } else {
+                format!("(inlined by) {f}")
+            }
+        })
+        .collect()
+}
+
 /// A kernel's debug info, ready to look addresses up.
 pub struct DebugInfo {
     ctx: addr2line::Context<Reader>,

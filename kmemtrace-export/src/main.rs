@@ -93,6 +93,12 @@ struct Cli {
     /// the same whatever the number.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
+    /// Source lines of the call sites from the recorded kernel's debug
+    /// info (a vmlinux with DWARF), in callsites.parquet's source_*
+    /// columns (--to parquet); the KASLR offset comes from the log's
+    /// kallsyms (_text).
+    #[arg(long, value_name = "FILE")]
+    vmlinux: Option<PathBuf>,
     /// Sub-buffer bytes per unit of work (tests: many small ones).
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     run_bytes: Option<u64>,
@@ -145,6 +151,12 @@ fn check_stdout(cli: &Cli) -> Result<(), Stop> {
 /// anything (exit 5: what could be read was exported).
 fn run(cli: &Cli) -> Result<Code, Stop> {
     check_stdout(cli)?;
+    if cli.vmlinux.is_some() && !matches!(cli.to, Format::Parquet) {
+        return Err((
+            exit::USAGE,
+            "--vmlinux: call sites' source lines go in --to parquet's callsites.parquet (kmemtrace-report --vmlinux prints them)".into(),
+        ));
+    }
     let mut log = kmemtrace_import::open_log(&cli.log)
         .map_err(|e| (exit::INPUT, format!("{}: {e}", cli.log.display())))?;
     let incomplete = log.incomplete();
@@ -300,9 +312,16 @@ fn parquet(cli: &Cli, log: Log) -> Result<(String, Option<String>), Stop> {
             .file_stem()
             .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
     });
+    let debug = cli
+        .vmlinux
+        .as_deref()
+        .map(|p| kmemtrace_analysis::DebugInfo::open(p, log.kallsyms.as_ref()))
+        .transpose()
+        .map_err(|e| (exit::INPUT, e))?;
     let opts = kmemtrace_export::parquet::Options {
         threads: cli.threads.map(usize::from),
         run_bytes: cli.run_bytes,
+        debug: debug.as_ref(),
     };
     let dir = kmemtrace_cli::output::create_dir(&cli.output, |p| {
         p.join(kmemtrace_export::parquet::MANIFEST).is_file()

@@ -40,7 +40,7 @@ mod table;
 mod writer;
 
 use kmemtrace_analysis::model::CallsiteRow;
-use kmemtrace_analysis::Symbols;
+use kmemtrace_analysis::{SourceFrame, Symbols};
 use kmemtrace_import::log::Log;
 use kmemtrace_import::walk::chunk_runs;
 use std::io;
@@ -130,6 +130,10 @@ const CALLSITE_FIELDS: &[Field] = &[
     f("live_bytes", Ty::I64, false, Enc::Few),
     f("peak_live_bytes", Ty::I64, false, Enc::Few),
     f("cache", Ty::Str, true, Enc::Few),
+    f("source_function", Ty::Str, true, Enc::Few),
+    f("source_file", Ty::Str, true, Enc::Few),
+    f("source_line", Ty::I32, true, Enc::Few),
+    f("source_chain", Ty::Str, true, Enc::Few),
 ];
 
 /// The event tables, in `Rows::push`'s numbering.
@@ -162,12 +166,14 @@ const CALLSITES: TableSpec = TableSpec {
 
 /// How to write.
 #[derive(Default)]
-pub struct Options {
+pub struct Options<'a> {
     /// Threads (`None`: one per core).
     pub threads: Option<usize>,
     /// Sub-buffer bytes per work item, a run of one CPU's chunks (at
     /// least; a chunk is not cut). `None`: [`run_bytes`].
     pub run_bytes: Option<u64>,
+    /// The kernel's debug info (`--vmlinux`): the call sites' source lines.
+    pub debug: Option<&'a kmemtrace_analysis::DebugInfo>,
 }
 
 /// Runs of 8 MiB of sub-buffers (about 150 K events, so that runs fill
@@ -191,7 +197,7 @@ pub const SCHEMA: &str = "kmemtrace-parquet/2";
 
 /// Writes `log` into the directory `dir` (created if missing) as capture
 /// `capture`.
-pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Result<Written> {
+pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options<'_>) -> io::Result<Written> {
     crate::private_dir(dir)?;
     // Call sites named as the report names them.
     let syms = Symbols::of_log(&mut log);
@@ -216,11 +222,22 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
         Ok::<_, io::Error>((events, report))
     })?;
     let events = events?;
+    // Worked out here: the debug info stays on this thread.
+    let sources: std::collections::HashMap<u64, Vec<SourceFrame>> = opts
+        .debug
+        .map(|d| kmemtrace_analysis::debuginfo::sources(&report, d))
+        .map(|s| {
+            s.callsites
+                .into_iter()
+                .map(|r| (r.addr.0, r.frames))
+                .collect()
+        })
+        .unwrap_or_default();
     let sites = write_tables(dir, &[CALLSITES], 1, 1, |_, rows| {
-        report
-            .callsites
-            .iter()
-            .try_for_each(|c| callsite_row(rows, capture, c))
+        report.callsites.iter().try_for_each(|c| {
+            let frames = sources.get(&c.addr.0).map_or(&[][..], Vec::as_slice);
+            callsite_row(rows, capture, c, frames)
+        })
     })?;
     let all = &report.sections.stalls.all;
     let episodes = if all.is_empty() {
@@ -243,8 +260,16 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options) -> io::Res
     Ok(w)
 }
 
-fn callsite_row(rows: &mut Rows<'_>, capture: &str, c: &CallsiteRow) -> io::Result<()> {
+fn callsite_row(
+    rows: &mut Rows<'_>,
+    capture: &str,
+    c: &CallsiteRow,
+    frames: &[SourceFrame],
+) -> io::Result<()> {
     let n = |v: u64| V::I64(v as i64);
+    let inner = frames.first();
+    let chain =
+        (!frames.is_empty()).then(|| kmemtrace_analysis::debuginfo::chain_lines(frames).join("; "));
     let row = [
         V::Str(capture),
         V::Str(&c.callsite),
@@ -260,6 +285,16 @@ fn callsite_row(rows: &mut Rows<'_>, capture: &str, c: &CallsiteRow) -> io::Resu
         n(c.live_bytes),
         n(c.peak_live_bytes),
         c.cache.as_deref().map_or(V::Null, V::Str),
+        inner
+            .and_then(|f| f.function.as_deref())
+            .map_or(V::Null, V::Str),
+        inner
+            .and_then(|f| f.file.as_deref())
+            .map_or(V::Null, V::Str),
+        inner
+            .and_then(|f| f.line)
+            .map_or(V::Null, |l| V::I32(l.min(i32::MAX as u32) as i32)),
+        chain.as_deref().map_or(V::Null, V::Str),
     ];
     rows.push(0, &[&row])
 }

@@ -512,7 +512,7 @@ pub fn sources(p: &Page<'_>, o: &mut String) {
     for s in src.callsites.iter().take(p.lines) {
         t.row()
             .code(&s.callsite)
-            .code(&crate::text::source_chain(&s.frames).join("; "));
+            .code(&kmemtrace_analysis::debuginfo::chain_lines(&s.frames).join("; "));
     }
     t.more(
         src.callsites.len().saturating_sub(p.lines),

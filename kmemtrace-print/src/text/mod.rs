@@ -808,26 +808,6 @@ pub fn capture_end(r: &Report) -> String {
     }
 }
 
-/// A source chain as `scripts/faddr2line` prints it: the innermost frame,
-/// then `(inlined by)` each function that inlined it; `??` where the debug
-/// info does not cover the address.
-pub fn source_chain(frames: &[kmemtrace_analysis::SourceFrame]) -> Vec<String> {
-    if frames.is_empty() {
-        return vec!["??".into()];
-    }
-    frames
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            if i == 0 {
-                f.to_string()
-            } else {
-                format!("(inlined by) {f}")
-            }
-        })
-        .collect()
-}
-
 /// The call sites' source lines (`--vmlinux`), as many as three tables'
 /// rows; those the debug info does not cover counted, not listed.
 fn sources_section(out: &mut String, r: &Report, s: &Sections) {
@@ -838,7 +818,7 @@ fn sources_section(out: &mut String, r: &Report, s: &Sections) {
     let shown = s.lines.saturating_mul(3);
     for row in known.iter().take(shown) {
         let _ = writeln!(out, "{}:", row.callsite);
-        for l in source_chain(&row.frames) {
+        for l in kmemtrace_analysis::debuginfo::chain_lines(&row.frames) {
             let _ = writeln!(out, "  {l}");
         }
     }

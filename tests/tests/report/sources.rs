@@ -216,6 +216,8 @@ fn vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does() {
     ] {
         assert!(text.contains(&line), "no {line:?} in:\n{text}");
     }
+    // The Parquet export carries the chain in callsites.parquet.
+    parquet_has_the_chain(log.path(), &elf, dir.path(), &want);
     // Without --vmlinux: no sources at all.
     assert!(report_json(log.path(), &[]).get("sources").is_none());
     // A file without DWARF is unusable input.
@@ -234,4 +236,65 @@ fn vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does() {
 
 fn src_path(dir: &Path) -> std::path::PathBuf {
     dir.join("k.c")
+}
+
+/// `kmemtrace-export --to parquet --vmlinux`: the call site's row has the
+/// innermost frame and the whole chain (read back by DuckDB).
+fn parquet_has_the_chain(log: &Path, elf: &Path, dir: &Path, want: &[(String, String, u64)]) {
+    const TEST: &str = "vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does";
+    let out = dir.join("dataset");
+    tool(
+        Command::new(common::bin("kmemtrace-export"))
+            .arg(log)
+            .args(["--to", "parquet", "-q", "--vmlinux"])
+            .arg(elf)
+            .arg("-o")
+            .arg(&out),
+    );
+    let has_duckdb = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_duckdb {
+        return common::skip(
+            TEST,
+            common::Missing::Tool,
+            "python3 with duckdb (pip install duckdb)",
+        );
+    }
+    let q = format!(
+        "import duckdb, json; print(json.dumps(duckdb.sql(\"select source_function, source_file, \
+         source_line, source_chain from read_parquet('{}')\").fetchall()))",
+        out.join("callsites.parquet").display()
+    );
+    let rows: serde_json::Value =
+        serde_json::from_str(&tool(Command::new("python3").args(["-c", &q]))).unwrap();
+    let row = &rows[0];
+    assert_eq!(row[0], want[0].0.as_str(), "{rows}");
+    assert_eq!(row[1], want[0].1.as_str(), "{rows}");
+    assert_eq!(row[2], want[0].2, "{rows}");
+    let chain = row[3].as_str().unwrap();
+    let expect: Vec<String> = want
+        .iter()
+        .enumerate()
+        .map(|(i, (f, file, line))| {
+            let at = format!("{f} at {file}:{line}");
+            if i == 0 {
+                at
+            } else {
+                format!("(inlined by) {at}")
+            }
+        })
+        .collect();
+    assert_eq!(chain, expect.join("; "));
+    // --vmlinux is for Parquet only.
+    let o = Command::new(common::bin("kmemtrace-export"))
+        .arg(log)
+        .args(["--to", "perfetto", "--vmlinux"])
+        .arg(elf)
+        .arg("-o")
+        .arg(dir.join("t.pftrace"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
 }
