@@ -256,6 +256,14 @@ impl Combiner {
                 p.into_iter().for_each(|p| self.judge.judge(p, &a.windows));
             }
         }
+        // What is judged from now on: what waits, and later epochs.
+        let next_epoch = (e.epoch + 1).saturating_mul(1 << EPOCH_SHIFT);
+        let low = self
+            .waiting
+            .iter()
+            .filter_map(|(_, p)| p.first().map(|p| p.key.ts))
+            .fold(next_epoch, u64::min);
+        self.judge.forget_before(low);
     }
 
     /// Judges what still waits, with every window and epoch known.

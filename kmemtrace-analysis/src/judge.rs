@@ -60,9 +60,14 @@ fn missing_kind(kind: Misuse, group: Group) -> Option<Kind> {
     }
 }
 
-/// A task's free in process context, by CPU, pid and time: the frees of
-/// one structure come together (interrupt-context frees run on behalf of
-/// any task, and are left out).
+/// How close in time (same task, same CPU) a free must be to a double free
+/// to count as made together with it: the frees of one structure (an skb's
+/// head and the skb) come within microseconds.
+pub const TOGETHER_NS: u64 = 100_000;
+
+/// A task's free in process context, by CPU, pid and time (the stream's
+/// order time, [`OrderKey::ts`]): the frees of one structure come together
+/// (interrupt-context frees run on behalf of any task, and are left out).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TaskFree {
     pub cpu: u32,
@@ -72,13 +77,23 @@ pub struct TaskFree {
 }
 
 impl TaskFree {
-    fn of(o: &Occurrence) -> Option<TaskFree> {
+    fn of(p: &Pending) -> Option<TaskFree> {
+        let o = &p.occurrence;
         (!o.in_interrupt && o.pid != 0).then_some(TaskFree {
             cpu: o.cpu,
             pid: o.pid,
-            ts: o.ts,
+            ts: p.key.ts,
             ptr: o.ptr,
         })
+    }
+
+    /// Made together with `o`: the same task on the same CPU, another
+    /// object, within [`TOGETHER_NS`].
+    pub fn together_with(&self, o: &TaskFree) -> bool {
+        self.cpu == o.cpu
+            && self.pid == o.pid
+            && self.ptr != o.ptr
+            && self.ts.abs_diff(o.ts) <= TOGETHER_NS
     }
 }
 
@@ -90,6 +105,9 @@ pub struct DoubleFree {
     /// Made in process context.
     pub free: Option<TaskFree>,
     pub occurrence: Box<Occurrence>,
+    /// Made together with a free of an unseen object that the judge no
+    /// longer keeps ([`Judge::forget_before`]).
+    pub near_unseen: bool,
 }
 
 /// The judge.
@@ -104,8 +122,14 @@ pub struct Judge {
     /// Double frees (to find the frees made together with them), in the
     /// order filed.
     pub double_frees: Vec<DoubleFree>,
-    /// Frees of unseen objects in process context.
-    pub unseen_frees: Vec<TaskFree>,
+    /// Frees of unseen objects in process context, in time order: those
+    /// a double free still to be judged may have been made together with
+    /// (the older ones are forgotten, having marked the double frees made
+    /// with them: [`DoubleFree::near_unseen`]).
+    pub unseen_frees: std::collections::VecDeque<TaskFree>,
+    /// Double frees made in process context, by time: (time, index in
+    /// `double_frees`).
+    doubles_by_time: std::collections::BTreeSet<(u64, usize)>,
 }
 
 impl Default for Judge {
@@ -115,7 +139,8 @@ impl Default for Judge {
             spans: Spans::default(),
             held: Vec::new(),
             double_frees: Vec::new(),
-            unseen_frees: Vec::new(),
+            unseen_frees: Default::default(),
+            doubles_by_time: Default::default(),
         }
     }
 }
@@ -156,6 +181,31 @@ impl Judge {
         }
     }
 
+    /// Nothing judged from now on is earlier in the stream than `low`: the
+    /// unseen frees too old to have been made together with a double free
+    /// still to come are forgotten, marking the double frees made with
+    /// them, so that they take memory for a window of time, not for the
+    /// capture's length.
+    pub fn forget_before(&mut self, low: u64) {
+        let low = self.held.iter().map(|(p, _)| p.key.ts).fold(low, u64::min);
+        while let Some(u) = self
+            .unseen_frees
+            .front()
+            .filter(|u| u.ts.saturating_add(TOGETHER_NS) < low)
+            .copied()
+        {
+            self.unseen_frees.pop_front();
+            let from = (u.ts.saturating_sub(TOGETHER_NS), 0);
+            let to = (u.ts.saturating_add(TOGETHER_NS), usize::MAX);
+            for &(_, i) in self.doubles_by_time.range(from..=to) {
+                let d = &mut self.double_frees[i];
+                if d.free.is_some_and(|f| f.together_with(&u)) {
+                    d.near_unseen = true;
+                }
+            }
+        }
+    }
+
     /// Every epoch folded: what is still held lies past the last event of
     /// its lacking kind.
     pub fn finish(&mut self) {
@@ -187,15 +237,86 @@ impl Judge {
                 keep_first(&mut j.first_after_double_free, p.key, o);
             }
             match p.kind {
-                Misuse::DoubleFree => self.double_frees.push(DoubleFree {
-                    key: p.key,
-                    at: w,
-                    free: TaskFree::of(o),
-                    occurrence: Box::new(o.clone()),
-                }),
-                Misuse::FreeOfUnseen => self.unseen_frees.extend(TaskFree::of(o)),
+                Misuse::DoubleFree => {
+                    let free = TaskFree::of(&p);
+                    if let Some(f) = free {
+                        self.doubles_by_time.insert((f.ts, self.double_frees.len()));
+                    }
+                    self.double_frees.push(DoubleFree {
+                        key: p.key,
+                        at: w,
+                        free,
+                        occurrence: Box::new(o.clone()),
+                        near_unseen: false,
+                    });
+                }
+                Misuse::FreeOfUnseen => self.unseen_frees.extend(TaskFree::of(&p)),
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn free(kind: Misuse, ts: u64, pid: i32, ptr: u64) -> Pending {
+        Pending {
+            key: OrderKey {
+                ts,
+                ..Default::default()
+            },
+            kind,
+            occurrence: Occurrence {
+                ts,
+                cpu: 0,
+                pid,
+                ptr,
+                alloc_site: NO_SITE,
+                free_site: 0,
+                earlier_ts: None,
+                earlier_cpu: None,
+                alloc_cache: 0,
+                free_cache: 0,
+                bytes: None,
+                uncertain: false,
+                group: Group::None,
+                in_interrupt: false,
+                after_double_free: false,
+            },
+        }
+    }
+
+    #[test]
+    fn unseen_frees_take_a_window_of_time_not_the_capture_s_length() {
+        // Allocations traced over the whole second: the double free is
+        // neither uncertain nor at an edge.
+        let mut traced = Spans::default();
+        traced.add(Kind::CacheAlloc, 0);
+        traced.add(Kind::CacheAlloc, 2_000_000_000);
+        let mut j = Judge::default();
+        j.spans(&traced);
+        let w = Windows::default();
+        // One unseen free every 10 us for a second.
+        for i in 0..100_000u64 {
+            let ts = i * 10_000;
+            j.judge(free(Misuse::FreeOfUnseen, ts, 7, i), &w);
+            if i == 50_000 {
+                // A double free by the same task 5 us after one.
+                j.judge(free(Misuse::DoubleFree, ts + 5_000, 7, 1 << 40), &w);
+            }
+            j.forget_before(ts);
+        }
+        assert!(j.unseen_frees.len() <= 12, "{}", j.unseen_frees.len());
+        assert_eq!(j.double_frees.len(), 1);
+        assert!(j.double_frees[0].near_unseen);
+        // Another task's double free is made with none of them.
+        let mut j = Judge::default();
+        j.spans(&traced);
+        j.judge(free(Misuse::FreeOfUnseen, 1_000, 7, 1), &w);
+        j.judge(free(Misuse::DoubleFree, 2_000, 8, 2), &w);
+        j.forget_before(u64::MAX);
+        assert!(j.unseen_frees.is_empty() && !j.double_frees[0].near_unseen);
     }
 }

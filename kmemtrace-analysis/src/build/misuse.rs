@@ -5,7 +5,7 @@
 
 use super::Ctx;
 use crate::intern::FastMap;
-use crate::judge::{DoubleFree, Judge, Judged, TaskFree, Where};
+use crate::judge::{DoubleFree, Judge, Judged, TaskFree, Where, TOGETHER_NS};
 use crate::model::{
     Addr, Finding, FindingReason, Severity, TraceCompleteness, UnrecordedTask, UntracedRow,
 };
@@ -230,11 +230,6 @@ fn earliest(slot: &mut Option<(OrderKey, Occurrence)>, c: &Option<(OrderKey, Occ
     }
 }
 
-/// How close in time (same task, same CPU) a free must be to a double free
-/// to count as made together with it: the frees of one structure (an skb's
-/// head and the skb) come within microseconds.
-const TOGETHER_NS: u64 = 100_000;
-
 /// The gap between the two frees of a double free past which they are not
 /// two frees on one code path (an error path's kfree() and the cleanup's
 /// run within microseconds).
@@ -278,18 +273,26 @@ fn freed_together(
     explained: &[Where],
     apart: &std::collections::HashSet<OrderKey>,
 ) -> std::collections::HashSet<OrderKey> {
+    let untraced =
+        |d: &DoubleFree| explained.binary_search(&d.at).is_ok() || apart.contains(&d.key);
     // (the free, untraced, the key of a kept double free)
     let mut marks: Vec<(TaskFree, bool, Option<OrderKey>)> = judge
         .unseen_frees
         .iter()
         .map(|f| (*f, true, None))
         .chain(judge.double_frees.iter().filter_map(|d| {
-            let untraced = explained.binary_search(&d.at).is_ok() || apart.contains(&d.key);
+            let untraced = untraced(d);
             d.free.map(|f| (f, untraced, (!untraced).then_some(d.key)))
         }))
         .collect();
     marks.sort_unstable_by_key(|m| m.0);
-    let mut out = std::collections::HashSet::new();
+    // Kept double frees made with an unseen free the judge has forgotten.
+    let mut out: std::collections::HashSet<OrderKey> = judge
+        .double_frees
+        .iter()
+        .filter(|d| d.near_unseen && d.free.is_some() && !untraced(d))
+        .map(|d| d.key)
+        .collect();
     for (i, (f, _, kept)) in marks.iter().enumerate() {
         let Some(key) = kept else { continue };
         let near = |o: &&(TaskFree, bool, Option<OrderKey>)| {

@@ -331,3 +331,67 @@ fn memory_follows_live_objects_not_log_length() {
     assert_eq!(count(&r, "double_free"), (0, 0));
     assert_eq!(count(&r, "free_of_object_allocated_before_capture"), (1, 0));
 }
+
+/// A double free made by the task that, 50 us before on the same CPU, freed
+/// an object the capture never saw allocated, is set apart (the structure
+/// they belong to was allocated untraced), however long the capture goes
+/// on after the two: the report keeps the unseen frees for a window of
+/// time, not for the capture's length, and the ones it forgets have marked
+/// the double frees made with them. By another task, it stays certain.
+#[test]
+fn a_double_free_made_with_an_unseen_free_is_set_apart_after_any_length() {
+    let run = |unseen_pid: i32| {
+        let mut s = Synth::new("6.18.44");
+        let (a, b) = (0xffff_8880_0200_0000u64, 0xffff_8880_0300_0000u64);
+        // Normal traffic before, so that allocations are traced from the
+        // start (the double free is not at the capture's edge).
+        let mut ts = 1_000_000_000u64;
+        for i in 0..50u64 {
+            s.kmalloc(0, ts, 100, "alloc_a", a + 0x100 * i, 64, 64);
+            s.kfree(0, ts + 10, 100, "free_a", a + 0x100 * i);
+            ts += 1_000;
+        }
+        s.kmalloc(0, ts, 100, "alloc_b", b, 64, 64);
+        s.kfree(0, ts + 1_000, 100, "free_b", b);
+        // The unseen free, then 50 us later the second free of `b`.
+        s.kfree(
+            0,
+            ts + 2_000_000,
+            unseen_pid,
+            "free_u",
+            0xffff_8880_0400_0000,
+        );
+        s.kfree(0, ts + 2_050_000, 100, "free_b", b);
+        // 100 ms more: about 24 epochs folded after the two.
+        ts += 3_000_000;
+        for i in 0..1000u64 {
+            s.kmalloc(1, ts, 200, "alloc_a", a + 0x10_0000 + 0x100 * i, 64, 64);
+            s.kfree(1, ts + 10, 200, "free_a", a + 0x10_0000 + 0x100 * i);
+            ts += 100_000;
+        }
+        let log = temp_log(&s.build());
+        report_json(log.path(), &[])
+    };
+    let r = run(100);
+    let d = finding(&r, "double_free");
+    assert_eq!(
+        (d["count"].as_u64(), d["certain"].as_u64()),
+        (Some(1), Some(0)),
+        "{d}"
+    );
+    assert_eq!(d["explained"], 1, "{d}");
+    assert!(
+        d["reasons"][0]["because"]
+            .as_str()
+            .unwrap()
+            .contains("freed by the same task within 100 us"),
+        "{d}"
+    );
+    let r = run(200);
+    let d = finding(&r, "double_free");
+    assert_eq!(
+        (d["count"].as_u64(), d["certain"].as_u64()),
+        (Some(1), Some(1)),
+        "{d}"
+    );
+}
