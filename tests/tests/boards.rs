@@ -36,6 +36,20 @@ fn boards() -> Vec<(String, PathBuf)> {
     out
 }
 
+/// The board builds, or `None` having said that `test` skips.
+fn boards_or_skip(test: &str) -> Option<Vec<(String, PathBuf)>> {
+    let boards = boards();
+    if boards.is_empty() {
+        common::skip(
+            test,
+            common::Missing::Tool,
+            "no board binaries in target/boards (scripts/cross-build.sh builds them)",
+        );
+        return None;
+    }
+    Some(boards)
+}
+
 /// `bin ARGS`, under the target's emulator where it needs one.
 fn command(target: &str, bin: &Path, args: &[&std::ffi::OsStr]) -> Command {
     let mut c = match emulator(target) {
@@ -56,15 +70,9 @@ fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
     let Some(data) = common::shared_data_or_skip(test) else {
         return;
     };
-    let boards = boards();
-    if boards.is_empty() {
-        common::skip(
-            test,
-            common::Missing::Tool,
-            "no board binaries in target/boards (scripts/cross-build.sh builds them)",
-        );
+    let Some(boards) = boards_or_skip(test) else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     for (target, bins) in &boards {
         if let Some(q) = emulator(target) {
@@ -132,15 +140,9 @@ fn board_binaries_under_qemu_read_the_foreign_captures_as_this_host_does() {
 #[test]
 fn release_tarballs_of_the_board_builds_with_their_checksums() {
     let test = "release_tarballs_of_the_board_builds_with_their_checksums";
-    let boards = boards();
-    if boards.is_empty() {
-        common::skip(
-            test,
-            common::Missing::Tool,
-            "no board binaries in target/boards (scripts/cross-build.sh builds them)",
-        );
+    let Some(boards) = boards_or_skip(test) else {
         return;
-    }
+    };
     let release = |out: &Path| {
         let o = Command::new(common::workspace().join("scripts/release.sh"))
             .arg("--no-build")
