@@ -168,15 +168,20 @@ fn slide(file: &object::File<'_>, kallsyms: Option<&Kallsyms>) -> (u64, String) 
 }
 
 /// The source chains of the call sites `report`'s tables name: the slab
-/// call sites, the leaks' and the page allocations', each once.
+/// call sites, the leaks', the page allocations' and the allocation
+/// stalls', each once.
 pub fn sources(report: &crate::model::Report, debug: &DebugInfo) -> crate::model::Sources {
     use crate::model::{Addr, SourceRow};
-    let named = report
-        .callsites
-        .iter()
-        .map(|r| (&r.callsite, r.addr))
-        .chain(report.leaks.groups.iter().map(|r| (&r.callsite, r.addr)))
-        .chain(report.pages.callsites.iter().map(|r| (&r.callsite, r.addr)));
+    let named =
+        report
+            .callsites
+            .iter()
+            .map(|r| (&r.callsite, r.addr))
+            .chain(report.leaks.groups.iter().map(|r| (&r.callsite, r.addr)))
+            .chain(report.pages.callsites.iter().map(|r| (&r.callsite, r.addr)))
+            .chain(report.sections.stalls.all.iter().filter_map(|e| {
+                Some((e.callsite.as_ref()?, crate::model::Addr(e.callsite_addr?)))
+            }));
     let mut seen = std::collections::HashSet::new();
     let callsites = named
         .filter(|(_, a)| a.0 != 0 && seen.insert(a.0))

@@ -306,8 +306,8 @@ pub struct Sources {
     /// The file, and how its addresses were matched to the log's (the
     /// KASLR offset).
     pub debug_info: String,
-    /// Each call site of the slab, leak and page call-site tables once, in
-    /// that order.
+    /// Each call site of the slab, leak and page call-site tables and of
+    /// the allocation stall episodes once, in that order.
     pub callsites: Vec<SourceRow>,
 }
 

@@ -1,6 +1,7 @@
 //! `kmemtrace-export LOG --to trace-dat|perfetto|parquet -o OUT`.
 
 use clap::{Parser, ValueEnum};
+use kmemtrace_analysis::DebugInfo;
 use kmemtrace_cli::exit::{self, Code};
 use kmemtrace_import::log::Log;
 use std::path::PathBuf;
@@ -94,9 +95,9 @@ struct Cli {
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// Source lines of the call sites from the recorded kernel's debug
-    /// info (a vmlinux with DWARF), in callsites.parquet's source_*
-    /// columns (--to parquet); the KASLR offset comes from the log's
-    /// kallsyms (_text).
+    /// info (a vmlinux with DWARF): callsites.parquet's source_* columns
+    /// (--to parquet), the stall slices' `source` argument (--to
+    /// perfetto); the KASLR offset comes from the log's kallsyms (_text).
     #[arg(long, value_name = "FILE")]
     vmlinux: Option<PathBuf>,
     /// Sub-buffer bytes per unit of work (tests: many small ones).
@@ -151,14 +152,22 @@ fn check_stdout(cli: &Cli) -> Result<(), Stop> {
 /// anything (exit 5: what could be read was exported).
 fn run(cli: &Cli) -> Result<Code, Stop> {
     check_stdout(cli)?;
-    if cli.vmlinux.is_some() && !matches!(cli.to, Format::Parquet) {
+    if cli.vmlinux.is_some() && matches!(cli.to, Format::TraceDat) {
         return Err((
             exit::USAGE,
-            "--vmlinux: call sites' source lines go in --to parquet's callsites.parquet (kmemtrace-report --vmlinux prints them)".into(),
+            "--vmlinux: a trace.dat has no place for source lines (--to parquet and --to perfetto have)".into(),
         ));
     }
     let mut log = kmemtrace_import::open_log(&cli.log)
         .map_err(|e| (exit::INPUT, format!("{}: {e}", cli.log.display())))?;
+    // Read before the export starts: unusable debug info is the input's
+    // fault, and the log's kallsyms (the KASLR offset) is still in it.
+    let debug = cli
+        .vmlinux
+        .as_deref()
+        .map(|p| DebugInfo::open(p, log.kallsyms.as_ref()))
+        .transpose()
+        .map_err(|e| (exit::INPUT, e))?;
     let incomplete = log.incomplete();
     let name = log.name.clone();
     let (summary, kept) = match cli.to {
@@ -166,12 +175,14 @@ fn run(cli: &Cli) -> Result<Code, Stop> {
         Format::Perfetto if cli.output.as_os_str() == "-" => {
             let out = Box::new(std::io::stdout().lock());
             (
-                perfetto(cli, &mut log, out).map_err(|e| output_failed(cli, e))?,
+                perfetto(cli, &mut log, debug.as_ref(), out).map_err(|e| output_failed(cli, e))?,
                 None,
             )
         }
-        Format::Perfetto => to_file(cli, |out| perfetto(cli, &mut log, Box::new(out)))?,
-        Format::Parquet => parquet(cli, log)?,
+        Format::Perfetto => to_file(cli, |out| {
+            perfetto(cli, &mut log, debug.as_ref(), Box::new(out))
+        })?,
+        Format::Parquet => parquet(cli, log, debug.as_ref())?,
     };
     if !cli.quiet {
         let to = if cli.output.as_os_str() == "-" {
@@ -256,15 +267,19 @@ fn trace_dat(cli: &Cli, log: &Log, out: std::fs::File) -> std::io::Result<String
 fn perfetto(
     cli: &Cli,
     log: &mut Log,
+    debug: Option<&DebugInfo>,
     out: Box<dyn std::io::Write + '_>,
 ) -> std::io::Result<String> {
     let out = std::io::BufWriter::with_capacity(1 << 20, out);
     let mut line = progress_line(cli);
-    let series = kmemtrace_export::perfetto::derived_series(log, &mut |p| {
+    let mut series = kmemtrace_export::perfetto::derived_series(log, &mut |p| {
         if let Some(l) = line.as_mut() {
             l.update(|t| kmemtrace_export::progress::line(p, t))
         }
     });
+    if let Some(d) = debug {
+        series.add_sources(d);
+    }
     let compression = match cli.perfetto_compression {
         PerfettoCompression::Zlib => kmemtrace_export::perfetto::Compression::Zlib,
         PerfettoCompression::None => kmemtrace_export::perfetto::Compression::None,
@@ -306,22 +321,20 @@ fn perfetto(
 
 /// The Parquet dataset in its directory, under the output policy (an
 /// earlier dataset, with its manifest, is kept as `NAME.old`).
-fn parquet(cli: &Cli, log: Log) -> Result<(String, Option<String>), Stop> {
+fn parquet(
+    cli: &Cli,
+    log: Log,
+    debug: Option<&DebugInfo>,
+) -> Result<(String, Option<String>), Stop> {
     let capture = cli.capture.clone().unwrap_or_else(|| {
         cli.log
             .file_stem()
             .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
     });
-    let debug = cli
-        .vmlinux
-        .as_deref()
-        .map(|p| kmemtrace_analysis::DebugInfo::open(p, log.kallsyms.as_ref()))
-        .transpose()
-        .map_err(|e| (exit::INPUT, e))?;
     let opts = kmemtrace_export::parquet::Options {
         threads: cli.threads.map(usize::from),
         run_bytes: cli.run_bytes,
-        debug: debug.as_ref(),
+        debug,
     };
     let dir = kmemtrace_cli::output::create_dir(&cli.output, |p| {
         p.join(kmemtrace_export::parquet::MANIFEST).is_file()

@@ -532,6 +532,21 @@ pub struct Series {
     pub page_held: TimeSeries,
     /// Every allocation stall episode, by start.
     pub episodes: Vec<Episode>,
+    /// The episodes' call sites' source chains (`--vmlinux`), by address:
+    /// the slices' `source` argument.
+    pub sources: std::collections::HashMap<u64, String>,
+}
+
+impl Series {
+    /// The episodes' call sites' source chains from `debug`.
+    pub fn add_sources(&mut self, debug: &kmemtrace_analysis::DebugInfo) {
+        for a in self.episodes.iter().filter_map(|e| e.callsite_addr) {
+            self.sources.entry(a).or_insert_with(|| {
+                let frames = debug.frames_of_return_address(a);
+                kmemtrace_analysis::debuginfo::chain_lines(&frames).join("; ")
+            });
+        }
+    }
 }
 
 /// The series `kmemtrace-report LOG` derives (its selection: the
@@ -553,6 +568,7 @@ pub fn derived_series(log: &mut Log, progress: &mut dyn FnMut(Progress)) -> Seri
         slab_live: r.live_timeline,
         page_held: r.page_timeline,
         episodes: r.sections.stalls.all,
+        sources: Default::default(),
     }
 }
 
@@ -595,7 +611,7 @@ pub fn write<W: Write>(
             &series.page_held,
         )?;
     }
-    let slices = stalls::write(&mut out, log, &series.episodes)?;
+    let slices = stalls::write(&mut out, log, &series.episodes, &series.sources)?;
     written.stall_episodes = slices.episodes;
     written.stall_phases = slices.phases;
     let e = log.endian;

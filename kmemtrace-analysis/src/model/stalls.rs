@@ -130,6 +130,10 @@ pub struct Episode {
     pub stall_ns: u64,
     pub kind: String,
     pub callsite: Option<String>,
+    /// `callsite`'s address, for its source lines (`--vmlinux`); not in
+    /// the JSON document, whose `sources` has them.
+    #[serde(skip)]
+    pub callsite_addr: Option<u64>,
     pub order: Option<u32>,
     pub gfp: Option<Gfp>,
     pub reclaims: u32,

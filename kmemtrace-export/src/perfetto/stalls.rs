@@ -178,6 +178,7 @@ pub(super) fn write<W: Write>(
     out: &mut Packets<W>,
     log: &Log,
     episodes: &[Episode],
+    sources: &std::collections::HashMap<u64, String>,
 ) -> io::Result<Slices> {
     let mut by_task: BTreeMap<i32, Vec<&Episode>> = BTreeMap::new();
     for e in episodes {
@@ -195,6 +196,9 @@ pub(super) fn write<W: Write>(
                     ev.uint(te::TYPE, te::TYPE_SLICE_BEGIN);
                     ev.string(te::CATEGORIES, CATEGORY);
                     episode_begin(&mut ev, e);
+                    if let Some(src) = e.callsite_addr.and_then(|a| sources.get(&a)) {
+                        annotate(&mut ev, "source", Arg::S(src));
+                    }
                     n.episodes += 1;
                     ts
                 }

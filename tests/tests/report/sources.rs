@@ -287,14 +287,58 @@ fn parquet_has_the_chain(log: &Path, elf: &Path, dir: &Path, want: &[(String, St
         })
         .collect();
     assert_eq!(chain, expect.join("; "));
-    // --vmlinux is for Parquet only.
+    // A trace.dat has no place for them.
     let o = Command::new(common::bin("kmemtrace-export"))
         .arg(log)
-        .args(["--to", "perfetto", "--vmlinux"])
+        .args(["--to", "trace-dat", "--vmlinux"])
         .arg(elf)
         .arg("-o")
-        .arg(dir.join("t.pftrace"))
+        .arg(dir.join("t.dat"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// The stall capture's episodes: each call site in the report's `sources`,
+/// and each Perfetto slice with a `source` argument (here `??`: the file
+/// given is not that kernel's, and says so).
+#[test]
+fn stall_call_sites_have_sources_in_the_report_and_perfetto() {
+    let log = common::workspace().join("tests/data/stalls-6.1-x86_64.kmt");
+    // A file with DWARF, but not the recorded kernel's.
+    let elf = common::bin("kmemtrace-report");
+    let r = report_json(&log, &["--vmlinux", elf.to_str().unwrap()]);
+    let stalled: std::collections::BTreeSet<&str> = r["stalls"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["callsite"].as_str())
+        .collect();
+    assert!(!stalled.is_empty());
+    let named: std::collections::BTreeSet<&str> = r["sources"]["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["callsite"].as_str().unwrap())
+        .collect();
+    assert!(
+        stalled.is_subset(&named),
+        "{stalled:?} not all in {named:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.pftrace");
+    tool(
+        Command::new(common::bin("kmemtrace-export"))
+            .arg(&log)
+            .args(["--to", "perfetto", "--perfetto-compression", "none", "-q"])
+            .arg("--vmlinux")
+            .arg(&elf)
+            .arg("-o")
+            .arg(&out),
+    );
+    let trace = std::fs::read(&out).unwrap();
+    let count = |needle: &[u8]| trace.windows(needle.len()).filter(|w| *w == needle).count();
+    let episodes = r["stalls"]["episodes"].as_u64().unwrap() as usize;
+    // A debug annotation's name, `source`, then its string value, `??`.
+    assert_eq!(count(b"\x52\x06source\x32\x02??"), episodes);
 }

@@ -26,12 +26,17 @@ impl Names<'_> {
 
     /// The call site of the stack the kernel took with a stall event.
     fn site(&self, stack: u32) -> Option<String> {
+        self.site_addr(stack).map(|a| self.ctx.syms.name(a))
+    }
+
+    /// Its address.
+    fn site_addr(&self, stack: u32) -> Option<u64> {
         if stack == NO_STACK {
             return None;
         }
         let frames = self.ctx.stacks.get(stack as usize)?;
         let i = stall_site_index(frames, self.ctx.syms.table.as_ref())?;
-        Some(self.ctx.syms.name(frames[i]))
+        Some(frames[i])
     }
 
     /// A memcg reclaim a write to the cgroup's files asked for (its stack
@@ -58,8 +63,11 @@ impl Names<'_> {
     }
 
     fn episode_site(&self, ep: &Ep) -> Option<String> {
-        self.site(ep.stack)
-            .or_else(|| ep.slab_site.map(|a| self.ctx.syms.name(a)))
+        self.episode_site_addr(ep).map(|a| self.ctx.syms.name(a))
+    }
+
+    fn episode_site_addr(&self, ep: &Ep) -> Option<u64> {
+        self.site_addr(ep.stack).or(ep.slab_site)
     }
 
     fn gfp(&self, v: Option<u64>) -> Option<crate::model::Gfp> {
@@ -310,6 +318,7 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
         stall_ns: e.stall_ns(),
         kind: e.first.name().into(),
         callsite: n.episode_site(e),
+        callsite_addr: n.episode_site_addr(e),
         order: e.order,
         gfp: n.gfp(e.gfp),
         reclaims: reclaim.iter().map(|r| r.phases).sum(),
