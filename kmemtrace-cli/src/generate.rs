@@ -60,7 +60,12 @@ pub fn write(what: Generate, mut cmd: clap::Command, out: &mut dyn Write) -> std
 /// only then) to standard output and returns the exit status; otherwise
 /// `None`, and the program goes on.
 pub fn from_args(cmd: impl FnOnce() -> clap::Command) -> Option<ExitCode> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // args_os: a path that is not UTF-8 is the program's to handle, not a
+    // panic here.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let what = wanted(&args)?;
     let code = match what {
         Ok(what) => {
