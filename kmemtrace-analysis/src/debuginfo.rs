@@ -172,23 +172,27 @@ fn slide(file: &object::File<'_>, kallsyms: Option<&Kallsyms>) -> (u64, String) 
 /// stalls', each once.
 pub fn sources(report: &crate::model::Report, debug: &DebugInfo) -> crate::model::Sources {
     use crate::model::{Addr, SourceRow};
-    let named =
-        report
-            .callsites
-            .iter()
-            .map(|r| (&r.callsite, r.addr))
-            .chain(report.leaks.groups.iter().map(|r| (&r.callsite, r.addr)))
-            .chain(report.pages.callsites.iter().map(|r| (&r.callsite, r.addr)))
-            .chain(report.sections.stalls.all.iter().filter_map(|e| {
-                Some((e.callsite.as_ref()?, crate::model::Addr(e.callsite_addr?)))
-            }));
+    let named = report
+        .callsites
+        .iter()
+        .map(|r| (&r.callsite, r.addr))
+        .chain(report.leaks.groups.iter().map(|r| (&r.callsite, r.addr)))
+        .chain(report.pages.callsites.iter().map(|r| (&r.callsite, r.addr)))
+        .chain(
+            report
+                .sections
+                .stalls
+                .all
+                .iter()
+                .filter_map(|e| Some((e.callsite.as_ref()?, Addr(e.callsite_addr?)))),
+        );
     let mut seen = std::collections::HashSet::new();
     let callsites = named
-        .filter(|(_, a)| a.0 != 0 && seen.insert(a.0))
-        .map(|(c, a)| SourceRow {
+        .filter(|(_, a)| a.0 != 0 && seen.insert(*a))
+        .map(|(c, addr)| SourceRow {
             callsite: c.clone(),
-            addr: Addr(a.0),
-            frames: debug.frames_of_return_address(a.0),
+            addr,
+            frames: debug.frames_of_return_address(addr.0),
         })
         .collect();
     crate::model::Sources {

@@ -222,22 +222,22 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options<'_>) -> io:
         Ok::<_, io::Error>((events, report))
     })?;
     let events = events?;
-    // Worked out here: the debug info stays on this thread.
-    let sources: std::collections::HashMap<u64, Vec<SourceFrame>> = opts
-        .debug
-        .map(|d| kmemtrace_analysis::debuginfo::sources(&report, d))
-        .map(|s| {
-            s.callsites
-                .into_iter()
-                .map(|r| (r.addr.0, r.frames))
-                .collect()
+    // Each row's chain, worked out here: the debug info stays on this
+    // thread.
+    let frames: Vec<Vec<SourceFrame>> = report
+        .callsites
+        .iter()
+        .map(|c| match opts.debug {
+            Some(d) if c.addr.0 != 0 => d.frames_of_return_address(c.addr.0),
+            _ => Vec::new(),
         })
-        .unwrap_or_default();
+        .collect();
     let sites = write_tables(dir, &[CALLSITES], 1, 1, |_, rows| {
-        report.callsites.iter().try_for_each(|c| {
-            let frames = sources.get(&c.addr.0).map_or(&[][..], Vec::as_slice);
-            callsite_row(rows, capture, c, frames)
-        })
+        report
+            .callsites
+            .iter()
+            .zip(&frames)
+            .try_for_each(|(c, f)| callsite_row(rows, capture, c, f))
     })?;
     let all = &report.sections.stalls.all;
     let episodes = if all.is_empty() {
