@@ -120,13 +120,19 @@ pub(crate) struct Evidence<'a> {
 /// allocating).
 pub(crate) const UNRECORDED_MIN_RUNS: u32 = 3;
 
+/// The kinds whose occurrences the capture's own evidence can set apart,
+/// each with its reason.
+fn can_be_set_apart(m: Misuse) -> bool {
+    matches!(
+        m,
+        Misuse::DoubleFree | Misuse::LivePointerReturned | Misuse::CacheMismatch
+    )
+}
+
 impl Evidence<'_> {
     /// Why the occurrences of `m` at `w` are set apart, if they are.
     fn explains(&self, ctx: &Ctx<'_>, m: Misuse, w: &Where) -> Option<String> {
-        if !matches!(
-            m,
-            Misuse::DoubleFree | Misuse::LivePointerReturned | Misuse::CacheMismatch
-        ) {
+        if !can_be_set_apart(m) {
             return None;
         }
         if self.pid_filtered {
@@ -330,12 +336,7 @@ fn tally(ctx: &Ctx<'_>, ev: &Evidence<'_>, m: Misuse, judge: &Judge) -> Tally {
         together = freed_together(judge, &explained, &lone);
     }
     let mut reason = |w: &Where, count: u64, kept: bool, because: String| {
-        if count > 0
-            && matches!(
-                m,
-                Misuse::DoubleFree | Misuse::LivePointerReturned | Misuse::CacheMismatch
-            )
-        {
+        if count > 0 && can_be_set_apart(m) {
             t.reasons.push(FindingReason {
                 cache: group_name(ctx, w.group),
                 callsite: (w.site != NO_SITE).then(|| ctx.syms.name(ctx.addr(w.site))),
