@@ -35,6 +35,14 @@ struct Ready {
     trailing: Option<AwaitingStacks>,
 }
 
+impl Ready {
+    /// Whether the shards may take their parts: no allocation waits for a
+    /// stack from the next block.
+    fn complete(&self) -> bool {
+        self.trailing.is_none()
+    }
+}
+
 /// The blocks of every stream (one per CPU), decoded on demand.
 pub struct Blocks<'a> {
     decoder: &'a Decoder<'a>,
@@ -166,7 +174,7 @@ impl<'a> Blocks<'a> {
         let slot = &self.slots[i][k];
         loop {
             let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(r) = st.as_mut().filter(|r| r.trailing.is_none()) {
+            if let Some(r) = st.as_mut().filter(|r| r.complete()) {
                 let part = r.parts.get_mut(shard).and_then(Option::take);
                 if slot.taken.fetch_add(1, Ordering::AcqRel) + 1 == self.shards {
                     self.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -178,7 +186,7 @@ impl<'a> Blocks<'a> {
                 continue;
             }
             st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-            if st.as_ref().is_none_or(|r| r.trailing.is_some()) {
+            if !st.as_ref().is_some_and(Ready::complete) {
                 // Woken by the block, or in a while to look for queued
                 // blocks again.
                 let _ = super::timings::waiting_on_input(|| {
