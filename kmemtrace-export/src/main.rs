@@ -110,9 +110,8 @@ type Stop = (Code, String);
 
 /// What `--to` writes, for `--version`.
 fn writes() -> Vec<String> {
-    let dat = &kmemtrace_import::tracedat::VERSIONS;
     vec![
-        format!("trace.dat {}-{}", dat.start(), dat.end()),
+        kmemtrace_import::tracedat::versions_named(),
         "Perfetto trace (protobuf)".into(),
         format!("Parquet ({})", kmemtrace_export::parquet::SCHEMA),
     ]

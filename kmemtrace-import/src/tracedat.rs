@@ -19,6 +19,12 @@ use std::path::Path;
 
 /// The trace.dat versions read.
 pub const VERSIONS: std::ops::RangeInclusive<u32> = 6..=7;
+
+/// [`VERSIONS`] as `--version` names them (read here, and written by
+/// kmemtrace-export).
+pub fn versions_named() -> String {
+    format!("trace.dat {}-{}", VERSIONS.start(), VERSIONS.end())
+}
 /// `\x17\x08\x44tracing`: the first ten bytes of every trace.dat.
 pub const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 /// Largest metadata text read (kallsyms of a big kernel).
