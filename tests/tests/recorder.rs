@@ -991,22 +991,22 @@ fn pids_are_taken_as_pidof_and_perf_give_them() {
     }
 }
 
-/// Waits until recorder `rec` has turned `kmalloc` on in its instance:
-/// tracing has started (after `set_event_pid`, for -p).
+/// Waits until recorder `rec` has turned `kmalloc` on in its instance and
+/// then tracing: recording has started (after `set_event_pid`, for -p).
 fn wait_until_kmalloc_is_on(rec: &Child) {
     let prefix = instance_prefix(rec.id());
     let tfs = common::tracefs().unwrap();
+    // The recorder enables the events with tracing off, sets its stack
+    // triggers, then turns tracing on: an event enabled is not yet one
+    // recorded (a child run in between left the log without its events).
+    let on = |i: &str, file: &str| {
+        std::fs::read_to_string(tfs.join("instances").join(i).join(file))
+            .is_ok_and(|s| s.trim() == "1")
+    };
     assert!(common::wait_until(10, || {
         common::instances_with_prefix(&prefix)
             .first()
-            .is_some_and(|i| {
-                std::fs::read_to_string(
-                    tfs.join("instances")
-                        .join(i)
-                        .join("events/kmem/kmalloc/enable"),
-                )
-                .is_ok_and(|s| s.trim() == "1")
-            })
+            .is_some_and(|i| on(i, "events/kmem/kmalloc/enable") && on(i, "tracing_on"))
     }));
 }
 
