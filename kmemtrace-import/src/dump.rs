@@ -568,7 +568,7 @@ fn list_dirs(dir: &Path) -> Vec<(String, PathBuf)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ustar::tests::tar;
+    use kmemtrace_testkit::tar::files as tar;
 
     #[test]
     fn paths() {

@@ -346,48 +346,9 @@ fn pax_path(v: &[u8]) -> Option<String> {
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-
-    /// Builds a ustar header (test helper, also used by the dump tests).
-    pub fn header(name: &str, size: u64, typeflag: u8) -> [u8; BLOCK] {
-        let mut h = [0u8; BLOCK];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[100..107].copy_from_slice(b"0000644");
-        h[108..115].copy_from_slice(b"0000000");
-        h[116..123].copy_from_slice(b"0000000");
-        let s = format!("{size:011o}");
-        h[124..135].copy_from_slice(s.as_bytes());
-        h[136..147].copy_from_slice(b"00000000000");
-        h[156] = typeflag;
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
-        let c = format!("{sum:06o}\0 ");
-        h[148..156].copy_from_slice(c.as_bytes());
-        h
-    }
-
-    /// A tar archive of `(name, data)` files (test helper).
-    pub fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut v = Vec::new();
-        for (name, data) in files {
-            if name.len() >= 100 {
-                let long = format!("{name}\0");
-                v.extend_from_slice(&header("././@LongLink", long.len() as u64, b'L'));
-                v.extend_from_slice(long.as_bytes());
-                v.resize(v.len().div_ceil(BLOCK) * BLOCK, 0);
-                v.extend_from_slice(&header(&name[..99], data.len() as u64, b'0'));
-            } else {
-                v.extend_from_slice(&header(name, data.len() as u64, b'0'));
-            }
-            v.extend_from_slice(data);
-            v.resize(v.len().div_ceil(BLOCK) * BLOCK, 0);
-        }
-        v.extend_from_slice(&[0u8; 2 * BLOCK]);
-        v
-    }
+    use kmemtrace_testkit::tar::files as tar;
 
     fn all(a: &[u8]) -> Result<Vec<(String, Vec<u8>)>, TarError> {
         let mut ar = Archive::new(a);

@@ -439,9 +439,13 @@ fn split_decl(decl: &str) -> Result<(String, String, Option<&str>), String> {
         base = base[..open].trim_end();
     }
     let suffix = &decl.trim_end()[suffix_start..];
+    // After the last character that cannot be in a C name (which may be
+    // more than one byte long: the text is not the kernel's).
     let name_start = base
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let name = &base[name_start..];
     if name.is_empty() || name.as_bytes()[0].is_ascii_digit() {
         return Err(format!("field {} has no name", quote(decl)));
@@ -592,6 +596,16 @@ format:
 
 print fmt: \"call_site=%pS ptr=%p name=%s\", (void *)REC->call_site, REC->ptr, __get_str(name)
 ";
+
+    #[test]
+    fn a_name_after_a_character_of_several_bytes() {
+        let (name, ty, _) = split_decl("unsigned long ߜcaller[8]").unwrap();
+        assert_eq!(
+            (name.as_str(), ty.as_str()),
+            ("caller", "unsigned long ߜ[8]")
+        );
+        assert!(split_decl("int ߜ").is_err());
+    }
 
     #[test]
     fn parses_kmem_cache_free() {

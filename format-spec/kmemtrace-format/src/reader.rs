@@ -18,6 +18,8 @@ use std::fmt;
 use std::io::{self, Read};
 
 const READ_CHUNK: usize = 1 << 20;
+/// The first read's size, doubling up to [`READ_CHUNK`].
+const FIRST_READ: usize = 64 << 10;
 
 /// An intact block (its CRC matched).
 #[derive(Debug, Clone)]
@@ -250,10 +252,12 @@ impl<R: Read> LogReader<R> {
             }
             // Room grows with what arrives (doubling), not with what a
             // header claims: a block claiming 64 MiB of which 1 KB is
-            // present costs a chunk, not 64 MiB.
+            // present costs a chunk, not 64 MiB. The first reads are
+            // small, so a small log costs no megabyte of zeroed buffer.
+            let chunk = self.filled.clamp(FIRST_READ, READ_CHUNK);
             let want = ((end - self.end_abs()) as usize)
-                .min(self.filled.max(READ_CHUNK))
-                .max(READ_CHUNK);
+                .min(self.filled.max(chunk))
+                .max(chunk);
             let old = self.filled;
             if self.buf.len() < old + want {
                 self.buf.resize(old + want, 0);

@@ -1,11 +1,10 @@
 //! The block reader over arbitrary bytes: no panic, no hang, bounded
 //! memory; every item's offsets stay inside the input.
-#![no_main]
 
 use kmemtrace_format::reader::{Item, LogReader};
-use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
+/// One run.
+pub fn run(data: &[u8]) {
     let Ok(mut r) = LogReader::new(data) else {
         return;
     };
@@ -26,4 +25,4 @@ fuzz_target!(|data: &[u8]| {
         );
         last = off;
     }
-});
+}

@@ -1,10 +1,8 @@
 //! `parse_subbuf` and the record iterator over arbitrary bytes, with each
 //! layout (long size 4 and 8) and byte order: no panic, and every record
 //! stays inside the commit and advances.
-#![no_main]
 
-use kmemtrace_kernel::{parse_subbuf, SubBufLayout, BigEndian, Endian, LittleEndian};
-use libfuzzer_sys::fuzz_target;
+use kmemtrace_kernel::{parse_subbuf, BigEndian, Endian, LittleEndian, SubBufLayout};
 
 fn walk<E: Endian>(e: E, l: &SubBufLayout, page: &[u8]) {
     if let Ok(sb) = parse_subbuf(e, l, page) {
@@ -22,7 +20,8 @@ fn walk<E: Endian>(e: E, l: &SubBufLayout, page: &[u8]) {
     }
 }
 
-fuzz_target!(|data: &[u8]| {
+/// One run.
+pub fn run(data: &[u8]) {
     // First byte: sub-buffer size (as a power of two from 64 bytes).
     let Some((&sel, page)) = data.split_first() else {
         return;
@@ -38,4 +37,4 @@ fuzz_target!(|data: &[u8]| {
         walk(LittleEndian, &l, page);
         walk(BigEndian, &l, page);
     }
-});
+}
