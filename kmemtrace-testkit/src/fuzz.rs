@@ -24,8 +24,10 @@ use kmemtrace_format::block::{
 };
 use kmemtrace_format::kpack::Shape;
 use kmemtrace_format::reader::{Item, LogReader};
-use kmemtrace_format::records::{encode_cpu_data_header, Meta, MetaKind, CPU_DATA_HEADER_LEN};
-use kmemtrace_kernel::RunTimeEndian;
+use kmemtrace_format::records::{
+    encode_cpu_data_header, CpuTotal, EndRecord, Meta, MetaKind, CPU_DATA_HEADER_LEN,
+};
+use kmemtrace_kernel::{parse_subbuf, Endian, RunTimeEndian, SubBufLayout};
 use std::io::Write;
 use std::path::Path;
 
@@ -86,7 +88,9 @@ fn arch_byte(arch: &ArchTag) -> Option<u8> {
 /// - 3: with the block flags `ctl >> 2`, its payload a `u32 LE` raw length
 ///   (at most 1 MiB) and the stored bytes, unchecked.
 ///
-/// The file header and the ARCH block come first, always valid.
+/// The file header and the ARCH block come first, always valid; an
+/// ARCH_COPY block stored plain with no payload is written as the ARCH
+/// block's copy.
 pub fn framed_log(input: &[u8]) -> Vec<u8> {
     let Some((&arch_b, mut rest)) = input.split_first() else {
         return Vec::new();
@@ -95,11 +99,12 @@ pub fn framed_log(input: &[u8]) -> Vec<u8> {
     let shape = Shape::of(&arch);
     let subbuf = arch.subbuf_size as usize;
     let mut out = encode_file_header_minor(VERSION_MINOR).to_vec();
+    let arch_payload = arch.encode();
     put_block(
         BlockType::Arch,
         0,
-        &arch.encode(),
-        arch.encode().len(),
+        &arch_payload,
+        arch_payload.len(),
         &mut out,
     );
     let mut zstd = BlockCompressor::new(Compression::Zstd(1));
@@ -114,6 +119,9 @@ pub fn framed_log(input: &[u8]) -> Vec<u8> {
         let payload = &rest[6..6 + len];
         rest = &rest[6 + len..];
         match ctl & 3 {
+            STORE_PLAIN if t == BlockType::ArchCopy && payload.is_empty() => {
+                put_block(t, 0, &arch_payload, arch_payload.len(), &mut out)
+            }
             STORE_PLAIN => put_block(t, 0, payload, payload.len(), &mut out),
             STORE_ZSTD => zstd.encode(t, payload, &mut out).expect("under 64 MiB"),
             STORE_CPU_DATA => {
@@ -145,11 +153,22 @@ pub fn framed_log(input: &[u8]) -> Vec<u8> {
     out
 }
 
-fn push_block(out: &mut Vec<u8>, t: BlockType, ctl: u8, payload: &[u8]) {
-    out.push(t.to_u16() as u8);
-    out.push(ctl);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(payload);
+/// A framed input being written: its bytes (the arch byte first) and the
+/// blocks in it.
+struct Framed {
+    bytes: Vec<u8>,
+    blocks: u64,
+}
+
+impl Framed {
+    fn push(&mut self, t: BlockType, ctl: u8, payload: &[u8]) {
+        self.bytes.push(t.to_u16() as u8);
+        self.bytes.push(ctl);
+        self.bytes
+            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(payload);
+        self.blocks += 1;
+    }
 }
 
 /// What [`frame_of_log`] keeps of a real log.
@@ -157,14 +176,17 @@ fn push_block(out: &mut Vec<u8>, t: BlockType, ctl: u8, payload: &[u8]) {
 pub struct Cut {
     /// Sub-buffers kept per CPU, from the start.
     pub subbufs_per_cpu: usize,
-    /// Bytes kept of each metadata text (kallsyms runs to megabytes), cut
-    /// at a line's end.
+    /// Bytes kept of each metadata text but the event formats (kallsyms
+    /// runs to megabytes), cut at a line's end.
     pub meta_bytes: usize,
     /// Store CPU data through kpack.
     pub kpack: bool,
     /// The systems (`kmem`, `vmscan`, ...) whose event formats are kept;
     /// empty: all.
     pub systems: &'static [&'static str],
+    /// Sub-buffers are cut to this size (a power of two from 512 bytes),
+    /// each to the whole records that fit: `None` keeps the log's own.
+    pub subbuf_size: Option<u32>,
 }
 
 /// The framed input ([`framed_log`]) of a real log, cut as `cut` says:
@@ -172,30 +194,59 @@ pub struct Cut {
 /// first.
 pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
     let mut r = LogReader::new(log).ok()?;
-    let mut out = Vec::new();
+    let mut out = Framed {
+        bytes: Vec::new(),
+        blocks: 0,
+    };
+    // The arch byte, once the ARCH block has been read.
+    let mut arch_b = None;
     let mut kept = [0usize; 16];
+    // Per CPU, the CPU_DATA blocks and sub-buffers framed: what the END
+    // block must count.
+    let mut totals = [(0u64, 0u64); 16];
+    let mut order = RunTimeEndian::Little;
+    let mut layout = SubBufLayout {
+        long_size: 8,
+        data_offset: 16,
+        subbuf_size: 4096,
+    };
     while let Ok(Some(item)) = r.next_item() {
         let Item::Block(b) = item else { continue };
         let Ok(payload) = b.payload() else { continue };
         match b.header.block_type {
             BlockType::Arch => {
-                if !out.is_empty() {
+                if arch_b.is_some() {
                     continue;
                 }
-                out.push(arch_byte(&ArchTag::decode(&payload).ok()?)?);
+                let mut a = ArchTag::decode(&payload).ok()?;
+                layout = SubBufLayout {
+                    long_size: usize::from(a.long_size),
+                    data_offset: a.data_offset as usize,
+                    subbuf_size: a.subbuf_size as usize,
+                };
+                order = a.byte_order;
+                a.subbuf_size = cut.subbuf_size.unwrap_or(a.subbuf_size);
+                arch_b = Some(arch_byte(&a)?);
+                out.bytes.push(arch_b.unwrap());
             }
-            _ if out.is_empty() => return None,
+            _ if arch_b.is_none() => return None,
             BlockType::CpuData => {
                 let (head, data) = payload.split_at_checked(CPU_DATA_HEADER_LEN)?;
                 let cpu = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
                 let Some(k) = kept.get_mut(cpu) else { continue };
-                let subbuf = arch_of(out[0]).subbuf_size as usize;
-                let n = (data.len() / subbuf).min(cut.subbufs_per_cpu - *k);
+                let n = (data.len() / layout.subbuf_size).min(cut.subbufs_per_cpu - *k);
                 *k += n;
+                let size = arch_of(out.bytes[0]).subbuf_size as usize;
+                let mut pages = Vec::new();
+                for page in data.chunks_exact(layout.subbuf_size).take(n) {
+                    pages.extend(shrink_subbuf(order, &layout, page, size)?);
+                }
                 if n > 0 {
+                    totals[cpu].0 += 1;
+                    totals[cpu].1 += n as u64;
                     let ctl = STORE_CPU_DATA | ((cpu as u8) << 4);
                     let ctl = if cut.kpack { ctl | CTL_KPACK } else { ctl };
-                    push_block(&mut out, BlockType::CpuData, ctl, &data[..n * subbuf]);
+                    out.push(BlockType::CpuData, ctl, &pages);
                 }
             }
             BlockType::Meta => {
@@ -217,13 +268,71 @@ pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
                 if m.kind == MetaKind::KallsymsPart {
                     (m.kind, m.part) = (MetaKind::Kallsyms, None);
                 }
-                m.content = cut_text(&m.content, cut.meta_bytes).to_vec();
-                push_block(&mut out, BlockType::Meta, STORE_PLAIN, &m.encode());
+                // An event format is kept whole: cut, it would only be
+                // damage.
+                if m.kind != MetaKind::EventFormat {
+                    m.content = cut_text(&m.content, cut.meta_bytes).to_vec();
+                }
+                out.push(BlockType::Meta, STORE_PLAIN, &m.encode());
             }
-            t => push_block(&mut out, t, STORE_PLAIN, &payload),
+            BlockType::ArchCopy => out.push(BlockType::ArchCopy, STORE_PLAIN, &[]),
+            BlockType::End => {
+                let Ok(mut end) = EndRecord::decode(&payload) else {
+                    continue;
+                };
+                // What the cut log holds: the blocks framed before it and
+                // the ARCH block framed_log writes.
+                end.blocks = out.blocks + 1;
+                let size = u64::from(arch_of(out.bytes[0]).subbuf_size);
+                end.cpus = (0..16u32)
+                    .filter(|&c| totals[c as usize].0 > 0)
+                    .map(|c| {
+                        let (blocks, subbufs) = totals[c as usize];
+                        CpuTotal {
+                            cpu: c,
+                            blocks,
+                            subbufs,
+                            bytes: subbufs * size,
+                        }
+                    })
+                    .collect();
+                out.push(BlockType::End, STORE_PLAIN, &end.encode());
+            }
+            t => out.push(t, STORE_PLAIN, &payload),
         }
     }
-    (!out.is_empty()).then_some(out)
+    arch_b.map(|_| out.bytes)
+}
+
+/// `page` as a sub-buffer of `size` bytes: its header, then the whole
+/// records that fit (the commit says so), zeros after. The records keep
+/// their time deltas, so their times are unchanged. `None` where the page
+/// does not parse.
+fn shrink_subbuf(
+    order: RunTimeEndian,
+    layout: &SubBufLayout,
+    page: &[u8],
+    size: usize,
+) -> Option<Vec<u8>> {
+    if size >= layout.subbuf_size {
+        return Some(page.to_vec());
+    }
+    let sb = parse_subbuf(order, layout, page).ok()?;
+    let room = size.checked_sub(layout.data_offset)?;
+    let mut commit = 0;
+    for r in sb.events(order) {
+        let Ok(r) = r else { break };
+        let end = r.offset + r.len - layout.data_offset;
+        if end > room {
+            break;
+        }
+        commit = end;
+    }
+    let mut out = page[..8].to_vec();
+    order.write_uint(&mut out, commit as u64, layout.long_size);
+    out.extend_from_slice(&page[layout.data_offset..layout.data_offset + commit]);
+    out.resize(size, 0);
+    Some(out)
 }
 
 /// The first `max` bytes of `text`, ending at a line's end where one is
@@ -331,6 +440,7 @@ mod tests {
                 meta_bytes: 1 << 20,
                 kpack,
                 systems: &[],
+                subbuf_size: Some(1024),
             };
             let input = frame_of_log(&real, cut).expect(name);
             let log = framed_log(&input);
@@ -346,6 +456,7 @@ mod tests {
                         cpu_data += 1;
                         let count = u32::from_le_bytes(p[4..8].try_into().unwrap());
                         assert!((1..=2).contains(&count), "{name}: {count} sub-buffers");
+                        assert_eq!(p.len(), 24 + count as usize * 1024, "{name}");
                     }
                     BlockType::Meta => metas += 1,
                     _ => {}

@@ -8,10 +8,18 @@
 //! writes `OUT_DIR/TARGET/NAME` for the targets whose inputs come from
 //! logs, metadata and dumps. The trace.dat and report-document seeds come
 //! from the programs themselves (`scripts/fuzz.sh` exports them).
+//!
+//! ```text
+//! fuzz-seeds --log INPUT OUT.kmt
+//! ```
+//!
+//! writes the log that an input of the `check` or `report` target stands
+//! for (its first byte even: framed; odd: the log itself), so that a
+//! finding can be looked at with the programs.
 
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::{BlockType, Meta, MetaKind};
-use kmemtrace_testkit::fuzz::{cut_text, entries_of_dir, frame_of_log, Cut};
+use kmemtrace_testkit::fuzz::{cut_text, entries_of_dir, frame_of_log, framed_log, Cut};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,6 +32,9 @@ const META_BYTES: usize = 16 << 10;
 /// and only the formats of the events analysed are kept: each run parses
 /// all of it, and a run should take a fraction of a millisecond.
 const LOG_META_BYTES: usize = 2 << 10;
+/// Real sub-buffers are cut to this size (whole records): 64 KiB ones
+/// would make every run decode thousands of events.
+const SUBBUF: u32 = 4096;
 const SYSTEMS: &[&str] = &["kmem", "vmscan", "compaction", "oom", "ftrace", "sched"];
 
 /// Files of a dump are cut to this (four 4 KiB sub-buffers of
@@ -32,8 +43,19 @@ const DUMP_FILE_BYTES: usize = 16 << 10;
 
 fn main() -> io::Result<()> {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    if let [flag, input, log] = &args[..] {
+        if flag.as_os_str() == "--log" {
+            let data = fs::read(input)?;
+            let bytes = match data.split_first() {
+                Some((mode, rest)) if mode & 1 == 0 => framed_log(rest),
+                Some((_, rest)) => rest.to_vec(),
+                None => Vec::new(),
+            };
+            return fs::write(log, bytes);
+        }
+    }
     let [root, out] = &args[..] else {
-        eprintln!("usage: fuzz-seeds REPO_ROOT OUT_DIR");
+        eprintln!("usage: fuzz-seeds REPO_ROOT OUT_DIR | fuzz-seeds --log INPUT OUT.kmt");
         std::process::exit(2);
     };
     let mut seeds = Seeds { out: out.clone() };
@@ -79,6 +101,7 @@ impl Seeds {
                 meta_bytes: LOG_META_BYTES,
                 kpack,
                 systems: SYSTEMS,
+                subbuf_size: Some(SUBBUF),
             };
             let Some(framed) = frame_of_log(&bytes, cut) else {
                 continue;
