@@ -41,6 +41,11 @@ pub struct Options {
     pub page_stacks: bool,
     /// Keep the series of [`crate::model::Timelines`] (for pictures).
     pub timelines: bool,
+    /// Keep every stall episode ([`crate::model::Stalls::all`]: the
+    /// exports' slices and rows, the HTML page's list). Without it only
+    /// the longest are made, so that the model does not grow with the
+    /// count of episodes.
+    pub episodes: bool,
 }
 
 impl Default for Options {
@@ -62,11 +67,20 @@ impl Default for Options {
             page_cull: vec![CullKey::Stack],
             page_stacks: false,
             timelines: false,
+            episodes: false,
         }
     }
 }
 
 impl Options {
+    /// The options of `kmemtrace-report LOG` with no options
+    /// ([`Options::select_as_recorded`]).
+    pub fn as_recorded(log: &Log) -> Options {
+        let mut opts = Options::default();
+        opts.select_as_recorded(log, true);
+        opts
+    }
+
     /// What the log itself says to select: the recorder's own threads left
     /// out (META `kmemtraced/own_tids`: their events are not the
     /// workload's), and with `traced_tree`, a pid-filtered recording's
@@ -125,9 +139,7 @@ pub struct Outcome {
 /// `syms` (usually [`Symbols::of_log`]): what the diff and the exports
 /// derive their figures from, so that they equal the report's.
 pub fn analyse_as_recorded(log: &Log, syms: &Symbols) -> Report {
-    let mut opts = Options::default();
-    opts.select_as_recorded(log, true);
-    analyse(log, syms, opts, &mut |_| {}).report
+    analyse(log, syms, Options::as_recorded(log), &mut |_| {}).report
 }
 
 /// Analyses `log`; `progress` is called now and then while the stream runs.
@@ -192,8 +204,8 @@ pub fn analyse(
     let mut live_pages = crate::passes::pages::LivePages::default();
     let objects: Vec<Objects> = shards
         .into_iter()
-        .map(|s| {
-            all.absorb(&s);
+        .map(|mut s| {
+            all.absorb(&mut s);
             live_pages.add(&s.pages);
             s.objects
         })

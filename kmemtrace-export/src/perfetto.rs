@@ -554,8 +554,10 @@ impl Series {
 /// `progress` how far the analysis has got.
 pub fn derived_series(log: &mut Log, progress: &mut dyn FnMut(Progress)) -> Series {
     let syms = kmemtrace_analysis::Symbols::of_log(log);
-    let mut opts = kmemtrace_analysis::Options::default();
-    opts.select_as_recorded(log, true);
+    let opts = kmemtrace_analysis::Options {
+        episodes: true,
+        ..kmemtrace_analysis::Options::as_recorded(log)
+    };
     let r = kmemtrace_analysis::analyse(log, &syms, opts, &mut |p| {
         progress(Progress {
             step: "analysing",

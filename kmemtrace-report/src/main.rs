@@ -146,6 +146,7 @@ fn report(
         page_cull,
         page_stacks: cli.stacks,
         timelines: cli.html.is_some(),
+        episodes: cli.html.is_some(),
     };
     // A pid-filtered recording: its traced tree, unless asked otherwise.
     let traced_tree = cli.pid.is_empty() && cli.comm.is_none() && !cli.all_tasks;

@@ -96,7 +96,7 @@ impl<'a> super::Pass<'a> for CrossCpuPass {
         CrossCpuPass::slab(self, s)
     }
 
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         CrossCpuPass::absorb(self, o)
     }
 }

@@ -304,7 +304,7 @@ impl<'a> super::Pass<'a> for MisusePass {
         MisusePass::slab(self, s)
     }
 
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         MisusePass::absorb(self, o)
     }
 }

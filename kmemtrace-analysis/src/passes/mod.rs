@@ -121,8 +121,9 @@ pub trait Pass<'a>: Sized {
     fn page(&mut self, _ev: &Event, _key: OrderKey, _p: &Page) {}
     /// An event of `Self::TRACEPOINTS[which]`.
     fn tracepoint(&mut self, _ev: &Event, _key: OrderKey, _which: usize, _tp: &Tracepoint) {}
-    /// Adds another shard's pass.
-    fn absorb(&mut self, other: &Self);
+    /// Adds another shard's pass, which is dropped after: what it holds
+    /// may be moved out rather than copied.
+    fn absorb(&mut self, other: &mut Self);
 }
 
 /// A pass that makes its own section of the model: a field of
@@ -262,8 +263,8 @@ macro_rules! passes_struct {
             }
 
             /// Adds another shard's passes (its objects stay with it).
-            pub fn absorb(&mut self, o: &Passes<$lt>) {
-                $(Pass::absorb(&mut self.$field, &o.$field);)*
+            pub fn absorb(&mut self, o: &mut Passes<$lt>) {
+                $(Pass::absorb(&mut self.$field, &mut o.$field);)*
                 self.first_ts = match (self.first_ts, o.first_ts) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),

@@ -634,7 +634,7 @@ impl<'a> super::Pass<'a> for PagesPass<'a> {
         PagesPass::page(self, ev, key, p)
     }
 
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         PagesPass::absorb(self, o)
     }
 }

@@ -617,7 +617,7 @@ impl<'a> super::Pass<'a> for SlabPass {
         SlabPass::slab(self, s)
     }
 
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         SlabPass::absorb(self, o)
     }
 }

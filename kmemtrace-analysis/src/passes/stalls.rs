@@ -45,6 +45,7 @@ use crate::stream::tracepoints::{Delivery, Request};
 use crate::stream::OrderKey;
 use kmemtrace_kernel::stalls as tp;
 
+mod kept;
 mod section;
 
 /// What each request is, by its place in [`StallsPass::TRACEPOINTS`].
@@ -444,6 +445,10 @@ pub struct Kill {
 /// The pass's state (one per shard; tasks are disjoint between shards).
 pub struct StallsPass {
     long_size: u8,
+    /// The model keeps every episode ([`crate::run::Options::episodes`]);
+    /// else only the longest keep their detail ([`kept`]).
+    pub keep_all: bool,
+    kept: kept::PhasesKept,
     /// kswapd and kcompactd (by name, or seen waking and sleeping): their
     /// reclaim and compaction is background work, not an allocation's
     /// wait.
@@ -473,6 +478,8 @@ impl StallsPass {
     pub fn new(long_size: u8) -> Self {
         StallsPass {
             long_size,
+            keep_all: false,
+            kept: Default::default(),
             background_tasks: Default::default(),
             events: 0,
             open: FastMap::default(),
@@ -610,7 +617,16 @@ impl StallsPass {
         if kind == Ev::PageAlloc && !charge {
             ep.note(t.get(0), t.get(1), NO_STACK);
         }
+        self.close(ep);
+    }
+
+    /// An episode has ended.
+    fn close(&mut self, ep: Ep) {
         self.ended.push(ep);
+        if !self.keep_all {
+            let i = self.ended.len() - 1;
+            self.kept.ended(&mut self.ended, i);
+        }
     }
 
     /// `mm_page_alloc`'s pfn of no page: -1 in the kernel's `long`.
@@ -757,7 +773,7 @@ impl StallsPass {
             "its charge's end"
         });
         ep.cut |= lost;
-        self.ended.push(ep);
+        self.close(ep);
     }
 
     fn wakeup_kswapd(&mut self, ev: &Event, t: &Tracepoint) {
@@ -828,6 +844,7 @@ impl<'a> Pass<'a> for StallsPass {
 
     fn new(setup: &PassSetup<'a>) -> Self {
         let mut p = StallsPass::new(setup.log.arch.long_size);
+        p.keep_all = setup.opts.episodes;
         let pids = &setup.log.pids;
         p.background_tasks
             .extend(pids.pids().into_iter().filter(|&pid| {
@@ -841,11 +858,21 @@ impl<'a> Pass<'a> for StallsPass {
         self.event(ev, which, t)
     }
 
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         self.events += o.events;
-        self.open
-            .extend(o.open.iter().map(|(&k, v)| (k, v.clone())));
-        self.ended.extend(o.ended.iter().cloned());
+        // Moved, not copied: a long capture ends with many episodes.
+        self.open.extend(o.open.drain());
+        let offset = self.ended.len();
+        if offset == 0 {
+            // The first shard's: taken as it is, not copied (a copy
+            // would double the peak).
+            std::mem::swap(&mut self.ended, &mut o.ended);
+        } else {
+            self.ended.append(&mut o.ended);
+        }
+        if !self.keep_all {
+            self.kept.absorb(&mut o.kept, &mut self.ended, offset);
+        }
         for (&k, b) in &o.background {
             let s = self.background.entry(k).or_default();
             s.wakes += b.wakes;

@@ -49,7 +49,7 @@ impl<'a> Pass<'a> for Reclaim {
         self.0
             .push((key, which, ev.pid, ev.cpu, ev.in_interrupt, fields(tp)));
     }
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         self.0.extend_from_slice(&o.0);
     }
 }
@@ -75,7 +75,7 @@ impl<'a> Pass<'a> for Oom {
         self.0
             .push((key, which, ev.pid, ev.cpu, ev.in_interrupt, fields(tp)));
     }
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         self.0.extend_from_slice(&o.0);
     }
 }
@@ -323,7 +323,7 @@ fn probes_get_their_tracepoints_in_time_order_with_their_fields() {
                 // Shards add up to every event.
                 let mut shards = probe(&bytes, shards).into_iter();
                 let mut sum = shards.next().unwrap();
-                shards.for_each(|o| sum.absorb(&o));
+                shards.for_each(|mut o| sum.absorb(&mut o));
                 assert_eq!(sum.reclaim.0.len() + sum.oom.0.len(), expected.len());
             }
         }

@@ -285,7 +285,7 @@ impl<'a> super::Pass<'a> for UntracedPass {
         UntracedPass::slab(self, s)
     }
 
-    fn absorb(&mut self, o: &Self) {
+    fn absorb(&mut self, o: &mut Self) {
         UntracedPass::absorb(self, o)
     }
 }

@@ -210,7 +210,13 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options<'_>) -> io:
         // meanwhile.
         let analysis = std::thread::Builder::new()
             .name("analysis".into())
-            .spawn_scoped(s, || kmemtrace_analysis::analyse_as_recorded(log, syms))?;
+            .spawn_scoped(s, || {
+                let opts = kmemtrace_analysis::Options {
+                    episodes: true,
+                    ..kmemtrace_analysis::Options::as_recorded(log)
+                };
+                kmemtrace_analysis::analyse(log, syms, opts, &mut |_| {}).report
+            })?;
         let runs = chunk_runs(log, opts.run_bytes.unwrap_or_else(|| run_bytes(log)));
         let names = events::Names::new(log, syms, capture);
         let events = write_tables(dir, EVENT_TABLES, runs.len(), threads, |i, rows| {

@@ -118,26 +118,28 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         p.ended.iter().chain(&cut).partition(|e| n.proactive(e));
     eps.sort_by_key(|e| (e.start, e.pid));
     let uncertain = |e: &Ep| e.cut || ctx.windows.touches(e.start, e.last);
-    let all: Vec<Episode> = eps.iter().map(|e| episode(&n, e, uncertain(e))).collect();
     // A stable sort: ties keep their order by start and pid.
-    let mut longest: Vec<&Episode> = all.iter().collect();
-    longest.sort_by(|a, b| {
-        b.stall_ns
-            .cmp(&a.stall_ns)
-            .then(a.start_ns.cmp(&b.start_ns))
-    });
+    let mut longest: Vec<&Ep> = eps.clone();
+    longest.sort_by(|a, b| b.stall_ns().cmp(&a.stall_ns()).then(a.start.cmp(&b.start)));
     longest.truncate(LONGEST);
+    let model = |e: &&Ep| episode(&n, e, uncertain(e));
     Stalls {
         recorded: true,
         events: p.events,
         episodes: eps.len() as u64,
         stall_ns: eps.iter().map(|e| e.stall_ns()).sum(),
-        uncertain_episodes: all.iter().filter(|e| e.uncertain).count() as u64,
+        uncertain_episodes: eps.iter().filter(|e| uncertain(e)).count() as u64,
         kinds: kinds(&eps),
         tasks: tasks(&n, &eps),
         sites: sites(&n, &eps),
-        longest: longest.into_iter().cloned().collect(),
-        all,
+        longest: longest.iter().map(model).collect(),
+        // Every episode only where an output lists them all: a long
+        // capture under pressure has hundreds of thousands.
+        all: if p.keep_all {
+            eps.iter().map(model).collect()
+        } else {
+            Vec::new()
+        },
         over_time: over_time(ctx, &eps),
         background: background(&p.background),
         wakers: wakers(&n, p),

@@ -333,7 +333,7 @@ fn shards_add_up_to_one() {
     let (mut a, mut b) = (Feed::new(), Feed::new());
     feed(&mut a, &[1, 3]);
     feed(&mut b, &[2, 4]);
-    a.pass.absorb(&b.pass);
+    a.pass.absorb(&mut b.pass);
     assert_eq!(a.pass.events, one.pass.events);
     assert_eq!(a.pass.ended.len(), 4);
     let b0 = &a.pass.background[&(false, 0)];
@@ -516,4 +516,62 @@ fn shrinkers_scan_and_free_per_function() {
     assert_eq!(f.pass.shrinkers[&a], totals(2, 100 + 10, 103, 700));
     assert_eq!(f.pass.shrinkers[&b], totals(1, 0, 0, 900));
     assert!(f.episodes().is_empty());
+}
+
+/// Without every episode kept, the longest of each class (per stack for
+/// memcg waits, one class for the rest) keep their phases, in one shard
+/// or in several, and the others give them up.
+#[test]
+fn only_the_longest_of_each_class_keep_their_phases() {
+    // Episodes of varied length: a memcg reclaim under one of two stacks,
+    // or a direct reclaim without one, each of two phases.
+    let feed = |f: &mut Feed, pids: std::ops::Range<i32>| {
+        for pid in pids {
+            let t = 100_000 * pid as u64;
+            let len = 1 + (pid as u64 * 7919) % 500;
+            let (begin, end, stack) = match pid % 3 {
+                0 => (tp::DIRECT_RECLAIM_BEGIN, tp::DIRECT_RECLAIM_END, NO_STACK),
+                k => (tp::MEMCG_RECLAIM_BEGIN, tp::MEMCG_RECLAIM_END, k as u32),
+            };
+            f.stacked(t, pid, begin, &[0, GFP], stack)
+                .ev(t + len, pid, end, &[1])
+                .ev(t + 2 * len, pid, begin, &[0, GFP])
+                .ev(t + 3 * len, pid, end, &[1])
+                .page(t + 4 * len, pid);
+        }
+    };
+    let mut all = Feed::new();
+    all.pass.keep_all = true;
+    feed(&mut all, 1..301);
+    let mut one = Feed::new();
+    feed(&mut one, 1..301);
+    let (mut a, mut b) = (Feed::new(), Feed::new());
+    feed(&mut a, 1..150);
+    feed(&mut b, 150..301);
+    a.pass.absorb(&mut b.pass);
+    let rank = |e: &&Ep| (std::cmp::Reverse(e.stall_ns()), e.start, e.pid);
+    let class = |e: &Ep| (e.first, e.stack);
+    let classes = [(Wait::Direct, NO_STACK), (Wait::Memcg, 1), (Wait::Memcg, 2)];
+    for f in [&one, &a] {
+        let kept: Vec<&Ep> = f
+            .pass
+            .ended
+            .iter()
+            .filter(|e| !e.phases.is_empty())
+            .collect();
+        assert_eq!(kept.len(), 3 * super::section::LONGEST);
+        for c in classes {
+            let mut want: Vec<&Ep> = all.pass.ended.iter().filter(|e| class(e) == c).collect();
+            want.sort_by_key(rank);
+            want.truncate(super::section::LONGEST);
+            let mut got: Vec<&Ep> = kept.iter().copied().filter(|e| class(e) == c).collect();
+            got.sort_by_key(rank);
+            let key = |e: &&Ep| (e.pid, e.start, e.phases.len());
+            assert_eq!(
+                got.iter().map(key).collect::<Vec<_>>(),
+                want.iter().map(key).collect::<Vec<_>>()
+            );
+        }
+    }
+    assert!(all.pass.ended.iter().all(|e| e.phases.len() == 2));
 }
