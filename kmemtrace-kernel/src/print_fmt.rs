@@ -104,6 +104,15 @@ pub struct Kernel<'a> {
 
 const MAX_ARG_DEPTH: usize = 16;
 
+/// `FIELD_WIDTH_MAX` and `PRECISION_MAX` of the kernel's `lib/vsprintf.c`.
+const FIELD_WIDTH_MAX: usize = (1 << 23) - 1;
+const PRECISION_MAX: usize = (1 << 15) - 1;
+
+/// The most text one record prints. The kernel's own `trace_seq` holds a
+/// page or two, so no record's line in its `trace` file is longer; a print
+/// fmt from an untrusted log must not make one record's text unbounded.
+pub const RECORD_TEXT_MAX: usize = 64 << 10;
+
 impl Arg {
     fn parse(text: &str, depth: usize) -> Arg {
         let t = strip_parens(text);
@@ -384,10 +393,19 @@ impl PrintFmt {
         if self.problem.is_some() {
             return write_raw_fields(out, &rec);
         }
+        let start = out.len();
         for seg in &self.segs {
             match seg {
                 Seg::Lit(s) => out.push_str(s),
                 Seg::Conv(spec) => self.conv(out, spec, &rec, k),
+            }
+            if out.len() - start > RECORD_TEXT_MAX {
+                let mut end = start + RECORD_TEXT_MAX;
+                while !out.is_char_boundary(end) {
+                    end -= 1;
+                }
+                out.truncate(end);
+                return;
             }
         }
     }
@@ -404,8 +422,15 @@ impl PrintFmt {
     }
 
     fn conv<E: Endian>(&self, out: &mut String, spec: &Spec, rec: &Rec<'_, E>, k: &Kernel<'_>) {
-        let width = self.count(spec.width, rec, k);
-        let precision = self.count(spec.precision, rec, k);
+        // The kernel's vsprintf keeps a width in 24 bits and a precision
+        // in 16 (`set_field_width`, `set_precision`): larger ones are
+        // clamped there, as here.
+        let width = self
+            .count(spec.width, rec, k)
+            .map(|w| w.min(FIELD_WIDTH_MAX));
+        let precision = self
+            .count(spec.precision, rec, k)
+            .map(|p| p.min(PRECISION_MAX));
         let arg = self.args.get(spec.arg);
         let value = match (spec.conv, arg) {
             // `%s` of a char array or string field passed as `REC->name`.
@@ -635,6 +660,25 @@ mod tests {
         };
         PrintFmt::compile(&f.print_fmt).write(&mut out, e, f, payload, &k);
         out
+    }
+
+    #[test]
+    fn widths_and_precisions_are_clamped_and_a_records_text_bounded() {
+        // A width past any integer (once a 5 EB allocation), a width and a
+        // precision from the record, many conversions.
+        let f = format(
+            &[("int", "w", 4, true)],
+            r#""[%5124095576030431192d] [%*d] [%.*d] %9999999d%9999999d", 1, REC->w, 2, REC->w, 3, 4, 5"#,
+        );
+        let mut p = vec![0u8; 12];
+        p[8..12].copy_from_slice(&i32::MAX.to_le_bytes());
+        let out = render(LittleEndian, &f, &p, 64);
+        assert_eq!(out.len(), RECORD_TEXT_MAX);
+        assert!(out.starts_with("[ "));
+        // Within the bounds, as the kernel prints it.
+        let f = format(&[("int", "w", 4, true)], r#""[%*d]", REC->w, 7"#);
+        p[8..12].copy_from_slice(&3i32.to_le_bytes());
+        assert_eq!(render(LittleEndian, &f, &p, 64), "[  7]");
     }
 
     #[test]

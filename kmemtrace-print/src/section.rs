@@ -105,22 +105,7 @@ mod tests {
 
     #[test]
     fn each_printer_lists_a_section_once_and_every_section_has_a_printer() {
-        let text = Text(Sections {
-            callsites: true,
-            caches: true,
-            matrix: true,
-            alloc: true,
-            leaks: true,
-            misuse: true,
-            page: true,
-            page_callers: true,
-            page_alloc: true,
-            page_live: true,
-            page_asked: true,
-            stalls: true,
-            color: false,
-            lines: 20,
-        });
+        let text = Text(Sections::all(20));
         let html = Html { lines: 500 };
         let orders = [text.order(), html.order()];
         for order in orders {

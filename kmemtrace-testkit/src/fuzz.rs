@@ -153,6 +153,18 @@ pub fn framed_log(input: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The log an input of the `check` and `report` targets stands for: its
+/// first byte odd, the rest as it is; even, the rest as a framed input
+/// ([`framed_log`]). `None` for an empty input.
+pub fn log_of_input(data: &[u8]) -> Option<Vec<u8>> {
+    let (&mode, rest) = data.split_first()?;
+    Some(if mode & 1 == 1 {
+        rest.to_vec()
+    } else {
+        framed_log(rest)
+    })
+}
+
 /// A framed input being written: its bytes (the arch byte first) and the
 /// blocks in it.
 struct Framed {

@@ -9,17 +9,11 @@
 //! sub-buffers, losses).
 
 use kmemtrace_check::{check_bytes, Verdict};
-use kmemtrace_testkit::fuzz::framed_log;
 
 /// One run.
 pub fn run(data: &[u8]) {
-    let Some((&mode, rest)) = data.split_first() else {
+    let Some(bytes) = kmemtrace_testkit::fuzz::log_of_input(data) else {
         return;
-    };
-    let bytes = if mode & 1 == 1 {
-        rest.to_vec()
-    } else {
-        framed_log(rest)
     };
     let r = check_bytes("fuzz", &bytes);
     assert_eq!(r.exit_code, r.verdict.exit_code());

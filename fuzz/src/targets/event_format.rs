@@ -17,10 +17,10 @@ fn print<E: Endian>(e: E, fmt: &PrintFmt, format: &EventFormat, payload: &[u8]) 
             symbols: None,
         };
         fmt.write(&mut out, e, format, payload, &k);
-        // Bounded by what the record and the print fmt hold, not by what
-        // a length or a count in the record says.
+        // Bounded, whatever a width, a length or a count in the print fmt
+        // or the record says.
         assert!(
-            out.len() <= 64 * (payload.len() + format.print_fmt.len() + 64),
+            out.len() <= kmemtrace_kernel::print_fmt::RECORD_TEXT_MAX + 8 * payload.len() + 4096,
             "{} bytes of text from a {}-byte record",
             out.len(),
             payload.len()

@@ -121,6 +121,28 @@ pub struct Sections {
     pub lines: usize,
 }
 
+impl Sections {
+    /// Every section, `lines` rows a table, no colour.
+    pub fn all(lines: usize) -> Sections {
+        Sections {
+            callsites: true,
+            caches: true,
+            matrix: true,
+            alloc: true,
+            leaks: true,
+            misuse: true,
+            page: true,
+            page_callers: true,
+            page_alloc: true,
+            page_live: true,
+            page_asked: true,
+            stalls: true,
+            color: false,
+            lines,
+        }
+    }
+}
+
 fn tag(sev: Severity, color: bool) -> String {
     use kmemtrace_cli::colour::{self, paint};
     let c = match sev {

@@ -19,7 +19,7 @@
 
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::{BlockType, Meta, MetaKind};
-use kmemtrace_testkit::fuzz::{cut_text, entries_of_dir, frame_of_log, framed_log, Cut};
+use kmemtrace_testkit::fuzz::{cut_text, entries_of_dir, frame_of_log, log_of_input, Cut};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -45,12 +45,7 @@ fn main() -> io::Result<()> {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
     if let [flag, input, log] = &args[..] {
         if flag.as_os_str() == "--log" {
-            let data = fs::read(input)?;
-            let bytes = match data.split_first() {
-                Some((mode, rest)) if mode & 1 == 0 => framed_log(rest),
-                Some((_, rest)) => rest.to_vec(),
-                None => Vec::new(),
-            };
+            let bytes = log_of_input(&fs::read(input)?).unwrap_or_default();
             return fs::write(log, bytes);
         }
     }
