@@ -365,8 +365,11 @@ pub(crate) fn episodes_of(
 ) -> Vec<kmemtrace_analysis::model::stalls::Episode> {
     let mut log = kmemtrace_import::log::Log::open(path).unwrap();
     let syms = kmemtrace_analysis::Symbols::of_log(&mut log);
-    let mut opts = kmemtrace_analysis::Options::default();
-    opts.select_as_recorded(&log, true);
+    // Every episode, as the exports ask for them.
+    let opts = kmemtrace_analysis::Options {
+        episodes: true,
+        ..kmemtrace_analysis::Options::as_recorded(&log)
+    };
     kmemtrace_analysis::analyse(&log, &syms, opts, &mut |_| {})
         .report
         .sections
