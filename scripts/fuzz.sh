@@ -48,7 +48,8 @@ done
 
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 fuzz_dir=$root/fuzz
-bin=$target_dir/fuzz/x86_64-unknown-linux-gnu/release
+# cargo-fuzz builds for the host, into a folder named after its triple.
+bin=$target_dir/fuzz/$(rustc -vV | sed -n 's/^host: //p')/release
 rel=$target_dir/release
 if [ -n "$build" ]; then
     for t in $targets; do
