@@ -205,6 +205,12 @@ fn parse_format(format: &str) -> Vec<Seg> {
     let mut arg = 0usize;
     let mut i = 0;
     while i < b.len() {
+        // A conversion whose character is not ASCII ends inside it: the
+        // rest of that character goes with the conversion.
+        if !format.is_char_boundary(i) {
+            i += 1;
+            continue;
+        }
         if b[i] != b'%' {
             let next = format[i..].find('%').map_or(format.len(), |n| i + n);
             lit.push_str(&format[i..next]);
@@ -492,8 +498,15 @@ fn eval_arg<'r, E: Endian>(a: &'r Arg, rec: &'r Rec<'_, E>, k: &Kernel<'_>) -> O
     }
 }
 
+/// Filler of `want` characters, as much of it as a record's text can
+/// hold: the rest would be cut off ([`RECORD_TEXT_MAX`]) after being
+/// written, megabytes of it for a width near the kernel's limit.
+fn fill_of(want: usize) -> usize {
+    want.min(RECORD_TEXT_MAX)
+}
+
 fn pad(out: &mut String, text: &str, width: Option<usize>, left: bool) {
-    let fill = width.unwrap_or(0).saturating_sub(text.chars().count());
+    let fill = fill_of(width.unwrap_or(0).saturating_sub(text.chars().count()));
     if !left {
         out.extend(std::iter::repeat_n(' ', fill));
     }
@@ -585,8 +598,8 @@ fn number(
     let precision = precision.unwrap_or(0).max(digits.len());
     let width = width.unwrap_or(0);
     let used = sign.len() + prefix.len() + precision;
-    let fill = width.saturating_sub(used);
-    let mut s = String::with_capacity(width.max(used));
+    let fill = fill_of(width.saturating_sub(used));
+    let mut s = String::with_capacity(used + fill);
     if !spec.left && !spec.zero {
         s.extend(std::iter::repeat_n(' ', fill));
     }
@@ -663,6 +676,14 @@ mod tests {
     }
 
     #[test]
+    fn a_conversion_character_of_several_bytes_does_not_split_the_text() {
+        let f = format(&[], r#""a=%ڊ b=%d", 1, 2"#);
+        let out = render(LittleEndian, &f, &[0u8; 8], 64);
+        assert!(out.starts_with("a="), "{out}");
+        assert!(out.contains(" b="), "{out}");
+    }
+
+    #[test]
     fn widths_and_precisions_are_clamped_and_a_records_text_bounded() {
         // A width past any integer (once a 5 EB allocation), a width and a
         // precision from the record, many conversions.
@@ -675,6 +696,16 @@ mod tests {
         let out = render(LittleEndian, &f, &p, 64);
         assert_eq!(out.len(), RECORD_TEXT_MAX);
         assert!(out.starts_with("[ "));
+        // Padding past the bound is not written: the text is what the
+        // bound leaves of it, whichever way it is padded.
+        for (fmt, head) in [
+            (r#""[%-8000000d]", 42"#, "[42 "),
+            (r#""[%08000000d]", 42"#, "[000"),
+        ] {
+            let out = render(LittleEndian, &format(&[], fmt), &p[..8], 64);
+            assert_eq!(out.len(), RECORD_TEXT_MAX);
+            assert!(out.starts_with(head), "{}", &out[..8]);
+        }
         // Within the bounds, as the kernel prints it.
         let f = format(&[("int", "w", 4, true)], r#""[%*d]", REC->w, 7"#);
         p[8..12].copy_from_slice(&3i32.to_le_bytes());
