@@ -46,17 +46,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
-  CG=/sys/fs/cgroup/memory/kmt-memory-growth-$$
-  mkdir "$CG"; echo $((48 << 20)) > "$CG/memory.limit_in_bytes"
-else
-  for r in /sys/fs/cgroup /sys/fs/cgroup/unified; do
-    grep -qw memory "$r/cgroup.controllers" 2>/dev/null || continue
-    echo +memory > "$r/cgroup.subtree_control" 2>/dev/null || true
-    CG=$r/kmt-memory-growth-$$; mkdir "$CG"; echo $((48 << 20)) > "$CG/memory.max"; break
-  done
-fi
-[ -n "$CG" ] || { echo "no memory cgroup controller" >&2; exit 2; }
+. "$ROOT/scripts/bench-memcg.sh"
+CG=$(memcg_create kmt-memory-growth-$$ $((48 << 20))) || exit 2
 if [ ! -s "$WORK/$SHORT.kmt" ] || [ ! -s "$WORK/$LONG.kmt" ]; then
 dd if=/dev/urandom of="$WORK/big" bs=1M count=200 conv=fdatasync status=none
 
