@@ -210,8 +210,8 @@ pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
         bytes: Vec::new(),
         blocks: 0,
     };
-    // The arch byte, once the ARCH block has been read.
-    let mut arch_b = None;
+    // The framed sub-buffers' size, once the ARCH block has been read.
+    let mut size: Option<usize> = None;
     let mut kept = [0usize; 16];
     // Per CPU, the CPU_DATA blocks and sub-buffers framed: what the END
     // block must count.
@@ -227,7 +227,7 @@ pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
         let Ok(payload) = b.payload() else { continue };
         match b.header.block_type {
             BlockType::Arch => {
-                if arch_b.is_some() {
+                if size.is_some() {
                     continue;
                 }
                 let mut a = ArchTag::decode(&payload).ok()?;
@@ -238,20 +238,19 @@ pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
                 };
                 order = a.byte_order;
                 a.subbuf_size = cut.subbuf_size.unwrap_or(a.subbuf_size);
-                arch_b = Some(arch_byte(&a)?);
-                out.bytes.push(arch_b.unwrap());
+                out.bytes.push(arch_byte(&a)?);
+                size = Some(a.subbuf_size as usize);
             }
-            _ if arch_b.is_none() => return None,
+            _ if size.is_none() => return None,
             BlockType::CpuData => {
                 let (head, data) = payload.split_at_checked(CPU_DATA_HEADER_LEN)?;
                 let cpu = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
                 let Some(k) = kept.get_mut(cpu) else { continue };
                 let n = (data.len() / layout.subbuf_size).min(cut.subbufs_per_cpu - *k);
                 *k += n;
-                let size = arch_of(out.bytes[0]).subbuf_size as usize;
                 let mut pages = Vec::new();
                 for page in data.chunks_exact(layout.subbuf_size).take(n) {
-                    pages.extend(shrink_subbuf(order, &layout, page, size)?);
+                    pages.extend(shrink_subbuf(order, &layout, page, size?)?);
                 }
                 if n > 0 {
                     totals[cpu].0 += 1;
@@ -295,7 +294,7 @@ pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
                 // What the cut log holds: the blocks framed before it and
                 // the ARCH block framed_log writes.
                 end.blocks = out.blocks + 1;
-                let size = u64::from(arch_of(out.bytes[0]).subbuf_size);
+                let size = size? as u64;
                 end.cpus = (0..16u32)
                     .filter(|&c| totals[c as usize].0 > 0)
                     .map(|c| {
@@ -313,7 +312,7 @@ pub fn frame_of_log(log: &[u8], cut: Cut) -> Option<Vec<u8>> {
             t => out.push(t, STORE_PLAIN, &payload),
         }
     }
-    arch_b.map(|_| out.bytes)
+    size.map(|_| out.bytes)
 }
 
 /// `page` as a sub-buffer of `size` bytes: its header, then the whole

@@ -45,17 +45,23 @@ fn forget_detail(e: &mut Ep) {
     e.compaction_results = FastMap::default();
 }
 
+/// Puts `ended[i]` of rank `r` among its class's longest (`heap`); the one
+/// that then falls out gives its detail up.
+fn keep(heap: &mut BinaryHeap<Reverse<(Rank, usize)>>, r: Rank, i: usize, ended: &mut [Ep]) {
+    heap.push(Reverse((r, i)));
+    if heap.len() > LONGEST {
+        let Reverse((_, out)) = heap.pop().expect("not empty");
+        forget_detail(&mut ended[out]);
+    }
+}
+
 impl PhasesKept {
     /// `ended[i]` has just ended: it keeps its detail if it is among its
     /// class's longest, and the one it displaces gives its detail up.
     pub fn ended(&mut self, ended: &mut [Ep], i: usize) {
         ended[i].open = Vec::new();
         let heap = self.by_class.entry(class(&ended[i])).or_default();
-        heap.push(Reverse((rank(&ended[i]), i)));
-        if heap.len() > LONGEST {
-            let Reverse((_, out)) = heap.pop().expect("not empty");
-            forget_detail(&mut ended[out]);
-        }
+        keep(heap, rank(&ended[i]), i, ended);
     }
 
     /// Adds another shard's, whose episodes were appended to `ended` from
@@ -64,11 +70,7 @@ impl PhasesKept {
         for (class, theirs) in o.by_class.drain() {
             let heap = self.by_class.entry(class).or_default();
             for Reverse((r, i)) in theirs {
-                heap.push(Reverse((r, i + offset)));
-                if heap.len() > LONGEST {
-                    let Reverse((_, out)) = heap.pop().expect("not empty");
-                    forget_detail(&mut ended[out]);
-                }
+                keep(heap, r, i + offset, ended);
             }
         }
     }
