@@ -176,7 +176,7 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
                     scratch: BlockScratch::new(),
                     data: Vec::new(),
                     items: VecDeque::new(),
-                    tracker: LossTracker::new(cpu),
+                    tracker: LossTracker::with_dropped(cpu, self.src.dropped_subbufs(cpu)),
                 })
                 .collect();
             let mut heads = BinaryHeap::new();

@@ -515,6 +515,36 @@ pub struct Report {
     pub problems_total: u64,
     pub warnings: Vec<Finding>,
     pub warnings_total: u64,
+    /// Where the file(s) lie in a rotated capture (none: not one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<RotationInfo>,
+}
+
+/// A rotated capture's files as checked (FORMAT.md §13).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RotationInfo {
+    /// The capture's id, 16 hex digits.
+    pub capture: String,
+    /// The indexes of the files checked, in order.
+    pub files: Vec<u32>,
+    /// The capture's files not checked, as `[first, last]` runs: before
+    /// the first and between two that do not follow each other (removed
+    /// by the size budget, or not given).
+    pub not_read: Vec<[u32; 2]>,
+}
+
+impl RotationInfo {
+    pub fn of(r: &kmemtrace_import::capture::Rotation) -> Self {
+        RotationInfo {
+            capture: format!("{:016x}", r.capture_id),
+            files: r.files.iter().map(|f| f.index).collect(),
+            not_read: r
+                .files_missing()
+                .into_iter()
+                .map(|g| [g.start, g.end - 1])
+                .collect(),
+        }
+    }
 }
 
 fn is_a_log(o: &Origin) -> bool {

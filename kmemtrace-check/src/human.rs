@@ -148,6 +148,41 @@ fn header(out: &mut String, r: &Report) {
     if let Some(e) = &r.end {
         info.push(format!("ended: {}", e.reason));
     }
+    if let Some(g) = &r.rotation {
+        let runs = |v: &[[u32; 2]]| {
+            v.iter()
+                .map(|[a, b]| {
+                    if a == b {
+                        a.to_string()
+                    } else {
+                        format!("{a}-{b}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut files: Vec<[u32; 2]> = Vec::new();
+        for &i in &g.files {
+            match files.last_mut() {
+                Some(r) if r[1].checked_add(1) == Some(i) => r[1] = i,
+                _ => files.push([i, i]),
+            }
+        }
+        let one = g.files.len() == 1;
+        let mut line = format!(
+            "rotated capture {}, {} {}",
+            g.capture,
+            if one { "file" } else { "files" },
+            runs(&files)
+        );
+        if !g.not_read.is_empty() {
+            line += &format!(
+                " (files {} not here: removed by rotation, or not given)",
+                runs(&g.not_read)
+            );
+        }
+        info.push(line);
+    }
     if !info.is_empty() {
         let _ = writeln!(out, "  {}", info.join("; "));
     }
@@ -264,6 +299,9 @@ fn loss_windows(out: &mut String, r: &Report, style: &Style) {
         let count = match (w.count, w.cause) {
             (Some(c), _) => format!("{} events lost", thousands(c)),
             (None, "overwritten") => "events lost, count not stored (see the statistics)".into(),
+            (None, "rotated") => {
+                "events not here (files of the capture removed by rotation, or not given)".into()
+            }
             (None, cause) => format!("events lost ({cause} sub-buffers)"),
         };
         let when = match (w.after_ts, w.before_ts) {

@@ -99,7 +99,9 @@ pub fn check_path(path: &Path, opts: &Options, progress: &AtomicU64) -> Report {
     } else {
         path.display().to_string()
     };
-    match kmemtrace_import::open_log(path) {
+    // The name a rotated capture was recorded under checks its files as
+    // one capture; each file named checks on its own.
+    match kmemtrace_import::open_capture(&[path.to_path_buf()]) {
         Ok(log) => check_log(&log, opts, progress),
         Err(e) => {
             let mut r = open_failure(&name, e);

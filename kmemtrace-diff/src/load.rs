@@ -154,6 +154,9 @@ fn report(
             return Ok((document(&bytes)?, None));
         }
         kmemtrace_import::log::Log::from_bytes("<stdin>", &bytes).map_err(|e| e.to_string())?
+    } else if !path.exists() {
+        // The name a rotated capture was recorded under.
+        kmemtrace_import::open_capture(&[path.to_path_buf()]).map_err(|e| e.to_string())?
     } else if looks_like_json(path).map_err(|e| e.to_string())? {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         return Ok((document(&bytes)?, None));

@@ -63,8 +63,10 @@ fn exit_help() -> String {
     after_help = "Examples:\n  kmemtrace-export board.kmt --to trace-dat -o board.dat && trace-cmd report -i board.dat\n  kmemtrace-export board.kmt --to perfetto -o board.pftrace   # open in ui.perfetto.dev\n  kmemtrace-export board.kmt --to parquet -o dataset/board1   # duckdb, spark: dataset/*/slab_events.parquet\n\nParquet columns and types: kmemtrace-export/PARQUET.md in the sources."
 )]
 struct Cli {
-    /// The log.
-    log: PathBuf,
+    /// The log; several: the files of one rotated capture (or the name
+    /// it was recorded under, `-o`).
+    #[arg(required = true, num_args = 1..)]
+    log: Vec<PathBuf>,
     /// The format to write.
     #[arg(long, value_enum, default_value = "trace-dat")]
     to: Format,
@@ -157,8 +159,8 @@ fn run(cli: &Cli) -> Result<Code, Stop> {
             "--vmlinux: a trace.dat has no place for source lines (--to parquet and --to perfetto have)".into(),
         ));
     }
-    let mut log = kmemtrace_import::open_log(&cli.log)
-        .map_err(|e| (exit::INPUT, format!("{}: {e}", cli.log.display())))?;
+    let mut log = kmemtrace_import::open_capture(&cli.log)
+        .map_err(|e| (exit::INPUT, format!("{}: {e}", cli.log[0].display())))?;
     // Read before the export starts: unusable debug info is the input's
     // fault, and the log's kallsyms (the KASLR offset) is still in it.
     let debug = cli
@@ -326,7 +328,7 @@ fn parquet(
     debug: Option<&DebugInfo>,
 ) -> Result<(String, Option<String>), Stop> {
     let capture = cli.capture.clone().unwrap_or_else(|| {
-        cli.log
+        cli.log[0]
             .file_stem()
             .map_or("capture".into(), |s| s.to_string_lossy().into_owned())
     });

@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 
 pub mod byteorder;
+pub mod capture;
 pub mod completeness;
 mod dump;
 mod in_place;
@@ -991,6 +992,51 @@ fn write_end_stats(
         ));
     }
     Ok(lost_total)
+}
+
+/// Opens what the user named as one log: one path as [`open_log`] opens
+/// it, where the name a rotated capture was recorded under (`-o`), which
+/// no file has, stands for its files there now; several paths, the files
+/// of one rotated capture, read as one ([`capture::join`]).
+pub fn open_capture(paths: &[std::path::PathBuf]) -> Result<crate::log::Log, crate::log::LogError> {
+    let found: Vec<std::path::PathBuf>;
+    let paths = match paths {
+        [one] if one.as_os_str() != "-" && !one.exists() => {
+            found = kmemtrace_format::rotation::files_of(one)
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect();
+            if found.is_empty() {
+                return open_log(one);
+            }
+            &found[..]
+        }
+        _ => paths,
+    };
+    match paths {
+        [] => Err(crate::log::LogError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no input given",
+        ))),
+        [one] => open_log(one),
+        many => {
+            let mut logs = Vec::with_capacity(many.len());
+            for p in many {
+                let log = open_log(p)?;
+                if let Some(what) = log.origin.foreign() {
+                    return Err(crate::log::LogError::Io(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{}: {what}, not a file of a rotated capture: give it alone",
+                            p.display()
+                        ),
+                    )));
+                }
+                logs.push(log);
+            }
+            capture::join(logs)
+        }
+    }
 }
 
 /// Opens `path` for reading as a log: a kmemtrace log as it is; a

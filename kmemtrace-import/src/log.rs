@@ -18,8 +18,8 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
 use kmemtrace_format::reader::{Item, LogReader, OpenError, Truncation};
 use kmemtrace_format::records::{
-    CpuDataHeader, EndRecord, Meta, MetaKind, NoteRecord, Record, StatsPhase, StatsRecord,
-    CPU_DATA_HEADER_LEN,
+    CpuDataHeader, CpuTotal, EndRecord, Meta, MetaKind, NoteRecord, Record, SegmentRecord,
+    StatsPhase, StatsRecord, CPU_DATA_HEADER_LEN,
 };
 use kmemtrace_kernel::{
     CpuCounters, CpuStats, EventFormat, HeaderEvent, HeaderPage, Kallsyms, KmemDecoder, PidMap,
@@ -193,9 +193,12 @@ pub trait ChunkStore: Send + Sync {
 }
 
 /// Where the log's CPU data is read back from.
-enum Backing {
+pub(crate) enum Backing {
     /// The log file itself.
     File(File),
+    /// The files of a rotated capture, each from its offset in the
+    /// capture read as one log ([`crate::capture`]), in that order.
+    Files(Vec<(u64, File)>),
     /// Another input, read in place.
     Store(Box<dyn ChunkStore>),
 }
@@ -279,7 +282,13 @@ pub struct Log {
     /// Intact blocks read before the END block (all of them if there is
     /// none), ARCH included: what END's `blocks` total counts.
     pub blocks_before_end: u64,
-    backing: Backing,
+    /// The SEGMENT block of a file of a rotated capture (FORMAT.md §13);
+    /// for several files read as one capture, the first's.
+    pub segment: Option<SegmentRecord>,
+    /// Where the files read lie in their rotated capture, and what of it
+    /// rotation removed (`None`: not a rotated capture).
+    pub rotation: Option<crate::capture::Rotation>,
+    pub(crate) backing: Backing,
 }
 
 /// Copies everything read into a spool file, so a pipe can be read back.
@@ -505,6 +514,7 @@ struct BlockScan {
     /// block to block.
     index_dctx: Option<zstd::zstd_safe::DCtx<'static>>,
     blocks_before_end: u64,
+    segment: Option<SegmentRecord>,
 }
 
 impl BlockScan {
@@ -524,6 +534,7 @@ impl BlockScan {
             first_block: true,
             index_dctx: None,
             blocks_before_end: 0,
+            segment: None,
         }
     }
 
@@ -625,6 +636,17 @@ impl BlockScan {
                 self.end_offset = Some(offset);
             }
             Record::Note(n) => self.notes.push(n),
+            Record::Segment(g) => {
+                if self.segment.is_some() {
+                    self.problem(
+                        offset,
+                        ProblemKind::Structure,
+                        "second SEGMENT block".into(),
+                    );
+                } else {
+                    self.segment = Some(g);
+                }
+            }
             Record::Unknown(_) => self.unknown_blocks += 1,
         }
     }
@@ -848,6 +870,7 @@ impl Log {
             unknown_blocks,
             pids,
             blocks_before_end,
+            segment,
             ..
         } = scan;
         let arch = arch.ok_or_else(|| {
@@ -873,6 +896,9 @@ impl Log {
             subbuf_size: arch.subbuf_size as usize,
         };
 
+        let rotation = segment
+            .as_ref()
+            .map(|g| crate::capture::Rotation::of_file(&name, len, g));
         let mut log = Log {
             name,
             origin: Origin::Log,
@@ -897,6 +923,8 @@ impl Log {
             len,
             unknown_blocks,
             blocks_before_end,
+            segment,
+            rotation,
             backing,
         };
         log.decode_metas(metas);
@@ -1101,9 +1129,37 @@ impl Log {
 
     /// What the END block says the recorder wrote for `cpu` (`None` in a
     /// log cut short, or for a CPU it does not list): blocks and
-    /// sub-buffers missing after the last one present count from it.
-    pub fn end_total(&self, cpu: u32) -> Option<&kmemtrace_format::records::CpuTotal> {
-        self.end.as_ref()?.cpus.iter().find(|t| t.cpu == cpu)
+    /// sub-buffers missing after the last one present count from it. In
+    /// a file of a rotated capture, END counts the file's own: they are
+    /// given here from the start of the capture's sequence (the last
+    /// file's start added), as the blocks' numbers are.
+    pub fn end_total(&self, cpu: u32) -> Option<CpuTotal> {
+        let t = *self.end.as_ref()?.cpus.iter().find(|t| t.cpu == cpu)?;
+        let (seq, subbuf) = self
+            .rotation
+            .as_ref()
+            .map_or((0, 0), |r| r.last_start_of(cpu));
+        Some(CpuTotal {
+            blocks: t.blocks.saturating_add(seq),
+            subbufs: t.subbufs.saturating_add(subbuf),
+            ..t
+        })
+    }
+
+    /// The spans of `cpu`'s stream that rotation removed (none outside a
+    /// rotated capture).
+    pub fn dropped(&self, cpu: u32) -> &[crate::capture::DroppedSpan] {
+        self.rotation.as_ref().map_or(&[], |r| r.dropped_of(cpu))
+    }
+
+    /// `cpu`'s sub-buffer index ranges removed by rotation, `[from, to)`,
+    /// for a [`kmemtrace_kernel::LossTracker`] or
+    /// [`kmemtrace_kernel::SubBufSequence`].
+    pub fn dropped_subbufs(&self, cpu: u32) -> Vec<(u64, u64)> {
+        self.dropped(cpu)
+            .iter()
+            .map(|d| (d.subbufs.start, d.subbufs.end))
+            .collect()
     }
 
     /// A CPU's data blocks in sequence order.
@@ -1179,8 +1235,13 @@ impl Log {
         r: &CpuBlockRef,
         scratch: &'s mut BlockScratch,
     ) -> Result<&'s [u8], Problem> {
-        let f = match &self.backing {
-            Backing::File(f) => f,
+        let (f, at) = match &self.backing {
+            Backing::File(f) => (f, r.offset),
+            Backing::Files(files) => {
+                let i = files.partition_point(|(base, _)| *base <= r.offset);
+                let (base, f) = &files[i.saturating_sub(1)];
+                (f, r.offset - base)
+            }
             Backing::Store(store) => return store.read_chunk(r, scratch),
         };
         let err = |what: String| Problem {
@@ -1195,7 +1256,7 @@ impl Log {
             stored.resize(len, 0);
         }
         let stored = &mut stored[..len];
-        f.read_exact_at(stored, r.offset)
+        f.read_exact_at(stored, at)
             .map_err(|e| err(format!("reading the block back: {e}")))?;
         let h: [u8; BLOCK_HEADER_LEN] = stored[..BLOCK_HEADER_LEN].try_into().unwrap();
         if BlockHeader::parse(&h).ok() != Some(r.header)
@@ -1262,6 +1323,9 @@ impl crate::walk::SubBufSource for Log {
     }
     fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
         self.cpu_blocks(cpu)
+    }
+    fn dropped_subbufs(&self, cpu: u32) -> Vec<(u64, u64)> {
+        Log::dropped_subbufs(self, cpu)
     }
 }
 

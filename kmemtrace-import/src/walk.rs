@@ -26,6 +26,11 @@ pub trait SubBufSource: ChunkStore {
     fn cpus(&self) -> Vec<u32>;
     /// A CPU's chunks, in stream order.
     fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef>;
+    /// A CPU's sub-buffer index ranges, `[from, to)`, that rotation
+    /// removed ([`crate::capture`]): none but in a rotated capture.
+    fn dropped_subbufs(&self, _cpu: u32) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
 }
 
 /// One sub-buffer of a chunk.

@@ -7,18 +7,41 @@
 
 /// A CPU's sub-buffers, block after block: every CPU's sequence starts at
 /// 0, each block names its first sub-buffer, and END says how many were
-/// written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// written. Spans the log says rotation removed (the files of a rotated
+/// capture that were deleted, or not given) are not missing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubBufSequence {
     /// The sub-buffer the next block should start at.
     pub expected: u64,
+    /// Sub-buffer index ranges removed by rotation, `[from, to)`.
+    dropped: Vec<(u64, u64)>,
+}
+
+/// Of the gap `[from, to)`, the sub-buffers inside the `dropped` ranges
+/// and the others.
+fn split_gap(dropped: &[(u64, u64)], from: u64, to: u64) -> (u64, u64) {
+    let inside: u64 = dropped
+        .iter()
+        .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
+        .sum();
+    let inside = inside.min(to.saturating_sub(from));
+    (inside, to.saturating_sub(from) - inside)
 }
 
 impl SubBufSequence {
+    /// A sequence in which the `dropped` ranges of indexes, `[from, to)`,
+    /// were removed by rotation.
+    pub fn with_dropped(dropped: Vec<(u64, u64)>) -> Self {
+        SubBufSequence {
+            expected: 0,
+            dropped,
+        }
+    }
+
     /// The next block present: the sub-buffers missing before it. (A block
     /// that overlaps the ones before never moves the sequence back.)
     pub fn block(&mut self, first: u64, count: u32) -> u64 {
-        let missing = first.saturating_sub(self.expected);
+        let (_, missing) = split_gap(&self.dropped, self.expected, first);
         self.expected = self.expected.max(first.saturating_add(u64::from(count)));
         missing
     }
@@ -104,6 +127,10 @@ pub enum Cause {
     /// decoding (or a null padding hides committed bytes) before its
     /// commit: the records after that point.
     Damaged,
+    /// Sub-buffers of a rotated capture whose files were removed (the
+    /// recorder's size budget) or not given: before the first file read,
+    /// or between two that do not follow each other.
+    Rotated,
 }
 
 impl Cause {
@@ -113,6 +140,7 @@ impl Cause {
             Cause::Overwritten => "overwritten",
             Cause::Missing => "missing",
             Cause::Damaged => "damaged",
+            Cause::Rotated => "rotated",
         }
     }
 }
@@ -262,6 +290,8 @@ pub struct LossTracker {
     last_ts: Option<u64>,
     max_ts: u64,
     pending: Option<Loss>,
+    /// Sub-buffer index ranges removed by rotation, `[from, to)`.
+    dropped: Vec<(u64, u64)>,
 }
 
 impl LossTracker {
@@ -272,6 +302,17 @@ impl LossTracker {
             last_ts: None,
             max_ts: 0,
             pending: None,
+            dropped: Vec::new(),
+        }
+    }
+
+    /// A tracker for a CPU whose `dropped` ranges of sub-buffer indexes,
+    /// `[from, to)`, were removed by rotation: a gap there is
+    /// [`Cause::Rotated`], not [`Cause::Missing`].
+    pub fn with_dropped(cpu: u32, dropped: Vec<(u64, u64)>) -> Self {
+        LossTracker {
+            dropped,
+            ..LossTracker::new(cpu)
         }
     }
 
@@ -300,7 +341,13 @@ impl LossTracker {
     /// The next run in stream order: the window its first event closes.
     pub fn push(&mut self, r: &SubBufRun) -> Option<Loss> {
         if r.index > self.next {
-            self.lose(Cause::Missing, None, r.index);
+            let (rotated, missing) = split_gap(&self.dropped, self.next, r.index);
+            if rotated > 0 {
+                self.lose(Cause::Rotated, None, r.index);
+            }
+            if missing > 0 {
+                self.lose(Cause::Missing, None, r.index);
+            }
         }
         self.next = self.next.max(r.index.saturating_add(r.count));
         if let Some((cause, count)) = r.before {
@@ -358,6 +405,37 @@ mod tests {
         assert_eq!(s.after_last(Some(12)), 2);
         assert_eq!(s.after_last(Some(3)), 0);
         assert_eq!(s.after_last(None), 0);
+    }
+
+    #[test]
+    fn gaps_removed_by_rotation_are_not_missing() {
+        // Files removed before the first read (0..4) and between two (10..12).
+        let dropped = vec![(0, 4), (10, 12)];
+        let mut s = SubBufSequence::with_dropped(dropped.clone());
+        assert_eq!(s.block(4, 6), 0);
+        assert_eq!(
+            s.block(13, 1),
+            1,
+            "12 is missing, 10 and 11 were rotated away"
+        );
+        let mut t = LossTracker::with_dropped(0, dropped);
+        let mut run = SubBufRun::read(4, false, None);
+        run.event(100);
+        let first = t.push(&run).expect("the window before the first event");
+        assert_eq!(
+            (first.cause, first.start, first.end),
+            (Cause::Rotated, None, Some(100))
+        );
+        let mut run = SubBufRun::read(12, false, None);
+        run.event(200);
+        assert_eq!(t.push(&run).unwrap().cause, Cause::Rotated);
+        let mut run = SubBufRun::read(14, false, None);
+        run.event(300);
+        let w = t.push(&run).unwrap();
+        assert_eq!(
+            (w.cause, w.start, w.end),
+            (Cause::Missing, Some(200), Some(300))
+        );
     }
 
     #[test]

@@ -93,9 +93,10 @@ never reported as kernel bugs.";
     after_long_help = after_help()
 )]
 pub struct Cli {
-    /// The log (`-` for standard input).
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// The log (`-` for standard input); several: the files of one
+    /// rotated capture (or the name it was recorded under, `-o`).
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub file: Vec<PathBuf>,
 
     /// Print everything as one JSON document (see JSON.md).
     #[arg(long)]

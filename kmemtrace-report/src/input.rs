@@ -55,11 +55,11 @@ pub fn parse_asked(cli: &Cli) -> Result<Asked, Stop> {
 
 /// Opens the input (`-` is standard input) with its symbol table parsed.
 pub fn open(cli: &Cli) -> Result<Log, Stop> {
-    let mut log = kmemtrace_import::open_log(&cli.file).map_err(|e| {
-        let name = if cli.file.as_os_str() == "-" {
-            "<stdin>".to_string()
-        } else {
-            cli.file.display().to_string()
+    let mut log = kmemtrace_import::open_capture(&cli.file).map_err(|e| {
+        let name = match &cli.file[..] {
+            [one] if one.as_os_str() == "-" => "<stdin>".to_string(),
+            [one] => one.display().to_string(),
+            _ => "the capture".to_string(),
         };
         (exit::INPUT, format!("{name}: {e}"))
     })?;

@@ -561,3 +561,87 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Cuts a log (its CPU data stored plain or zstd'd, as [`LogBuilder`]
+/// writes it) into the files of a rotated capture, as kmemtraced's
+/// `--rotate-size` would have written them (FORMAT.md §13): file `k`
+/// holds the CPU data blocks from `cuts[k - 1]` (0 for the first) to
+/// `cuts[k]`, in the log's block order, after the log's start metadata
+/// again and a SEGMENT block; the blocks after the CPU data (statistics,
+/// notes) go to the last file. Every file ends with END.
+pub fn rotate(log: &[u8], cuts: &[usize], capture_id: u64) -> Result<Vec<Vec<u8>>, String> {
+    use kmemtrace_format::block::BlockType;
+    use kmemtrace_format::records::{CpuDataHeader, CpuStart, Record, SegmentRecord};
+    use kmemtrace_format::writer::EncodedBlock;
+    use kmemtrace_format::{Item, LogReader};
+    let mut r = LogReader::new(log).map_err(|e| e.to_string())?;
+    let (mut arch, mut start, mut data, mut after) = (None, Vec::new(), Vec::new(), Vec::new());
+    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
+        let Item::Block(b) = item else {
+            return Err("the log is damaged".into());
+        };
+        let at = b.offset as usize;
+        let bytes = log[at..at + 20 + b.stored.len()].to_vec();
+        let payload = b.payload()?;
+        match b.header.block_type {
+            BlockType::Arch => match Record::decode(BlockType::Arch, &payload, None) {
+                Ok(Record::Arch(a)) => arch = Some(*a),
+                _ => return Err("the ARCH block does not decode".into()),
+            },
+            BlockType::ArchCopy | BlockType::End => {}
+            BlockType::CpuData => {
+                let a = arch.as_ref().ok_or("CPU data before ARCH")?;
+                let h = CpuDataHeader::parse(&payload, payload.len() as u64, a.subbuf_size)
+                    .map_err(|e| e.to_string())?;
+                data.push(EncodedBlock {
+                    cpu: h.cpu,
+                    block_seq: h.block_seq,
+                    first_subbuf: h.first_subbuf,
+                    subbufs: u64::from(h.count),
+                    data_bytes: u64::from(h.count) * u64::from(a.subbuf_size),
+                    bytes,
+                });
+            }
+            _ if data.is_empty() => start.push(bytes),
+            _ => after.push(bytes),
+        }
+    }
+    let arch = arch.ok_or("no ARCH block")?;
+    let mut bounds = vec![0];
+    bounds.extend(cuts.iter().map(|&c| c.min(data.len())));
+    bounds.push(data.len());
+    let mut next: BTreeMap<u32, CpuStart> = BTreeMap::new();
+    let mut files = Vec::new();
+    let io = |e: std::io::Error| e.to_string();
+    for (index, w) in bounds.windows(2).enumerate() {
+        let seg = SegmentRecord {
+            capture_id,
+            index: index as u32,
+            wall_ns: None,
+            starts: next.values().copied().collect(),
+        };
+        let none = Compression::None;
+        let mut out = LogWriter::with_segment(Vec::new(), &arch, none, none, &seg).map_err(io)?;
+        for b in &start {
+            out.write_block_bytes(b).map_err(io)?;
+        }
+        for b in &data[w[0]..w[1].max(w[0])] {
+            out.write_encoded(b).map_err(io)?;
+            let s = CpuStart {
+                cpu: b.cpu,
+                block_seq: b.block_seq + 1,
+                first_subbuf: b.first_subbuf + b.subbufs,
+            };
+            next.insert(b.cpu, s);
+        }
+        let last = index + 2 == bounds.len();
+        if last {
+            for b in &after {
+                out.write_block_bytes(b).map_err(io)?;
+            }
+        }
+        let reason = if last { "synthetic" } else { "rotated" };
+        files.push(out.finish(None, reason, None).map_err(io)?);
+    }
+    Ok(files)
+}

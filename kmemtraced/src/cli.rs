@@ -314,6 +314,29 @@ pub struct Cli {
     #[arg(long = "no-splice")]
     pub no_splice: bool,
 
+    /// Keep the capture's files within this many bytes: `64M`, `1G`.
+    ///
+    /// Rotates the log (as --rotate-size, a quarter of this by default)
+    /// and removes the oldest files, keeping the newest data, as perf's
+    /// --switch-output with --switch-max-files, or trace-cmd's -m. Each
+    /// file is a complete log; every kmemtrace tool reads the files left
+    /// as one capture (`kmemtrace-report trace.kmt` finds them), the
+    /// removed span a loss window of cause `rotated`.
+    #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
+    pub max_size: Option<u64>,
+
+    /// Finish each file of the capture before it grows past this size.
+    ///
+    /// `-o trace.kmt` writes `trace.000000.kmt`, `trace.000001.kmt`, ...
+    /// Each file carries the metadata again (kallsyms: about a megabyte
+    /// on a desktop kernel), so files much smaller than that waste space.
+    #[arg(long = "rotate-size", value_name = "SIZE", value_parser = parse_size)]
+    pub rotate_size: Option<u64>,
+
+    /// Finish each file of the capture once it is this old: `10m`, `1h`.
+    #[arg(long = "rotate-time", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
+    pub rotate_time: Option<Duration>,
+
     /// Write what a CPU has at least this often.
     ///
     /// Even if its buffer is not yet full: bounds what a crash loses and
@@ -353,6 +376,18 @@ pub struct Cli {
 impl Cli {
     /// Parses the command line (clap's errors exit 2), pairing each `-f`
     /// with the `-e` before it.
+    /// The rotation asked, if any, for the output `output`.
+    pub fn rotation(&self, output: &std::path::Path) -> Option<crate::rotate::RotationPlan> {
+        (self.max_size.is_some() || self.rotate_size.is_some() || self.rotate_time.is_some()).then(
+            || crate::rotate::RotationPlan {
+                output: output.to_path_buf(),
+                max_size: self.max_size,
+                file_size: self.rotate_size,
+                period: self.rotate_time,
+            },
+        )
+    }
+
     pub fn parse_args() -> Cli {
         use clap::{CommandFactory, FromArgMatches};
         let m = Cli::command().get_matches();
@@ -398,6 +433,14 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
         return Err("an empty CPU list".into());
     }
     Ok(CpuList(v))
+}
+
+/// A size of at least 64 KiB ([`kmemtrace_cli::args::parse_size`]).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    match kmemtrace_cli::args::parse_size(s)? {
+        n if n < 64 << 10 => Err(format!("size `{s}` is below 64 KiB")),
+        n => Ok(n),
+    }
 }
 
 /// A positive duration ([`kmemtrace_cli::args::parse_duration`]).

@@ -22,6 +22,7 @@ mod import;
 mod metadata;
 mod output;
 mod record;
+mod rotate;
 mod session;
 mod sink;
 mod splice;

@@ -600,7 +600,38 @@ fn checked_request(cli: &Cli) -> Result<(std::path::PathBuf, Option<std::path::P
     for &p in &cli.pids {
         threads_of(p)?;
     }
+    if let Some(r) = cli.rotation(&output) {
+        rotation_possible(&r)?;
+    }
     Ok((output, program))
+}
+
+/// A rotated capture needs a file name, a budget larger than its files,
+/// and no files of an earlier capture under its name (they would be
+/// taken for this one's, or removed as its oldest).
+fn rotation_possible(r: &crate::rotate::RotationPlan) -> Result<()> {
+    if r.output.as_os_str() == "-" {
+        return Err(Failure::usage(
+            "--max-size, --rotate-size and --rotate-time write files: give -o FILE",
+        ));
+    }
+    if let (Some(max), Some(file)) = (r.max_size, r.file_size) {
+        if file > max / 2 {
+            return Err(Failure::usage(format!(
+                "--rotate-size {file} is more than half of --max-size {max}: the budget would hold at most one whole file"
+            )));
+        }
+    }
+    let earlier = kmemtrace_format::rotation::files_of(&r.output);
+    if let Some((_, p)) = earlier.first() {
+        return Err(Failure::usage(format!(
+            "{} and {} more: files of an earlier capture named {}; move them or choose another name",
+            p.display(),
+            earlier.len() - 1,
+            r.output.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The events `cli` asks for on this kernel, with the forks of the traced
@@ -712,6 +743,7 @@ fn live_plan(
         reader_realtime: realtime,
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
+        rotation: cli.output.as_deref().and_then(|o| cli.rotation(o)),
     })
 }
 
@@ -743,8 +775,19 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let plan = live_plan(cli, &tfs, &inst, &events, stacks.clone(), argv)?;
-    let out = output::open(&output)?;
-    let out_name = out.name.clone();
+    let first_file = match &plan.rotation {
+        Some(r) => kmemtrace_format::rotation::file_path(&r.output, 0),
+        None => output.clone(),
+    };
+    let out = output::open(&first_file)?;
+    let out_name = match &plan.rotation {
+        Some(r) => format!(
+            "{} and the files after it (one capture: kmemtrace-report {})",
+            out.name,
+            r.output.display()
+        ),
+        None => out.name.clone(),
+    };
     let (out_file, written) = out.split();
     let mut session = match Session::start(plan, out_file) {
         Ok(s) => s,
@@ -850,6 +893,9 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
                 );
                 if let Some(note) = written.kept_note() {
                     say(false, &note);
+                }
+                for n in &report.rotation_notes {
+                    say(false, n);
                 }
             }
             failure.or_else(|| report.errors.first().map(|e| Failure::runtime(e.clone())))
@@ -1151,6 +1197,7 @@ pub fn boot(cli: &Cli, argv: Vec<String>) -> Result<()> {
         },
         splice: !cli.no_splice,
         command_line: metadata::shell_quote(argv),
+        rotation: None,
     };
     let mut session = match Session::start(plan, out_file) {
         Ok(s) => s,

@@ -20,7 +20,6 @@ use crate::tracefs::TraceDir;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::kpack;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsPhase};
-use kmemtrace_format::writer::LogWriter;
 use kmemtrace_kernel::{CpuCounters, CpuStats, SubBufLayout};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -65,6 +64,8 @@ pub struct Plan {
     /// Move whole sub-buffers out with splice(2) (else read(2)).
     pub splice: bool,
     pub command_line: String,
+    /// The files of a rotated capture, instead of one log.
+    pub rotation: Option<crate::rotate::RotationPlan>,
 }
 
 /// The per-CPU `trace_pipe_raw` files a session reads.
@@ -108,10 +109,10 @@ fn open_cpu_pipes(plan: &Plan) -> Result<CpuPipes> {
 
 /// Writes each CPU's start statistics; returns them, and whether the
 /// kernel counts the events its readers take on every CPU.
-fn write_start_stats<W: std::io::Write>(
+fn write_start_stats(
     plan: &Plan,
     cpus: &[u32],
-    w: &mut LogWriter<W>,
+    w: &mut crate::rotate::Output,
 ) -> Result<(BTreeMap<u32, CpuStats>, bool)> {
     let werr = |e: std::io::Error| Failure::output(format!("writing the log: {e}"));
     let mut start_stats = BTreeMap::new();
@@ -178,7 +179,9 @@ pub struct Session {
     /// each gets a reader when it comes online (the kernel allocates its
     /// buffer then; until then its trace_pipe_raw reads fail with ENODEV).
     offline: Vec<u32>,
-    writer: Option<JoinHandle<std::io::Result<LogWriter<sink::LogFile>>>>,
+    writer: Option<JoinHandle<std::io::Result<crate::rotate::Output>>>,
+    /// The CPUs read, for the statistics of a rotated capture's files.
+    stats_cpus: Arc<Mutex<Vec<u32>>>,
     start_stats: BTreeMap<u32, CpuStats>,
     /// The events read are the kernel's `read events` since the start,
     /// not counted by the readers (see `poll_stats`).
@@ -225,6 +228,8 @@ pub struct Finished {
     pub elapsed: Duration,
     /// Problems that make the exit status non-zero (the log is finished).
     pub errors: Vec<String>,
+    /// What rotation removed, said to the user.
+    pub rotation_notes: Vec<String>,
 }
 
 /// A trace directory's per-CPU buffer size, KiB (`buffer_size_kb`).
@@ -266,9 +271,26 @@ impl Session {
         let output = sink::LogFile::new(out, tids.clone());
         let helper_threads = 1 + usize::from(output.has_sync_thread());
         let kpack_shape = kpack::Shape::of(&arch);
-        let mut w =
-            LogWriter::with_cpu_compression(output, &arch, META_COMPRESSION, plan.compression)
-                .map_err(werr)?;
+        let stats_cpus = Arc::new(Mutex::new(cpus.clone()));
+        let rotation = plan.rotation.clone().map(|r| {
+            let (dir, cpus) = (plan.dir.clone(), stats_cpus.clone());
+            let read: crate::rotate::StatsReader = Box::new(move |phase| {
+                let cpus = cpus.lock().map(|c| c.clone()).unwrap_or_default();
+                cpus.into_iter()
+                    .filter_map(|c| metadata::stats_record(&dir, c, phase))
+                    .collect()
+            });
+            (r, read)
+        });
+        let mut w = crate::rotate::Output::start(
+            output,
+            &arch,
+            META_COMPRESSION,
+            plan.compression,
+            rotation,
+            tids.clone(),
+        )
+        .map_err(werr)?;
         let formats: Vec<Event> = plan
             .events
             .iter()
@@ -344,6 +366,7 @@ impl Session {
             },
             offline,
             writer: Some(writer),
+            stats_cpus,
             start_stats,
             kernel_counts,
             followed: BTreeMap::new(),
@@ -382,6 +405,11 @@ impl Session {
             .map_err(|e| Failure::runtime(format!("starting a reader thread: {e}")))?;
         self.readers.push(h);
         self.cpus.push(cpu);
+        if let Ok(mut c) = self.stats_cpus.lock() {
+            if !c.contains(&cpu) {
+                c.push(cpu);
+            }
+        }
         Ok(())
     }
 
@@ -602,14 +630,14 @@ impl Session {
             }
             _ => return Err(Failure::runtime("the writer thread panicked")),
         };
-        let w = w
+        let rotation_notes = w
             .finish(Some(metadata::wall_ns()), reason, exit_status)
             .map_err(|e| Failure::output(format!("writing the log: {e}")))?;
-        drop(w);
         Ok(Finished {
             lost,
             elapsed,
             errors,
+            rotation_notes,
         })
     }
 }

@@ -4,9 +4,10 @@
 //! unbuffered descriptor, so a SIGKILL or power loss leaves only whole
 //! blocks (plus at most one partial one, which readers skip).
 
+use crate::rotate::Output;
 use crate::status::Counters;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsRecord};
-use kmemtrace_format::writer::{EncodedBlock, LogWriter};
+use kmemtrace_format::writer::EncodedBlock;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::Ordering::Relaxed;
@@ -148,12 +149,12 @@ pub const QUEUE_BLOCKS_PER_CPU: usize = 4;
 /// senders see a closed channel). `on_exit` runs as it ends, either way.
 /// The thread adds its task id to `tids` (to keep it out of the trace).
 pub fn spawn(
-    mut w: LogWriter<LogFile>,
+    mut w: Output,
     rx: Receiver<Msg>,
     counters: Arc<Counters>,
     tids: Arc<Mutex<Vec<i32>>>,
     on_exit: impl FnOnce() + Send + 'static,
-) -> io::Result<JoinHandle<io::Result<LogWriter<LogFile>>>> {
+) -> io::Result<JoinHandle<io::Result<Output>>> {
     std::thread::Builder::new()
         .name("kmt-writer".into())
         .spawn(move || {

@@ -1571,3 +1571,110 @@ fn a_workloads_markers_list_as_the_kernel_prints_them() {
         marks[1]
     );
 }
+
+/// `--max-size` with `--rotate-time`: the files rotate each second, the
+/// oldest go so that the capture stays within its budget, every file kept
+/// is a complete log that checks on its own, and the tools read the kept
+/// files by the name the capture was recorded under, the removed span a
+/// `rotated` loss window.
+#[test]
+fn a_rotated_capture_keeps_its_newest_files_within_its_budget() {
+    if common::tracefs_or_skip("a_rotated_capture_keeps_its_newest_files_within_its_budget")
+        .is_none()
+    {
+        return;
+    }
+    let dir = tmp();
+    let name = dir.path().join("r.kmt");
+    let budget: u64 = 4 << 20;
+    let mut load = Command::new("sh")
+        .args([
+            "-c",
+            "while :; do cat /proc/self/stat /proc/self/maps >/dev/null; done",
+        ])
+        .spawn()
+        .unwrap();
+    let out = run(kmemtraced()
+        .args(["-o", name.to_str().unwrap(), "--max-size", "4M"])
+        .args(["--rotate-time", "1s", "-d", "6s"]));
+    let _ = load.kill();
+    let _ = load.wait();
+    assert_eq!(out.status.code(), Some(0));
+    let files = kmemtrace_format::rotation::files_of(&name);
+    let indexes: Vec<u32> = files.iter().map(|f| f.0).collect();
+    let first = indexes[0];
+    let contiguous: Vec<u32> = (first..first + files.len() as u32).collect();
+    assert_eq!(indexes, contiguous, "the newest files, in a row");
+    assert!(first > 0, "six files of a second each exceed the budget");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("removed the capture's {first} oldest files")),
+        "{stderr}"
+    );
+    let total: u64 = files.iter().map(|f| f.1.metadata().unwrap().len()).sum();
+    assert!(total <= budget, "{total} bytes kept, budget {budget}");
+    for (_, f) in &files {
+        let out = Command::new(common::bin("kmemtrace-check"))
+            .arg("-q")
+            .arg(f)
+            .output()
+            .unwrap();
+        // 1: the kernel lost events (a burst); never damaged or unusable.
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let check = Command::new(common::bin("kmemtrace-check"))
+        .arg("--json")
+        .arg(&name)
+        .output()
+        .unwrap();
+    let c: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let f = &c["files"][0];
+    assert_eq!(
+        f["rotation"]["not_read"],
+        serde_json::json!([[0, first - 1]]),
+        "{f}"
+    );
+    let windows = f["loss_windows"].as_array().unwrap();
+    assert!(windows.iter().any(|w| w["cause"] == "rotated"), "{f}");
+    assert!(matches!(check.status.code(), Some(0 | 1)), "{f}");
+    let report = Command::new(common::bin("kmemtrace-report"))
+        .arg(&name)
+        .output()
+        .unwrap();
+    assert_eq!(
+        report.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+}
+
+/// A rotated capture's name refuses standard output, a file size above
+/// half the budget, and the files of an earlier capture under its name.
+#[test]
+fn rotation_refuses_what_it_cannot_keep() {
+    let dir = tmp();
+    let name = dir.path().join("r.kmt");
+    let refused = |args: &[&str], says: &str| {
+        let out = run(kmemtraced().args(args).args(["-d", "1s"]));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    refused(&["-o", "-", "--max-size", "8M"], "give -o FILE");
+    let n = name.to_str().unwrap();
+    refused(
+        &["-o", n, "--max-size", "8M", "--rotate-size", "5M"],
+        "more than half",
+    );
+    std::fs::write(kmemtrace_format::rotation::file_path(&name, 3), b"x").unwrap();
+    refused(
+        &["-o", n, "--max-size", "8M"],
+        "files of an earlier capture",
+    );
+    refused(&["-o", n, "--max-size", "10k"], "below 64 KiB");
+}

@@ -7,6 +7,8 @@ mod common;
 
 #[path = "report/raw.rs"]
 mod raw;
+#[path = "report/rotation.rs"]
+mod rotation;
 #[path = "report/synthetic.rs"]
 mod synthetic;
 

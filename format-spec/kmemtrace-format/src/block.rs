@@ -12,8 +12,14 @@ pub const FILE_HEADER_LEN: usize = 16;
 pub const VERSION_MAJOR: u16 = 1;
 /// The newest minor version this library reads and writes: 1.1 added
 /// ARCH_COPY blocks and kallsyms in parts, 1.2 kpack, 1.3 kpack's second
-/// version, columns (FORMAT.md §4.2); a writer that packs writes 1.3.
-pub const VERSION_MINOR: u16 = 3;
+/// version, columns, 1.4 the SEGMENT block of a rotated capture's files
+/// (FORMAT.md §4.2).
+pub const VERSION_MINOR: u16 = 4;
+/// The minor version of a log that packs CPU data (and is not one file of
+/// a rotated capture).
+pub const VERSION_MINOR_KPACK: u16 = 3;
+/// The minor version of a file of a rotated capture (a SEGMENT block).
+pub const VERSION_MINOR_SEGMENT: u16 = 4;
 /// The minor version of logs without kpack blocks (a writer writes the
 /// lowest minor version whose features it uses).
 pub const VERSION_MINOR_WITHOUT_KPACK: u16 = 1;
@@ -27,7 +33,7 @@ pub fn versions_read() -> String {
 
 /// The log versions a writer writes, as `--version` names them.
 pub fn versions_written() -> String {
-    format!("kmemtrace log {VERSION_MAJOR}.{VERSION_MINOR} ({VERSION_MAJOR}.{VERSION_MINOR_WITHOUT_KPACK} where no block is packed)")
+    format!("kmemtrace log {VERSION_MAJOR}.{VERSION_MINOR_KPACK} ({VERSION_MAJOR}.{VERSION_MINOR_WITHOUT_KPACK} where no block is packed, {VERSION_MAJOR}.{VERSION_MINOR_SEGMENT} for the files of a rotated capture)")
 }
 
 /// Sync word at the start of every block header.
@@ -56,6 +62,8 @@ pub enum BlockType {
     Note,
     /// A copy of the ARCH block (1.1).
     ArchCopy,
+    /// Where a file of a rotated capture lies in it (1.4).
+    Segment,
     Unknown(u16),
 }
 
@@ -69,6 +77,7 @@ impl BlockType {
             5 => Self::End,
             6 => Self::Note,
             7 => Self::ArchCopy,
+            8 => Self::Segment,
             x => Self::Unknown(x),
         }
     }
@@ -81,6 +90,7 @@ impl BlockType {
             Self::End => 5,
             Self::Note => 6,
             Self::ArchCopy => 7,
+            Self::Segment => 8,
             Self::Unknown(x) => x,
         }
     }
@@ -93,6 +103,7 @@ impl BlockType {
             Self::End => "END".into(),
             Self::Note => "NOTE".into(),
             Self::ArchCopy => "ARCH_COPY".into(),
+            Self::Segment => "SEGMENT".into(),
             Self::Unknown(x) => format!("type {x}").into(),
         }
     }
@@ -122,7 +133,7 @@ impl Compression {
     /// needs.
     pub fn minor_version(self) -> u16 {
         match self {
-            Compression::Kpack(_) => VERSION_MINOR,
+            Compression::Kpack(_) => VERSION_MINOR_KPACK,
             _ => VERSION_MINOR_WITHOUT_KPACK,
         }
     }

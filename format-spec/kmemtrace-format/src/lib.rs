@@ -27,6 +27,7 @@ mod crc_shift;
 pub mod kpack;
 pub mod reader;
 pub mod records;
+pub mod rotation;
 pub mod tlv;
 pub mod writer;
 

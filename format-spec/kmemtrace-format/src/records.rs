@@ -442,6 +442,93 @@ impl EndRecord {
     }
 }
 
+/// Where one CPU's data in a file of a rotated capture begins: the
+/// `block_seq` and `first_subbuf` of its first block there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuStart {
+    pub cpu: u32,
+    pub block_seq: u64,
+    pub first_subbuf: u64,
+}
+
+/// The SEGMENT block (FORMAT.md §13, 1.4): this file's place in a rotated
+/// capture. Each CPU's blocks are numbered across the whole capture, so
+/// a file names where its own begin; CPUs it does not list begin at 0.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SegmentRecord {
+    /// The same in every file of one capture.
+    pub capture_id: u64,
+    /// This file's position in the capture, from 0.
+    pub index: u32,
+    /// CLOCK_REALTIME when the file was begun.
+    pub wall_ns: Option<u64>,
+    pub starts: Vec<CpuStart>,
+}
+
+impl SegmentRecord {
+    /// Where `cpu`'s data in this file begins (`block_seq`,
+    /// `first_subbuf`).
+    pub fn start_of(&self, cpu: u32) -> (u64, u64) {
+        self.starts
+            .iter()
+            .rev()
+            .find(|s| s.cpu == cpu)
+            .map_or((0, 0), |s| (s.block_seq, s.first_subbuf))
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = TlvWriter::new();
+        w.u64(1, self.capture_id)
+            .u32(2, self.index)
+            .opt_u64(3, self.wall_ns);
+        for c in &self.starts {
+            let mut v = Vec::with_capacity(20);
+            v.extend_from_slice(&c.cpu.to_le_bytes());
+            v.extend_from_slice(&c.block_seq.to_le_bytes());
+            v.extend_from_slice(&c.first_subbuf.to_le_bytes());
+            w.bytes(4, &v);
+        }
+        w.finish()
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<Self, TlvError> {
+        let mut r = SegmentRecord::default();
+        let (mut id, mut index) = (None, None);
+        for f in tlv::fields(payload) {
+            let f = f?;
+            match f.tag {
+                1 => id = Some(f.as_u64()?),
+                2 => index = Some(f.as_u32()?),
+                3 => r.wall_ns = Some(f.as_u64()?),
+                4 => {
+                    let v = f.value;
+                    if v.len() != 20 {
+                        return Err(TlvError {
+                            offset: f.offset,
+                            what: format!("cpu_start must be 20 bytes, has {}", v.len()),
+                        });
+                    }
+                    let le64 = |o: usize| u64::from_le_bytes(v[o..o + 8].try_into().unwrap());
+                    // Bounded: each entry consumed 26 bytes of the payload.
+                    r.starts.push(CpuStart {
+                        cpu: u32::from_le_bytes(v[0..4].try_into().unwrap()),
+                        block_seq: le64(4),
+                        first_subbuf: le64(12),
+                    });
+                }
+                _ => {}
+            }
+        }
+        let lacks = |what: &str| TlvError {
+            offset: 0,
+            what: format!("SEGMENT block lacks its {what}"),
+        };
+        r.capture_id = id.ok_or_else(|| lacks("capture_id"))?;
+        r.index = index.ok_or_else(|| lacks("index"))?;
+        Ok(r)
+    }
+}
+
 /// A NOTE block (FORMAT.md §11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoteRecord {
@@ -482,6 +569,7 @@ pub enum Record<'a> {
     Stats(StatsRecord),
     End(EndRecord),
     Note(NoteRecord),
+    Segment(SegmentRecord),
     /// A block type this version does not know: skipped.
     Unknown(u16),
 }
@@ -527,6 +615,7 @@ impl<'a> Record<'a> {
             BlockType::Stats => Record::Stats(StatsRecord::decode(payload).map_err(wrap)?),
             BlockType::End => Record::End(EndRecord::decode(payload).map_err(wrap)?),
             BlockType::Note => Record::Note(NoteRecord::decode(payload).map_err(wrap)?),
+            BlockType::Segment => Record::Segment(SegmentRecord::decode(payload).map_err(wrap)?),
             BlockType::Unknown(x) => Record::Unknown(x),
         })
     }
@@ -566,6 +655,22 @@ mod tests {
             exit_status: Some(-1),
         };
         assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
+        let g = SegmentRecord {
+            capture_id: 0x1234_5678_9abc_def0,
+            index: 7,
+            wall_ns: Some(5),
+            starts: vec![CpuStart {
+                cpu: 3,
+                block_seq: 9,
+                first_subbuf: 40,
+            }],
+        };
+        assert_eq!(SegmentRecord::decode(&g.encode()).unwrap(), g);
+        assert_eq!((g.start_of(3), g.start_of(0)), ((9, 40), (0, 0)));
+        let mut w = TlvWriter::new();
+        w.u64(1, 1);
+        let no_index = SegmentRecord::decode(&w.finish());
+        assert!(no_index.unwrap_err().what.contains("index"));
         let n = NoteRecord {
             warning: true,
             text: "x".into(),

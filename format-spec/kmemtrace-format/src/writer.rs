@@ -12,7 +12,8 @@ use crate::block::{
 };
 use crate::kpack::Shape;
 use crate::records::{
-    encode_cpu_data_header, CpuTotal, EndRecord, Meta, NoteRecord, StatsRecord, CPU_DATA_HEADER_LEN,
+    encode_cpu_data_header, CpuTotal, EndRecord, Meta, NoteRecord, SegmentRecord, StatsRecord,
+    CPU_DATA_HEADER_LEN,
 };
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -36,6 +37,9 @@ pub struct CpuBlockEncoder {
 #[derive(Debug, Clone, Default)]
 pub struct EncodedBlock {
     pub cpu: u32,
+    /// The block's `block_seq` and `first_subbuf` (FORMAT.md §8).
+    pub block_seq: u64,
+    pub first_subbuf: u64,
     pub subbufs: u64,
     /// Uncompressed sub-buffer bytes.
     pub data_bytes: u64,
@@ -110,6 +114,8 @@ impl CpuBlockEncoder {
         self.compressor
             .encode_cpu_data(&buf[..used], self.shape, &mut out.bytes)?;
         out.cpu = self.cpu;
+        out.block_seq = self.next_seq;
+        out.first_subbuf = self.next_subbuf;
         out.subbufs = u64::from(count);
         out.data_bytes = count as u64 * sb as u64;
         self.next_seq += 1;
@@ -154,14 +160,40 @@ impl<W: Write> LogWriter<W> {
     /// elsewhere ([`CpuBlockEncoder`]) with `cpu_data`: the file header
     /// names the version that needs.
     pub fn with_cpu_compression(
-        mut out: W,
+        out: W,
         arch: &ArchTag,
         compression: Compression,
         cpu_data: Compression,
     ) -> io::Result<Self> {
+        Self::start(out, arch, compression, cpu_data, None)
+    }
+
+    /// Like [`with_cpu_compression`](Self::with_cpu_compression), for one
+    /// file of a rotated capture: the SEGMENT block follows the ARCH block
+    /// (format 1.4, FORMAT.md §13).
+    pub fn with_segment(
+        out: W,
+        arch: &ArchTag,
+        compression: Compression,
+        cpu_data: Compression,
+        segment: &SegmentRecord,
+    ) -> io::Result<Self> {
+        Self::start(out, arch, compression, cpu_data, Some(segment))
+    }
+
+    fn start(
+        mut out: W,
+        arch: &ArchTag,
+        compression: Compression,
+        cpu_data: Compression,
+        segment: Option<&SegmentRecord>,
+    ) -> io::Result<Self> {
         arch.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("arch tag: {e}")))?;
-        let minor = compression.minor_version().max(cpu_data.minor_version());
+        let mut minor = compression.minor_version().max(cpu_data.minor_version());
+        if segment.is_some() {
+            minor = minor.max(crate::block::VERSION_MINOR_SEGMENT);
+        }
         let header = encode_file_header_minor(minor);
         out.write_all(&header)?;
         let mut w = LogWriter {
@@ -176,7 +208,29 @@ impl<W: Write> LogWriter<W> {
             arch_copied: false,
         };
         w.write_block(BlockType::Arch, &arch.encode(), Compression::None)?;
+        if let Some(seg) = segment {
+            w.write_block(BlockType::Segment, &seg.encode(), Compression::None)?;
+        }
         Ok(w)
+    }
+
+    /// The last block written by this writer's own encoding (not
+    /// [`write_encoded`](Self::write_encoded)), header and payload: a
+    /// rotating writer keeps its start metadata so, to write it again at
+    /// the start of the next file with [`write_block_bytes`](Self::write_block_bytes).
+    pub fn last_block(&self) -> &[u8] {
+        &self.scratch
+    }
+
+    /// Writes a whole block as encoded before (by [`last_block`](Self::last_block)
+    /// of this or another writer of the same arch). Not a CPU_DATA block:
+    /// those go through [`write_encoded`](Self::write_encoded), which
+    /// counts them for END.
+    pub fn write_block_bytes(&mut self, block: &[u8]) -> io::Result<()> {
+        self.out.write_all(block)?;
+        self.blocks += 1;
+        self.bytes += block.len() as u64;
+        Ok(())
     }
 
     pub fn arch(&self) -> &ArchTag {

@@ -22,6 +22,8 @@ pub struct StreamInput {
     /// (`None` in a log cut short): those after the last block present
     /// are missing too.
     pub written: Option<u64>,
+    /// Sub-buffer index ranges, `[from, to)`, that rotation removed.
+    pub dropped: Vec<(u64, u64)>,
 }
 
 impl StreamInput {
@@ -38,6 +40,7 @@ impl StreamInput {
                 cpu,
                 blocks: b.iter().map(|r| (r.first_subbuf, r.count)).collect(),
                 written: log.end_total(cpu).map(|t| t.subbufs),
+                dropped: log.dropped_subbufs(cpu),
             })
             .collect()
     }
@@ -77,8 +80,8 @@ impl Assembler {
                     },
                     waiting: BTreeMap::new(),
                     next: 0,
-                    seq: SubBufSequence::default(),
-                    tracker: LossTracker::new(input.cpu),
+                    seq: SubBufSequence::with_dropped(input.dropped.clone()),
+                    tracker: LossTracker::with_dropped(input.cpu, input.dropped.clone()),
                     input,
                     done: false,
                 })
@@ -175,21 +178,25 @@ mod tests {
                     cpu: 0,
                     blocks: vec![(0, 1), (1, 1)],
                     written: None,
+                    dropped: Vec::new(),
                 },
                 StreamInput {
                     cpu: 1,
                     blocks: vec![(0, 2)],
                     written: Some(4),
+                    dropped: Vec::new(),
                 },
                 StreamInput {
                     cpu: 2,
                     blocks: vec![],
                     written: Some(2),
+                    dropped: Vec::new(),
                 },
                 StreamInput {
                     cpu: 3,
                     blocks: vec![(0, 1), (5, 1)],
                     written: None,
+                    dropped: Vec::new(),
                 },
             ]
         };

@@ -177,7 +177,7 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
     }
     for (cpu, blocks) in by_cpu {
         let mut seq = 0u64;
-        let mut subbufs = SubBufSequence::default();
+        let mut subbufs = SubBufSequence::with_dropped(log.dropped_subbufs(cpu));
         let mut prev: Option<u64> = None;
         let (mut miss_b, mut miss_s) = (0u64, 0u64);
         for b in blocks {
@@ -197,6 +197,14 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
             } else {
                 format!("; damaged region at {}", damage.join(", "))
             };
+            // Blocks of files rotation removed are not missing.
+            if let Some(d) = log
+                .dropped(cpu)
+                .iter()
+                .find(|d| d.seq.start <= seq && b.block_seq <= d.seq.end)
+            {
+                seq = seq.max(d.seq.end);
+            }
             let sub = subbufs.expected;
             let ns = subbufs.block(b.first_subbuf, b.count);
             if b.block_seq > seq || (b.block_seq == seq && ns > 0) {
@@ -267,9 +275,16 @@ fn check_end(log: &Log, sink: &mut Sink) {
             ),
         ));
     }
+    // END counts its own file's blocks (in a rotated capture read whole,
+    // the last file's).
+    let from = log
+        .rotation
+        .as_ref()
+        .and_then(|r| r.files.last())
+        .map_or(0, |f| f.offset);
     let mut seen: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
     for b in &log.blocks {
-        if b.offset > end_off {
+        if b.offset > end_off || b.offset < from {
             continue;
         }
         let e = seen.entry(b.cpu).or_default();

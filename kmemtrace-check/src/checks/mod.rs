@@ -133,6 +133,7 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
         problems: problems.kept,
         warnings_total: warnings.total,
         warnings: warnings.kept,
+        rotation: log.rotation.as_ref().map(crate::findings::RotationInfo::of),
     }
 }
 

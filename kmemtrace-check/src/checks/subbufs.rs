@@ -174,7 +174,7 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
         cpus.sort_by_key(|c| c.cpu);
     }
     for c in &mut cpus {
-        let mut t = LossTracker::new(c.cpu);
+        let mut t = LossTracker::with_dropped(c.cpu, log.dropped_subbufs(c.cpu));
         let runs = std::mem::take(&mut c.runs);
         let add = |l: Loss, c: &mut CpuScan| {
             if c.windows.len() < MAX_KEPT {

@@ -1,0 +1,305 @@
+//! The files of a rotated capture (FORMAT.md §13) read as one log.
+//!
+//! The recorder numbers each CPU's blocks and sub-buffers across the whole
+//! capture, and each file's SEGMENT block says where its own begin. So a
+//! file read alone, or several read together, keep the capture's numbers;
+//! what no file read holds (files removed by the size budget, or not
+//! given) is a [`DroppedSpan`] of each CPU's sequence, which the one loss
+//! tracker names [`kmemtrace_kernel::losses::Cause::Rotated`] rather than
+//! missing: a loss window, not damage.
+
+use crate::log::{Backing, Log, LogError, Problem};
+use kmemtrace_format::records::{MetaKind, SegmentRecord};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// One file of a rotated capture, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RotatedFile {
+    pub name: String,
+    /// Its place in the capture (the SEGMENT's index).
+    pub index: u32,
+    /// Where its bytes begin in the offsets of the log read (0 for a file
+    /// read alone).
+    pub offset: u64,
+    pub len: u64,
+    pub segment: SegmentRecord,
+}
+
+/// A stretch of one CPU's sequence no file read holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedSpan {
+    pub seq: Range<u64>,
+    pub subbufs: Range<u64>,
+    /// The capture's files it was in (indexes).
+    pub files: Range<u32>,
+}
+
+/// Where the files read lie in their rotated capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rotation {
+    pub capture_id: u64,
+    /// The files read, in capture order.
+    pub files: Vec<RotatedFile>,
+    /// Per CPU, the spans of its sequence that rotation removed.
+    dropped: BTreeMap<u32, Vec<DroppedSpan>>,
+}
+
+impl Rotation {
+    /// A file read alone: what came before it in the capture is dropped.
+    pub(crate) fn of_file(name: &str, len: u64, g: &SegmentRecord) -> Rotation {
+        let mut r = Rotation {
+            capture_id: g.capture_id,
+            files: vec![RotatedFile {
+                name: name.to_string(),
+                index: g.index,
+                offset: 0,
+                len,
+                segment: g.clone(),
+            }],
+            dropped: BTreeMap::new(),
+        };
+        r.drop_before(g, &BTreeMap::new(), 0);
+        r
+    }
+
+    /// Each CPU's span from `from` (its next block and sub-buffer after
+    /// the files before; none: the capture's start) to where `g`'s file
+    /// begins, when the files `first_missing..g.index` are not read.
+    fn drop_before(&mut self, g: &SegmentRecord, from: &BTreeMap<u32, (u64, u64)>, first: u32) {
+        if g.index <= first {
+            return;
+        }
+        for s in &g.starts {
+            let (seq, subbuf) = from.get(&s.cpu).copied().unwrap_or((0, 0));
+            if s.first_subbuf > subbuf || s.block_seq > seq {
+                self.dropped.entry(s.cpu).or_default().push(DroppedSpan {
+                    seq: seq..s.block_seq.max(seq),
+                    subbufs: subbuf..s.first_subbuf.max(subbuf),
+                    files: first..g.index,
+                });
+            }
+        }
+    }
+
+    /// The spans of `cpu`'s sequence that rotation removed.
+    pub fn dropped_of(&self, cpu: u32) -> &[DroppedSpan] {
+        self.dropped.get(&cpu).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every CPU's dropped spans.
+    pub fn dropped(&self) -> impl Iterator<Item = (u32, &DroppedSpan)> {
+        self.dropped
+            .iter()
+            .flat_map(|(c, v)| v.iter().map(move |d| (*c, d)))
+    }
+
+    /// The capture's files no file read stands for: before the first, and
+    /// between two whose indexes do not follow.
+    pub fn files_missing(&self) -> Vec<Range<u32>> {
+        let mut v = Vec::new();
+        let mut next = 0;
+        for f in &self.files {
+            if f.index > next {
+                v.push(next..f.index);
+            }
+            next = f.index.saturating_add(1);
+        }
+        v
+    }
+
+    /// Where `cpu`'s data in the last file read begins: END's totals there
+    /// count from it.
+    pub fn last_start_of(&self, cpu: u32) -> (u64, u64) {
+        self.files
+            .last()
+            .map_or((0, 0), |f| f.segment.start_of(cpu))
+    }
+
+    /// The file read that holds `offset` of the log, and the offset in it.
+    pub fn file_at(&self, offset: u64) -> Option<(&RotatedFile, u64)> {
+        let i = self.files.partition_point(|f| f.offset <= offset);
+        let f = self.files.get(i.checked_sub(1)?)?;
+        Some((f, offset - f.offset))
+    }
+}
+
+fn refused(what: String) -> LogError {
+    LogError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
+}
+
+/// Each CPU's next block and sub-buffer after the blocks of `log` (and
+/// what its END says was written).
+fn next_of(log: &Log) -> BTreeMap<u32, (u64, u64)> {
+    let mut next: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    if let Some(f) = log.rotation.as_ref().and_then(|r| r.files.last()) {
+        for s in &f.segment.starts {
+            next.insert(s.cpu, (s.block_seq, s.first_subbuf));
+        }
+    }
+    for b in &log.blocks {
+        let e = next.entry(b.cpu).or_default();
+        e.0 = e.0.max(b.block_seq.saturating_add(1));
+        e.1 = e.1.max(b.first_subbuf.saturating_add(u64::from(b.count)));
+    }
+    for cpu in log.end.iter().flat_map(|e| e.cpus.iter().map(|t| t.cpu)) {
+        if let Some(t) = log.end_total(cpu) {
+            let e = next.entry(cpu).or_default();
+            *e = (e.0.max(t.blocks), e.1.max(t.subbufs));
+        }
+    }
+    next
+}
+
+/// Reads the files of one rotated capture, opened each as a log, as one
+/// log: in capture order (whatever order they come in), its blocks,
+/// statistics and problems at offsets counted through the files one after
+/// another, its metadata the first file's with the later ones' task
+/// names merged in, its END the last file's. Refused: a file that is not
+/// of a rotated capture, files of two captures, the same file twice.
+pub fn join(mut logs: Vec<Log>) -> Result<Log, LogError> {
+    for l in &logs {
+        if l.segment.is_none() {
+            return Err(refused(format!(
+                "{}: not a file of a rotated capture (no SEGMENT block): give it alone",
+                l.name
+            )));
+        }
+    }
+    let index = |l: &Log| l.segment.as_ref().map_or(0, |g| g.index);
+    logs.sort_by_key(index);
+    let mut it = logs.into_iter();
+    let Some(mut joined) = it.next() else {
+        return Err(refused("no files given".into()));
+    };
+    let id = joined.rotation.as_ref().map_or(0, |r| r.capture_id);
+    let count = it.len() + 1;
+    let first_name = joined.name.clone();
+    let Backing::File(f) = std::mem::replace(&mut joined.backing, Backing::Files(Vec::new()))
+    else {
+        return Err(refused(format!("{first_name}: not a kmemtrace log")));
+    };
+    let mut files = vec![(0, f)];
+    for next in it {
+        append(&mut joined, next, id, &mut files)?;
+    }
+    joined.backing = Backing::Files(files);
+    joined.name = format!("{first_name} (+{} files of its capture)", count - 1);
+    Ok(joined)
+}
+
+/// Adds the next file of the capture to `joined`.
+fn append(
+    joined: &mut Log,
+    mut next: Log,
+    id: u64,
+    files: &mut Vec<(u64, std::fs::File)>,
+) -> Result<(), LogError> {
+    let g = next.segment.clone().unwrap_or_default();
+    let last = joined.rotation.as_ref().and_then(|r| r.files.last());
+    let last_index = last.map_or(0, |f| f.index);
+    if g.capture_id != id {
+        return Err(refused(format!(
+            "{} is a file of another capture than {} (capture {:016x}, not {id:016x})",
+            next.name, joined.name, g.capture_id
+        )));
+    }
+    if g.index == last_index {
+        return Err(refused(format!(
+            "{} is file {} of its capture, given twice",
+            next.name, g.index
+        )));
+    }
+    let a = (&joined.arch, &next.arch);
+    if (
+        a.0.byte_order,
+        a.0.long_size,
+        a.0.subbuf_size,
+        a.0.data_offset,
+    ) != (
+        a.1.byte_order,
+        a.1.long_size,
+        a.1.subbuf_size,
+        a.1.data_offset,
+    ) {
+        return Err(refused(format!(
+            "{}: its arch tag differs from {}'s: not one capture",
+            next.name, joined.name
+        )));
+    }
+    let base = joined.len;
+    let before = next_of(joined);
+    let name = next.name.clone();
+    let Backing::File(f) = std::mem::replace(&mut next.backing, Backing::Files(Vec::new())) else {
+        return Err(refused(format!("{name}: not a kmemtrace log")));
+    };
+    files.push((base, f));
+    if let Some(r) = &mut joined.rotation {
+        r.drop_before(&g, &before, last_index.saturating_add(1));
+        r.files.push(RotatedFile {
+            name: name.clone(),
+            index: g.index,
+            offset: base,
+            len: next.len,
+            segment: g,
+        });
+    }
+    // A file before the last cut short lost its end, which no later file
+    // holds: said, as its reader said it.
+    if let Some(t) = joined.truncated.take() {
+        joined.problems.push(Problem {
+            offset: t.offset,
+            kind: crate::log::ProblemKind::Structure,
+            what: format!("not the last file read, yet cut short: {t}"),
+        });
+    }
+    for mut p in next.problems {
+        p.offset += base;
+        p.what = format!("{name}: {}", p.what);
+        joined.problems.push(p);
+    }
+    for mut b in next.blocks {
+        b.offset += base;
+        joined.blocks.push(b);
+    }
+    for mut s in next.stats {
+        s.offset += base;
+        joined.stats.push(s);
+    }
+    for n in next.notes {
+        if !joined.notes.contains(&n) {
+            joined.notes.push(n);
+        }
+    }
+    for m in next.metas {
+        let text = || match std::str::from_utf8(&m.content) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(&m.content),
+        };
+        // Parsed when the file was opened: a problem there is listed.
+        let _ = match m.kind {
+            MetaKind::SavedCmdlines => joined.pids.merge_cmdlines(&text()),
+            MetaKind::SavedTgids => joined.pids.merge_tgids(&text()),
+            _ => Ok(()),
+        };
+        let same = |x: &kmemtrace_format::records::Meta| {
+            x.kind == m.kind && x.name == m.name && x.part == m.part
+        };
+        match joined.metas.iter_mut().find(|x| same(x)) {
+            Some(old) => *old = m,
+            None => joined.metas.push(m),
+        }
+    }
+    joined.end = next.end;
+    joined.end_offset = next.end_offset.map(|o| o + base);
+    joined.truncated = next.truncated.map(|mut t| {
+        t.offset += base;
+        t
+    });
+    joined.unknown_blocks += next.unknown_blocks;
+    joined.blocks_before_end = next.blocks_before_end;
+    joined.version = joined.version.max(next.version);
+    joined.len = base + next.len;
+    Ok(())
+}
