@@ -1,16 +1,21 @@
 //! Values of command-line arguments as people write them.
 
-/// A duration: `10s`, `500ms`, `250us`, `10ns`, `1.5m`, `2min`, `1h`, or
-/// plain seconds. Zero is allowed; callers that need more say so.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+/// `1.5m` → (1.5, "m"): the number a value starts with and the unit
+/// after it.
+fn number_and_unit(s: &str) -> Option<(f64, &str)> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m, 1h)"))?;
+    Some((num.parse().ok()?, unit))
+}
+
+/// A duration: `10s`, `500ms`, `250us`, `10ns`, `1.5m`, `2min`, `1h`, or
+/// plain seconds. Zero is allowed; callers that need more say so.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (v, unit) = number_and_unit(s)
+        .ok_or_else(|| format!("`{s}` is not a duration (try 10s, 500ms, 2m, 1h)"))?;
     let secs_per = match unit.trim() {
         "" | "s" | "sec" => 1.0,
         "ms" => 1e-3,
@@ -34,14 +39,8 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// A size in bytes: `64M`, `512k`, `1.5G`, `8MiB`, or plain bytes. The
 /// units are binary (`k` 1024), as trace-cmd's and perf's sizes are.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (try 64M, 512k, 2G)"))?;
+    let (v, unit) =
+        number_and_unit(s).ok_or_else(|| format!("`{s}` is not a size (try 64M, 512k, 2G)"))?;
     let unit = unit.trim().to_ascii_lowercase();
     let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
         "" => 0,

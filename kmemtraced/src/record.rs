@@ -606,6 +606,23 @@ fn checked_request(cli: &Cli) -> Result<(std::path::PathBuf, Option<std::path::P
     Ok((output, program))
 }
 
+/// Opens the log, or a rotated capture's first file; with how to name
+/// what was written to the user.
+fn open_output(plan: &Plan, output: &std::path::Path) -> Result<(output::Destination, String)> {
+    let Some(r) = &plan.rotation else {
+        let out = output::open(output)?;
+        let name = out.name.clone();
+        return Ok((out, name));
+    };
+    let out = output::open(&kmemtrace_format::rotation::file_path(&r.output, 0))?;
+    let name = format!(
+        "{} and the files after it (one capture: kmemtrace-report {})",
+        out.name,
+        r.output.display()
+    );
+    Ok((out, name))
+}
+
 /// A rotated capture needs a file name, a budget larger than its files,
 /// and no files of an earlier capture under its name (they would be
 /// taken for this one's, or removed as its oldest).
@@ -775,19 +792,7 @@ pub fn record(cli: &Cli, argv: Vec<String>) -> Result<()> {
         None
     };
     let plan = live_plan(cli, &tfs, &inst, &events, stacks.clone(), argv)?;
-    let first_file = match &plan.rotation {
-        Some(r) => kmemtrace_format::rotation::file_path(&r.output, 0),
-        None => output.clone(),
-    };
-    let out = output::open(&first_file)?;
-    let out_name = match &plan.rotation {
-        Some(r) => format!(
-            "{} and the files after it (one capture: kmemtrace-report {})",
-            out.name,
-            r.output.display()
-        ),
-        None => out.name.clone(),
-    };
+    let (out, out_name) = open_output(&plan, &output)?;
     let (out_file, written) = out.split();
     let mut session = match Session::start(plan, out_file) {
         Ok(s) => s,
