@@ -32,8 +32,6 @@ pub struct RotatedFile {
 pub struct DroppedSpan {
     pub seq: Range<u64>,
     pub subbufs: Range<u64>,
-    /// The capture's files it was in (indexes).
-    pub files: Range<u32>,
 }
 
 /// Where the files read lie in their rotated capture.
@@ -66,7 +64,7 @@ impl Rotation {
 
     /// Each CPU's span from `from` (its next block and sub-buffer after
     /// the files before; none: the capture's start) to where `g`'s file
-    /// begins, when the files `first_missing..g.index` are not read.
+    /// begins, when the files `first..g.index` are not read.
     fn drop_before(&mut self, g: &SegmentRecord, from: &BTreeMap<u32, (u64, u64)>, first: u32) {
         if g.index <= first {
             return;
@@ -77,7 +75,6 @@ impl Rotation {
                 self.dropped.entry(s.cpu).or_default().push(DroppedSpan {
                     seq: seq..s.block_seq.max(seq),
                     subbufs: subbuf..s.first_subbuf.max(subbuf),
-                    files: first..g.index,
                 });
             }
         }
@@ -86,13 +83,6 @@ impl Rotation {
     /// The spans of `cpu`'s sequence that rotation removed.
     pub fn dropped_of(&self, cpu: u32) -> &[DroppedSpan] {
         self.dropped.get(&cpu).map_or(&[], Vec::as_slice)
-    }
-
-    /// Every CPU's dropped spans.
-    pub fn dropped(&self) -> impl Iterator<Item = (u32, &DroppedSpan)> {
-        self.dropped
-            .iter()
-            .flat_map(|(c, v)| v.iter().map(move |d| (*c, d)))
     }
 
     /// The capture's files no file read stands for: before the first, and
@@ -116,16 +106,10 @@ impl Rotation {
             .last()
             .map_or((0, 0), |f| f.segment.start_of(cpu))
     }
-
-    /// The file read that holds `offset` of the log, and the offset in it.
-    pub fn file_at(&self, offset: u64) -> Option<(&RotatedFile, u64)> {
-        let i = self.files.partition_point(|f| f.offset <= offset);
-        let f = self.files.get(i.checked_sub(1)?)?;
-        Some((f, offset - f.offset))
-    }
 }
 
-fn refused(what: String) -> LogError {
+/// An input refused as (part of) a capture.
+pub(crate) fn refused(what: String) -> LogError {
     LogError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
 }
 
@@ -160,14 +144,14 @@ fn next_of(log: &Log) -> BTreeMap<u32, (u64, u64)> {
 /// of a rotated capture, files of two captures, the same file twice.
 pub fn join(mut logs: Vec<Log>) -> Result<Log, LogError> {
     for l in &logs {
-        if l.segment.is_none() {
+        if l.segment().is_none() {
             return Err(refused(format!(
                 "{}: not a file of a rotated capture (no SEGMENT block): give it alone",
                 l.name
             )));
         }
     }
-    let index = |l: &Log| l.segment.as_ref().map_or(0, |g| g.index);
+    let index = |l: &Log| l.segment().map_or(0, |g| g.index);
     logs.sort_by_key(index);
     let mut it = logs.into_iter();
     let Some(mut joined) = it.next() else {
@@ -196,7 +180,7 @@ fn append(
     id: u64,
     files: &mut Vec<(u64, std::fs::File)>,
 ) -> Result<(), LogError> {
-    let g = next.segment.clone().unwrap_or_default();
+    let g = next.segment().cloned().unwrap_or_default();
     let last = joined.rotation.as_ref().and_then(|r| r.files.last());
     let last_index = last.map_or(0, |f| f.index);
     if g.capture_id != id {

@@ -1014,22 +1014,16 @@ pub fn open_capture(paths: &[std::path::PathBuf]) -> Result<crate::log::Log, cra
         _ => paths,
     };
     match paths {
-        [] => Err(crate::log::LogError::Io(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "no input given",
-        ))),
+        [] => Err(capture::refused("no input given".into())),
         [one] => open_log(one),
         many => {
             let mut logs = Vec::with_capacity(many.len());
             for p in many {
                 let log = open_log(p)?;
                 if let Some(what) = log.origin.foreign() {
-                    return Err(crate::log::LogError::Io(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "{}: {what}, not a file of a rotated capture: give it alone",
-                            p.display()
-                        ),
+                    return Err(capture::refused(format!(
+                        "{}: {what}, not a file of a rotated capture: give it alone",
+                        p.display()
                     )));
                 }
                 logs.push(log);

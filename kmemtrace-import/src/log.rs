@@ -282,9 +282,6 @@ pub struct Log {
     /// Intact blocks read before the END block (all of them if there is
     /// none), ARCH included: what END's `blocks` total counts.
     pub blocks_before_end: u64,
-    /// The SEGMENT block of a file of a rotated capture (FORMAT.md §13);
-    /// for several files read as one capture, the first's.
-    pub segment: Option<SegmentRecord>,
     /// Where the files read lie in their rotated capture, and what of it
     /// rotation removed (`None`: not a rotated capture).
     pub rotation: Option<crate::capture::Rotation>,
@@ -923,7 +920,6 @@ impl Log {
             len,
             unknown_blocks,
             blocks_before_end,
-            segment,
             rotation,
             backing,
         };
@@ -1144,6 +1140,12 @@ impl Log {
             subbufs: t.subbufs.saturating_add(subbuf),
             ..t
         })
+    }
+
+    /// The SEGMENT block of a file of a rotated capture (FORMAT.md §13);
+    /// for several files read as one capture, the first's.
+    pub fn segment(&self) -> Option<&SegmentRecord> {
+        Some(&self.rotation.as_ref()?.files.first()?.segment)
     }
 
     /// The spans of `cpu`'s stream that rotation removed (none outside a

@@ -86,7 +86,7 @@ struct Rotator {
     /// Files removed for the budget, and their bytes.
     removed: (u64, u64),
     /// Problems met removing files (said at the end).
-    pub problems: Vec<String>,
+    problems: Vec<String>,
 }
 
 /// The log being written.

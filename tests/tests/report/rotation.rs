@@ -43,17 +43,11 @@ fn capture(dir: &Path, id: u64) -> Vec<PathBuf> {
 }
 
 fn json_of(files: &[&Path]) -> Value {
-    let out = Command::new(crate::common::bin("kmemtrace-report"))
-        .args(files)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::common::json_stdout(
+        Command::new(crate::common::bin("kmemtrace-report"))
+            .args(files)
+            .arg("--json"),
+    )
 }
 
 fn check_json(files: &[&Path]) -> (i32, Value) {
