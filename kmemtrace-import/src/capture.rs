@@ -42,6 +42,9 @@ pub struct Rotation {
     pub files: Vec<RotatedFile>,
     /// Per CPU, the spans of its sequence that rotation removed.
     dropped: BTreeMap<u32, Vec<DroppedSpan>>,
+    /// Files given but left out, and why: begun and cut before their
+    /// SEGMENT ([`begun_only`]).
+    pub left_out: Vec<String>,
 }
 
 impl Rotation {
@@ -57,6 +60,7 @@ impl Rotation {
                 segment: g.clone(),
             }],
             dropped: BTreeMap::new(),
+            left_out: Vec::new(),
         };
         r.drop_before(g, &BTreeMap::new(), 0);
         r
@@ -106,6 +110,40 @@ impl Rotation {
             .last()
             .map_or((0, 0), |f| f.segment.start_of(cpu))
     }
+}
+
+/// Whether `p` (opened as `opened`) is a file of a rotated capture that
+/// the recorder was stopped (SIGKILL, power loss) in beginning: shorter
+/// than a file header, or a rotated file's header (format 1.4 on) with no
+/// SEGMENT, CPU data or END after it. Such a file holds nothing, and the
+/// capture is read without it.
+pub(crate) fn begun_only(p: &std::path::Path, opened: &Result<Log, LogError>) -> bool {
+    use kmemtrace_format::block::{parse_file_header, FILE_HEADER_LEN, VERSION_MINOR_SEGMENT};
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(p) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut header = Vec::with_capacity(FILE_HEADER_LEN);
+    if (&mut f)
+        .take(FILE_HEADER_LEN as u64)
+        .read_to_end(&mut header)
+        .is_err()
+    {
+        return false;
+    }
+    if header.len() < FILE_HEADER_LEN {
+        return true;
+    }
+    let rotated = parse_file_header(&header).is_ok_and(|(_, minor)| minor >= VERSION_MINOR_SEGMENT);
+    rotated
+        && match opened {
+            Ok(log) => log.segment().is_none() && log.blocks.is_empty() && log.end.is_none(),
+            Err(LogError::NoArch(_)) => true,
+            Err(_) => false,
+        }
 }
 
 /// An input refused as (part of) a capture.
@@ -169,7 +207,9 @@ pub fn join(mut logs: Vec<Log>) -> Result<Log, LogError> {
         append(&mut joined, next, id, &mut files)?;
     }
     joined.backing = Backing::Files(files);
-    joined.name = format!("{first_name} (+{} files of its capture)", count - 1);
+    if count > 1 {
+        joined.name = format!("{first_name} (+{} files of its capture)", count - 1);
+    }
     Ok(joined)
 }
 

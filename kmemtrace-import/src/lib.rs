@@ -1018,8 +1018,17 @@ pub fn open_capture(paths: &[std::path::PathBuf]) -> Result<crate::log::Log, cra
         [one] => open_log(one),
         many => {
             let mut logs = Vec::with_capacity(many.len());
+            let mut left_out = Vec::new();
             for p in many {
-                let log = open_log(p)?;
+                let opened = open_log(p);
+                if capture::begun_only(p, &opened) {
+                    left_out.push(format!(
+                        "{}: cut before its start was written (the recorder stopped as it began the file): left out",
+                        p.display()
+                    ));
+                    continue;
+                }
+                let log = opened?;
                 if let Some(what) = log.origin.foreign() {
                     return Err(capture::refused(format!(
                         "{}: {what}, not a file of a rotated capture: give it alone",
@@ -1028,7 +1037,11 @@ pub fn open_capture(paths: &[std::path::PathBuf]) -> Result<crate::log::Log, cra
                 }
                 logs.push(log);
             }
-            capture::join(logs)
+            let mut log = capture::join(logs)?;
+            if let Some(r) = &mut log.rotation {
+                r.left_out = left_out;
+            }
+            Ok(log)
         }
     }
 }

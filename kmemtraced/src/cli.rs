@@ -321,7 +321,8 @@ pub struct Cli {
     /// --switch-output with --switch-max-files, or trace-cmd's -m. Each
     /// file is a complete log; every kmemtrace tool reads the files left
     /// as one capture (`kmemtrace-report trace.kmt` finds them), the
-    /// removed span a loss window of cause `rotated`.
+    /// removed span a loss window of cause `rotated`. Where the disk fills
+    /// first, the oldest files go early, and the summary says how many.
     #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
     pub max_size: Option<u64>,
 

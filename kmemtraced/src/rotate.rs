@@ -7,9 +7,16 @@
 //! kallsyms, task names: kept as encoded and written as they are), start
 //! statistics, the CPU data, end statistics and END. The writer thread
 //! rotates between two blocks, so no block is split; a file is finished
-//! and synced before the next is begun and before the oldest is removed,
-//! so a SIGKILL or power loss leaves at most the file in progress cut
-//! short (its prefix readable, as any log's).
+//! (END) and synced before the next is created and before the oldest is
+//! removed, so a SIGKILL or power loss leaves at most the file in progress
+//! cut short (its prefix readable, as any log's; one cut before its
+//! SEGMENT is left out by the readers).
+//!
+//! A full disk (or quota) is met as the budget is: where a write finds no
+//! room, the file is cut back to its last whole block and the capture's
+//! oldest file removed, and the write tried again; with nothing left to
+//! remove, the file ends there (END, reason "output failed") and the
+//! recording stops. Either way it is said.
 
 use crate::sink::LogFile;
 use kmemtrace_format::arch::ArchTag;
@@ -83,10 +90,19 @@ struct Rotator {
     /// CPU data blocks written to the file in progress.
     data_blocks: u64,
     stats: StatsReader,
-    /// Files removed for the budget, and their bytes.
-    removed: (u64, u64),
+    removed: Removed,
     /// Problems met removing files (said at the end).
     problems: Vec<String>,
+}
+
+/// The oldest files a rotated capture removed.
+#[derive(Default)]
+struct Removed {
+    files: u64,
+    bytes: u64,
+    /// Of them, those removed before the budget asked, the disk (or
+    /// quota) having no room for a write.
+    for_room: u64,
 }
 
 /// The log being written.
@@ -95,6 +111,18 @@ pub struct Output {
     rot: Option<Rotator>,
     /// The sync thread's task ids go here (a new file starts one).
     tids: Arc<Mutex<Vec<i32>>>,
+    /// `w` has its END: a rotation finished it and could not begin the
+    /// next file.
+    ended: bool,
+}
+
+/// Whether a write failed for want of room: the file system or the
+/// user's quota is full.
+fn out_of_room(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// A capture's id: different for every recording (hashed with the
@@ -120,7 +148,12 @@ impl Output {
     ) -> io::Result<Output> {
         let Some((plan, stats)) = rotation else {
             let w = LogWriter::with_cpu_compression(file, arch, meta_compression, cpu_compression)?;
-            return Ok(Output { w, rot: None, tids });
+            return Ok(Output {
+                w,
+                rot: None,
+                tids,
+                ended: false,
+            });
         };
         let capture_id = new_capture_id();
         let seg = SegmentRecord {
@@ -144,13 +177,14 @@ impl Output {
             written_before: 0,
             data_blocks: 0,
             stats,
-            removed: (0, 0),
+            removed: Removed::default(),
             problems: Vec::new(),
         };
         Ok(Output {
             w,
             rot: Some(rot),
             tids,
+            ended: false,
         })
     }
 
@@ -161,7 +195,7 @@ impl Output {
 
     /// Writes a META block; a rotated capture keeps it for the next files.
     pub fn write_meta(&mut self, m: &Meta) -> io::Result<()> {
-        self.w.write_meta(m)?;
+        self.with_room(|w| w.write_meta(m))?;
         if let Some(r) = &mut self.rot {
             // Task names are merged, not replaced: the first (from /proc
             // at the start) and the latest are kept.
@@ -176,7 +210,7 @@ impl Output {
     /// Writes a NOTE block; one written before any CPU data is kept for
     /// the next files.
     pub fn write_note(&mut self, n: &NoteRecord) -> io::Result<()> {
-        self.w.write_note(n)?;
+        self.with_room(|w| w.write_note(n))?;
         if let Some(r) = self
             .rot
             .as_mut()
@@ -189,7 +223,7 @@ impl Output {
     }
 
     pub fn write_stats(&mut self, s: &StatsRecord) -> io::Result<()> {
-        self.w.write_stats(s)
+        self.with_room(|w| w.write_stats(s))
     }
 
     /// Writes a CPU data block, after finishing the file and beginning the
@@ -199,7 +233,7 @@ impl Output {
         if self.due(b.bytes.len() as u64) {
             self.rotate()?;
         }
-        self.w.write_encoded(b)?;
+        self.with_room(|w| w.write_encoded(b))?;
         if let Some(r) = &mut self.rot {
             r.data_blocks += 1;
             r.next.insert(
@@ -228,44 +262,129 @@ impl Output {
         full || old
     }
 
+    /// Runs one write. Where it finds no room in a rotated capture, the
+    /// file is cut back to its last whole block and the capture's oldest
+    /// finished file removed, and the write tried again, while there is
+    /// one to remove.
+    fn with_room(
+        &mut self,
+        mut write: impl FnMut(&mut LogWriter<LogFile>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        loop {
+            let e = match write(&mut self.w) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let Some(r) = self
+                .rot
+                .as_mut()
+                .filter(|r| out_of_room(&e) && !r.closed.is_empty())
+            else {
+                return Err(e);
+            };
+            let whole = self.w.bytes_written();
+            if !self.w.get_mut().cut_back(whole)? {
+                return Err(e);
+            }
+            r.remove_oldest(true);
+        }
+    }
+
     /// Finishes the file in progress (end statistics, END, synced), begins
     /// the next (SEGMENT, the kept metadata, start statistics), then
     /// removes the oldest files the budget has no room for.
     fn rotate(&mut self) -> io::Result<()> {
+        if self.rot.is_none() {
+            return Ok(());
+        }
+        let snapshot = self
+            .rot
+            .as_mut()
+            .map_or_else(Vec::new, |r| (r.stats)(StatsPhase::End));
+        for s in &snapshot {
+            self.write_stats(s)?;
+        }
+        let wall = Some(crate::metadata::wall_ns());
+        self.with_room(|w| w.write_end(wall, "rotated", None))?;
+        self.ended = true;
         let Some(r) = &mut self.rot else {
             return Ok(());
         };
-        let snapshot = (r.stats)(StatsPhase::End);
-        for s in &snapshot {
-            self.w.write_stats(s)?;
-        }
-        let next = match r.begin_next(&snapshot, &self.tids) {
-            Ok(w) => w,
-            Err(e) => {
-                // The file in progress stays the capture's last, whole.
-                let text = format!(
-                    "could not begin file {} of the capture ({e}): recording stopped here",
-                    r.index + 1
-                );
-                self.w.write_note(&NoteRecord {
-                    warning: true,
-                    text,
-                })?;
-                return Err(e);
-            }
-        };
-        let old = std::mem::replace(&mut self.w, next);
-        let size = old.bytes_written();
-        old.finish(Some(crate::metadata::wall_ns()), "rotated", None)?;
+        let size = self.w.bytes_written();
         r.written_before += size;
         r.closed
             .push_back((file_path(&r.plan.output, r.index), size));
+        let next = r.begin_next(&snapshot, &self.tids).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "could not begin file {} of the capture ({e}); it ends with file {}, whole",
+                    r.index + 1,
+                    r.index
+                ),
+            )
+        })?;
+        // The finished file's writer goes (its sync thread with it).
+        self.w = next;
+        self.ended = false;
         r.index += 1;
         r.begun = Instant::now();
         r.data_blocks = 0;
         let current = self.w.bytes_written();
         r.trim(current);
         Ok(())
+    }
+
+    /// After a write that failed (the writer stops): cuts the file back to
+    /// its last whole block and ends it there (END, reason "output
+    /// failed: ..."), so that all that was written reads as a whole log.
+    /// Says how the log ends, and what rotation removed.
+    pub fn end_after_failure(mut self, e: &io::Error) -> String {
+        let mut said = self.removal_notes();
+        let at = self.w.bytes_written();
+        if self.ended {
+            said.push("the files written are whole".into());
+            return said.join("; ");
+        }
+        let ends = match self.w.get_mut().cut_back(at) {
+            Ok(true) => {
+                let wall = Some(crate::metadata::wall_ns());
+                match self.w.write_end(wall, &format!("output failed: {e}"), None) {
+                    Ok(()) => format!("the log ends whole, at byte {}", self.w.bytes_written()),
+                    Err(_) => {
+                        let _ = self.w.get_mut().cut_back(at);
+                        format!("the log ends at its last whole block (byte {at}), without END")
+                    }
+                }
+            }
+            Ok(false) => format!("the log is cut after byte {at}"),
+            Err(c) => format!("the log is cut short after byte {at} (cutting back: {c})"),
+        };
+        said.push(ends);
+        said.join("; ")
+    }
+
+    /// What rotation removed, and the problems it met, to be said.
+    fn removal_notes(&mut self) -> Vec<String> {
+        let Some(r) = &mut self.rot else {
+            return Vec::new();
+        };
+        let mut said = Vec::new();
+        let n = &r.removed;
+        if n.files > 0 {
+            let early = match n.for_room {
+                0 => String::new(),
+                k => format!(", {k} of them early: the disk had no room"),
+            };
+            said.push(format!(
+                "rotation removed the capture's {} oldest files ({} bytes) for the {}-byte budget{early}",
+                n.files,
+                n.bytes,
+                r.plan.max_size.unwrap_or(0)
+            ));
+        }
+        said.append(&mut r.problems);
+        said
     }
 
     /// Writes the END block (and in a rotated capture says what rotation
@@ -276,25 +395,15 @@ impl Output {
         reason: &str,
         exit_status: Option<i32>,
     ) -> io::Result<Vec<String>> {
-        let mut said = Vec::new();
-        if let Some(r) = &mut self.rot {
-            if r.removed.0 > 0 {
-                said.push(format!(
-                    "rotation removed the capture's {} oldest files ({} bytes) for the {}-byte budget",
-                    r.removed.0,
-                    r.removed.1,
-                    r.plan.max_size.unwrap_or(0)
-                ));
-            }
-            said.append(&mut r.problems);
-            for s in &said {
-                self.w.write_note(&NoteRecord {
-                    warning: false,
-                    text: s.clone(),
-                })?;
-            }
+        let said = self.removal_notes();
+        for s in &said {
+            let note = NoteRecord {
+                warning: false,
+                text: s.clone(),
+            };
+            self.with_room(|w| w.write_note(&note))?;
         }
-        self.w.finish(wall_ns, reason, exit_status)?;
+        self.with_room(|w| w.write_end(wall_ns, reason, exit_status))?;
         Ok(said)
     }
 }
@@ -302,8 +411,23 @@ impl Output {
 impl Rotator {
     /// The next file, begun: its SEGMENT, the kept metadata, the start
     /// statistics (the end ones of the file before, so that the
-    /// kernel's counters add up over the files).
+    /// kernel's counters add up over the files). Where the disk has no
+    /// room for it, the oldest files are removed (never the one just
+    /// finished) and it is tried again.
     fn begin_next(
+        &mut self,
+        snapshot: &[StatsRecord],
+        tids: &Arc<Mutex<Vec<i32>>>,
+    ) -> io::Result<LogWriter<LogFile>> {
+        loop {
+            match self.try_begin_next(snapshot, tids) {
+                Err(e) if out_of_room(&e) && self.closed.len() > 1 => self.remove_oldest(true),
+                begun => return begun,
+            }
+        }
+    }
+
+    fn try_begin_next(
         &self,
         snapshot: &[StatsRecord],
         tids: &Arc<Mutex<Vec<i32>>>,
@@ -376,21 +500,28 @@ impl Rotator {
         let room_for = file.max(current);
         loop {
             let kept: u64 = self.closed.iter().map(|c| c.1).sum();
-            if kept + room_for <= budget {
+            if kept + room_for <= budget || self.closed.is_empty() {
                 return;
             }
-            let Some((path, size)) = self.closed.pop_front() else {
-                return;
-            };
-            match std::fs::remove_file(&path) {
-                Ok(()) => {
-                    self.removed.0 += 1;
-                    self.removed.1 += size;
-                }
-                Err(e) => self
-                    .problems
-                    .push(format!("could not remove {}: {e}", path.display())),
+            self.remove_oldest(false);
+        }
+    }
+
+    /// Removes the oldest finished file: for the budget, or because the
+    /// disk had no room (`for_room`).
+    fn remove_oldest(&mut self, for_room: bool) {
+        let Some((path, size)) = self.closed.pop_front() else {
+            return;
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                self.removed.files += 1;
+                self.removed.bytes += size;
+                self.removed.for_room += u64::from(for_room);
             }
+            Err(e) => self
+                .problems
+                .push(format!("could not remove {}: {e}", path.display())),
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::status::Counters;
 use kmemtrace_format::records::{Meta, NoteRecord, StatsRecord};
 use kmemtrace_format::writer::EncodedBlock;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -113,6 +113,18 @@ impl LogFile {
     pub fn has_sync_thread(&self) -> bool {
         self.syncer.is_some()
     }
+
+    /// Cuts a regular file back to its first `len` bytes (where its last
+    /// whole block ends, after a write that failed part way) and writes on
+    /// from there. Standard output cannot be cut back: false.
+    pub fn cut_back(&mut self, len: u64) -> io::Result<bool> {
+        if !self.regular {
+            return Ok(false);
+        }
+        self.file.set_len(len)?;
+        self.file.seek(SeekFrom::Start(len))?;
+        Ok(true)
+    }
 }
 
 impl Write for LogFile {
@@ -146,7 +158,7 @@ pub const QUEUE_BLOCKS_PER_CPU: usize = 4;
 
 /// Starts the writer thread. It ends when every sender is gone, returning
 /// the writer for the END block, or at the first write error (after which
-/// senders see a closed channel). `on_exit` runs as it ends, either way.
+/// senders see a closed channel), the log ended at its last whole block. `on_exit` runs as it ends, either way.
 /// The thread adds its task id to `tids` (to keep it out of the trace).
 pub fn spawn(
     mut w: Output,
@@ -173,8 +185,15 @@ pub fn spawn(
                 }
                 Ok(())
             })();
+            let res = match res {
+                Ok(()) => Ok(w),
+                Err(e) => {
+                    let how = w.end_after_failure(&e);
+                    Err(io::Error::new(e.kind(), format!("{e}; {how}")))
+                }
+            };
             on_exit();
-            res.map(|()| w)
+            res
         })
 }
 

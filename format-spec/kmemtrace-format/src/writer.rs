@@ -287,9 +287,9 @@ impl<W: Write> LogWriter<W> {
     /// CPU data block (or END), so that a damaged ARCH block costs nothing.
     pub fn write_arch_copy(&mut self) -> io::Result<()> {
         if !self.arch_copied {
-            self.arch_copied = true;
             let a = self.arch.encode();
             self.write_block(BlockType::ArchCopy, &a, Compression::None)?;
+            self.arch_copied = true;
         }
         Ok(())
     }
@@ -327,6 +327,19 @@ impl<W: Write> LogWriter<W> {
         reason: &str,
         exit_status: Option<i32>,
     ) -> io::Result<W> {
+        self.write_end(wall_ns, reason, exit_status)?;
+        Ok(self.out)
+    }
+
+    /// Writes the END block and flushes, keeping the writer: for a writer
+    /// that goes on to another output (a rotated capture's next file) or
+    /// whose output is to be cut back. Nothing may be written after it.
+    pub fn write_end(
+        &mut self,
+        wall_ns: Option<u64>,
+        reason: &str,
+        exit_status: Option<i32>,
+    ) -> io::Result<()> {
         self.write_arch_copy()?;
         let end = EndRecord {
             wall_ns,
@@ -336,8 +349,14 @@ impl<W: Write> LogWriter<W> {
             exit_status,
         };
         self.write_block(BlockType::End, &end.encode(), Compression::None)?;
-        self.out.flush()?;
-        Ok(self.out)
+        self.out.flush()
+    }
+
+    /// The output, to cut it back to [`bytes_written`](Self::bytes_written)
+    /// after a failed write: a write that fails counts nothing, so that
+    /// is where the last whole block ends.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
     }
 
     /// Gives the output back without an END block (a truncated log, for

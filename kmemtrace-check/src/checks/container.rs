@@ -79,6 +79,33 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
         ));
     }
 
+    // The recorder ended the log where its output failed (a full disk):
+    // whole, but the recording stopped there.
+    if let Some(e) = log
+        .end
+        .as_ref()
+        .filter(|e| e.reason.starts_with("output failed"))
+    {
+        sink.push(Finding::warning(
+            Kind::Truncation,
+            Location::at(log.end_offset.unwrap_or(log.len)),
+            format!(
+                "the recording stopped early ({}): what came after was not recorded",
+                e.reason
+            ),
+        ));
+    }
+
+    // A rotated capture's file begun and cut before its start (the
+    // recorder stopped as it began it): nothing in it to read.
+    for why in log.rotation.iter().flat_map(|r| &r.left_out) {
+        sink.push(Finding::warning(
+            Kind::Truncation,
+            Location::at(log.len),
+            why.clone(),
+        ));
+    }
+
     // What Log::open met.
     for p in &log.problems {
         let kind = kind_of(p.kind);

@@ -167,3 +167,60 @@ fn files_of_two_captures_or_one_twice_are_refused() {
         assert!(err.contains(says), "{files:?}: {err}");
     }
 }
+
+/// A recorder stopped (SIGKILL, power loss) as it began the next file
+/// leaves that file empty, or with its header and ARCH block but no
+/// SEGMENT: the capture is read without it, and check says so.
+#[test]
+fn a_file_cut_before_its_start_is_left_out_with_a_warning() {
+    let d = tempfile::tempdir().unwrap();
+    let f = capture(d.path(), 7);
+    let whole = json_of(&[&d.path().join("cap.kmt")]);
+    let next = kmemtrace_format::rotation::file_path(&d.path().join("cap.kmt"), 3);
+    let last = std::fs::read(&f[2]).unwrap();
+    // The header and the ARCH block end where the SEGMENT block begins.
+    let segment_at = kmemtrace_format::reader::LogReader::new(std::io::Cursor::new(&last))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find_map(|i| match i {
+            kmemtrace_format::reader::Item::Block(b)
+                if b.header.block_type == kmemtrace_format::block::BlockType::Segment =>
+            {
+                Some(b.offset as usize)
+            }
+            _ => None,
+        })
+        .unwrap();
+    for cut in [0, 10, 16, segment_at - 3, segment_at] {
+        std::fs::write(&next, &last[..cut]).unwrap();
+        let by_name = d.path().join("cap.kmt");
+        let (code, c) = check_json(&[&by_name]);
+        assert_eq!(code, 0, "cut at {cut}: {c}");
+        assert_eq!(
+            c["files"][0]["rotation"]["files"],
+            serde_json::json!([0, 1, 2])
+        );
+        let warned = c["files"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| {
+                w["kind"] == "truncation"
+                    && w["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("cut before its start")
+            });
+        assert!(warned, "cut at {cut}: {c}");
+        let given: Vec<&Path> = f
+            .iter()
+            .map(PathBuf::as_path)
+            .chain([next.as_path()])
+            .collect();
+        assert_eq!(json_of(&given)["leaks"], whole["leaks"], "cut at {cut}");
+    }
+    // Cut inside its SEGMENT: still nothing of it read.
+    std::fs::write(&next, &last[..segment_at + 5]).unwrap();
+    let (code, c) = check_json(&[&d.path().join("cap.kmt")]);
+    assert_eq!(code, 0, "{c}");
+}
