@@ -45,6 +45,7 @@ use crate::stream::tracepoints::{Delivery, Request};
 use crate::stream::OrderKey;
 use kmemtrace_kernel::stalls as tp;
 
+mod folded;
 mod kept;
 mod section;
 
@@ -445,16 +446,19 @@ pub struct Kill {
 /// The pass's state (one per shard; tasks are disjoint between shards).
 pub struct StallsPass {
     long_size: u8,
-    /// The model keeps every episode ([`crate::run::Options::episodes`]);
-    /// else only the longest keep their detail ([`kept`]).
+    /// The model keeps every episode ([`crate::run::Options::episodes`]),
+    /// in `ended`; else only the longest are kept whole ([`kept`]).
     pub keep_all: bool,
-    kept: kept::PhasesKept,
+    longest: kept::Longest,
+    /// Every ended episode, as the tables need it.
+    folded: folded::Folded,
     /// kswapd and kcompactd (by name, or seen waking and sleeping): their
     /// reclaim and compaction is background work, not an allocation's
     /// wait.
     background_tasks: crate::intern::FastSet<i32>,
     pub events: u64,
     pub open: FastMap<i32, Ep>,
+    /// Every ended episode, where `keep_all`.
     pub ended: Vec<Ep>,
     /// (thread is kcompactd, node) -> its state.
     pub background: FastMap<(bool, i32), Background>,
@@ -479,7 +483,8 @@ impl StallsPass {
         StallsPass {
             long_size,
             keep_all: false,
-            kept: Default::default(),
+            longest: Default::default(),
+            folded: Default::default(),
             background_tasks: Default::default(),
             events: 0,
             open: FastMap::default(),
@@ -622,10 +627,11 @@ impl StallsPass {
 
     /// An episode has ended.
     fn close(&mut self, ep: Ep) {
-        self.ended.push(ep);
-        if !self.keep_all {
-            let i = self.ended.len() - 1;
-            self.kept.ended(&mut self.ended, i);
+        self.folded.add(&ep);
+        if self.keep_all {
+            self.ended.push(ep);
+        } else {
+            self.longest.ended(ep);
         }
     }
 
@@ -862,17 +868,15 @@ impl<'a> Pass<'a> for StallsPass {
         self.events += o.events;
         // Moved, not copied: a long capture ends with many episodes.
         self.open.extend(o.open.drain());
-        let offset = self.ended.len();
-        if offset == 0 {
+        if self.ended.is_empty() {
             // The first shard's: taken as it is, not copied (a copy
             // would double the peak).
             std::mem::swap(&mut self.ended, &mut o.ended);
         } else {
             self.ended.append(&mut o.ended);
         }
-        if !self.keep_all {
-            self.kept.absorb(&mut o.kept, &mut self.ended, offset);
-        }
+        self.longest.absorb(&mut o.longest);
+        self.folded.absorb(&mut o.folded);
         for (&k, b) in &o.background {
             let s = self.background.entry(k).or_default();
             s.wakes += b.wakes;

@@ -1,6 +1,7 @@
 //! The stall pass's section of the model, from its state added up over the
 //! shards.
 
+use super::folded::{EpTimes, Folded, Group, WaitSums};
 use super::{stall_site_index, Background, Ep, Kill, StallsPass, Wait};
 use crate::intern::NO_STACK;
 use crate::model::stalls::*;
@@ -40,8 +41,9 @@ impl Names<'_> {
     }
 
     /// A memcg reclaim a write to the cgroup's files asked for (its stack
-    /// passes through the file's handler), not an allocation's charge.
-    fn proactive(&self, ep: &Ep) -> bool {
+    /// passes through the file's handler), not an allocation's charge:
+    /// an episode whose first wait is `first`, under `stack`.
+    fn proactive(&self, first: Wait, stack: u32) -> bool {
         const HANDLERS: [&str; 4] = [
             "memory_reclaim",
             "memory_high_write",
@@ -50,24 +52,27 @@ impl Names<'_> {
         ];
         let (Some(k), Some(frames)) = (
             self.ctx.syms.table.as_ref(),
-            self.ctx.stacks.get(ep.stack as usize),
+            self.ctx.stacks.get(stack as usize),
         ) else {
             return false;
         };
-        ep.first == Wait::Memcg
-            && ep.stack != NO_STACK
+        first == Wait::Memcg
+            && stack != NO_STACK
             && frames.iter().any(|&a| {
                 k.resolve(a)
                     .is_some_and(|s| HANDLERS.contains(&crate::page_callers::base_name(s.name)))
             })
     }
 
-    fn episode_site(&self, ep: &Ep) -> Option<String> {
-        self.episode_site_addr(ep).map(|a| self.ctx.syms.name(a))
+    /// An episode's call site: under `stack`, else of the slab
+    /// allocation that ended it.
+    fn episode_site(&self, stack: u32, slab_site: Option<u64>) -> Option<String> {
+        self.episode_site_addr(stack, slab_site)
+            .map(|a| self.ctx.syms.name(a))
     }
 
-    fn episode_site_addr(&self, ep: &Ep) -> Option<u64> {
-        self.site_addr(ep.stack).or(ep.slab_site)
+    fn episode_site_addr(&self, stack: u32, slab_site: Option<u64>) -> Option<u64> {
+        self.site_addr(stack).or(slab_site)
     }
 
     fn gfp(&self, v: Option<u64>) -> Option<crate::model::Gfp> {
@@ -114,24 +119,39 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
     let n = Names { ctx, status };
     // Episodes the capture's end cut, their open waits counted to it.
     let cut: Vec<Ep> = p.open.values().map(|e| e.finished_at(ctx.span.1)).collect();
-    let (proactive, mut eps): (Vec<&Ep>, Vec<&Ep>) =
-        p.ended.iter().chain(&cut).partition(|e| n.proactive(e));
+    let cut_folded = Folded::of(&cut);
+    let view = View::new(&n, [&p.folded, &cut_folded]);
+    // The longest: among those kept whole (or every episode, where all
+    // are kept) and those cut.
+    let whole: Vec<&Ep> = if p.keep_all {
+        p.ended.iter().collect()
+    } else {
+        p.longest.iter().collect()
+    };
+    let mut eps: Vec<&Ep> = whole
+        .into_iter()
+        .chain(&cut)
+        .filter(|e| !n.proactive(e.first, e.stack))
+        .collect();
     eps.sort_by_key(|e| (e.start, e.pid));
-    let uncertain = |e: &Ep| e.cut || ctx.windows.touches(e.start, e.last);
+    let uncertain = |start: u64, last: u64, cut: bool| cut || ctx.windows.touches(start, last);
     // A stable sort: ties keep their order by start and pid.
     let mut longest: Vec<&Ep> = eps.clone();
     longest.sort_by(|a, b| b.stall_ns().cmp(&a.stall_ns()).then(a.start.cmp(&b.start)));
     longest.truncate(LONGEST);
-    let model = |e: &&Ep| episode(&n, e, uncertain(e));
+    let model = |e: &&Ep| episode(&n, e, uncertain(e.start, e.last, e.cut));
+    let charged = || view.episodes(false);
     Stalls {
         recorded: true,
         events: p.events,
-        episodes: eps.len() as u64,
-        stall_ns: eps.iter().map(|e| e.stall_ns()).sum(),
-        uncertain_episodes: eps.iter().filter(|e| uncertain(e)).count() as u64,
-        kinds: kinds(&eps),
-        tasks: tasks(&n, &eps),
-        sites: sites(&n, &eps),
+        episodes: charged().count() as u64,
+        stall_ns: charged().map(|(t, _)| t.stall_ns).sum(),
+        uncertain_episodes: charged()
+            .filter(|(t, _)| uncertain(t.start, t.last, t.cut))
+            .count() as u64,
+        kinds: kinds(view.groups(false)),
+        tasks: tasks(&n, &view),
+        sites: sites(&n, &view),
         longest: longest.iter().map(model).collect(),
         // Every episode only where an output lists them all: a long
         // capture under pressure has hundreds of thousands.
@@ -140,20 +160,20 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         } else {
             Vec::new()
         },
-        over_time: over_time(ctx, &eps),
+        over_time: over_time(ctx, &view),
         background: background(&p.background),
         wakers: wakers(&n, p),
         oom_kills: p.kills.iter().map(|k| oom_kill(&n, p, k)).collect(),
         shrinkers: shrinkers(ctx, p),
         proactive: ProactiveReclaim {
-            reclaims: proactive
-                .iter()
-                .map(|e| u64::from(e.per_wait[Wait::Memcg as usize].phases))
+            reclaims: view
+                .groups(true)
+                .map(|g| g.waits[Wait::Memcg as usize].phases)
                 .sum(),
-            ns: proactive.iter().map(|e| e.stall_ns()).sum(),
-            pages_reclaimed: proactive
-                .iter()
-                .map(|e| e.per_wait[Wait::Memcg as usize].pages)
+            ns: view.episodes(true).map(|(t, _)| t.stall_ns).sum(),
+            pages_reclaimed: view
+                .groups(true)
+                .map(|g| g.waits[Wait::Memcg as usize].pages)
                 .sum(),
         },
         unpaired: Unpaired {
@@ -187,46 +207,112 @@ fn has_format(ctx: &SectionContext<'_>, t: &str) -> bool {
         .any(|f| f.system == system && f.name == name)
 }
 
-fn tasks(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallTaskRow> {
-    let mut by_pid: BTreeMap<i32, Vec<&Ep>> = BTreeMap::new();
-    for e in eps {
-        by_pid.entry(e.pid).or_default().push(e);
+/// The folded episodes, of the pass and of those the capture's end cut,
+/// with which of their groups are proactive reclaim.
+struct View<'f> {
+    parts: [(&'f Folded, Vec<bool>); 2],
+}
+
+impl<'f> View<'f> {
+    fn new(n: &Names<'_>, parts: [&'f Folded; 2]) -> View<'f> {
+        let proactive = |f: &Folded| {
+            f.groups
+                .iter()
+                .map(|g| n.proactive(g.key.first, g.key.stack))
+                .collect()
+        };
+        View {
+            parts: parts.map(|f| (f, proactive(f))),
+        }
+    }
+
+    /// The groups that are (or are not) proactive reclaim.
+    fn groups(&self, proactive: bool) -> impl Iterator<Item = &Group> + '_ {
+        self.parts.iter().flat_map(move |(f, p)| {
+            f.groups
+                .iter()
+                .zip(p)
+                .filter(move |(_, &is)| is == proactive)
+                .map(|(g, _)| g)
+        })
+    }
+
+    /// The episodes that are (or are not) proactive reclaim, with their
+    /// groups.
+    fn episodes(&self, proactive: bool) -> impl Iterator<Item = (&EpTimes, &Group)> + '_ {
+        self.parts.iter().flat_map(move |(f, p)| {
+            f.episodes
+                .iter()
+                .filter(move |t| p[t.group as usize] == proactive)
+                .map(|t| (t, &f.groups[t.group as usize]))
+        })
+    }
+
+    /// Each group's value of `key`, per part, for the episodes to look up.
+    fn per_group<K>(&self, key: impl Fn(&Group) -> K) -> [Vec<K>; 2] {
+        [0, 1].map(|i| self.parts[i].0.groups.iter().map(&key).collect())
+    }
+
+    /// The episodes that are not proactive, with their part's index.
+    fn charged_by_part(&self) -> impl Iterator<Item = (usize, &EpTimes)> + '_ {
+        self.parts.iter().enumerate().flat_map(|(i, (f, p))| {
+            f.episodes
+                .iter()
+                .filter(move |t| !p[t.group as usize])
+                .map(move |t| (i, t))
+        })
+    }
+}
+
+fn tasks(n: &Names<'_>, view: &View<'_>) -> Vec<StallTaskRow> {
+    let mut by_pid: BTreeMap<i32, (u64, u64, Vec<&Group>)> = BTreeMap::new();
+    for (t, g) in view.episodes(false) {
+        let e = by_pid.entry(g.key.pid).or_default();
+        e.0 += 1;
+        e.1 += t.stall_ns;
+    }
+    for g in view.groups(false) {
+        by_pid.entry(g.key.pid).or_default().2.push(g);
     }
     let mut rows: Vec<StallTaskRow> = by_pid
         .into_iter()
-        .map(|(pid, g)| StallTaskRow {
+        .map(|(pid, (episodes, stall_ns, groups))| StallTaskRow {
             pid,
             comm: n.comm(pid),
-            episodes: g.len() as u64,
-            stall_ns: g.iter().map(|e| e.stall_ns()).sum(),
-            waits: kinds(&g),
+            episodes,
+            stall_ns,
+            waits: kinds(groups.into_iter()),
         })
         .collect();
     rows.sort_by(|a, b| b.stall_ns.cmp(&a.stall_ns).then(a.pid.cmp(&b.pid)));
     rows
 }
 
-fn kinds(eps: &[&Ep]) -> Vec<StallKindRow> {
+fn kinds<'g>(groups: impl Iterator<Item = &'g Group>) -> Vec<StallKindRow> {
+    let mut sums = [WaitSums::default(); 7];
+    for g in groups {
+        for (s, w) in sums.iter_mut().zip(&g.waits) {
+            s.phases += w.phases;
+            s.ns += w.ns;
+            s.pages += w.pages;
+        }
+    }
     Wait::ALL
         .iter()
         .map(|&w| {
-            let mut r = StallKindRow {
+            let s = sums[w as usize];
+            StallKindRow {
                 kind: w.name().into(),
-                ..Default::default()
-            };
-            for e in eps {
-                let t = e.per_wait[w as usize];
-                r.phases += u64::from(t.phases);
-                r.ns += t.ns;
-                r.pages_reclaimed += t.pages;
+                phases: s.phases,
+                ns: s.ns,
+                pages_reclaimed: s.pages,
             }
-            r
         })
         .filter(|r| r.phases > 0 || r.pages_reclaimed > 0)
         .collect()
 }
 
-fn sites(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallSiteRow> {
+fn sites(n: &Names<'_>, view: &View<'_>) -> Vec<StallSiteRow> {
     type Key = (
         Wait,
         Option<String>,
@@ -234,36 +320,53 @@ fn sites(n: &Names<'_>, eps: &[&Ep]) -> Vec<StallSiteRow> {
         Option<u64>,
         Option<String>,
     );
-    let mut groups: BTreeMap<Key, Vec<&Ep>> = BTreeMap::new();
-    for e in eps {
-        let key = (e.first, n.episode_site(e), e.order, e.gfp, n.comm(e.pid));
-        groups.entry(key).or_default().push(e);
-    }
-    let mut rows: Vec<StallSiteRow> = groups
-        .into_iter()
-        .map(|((w, callsite, order, gfp, comm), g)| {
-            let mut ns: Vec<u64> = g.iter().map(|e| e.stall_ns()).collect();
-            ns.sort_unstable();
-            let pct = |q: f64| percentile(&ns, q);
-            StallSiteRow {
-                kind: w.name().into(),
-                callsite,
-                order,
-                gfp: n.gfp(gfp),
-                comm,
-                episodes: ns.len() as u64,
-                total_ns: ns.iter().sum(),
-                p50_ns: pct(0.50),
-                p90_ns: pct(0.90),
-                p99_ns: pct(0.99),
-                max_ns: ns.last().copied().unwrap_or(0),
-                pages_reclaimed: g
-                    .iter()
-                    .flat_map(|e| e.per_wait.iter().map(|w| w.pages))
-                    .sum(),
-                histogram: histogram(&ns),
+    // Names resolved once a group, not once an episode.
+    let key = |g: &Group| -> Key {
+        let k = &g.key;
+        let site = n.episode_site(k.stack, k.slab_site);
+        (k.first, site, k.order, k.gfp, n.comm(k.pid))
+    };
+    let mut rows_of: BTreeMap<Key, (Vec<u64>, u64)> = BTreeMap::new();
+    let keys = view.per_group(key);
+    for (i, t) in view.charged_by_part() {
+        let k = &keys[i][t.group as usize];
+        match rows_of.get_mut(k) {
+            Some(r) => r.0.push(t.stall_ns),
+            None => {
+                rows_of.insert(k.clone(), (vec![t.stall_ns], 0));
             }
-        })
+        }
+    }
+    for (i, (f, proactive)) in view.parts.iter().enumerate() {
+        for (j, g) in f.groups.iter().enumerate().filter(|&(j, _)| !proactive[j]) {
+            if let Some(r) = rows_of.get_mut(&keys[i][j]) {
+                r.1 += g.waits.iter().map(|w| w.pages).sum::<u64>();
+            }
+        }
+    }
+    let mut rows: Vec<StallSiteRow> = rows_of
+        .into_iter()
+        .map(
+            |((w, callsite, order, gfp, comm), (mut ns, pages_reclaimed))| {
+                ns.sort_unstable();
+                let pct = |q: f64| percentile(&ns, q);
+                StallSiteRow {
+                    kind: w.name().into(),
+                    callsite,
+                    order,
+                    gfp: n.gfp(gfp),
+                    comm,
+                    episodes: ns.len() as u64,
+                    total_ns: ns.iter().sum(),
+                    p50_ns: pct(0.50),
+                    p90_ns: pct(0.90),
+                    p99_ns: pct(0.99),
+                    max_ns: ns.last().copied().unwrap_or(0),
+                    pages_reclaimed,
+                    histogram: histogram(&ns),
+                }
+            },
+        )
         .collect();
     rows.sort_by(|a, b| {
         b.total_ns
@@ -319,8 +422,8 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
         span_ns: e.last.saturating_sub(e.start),
         stall_ns: e.stall_ns(),
         kind: e.first.name().into(),
-        callsite: n.episode_site(e),
-        callsite_addr: n.episode_site_addr(e),
+        callsite: n.episode_site(e.stack, e.slab_site),
+        callsite_addr: n.episode_site_addr(e.stack, e.slab_site),
         order: e.order,
         gfp: n.gfp(e.gfp),
         reclaims: reclaim.iter().map(|r| r.phases).sum(),
@@ -353,20 +456,20 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
     }
 }
 
-fn over_time(ctx: &SectionContext<'_>, eps: &[&Ep]) -> StallSeries {
+fn over_time(ctx: &SectionContext<'_>, view: &View<'_>) -> StallSeries {
     let (first, last) = ctx.span;
     let bin_ns = ((last.saturating_sub(first)) / BINS)
         .max(1)
         .next_power_of_two();
     let mut bins: BTreeMap<u64, StallBin> = BTreeMap::new();
-    for e in eps {
+    for (e, _) in view.episodes(false) {
         let start_ns = e.start / bin_ns * bin_ns;
         let b = bins.entry(start_ns).or_insert(StallBin {
             start_ns,
             ..Default::default()
         });
         b.episodes += 1;
-        b.stall_ns += e.stall_ns();
+        b.stall_ns += e.stall_ns;
     }
     StallSeries {
         bin_ns,
@@ -443,7 +546,7 @@ fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
         victim_rss_kb: k.rss_kb,
         killer_pid: k.killer,
         killer_comm: n.comm(k.killer),
-        callsite: ep.and_then(|e| n.episode_site(e)),
+        callsite: ep.and_then(|e| n.episode_site(e.stack, e.slab_site)),
         order: ep.and_then(|e| e.order),
         gfp: n.gfp(ep.and_then(|e| e.gfp)),
         stalled_ns: ep.map_or(0, |e| e.stall_ns()),

@@ -13,12 +13,22 @@ struct Feed {
 }
 
 impl Feed {
+    /// Keeping every episode whole, for the tests to look at.
     fn new() -> Feed {
+        let mut pass = StallsPass::new(8);
+        pass.keep_all = true;
         Feed {
-            pass: StallsPass::new(8),
+            pass,
             cpu: 0,
             irq: false,
         }
+    }
+
+    /// Keeping only the longest whole, as the report does.
+    fn folding() -> Feed {
+        let mut f = Feed::new();
+        f.pass.keep_all = false;
+        f
     }
 
     /// The next events in an interrupt (`true`) or not.
@@ -289,11 +299,9 @@ fn a_failed_allocation_ends_the_episode_as_failed() {
         .ev(2100, 7, "kmem:mm_page_alloc", &[4, GFP, u64::MAX]);
     assert_eq!(f.episodes()[0].ended_by, Some("failed page allocation"));
     // A 32-bit kernel's -1.
-    let mut f = Feed {
-        pass: StallsPass::new(4),
-        cpu: 0,
-        irq: false,
-    };
+    let mut f = Feed::new();
+    f.pass = StallsPass::new(4);
+    f.pass.keep_all = true;
     f.ev(1000, 7, tp::DIRECT_RECLAIM_BEGIN, &[4, GFP])
         .ev(2000, 7, tp::DIRECT_RECLAIM_END, &[0])
         .ev(2100, 7, "kmem:mm_page_alloc", &[4, GFP, 0xffff_ffff]);
@@ -519,8 +527,8 @@ fn shrinkers_scan_and_free_per_function() {
 }
 
 /// Without every episode kept, the longest of each class (per stack for
-/// memcg waits, one class for the rest) keep their phases, in one shard
-/// or in several, and the others give them up.
+/// memcg waits, one class for the rest) are kept whole, in one shard or
+/// in several; every episode is folded into its group.
 #[test]
 fn only_the_longest_of_each_class_keep_their_phases() {
     // Episodes of varied length: a memcg reclaim under one of two stacks,
@@ -543,9 +551,9 @@ fn only_the_longest_of_each_class_keep_their_phases() {
     let mut all = Feed::new();
     all.pass.keep_all = true;
     feed(&mut all, 1..301);
-    let mut one = Feed::new();
+    let mut one = Feed::folding();
     feed(&mut one, 1..301);
-    let (mut a, mut b) = (Feed::new(), Feed::new());
+    let (mut a, mut b) = (Feed::folding(), Feed::folding());
     feed(&mut a, 1..150);
     feed(&mut b, 150..301);
     a.pass.absorb(&mut b.pass);
@@ -553,12 +561,8 @@ fn only_the_longest_of_each_class_keep_their_phases() {
     let class = |e: &Ep| (e.first, e.stack);
     let classes = [(Wait::Direct, NO_STACK), (Wait::Memcg, 1), (Wait::Memcg, 2)];
     for f in [&one, &a] {
-        let kept: Vec<&Ep> = f
-            .pass
-            .ended
-            .iter()
-            .filter(|e| !e.phases.is_empty())
-            .collect();
+        assert!(f.pass.ended.is_empty());
+        let kept: Vec<&Ep> = f.pass.longest.iter().collect();
         assert_eq!(kept.len(), 3 * super::section::LONGEST);
         for c in classes {
             let mut want: Vec<&Ep> = all.pass.ended.iter().filter(|e| class(e) == c).collect();
@@ -574,4 +578,33 @@ fn only_the_longest_of_each_class_keep_their_phases() {
         }
     }
     assert!(all.pass.ended.iter().all(|e| e.phases.len() == 2));
+    // Folded: each episode once, its waits added up in its group.
+    let want = folded::Folded::of(&all.pass.ended);
+    for f in [&one, &a] {
+        let got = &f.pass.folded;
+        assert_eq!(got.episodes.len(), 300);
+        let of = |x: &folded::Folded| {
+            let mut v: Vec<_> = x
+                .episodes
+                .iter()
+                .map(|t| {
+                    let g = &x.groups[t.group as usize];
+                    (t.start, t.last, t.stall_ns, t.cut, g.key.pid, g.key.stack)
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(of(got), of(&want));
+        let sums = |x: &folded::Folded| {
+            let mut v: Vec<_> = x
+                .groups
+                .iter()
+                .map(|g| (g.key.pid, g.key.first, g.waits))
+                .collect();
+            v.sort_by_key(|k| (k.0, k.1));
+            v
+        };
+        assert_eq!(sums(got), sums(&want));
+    }
 }
