@@ -294,13 +294,10 @@ impl Output {
     /// the next (SEGMENT, the kept metadata, start statistics), then
     /// removes the oldest files the budget has no room for.
     fn rotate(&mut self) -> io::Result<()> {
-        if self.rot.is_none() {
+        let Some(r) = &mut self.rot else {
             return Ok(());
-        }
-        let snapshot = self
-            .rot
-            .as_mut()
-            .map_or_else(Vec::new, |r| (r.stats)(StatsPhase::End));
+        };
+        let snapshot = (r.stats)(StatsPhase::End);
         for s in &snapshot {
             self.write_stats(s)?;
         }

@@ -133,7 +133,11 @@ impl Write for LogFile {
     }
     fn flush(&mut self) -> io::Result<()> {
         if self.regular {
-            self.file.sync_data()?;
+            // Not a full disk to make room for: the blocks are written
+            // (a write is not tried again after it).
+            self.file
+                .sync_data()
+                .map_err(|e| io::Error::other(format!("syncing: {e}")))?;
         }
         Ok(())
     }

@@ -145,9 +145,9 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         recorded: true,
         events: p.events,
         episodes: charged().count() as u64,
-        stall_ns: charged().map(|(t, _)| t.stall_ns).sum(),
+        stall_ns: charged().map(|(t, ..)| t.stall_ns).sum(),
         uncertain_episodes: charged()
-            .filter(|(t, _)| uncertain(t.start, t.last, t.cut))
+            .filter(|(t, ..)| uncertain(t.start, t.last, t.cut))
             .count() as u64,
         kinds: kinds(view.groups(false)),
         tasks: tasks(&n, &view),
@@ -170,7 +170,7 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
                 .groups(true)
                 .map(|g| g.waits[Wait::Memcg as usize].phases)
                 .sum(),
-            ns: view.episodes(true).map(|(t, _)| t.stall_ns).sum(),
+            ns: view.episodes(true).map(|(t, ..)| t.stall_ns).sum(),
             pages_reclaimed: view
                 .groups(true)
                 .map(|g| g.waits[Wait::Memcg as usize].pages)
@@ -238,13 +238,13 @@ impl<'f> View<'f> {
     }
 
     /// The episodes that are (or are not) proactive reclaim, with their
-    /// groups.
-    fn episodes(&self, proactive: bool) -> impl Iterator<Item = (&EpTimes, &Group)> + '_ {
-        self.parts.iter().flat_map(move |(f, p)| {
+    /// groups and their part's index.
+    fn episodes(&self, proactive: bool) -> impl Iterator<Item = (&EpTimes, &Group, usize)> + '_ {
+        self.parts.iter().enumerate().flat_map(move |(i, (f, p))| {
             f.episodes
                 .iter()
                 .filter(move |t| p[t.group as usize] == proactive)
-                .map(|t| (t, &f.groups[t.group as usize]))
+                .map(move |t| (t, &f.groups[t.group as usize], i))
         })
     }
 
@@ -252,21 +252,11 @@ impl<'f> View<'f> {
     fn per_group<K>(&self, key: impl Fn(&Group) -> K) -> [Vec<K>; 2] {
         [0, 1].map(|i| self.parts[i].0.groups.iter().map(&key).collect())
     }
-
-    /// The episodes that are not proactive, with their part's index.
-    fn charged_by_part(&self) -> impl Iterator<Item = (usize, &EpTimes)> + '_ {
-        self.parts.iter().enumerate().flat_map(|(i, (f, p))| {
-            f.episodes
-                .iter()
-                .filter(move |t| !p[t.group as usize])
-                .map(move |t| (i, t))
-        })
-    }
 }
 
 fn tasks(n: &Names<'_>, view: &View<'_>) -> Vec<StallTaskRow> {
     let mut by_pid: BTreeMap<i32, (u64, u64, Vec<&Group>)> = BTreeMap::new();
-    for (t, g) in view.episodes(false) {
+    for (t, g, _) in view.episodes(false) {
         let e = by_pid.entry(g.key.pid).or_default();
         e.0 += 1;
         e.1 += t.stall_ns;
@@ -328,7 +318,7 @@ fn sites(n: &Names<'_>, view: &View<'_>) -> Vec<StallSiteRow> {
     };
     let mut rows_of: BTreeMap<Key, (Vec<u64>, u64)> = BTreeMap::new();
     let keys = view.per_group(key);
-    for (i, t) in view.charged_by_part() {
+    for (t, _, i) in view.episodes(false) {
         let k = &keys[i][t.group as usize];
         match rows_of.get_mut(k) {
             Some(r) => r.0.push(t.stall_ns),
@@ -462,7 +452,7 @@ fn over_time(ctx: &SectionContext<'_>, view: &View<'_>) -> StallSeries {
         .max(1)
         .next_power_of_two();
     let mut bins: BTreeMap<u64, StallBin> = BTreeMap::new();
-    for (e, _) in view.episodes(false) {
+    for (e, ..) in view.episodes(false) {
         let start_ns = e.start / bin_ns * bin_ns;
         let b = bins.entry(start_ns).or_insert(StallBin {
             start_ns,
