@@ -635,7 +635,7 @@ fn arch_tag(
         .text("page_size_bytes")
         .or_else(|| d.text("page_size"))
         .and_then(|t| parse_page_size(&t));
-    arch.nr_cpus = cpus.iter().next_back().map(|c| c + 1);
+    arch.nr_cpus = cpus.iter().next_back().and_then(|c| c.checked_add(1));
     arch.sysname = sysname;
     arch.hostname = hostname;
     arch.release = release;

@@ -356,11 +356,15 @@ impl<R: Read> LogReader<R> {
             let Some(Reverse(cand)) = s.pending.pop() else {
                 break;
             };
-            s.starts.remove(&cand.at);
             if s.best.is_some_and(|b| cand.at > b) {
+                s.starts.remove(&cand.at);
                 continue;
             }
-            if !self.crc_to(&mut s, cand.end)? {
+            // Its start stays kept (`starts`) while the CRC reads on to
+            // its end: it may become the best.
+            let complete = self.crc_to(&mut s, cand.end)?;
+            s.starts.remove(&cand.at);
+            if !complete {
                 // The input ends first: no pending candidate is complete.
                 s.pending.clear();
                 s.starts.clear();
