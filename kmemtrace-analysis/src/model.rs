@@ -872,6 +872,11 @@ pub struct LostWindow {
     pub start_ns: u64,
     /// null: after the CPU's last event.
     pub end_ns: Option<u64>,
+    /// Why: `overwritten`, `missing`, `damaged`, or `rotated` (files of a
+    /// rotated capture removed, or not given). Absent from documents
+    /// written before it was added.
+    #[serde(default)]
+    pub cause: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -884,6 +889,10 @@ pub struct Capture {
     pub slab_events: u64,
     pub cpus: Vec<CpuRow>,
     pub lost_windows_total: usize,
+    /// Of them, where files of a rotated capture are not here (removed
+    /// by the size budget, or not given): not lost by the kernel.
+    #[serde(default)]
+    pub lost_windows_rotated: usize,
     /// The first 1000.
     pub lost_windows: Vec<LostWindow>,
     /// Pointers tracked at the end (live objects and freed pointers

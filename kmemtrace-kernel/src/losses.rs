@@ -65,6 +65,8 @@ pub struct Window {
     /// compare with, so that a window found later never starts before one
     /// found earlier on the same CPU.
     pub since: u64,
+    /// Why the events are not there (the first cause met).
+    pub cause: Cause,
 }
 
 /// Lost-event windows, sorted by `since` with a running maximum of the
@@ -264,6 +266,7 @@ impl Loss {
             start: self.start.unwrap_or(0),
             end: self.end.unwrap_or(u64::MAX),
             since: self.since,
+            cause: self.cause,
         }
     }
 }
@@ -447,12 +450,14 @@ mod tests {
             start: 50,
             end: 60,
             since: 50,
+            cause: Cause::Overwritten,
         });
         w.add(Window {
             cpu: 1,
             start: 10,
             end: 20,
             since: 10,
+            cause: Cause::Overwritten,
         });
         assert!(w.touches(15, 16));
         assert!(w.touches(0, 10));

@@ -457,6 +457,11 @@ fn capture(
         slab_events: summaries.iter().map(|s| s.slab_events).sum(),
         cpus: cpu_rows,
         lost_windows_total: windows.list().len(),
+        lost_windows_rotated: windows
+            .list()
+            .iter()
+            .filter(|w| w.cause == kmemtrace_kernel::losses::Cause::Rotated)
+            .count(),
         lost_windows: windows
             .list()
             .iter()
@@ -465,6 +470,7 @@ fn capture(
                 cpu: w.cpu,
                 start_ns: w.start,
                 end_ns: (w.end != u64::MAX).then_some(w.end),
+                cause: w.cause.name().to_string(),
             })
             .collect(),
         tracked_pointers: cx.tracked,

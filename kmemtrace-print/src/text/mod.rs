@@ -245,8 +245,15 @@ fn header(out: &mut String, r: &Report) {
         r.input.kallsyms
     );
     let lost = lost_per_cpu(c);
+    let rotated = c.lost_windows_rotated;
     if lost.is_empty() && c.lost_windows_total == 0 {
         let _ = writeln!(out, "lost events: none");
+    } else if lost.is_empty() && c.lost_windows_total == rotated {
+        let _ = writeln!(
+            out,
+            "lost events: none; {rotated} {} where files of the rotated capture are not here (removed by its size budget, or not given; findings there are marked uncertain)",
+            if rotated == 1 { "window" } else { "windows" }
+        );
     } else {
         let _ = writeln!(
             out,

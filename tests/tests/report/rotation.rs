@@ -141,8 +141,19 @@ fn files_not_given_are_a_rotated_loss_window_not_damage() {
     );
     let text = report(&[by_name.to_str().unwrap()]);
     assert!(text.status.success());
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.contains("lost events: none; 1 window where files of the rotated capture are not here"),
+        "{out}"
+    );
     let r = report_json(&by_name, &[]);
     assert_eq!(r["leaks"]["objects"], 0, "P's free is in the last file");
+    let c = &r["capture"];
+    assert_eq!(
+        (&c["lost_windows_total"], &c["lost_windows_rotated"]),
+        (&1.into(), &1.into())
+    );
+    assert_eq!(c["lost_windows"][0]["cause"], "rotated");
 }
 
 #[test]
