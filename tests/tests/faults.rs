@@ -6,25 +6,15 @@
 
 mod common;
 
-use common::Missing;
+use common::{kmemtraced, run, Missing};
 use kmemtrace_format::block::BlockType;
 use kmemtrace_format::reader::{Item, LogReader};
 use kmemtrace_format::records::Record;
 use kmemtrace_format::rotation::files_of;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-fn kmemtraced() -> Command {
-    Command::new(common::bin("kmemtraced"))
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run kmemtraced");
-    eprintln!("stderr: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
 
 /// A load that allocates steadily (file opens, seq_file buffers), until
 /// dropped.

@@ -14,17 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{decode_kmem as decode, KmemEv as Ev};
-
-fn kmemtraced() -> Command {
-    Command::new(common::bin("kmemtraced"))
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run kmemtraced");
-    eprintln!("stderr: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
+use common::{decode_kmem as decode, kmemtraced, run, KmemEv as Ev};
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()

@@ -45,6 +45,19 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The recorder, to be given arguments.
+pub fn kmemtraced() -> Command {
+    Command::new(bin("kmemtraced"))
+}
+
+/// Runs the recorder as `cmd` says, printing its standard error (shown
+/// where the test fails).
+pub fn run(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().expect("run kmemtraced");
+    eprintln!("stderr: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
 /// Runs `cmd`, asserting success (its stderr in the message); its
 /// standard output.
 pub fn stdout_ok(cmd: &mut Command) -> String {
