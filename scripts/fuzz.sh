@@ -60,15 +60,15 @@ if [ -n "$build" ]; then
         && cargo build -q -p kmemtrace-testkit --bin fuzz-seeds)
 fi
 
-# Seeds: cut from the real captures into fuzz/seeds (rebuilt each time:
-# cheap), while the corpora the campaigns grew stay in fuzz/corpus.
-seeds=$fuzz_dir/seeds
-rm -rf "$seeds"
+# Seeds: cut from the real captures into a folder of this campaign's own
+# (cut each time: cheap; so campaigns of other targets can run beside it),
+# while the corpora the campaigns grew stay in fuzz/corpus.
+seeds=$(mktemp -d "${TMPDIR:-/tmp}/kmt-fuzz-seeds.XXXXXX")
+gates=$(mktemp)
+trap 'rm -rf "$seeds" "$gates"' EXIT
 "$target_dir/debug/fuzz-seeds" "$root" "$seeds"
 mkdir -p "$seeds/tracedat" "$seeds/diff"
 shared=$root/../shared/data
-gates=$(mktemp)
-trap 'rm -f "$gates"' EXIT
 # The three kinds of rule the diff's help shows, and an allow_no_match one.
 printf '%s\n' '[[gate]]' 'metric = "hits"' 'callsite = "alloc_pipe_info*"' \
     'max_increase_pct = 20' '[[gate]]' 'metric = "misuse:double_free"' 'max = 0' \

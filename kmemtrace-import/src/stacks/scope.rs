@@ -179,7 +179,9 @@ fn split_top<'a>(s: &'a str, sep: &str) -> Vec<&'a str> {
         match bytes[i] {
             b'(' => depth += 1,
             b')' => depth -= 1,
-            _ if depth == 0 && s[i..].starts_with(sep) => {
+            // Bytes, not the text: `i` may be inside a character (the
+            // separators are ASCII, so where one matches is a boundary).
+            _ if depth == 0 && bytes[i..].starts_with(sep.as_bytes()) => {
                 parts.push(s[start..i].trim());
                 i += sep.len();
                 start = i;
@@ -213,6 +215,13 @@ mod tests {
         assert!(!s.takes(813, false));
         assert!(s.takes(812, true));
         assert!(s.takes(1, false));
+    }
+
+    #[test]
+    fn a_character_of_several_bytes_is_not_cut() {
+        assert_eq!(split_top("a ß|| b", "||"), ["a ß", "b"]);
+        assert_eq!(split_top("(\u{fffd}|) || x", "||"), ["(\u{fffd}|)", "x"]);
+        assert_eq!(split_top("\u{fffd}\u{fffd}", "||"), ["\u{fffd}\u{fffd}"]);
     }
 
     #[test]
