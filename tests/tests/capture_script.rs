@@ -114,7 +114,24 @@ fn script() -> PathBuf {
 }
 
 fn capture_cmd(bb: &Path, bin: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(bb);
+    // A shell cannot trap a signal that was ignored when it started
+    // (POSIX), as SIGINT and SIGHUP are under `nohup cargo test &`: the
+    // script starts with them at their defaults, where coreutils' env can
+    // set them so (it execs, keeping the pid).
+    static ENV_RESETS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let resets = *ENV_RESETS.get_or_init(|| {
+        Command::new("/usr/bin/env")
+            .args(["--default-signal=INT,HUP,QUIT", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    let mut c = if resets {
+        let mut c = Command::new("/usr/bin/env");
+        c.arg("--default-signal=INT,HUP,QUIT").arg(bb);
+        c
+    } else {
+        Command::new(bb)
+    };
     c.arg("sh")
         .arg(script())
         .args(args)
