@@ -293,15 +293,20 @@ fn events_leave_out_the_recorder_and_warn_once() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let l = log.to_str().unwrap();
-    // The recorder's threads are named kmt-* (and the main one kmemtraced).
+    // This recorder's threads, as its log lists them: not those of another
+    // recorder that a test beside this one runs (named kmt-* too).
+    let opened = kmemtrace_import::log::Log::open(&log).unwrap();
+    let own: std::collections::HashSet<i32> = kmemtrace_import::tasks::recorder_tids(&opened)
+        .into_iter()
+        .collect();
+    assert!(!own.is_empty(), "the log lists the recorder's threads");
     let recorder = |t: &str| {
         t.lines()
             .filter(|l| {
-                let l = l.trim_start();
-                (l.starts_with("kmt-") || l.starts_with("kmemtraced-"))
-                    && l.split_whitespace()
-                        .nth(2)
-                        .is_some_and(|f| !f.contains(['h', 's', 'H', 'z']))
+                let mut f = l.split_whitespace();
+                let tid = f.next().and_then(|c| c.rsplit('-').next()?.parse().ok());
+                tid.is_some_and(|t: i32| own.contains(&t))
+                    && f.nth(1).is_some_and(|f| !f.contains(['h', 's', 'H', 'z']))
             })
             .count()
     };
