@@ -34,6 +34,11 @@ use std::time::{Duration, Instant};
 /// `--compress` says about CPU data.
 const META_COMPRESSION: Compression = Compression::Zstd(1);
 
+/// ... and in a rotated capture, where every file repeats them: harder,
+/// once (the files replay the blocks as encoded), so that a small budget
+/// keeps more data (docs/benchmarks.md, "Rotation on a small budget").
+const ROTATED_META_COMPRESSION: Compression = Compression::Zstd(9);
+
 /// What a session reads and how.
 pub struct Plan {
     /// The buffer's directory: an instance, or the top level (boot mode).
@@ -282,10 +287,14 @@ impl Session {
             });
             (r, read)
         });
+        let meta_compression = match rotation {
+            Some(_) => ROTATED_META_COMPRESSION,
+            None => META_COMPRESSION,
+        };
         let mut w = crate::rotate::Output::start(
             output,
             &arch,
-            META_COMPRESSION,
+            meta_compression,
             plan.compression,
             rotation,
             tids.clone(),
