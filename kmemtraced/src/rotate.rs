@@ -393,14 +393,23 @@ impl Output {
         exit_status: Option<i32>,
     ) -> io::Result<Vec<String>> {
         let said = self.removal_notes();
-        for s in &said {
-            let note = NoteRecord {
-                warning: false,
-                text: s.clone(),
-            };
-            self.with_room(|w| w.write_note(&note))?;
+        let mut end = || -> io::Result<()> {
+            for s in &said {
+                let note = NoteRecord {
+                    warning: false,
+                    text: s.clone(),
+                };
+                self.with_room(|w| w.write_note(&note))?;
+            }
+            self.with_room(|w| w.write_end(wall_ns, reason, exit_status))
+        };
+        if let Err(e) = end() {
+            // No block cut short at the end (the disk full at the last
+            // moment): the log ends at its last whole block, without END.
+            let whole = self.w.bytes_written();
+            let _ = self.w.get_mut().cut_back(whole);
+            return Err(e);
         }
-        self.with_room(|w| w.write_end(wall_ns, reason, exit_status))?;
         Ok(said)
     }
 }
