@@ -640,7 +640,11 @@ pub fn rotate(log: &[u8], cuts: &[usize], capture_id: u64) -> Result<Vec<Vec<u8>
                 out.write_block_bytes(b).map_err(io)?;
             }
         }
-        let reason = if last { "synthetic" } else { "rotated" };
+        let reason = if last {
+            "synthetic"
+        } else {
+            kmemtrace_format::records::END_ROTATED
+        };
         files.push(out.finish(None, reason, None).map_err(io)?);
     }
     Ok(files)

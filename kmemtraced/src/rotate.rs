@@ -23,6 +23,7 @@ use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
 use kmemtrace_format::records::{
     CpuStart, Meta, MetaKind, NoteRecord, SegmentRecord, StatsPhase, StatsRecord,
+    END_OUTPUT_FAILED, END_ROTATED,
 };
 use kmemtrace_format::rotation::file_path;
 use kmemtrace_format::writer::{EncodedBlock, LogWriter};
@@ -302,7 +303,7 @@ impl Output {
             self.write_stats(s)?;
         }
         let wall = Some(crate::metadata::wall_ns());
-        self.with_room(|w| w.write_end(wall, "rotated", None))?;
+        self.with_room(|w| w.write_end(wall, END_ROTATED, None))?;
         self.ended = true;
         let Some(r) = &mut self.rot else {
             return Ok(());
@@ -346,7 +347,8 @@ impl Output {
         let ends = match self.w.get_mut().cut_back(at) {
             Ok(true) => {
                 let wall = Some(crate::metadata::wall_ns());
-                match self.w.write_end(wall, &format!("output failed: {e}"), None) {
+                let reason = format!("{END_OUTPUT_FAILED}: {e}");
+                match self.w.write_end(wall, &reason, None) {
                     Ok(()) => format!("the log ends whole, at byte {}", self.w.bytes_written()),
                     Err(_) => {
                         let _ = self.w.get_mut().cut_back(at);

@@ -379,6 +379,14 @@ pub struct CpuTotal {
     pub bytes: u64,
 }
 
+/// END's reason in every file of a rotated capture but its last (FORMAT.md
+/// §13).
+pub const END_ROTATED: &str = "rotated";
+
+/// How END's reason begins where a write failed (a full disk) and the
+/// recorder ended the log at its last whole block (FORMAT.md §10).
+pub const END_OUTPUT_FAILED: &str = "output failed";
+
 /// The END block (FORMAT.md §10).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EndRecord {

@@ -81,11 +81,10 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
 
     // The recorder ended the log where its output failed (a full disk):
     // whole, but the recording stopped there.
-    if let Some(e) = log
-        .end
-        .as_ref()
-        .filter(|e| e.reason.starts_with("output failed"))
-    {
+    if let Some(e) = log.end.as_ref().filter(|e| {
+        e.reason
+            .starts_with(kmemtrace_format::records::END_OUTPUT_FAILED)
+    }) {
         sink.push(Finding::warning(
             Kind::Truncation,
             Location::at(log.end_offset.unwrap_or(log.len)),

@@ -109,7 +109,10 @@ pub fn assess(
         // counters and flags are compared only between the recording's
         // own start and end.
         let rotation_bound = log.segment().is_some_and(|s| s.index > 0)
-            || log.end.as_ref().is_some_and(|e| e.reason == "rotated");
+            || log
+                .end
+                .as_ref()
+                .is_some_and(|e| e.reason == kmemtrace_format::records::END_ROTATED);
         if let Some(d) = stats.as_ref().filter(|d| d.since != "start" && !boot_drain) {
             sink.push(Finding::warning(
                 Kind::Losses,
