@@ -6,7 +6,8 @@
 # BIN_DIR holds kmemtraced, kmemtrace-{report,check,diff,export} (for example
 # target/release after `cargo build --release`, or target/boards/TARGET from
 # scripts/cross-build.sh with ARCH=arm64 and the like). The package holds
-# the programs, the busybox capture script (/usr/share/kmemtrace), man pages
+# the programs, the busybox capture script and the fleet job
+# (kmemtrace-fleet-diff, for Spark or DuckDB; /usr/share/kmemtrace), man pages
 # and bash, zsh and fish completions written by the programs themselves
 # (scripts/man-and-completions.sh), and FORMAT.md with the JSON and Parquet
 # schemas' documentation (/usr/share/doc/kmemtrace).
@@ -41,6 +42,10 @@ for p in $programs; do
     echo "deb.sh: $p left unstripped (STRIP=${STRIP:-strip} cannot strip it)" >&2
 done
 install -m 0755 "$root/kmemtraced/kmemtrace-capture.sh" "$pkg/usr/share/kmemtrace/"
+# The fleet job: run as a program, or given to spark-submit (which takes a
+# Python job by its .py name).
+install -m 0755 "$root/kmemtrace-diff/fleet/kmemtrace_fleet_diff.py" "$pkg/usr/share/kmemtrace/"
+ln -s ../share/kmemtrace/kmemtrace_fleet_diff.py "$pkg/usr/bin/kmemtrace-fleet-diff"
 
 gen=$stage/gen
 "$root/scripts/man-and-completions.sh" "$bin" "$gen"
@@ -82,6 +87,7 @@ size=$(du -sk "$pkg/usr" | cut -f1)
   echo "Maintainer: kmemtrace developers <kmemtrace@example.invalid>"
   echo "Installed-Size: $size"
   [ -z "$depends" ] || echo "$depends"
+  echo "Suggests: python3 (>= 3.11)"
   echo "Section: devel"
   echo "Priority: optional"
   echo "Homepage: https://example.invalid/kmemtrace"

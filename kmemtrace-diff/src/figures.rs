@@ -51,6 +51,17 @@ pub enum Kind {
     Ratio,
 }
 
+impl Kind {
+    /// The kind as the Parquet export's `figures.parquet` names it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::Count => "count",
+            Kind::Level => "level",
+            Kind::Ratio => "ratio",
+        }
+    }
+}
+
 /// A metric: its name (as gates and `-m` spell it), kind, scopes and meaning.
 pub struct Metric {
     pub name: &'static str,

@@ -21,12 +21,21 @@ pub use kmemtrace_analysis::model::SCHEMA as REPORT_SCHEMA;
 pub fn capture(path: &Path) -> Result<Capture, String> {
     let name = path.display().to_string();
     let (report, incomplete) = report(path).map_err(|e| format!("{name}: {e}"))?;
-    let mut c = of_report(name, &report);
+    Ok(of_log_report(name, &report, incomplete.as_ref()))
+}
+
+/// A capture from a log's report and what the log lacks (`Log::incomplete`).
+pub fn of_log_report(
+    name: String,
+    report: &Report,
+    incomplete: Option<&kmemtrace_import::completeness::Incomplete>,
+) -> Capture {
+    let mut c = of_report(name, report);
     // A log says itself what it lacks, per CPU, as every tool says it.
     if let Some(inc) = incomplete {
         c.partial = Some(Partial::Damaged(inc.lines("it").join("; ")));
     }
-    Ok(c)
+    c
 }
 
 /// A capture from a report.

@@ -344,11 +344,12 @@ fn parquet(
     match kmemtrace_export::parquet::write(log, &capture, &cli.output, &opts) {
         Ok(w) => Ok((
             format!(
-                "Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites{}",
+                "Parquet, capture {capture:?}: {} slab events, {} page events, {} per-CPU list events, {} call sites, {} figures{}",
                 w.slab_events,
                 w.page_events,
                 w.pcp_events,
                 w.callsites,
+                w.figures,
                 w.episodes
                     .map_or(String::new(), |n| format!(", {n} allocation stall episodes"))
             ),

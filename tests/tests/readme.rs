@@ -280,7 +280,7 @@ fn the_readme_says_what_ci_installs_and_the_project_has_its_licences() {
         .skip(1)
         .filter_map(|s| s.split(')').next())
         .collect();
-    packages.extend(["perfetto", "protobuf", "duckdb"]);
+    packages.extend(["perfetto", "protobuf", "duckdb", "pyspark"]);
     assert!(packages.len() >= 9, "{packages:?}");
     for p in packages {
         assert!(text.contains(p), "README does not say .ci/run installs {p}");

@@ -18,6 +18,8 @@ mod cli;
 mod diff;
 #[path = "report/events.rs"]
 mod events;
+#[path = "report/fleet.rs"]
+mod fleet;
 #[path = "report/foreign.rs"]
 mod foreign;
 #[path = "report/gate.rs"]

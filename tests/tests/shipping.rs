@@ -191,6 +191,8 @@ fn the_debian_package_installs_and_removes_cleanly() {
     for want in [
         "./usr/bin/kmemtraced",
         "./usr/share/kmemtrace/kmemtrace-capture.sh",
+        "./usr/share/kmemtrace/kmemtrace_fleet_diff.py",
+        "./usr/bin/kmemtrace-fleet-diff -> ../share/kmemtrace/kmemtrace_fleet_diff.py",
         "./usr/share/man/man1/kmemtrace-report.1.gz",
         "./usr/share/bash-completion/completions/kmemtrace-diff",
         "./usr/share/zsh/vendor-completions/_kmemtrace-check",
@@ -214,8 +216,11 @@ fn the_debian_package_installs_and_removes_cleanly() {
         let v = run(Command::new(format!("/usr/bin/{p}")).arg("--version"));
         assert!(v.starts_with(&format!("{p} 0.")), "{v}");
     }
+    // The fleet job runs from its link (its metric table needs no engine).
+    let metrics = run(Command::new("/usr/bin/kmemtrace-fleet-diff").arg("--metrics"));
+    assert!(metrics.contains("  hits "), "{metrics}");
     run(Command::new("dpkg").args(["-r", "kmemtrace"]));
-    for p in PROGRAMS {
+    for p in PROGRAMS.iter().chain(&["kmemtrace-fleet-diff"]) {
         assert!(
             !Path::new(&format!("/usr/bin/{p}")).exists(),
             "{p} left behind"

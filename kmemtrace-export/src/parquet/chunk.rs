@@ -170,6 +170,35 @@ fn encode_values(values: Values, enc: Enc, nulls: u64) -> Encoded {
             e.statistics = Some(stats);
             e
         }
+        Values::F64(v) => {
+            // As integers of the same bits (a dictionary's PLAIN entries
+            // are those bytes). Minimum and maximum by IEEE order, left
+            // out where a NaN would make them meaningless.
+            let bits: Vec<u64> = v.iter().map(|x| x.to_bits()).collect();
+            let mut e = numbers(&bits, enc, |x, out| out.extend_from_slice(&x.to_le_bytes()));
+            let (lo, hi) = if v.iter().any(|x| x.is_nan()) {
+                (None, None)
+            } else {
+                // A zero bound is written -0.0 as minimum and +0.0 as
+                // maximum, as the format asks: either zero may be there.
+                let lo = v
+                    .iter()
+                    .copied()
+                    .reduce(f64::min)
+                    .map(|x| if x == 0.0 { -0.0 } else { x });
+                let hi = v
+                    .iter()
+                    .copied()
+                    .reduce(f64::max)
+                    .map(|x| if x == 0.0 { 0.0 } else { x });
+                (lo, hi)
+            };
+            let s = ValueStatistics::new(lo, hi, None, Some(nulls), false);
+            e.statistics = Some(Statistics::Double(
+                s.with_backwards_compatible_min_max(true),
+            ));
+            e
+        }
         Values::Bool(v) => {
             let mut out = vec![0u8; v.len().div_ceil(8)];
             for (i, &b) in v.iter().enumerate() {

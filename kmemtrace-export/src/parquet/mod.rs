@@ -9,6 +9,8 @@
 //! - `pcp_events.parquet`: the per-CPU lists' refills and drains
 //!   (`mm_page_alloc_zone_locked`, `mm_page_pcpu_drain`);
 //! - `callsites.parquet`: `kmemtrace-report`'s call-site table;
+//! - `figures.parquet`: the figures `kmemtrace-diff` compares, for fleet
+//!   comparisons by query (the `figures` module);
 //! - `episodes.parquet`: its allocation stall episodes, where the log has
 //!   them (the `episodes` module);
 //! - `manifest.json`: which capture (kernel, machine, host, start).
@@ -35,6 +37,7 @@ mod bits;
 mod chunk;
 mod episodes;
 mod events;
+mod figures;
 mod stacks;
 mod table;
 mod writer;
@@ -56,6 +59,8 @@ pub struct Written {
     pub page_events: u64,
     pub pcp_events: u64,
     pub callsites: u64,
+    /// The figures `kmemtrace-diff` compares (`figures.parquet`).
+    pub figures: u64,
     /// Allocation stall episodes; `None`: the log has none, and no file.
     pub episodes: Option<u64>,
 }
@@ -254,11 +259,20 @@ pub fn write(mut log: Log, capture: &str, dir: &Path, opts: &Options<'_>) -> io:
         })?;
         Some(n[0])
     };
+    let compared = kmemtrace_diff::load::of_log_report(
+        capture.to_string(),
+        &report,
+        log.incomplete().as_ref(),
+    );
+    let figures = write_tables(dir, &[figures::FIGURES], 1, 1, |_, rows| {
+        figures::rows(rows, &compared)
+    })?;
     let w = Written {
         slab_events: events[SLAB],
         page_events: events[PAGE],
         pcp_events: events[PCP],
         callsites: sites[0],
+        figures: figures[0],
         episodes,
     };
     let mut m = crate::private_file(&dir.join(MANIFEST))?;
@@ -331,6 +345,7 @@ fn manifest(log: &Log, capture: &str, w: &Written) -> String {
             "page_events.parquet": w.page_events,
             "pcp_events.parquet": w.pcp_events,
             "callsites.parquet": w.callsites,
+            "figures.parquet": w.figures,
         },
     });
     // Only where written: a dataset without stalls stays as it was.
@@ -358,6 +373,7 @@ mod doc_tests {
             let ty = match f.ty {
                 Ty::I64 => "INT64",
                 Ty::I32 => "INT32",
+                Ty::F64 => "DOUBLE",
                 Ty::Bool => "BOOLEAN",
                 Ty::Str => "STRING",
             };
@@ -392,6 +408,11 @@ mod doc_tests {
             section(doc, CALLSITES.file),
             &all(CALLSITE_FIELDS),
             "callsites",
+        );
+        documents(
+            section(doc, figures::FIGURES.file),
+            &all(figures::FIGURE_FIELDS),
+            "figures",
         );
         documents(
             section(doc, episodes::EPISODES.file),

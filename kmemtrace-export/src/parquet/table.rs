@@ -15,6 +15,7 @@ pub const ROW_GROUP: usize = 1 << 17;
 pub enum V<'a> {
     I64(i64),
     I32(i32),
+    F64(f64),
     Bool(bool),
     Str(&'a str),
     /// A string the caller already knows by a number that determines it
@@ -30,6 +31,8 @@ pub enum V<'a> {
 pub enum Ty {
     I64,
     I32,
+    /// A double (figures that are not whole numbers: medians, ratios).
+    F64,
     Bool,
     /// UTF-8.
     Str,
@@ -88,6 +91,7 @@ impl Schema {
             let ty = match f.ty {
                 Ty::I64 => "int64",
                 Ty::I32 => "int32",
+                Ty::F64 => "double",
                 Ty::Bool => "boolean",
                 Ty::Str => "binary",
             };
@@ -111,6 +115,7 @@ impl Schema {
 pub(super) enum Values {
     I64(Vec<i64>),
     I32(Vec<i32>),
+    F64(Vec<f64>),
     Bool(Vec<bool>),
     Str(Vec<u32>, Vec<String>),
 }
@@ -121,6 +126,7 @@ impl Values {
         match self {
             Values::I64(v) => v.len(),
             Values::I32(v) => v.len(),
+            Values::F64(v) => v.len(),
             Values::Bool(v) => v.len(),
             Values::Str(ids, _) => ids.len(),
         }
@@ -145,6 +151,7 @@ impl Column {
         let values = match ty {
             Ty::I64 => Values::I64(Vec::new()),
             Ty::I32 => Values::I32(Vec::new()),
+            Ty::F64 => Values::F64(Vec::new()),
             Ty::Bool => Values::Bool(Vec::new()),
             Ty::Str => Values::Str(Vec::new(), Vec::new()),
         };
@@ -174,6 +181,7 @@ impl Column {
         match (&mut self.values, v) {
             (Values::I64(x), V::I64(v)) => x.push(*v),
             (Values::I32(x), V::I32(v)) => x.push(*v),
+            (Values::F64(x), V::F64(v)) => x.push(*v),
             (Values::Bool(x), V::Bool(v)) => x.push(*v),
             (Values::Str(ids, distinct), V::Str(s)) => {
                 let id = match self.strings.get(*s) {
@@ -214,6 +222,7 @@ impl Column {
         let values = match &mut self.values {
             Values::I64(v) => Values::I64(take(v)),
             Values::I32(v) => Values::I32(take(v)),
+            Values::F64(v) => Values::F64(take(v)),
             Values::Bool(v) => Values::Bool(take(v)),
             Values::Str(ids, distinct) => {
                 self.strings.clear();

@@ -19,7 +19,7 @@ fn workload(extra: u64) -> Vec<u8> {
 }
 
 /// [`workload`], with the first `double_frees` alloc_b objects freed twice.
-fn workload_with(extra: u64, double_frees: u64) -> Vec<u8> {
+pub(crate) fn workload_with(extra: u64, double_frees: u64) -> Vec<u8> {
     let mut s = Synth::new("6.18.44");
     let mut ts = 1_000_000_000u64;
     let mut ptr = 0xffff_8880_1000_0000u64;

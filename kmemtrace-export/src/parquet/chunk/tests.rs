@@ -19,6 +19,8 @@ const FIELDS: &[Field] = &[
     f("name", Ty::Str, true, Enc::Few),
     f("gone", Ty::I64, true, Enc::Few),
     f("gone_name", Ty::Str, true, Enc::Few),
+    f("ratio", Ty::F64, true, Enc::Few),
+    f("wide", Ty::F64, false, Enc::Many),
 ];
 
 const TABLE: TableSpec = TableSpec {
@@ -52,6 +54,11 @@ fn row(item: usize, i: usize) -> (i64, Option<i64>, i64, i64, bool, Option<Strin
     )
 }
 
+/// A double of every row's own value.
+fn wide(distinct: i64) -> f64 {
+    distinct as f64 * 1.5 - 7.25
+}
+
 fn rows_of(item: usize) -> usize {
     [0, 1, 7, 8, 9, 300, 5_000][item]
 }
@@ -73,6 +80,8 @@ fn every_encoding_reads_back_with_the_crates_own_reader() {
                 name.as_deref().map_or(V::Null, V::Str),
                 V::Null,
                 V::Null,
+                few.map_or(V::Null, |x| V::F64(x as f64 / 4.0)),
+                V::F64(wide(distinct)),
             ];
             rows.push(0, &[&vals])?;
         }
@@ -100,6 +109,9 @@ fn every_encoding_reads_back_with_the_crates_own_reader() {
             assert_eq!(cols[6], &name.map_or(Got::Null, Got::Str), "{at}");
             assert_eq!(cols[7], &Got::Null, "{at}");
             assert_eq!(cols[8], &Got::Null, "{at}");
+            let ratio = few.map_or(Got::Null, |x| Got::Double(x as f64 / 4.0));
+            assert_eq!(cols[9], &ratio, "{at}");
+            assert_eq!(cols[10], &Got::Double(wide(distinct)), "{at}");
         }
     }
     assert!(got.next().is_none());
@@ -121,6 +133,21 @@ fn every_encoding_reads_back_with_the_crates_own_reader() {
         Some(Statistics::Int64(s)) => {
             assert_eq!(s.min_opt(), Some(&-4));
             assert_eq!(s.max_opt(), Some(&2_000_000_014));
+            assert_eq!(s.null_count_opt(), Some(1_680));
+        }
+        s => panic!("{s:?}"),
+    }
+    // Doubles: a dictionary where few, plain where not; IEEE bounds.
+    assert!(encodings(9).contains("RLE_DICTIONARY"), "{}", encodings(9));
+    assert!(
+        !encodings(10).contains("RLE_DICTIONARY"),
+        "{}",
+        encodings(10)
+    );
+    match last.column(9).statistics() {
+        Some(Statistics::Double(s)) => {
+            assert_eq!(s.min_opt(), Some(&-1.0));
+            assert_eq!(s.max_opt(), Some(&500_000_003.5));
             assert_eq!(s.null_count_opt(), Some(1_680));
         }
         s => panic!("{s:?}"),

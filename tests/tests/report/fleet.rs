@@ -1,0 +1,505 @@
+//! The fleet job (`kmemtrace-diff/fleet/kmemtrace_fleet_diff.py`) over the
+//! Parquet exports of many captures gives, board by board, the numbers and
+//! verdicts `kmemtrace-diff --base ... --new ...` gives on the logs: every
+//! changed figure with its medians, spreads, rates and noise flag, the new
+//! and vanished call sites, and each gate's rows and breaches, on Spark in
+//! local mode (PyPI `pyspark`, a Java runtime) and on DuckDB. It refuses
+//! the rules kmemtrace-diff refuses, in the same words, and says which
+//! captures are not whole, with kmemtrace-diff's exit status.
+
+use crate::diff::workload_with;
+use crate::{common, temp_log};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn job() -> PathBuf {
+    common::workspace().join("kmemtrace-diff/fleet/kmemtrace_fleet_diff.py")
+}
+
+/// Whether python3 can import `module`; a visible skip of `test` if not.
+fn python_has(test: &str, module: &str, install: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        common::skip(test, common::Missing::Tool, install);
+    }
+    ok
+}
+
+/// The captures: the five bundled real ones (two boards of one baseline,
+/// x86_64 kernels 6.1 and this one, one with allocation stalls) and three
+/// runs of a synthetic load, written as logs into `dir` and exported into
+/// `dir/dataset/NAME`.
+fn fleet(dir: &Path) -> Vec<(String, PathBuf)> {
+    let data = common::workspace().join("tests/data");
+    let mut logs: Vec<(String, PathBuf)> = [
+        "board-arm64",
+        "board-armhf",
+        "boot-6.1-x86_64",
+        "sample-x86_64",
+        "stalls-6.1-x86_64",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), data.join(format!("{n}.kmt"))))
+    .collect();
+    // Three runs of one build: an odd count, rows some runs lack, a double
+    // free in one.
+    for (run, (extra, double)) in [(120, 0), (250, 3), (90, 0)].into_iter().enumerate() {
+        let path = dir.join(format!("synth-run{run}.kmt"));
+        std::fs::write(&path, workload_with(extra, double)).unwrap();
+        logs.push((format!("synth-run{run}"), path));
+    }
+    std::fs::create_dir(dir.join("dataset")).unwrap();
+    for (name, log) in &logs {
+        common::stdout_ok(
+            Command::new(common::bin("kmemtrace-export"))
+                .arg(log)
+                .args(["--to", "parquet", "-q", "--capture", name, "-o"])
+                .arg(dir.join("dataset").join(name)),
+        );
+    }
+    logs
+}
+
+const RULES: &str = r#"
+[[gate]]
+metric = "hits"
+max_increase_pct = 20
+
+[[gate]]
+metric = "live_bytes"
+callsite = "alloc_*"
+max_increase = 1000
+
+[[gate]]
+metric = "misuse:double_free"
+max = 0
+
+[[gate]]
+metric = "hits"
+per_second = true
+cache = "kmalloc-*"
+max_increase_pct = 50
+
+[[gate]]
+name = "order 3 blocks left"
+metric = "live_blocks"
+order = 3
+max = 5.5
+
+[[gate]]
+metric = "frag_pct"
+cache = "kmalloc-1?"
+max_increase = 0.25
+
+[[gate]]
+metric = "stall_p99_ns"
+stall_site = "nothing*"
+max_increase_pct = 10
+
+[[gate]]
+metric = "stalls"
+stall_site = "nothing*"
+max = 0
+allow_no_match = true
+"#;
+
+fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// The job's run: exit status, JSON document (with --json), stderr.
+fn run_job(args: &[&str]) -> (Option<i32>, Output) {
+    let out = Command::new("python3")
+        .arg(job())
+        .args(args)
+        .output()
+        .expect("python3");
+    (out.status.code(), out)
+}
+
+/// A side's capture names, sorted (kmemtrace-diff names a capture by its
+/// path: its file name without `.kmt` is the export's name).
+fn names(side: &Value) -> Vec<String> {
+    let mut v: Vec<String> = side["captures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let n = c["name"].as_str().unwrap();
+            let file = n.rsplit('/').next().unwrap();
+            file.strip_suffix(".kmt").unwrap_or(file).to_string()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Two JSON values equal, numbers by value (`50` and `50.0` alike).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Asserts that the job's document holds kmemtrace-diff's comparisons.
+fn assert_same_comparisons(diff: &Value, job: &Value, engine: &str) {
+    assert_eq!(names(&diff["base"]), names(&job["base"]), "{engine}: base");
+    let boards: BTreeMap<Vec<String>, &Value> = job["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (names(&c["new"]), c))
+        .collect();
+    let want = diff["comparisons"].as_array().unwrap();
+    assert_eq!(boards.len(), want.len(), "{engine}: boards");
+    for d in want {
+        let side = names(&d["new"]);
+        let j = boards[&side];
+        let at = format!("{engine}, board {side:?}");
+        for key in [
+            "within_noise",
+            "new_callsites",
+            "vanished_callsites",
+            "new_page_callsites",
+            "vanished_page_callsites",
+            "gates_failed",
+        ] {
+            assert!(
+                same(&d[key], &j[key]),
+                "{at}: {key}: {} / {}",
+                d[key],
+                j[key]
+            );
+        }
+        let (dc, jc) = (
+            d["changes"].as_array().unwrap(),
+            j["changes"].as_array().unwrap(),
+        );
+        assert_eq!(dc.len(), jc.len(), "{at}: changes");
+        for (i, (x, y)) in dc.iter().zip(jc).enumerate() {
+            assert!(same(x, y), "{at}: change {i}:\n{x}\n{y}");
+        }
+        let (dg, jg) = (
+            d["gates"].as_array().unwrap(),
+            j["gates"].as_array().unwrap(),
+        );
+        assert_eq!(dg.len(), jg.len(), "{at}: gates");
+        for (x, y) in dg.iter().zip(jg) {
+            assert!(same(x, y), "{at}: gate:\n{x}\n{y}");
+        }
+    }
+}
+
+#[test]
+fn the_fleet_job_gives_kmemtrace_diffs_numbers_and_verdicts_on_spark_and_duckdb() {
+    const TEST: &str =
+        "the_fleet_job_gives_kmemtrace_diffs_numbers_and_verdicts_on_spark_and_duckdb";
+    if !python_has(TEST, "duckdb", "python3 with duckdb (pip install duckdb)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let logs = fleet(dir.path());
+    let rules = write(dir.path(), "rules.toml", RULES);
+    let log = |n: &str| logs.iter().find(|(name, _)| name == n).unwrap().1.clone();
+    let out = Command::new(common::bin("kmemtrace-diff"))
+        .arg("--base")
+        .args([log("board-arm64"), log("board-armhf")])
+        .arg("--new")
+        .arg(log("boot-6.1-x86_64"))
+        .arg("--new")
+        .args([log("sample-x86_64"), log("stalls-6.1-x86_64")])
+        .arg("--new")
+        .args((0..3).map(|r| log(&format!("synth-run{r}"))))
+        .arg("--gate")
+        .arg(&rules)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "a gate fails");
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The comparison has what the job must reproduce: changes inside the
+    // noise, a vanished call site, failed and passed gates.
+    let c = &diff["comparisons"];
+    assert!(
+        (0..3).any(|i| c[i]["within_noise"].as_u64() > Some(0)),
+        "{c}"
+    );
+    assert!(
+        (0..3).all(|i| c[i]["gates_failed"].as_u64() > Some(0)),
+        "{c}"
+    );
+    assert!(c[2]["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|g| g["passed"] == true));
+
+    let dataset = dir.path().join("dataset");
+    let args = |engine: &'static str| -> Vec<String> {
+        [
+            dataset.to_str().unwrap(),
+            "--base",
+            "board-*",
+            "--board",
+            "^(boot|synth|s)",
+            "--gate",
+            rules.to_str().unwrap(),
+            "--json",
+            "--engine",
+            engine,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    // The boards by name: `sample` and `stalls` are both board `s`.
+    let mut engines = vec!["duckdb"];
+    if python_has(
+        TEST,
+        "pyspark",
+        "python3 with pyspark and a Java runtime (pip install pyspark)",
+    ) {
+        engines.push("spark");
+    }
+    for engine in engines {
+        let mut a = args(engine);
+        if engine == "spark" {
+            a.extend(["--master".into(), "local[2]".into()]);
+        }
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (code, out) = run_job(&a);
+        assert_eq!(
+            code,
+            Some(1),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(job["engine"], engine);
+        assert_same_comparisons(&diff, &job, engine);
+    }
+}
+
+#[test]
+fn the_fleet_jobs_metrics_are_kmemtrace_diffs_and_the_exports_say_their_kinds() {
+    const TEST: &str = "the_fleet_jobs_metrics_are_kmemtrace_diffs_and_the_exports_say_their_kinds";
+    if !python_has(TEST, "duckdb", "python3 with duckdb (pip install duckdb)") {
+        return;
+    }
+    // Names and scopes as `kmemtrace-diff --help` lists them.
+    let help = common::stdout_ok(Command::new(common::bin("kmemtrace-diff")).arg("--help"));
+    let listed: Vec<(String, String)> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Metrics"))
+        .filter_map(metric_row)
+        .filter(|(n, _)| !n.contains(':'))
+        .collect();
+    let (code, out) = run_job(&["--metrics"]);
+    assert_eq!(code, Some(0));
+    let job = String::from_utf8(out.stdout).unwrap();
+    let mine: Vec<(String, String, String)> = job
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].into(), f[1].into(), f[2].into())
+        })
+        .collect();
+    let names: Vec<(String, String)> = mine
+        .iter()
+        .map(|(n, s, _)| (n.clone(), s.clone()))
+        .collect();
+    assert_eq!(names, listed);
+    // Each metric's kind as the exports write it, over every capture.
+    let dir = tempfile::tempdir().unwrap();
+    let log = temp_log(&workload_with(50, 2));
+    let data = common::workspace().join("tests/data");
+    for (name, path) in [
+        ("synth", log.path().to_path_buf()),
+        ("stalls", data.join("stalls-6.1-x86_64.kmt")),
+        ("sample", data.join("sample-x86_64.kmt")),
+    ] {
+        common::stdout_ok(
+            Command::new(common::bin("kmemtrace-export"))
+                .arg(path)
+                .args(["--to", "parquet", "-q", "--capture", name, "-o"])
+                .arg(dir.path().join(name)),
+        );
+    }
+    let q = format!(
+        "import duckdb, json; print(json.dumps(duckdb.sql(\"select distinct metric, kind from \
+         read_parquet('{}/*/figures.parquet') order by 1\").fetchall()))",
+        dir.path().display()
+    );
+    let kinds: Vec<(String, String)> =
+        serde_json::from_str(&common::stdout_ok(Command::new("python3").args(["-c", &q]))).unwrap();
+    let seen: Vec<&str> = kinds.iter().map(|(m, _)| m.as_str()).collect();
+    for m in [
+        "hits",
+        "frag_pct",
+        "live_bytes",
+        "stall_p99_ns",
+        "misuse:double_free",
+    ] {
+        assert!(seen.contains(&m), "{m} not in {seen:?}");
+    }
+    for (metric, kind) in &kinds {
+        let want = match metric.split_once(':') {
+            Some(_) => "count",
+            None => mine
+                .iter()
+                .find(|(n, _, _)| n == metric)
+                .map(|(_, _, k)| k.as_str())
+                .unwrap(),
+        };
+        assert_eq!(kind, want, "{metric}");
+    }
+}
+
+/// `  NAME   SCOPES  ...` of the help's metric table.
+fn metric_row(l: &str) -> Option<(String, String)> {
+    let rest = l.strip_prefix("  ")?;
+    let mut f = rest.split_whitespace();
+    let (name, scopes) = (f.next()?, f.next()?);
+    let ok = !rest.starts_with(' ')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_:".contains(c))
+        && scopes.chars().all(|c| "tckpos".contains(c));
+    ok.then(|| (name.to_string(), scopes.to_string()))
+}
+
+#[test]
+fn the_fleet_job_refuses_the_rules_kmemtrace_diff_refuses_in_the_same_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = temp_log(&workload_with(0, 0));
+    let b = temp_log(&workload_with(10, 0));
+    // The job reads its rules before any data: a dataset is not needed.
+    let empty = dir.path().join("none");
+    for (i, text) in [
+        "[[gate]]\nmetric = \"hitz\"\nmax = 1\n",
+        "\n[[gate]]\nmetric = \"hits\"\nmax = 1\n\n[[gate]]\nmetric = \"bytes\"\ncallsite = \"f+0x10\"\nmax = 1\n",
+        "[[gate]]\nmetric = \"hits\"\ncallsite = \"a\"\ncache = \"b\"\nmax = 1\n",
+        "[[gate]]\nmetric = \"hits\"\norder = 11\nmax = 1\n",
+        "[[gate]]\nmetric = \"hits\"\ncache = \" \"\nmax = 1\n",
+        "[[gate]]\nmetric = \"failed\"\ncache = \"kmalloc-64\"\nmax = 1\n",
+        "[[gate]]\nmetric = \"live_bytes\"\nper_second = true\nmax = 1\n",
+        "[[gate]]\nmetric = \"hits\"\nmax = -1\n",
+        "[[gate]]\nmetric = \"hits\"\nmax_increase_pct = nan\n",
+        "[[gate]]\nmetric = \"hits\"\n",
+        "[[gate]]\nmetric = \"page_misuse:double_free\"\nmax = 0\n",
+        "# nothing\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let rules = write(dir.path(), &format!("r{i}.toml"), text);
+        let d = Command::new(common::bin("kmemtrace-diff"))
+            .arg(a.path())
+            .arg(b.path())
+            .arg("--gate")
+            .arg(&rules)
+            .output()
+            .unwrap();
+        let (code, j) = run_job(&[
+            empty.to_str().unwrap(),
+            "--base",
+            "x",
+            "--engine",
+            "duckdb",
+            "--gate",
+            rules.to_str().unwrap(),
+        ]);
+        let said = |o: &Output, prog: &str| {
+            let e = String::from_utf8_lossy(&o.stderr).trim().to_string();
+            e.strip_prefix(&format!("{prog}: ")).unwrap_or(&e).to_string()
+        };
+        assert_eq!(d.status.code(), Some(2), "{text}");
+        assert_eq!(code, Some(2), "{text}");
+        assert_eq!(said(&d, "kmemtrace-diff"), said(&j, "kmemtrace-fleet-diff"), "{text}");
+    }
+}
+
+#[test]
+fn a_capture_that_is_not_whole_is_said_and_its_boards_gates_are_not_judged() {
+    const TEST: &str = "a_capture_that_is_not_whole_is_said_and_its_boards_gates_are_not_judged";
+    if !python_has(TEST, "duckdb", "python3 with duckdb (pip install duckdb)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let whole = workload_with(20, 0);
+    // Cut inside the data: kmemtrace-export writes what it could read.
+    let cut = &whole[..whole.len() * 2 / 3];
+    std::fs::create_dir(dir.path().join("ds")).unwrap();
+    for (name, bytes) in [("base", &whole[..]), ("good-1", &whole[..]), ("bad-1", cut)] {
+        let log = write(dir.path(), &format!("{name}.kmt"), bytes);
+        let out = Command::new(common::bin("kmemtrace-export"))
+            .arg(&log)
+            .args(["--to", "parquet", "-q", "--capture", name, "-o"])
+            .arg(dir.path().join("ds").join(name))
+            .output()
+            .unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 5)), "{out:?}");
+    }
+    let rules = write(
+        dir.path(),
+        "rules.toml",
+        "[[gate]]\nmetric = \"hits\"\nmax_increase = 0\n",
+    );
+    let ds = dir.path().join("ds");
+    let (code, out) = run_job(&[
+        ds.to_str().unwrap(),
+        "--base",
+        "base",
+        "--board",
+        "^([a-z]+)-",
+        "--engine",
+        "duckdb",
+        "--gate",
+        rules.to_str().unwrap(),
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code, Some(5), "{stderr}");
+    assert!(
+        stderr.contains("warning: bad-1: it is cut short"),
+        "{stderr}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let board = |n: &str| {
+        doc["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["board"] == n)
+            .unwrap()
+            .clone()
+    };
+    let bad = board("bad");
+    assert_eq!(bad["gates"], serde_json::json!([]));
+    assert!(bad["not_whole"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("bad-1: it is cut short"));
+    let good = board("good");
+    assert_eq!(good["gates"][0]["passed"], true, "{good}");
+    // kmemtrace-diff says the same capture is not whole.
+    let d = Command::new(common::bin("kmemtrace-diff"))
+        .arg(dir.path().join("base.kmt"))
+        .arg(dir.path().join("bad-1.kmt"))
+        .output()
+        .unwrap();
+    assert_eq!(d.status.code(), Some(5));
+}
