@@ -11,7 +11,7 @@
 use std::io::Write;
 
 /// What a skipped test lacked. `.ci/run` fails on every kind but
-/// [`Missing::Machine`] when it runs as root with tracefs mounted.
+/// [`Missing::Machine`] and [`Missing::OptIn`] when it runs as root with tracefs mounted.
 #[derive(Debug, Clone, Copy)]
 #[allow(dead_code)]
 pub enum Missing {
@@ -23,6 +23,9 @@ pub enum Missing {
     SharedData,
     /// Something only some machines have (a second CPU to take offline).
     Machine,
+    /// A large input a test reads only when asked to (a Debian kernel's
+    /// debug package, `KMEMTRACE_LINUX_DBG`).
+    OptIn,
 }
 
 impl Missing {
@@ -32,6 +35,7 @@ impl Missing {
             Missing::Tool => "tool",
             Missing::SharedData => "shared-data",
             Missing::Machine => "machine",
+            Missing::OptIn => "opt-in",
         }
     }
 }

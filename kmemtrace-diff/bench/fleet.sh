@@ -51,7 +51,7 @@ duckdb.sql(f"""copy (select capture, seconds, kernel, partial, scope, name, metr
   case when kind = 'ratio' then value
        else round(value * (0.9 + 0.2 * (hash(capture) % 1000) / 1000.0)) end as value
   from read_parquet('{src}/*/figures.parquet')) to '{dst}/figures.parquet' (format parquet)""")
-print("figures:", duckdb.sql(f"select count(*) from '{dst}/figures.parquet'").fetchone()[0], "rows")
+print("figures:", duckdb.sql(f"select count(*) from '{dst}/figures.parquet'").fetchall()[0][0], "rows")
 EOF
 
 base=()

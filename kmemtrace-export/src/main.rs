@@ -102,6 +102,10 @@ struct Cli {
     /// perfetto); the KASLR offset comes from the log's kallsyms (_text).
     #[arg(long, value_name = "FILE")]
     vmlinux: Option<PathBuf>,
+    /// Modules' debug info: the .ko files with DWARF under DIR, by module
+    /// name, for the call sites in modules (as kmemtrace-report --modules).
+    #[arg(long, value_name = "DIR")]
+    modules: Option<PathBuf>,
     /// Sub-buffer bytes per unit of work (tests: many small ones).
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     run_bytes: Option<u64>,
@@ -153,20 +157,25 @@ fn check_stdout(cli: &Cli) -> Result<(), Stop> {
 /// anything (exit 5: what could be read was exported).
 fn run(cli: &Cli) -> Result<Code, Stop> {
     check_stdout(cli)?;
-    if cli.vmlinux.is_some() && matches!(cli.to, Format::TraceDat) {
+    let debug_files = cli.vmlinux.is_some() || cli.modules.is_some();
+    if debug_files && matches!(cli.to, Format::TraceDat) {
         return Err((
             exit::USAGE,
-            "--vmlinux: a trace.dat has no place for source lines (--to parquet and --to perfetto have)".into(),
+            "--vmlinux, --modules: a trace.dat has no place for source lines (--to parquet and --to perfetto have)".into(),
         ));
     }
     let mut log = kmemtrace_import::open_capture(&cli.log)
         .map_err(|e| (exit::INPUT, format!("{}: {e}", cli.log[0].display())))?;
     // Read before the export starts: unusable debug info is the input's
     // fault, and the log's kallsyms (the KASLR offset) is still in it.
-    let debug = cli
-        .vmlinux
-        .as_deref()
-        .map(|p| DebugInfo::open(p, log.kallsyms.as_ref()))
+    let debug = debug_files
+        .then(|| {
+            DebugInfo::open(
+                cli.vmlinux.as_deref(),
+                cli.modules.as_deref(),
+                log.kallsyms.as_ref(),
+            )
+        })
         .transpose()
         .map_err(|e| (exit::INPUT, e))?;
     let incomplete = log.incomplete();

@@ -250,6 +250,13 @@ pub struct Cli {
     /// log's kallsyms (_text).
     #[arg(long, value_name = "FILE")]
     pub vmlinux: Option<PathBuf>,
+    /// Modules' debug info: the .ko files with DWARF under DIR (a build
+    /// tree, /lib/modules/VERSION, or Debian's
+    /// /usr/lib/debug/lib/modules/VERSION), by module name: call sites in
+    /// modules get their source lines as --vmlinux gives the kernel's,
+    /// placed by the log's kallsyms. With or without --vmlinux.
+    #[arg(long, value_name = "DIR")]
+    pub modules: Option<PathBuf>,
     /// Show call sites as raw addresses.
     #[arg(long = "raw-ip")]
     pub raw_ip: bool,

@@ -153,10 +153,14 @@ fn report(
     opts.select_as_recorded(log, traced_tree);
     // A debug-info file that cannot be used stops the run before the
     // analysis, not after.
-    let debug = cli
-        .vmlinux
-        .as_deref()
-        .map(|p| DebugInfo::open(p, syms.table.as_ref()))
+    let debug = (cli.vmlinux.is_some() || cli.modules.is_some())
+        .then(|| {
+            DebugInfo::open(
+                cli.vmlinux.as_deref(),
+                cli.modules.as_deref(),
+                syms.table.as_ref(),
+            )
+        })
         .transpose()
         .map_err(|e| (exit::INPUT, e))?;
     let mut out = analyse_with_progress(cli, log, syms, opts);

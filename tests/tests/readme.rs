@@ -15,6 +15,7 @@ const STAND_INS: &[(&str, &str)] = &[
     ("-d 10s", "-d 1s"),
     ("-d 30s", "-d 1s"),
     ("-d 10 ", "-d 1 "),
+    ("/usr/lib/debug/lib/modules/6.1.0-50-amd64", "modules"),
     ("make -j8", "sh -c 'ls -R /usr/share/doc >/dev/null'"),
     ("ssh laptop 'cat > board.kmt'", "sh -c 'cat > streamed.kmt'"),
 ];
@@ -99,6 +100,9 @@ fn prepared(dir: &Path, text: &str) {
     // A file with DWARF for `--vmlinux` (its addresses are not the log's
     // kernel's: the call sites come out `??`).
     std::fs::copy(common::bin("kmemtrace-report"), dir.join("vmlinux")).unwrap();
+    // ... and a directory with a ".ko" with DWARF for `--modules`.
+    std::fs::create_dir(dir.join("modules")).unwrap();
+    std::fs::copy(common::bin("kmemtrace-report"), dir.join("modules/kmt.ko")).unwrap();
     std::fs::create_dir(dir.join("dataset")).unwrap();
 }
 

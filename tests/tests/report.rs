@@ -14,6 +14,8 @@ mod synthetic;
 
 #[path = "report/cli.rs"]
 mod cli;
+#[path = "report/debug_package.rs"]
+mod debug_package;
 #[path = "report/diff.rs"]
 mod diff;
 #[path = "report/events.rs"]

@@ -342,3 +342,185 @@ fn stall_call_sites_have_sources_in_the_report_and_perfetto() {
     // A debug annotation's name, `source`, then its string value, `??`.
     assert_eq!(count(b"\x52\x06source\x32\x02??"), episodes);
 }
+
+/// A module's code: `C`'s chain again, and a second caller in
+/// `.text.unlikely`, a section that starts at address 0 in the `.ko` as
+/// `.text` does.
+const MODULE_C: &str = r#"
+__attribute__((section(".text.unlikely"), noinline)) void *cold_outer(unsigned long n)
+{
+	void *p = middle(n + 7);
+	calls += 2;
+	return p;
+}
+"#;
+
+/// Where the test module's sections run, as the module loader placed them.
+const RUN_MODULE_TEXT: u64 = 0xffff_ffff_c0a0_0000;
+const RUN_MODULE_UNLIKELY: u64 = 0xffff_ffff_c0a2_0000;
+
+/// The return address of `caller`'s call to `sink` in a relocatable
+/// object, as an offset into its section (the call's target is a
+/// relocation there: `objdump -dr`).
+fn return_offset(obj: &Path, section: &str, caller: &str) -> u64 {
+    let d = tool(
+        Command::new("objdump")
+            .args(["-dr", "--no-show-raw-insn", "-j", section])
+            .arg(obj),
+    );
+    let body: Vec<&str> = d
+        .split("\n\n")
+        .find(|b| b.contains(&format!("<{caller}>:")))
+        .unwrap_or_else(|| panic!("{caller} in {d}"))
+        .lines()
+        .collect();
+    let reloc = body
+        .iter()
+        .position(|l| l.contains("R_") && l.contains("sink"))
+        .unwrap_or_else(|| panic!("a call to sink in {caller}: {body:?}"));
+    let next = body[reloc + 1..]
+        .iter()
+        .find(|l| !l.contains("R_"))
+        .unwrap()
+        .trim_start();
+    u64::from_str_radix(next.split(':').next().unwrap(), 16).unwrap()
+}
+
+/// GNU addr2line's chain at `offset` of `section` of a relocatable object.
+fn gnu_chain_in(obj: &Path, section: &str, offset: u64) -> Vec<(String, String, u64)> {
+    let out = tool(
+        Command::new("addr2line")
+            .args(["-f", "-i", "-j", section, "-e"])
+            .arg(obj)
+            .arg(format!("0x{offset:x}")),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    lines
+        .chunks(2)
+        .map(|c| {
+            let (file, line) = c[1].rsplit_once(':').unwrap();
+            let line = line.split_whitespace().next().unwrap().parse().unwrap();
+            (c[0].to_string(), file.to_string(), line)
+        })
+        .collect()
+}
+
+fn frames_of(row: &serde_json::Value) -> Vec<(String, String, u64)> {
+    row["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap().to_string(),
+                f["file"].as_str().unwrap().to_string(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
+    const TEST: &str = "modules_give_call_sites_in_each_section_their_chain_as_addr2line_does";
+    for t in ["gcc", "nm", "objdump", "addr2line"] {
+        if !have(t) {
+            return common::skip(
+                TEST,
+                common::Missing::Tool,
+                &format!("no {t} (gcc, binutils)"),
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.c");
+    std::fs::write(&src, format!("{C}{MODULE_C}")).unwrap();
+    let mods = dir.path().join("lib/modules/6.18.44/kernel/drivers/misc");
+    std::fs::create_dir_all(&mods).unwrap();
+    // The module as kbuild leaves it: a relocatable object, its name with
+    // `-` where the kernel says `_`.
+    let ko = mods.join("kmt-test.ko");
+    tool(
+        Command::new("gcc")
+            .args(["-c", "-g", "-O2", "-fno-optimize-sibling-calls", "-o"])
+            .arg(&ko)
+            .arg(&src),
+    );
+    let sites = [
+        (".text", "outer", RUN_MODULE_TEXT),
+        (".text.unlikely", "cold_outer", RUN_MODULE_UNLIKELY),
+    ];
+    let mut s = Synth::new("6.18.44");
+    let mut ks = String::from("ffffffff81000000 T _text\nffffffff81000100 T kernel_fn\n");
+    for name in ["outer", "sink", "calls", "cold_outer"] {
+        let at = symbol(&ko, name);
+        let base = if name == "cold_outer" {
+            RUN_MODULE_UNLIKELY
+        } else {
+            RUN_MODULE_TEXT
+        };
+        let ty = if name == "calls" { 'b' } else { 't' };
+        ks += &format!("{:016x} {ty} {name}\t[kmt_test]\n", base + at);
+    }
+    s.b.meta(Meta::new(MetaKind::Kallsyms, ks));
+    let mut want = Vec::new();
+    for (i, (section, caller, base)) in sites.iter().enumerate() {
+        let ret = return_offset(&ko, section, caller);
+        let chain = gnu_chain_in(&ko, section, ret - 1);
+        let names: Vec<&str> = chain.iter().map(|w| w.0.as_str()).collect();
+        assert_eq!(names, ["leaf", "middle", *caller], "gcc inlined otherwise");
+        let site = base + ret;
+        let ptr = 0xffff_8880_0100_0000 + 0x100 * i as u64;
+        s.kmalloc_at(0, 1_000_000 + i as u64, 100, site, ptr, 100, 128, -1);
+        want.push((site, chain));
+    }
+    let log = temp_log(&s.build());
+
+    let root = dir.path().join("lib/modules/6.18.44");
+    let r = report_json(log.path(), &["--modules", root.to_str().unwrap()]);
+    let src = &r["sources"];
+    let said = src["debug_info"].as_str().unwrap();
+    assert!(
+        said.contains("1 modules with DWARF, 1 of the log's 1 loaded modules"),
+        "{said}"
+    );
+    for (site, chain) in &want {
+        let row = src["callsites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["addr"] == format!("0x{site:x}"))
+            .unwrap_or_else(|| panic!("no row for 0x{site:x} in {src}"));
+        assert!(
+            row["callsite"].as_str().unwrap().ends_with(" [kmt_test]"),
+            "{row}"
+        );
+        assert_eq!(&frames_of(row), chain);
+    }
+    // Another module's directory: the module's call sites have no chain.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::copy(&ko, other.join("not-it.ko")).unwrap();
+    let r = report_json(log.path(), &["--modules", other.to_str().unwrap()]);
+    assert!(r["sources"]["debug_info"]
+        .as_str()
+        .unwrap()
+        .contains("0 of the log's 1"));
+    for row in r["sources"]["callsites"].as_array().unwrap() {
+        assert_eq!(row["frames"], serde_json::json!([]), "{row}");
+    }
+    // A directory without a module with DWARF is unusable input.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = report(&[
+        log.path().to_str().unwrap(),
+        "--modules",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
