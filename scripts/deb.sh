@@ -44,12 +44,14 @@ done
 install -m 0755 "$root/kmemtraced/kmemtrace-capture.sh" "$pkg/usr/share/kmemtrace/"
 # The fleet job: run as a program, or given to spark-submit (which takes a
 # Python job by its .py name).
-install -m 0755 "$root/kmemtrace-diff/fleet/kmemtrace_fleet_diff.py" "$pkg/usr/share/kmemtrace/"
+sed "s/^VERSION = .*/VERSION = \"$version\"/" "$root/kmemtrace-diff/fleet/kmemtrace_fleet_diff.py" \
+  >"$pkg/usr/share/kmemtrace/kmemtrace_fleet_diff.py"
+chmod 0755 "$pkg/usr/share/kmemtrace/kmemtrace_fleet_diff.py"
 ln -s ../share/kmemtrace/kmemtrace_fleet_diff.py "$pkg/usr/bin/kmemtrace-fleet-diff"
 
 gen=$stage/gen
 "$root/scripts/man-and-completions.sh" "$bin" "$gen"
-for p in $programs; do
+for p in $programs kmemtrace-fleet-diff; do
   gzip -9n <"$gen/man/man1/$p.1" >"$pkg/usr/share/man/man1/$p.1.gz"
   install -m 0644 "$gen/completions/bash/$p" "$pkg/usr/share/bash-completion/completions/$p"
   install -m 0644 "$gen/completions/zsh/_$p" "$pkg/usr/share/zsh/vendor-completions/_$p"

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Man pages and shell completions of the five programs, written by the
-# programs themselves from the clap definitions `--help` prints (so they
-# never drift from it):
+# Man pages and shell completions of the five programs and the fleet job,
+# written by the programs themselves from the definitions `--help` prints
+# (clap's; the job's argparse's), so they never drift from it:
 #
 #   scripts/man-and-completions.sh BIN_DIR OUT_DIR
 #
@@ -19,4 +19,12 @@ for p in $programs; do
   "$bin/$p" --generate-completions bash >"$out/completions/bash/$p"
   "$bin/$p" --generate-completions zsh >"$out/completions/zsh/_$p"
   "$bin/$p" --generate-completions fish >"$out/completions/fish/$p.fish"
+done
+# The fleet job (python3), from the source tree.
+job=$(cd "$(dirname "$0")/.." && pwd)/kmemtrace-diff/fleet/kmemtrace_fleet_diff.py
+p=kmemtrace-fleet-diff
+python3 "$job" --generate-man >"$out/man/man1/$p.1"
+for sh in bash zsh fish; do
+  case $sh in bash) f=$p ;; zsh) f=_$p ;; fish) f=$p.fish ;; esac
+  python3 "$job" --generate-completions $sh >"$out/completions/$sh/$f"
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""kmemtrace-fleet-diff: `kmemtrace-diff --base BASE BOARD...` over a fleet's
-Parquet exports, as one query on Spark (or DuckDB on one machine).
+"""kmemtrace-fleet-diff: compare a fleet's captures with a baseline, as
+`kmemtrace-diff --base BASE BOARD...` does, from their Parquet exports, in
+one query on Spark (or DuckDB on one machine).
 
 Each board's captures are exported where they are made
 (`kmemtrace-export LOG --to parquet -o dataset/NAME --capture NAME`); the
@@ -31,6 +32,13 @@ import re
 import sys
 
 SCHEMA = "kmemtrace-fleet-diff/1"
+PROG = "kmemtrace-fleet-diff"
+# The package's version, written in when it is installed (scripts/deb.sh).
+VERSION = "0.0.0-source"
+FORMATS = (
+    "reads: Parquet (kmemtrace-parquet/2: figures.parquet), gates (kmemtrace-diff's TOML)\n"
+    f"writes: JSON ({SCHEMA}), Parquet (changes, verdicts)"
+)
 
 # kmemtrace-cli's exit codes (kmemtrace_cli::exit).
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_INPUT, EXIT_DAMAGED = 0, 1, 2, 3, 5
@@ -784,11 +792,10 @@ def write_outputs(engine, out_dir, doc):
     )
 
 
-def main(argv):
+def parser():
     p = argparse.ArgumentParser(
-        prog="kmemtrace-fleet-diff",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=PROG,
+        description=" ".join(__doc__.split("\n\n")[0].split(": ", 1)[1].split()),
     )
     p.add_argument("dataset", nargs="*", help="exports: directories, globs of figures.parquet")
     p.add_argument("--base", nargs="+", default=[], metavar="CAPTURE",
@@ -797,13 +804,83 @@ def main(argv):
                    help="a board's captures are those whose names give the same first group "
                         "(default: each capture is a board)")
     p.add_argument("--gate", metavar="RULES", help="kmemtrace-diff's gates file (TOML)")
-    p.add_argument("--engine", choices=["spark", "duckdb"], default="spark")
+    p.add_argument("--engine", choices=["spark", "duckdb"], default="spark",
+                   help="Spark (pyspark, a Java runtime), or DuckDB on this machine")
     p.add_argument("--master", help="Spark's master URL (default: Spark's own, local[*])")
     p.add_argument("--out", metavar="DIR", help="write changes.parquet and verdicts.parquet there")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("-l", "--lines", type=int, default=25, help="changes per board in the text (0: all)")
     p.add_argument("--metrics", action="store_true", help="list the metrics gates may name")
+    p.add_argument("-V", "--version", action="version", version=f"{PROG} {VERSION}\n{FORMATS}")
+    p.add_argument("--generate-man", action="store_true", help="print the man page (roff)")
+    p.add_argument("--generate-completions", choices=["bash", "zsh", "fish"], metavar="SHELL",
+                   help="print the completions for bash, zsh or fish")
+    return p
+
+
+def roff(text):
+    """Text as roff reads it: backslashes and dashes escaped, no line
+    taken for a request."""
+    out = []
+    for line in text.replace("\\", "\\e").replace("-", "\\-").split("\n"):
+        out.append("\\&" + line if line.startswith((".", "'")) else line)
+    return "\n".join(out)
+
+
+def man_page(p):
+    """The man page, from the same definitions `--help` prints."""
+    head, _, rest = __doc__.partition("\n\n")
+    lines = [
+        f'.TH {PROG} 1 "" "kmemtrace {VERSION}" "User Commands"',
+        ".SH NAME",
+        f"{PROG} \\- {roff(' '.join(head.split(': ', 1)[-1].split()))}",
+        ".SH SYNOPSIS",
+        roff(" ".join(p.format_usage().replace("usage: ", "").split())),
+        ".SH DESCRIPTION",
+    ]
+    # Paragraphs filled; the indented example as it is.
+    for para in rest.strip().split("\n\n"):
+        if para.startswith("    "):
+            lines += [".PP", ".nf", roff(para), ".fi"]
+        else:
+            lines += [".PP", roff(para)]
+    lines.append(".SH OPTIONS")
+    for a in p._actions:
+        name = ", ".join(a.option_strings) or (a.metavar or a.dest).upper()
+        if a.option_strings and a.nargs != 0:
+            name += " " + (a.metavar or a.dest.upper())
+        lines += [".TP", f"\\fB{roff(name)}\\fR", roff(a.help or "")]
+    return "\n".join(lines) + "\n"
+
+
+def completions(p, shell):
+    """Completions from the parser's options; the datasets are files."""
+    opts = [(o, a.help or "") for a in p._actions for o in a.option_strings]
+    longs = [(o[2:], h) for o, h in opts if o.startswith("--")]
+    if shell == "bash":
+        words = " ".join(o for o, _ in opts)
+        return f'complete -o default -W "{words}" {PROG}\n'
+    if shell == "zsh":
+        specs = " \\\n  ".join(
+            "'--{}[{}]'".format(o, h.replace("'", "").replace("[", "(").replace("]", ")"))
+            for o, h in longs
+        )
+        return f"#compdef {PROG}\n_arguments \\\n  {specs} \\\n  '*:dataset:_files'\n"
+    return "".join(
+        "complete -c {} -l {} -d '{}'\n".format(PROG, o, h.replace("'", ""))
+        for o, h in longs
+    )
+
+
+def main(argv):
+    p = parser()
     a = p.parse_args(argv)
+    if a.generate_man:
+        sys.stdout.write(man_page(p))
+        return EXIT_OK
+    if a.generate_completions:
+        sys.stdout.write(completions(p, a.generate_completions))
+        return EXIT_OK
     if a.metrics:
         for name, kind, letters in METRICS:
             print(f"  {name:<22} {letters:<5} {kind}")

@@ -62,8 +62,13 @@ fn man_pages_and_completions_carry_every_option_of_help() {
     );
     let read =
         |p: PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    for p in PROGRAMS {
-        let help = run(Command::new(bin(p)).arg("--help"));
+    let job = workspace().join("kmemtrace-diff/fleet/kmemtrace_fleet_diff.py");
+    for p in PROGRAMS.iter().chain(&["kmemtrace-fleet-diff"]) {
+        let help = if *p == "kmemtrace-fleet-diff" {
+            run(Command::new("python3").arg(&job).arg("--help"))
+        } else {
+            run(Command::new(bin(p)).arg("--help"))
+        };
         let options = long_options(&help);
         assert!(
             options.iter().any(|o| o == "help") && options.len() > 3,
@@ -86,7 +91,11 @@ fn man_pages_and_completions_carry_every_option_of_help() {
         }
         // The man page's NAME line is the help's first line (roff escapes
         // its quotes: its first two words suffice).
-        let about = help.lines().next().unwrap();
+        // (argparse's help starts with the usage, then the description.)
+        let about = match help.strip_prefix("usage: ") {
+            Some(rest) => rest.split("\n\n").nth(1).unwrap().lines().next().unwrap(),
+            None => help.lines().next().unwrap(),
+        };
         let first_words: Vec<&str> = about
             .split_whitespace()
             .take(2)
@@ -216,9 +225,16 @@ fn the_debian_package_installs_and_removes_cleanly() {
         let v = run(Command::new(format!("/usr/bin/{p}")).arg("--version"));
         assert!(v.starts_with(&format!("{p} 0.")), "{v}");
     }
-    // The fleet job runs from its link (its metric table needs no engine).
+    // The fleet job runs from its link (its metric table needs no engine),
+    // with the package's version and its man page.
     let metrics = run(Command::new("/usr/bin/kmemtrace-fleet-diff").arg("--metrics"));
     assert!(metrics.contains("  hits "), "{metrics}");
+    let v = run(Command::new("/usr/bin/kmemtrace-fleet-diff").arg("--version"));
+    let packaged = run(Command::new("/usr/bin/kmemtraced").arg("--version"));
+    let version = packaged.split_whitespace().nth(1).unwrap();
+    assert!(v.starts_with(&format!("kmemtrace-fleet-diff {version}\n")), "{v}");
+    let man = run(Command::new("man").args(["-w", "kmemtrace-fleet-diff"]));
+    assert_eq!(man.trim(), "/usr/share/man/man1/kmemtrace-fleet-diff.1.gz");
     run(Command::new("dpkg").args(["-r", "kmemtrace"]));
     for p in PROGRAMS.iter().chain(&["kmemtrace-fleet-diff"]) {
         assert!(
