@@ -232,7 +232,10 @@ fn the_debian_package_installs_and_removes_cleanly() {
     let v = run(Command::new("/usr/bin/kmemtrace-fleet-diff").arg("--version"));
     let packaged = run(Command::new("/usr/bin/kmemtraced").arg("--version"));
     let version = packaged.split_whitespace().nth(1).unwrap();
-    assert!(v.starts_with(&format!("kmemtrace-fleet-diff {version}\n")), "{v}");
+    assert!(
+        v.starts_with(&format!("kmemtrace-fleet-diff {version}\n")),
+        "{v}"
+    );
     let man = run(Command::new("man").args(["-w", "kmemtrace-fleet-diff"]));
     assert_eq!(man.trim(), "/usr/share/man/man1/kmemtrace-fleet-diff.1.gz");
     run(Command::new("dpkg").args(["-r", "kmemtrace"]));

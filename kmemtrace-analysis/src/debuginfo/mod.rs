@@ -13,7 +13,7 @@ mod modules;
 
 use kmemtrace_kernel::Kallsyms;
 use object::{Object, ObjectSymbol};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// One frame of an address's chain: the function and where in its source.
@@ -101,15 +101,18 @@ impl DebugInfo {
         };
         let mods = match modules {
             Some(dir) => {
-                let (m, passed_over) = modules::read_dir(dir)?;
-                if m.is_empty() {
+                let loaded: HashSet<&str> = kallsyms
+                    .map(|k| k.modules().iter().map(String::as_str).collect())
+                    .unwrap_or_default();
+                let (m, found) = modules::read_dir(dir, &loaded)?;
+                if found.files == 0 {
                     return Err(format!(
-                        "{}: no .ko file with DWARF debug info there (a module build tree, \
+                        "{}: no .ko file there (give a module build tree, /lib/modules/VERSION, \
                          or /usr/lib/debug/lib/modules/VERSION of Debian's linux-image-*-dbg)",
                         dir.display()
                     ));
                 }
-                said.push(modules_said(dir, &m, passed_over, kallsyms));
+                said.push(modules_said(dir, &m, &found, kallsyms));
                 m
             }
             None => HashMap::new(),
@@ -175,24 +178,28 @@ fn frames_at(ctx: &addr2line::Context<dwarf::Reader>, probe: u64) -> Vec<SourceF
     out
 }
 
-/// `DIR: N modules with DWARF, M of the log's K`.
+/// `DIR: the .ko files with DWARF of M of the log's K loaded modules`.
 fn modules_said(
     dir: &Path,
     m: &HashMap<String, modules::Module>,
-    passed_over: usize,
+    found: &modules::Found,
     kallsyms: Option<&Kallsyms>,
 ) -> String {
-    let mut s = format!("{}: {} modules with DWARF", dir.display(), m.len());
-    if passed_over > 0 {
-        s += &format!(" ({passed_over} .ko files without passed over)");
-    }
-    match kallsyms {
-        Some(k) => {
-            let loaded = k.modules();
-            let have = loaded.iter().filter(|n| m.contains_key(*n)).count();
-            s += &format!(", {have} of the log's {} loaded modules", loaded.len());
-        }
-        None => s += ", but the log has no kallsyms: module addresses cannot be placed",
+    let dir = dir.display();
+    let Some(k) = kallsyms else {
+        return format!("{dir}: the log has no kallsyms, so module addresses cannot be placed");
+    };
+    let mut s = format!(
+        "{dir}: {} .ko files, with DWARF for {} of the log's {} loaded modules",
+        found.files,
+        m.len(),
+        k.modules().len()
+    );
+    if found.passed_over > 0 {
+        s += &format!(
+            " ({} of theirs without DWARF or unreadable)",
+            found.passed_over
+        );
     }
     s
 }

@@ -7,7 +7,7 @@
 //! address there plus the offset into it.
 
 use super::dwarf::{self, Reader};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// One module's DWARF and where its functions are in it.
@@ -16,25 +16,43 @@ pub struct Module {
     pub functions: HashMap<String, u64>,
 }
 
-/// Every `.ko` under `dir` with DWARF, by module name, and what was passed
-/// over (files without DWARF, or that do not parse), counted.
-pub fn read_dir(dir: &Path) -> Result<(HashMap<String, Module>, usize), String> {
+/// What a directory held.
+pub struct Found {
+    /// `.ko` files under it.
+    pub files: usize,
+    /// Of those of loaded modules, the ones without DWARF or unreadable.
+    pub passed_over: usize,
+}
+
+/// The `.ko` files under `dir` of the modules named `loaded` (the log's
+/// kallsyms: a distribution's debug tree holds thousands, and only these
+/// can be placed), with DWARF, by module name.
+pub fn read_dir(
+    dir: &Path,
+    loaded: &HashSet<&str>,
+) -> Result<(HashMap<String, Module>, Found), String> {
     let mut files = Vec::new();
     walk(dir, &mut files).map_err(|e| format!("{}: {e}", dir.display()))?;
     files.sort();
+    let mut found = Found {
+        files: files.len(),
+        passed_over: 0,
+    };
     let mut modules = HashMap::new();
-    let mut passed_over = 0;
     for path in files {
+        if !loaded.contains(file_module_name(&path).as_str()) {
+            continue;
+        }
         match open(&path) {
             Ok((name, m)) => {
                 // The first of two files of one module (sorted paths: a
                 // build tree's copy before an install's).
                 modules.entry(name).or_insert(m);
             }
-            Err(_) => passed_over += 1,
+            Err(_) => found.passed_over += 1,
         }
     }
-    Ok((modules, passed_over))
+    Ok((modules, found))
 }
 
 /// The `.ko` files under `dir`, following no symbolic link to a directory
@@ -74,8 +92,12 @@ fn module_name(file: &object::File<'_>, path: &Path) -> String {
                 .find_map(|f| f.strip_prefix(b"name="))
                 .map(|n| String::from_utf8_lossy(n).into_owned())
         });
-    from_modinfo.unwrap_or_else(|| {
-        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-        stem.replace('-', "_")
-    })
+    from_modinfo.unwrap_or_else(|| file_module_name(path))
+}
+
+/// The module a file is of by its name, with `-` as `_` (kbuild's
+/// KBUILD_MODNAME).
+fn file_module_name(path: &Path) -> String {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    stem.replace('-', "_")
 }

@@ -423,7 +423,7 @@ fn frames_of(row: &serde_json::Value) -> Vec<(String, String, u64)> {
 #[test]
 fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
     const TEST: &str = "modules_give_call_sites_in_each_section_their_chain_as_addr2line_does";
-    for t in ["gcc", "nm", "objdump", "addr2line"] {
+    for t in ["gcc", "nm", "objdump", "addr2line", "objcopy"] {
         if !have(t) {
             return common::skip(
                 TEST,
@@ -481,7 +481,7 @@ fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
     let src = &r["sources"];
     let said = src["debug_info"].as_str().unwrap();
     assert!(
-        said.contains("1 modules with DWARF, 1 of the log's 1 loaded modules"),
+        said.ends_with("1 .ko files, with DWARF for 1 of the log's 1 loaded modules"),
         "{said}"
     );
     for (site, chain) in &want {
@@ -502,14 +502,30 @@ fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
     std::fs::create_dir(&other).unwrap();
     std::fs::copy(&ko, other.join("not-it.ko")).unwrap();
     let r = report_json(log.path(), &["--modules", other.to_str().unwrap()]);
-    assert!(r["sources"]["debug_info"]
-        .as_str()
-        .unwrap()
-        .contains("0 of the log's 1"));
+    let said = r["sources"]["debug_info"].as_str().unwrap();
+    assert!(
+        said.ends_with("with DWARF for 0 of the log's 1 loaded modules"),
+        "{said}"
+    );
     for row in r["sources"]["callsites"].as_array().unwrap() {
         assert_eq!(row["frames"], serde_json::json!([]), "{row}");
     }
-    // A directory without a module with DWARF is unusable input.
+    // The loaded module's file without DWARF: said, and no chain.
+    let stripped = dir.path().join("stripped");
+    std::fs::create_dir(&stripped).unwrap();
+    tool(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(&ko)
+            .arg(stripped.join("kmt_test.ko")),
+    );
+    let r = report_json(log.path(), &["--modules", stripped.to_str().unwrap()]);
+    let said = r["sources"]["debug_info"].as_str().unwrap();
+    assert!(
+        said.ends_with("(1 of theirs without DWARF or unreadable)"),
+        "{said}"
+    );
+    // A directory without a .ko file is unusable input.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let o = report(&[
