@@ -41,7 +41,7 @@ FORMATS = (
 )
 
 # kmemtrace-cli's exit codes (kmemtrace_cli::exit).
-EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_INPUT, EXIT_DAMAGED = 0, 1, 2, 3, 5
+EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_INPUT, EXIT_OUTPUT, EXIT_DAMAGED = 0, 1, 2, 3, 4, 5
 # `partial` of a whole capture without kmem events (`compare::Partial`).
 NO_KMEM_EVENTS = "no kmem events"
 
@@ -765,6 +765,101 @@ def text(doc):
     return "\n".join(out) + "\n"
 
 
+# ------------------------------------------------------------------ JUnit
+# As kmemtrace-diff's (`junit.rs`): one test suite per board, one test case
+# per gate, a failure with the figures of each row that breaks it; a board
+# whose captures are not whole has one test case in error.
+
+
+def xml(s, attribute=False):
+    """`s` escaped for XML (`kmemtrace_cli::markup::escape`)."""
+    out = []
+    for c in s:
+        if c in "&<>\"'":
+            out.append({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;"}[c])
+        elif c in "\n\t":
+            out.append(("&#10;" if c == "\n" else "&#9;") if attribute else c)
+        elif c == "\r":
+            out.append("&#13;")
+        elif ord(c) < 0x20 or c in "\ufffe\uffff":
+            out.append("\ufffd")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def class_name(board):
+    clean = "".join(c if c.isalnum() or c == "-" else "_" for c in board.rsplit("/", 1)[-1])
+    return f"{PROG}.{clean}"
+
+
+def row_text(r):
+    """`name: base -> new (baseline spread lo..hi): why`."""
+    v = lambda x: "none" if x is None else fmt(x)  # noqa: E731
+    spread = "" if r["base_spread"] is None else " (baseline spread {}..{})".format(
+        fmt(r["base_spread"][0]), fmt(r["base_spread"][1]))
+    why = "; ".join(r["breaches"]) or "within limits"
+    return f"{r['name']}: {v(r['base'])} -> {v(r['new'])}{spread}: {why}"
+
+
+def junit_case(board, v):
+    g = v["gate"]
+    o = [f'    <testcase name="{xml(g["name"], True)}" classname="{xml(class_name(board), True)}" time="0">']
+    failures = [r for r in v["checked"] if r["breaches"]]
+    if failures:
+        more = "" if len(failures) == 1 else f" (and {len(failures) - 1} more)"
+        o.append('      <failure type="gate" message="{}">{}</failure>'.format(
+            xml(row_text(failures[0]) + more, True), xml("\n".join(map(row_text, failures)))))
+    elif not v["checked"]:
+        why = "matched no row in either capture"
+        if v["passed"]:
+            o.append(f'      <skipped message="{why}"/>')
+        else:
+            o.append(f'      <failure type="gate" message="{why}">{why}: call sites are named by '
+                     "function (no +0x offset), caches and size classes by name, orders 0..9 and "
+                     "10+ (allow_no_match = true lets it pass)</failure>")
+    seen = "\n".join(map(row_text, v["checked"])) or "no row matched in either capture"
+    o.append(f"      <system-out>rules line {g['line']}: {xml(describe(g))}\n{xml(seen)}</system-out>")
+    o.append("    </testcase>")
+    return o
+
+
+def junit(doc):
+    """The whole fleet as one JUnit document."""
+    tests = sum(max(len(c["gates"]), 1 if c["not_whole"] else 0) for c in doc["comparisons"])
+    errors = sum(1 for c in doc["comparisons"] if c["not_whole"] and not c["gates"])
+    o = ['<?xml version="1.0" encoding="UTF-8"?>',
+         f'<testsuites name="{PROG}" tests="{tests}" failures="{doc["gates_failed"]}" '
+         f'errors="{errors}" time="0">']
+    base = ", ".join(c["name"] for c in doc["base"]["captures"])
+    for c in doc["comparisons"]:
+        board = c["board"]
+        failed = sum(1 for v in c["gates"] if not v["passed"])
+        skipped = sum(1 for v in c["gates"] if v["passed"] and not v["checked"])
+        broken = 1 if c["not_whole"] and not c["gates"] else 0
+        o.append(f'  <testsuite name="{xml(board, True)}" tests="{max(len(c["gates"]), broken)}" '
+                 f'failures="{failed}" errors="{broken}" skipped="{skipped}" time="0">')
+        o.append("    <properties>")
+        for k, val in [
+            ("base", base),
+            ("new", ", ".join(x["name"] for x in c["new"]["captures"])),
+            ("base_seconds", f"{doc['base']['seconds']:.3f}"),
+            ("new_seconds", f"{c['new']['seconds']:.3f}"),
+        ]:
+            o.append(f'      <property name="{k}" value="{xml(val, True)}"/>')
+        o.append("    </properties>")
+        for v in c["gates"]:
+            o += junit_case(board, v)
+        if broken:
+            why = "; ".join(c["not_whole"]) + ": no gate stands on a capture that is not whole"
+            o.append(f'    <testcase name="the gates" classname="{xml(class_name(board), True)}" time="0">')
+            o.append(f'      <error type="{PROG}" message="{xml(why, True)}">{xml(why)}</error>')
+            o.append("    </testcase>")
+        o.append("  </testsuite>")
+    o.append("</testsuites>")
+    return "\n".join(o) + "\n"
+
+
 def write_outputs(engine, out_dir, doc):
     """`changes.parquet` (every changed figure per board) and
     `verdicts.parquet` (every gate's rows per board)."""
@@ -809,6 +904,8 @@ def parser():
     p.add_argument("--master", help="Spark's master URL (default: Spark's own, local[*])")
     p.add_argument("--out", metavar="DIR", help="write changes.parquet and verdicts.parquet there")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--junit", metavar="FILE",
+                   help="write the gates' results as JUnit XML (a test suite per board)")
     p.add_argument("-l", "--lines", type=int, default=25, help="changes per board in the text (0: all)")
     p.add_argument("--metrics", action="store_true", help="list the metrics gates may name")
     p.add_argument("-V", "--version", action="version", version=f"{PROG} {VERSION}\n{FORMATS}")
@@ -920,6 +1017,13 @@ def main(argv):
         return EXIT_INPUT
     if a.out:
         write_outputs(engine, a.out, doc)
+    if a.junit:
+        try:
+            with open(a.junit, "w", encoding="utf-8") as f:
+                f.write(junit(doc))
+        except OSError as e:
+            print(f"{PROG}: {a.junit}: {e}", file=sys.stderr)
+            return EXIT_OUTPUT
     sys.stdout.write(json.dumps(jsonable(doc), indent=2) + "\n" if a.json else text(doc))
     # As kmemtrace-diff: a capture not whole is said, and the status is
     # 3 (no kmem events) or 5 (cut short or damaged) whether or not gates

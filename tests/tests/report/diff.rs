@@ -494,7 +494,7 @@ fn changes_inside_the_baselines_spread_are_not_flagged() {
 
 /// Validates `xml` with xmllint against the JUnit schema; `None` (after
 /// saying so) where xmllint is missing.
-fn junit_valid(xml: &Path, test: &str) -> Option<bool> {
+pub(crate) fn junit_valid(xml: &Path, test: &str) -> Option<bool> {
     let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/report/data/junit.xsd");
     match Command::new("xmllint")
         .args(["--noout", "--schema"])

@@ -2,8 +2,9 @@
 //! Parquet exports of many captures gives, board by board, the numbers and
 //! verdicts `kmemtrace-diff --base ... --new ...` gives on the logs: every
 //! changed figure with its medians, spreads, rates and noise flag, the new
-//! and vanished call sites, and each gate's rows and breaches, on Spark in
-//! local mode (PyPI `pyspark`, a Java runtime) and on DuckDB. It refuses
+//! and vanished call sites, each gate's rows and breaches, and the JUnit
+//! test cases, on Spark in local mode (PyPI `pyspark`, a Java runtime) and
+//! on DuckDB. It refuses
 //! the rules kmemtrace-diff refuses, in the same words, and says which
 //! captures are not whole, with kmemtrace-diff's exit status.
 
@@ -227,6 +228,8 @@ fn the_fleet_job_gives_kmemtrace_diffs_numbers_and_verdicts_on_spark_and_duckdb(
         .arg("--gate")
         .arg(&rules)
         .arg("--json")
+        .arg("--junit")
+        .arg(dir.path().join("diff.xml"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "a gate fails");
@@ -261,6 +264,8 @@ fn the_fleet_job_gives_kmemtrace_diffs_numbers_and_verdicts_on_spark_and_duckdb(
             "--json",
             "--engine",
             engine,
+            "--junit",
+            dir.path().join(format!("{engine}.xml")).to_str().unwrap(),
         ]
         .map(String::from)
         .to_vec()
@@ -290,7 +295,35 @@ fn the_fleet_job_gives_kmemtrace_diffs_numbers_and_verdicts_on_spark_and_duckdb(
         let job: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(job["engine"], engine);
         assert_same_comparisons(&diff, &job, engine);
+        let job_xml = dir.path().join(format!("{engine}.xml"));
+        assert_ne!(crate::diff::junit_valid(&job_xml, TEST), Some(false));
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+        assert_eq!(
+            test_cases(&read("diff.xml")),
+            test_cases(&read(&format!("{engine}.xml"))),
+            "{engine}: JUnit"
+        );
     }
+}
+
+/// A JUnit document's test cases, suite by suite, without the class name
+/// (the program's and the board's).
+fn test_cases(xml: &str) -> Vec<Vec<String>> {
+    xml.split("<testsuite ")
+        .skip(1)
+        .map(|suite| {
+            suite
+                .split("<testcase ")
+                .skip(1)
+                .map(|case| {
+                    let case = &case[..case.find("</testcase>").unwrap()];
+                    let (head, body) = case.split_once('>').unwrap();
+                    let name = head.split(" classname=").next().unwrap();
+                    format!("{name}>{body}")
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[test]
@@ -470,6 +503,8 @@ fn a_capture_that_is_not_whole_is_said_and_its_boards_gates_are_not_judged() {
         "--gate",
         rules.to_str().unwrap(),
         "--json",
+        "--junit",
+        dir.path().join("fleet.xml").to_str().unwrap(),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code, Some(5), "{stderr}");
@@ -489,6 +524,18 @@ fn a_capture_that_is_not_whole_is_said_and_its_boards_gates_are_not_judged() {
     };
     let bad = board("bad");
     assert_eq!(bad["gates"], serde_json::json!([]));
+    // In JUnit (valid for CI servers): the board's suite has one test case
+    // in error.
+    let junit = dir.path().join("fleet.xml");
+    assert_ne!(crate::diff::junit_valid(&junit, TEST), Some(false));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let suite = xml.split("<testsuite name=\"bad\"").nth(1).unwrap();
+    let suite = &suite[..suite.find("</testsuite>").unwrap()];
+    assert!(suite.contains("errors=\"1\""), "{suite}");
+    assert!(
+        suite.contains("<error type=\"kmemtrace-fleet-diff\" message=\"bad-1: it is cut short"),
+        "{suite}"
+    );
     assert!(bad["not_whole"][0]
         .as_str()
         .unwrap()
