@@ -135,11 +135,11 @@ def fmt(v):
 
 
 def display(v):
-    """A limit as Rust's `{}` writes a double: no exponent, no `.0`."""
-    w = whole(v)
-    if w is not None:
-        return str(w)
-    return format(decimal.Decimal(repr(v)), "f")
+    """A limit as Rust's `{}` writes a double: no exponent, no `.0`, `-0`."""
+    if v == 0 and str(v).startswith("-"):
+        return "-0"
+    d = format(decimal.Decimal(repr(v)), "f")
+    return d[:-2] if d.endswith(".0") else d
 
 
 def median(values):
@@ -158,20 +158,6 @@ class RulesError(Exception):
     pass
 
 
-RULE_KEYS = {
-    "name",
-    "metric",
-    "callsite",
-    "cache",
-    "page_callsite",
-    "order",
-    "stall_site",
-    "max_increase_pct",
-    "max_increase",
-    "max",
-    "per_second",
-    "allow_no_match",
-}
 SELECTORS = ["callsite", "cache", "page_callsite", "order", "stall_site"]
 
 
@@ -212,26 +198,51 @@ def parse_rules(file, text):
     if not rules:
         raise RulesError(f"{file}: no [[gate]] rule")
     lines = rule_lines(text)
-    return [
-        parse_rule(file, r, lines[i] if i < len(lines) else (1, {}))
-        for i, r in enumerate(rules)
-    ]
+    placed = [(r, lines[i] if i < len(lines) else (1, {})) for i, r in enumerate(rules)]
+    # As serde reads the whole file before any rule is judged: fields and
+    # their types first, in every rule, then each rule's meaning.
+    for r, where in placed:
+        check_fields(file, r, where)
+    return [parse_rule(file, r, where) for r, where in placed]
 
 
-def parse_rule(file, r, where):
+def rule_error(file, where):
+    """Raises a rule's error at the line of `key` (else its header)."""
     header, keys = where
 
     def err(key, why):
         raise RulesError(f"{file} line {keys.get(key, header)}: {why}")
 
-    for k in r:
-        if k not in RULE_KEYS:
+    return err
+
+
+# Each field's type, as the rules file's (`gate::RawGate`) are read.
+FIELD_TYPES = {
+    "name": (str,), "metric": (str,), "callsite": (str,), "cache": (str,),
+    "page_callsite": (str,), "stall_site": (str,), "order": None,
+    "max_increase_pct": (int, float), "max_increase": (int, float), "max": (int, float),
+    "per_second": (bool,), "allow_no_match": (bool,),
+}
+
+
+def check_fields(file, r, where):
+    err = rule_error(file, where)
+    for k, v in r.items():
+        if k not in FIELD_TYPES:
             err(k, f"unknown field `{k}`")
+        want = FIELD_TYPES[k]
+        numeric = want == (int, float)
+        if want and (not isinstance(v, want) or (numeric and isinstance(v, bool))):
+            what = {(str,): "a string", (bool,): "true or false"}.get(want, "a number")
+            err(k, f"invalid type for `{k}`: expected {what}")
     if "metric" not in r:
         err("metric", "missing field `metric`")
+
+
+def parse_rule(file, r, where):
+    header, keys = where
+    err = rule_error(file, where)
     metric = r["metric"]
-    if not isinstance(metric, str):
-        err("metric", "metric is a string")
     found = lookup(metric)
     if found is None:
         err("metric", f'metric "{metric}" is not known; metrics: {", ".join(metric_names())}')
@@ -251,14 +262,12 @@ def parse_rule(file, r, where):
                     "or a glob on those names",
                 )
             v = v if isinstance(v, str) else ("10+" if v == 10 else str(v))
-        elif not isinstance(v, str):
-            err(key, f"{key} is a string")
         picked[key] = v
     if "+0x" in picked.get("callsite", ""):
         err("callsite", "call sites compare by function: leave out the +0x offset")
     if len(picked) > 1:
-        # The second as the file gives them.
-        second = sorted(picked, key=lambda k: keys.get(k, header))[1]
+        # The second in kmemtrace-diff's order of selectors.
+        second = list(picked)[1]
         err(
             second,
             "a rule selects one of callsite, cache, page_callsite, order, stall_site "
@@ -275,18 +284,12 @@ def parse_rule(file, r, where):
             "metric",
             f'metric "{metric}" has no figure per {scope}: it has {", ".join(scopes)}',
         )
-    for flag in ("per_second", "allow_no_match"):
-        if not isinstance(r.get(flag, False), bool):
-            err(flag, f"{flag} is true or false")
     if r.get("per_second", False) and kind != "count":
         err("metric", f'metric "{metric}" is not a count over time: it has no rate per second')
     limits = {}
     for key in ("max_increase_pct", "max_increase", "max"):
         if key in r:
-            v = r[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                err(key, f"{key} is a number")
-            v = float(v)
+            v = float(r[key])
             if v != v or v in (float("inf"), float("-inf")) or v < 0:
                 err(key, "a limit is a number, 0 or more")
             limits[key] = v
@@ -435,11 +438,19 @@ class DuckDB:
         self.con.execute(f"create view figures as select * from read_parquet([{listed}])")
 
     def rows_table(self, name, columns, rows):
-        cols = ", ".join(f"{c} varchar" for c in columns)
-        self.con.execute(f"create temp table {name} ({cols})")
-        if rows:
-            marks = ", ".join("?" for _ in columns)
-            self.con.executemany(f"insert into {name} values ({marks})", rows)
+        # Through a file: inserting row by row is slow at a fleet's size.
+        import tempfile
+
+        cols = ", ".join(f"'{c}': 'VARCHAR'" for c in columns)
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(dict(zip(columns, r))) + "\n")
+            f.flush()
+            q = f.name.replace("'", "''")
+            self.con.execute(
+                f"create temp table {name} as select * from read_json('{q}', "
+                f"format = 'newline_delimited', columns = {{{cols}}})"
+            )
 
     def table(self, name, sql):
         self.con.execute(f"create temp table {name} as {sql}")
@@ -528,20 +539,39 @@ where coalesce(new, 0e0) - coalesce(base, 0e0) <> 0
 
 
 def dataset_paths(args):
-    """Each DATASET argument as Parquet files: a directory with
-    figures.parquet, a directory of such directories, a glob, or a
-    remote path (`s3a://`, `hdfs://`) given to the engine as it is."""
+    """Each DATASET argument as Parquet files: an export's directory, a
+    directory of them, a glob of either or of figures.parquet files, or a
+    remote path (`s3a://`, `hdfs://`) given to the engine as it is. An
+    export without figures.parquet (made before there was one) stops the
+    run: its board would be left out without a word."""
     out = []
     for a in args:
         if "://" in a:
             out.append(a)
-        elif os.path.isdir(a):
-            own = os.path.join(a, "figures.parquet")
-            pat = own if os.path.exists(own) else os.path.join(a, "*", "figures.parquet")
-            out.extend(sorted(glob.glob(pat)))
-        else:
-            out.extend(sorted(glob.glob(a)) or [a])
+            continue
+        matches = sorted(glob.glob(a)) if any(c in a for c in "*?[") else [a]
+        if not matches or not all(os.path.exists(m) for m in matches):
+            raise Stop(EXIT_INPUT, f"{a}: no such file or directory")
+        for m in matches:
+            if not os.path.isdir(m):
+                out.append(m)
+            elif os.path.exists(os.path.join(m, "manifest.json")):
+                out.append(export_figures(m))
+            else:
+                subs = sorted(d for d in glob.glob(os.path.join(m, "*"))
+                              if os.path.exists(os.path.join(d, "manifest.json")))
+                out.extend(export_figures(d) for d in subs)
+    if not out:
+        raise Stop(EXIT_INPUT, "no export in " + ", ".join(args))
     return out
+
+
+def export_figures(d):
+    f = os.path.join(d, "figures.parquet")
+    if not os.path.exists(f):
+        raise Stop(EXIT_INPUT, f"{d}: an export without figures.parquet (a kmemtrace-export "
+                               "from before 2026-11-28): export the log again")
+    return f
 
 
 def sides_of(captures, base_patterns, board_rx):
@@ -583,13 +613,21 @@ def number(v):
     return w if w is not None else v
 
 
-def jsonable(v):
-    """Whole numbers as JSON integers, as kmemtrace-diff writes them."""
+# The fields kmemtrace-diff writes whole numbers of as JSON integers
+# (`compare::number`); the rest (percentages, rates, seconds) as floats.
+WHOLE_AS_INTEGER = {
+    "base", "new", "delta", "base_spread", "new_spread",
+    "max_increase_pct", "max_increase", "max",
+}
+
+
+def jsonable(v, key=None):
+    """The document as kmemtrace-diff writes its numbers."""
     if isinstance(v, dict):
-        return {k: jsonable(x) for k, x in v.items()}
+        return {k: jsonable(x, k) for k, x in v.items()}
     if isinstance(v, list):
-        return [jsonable(x) for x in v]
-    return number(v)
+        return [jsonable(x, key) for x in v]
+    return number(v) if key in WHOLE_AS_INTEGER else v
 
 
 # The order changes are listed in (`compare::sort`'s default): the largest
@@ -597,6 +635,25 @@ def jsonable(v):
 # strings and both engines compare them).
 SCOPE_RANK = "case scope " + " ".join(f"when '{s}' then {i}" for i, s in enumerate(SCOPES)) + " end"
 ORDER = f"abs(delta) desc, {SCOPE_RANK}, name, metric"
+
+
+def sql_text(s):
+    """A string literal both engines read the same: a backslash, which
+    Spark's parser would take for an escape, as `chr(92)`."""
+    parts = ["'" + p.replace("'", "''") + "'" for p in s.split("\\")]
+    return parts[0] if len(parts) == 1 else "concat(" + ", chr(92), ".join(parts) + ")"
+
+
+def like(pattern):
+    """A gate's glob as a LIKE pattern with `!` as the escape: the rows a
+    gate looks at are found by the engines, not on the driver."""
+    out = []
+    for c in pattern:
+        if c in "!%_":
+            out.append("!" + c)
+        else:
+            out.append({"*": "%", "?": "_"}.get(c, c))
+    return "".join(out)
 
 
 def listed_changes(engine, lines):
@@ -668,14 +725,16 @@ def compare(engine, base_patterns, board_rx, gates, lines):
     hits = {}
     for r in engine.rows(
         "select side, scope, name, base, new from comparison where metric = 'hits' "
-        "and scope in ('callsite', 'page_callsite')"
+        "and scope in ('callsite', 'page_callsite') and (base is null or new is null)"
     ):
         hits.setdefault(r["side"], []).append(r)
     gate_rows = {}
     for i, g in enumerate(gates):
-        q = "select * from comparison where scope = '{}' and metric = '{}'".format(
-            g["scope"], g["metric"].replace("'", "''")
+        q = "select * from comparison where scope = {} and metric = {}".format(
+            sql_text(g["scope"]), sql_text(g["metric"])
         )
+        if g["pattern"] is not None:
+            q += f" and name like {sql_text(like(g['pattern']))} escape '!'"
         for r in engine.rows(q):
             gate_rows.setdefault((i, r["side"]), []).append(r)
     base_caps = side_caps[("base", "")]
@@ -831,7 +890,7 @@ def junit(doc):
     o = ['<?xml version="1.0" encoding="UTF-8"?>',
          f'<testsuites name="{PROG}" tests="{tests}" failures="{doc["gates_failed"]}" '
          f'errors="{errors}" time="0">']
-    base = ", ".join(c["name"] for c in doc["base"]["captures"])
+    base = " + ".join(c["name"] for c in doc["base"]["captures"])
     for c in doc["comparisons"]:
         board = c["board"]
         failed = sum(1 for v in c["gates"] if not v["passed"])
@@ -842,7 +901,7 @@ def junit(doc):
         o.append("    <properties>")
         for k, val in [
             ("base", base),
-            ("new", ", ".join(x["name"] for x in c["new"]["captures"])),
+            ("new", " + ".join(x["name"] for x in c["new"]["captures"])),
             ("base_seconds", f"{doc['base']['seconds']:.3f}"),
             ("new_seconds", f"{c['new']['seconds']:.3f}"),
         ]:
@@ -858,6 +917,21 @@ def junit(doc):
         o.append("  </testsuite>")
     o.append("</testsuites>")
     return "\n".join(o) + "\n"
+
+
+def junit_error(message):
+    """A report for CI when nothing could be compared (bad rules, a dataset
+    that cannot be read): one test case in error (`junit::error`)."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<testsuites name="{PROG}" tests="1" failures="0" errors="1" time="0">\n'
+        f'  <testsuite name="{PROG}" tests="1" failures="0" errors="1" skipped="0" time="0">\n'
+        f'    <testcase name="compare the fleet" classname="{PROG}.run" time="0">\n'
+        f'      <error type="{PROG}" message="{xml(message, True)}">{xml(message)}</error>\n'
+        "    </testcase>\n"
+        "  </testsuite>\n"
+        "</testsuites>\n"
+    )
 
 
 def write_outputs(engine, out_dir, doc):
@@ -969,6 +1043,14 @@ def completions(p, shell):
     )
 
 
+class Stop(Exception):
+    """A run that stops: its exit code and why."""
+
+    def __init__(self, code, why):
+        super().__init__(why)
+        self.code = code
+
+
 def main(argv):
     p = parser()
     a = p.parse_args(argv)
@@ -981,49 +1063,66 @@ def main(argv):
     if a.metrics:
         for name, kind, letters in METRICS:
             print(f"  {name:<22} {letters:<5} {kind}")
+        for k in MISUSE:
+            print(f"  misuse:{k:<15} tc    count")
+        for k in PAGE_MISUSE:
+            print(f"  page_misuse:{k:<10} t     count")
         return EXIT_OK
+    try:
+        return run(a)
+    except Stop as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        if a.junit:
+            # A report for CI in error, as kmemtrace-diff leaves one.
+            try:
+                with open(a.junit, "w", encoding="utf-8") as f:
+                    f.write(junit_error(str(e)))
+            except OSError as w:
+                print(f"{PROG}: {a.junit}: {w}", file=sys.stderr)
+        return e.code
+
+
+def run(a):
+    """The comparison the options ask for; its exit status."""
     if not a.dataset or not a.base:
-        p.print_usage(sys.stderr)
-        print("kmemtrace-fleet-diff: give DATASET... and --base CAPTURE...", file=sys.stderr)
-        return EXIT_USAGE
+        raise Stop(EXIT_USAGE, "give DATASET... and --base CAPTURE...")
+    if a.lines < 0:
+        raise Stop(EXIT_USAGE, "-l: a number of lines, 0 (all) or more")
     try:
         board_rx = re.compile(a.board) if a.board else None
     except re.error as e:
-        print(f"kmemtrace-fleet-diff: --board: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        raise Stop(EXIT_USAGE, f"--board: {e}")
     gates = []
     if a.gate:
         try:
             with open(a.gate, encoding="utf-8") as f:
                 gates = parse_rules(a.gate, f.read())
         except (OSError, UnicodeDecodeError) as e:
-            print(f"kmemtrace-fleet-diff: {a.gate}: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            raise Stop(EXIT_USAGE, f"{a.gate}: {e}")
         except RulesError as e:
-            print(f"kmemtrace-fleet-diff: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            raise Stop(EXIT_USAGE, str(e))
+    if a.junit and not gates:
+        raise Stop(EXIT_USAGE, "--junit writes the gates' results: give --gate RULES")
     paths = dataset_paths(a.dataset)
-    if not paths:
-        print("kmemtrace-fleet-diff: no figures.parquet in " + ", ".join(a.dataset), file=sys.stderr)
-        return EXIT_INPUT
-    engine = Spark(a.master) if a.engine == "spark" else DuckDB()
+    engine = open_engine(a)
     try:
         engine.read(paths)
         # -l 0, as kmemtrace-diff's: every change.
         lines = None if a.json or a.lines == 0 else a.lines
         doc = compare(engine, a.base, board_rx, gates, lines)
     except InputError as e:
-        print(f"kmemtrace-fleet-diff: {e}", file=sys.stderr)
-        return EXIT_INPUT
-    if a.out:
-        write_outputs(engine, a.out, doc)
-    if a.junit:
-        try:
-            with open(a.junit, "w", encoding="utf-8") as f:
-                f.write(junit(doc))
-        except OSError as e:
-            print(f"{PROG}: {a.junit}: {e}", file=sys.stderr)
-            return EXIT_OUTPUT
+        raise Stop(EXIT_INPUT, str(e))
+    except Exception as e:  # the engine's: a file it cannot read
+        raise Stop(EXIT_INPUT, f"{engine.name} could not read the dataset: {e}")
+    for path, write in [
+        (a.out, lambda: write_outputs(engine, a.out, doc)),
+        (a.junit, lambda: write_text(a.junit, junit(doc))),
+    ]:
+        if path:
+            try:
+                write()
+            except Exception as e:
+                raise Stop(EXIT_OUTPUT, f"{path}: {e}")
     sys.stdout.write(json.dumps(jsonable(doc), indent=2) + "\n" if a.json else text(doc))
     # As kmemtrace-diff: a capture not whole is said, and the status is
     # 3 (no kmem events) or 5 (cut short or damaged) whether or not gates
@@ -1033,14 +1132,27 @@ def main(argv):
     for c in doc["comparisons"]:
         for w in c["not_whole"]:
             if w not in said:
-                print(f"kmemtrace-fleet-diff: warning: {w}: its figures are not the whole "
-                      "capture's", file=sys.stderr)
+                print(f"{PROG}: warning: {w}: its figures are not the whole capture's",
+                      file=sys.stderr)
                 said.add(w)
             worse = EXIT_INPUT if w.endswith(": " + NO_KMEM_EVENTS) else EXIT_DAMAGED
             code = worst(code, worse)
     if doc["gates_failed"]:
         code = worst(code, EXIT_NO)
     return code
+
+
+def open_engine(a):
+    try:
+        return Spark(a.master) if a.engine == "spark" else DuckDB()
+    except ImportError as e:
+        need = "pyspark and a Java runtime" if a.engine == "spark" else "the duckdb module"
+        raise Stop(EXIT_INPUT, f"--engine {a.engine} needs {need} ({e})")
+
+
+def write_text(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def worst(a, b):

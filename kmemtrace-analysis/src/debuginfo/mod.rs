@@ -196,10 +196,7 @@ fn modules_said(
         k.modules().len()
     );
     if found.passed_over > 0 {
-        s += &format!(
-            " ({} of theirs without DWARF or unreadable)",
-            found.passed_over
-        );
+        s += &format!(" ({} more without DWARF or unreadable)", found.passed_over);
     }
     s
 }

@@ -20,7 +20,7 @@ pub struct Module {
 pub struct Found {
     /// `.ko` files under it.
     pub files: usize,
-    /// Of those of loaded modules, the ones without DWARF or unreadable.
+    /// Loaded modules whose files there all lack DWARF or are unreadable.
     pub passed_over: usize,
 }
 
@@ -39,19 +39,25 @@ pub fn read_dir(
         passed_over: 0,
     };
     let mut modules = HashMap::new();
+    let mut without = HashSet::new();
     for path in files {
-        if !loaded.contains(file_module_name(&path).as_str()) {
+        let name = file_module_name(&path);
+        if !loaded.contains(name.as_str()) || modules.contains_key(&name) {
             continue;
         }
         match open(&path) {
+            // The first of two files of one module with DWARF (sorted
+            // paths: a build tree's copy before an install's).
             Ok((name, m)) => {
-                // The first of two files of one module (sorted paths: a
-                // build tree's copy before an install's).
                 modules.entry(name).or_insert(m);
             }
-            Err(_) => found.passed_over += 1,
+            Err(_) => {
+                without.insert(name);
+            }
         }
     }
+    // Modules none of whose files had DWARF.
+    found.passed_over = without.iter().filter(|n| !modules.contains_key(*n)).count();
     Ok((modules, found))
 }
 

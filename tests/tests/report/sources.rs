@@ -522,7 +522,7 @@ fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
     let r = report_json(log.path(), &["--modules", stripped.to_str().unwrap()]);
     let said = r["sources"]["debug_info"].as_str().unwrap();
     assert!(
-        said.ends_with("(1 of theirs without DWARF or unreadable)"),
+        said.ends_with("for 0 of the log's 1 loaded modules (1 more without DWARF or unreadable)"),
         "{said}"
     );
     // A directory without a .ko file is unusable input.
