@@ -11,9 +11,9 @@
 //! what it needs, a few minutes) or a directory it was unpacked into
 //! (`dpkg-deb -x PKG DIR`).
 
+use crate::sources::{frames_of, gnu_chain_with};
 use crate::{common, report_json};
 
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -67,42 +67,6 @@ fn loaded_modules(logs: &[PathBuf]) -> std::collections::BTreeSet<String> {
             log.kallsyms
                 .map(|k| k.modules().to_vec())
                 .unwrap_or_default()
-        })
-        .collect()
-}
-
-/// GNU addr2line's chain: (function, file, line), innermost first.
-fn gnu(args: &[&str], elf: &Path, addr: u64) -> Vec<(String, String, u64)> {
-    let out = common::stdout_ok(
-        Command::new("addr2line")
-            .args(["-f", "-i"])
-            .args(args)
-            .arg("-e")
-            .arg(elf)
-            .arg(format!("0x{addr:x}")),
-    );
-    let lines: Vec<&str> = out.lines().collect();
-    lines
-        .chunks(2)
-        .map(|c| {
-            let (file, line) = c[1].rsplit_once(':').unwrap();
-            let line = line.split_whitespace().next().unwrap().parse().unwrap_or(0);
-            (c[0].to_string(), file.to_string(), line)
-        })
-        .collect()
-}
-
-fn ours(row: &Value) -> Vec<(String, String, u64)> {
-    row["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["function"].as_str().unwrap_or("??").to_string(),
-                f["file"].as_str().unwrap_or("??").to_string(),
-                f["line"].as_u64().unwrap_or(0),
-            )
         })
         .collect()
 }
@@ -180,7 +144,7 @@ fn a_debian_debug_package_gives_every_call_site_addr2lines_chain() {
         );
         for (i, row) in rows.iter().enumerate() {
             let site = row["callsite"].as_str().unwrap();
-            let chain = ours(row);
+            let chain = frames_of(row);
             let at = format!("{}: {site}", log.display());
             let outer = &chain.last().unwrap_or_else(|| panic!("{at}: no chain")).0;
             assert_eq!(outer, base(site.split('+').next().unwrap()), "{at}");
@@ -194,13 +158,13 @@ fn a_debian_debug_package_gives_every_call_site_addr2lines_chain() {
                     let ko = find_ko(&modules, module);
                     let (section, value) = in_module(&ko, name);
                     let off = u64::from_str_radix(off, 16).unwrap();
-                    let want = gnu(&["-j", &section], &ko, value + off - 1);
+                    let want = gnu_chain_with(&["-j", &section], &ko, value + off - 1);
                     assert_eq!(chain, want, "{at}");
                     module_rows += 1;
                 }
                 // Every 7th of the kernel's, against GNU addr2line.
                 None if i % 7 == 0 => {
-                    let want = gnu(&[], &vmlinux, addr.wrapping_sub(slide) - 1);
+                    let want = gnu_chain_with(&[], &vmlinux, addr.wrapping_sub(slide) - 1);
                     assert_eq!(chain, want, "{at}");
                 }
                 None => {}

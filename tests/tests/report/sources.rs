@@ -101,9 +101,17 @@ fn return_address(elf: &Path) -> u64 {
 
 /// GNU addr2line's chain at `addr`: (function, file, line), innermost first.
 fn gnu_chain(elf: &Path, addr: u64) -> Vec<(String, String, u64)> {
+    gnu_chain_with(&[], elf, addr)
+}
+
+/// GNU addr2line's chain at `addr` with more options (`-j SECTION`: an
+/// offset into a relocatable object's section). Line 0 where it says `?`.
+pub(crate) fn gnu_chain_with(args: &[&str], elf: &Path, addr: u64) -> Vec<(String, String, u64)> {
     let out = tool(
         Command::new("addr2line")
-            .args(["-f", "-i", "-e"])
+            .args(["-f", "-i"])
+            .args(args)
+            .arg("-e")
             .arg(elf)
             .arg(format!("0x{addr:x}")),
     );
@@ -113,23 +121,30 @@ fn gnu_chain(elf: &Path, addr: u64) -> Vec<(String, String, u64)> {
         .map(|c| {
             let (file, line) = c[1].rsplit_once(':').unwrap();
             // "file.c:12 (discriminator 1)"
-            let line = line.split_whitespace().next().unwrap().parse().unwrap();
+            let line = line.split_whitespace().next().unwrap().parse().unwrap_or(0);
             (c[0].to_string(), file.to_string(), line)
         })
         .collect()
 }
 
+/// Whether gcc and binutils' `tools` are here; a visible skip if not.
+fn tools_or_skip(test: &str, tools: &[&str]) -> bool {
+    let missing = tools.iter().find(|t| !have(t));
+    if let Some(t) = missing {
+        common::skip(
+            test,
+            common::Missing::Tool,
+            &format!("no {t} (gcc, binutils)"),
+        );
+    }
+    missing.is_none()
+}
+
 #[test]
 fn vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does() {
     const TEST: &str = "vmlinux_gives_each_call_site_its_inlined_chain_as_addr2line_does";
-    for t in ["gcc", "nm", "objdump", "addr2line"] {
-        if !have(t) {
-            return common::skip(
-                TEST,
-                common::Missing::Tool,
-                &format!("no {t} (gcc, binutils)"),
-            );
-        }
+    if !tools_or_skip(TEST, &["gcc", "nm", "objdump", "addr2line"]) {
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("k.c");
@@ -386,35 +401,18 @@ fn return_offset(obj: &Path, section: &str, caller: &str) -> u64 {
     u64::from_str_radix(next.split(':').next().unwrap(), 16).unwrap()
 }
 
-/// GNU addr2line's chain at `offset` of `section` of a relocatable object.
-fn gnu_chain_in(obj: &Path, section: &str, offset: u64) -> Vec<(String, String, u64)> {
-    let out = tool(
-        Command::new("addr2line")
-            .args(["-f", "-i", "-j", section, "-e"])
-            .arg(obj)
-            .arg(format!("0x{offset:x}")),
-    );
-    let lines: Vec<&str> = out.lines().collect();
-    lines
-        .chunks(2)
-        .map(|c| {
-            let (file, line) = c[1].rsplit_once(':').unwrap();
-            let line = line.split_whitespace().next().unwrap().parse().unwrap();
-            (c[0].to_string(), file.to_string(), line)
-        })
-        .collect()
-}
-
-fn frames_of(row: &serde_json::Value) -> Vec<(String, String, u64)> {
+/// A `sources` row's chain as GNU addr2line's is written: `??` and line 0
+/// where unknown.
+pub(crate) fn frames_of(row: &serde_json::Value) -> Vec<(String, String, u64)> {
     row["frames"]
         .as_array()
         .unwrap()
         .iter()
         .map(|f| {
             (
-                f["function"].as_str().unwrap().to_string(),
-                f["file"].as_str().unwrap().to_string(),
-                f["line"].as_u64().unwrap(),
+                f["function"].as_str().unwrap_or("??").to_string(),
+                f["file"].as_str().unwrap_or("??").to_string(),
+                f["line"].as_u64().unwrap_or(0),
             )
         })
         .collect()
@@ -423,14 +421,8 @@ fn frames_of(row: &serde_json::Value) -> Vec<(String, String, u64)> {
 #[test]
 fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
     const TEST: &str = "modules_give_call_sites_in_each_section_their_chain_as_addr2line_does";
-    for t in ["gcc", "nm", "objdump", "addr2line", "objcopy"] {
-        if !have(t) {
-            return common::skip(
-                TEST,
-                common::Missing::Tool,
-                &format!("no {t} (gcc, binutils)"),
-            );
-        }
+    if !tools_or_skip(TEST, &["gcc", "nm", "objdump", "addr2line", "objcopy"]) {
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("m.c");
@@ -466,7 +458,7 @@ fn modules_give_call_sites_in_each_section_their_chain_as_addr2line_does() {
     let mut want = Vec::new();
     for (i, (section, caller, base)) in sites.iter().enumerate() {
         let ret = return_offset(&ko, section, caller);
-        let chain = gnu_chain_in(&ko, section, ret - 1);
+        let chain = gnu_chain_with(&["-j", section], &ko, ret - 1);
         let names: Vec<&str> = chain.iter().map(|w| w.0.as_str()).collect();
         assert_eq!(names, ["leaf", "middle", *caller], "gcc inlined otherwise");
         let site = base + ret;
