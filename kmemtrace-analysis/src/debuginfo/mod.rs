@@ -13,8 +13,8 @@ mod modules;
 
 use kmemtrace_kernel::Kallsyms;
 use object::{Object, ObjectSymbol};
-use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 /// One frame of an address's chain: the function and where in its source.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -62,12 +62,12 @@ pub fn chain_lines(frames: &[SourceFrame]) -> Vec<String> {
 /// A kernel's debug info, ready to look addresses up.
 pub struct DebugInfo {
     kernel: Option<Kernel>,
-    /// The modules' (`--modules`), by name, and the log's kallsyms, which
-    /// says which module and symbol an address is in.
-    modules: HashMap<String, modules::Module>,
+    /// The vmlinux and how its addresses were matched to the log's.
+    kernel_said: Option<String>,
+    /// The modules' (`--modules`), and the log's kallsyms, which says
+    /// which module and symbol an address is in.
+    modules: Option<(PathBuf, modules::Modules)>,
     kallsyms: Option<Kallsyms>,
-    /// The files and how addresses were matched to them, for the report.
-    pub source: String,
 }
 
 /// The kernel image's DWARF and its KASLR slide.
@@ -90,39 +90,46 @@ impl DebugInfo {
         modules: Option<&Path>,
         kallsyms: Option<&Kallsyms>,
     ) -> Result<DebugInfo, String> {
-        let mut said = Vec::new();
-        let kernel = match vmlinux {
+        let (kernel, kernel_said) = match vmlinux {
             Some(p) => {
                 let (k, how) = Kernel::open(p, kallsyms)?;
-                said.push(format!("{} ({how})", p.display()));
-                Some(k)
+                (Some(k), Some(format!("{} ({how})", p.display())))
             }
-            None => None,
+            None => (None, None),
         };
-        let mods = match modules {
+        let modules = match modules {
             Some(dir) => {
                 let loaded: HashSet<&str> = kallsyms
                     .map(|k| k.modules().iter().map(String::as_str).collect())
                     .unwrap_or_default();
-                let (m, found) = modules::read_dir(dir, &loaded)?;
-                if found.files == 0 {
+                let m = modules::Modules::scan(dir, &loaded)?;
+                if m.files == 0 {
                     return Err(format!(
                         "{}: no .ko file there (give a module build tree, /lib/modules/VERSION, \
                          or /usr/lib/debug/lib/modules/VERSION of Debian's linux-image-*-dbg)",
                         dir.display()
                     ));
                 }
-                said.push(modules_said(dir, &m, &found, kallsyms));
-                m
+                Some((dir.to_path_buf(), m))
             }
-            None => HashMap::new(),
+            None => None,
         };
         Ok(DebugInfo {
             kernel,
-            modules: mods,
+            kernel_said,
+            modules,
             kallsyms: kallsyms.cloned(),
-            source: said.join("; "),
         })
+    }
+
+    /// The files and how addresses were matched to them, for the report:
+    /// said after the lookups, which find the modules without DWARF.
+    pub fn source(&self) -> String {
+        let mut said: Vec<String> = self.kernel_said.iter().cloned().collect();
+        if let Some((dir, m)) = &self.modules {
+            said.push(modules_said(dir, m, self.kallsyms.as_ref()));
+        }
+        said.join("; ")
     }
 
     /// The chain at run-time address `addr`, innermost first (the function
@@ -132,10 +139,13 @@ impl DebugInfo {
         let module = self.kallsyms.as_ref().and_then(|k| k.resolve(addr));
         match module {
             Some(sym) if sym.module.is_some() => {
-                let found = sym.module.and_then(|m| self.modules.get(m)).and_then(|m| {
-                    let at = m.functions.get(sym.name)?;
-                    Some(frames_at(&m.ctx, at.wrapping_add(sym.offset)))
-                });
+                let module = self.modules.as_ref().zip(sym.module);
+                let found = module
+                    .and_then(|((_, ms), name)| ms.get(name))
+                    .and_then(|m| {
+                        let at = m.functions.get(sym.name)?;
+                        Some(frames_at(&m.ctx, at.wrapping_add(sym.offset)))
+                    });
                 found.unwrap_or_default()
             }
             _ => match &self.kernel {
@@ -178,25 +188,22 @@ fn frames_at(ctx: &addr2line::Context<dwarf::Reader>, probe: u64) -> Vec<SourceF
     out
 }
 
-/// `DIR: the .ko files with DWARF of M of the log's K loaded modules`.
-fn modules_said(
-    dir: &Path,
-    m: &HashMap<String, modules::Module>,
-    found: &modules::Found,
-    kallsyms: Option<&Kallsyms>,
-) -> String {
+/// `DIR: N .ko files, for M of the log's K loaded modules`, and those of
+/// them looked up whose files have no DWARF.
+fn modules_said(dir: &Path, m: &modules::Modules, kallsyms: Option<&Kallsyms>) -> String {
     let dir = dir.display();
     let Some(k) = kallsyms else {
         return format!("{dir}: the log has no kallsyms, so module addresses cannot be placed");
     };
     let mut s = format!(
-        "{dir}: {} .ko files, with DWARF for {} of the log's {} loaded modules",
-        found.files,
-        m.len(),
+        "{dir}: {} .ko files, for {} of the log's {} loaded modules",
+        m.files,
+        m.present(),
         k.modules().len()
     );
-    if found.passed_over > 0 {
-        s += &format!(" ({} more without DWARF or unreadable)", found.passed_over);
+    match m.without_dwarf() {
+        0 => {}
+        n => s += &format!(" ({n} of those with call sites without DWARF or unreadable)"),
     }
     s
 }
@@ -263,7 +270,7 @@ pub fn sources(report: &crate::model::Report, debug: &DebugInfo) -> crate::model
         })
         .collect();
     crate::model::Sources {
-        debug_info: debug.source.clone(),
+        debug_info: debug.source(),
         callsites,
     }
 }

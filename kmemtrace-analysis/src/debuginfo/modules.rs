@@ -5,10 +5,17 @@
 //! log's kallsyms names each of its symbols with its run-time address and
 //! module, so an address is found in the `.ko` as the same symbol's
 //! address there plus the offset into it.
+//!
+//! Only the modules the log's kallsyms lists are considered, and a
+//! module's DWARF is read when an address in it is first looked up: a
+//! distribution's debug tree holds thousands of files, and a GPU driver's
+//! alone hundreds of megabytes.
 
 use super::dwarf::{self, Reader};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// One module's DWARF and where its functions are in it.
 pub struct Module {
@@ -16,49 +23,62 @@ pub struct Module {
     pub functions: HashMap<String, u64>,
 }
 
-/// What a directory held.
-pub struct Found {
-    /// `.ko` files under it.
+/// The loaded modules' files under a directory, read as they are needed.
+pub struct Modules {
+    /// `.ko` files under the directory.
     pub files: usize,
-    /// Loaded modules whose files there all lack DWARF or are unreadable.
-    pub passed_over: usize,
+    /// Each loaded module's files (sorted: a build tree's copy before an
+    /// install's), by module name.
+    candidates: HashMap<String, Vec<PathBuf>>,
+    /// Modules looked up so far: their DWARF, or `None` (no file of theirs
+    /// had DWARF).
+    read: RefCell<HashMap<String, Option<Rc<Module>>>>,
 }
 
-/// The `.ko` files under `dir` of the modules named `loaded` (the log's
-/// kallsyms: a distribution's debug tree holds thousands, and only these
-/// can be placed), with DWARF, by module name.
-pub fn read_dir(
-    dir: &Path,
-    loaded: &HashSet<&str>,
-) -> Result<(HashMap<String, Module>, Found), String> {
-    let mut files = Vec::new();
-    walk(dir, &mut files).map_err(|e| format!("{}: {e}", dir.display()))?;
-    files.sort();
-    let mut found = Found {
-        files: files.len(),
-        passed_over: 0,
-    };
-    let mut modules = HashMap::new();
-    let mut without = HashSet::new();
-    for path in files {
-        let name = file_module_name(&path);
-        if !loaded.contains(name.as_str()) || modules.contains_key(&name) {
-            continue;
-        }
-        match open(&path) {
-            // The first of two files of one module with DWARF (sorted
-            // paths: a build tree's copy before an install's).
-            Ok((name, m)) => {
-                modules.entry(name).or_insert(m);
-            }
-            Err(_) => {
-                without.insert(name);
+impl Modules {
+    /// The `.ko` files under `dir` of the modules named `loaded` (the log's
+    /// kallsyms); nothing is read yet.
+    pub fn scan(dir: &Path, loaded: &HashSet<&str>) -> Result<Modules, String> {
+        let mut files = Vec::new();
+        walk(dir, &mut files).map_err(|e| format!("{}: {e}", dir.display()))?;
+        files.sort();
+        let mut candidates: HashMap<String, Vec<PathBuf>> = HashMap::new();
+        let count = files.len();
+        for path in files {
+            let name = file_module_name(&path);
+            if loaded.contains(name.as_str()) {
+                candidates.entry(name).or_default().push(path);
             }
         }
+        Ok(Modules {
+            files: count,
+            candidates,
+            read: RefCell::new(HashMap::new()),
+        })
     }
-    // Modules none of whose files had DWARF.
-    found.passed_over = without.iter().filter(|n| !modules.contains_key(*n)).count();
-    Ok((modules, found))
+
+    /// Loaded modules with a file under the directory.
+    pub fn present(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// Of the modules looked up, those none of whose files had DWARF.
+    pub fn without_dwarf(&self) -> usize {
+        self.read.borrow().values().filter(|m| m.is_none()).count()
+    }
+
+    /// Module `name`'s DWARF, read on first use: its first file with DWARF.
+    pub fn get(&self, name: &str) -> Option<Rc<Module>> {
+        if let Some(m) = self.read.borrow().get(name) {
+            return m.clone();
+        }
+        let paths = self.candidates.get(name)?;
+        let module = paths.iter().find_map(|p| open(p).ok()).map(Rc::new);
+        self.read
+            .borrow_mut()
+            .insert(name.to_string(), module.clone());
+        module
+    }
 }
 
 /// The `.ko` files under `dir`, following no symbolic link to a directory
@@ -77,32 +97,17 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn open(path: &Path) -> Result<(String, Module), String> {
+fn open(path: &Path) -> Result<Module, String> {
     let name = path.display().to_string();
     let data = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{name}: {e}"))?;
     let (ctx, layout) = dwarf::load(&file, &name)?;
     let functions = dwarf::function_addresses(&file, &layout);
-    Ok((module_name(&file, path), Module { ctx, functions }))
-}
-
-/// The module's name as the kernel knows it: `.modinfo`'s `name=`, else
-/// the file's, with `-` as `_` (kbuild's KBUILD_MODNAME).
-fn module_name(file: &object::File<'_>, path: &Path) -> String {
-    use object::{Object, ObjectSection};
-    let from_modinfo = file
-        .section_by_name(".modinfo")
-        .and_then(|s| s.uncompressed_data().ok())
-        .and_then(|d| {
-            d.split(|&b| b == 0)
-                .find_map(|f| f.strip_prefix(b"name="))
-                .map(|n| String::from_utf8_lossy(n).into_owned())
-        });
-    from_modinfo.unwrap_or_else(|| file_module_name(path))
+    Ok(Module { ctx, functions })
 }
 
 /// The module a file is of by its name, with `-` as `_` (kbuild's
-/// KBUILD_MODNAME).
+/// KBUILD_MODNAME, which names the module in kallsyms).
 fn file_module_name(path: &Path) -> String {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     stem.replace('-', "_")
