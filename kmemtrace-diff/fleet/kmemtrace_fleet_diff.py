@@ -818,9 +818,11 @@ def text(doc):
                         out.append(f"        {r['name']}: {why}")
                 if not v["checked"] and not v["passed"]:
                     out.append("        no row matches (allow_no_match = true passes)")
-    out.append(
-        f"\n{len(doc['comparisons'])} boards, {doc['gates_failed']} gate failures"
-    )
+    failed = [c["board"] for c in doc["comparisons"] if c["gates_failed"]]
+    out.append(f"\n{len(doc['comparisons'])} boards, {doc['gates_failed']} gate failures")
+    if failed:
+        more = f" and {len(failed) - 20} more" if len(failed) > 20 else ""
+        out.append(f"boards that failed a gate ({len(failed)}): {', '.join(failed[:20])}{more}")
     return "\n".join(out) + "\n"
 
 
