@@ -173,6 +173,7 @@ fn parquet_files_are_the_same_whatever_the_number_of_threads() {
         files,
         [
             "callsites.parquet",
+            "figures.parquet",
             "manifest.json",
             "page_events.parquet",
             "pcp_events.parquet",
