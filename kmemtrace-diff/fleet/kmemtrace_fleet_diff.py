@@ -984,7 +984,8 @@ def parser():
                    help="write the gates' results as JUnit XML (a test suite per board)")
     p.add_argument("-l", "--lines", type=int, default=25, help="changes per board in the text (0: all)")
     p.add_argument("--metrics", action="store_true", help="list the metrics gates may name")
-    p.add_argument("-V", "--version", action="version", version=f"{PROG} {VERSION}\n{FORMATS}")
+    p.add_argument("-V", "--version", action="store_true",
+                   help="print the version and the formats read and written")
     p.add_argument("--generate-man", action="store_true", help="print the man page (roff)")
     p.add_argument("--generate-completions", choices=["bash", "zsh", "fish"], metavar="SHELL",
                    help="print the completions for bash, zsh or fish")
@@ -1056,6 +1057,10 @@ class Stop(Exception):
 def main(argv):
     p = parser()
     a = p.parse_args(argv)
+    if a.version:
+        # Printed as it is: argparse's own version action refills the lines.
+        print(f"{PROG} {VERSION}\n{FORMATS}")
+        return EXIT_OK
     if a.generate_man:
         sys.stdout.write(man_page(p))
         return EXIT_OK
