@@ -64,9 +64,15 @@ pub struct DebugInfo {
     kernel: Option<Kernel>,
     /// The vmlinux and how its addresses were matched to the log's.
     kernel_said: Option<String>,
-    /// The modules' (`--modules`), and the log's kallsyms, which says
-    /// which module and symbol an address is in.
-    modules: Option<(PathBuf, modules::Modules)>,
+    modules: Option<ModuleFiles>,
+}
+
+/// `--modules DIR`: its files, and the log's kallsyms, which says which
+/// module and symbol an address is in (without `--modules`, every address
+/// is looked up in the vmlinux and no copy of kallsyms is kept).
+struct ModuleFiles {
+    dir: PathBuf,
+    files: modules::Modules,
     kallsyms: Option<Kallsyms>,
 }
 
@@ -110,7 +116,11 @@ impl DebugInfo {
                         dir.display()
                     ));
                 }
-                Some((dir.to_path_buf(), m))
+                Some(ModuleFiles {
+                    dir: dir.to_path_buf(),
+                    files: m,
+                    kallsyms: kallsyms.cloned(),
+                })
             }
             None => None,
         };
@@ -118,7 +128,6 @@ impl DebugInfo {
             kernel,
             kernel_said,
             modules,
-            kallsyms: kallsyms.cloned(),
         })
     }
 
@@ -126,8 +135,8 @@ impl DebugInfo {
     /// said after the lookups, which find the modules without DWARF.
     pub fn source(&self) -> String {
         let mut said: Vec<String> = self.kernel_said.iter().cloned().collect();
-        if let Some((dir, m)) = &self.modules {
-            said.push(modules_said(dir, m, self.kallsyms.as_ref()));
+        if let Some(m) = &self.modules {
+            said.push(modules_said(&m.dir, &m.files, m.kallsyms.as_ref()));
         }
         said.join("; ")
     }
@@ -136,12 +145,15 @@ impl DebugInfo {
     /// inlined deepest, then each that inlined it, then the function the
     /// code is in); empty where the DWARF does not cover it.
     pub fn frames(&self, addr: u64) -> Vec<SourceFrame> {
-        let module = self.kallsyms.as_ref().and_then(|k| k.resolve(addr));
-        match module {
-            Some(sym) if sym.module.is_some() => {
-                let module = self.modules.as_ref().zip(sym.module);
-                let found = module
-                    .and_then(|((_, ms), name)| ms.get(name))
+        let modules = self.modules.as_ref();
+        let symbol = modules
+            .and_then(|m| m.kallsyms.as_ref())
+            .and_then(|k| k.resolve(addr));
+        match (modules, symbol) {
+            (Some(ms), Some(sym)) if sym.module.is_some() => {
+                let found = sym
+                    .module
+                    .and_then(|name| ms.files.get(name))
                     .and_then(|m| {
                         let at = m.functions.get(sym.name)?;
                         Some(frames_at(&m.ctx, at.wrapping_add(sym.offset)))
