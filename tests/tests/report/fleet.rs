@@ -420,10 +420,6 @@ fn metric_row(l: &str) -> Option<(String, String)> {
 #[test]
 fn the_fleet_job_refuses_the_rules_kmemtrace_diff_refuses_in_the_same_words() {
     let dir = tempfile::tempdir().unwrap();
-    let a = temp_log(&workload_with(0, 0));
-    let b = temp_log(&workload_with(10, 0));
-    // The job reads its rules before any data: a dataset is not needed.
-    let empty = dir.path().join("none");
     for (i, text) in [
         "[[gate]]\nmetric = \"hitz\"\nmax = 1\n",
         "\n[[gate]]\nmetric = \"hits\"\nmax = 1\n\n[[gate]]\nmetric = \"bytes\"\ncallsite = \"f+0x10\"\nmax = 1\n",
@@ -443,31 +439,31 @@ fn the_fleet_job_refuses_the_rules_kmemtrace_diff_refuses_in_the_same_words() {
     .iter()
     .enumerate()
     {
-        let rules = write(dir.path(), &format!("r{i}.toml"), text);
-        let d = Command::new(common::bin("kmemtrace-diff"))
-            .arg(a.path())
-            .arg(b.path())
-            .arg("--gate")
-            .arg(&rules)
-            .output()
-            .unwrap();
-        let (code, j) = run_job(&[
-            empty.to_str().unwrap(),
-            "--base",
-            "x",
-            "--engine",
-            "duckdb",
-            "--gate",
-            rules.to_str().unwrap(),
-        ]);
+        let (d, j) = both_on_rules(dir.path(), &format!("r{i}.toml"), text);
         let said = |o: &Output, prog: &str| {
             let e = String::from_utf8_lossy(&o.stderr).trim().to_string();
             e.strip_prefix(&format!("{prog}: ")).unwrap_or(&e).to_string()
         };
         assert_eq!(d.status.code(), Some(2), "{text}");
-        assert_eq!(code, Some(2), "{text}");
+        assert_eq!(j.status.code(), Some(2), "{text}");
         assert_eq!(said(&d, "kmemtrace-diff"), said(&j, "kmemtrace-fleet-diff"), "{text}");
     }
+}
+
+/// kmemtrace-diff and the job on the same rules file `name` of `text`:
+/// their outputs. The job reads its rules before any data, so it is given
+/// none; kmemtrace-diff, one small log twice.
+fn both_on_rules(dir: &Path, name: &str, text: &str) -> (Output, Output) {
+    let rules = write(dir, name, text);
+    let log = write(dir, "rules-test.kmt", workload_with(0, 0));
+    let d = Command::new(common::bin("kmemtrace-diff"))
+        .args([&log, &log])
+        .arg("--gate")
+        .arg(&rules)
+        .output()
+        .unwrap();
+    let (_, j) = run_job(&["none", "--base", "x", "--gate", rules.to_str().unwrap()]);
+    (d, j)
 }
 
 /// Rules that the file's reader refuses (a field, a type): at the same
@@ -476,7 +472,6 @@ fn the_fleet_job_refuses_the_rules_kmemtrace_diff_refuses_in_the_same_words() {
 #[test]
 fn the_fleet_job_refuses_fields_and_types_at_kmemtrace_diffs_line() {
     let dir = tempfile::tempdir().unwrap();
-    let a = temp_log(&workload_with(0, 0));
     for (i, text) in [
         "[[gate]]\nmetric = \"hitz\"\nmax = 1\n\n[[gate]]\nmetric = \"hits\"\nbogus = 1\nmax = 1\n",
         "[[gate]]\nname = 5\nmetric = \"hits\"\nmax = 1\n",
@@ -486,20 +481,17 @@ fn the_fleet_job_refuses_fields_and_types_at_kmemtrace_diffs_line() {
     .iter()
     .enumerate()
     {
-        let rules = write(dir.path(), &format!("t{i}.toml"), text);
-        let d = Command::new(common::bin("kmemtrace-diff"))
-            .args([a.path(), a.path()])
-            .arg("--gate")
-            .arg(&rules)
-            .output()
-            .unwrap();
-        let (code, j) = run_job(&["x", "--base", "x", "--gate", rules.to_str().unwrap()]);
+        let (d, j) = both_on_rules(dir.path(), &format!("t{i}.toml"), text);
         // `kmemtrace-diff: FILE line N: why`: the line.
         let line = |o: &Output| {
             let e = String::from_utf8_lossy(&o.stderr).to_string();
             e.split(": ").nth(1).unwrap_or("").to_string()
         };
-        assert_eq!((d.status.code(), code), (Some(2), Some(2)), "{text}");
+        assert_eq!(
+            (d.status.code(), j.status.code()),
+            (Some(2), Some(2)),
+            "{text}"
+        );
         assert!(line(&d).contains(" line "), "{text}: {}", line(&d));
         assert_eq!(line(&d), line(&j), "{text}");
     }
