@@ -19,8 +19,8 @@ use crate::passes::slab::{Class, Delta};
 use crate::passes::untraced::Spans;
 use crate::passes::EpochOut;
 use crate::stream::{Assembler, Windows, EPOCH_SHIFT};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use crate::tournament::Tournament;
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 /// Live bytes and their peak, per key: sites and caches by id, size
@@ -157,8 +157,8 @@ pub struct EpochSummary {
 }
 
 /// Summarises one epoch's outputs from the shards that had events in it:
-/// the shards' deltas visited in the one order (a head-to-head merge; the
-/// shards are few), each added to the total and to its keys.
+/// the shards' deltas visited in the one order, each added to the total
+/// and to its keys.
 pub fn summarise(epoch: u64, outs: Vec<EpochOut>) -> EpochSummary {
     let mut spans = Spans::default();
     for o in &outs {
@@ -170,17 +170,11 @@ pub fn summarise(epoch: u64, outs: Vec<EpochOut>) -> EpochSummary {
     let (mut sites, mut caches, mut small) = (Dense::default(), Dense::default(), Dense::default());
     let mut large: FastMap<u64, Step> = FastMap::default();
     let mut at = vec![0usize; lists.len()];
-    loop {
-        let mut pick: Option<(usize, &Delta)> = None;
-        for (i, l) in lists.iter().enumerate() {
-            if let Some(d) = l.get(at[i]) {
-                if pick.is_none_or(|(_, p)| d.key < p.key) {
-                    pick = Some((i, d));
-                }
-            }
-        }
-        let Some((i, d)) = pick else { break };
+    let mut heads = Tournament::new(lists.iter().map(|l| l.first().map(|d: &Delta| d.key)));
+    while let Some(i) = heads.winner() {
+        let d = &lists[i][at[i]];
         at[i] += 1;
+        heads.replace_winner(lists[i].get(at[i]).map(|d| d.key));
         total.add(d.bytes);
         sites.add(d.site, d.bytes);
         match d.class {
@@ -220,21 +214,12 @@ fn merge_sorted<T, K: Ord + Copy>(lists: Vec<Vec<T>>, key: impl Fn(&T) -> K) -> 
     let total = lists.iter().map(Vec::len).sum();
     let mut iters: Vec<std::vec::IntoIter<T>> = lists.into_iter().map(Vec::into_iter).collect();
     let mut heads: Vec<Option<T>> = iters.iter_mut().map(Iterator::next).collect();
-    let mut heap = BinaryHeap::new();
-    for (i, h) in heads.iter().enumerate() {
-        if let Some(h) = h {
-            heap.push(Reverse((key(h), i)));
-        }
-    }
+    let mut order = Tournament::new(heads.iter().map(|h| h.as_ref().map(&key)));
     let mut out = Vec::with_capacity(total);
-    while let Some(Reverse((_, i))) = heap.pop() {
-        if let Some(h) = heads[i].take() {
-            out.push(h);
-        }
+    while let Some(i) = order.winner() {
+        out.extend(heads[i].take());
         heads[i] = iters[i].next();
-        if let Some(h) = &heads[i] {
-            heap.push(Reverse((key(h), i)));
-        }
+        order.replace_winner(heads[i].as_ref().map(&key));
     }
     out
 }

@@ -24,6 +24,8 @@
 //! - [`model`]: the typed report (its JSON is `docs/JSON.md`'s).
 //! - [`filter`], [`intern`], [`ptr_table`], [`in_order`], [`page_callers`],
 //!   [`symbols`]: selection, interned names and sites, tables, helpers.
+//! - [`tournament`]: the k-way merges' tournament tree.
+//! - `hint`: the one module allowed `unsafe` (a cache prefetch hint).
 //!
 //! # Adding a pass (three files)
 //! 1. **The pass**: `passes/NAME.rs`, a type implementing [`passes::Pass`]:
@@ -50,13 +52,14 @@
 //! per event id from the log's own formats, in the log's byte order and
 //! long size; a field the format lacks reads as `None`. A log only kmem
 //! passes read is decoded as before: nothing else is looked at.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod build;
 pub mod combine;
 pub mod debuginfo;
 pub mod event;
 pub mod filter;
+mod hint;
 pub mod in_order;
 pub mod intern;
 pub mod judge;
@@ -67,6 +70,7 @@ pub mod ptr_table;
 pub mod run;
 pub mod stream;
 pub mod symbols;
+pub mod tournament;
 
 pub use debuginfo::{DebugInfo, SourceFrame};
 pub use event::{Body, Event, ShardKey, Tracepoint};

@@ -6,7 +6,7 @@
 //! misses that the tracker otherwise waits for one after the other (most of
 //! its time). Here a key's place is one computable slot of one array
 //! (open addressing, linear probing, key and value side by side), so the
-//! tracker can touch the slots of the next events before it handles them
+//! tracker can fetch the slots of the next events before it handles them
 //! (`PtrTable::warm`): their misses then overlap. Deletion shifts the
 //! rest of a probe run back, so there are no tombstones and a lookup of an
 //! absent key stops at the first empty slot.
@@ -63,15 +63,15 @@ impl<V: Copy + Default> PtrTable<V> {
         (x >> self.shift) as usize
     }
 
-    /// Reads the lines of `key`'s first slot (its key, and the next slot's
-    /// key, which starts where the slot's value ends), so that a lookup of
-    /// `key` soon after finds them in the cache; the value read means
-    /// nothing. Called for a batch of keys in a row, with the values only
-    /// combined at the end, the misses overlap.
+    /// Asks for the lines of `key`'s first slot (its key, and the next
+    /// slot's key, which starts where the slot's value ends) to be fetched,
+    /// so that a lookup of `key` soon after finds them in the cache. Called
+    /// for a batch of keys in a row, the misses overlap.
     #[inline]
-    pub fn touch(&self, key: u64) -> u64 {
+    pub fn prefetch(&self, key: u64) {
         let h = self.home(key);
-        self.slots[h].0 ^ self.slots[(h + 1) & self.mask()].0
+        crate::hint::prefetch(&self.slots, h);
+        crate::hint::prefetch(&self.slots, (h + 1) & self.mask());
     }
 
     /// The slot holding `key`.

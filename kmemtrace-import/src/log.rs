@@ -22,8 +22,8 @@ use kmemtrace_format::records::{
     StatsPhase, StatsRecord, CPU_DATA_HEADER_LEN,
 };
 use kmemtrace_kernel::{
-    CpuCounters, CpuStats, EventFormat, HeaderEvent, HeaderPage, Kallsyms, KmemDecoder, PidMap,
-    RunTimeEndian, SubBufError, SubBufLayout, SubBuffer,
+    CpuCounters, CpuStats, EventFormat, HeaderEvent, HeaderPage, Kallsyms, KallsymsError,
+    KmemDecoder, PidMap, RunTimeEndian, SubBufError, SubBufLayout, SubBuffer,
 };
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -454,6 +454,28 @@ fn zstd_head(
         ));
     }
     Ok(())
+}
+
+/// Each kallsyms part parsed, on as many threads as there are cores: the
+/// parts of a full table are megabytes, and opening a log waits for them
+/// (a serial phase of every analysis).
+fn parse_kallsyms_parts(parts: &[&Meta]) -> Vec<Result<Kallsyms, KallsymsError>> {
+    let parse = |m: &&Meta| Kallsyms::parse(&text_of(&m.content));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || parts.len() < 2 {
+        return parts.iter().map(parse).collect();
+    }
+    let per_thread = parts.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .chunks(per_thread)
+            .map(|chunk| scope.spawn(move || chunk.iter().map(parse).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// Metadata as text, invalid UTF-8 replaced: `from_utf8` first, which
@@ -1004,6 +1026,7 @@ impl Log {
         let Some(count) = parts.iter().map(|p| p.2).max() else {
             return;
         };
+        let mut parsed = parse_kallsyms_parts(&parts.iter().map(|p| p.3).collect::<Vec<_>>());
         let mut tables = Vec::with_capacity(count as usize);
         // Parts after the last one present in a log cut short: lost with
         // the rest of the file, said once, at the cut.
@@ -1014,7 +1037,7 @@ impl Log {
             .map(|t| t.offset)
             .or_else(|| self.end.is_none().then_some(self.len));
         for i in 0..count {
-            let Some(&(offset, _, _, m)) = parts.iter().find(|p| p.1 == i) else {
+            let Some(k) = parts.iter().position(|p| p.1 == i) else {
                 // Placed at the damage between its neighbours, if any.
                 let after = parts.iter().filter(|p| p.1 < i).map(|p| p.0).max();
                 let before = parts.iter().filter(|p| p.1 > i).map(|p| p.0).min();
@@ -1042,7 +1065,8 @@ impl Log {
                 tables.push(None);
                 continue;
             };
-            match Kallsyms::parse(&text_of(&m.content)) {
+            let offset = parts[k].0;
+            match std::mem::replace(&mut parsed[k], Ok(Kallsyms::default())) {
                 Ok(k) => tables.push(Some(k)),
                 Err(e) => {
                     self.problems.push(Problem {

@@ -239,12 +239,9 @@ impl<'a> Objects<'a> {
     /// overlap instead of coming one after another.
     #[inline]
     pub fn warm(&self, ptrs: impl Iterator<Item = u64>) {
-        let mut seen = 0;
         for ptr in ptrs.filter(|&p| p > ZERO_SIZE_PTR) {
-            seen ^= self.tables[bucket(ptr)].objs.touch(ptr);
+            self.tables[bucket(ptr)].objs.prefetch(ptr);
         }
-        // Only the loads matter; this keeps them.
-        std::hint::black_box(seen);
     }
 
     /// Resolves one slab event (in time order) and updates the pointer.

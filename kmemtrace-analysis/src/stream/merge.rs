@@ -5,12 +5,16 @@
 //! sub-stream is sorted, and any subset of a CPU's events merges in the
 //! same relative order), then the CPU, then its place in the CPU's stream.
 //! The order of two events is the same in every shard count.
+//!
+//! The heads are kept in a [`Tournament`] (with many CPUs, whose events
+//! interleave finely, the merge was the shard's largest cost) by time
+//! stamp; the tournament breaks ties by stream. Two heads never come from
+//! the same stream, so block and place need not be compared.
 
 use super::blocks::Blocks;
 use super::decode::Local;
 use crate::event::Event;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::tournament::Tournament;
 
 /// Where an event stands in the one ordered stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,15 +41,17 @@ struct Sub {
     floor_next: u64,
 }
 
+/// How far ahead in a sub-stream the merge asks for events to be fetched
+/// into the cache (see [`crate::hint`]).
+const PREFETCH_AHEAD: usize = 8;
+
 /// Merges a shard's sub-streams.
 pub struct Merger<'b, 'a> {
     blocks: &'b Blocks<'a>,
     shard: usize,
     subs: Vec<Sub>,
-    /// Heads of sub-streams other than `cur`.
-    heap: BinaryHeap<Reverse<(OrderKey, usize)>>,
-    /// The sub-stream last taken from (its head is not in the heap).
-    cur: Option<usize>,
+    /// The heads' time stamps, by stream.
+    heads: Tournament<u64>,
     /// Blocks asked for ahead of the one taken, per stream.
     ahead: usize,
     /// The shard's decoder caches, for blocks it decodes while it waits.
@@ -68,8 +74,7 @@ impl<'b, 'a> Merger<'b, 'a> {
                     floor_next: 0,
                 })
                 .collect(),
-            heap: BinaryHeap::new(),
-            cur: None,
+            heads: Tournament::new([]),
             ahead: ahead.max(1),
             helper: None,
         };
@@ -79,12 +84,10 @@ impl<'b, 'a> Merger<'b, 'a> {
                 blocks.request_ahead(i, k);
             }
         }
-        for i in 0..n {
-            if m.load(i) {
-                let k = m.head_key(i);
-                m.heap.push(Reverse((k, i)));
-            }
-        }
+        let heads: Vec<_> = (0..n)
+            .map(|i| m.load(i).then(|| m.head_key(i).ts))
+            .collect();
+        m.heads = Tournament::new(heads);
         m
     }
 
@@ -135,28 +138,17 @@ impl<'b, 'a> Merger<'b, 'a> {
     /// The next event in order, with its key.
     #[inline]
     pub fn next_event(&mut self) -> Option<(Event, OrderKey)> {
-        let pick = match self.cur {
-            Some(c) => {
-                let kc = self.head_key(c);
-                match self.heap.peek() {
-                    Some(&Reverse((k, j))) if k < kc => {
-                        self.heap.pop();
-                        self.heap.push(Reverse((kc, c)));
-                        j
-                    }
-                    _ => c,
-                }
-            }
-            None => {
-                let Reverse((_, j)) = self.heap.pop()?;
-                j
-            }
-        };
+        let pick = self.heads.winner()?;
         let key = self.head_key(pick);
         let s = &mut self.subs[pick];
         let ev = s.part[s.pos];
         s.pos += 1;
-        self.cur = if self.load(pick) { Some(pick) } else { None };
+        let next = self.load(pick).then(|| {
+            let s = &self.subs[pick];
+            crate::hint::prefetch(&s.part, s.pos + PREFETCH_AHEAD);
+            self.head_key(pick).ts
+        });
+        self.heads.replace_winner(next);
         Some((ev, key))
     }
 }
