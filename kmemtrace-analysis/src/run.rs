@@ -175,10 +175,8 @@ pub fn analyse(
         page_size,
         sharded: nshards > 1,
     };
-    let make = |_shard: usize| {
-        let objects = Objects::new(filter, opts.remember_frees, &sites, Box::new(namer));
-        Passes::new(&pass_setup, objects)
-    };
+    let new_objects = || Objects::new(filter, opts.remember_frees, &sites, Box::new(namer));
+    let make = |_shard: usize| Passes::new(&pass_setup, new_objects());
     let mut combiner = Combiner::default();
     let started = std::time::Instant::now();
     let (shards, mut end) = run(
@@ -199,51 +197,59 @@ pub fn analyse(
     combiner.finish(&end.windows);
 
     // Add the shards up (each keeps its objects); the combiner has what
-    // does not add.
-    let mut all = make(0);
-    let mut live_pages = crate::passes::pages::LivePages::default();
-    let objects: Vec<Objects> = shards
-        .into_iter()
-        .map(|mut s| {
-            all.absorb(&mut s);
-            live_pages.add(&s.pages);
-            s.objects
-        })
-        .collect();
-    if nshards > 1 {
-        all.slab.set_peaks(&combiner.peaks);
-    }
-    all.slab.cut_gfp();
-    all.slab.finish(
-        objects
-            .iter()
-            .flat_map(|o| o.live_selected().map(|(_, o)| o)),
-    );
-    let addrs = sites.addrs_from(0);
-    let addr = |id: u32| addrs.get(id as usize).copied().unwrap_or(0);
-    let untraced = |o: &crate::passes::objects::Obj| leaks::freed_untraced(&all, o);
-    let leaks = leaks::leaks(
-        &objects,
-        addr,
-        untraced,
-        &end.windows,
-        all.last_ts,
-        opts.min_age,
-    );
-    let found = Found {
-        passes: &all,
-        sites: &addrs,
-        tracked: objects.iter().map(Objects::tracked).sum(),
-        judge: &combiner.judge,
-        live_pages: &live_pages,
-    };
-    let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
-    timings
-        .phases
-        .push(("build (shards added up)", finished.elapsed()));
-    Outcome {
-        report,
-        worst,
-        timings,
-    }
+    // does not add. What is left of a shard is dropped on a thread of its
+    // own while the model is built: its tables are megabytes, and this
+    // phase is serial.
+    std::thread::scope(|scope| {
+        let mut all = make(0);
+        let mut live_pages = crate::passes::pages::LivePages::default();
+        let mut spent = Vec::with_capacity(shards.len());
+        let objects: Vec<Objects> = shards
+            .into_iter()
+            .map(|mut s| {
+                all.absorb(&mut s);
+                live_pages.add(&s.pages);
+                let objects = std::mem::replace(&mut s.objects, new_objects());
+                spent.push(s);
+                objects
+            })
+            .collect();
+        scope.spawn(move || drop(spent));
+        if nshards > 1 {
+            all.slab.set_peaks(&combiner.peaks);
+        }
+        all.slab.cut_gfp();
+        all.slab.finish(
+            objects
+                .iter()
+                .flat_map(|o| o.live_selected().map(|(_, o)| o)),
+        );
+        let addrs = sites.addrs_from(0);
+        let addr = |id: u32| addrs.get(id as usize).copied().unwrap_or(0);
+        let untraced = |o: &crate::passes::objects::Obj| leaks::freed_untraced(&all, o);
+        let leaks = leaks::leaks(
+            &objects,
+            addr,
+            untraced,
+            &end.windows,
+            all.last_ts,
+            opts.min_age,
+        );
+        let found = Found {
+            passes: &all,
+            sites: &addrs,
+            tracked: objects.iter().map(Objects::tracked).sum(),
+            judge: &combiner.judge,
+            live_pages: &live_pages,
+        };
+        let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
+        timings
+            .phases
+            .push(("build (shards added up)", finished.elapsed()));
+        Outcome {
+            report,
+            worst,
+            timings,
+        }
+    })
 }

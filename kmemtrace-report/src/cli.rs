@@ -271,7 +271,8 @@ pub struct Cli {
     /// decodes blocks itself while it waits, and with -j 1 decodes them
     /// all); beyond, N decoders and N shards, each following the pointers
     /// of its buckets (default: one per core, at most 16). The report is
-    /// the same whatever the number.
+    /// the same whatever the number. Opening the log parses the kernel's
+    /// symbol table on every core the process may run on, whatever N.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 

@@ -32,6 +32,9 @@ enum Name<'a> {
     New(&'a str),
 }
 
+/// How many events past the last one a part's slots are fetched ahead.
+const WRITE_AHEAD: usize = 6;
+
 /// Problems kept per CPU (the rest are counted).
 const MAX_PROBLEMS: usize = 20;
 
@@ -581,7 +584,11 @@ impl BlockDecode<'_, '_> {
                 Some((shard, self.parts[shard].len())),
             );
         }
-        self.parts[shard].push(ev);
+        let part = &mut self.parts[shard];
+        part.push(ev);
+        // The slots a few events on are written soon: fetching them now
+        // overlaps the miss of a first store to a line with the decoding.
+        crate::hint::prefetch(part.spare_capacity_mut(), WRITE_AHEAD);
     }
 
     /// The next kept event's position in the block and lag behind the
