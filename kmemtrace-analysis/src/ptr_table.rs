@@ -7,7 +7,7 @@
 //! its time). Here a key's place is one computable slot of one array
 //! (open addressing, linear probing, key and value side by side), so the
 //! tracker can fetch the slots of the next events before it handles them
-//! (`PtrTable::warm`): their misses then overlap. Deletion shifts the
+//! (`Objects::warm`): their misses then overlap. Deletion shifts the
 //! rest of a probe run back, so there are no tombstones and a lookup of an
 //! absent key stops at the first empty slot.
 
