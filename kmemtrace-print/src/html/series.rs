@@ -131,7 +131,8 @@ fn rate_outline(counts: &[i64], first: u64, width: u64, span: Span) -> Vec<(f64,
         let start = (first + i as u64) * width;
         let r = c as f64 * per_sec;
         v.push((span.secs(start.max(span.start_ns)), r));
-        v.push((span.secs((start + width).min(span.end_ns)), r));
+        // The last bin can end past u64::MAX ns (a damaged time stamp).
+        v.push((span.secs(start.saturating_add(width).min(span.end_ns)), r));
     }
     v
 }
@@ -168,6 +169,19 @@ mod tests {
                 (1e-5, 7.0)
             ]
         );
+    }
+
+    #[test]
+    fn a_rate_bin_ending_past_the_clock_is_cut_at_the_span() {
+        // A damaged time stamp can put the span's end near u64::MAX.
+        let span = Span {
+            start_ns: u64::MAX - 1500,
+            end_ns: u64::MAX,
+        };
+        let v = rate(&series(1024, &[(u64::MAX - 10, 3)]), 1024, span);
+        let last = v.last().expect("points");
+        assert_eq!(last.0, span.secs(u64::MAX));
+        assert!(v.iter().any(|&(_, r)| r > 0.0));
     }
 
     #[test]
