@@ -528,11 +528,7 @@ impl Field {
     /// Like [`Field::read_raw_bytes`], cut at the first NUL (what the
     /// kernel's `%s` prints).
     pub fn read_bytes<'a, E: Endian>(&self, e: E, payload: &'a [u8]) -> Option<&'a [u8]> {
-        let b = self.read_raw_bytes(e, payload)?;
-        Some(match b.iter().position(|&c| c == 0) {
-            Some(n) => &b[..n],
-            None => b,
-        })
+        self.read_raw_bytes(e, payload).map(until_nul)
     }
 
     /// [`Field::read_bytes`] as text; `None` if it is not UTF-8.
@@ -577,9 +573,53 @@ pub mod trace_flags {
     pub const INTERRUPT: u8 = HARDIRQ | SOFTIRQ | NMI;
 }
 
+/// `bytes` up to its first NUL (all of it if none). Eight bytes at a time:
+/// a slab event's cache name is read this way once per event, and a byte
+/// loop was a tenth of the decoder's time.
+#[inline]
+fn until_nul(bytes: &[u8]) -> &[u8] {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut at = 0;
+    for w in bytes.chunks_exact(8) {
+        let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        // Non-zero exactly when a byte of `w` is zero.
+        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
+            break;
+        }
+        at += 8;
+    }
+    match bytes[at..].iter().position(|&c| c == 0) {
+        Some(n) => &bytes[..at + n],
+        None => bytes,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn until_nul_stops_at_the_first_nul() {
+        // Every length to three words, the NUL at every place or none, and
+        // bytes with the high bit set (which the word test must not take
+        // for zeros).
+        for len in 0..24 {
+            for nul in (0..len).map(Some).chain([None]) {
+                for fill in [b'k', 0x80, 0xff, 0x01] {
+                    let mut b = vec![fill; len];
+                    if let Some(n) = nul {
+                        b[n] = 0;
+                        if n + 1 < len {
+                            b[n + 1] = 0;
+                        }
+                    }
+                    let want = b.iter().position(|&c| c == 0).map_or(&b[..], |n| &b[..n]);
+                    assert_eq!(until_nul(&b), want, "{b:?}");
+                }
+            }
+        }
+    }
     use crate::endian::{BigEndian, LittleEndian, RunTimeEndian};
 
     const KMEM_CACHE_FREE_ARMHF: &str = "name: kmem_cache_free

@@ -188,29 +188,6 @@ pub struct KmemEvent<'a> {
     pub extfrag: Option<Extfrag>,
 }
 
-/// `bytes` up to its first NUL (all of it if none). Eight bytes at a time:
-/// a slab event's cache name is read once per event, and a byte loop was a
-/// tenth of the decoder's time.
-#[inline]
-fn until_nul(bytes: &[u8]) -> &[u8] {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let mut words = bytes.chunks_exact(8);
-    let mut at = 0;
-    for w in &mut words {
-        let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-        // Non-zero exactly when a byte of `w` is zero.
-        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
-            break;
-        }
-        at += 8;
-    }
-    match bytes[at..].iter().position(|&c| c == 0) {
-        Some(n) => &bytes[..at + n],
-        None => bytes,
-    }
-}
-
 /// A cache name as recorded (up to its NUL), not yet checked to be UTF-8;
 /// see [`KmemDecoder::decode_raw_name`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -767,10 +744,9 @@ impl KmemDecoder {
         let cache_name = match &plan.name {
             None => None,
             Some(f) => {
-                let bytes = f.read_raw_bytes(e, p).ok_or_else(|| {
+                let bytes = f.read_bytes(e, p).ok_or_else(|| {
                     fail("name", f.offset, f.size, KmemErrorKind::StringOutOfBounds)
                 })?;
-                let bytes = until_nul(bytes);
                 Some(RawName {
                     bytes,
                     not_utf8: fail("name", f.offset, f.size, KmemErrorKind::StringNotUtf8),
@@ -830,28 +806,6 @@ impl KmemDecoder {
 mod tests {
     use super::*;
     use crate::endian::{BigEndian, LittleEndian, RunTimeEndian};
-
-    #[test]
-    fn until_nul_stops_at_the_first_nul() {
-        // Every length to three words, the NUL at every place or none, and
-        // bytes with the high bit set (which the word test must not take
-        // for zeros).
-        for len in 0..24 {
-            for nul in (0..len).map(Some).chain([None]) {
-                for fill in [b'k', 0x80, 0xff, 0x01] {
-                    let mut b = vec![fill; len];
-                    if let Some(n) = nul {
-                        b[n] = 0;
-                        if n + 1 < len {
-                            b[n + 1] = 0;
-                        }
-                    }
-                    let want = b.iter().position(|&c| c == 0).map_or(&b[..], |n| &b[..n]);
-                    assert_eq!(until_nul(&b), want, "{b:?}");
-                }
-            }
-        }
-    }
 
     const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;

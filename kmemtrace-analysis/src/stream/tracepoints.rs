@@ -184,8 +184,7 @@ impl Tracepoints {
             let Some(f) = f else { continue };
             if f.kind != FieldKind::Scalar {
                 if let Some(b) = f.read_bytes(e, payload) {
-                    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-                    text = Some((i, &b[..end]));
+                    text = Some((i, b));
                 }
                 continue;
             }
