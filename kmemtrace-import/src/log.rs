@@ -16,7 +16,7 @@
 
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::{decode_payload_into, BlockHeader, BlockType, BLOCK_HEADER_LEN};
-use kmemtrace_format::reader::{Item, LogReader, OpenError, Truncation};
+use kmemtrace_format::reader::{Item, LogReader, OpenError, RawBlock, Truncation};
 use kmemtrace_format::records::{
     CpuDataHeader, CpuTotal, EndRecord, Meta, MetaKind, NoteRecord, Record, SegmentRecord,
     StatsPhase, StatsRecord, CPU_DATA_HEADER_LEN,
@@ -350,7 +350,7 @@ fn parse_cpu_nodes(text: &str) -> BTreeMap<u32, u32> {
 /// is decompressed, and checked against `raw_len`, when the block is read
 /// back ([`Log::read_cpu_block`]). `dctx` is kept from block to block.
 fn cpu_block_ref(
-    b: &kmemtrace_format::reader::RawBlock,
+    b: &RawBlock,
     subbuf_size: u32,
     dctx: &mut Option<zstd::zstd_safe::DCtx<'static>>,
 ) -> Result<CpuBlockRef, String> {
@@ -456,26 +456,72 @@ fn zstd_head(
     Ok(())
 }
 
-/// Each kallsyms part parsed, on as many threads as there are cores: the
-/// parts of a full table are megabytes, and opening a log waits for them
-/// (a serial phase of every analysis).
-fn parse_kallsyms_parts(parts: &[&Meta]) -> Vec<Result<Kallsyms, KallsymsError>> {
-    let parse = |m: &&Meta| Kallsyms::parse(&text_of(&m.content));
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads < 2 || parts.len() < 2 {
-        return parts.iter().map(parse).collect();
+/// `f` of each item, in the items' order, computed on as many threads as
+/// there are cores: opening a log waits for its metadata (a serial phase of
+/// every analysis), and a full kallsyms table is megabytes to decompress
+/// and parse. Each thread takes the next item not yet taken, so a few large
+/// items among many small ones do not leave threads idle.
+fn map_on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads < 2 {
+        return items.iter().map(f).collect();
     }
-    let per_thread = parts.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .chunks(per_thread)
-            .map(|chunk| scope.spawn(move || chunk.iter().map(parse).collect::<Vec<_>>()))
-            .collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            done.push((i, f(item)));
+        }
+    };
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
         handles
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
-    })
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Each kallsyms part parsed, on every core.
+fn parse_kallsyms_parts(parts: &[&Meta]) -> Vec<Result<Kallsyms, KallsymsError>> {
+    map_on_every_core(parts, |m| Kallsyms::parse(&text_of(&m.content)))
+}
+
+/// Below this many decompressed bytes of META blocks a log's metadata is
+/// decoded on the opening thread: threads would cost more than they save
+/// (small logs, and the fuzz targets that open one on every run). Unit
+/// tests take the threaded path on every log.
+const META_BYTES_FOR_THREADS: u64 = if cfg!(test) { 0 } else { 1 << 20 };
+
+/// A META block met in the scan, with its place among the scan's
+/// problems. It is decoded once the scan is over: its decompression and
+/// copy, nearly all of a scan's time on a full kallsyms table, then run on
+/// every core.
+struct UndecodedMeta {
+    block: RawBlock,
+    /// The problems the scan had found before this block: the block's own
+    /// come after them, in file order.
+    problems_before: usize,
+}
+
+impl UndecodedMeta {
+    fn decode(&self) -> Result<Meta, String> {
+        let payload = self.block.payload()?;
+        match Record::decode(BlockType::Meta, &payload, None) {
+            Ok(Record::Meta(m)) => Ok(m),
+            Ok(_) => unreachable!("a META block decodes as a META record"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }
 
 /// Metadata as text, invalid UTF-8 replaced: `from_utf8` first, which
@@ -534,6 +580,8 @@ struct BlockScan {
     index_dctx: Option<zstd::zstd_safe::DCtx<'static>>,
     blocks_before_end: u64,
     segment: Option<SegmentRecord>,
+    /// META blocks not yet decoded, in file order ([`Self::finish`]).
+    undecoded_metas: Vec<UndecodedMeta>,
 }
 
 impl BlockScan {
@@ -554,6 +602,7 @@ impl BlockScan {
             index_dctx: None,
             blocks_before_end: 0,
             segment: None,
+            undecoded_metas: Vec::new(),
         }
     }
 
@@ -565,7 +614,7 @@ impl BlockScan {
     /// end.
     fn item(&mut self, item: Item) {
         match item {
-            Item::Block(b) => self.block(&b),
+            Item::Block(b) => self.block(b),
             Item::Damage(d) => {
                 self.problems.push(Problem {
                     offset: d.offset,
@@ -579,7 +628,7 @@ impl BlockScan {
 
     /// One intact block: a CPU_DATA block is indexed from its fixed header,
     /// any other decoded and kept; one that does not decode is a problem.
-    fn block(&mut self, b: &kmemtrace_format::reader::RawBlock) {
+    fn block(&mut self, b: RawBlock) {
         let was_first = std::mem::replace(&mut self.first_block, false);
         let bt = b.header.block_type;
         if self.end_offset.is_none() && bt != BlockType::End {
@@ -602,10 +651,17 @@ impl BlockScan {
                 );
                 return;
             };
-            match cpu_block_ref(b, a.subbuf_size, &mut self.index_dctx) {
+            match cpu_block_ref(&b, a.subbuf_size, &mut self.index_dctx) {
                 Ok(r) => self.blocks.push(r),
                 Err(what) => self.problem(b.offset, ProblemKind::BadBlock, what),
             }
+            return;
+        }
+        if bt == BlockType::Meta {
+            self.undecoded_metas.push(UndecodedMeta {
+                block: b,
+                problems_before: self.problems.len(),
+            });
             return;
         }
         let payload = match b.payload() {
@@ -620,6 +676,36 @@ impl BlockScan {
             Ok(rec) => self.record(b.offset, rec, was_first),
             Err(e) => self.problem(b.offset, ProblemKind::BadBlock, e.to_string()),
         }
+    }
+
+    /// The META blocks put off by [`Self::block`], decoded (on every core
+    /// when they are large) and taken in file order, their problems put
+    /// where the scan met them. Nothing else in the scan reads a META
+    /// block, so only the order among them and their problems' places
+    /// matter.
+    fn finish(&mut self) {
+        let metas = std::mem::take(&mut self.undecoded_metas);
+        let raw_bytes: u64 = metas
+            .iter()
+            .map(|m| u64::from(m.block.header.raw_len))
+            .sum();
+        let decoded = if raw_bytes >= META_BYTES_FOR_THREADS {
+            map_on_every_core(&metas, UndecodedMeta::decode)
+        } else {
+            metas.iter().map(UndecodedMeta::decode).collect()
+        };
+        let mut earlier = std::mem::take(&mut self.problems).into_iter();
+        let mut taken = 0;
+        for (undecoded, meta) in metas.iter().zip(decoded) {
+            let (offset, before) = (undecoded.block.offset, undecoded.problems_before);
+            self.problems.extend(earlier.by_ref().take(before - taken));
+            taken = before;
+            match meta {
+                Ok(m) => self.meta(offset, m),
+                Err(e) => self.problem(offset, ProblemKind::BadBlock, e),
+            }
+        }
+        self.problems.extend(earlier);
     }
 
     /// A decoded block other than CPU_DATA, from `offset`.
@@ -863,6 +949,7 @@ impl Log {
         while let Some(item) = reader.next_item()? {
             scan.item(item);
         }
+        scan.finish();
         let len = reader.offset();
         drop(reader);
         Self::assemble(name, version, len, scan, Backing::File(file))
@@ -1456,6 +1543,77 @@ mod tests {
         assert_eq!(p.len(), 1, "{:?}", log.problems);
         assert_eq!(p[0].offset, at, "{}", p[0]);
         assert!(p[0].what.starts_with("META header_page"), "{}", p[0]);
+    }
+
+    #[test]
+    fn work_on_every_core_comes_back_in_order() {
+        // Uneven work (every tenth item slow), so threads finish out of turn.
+        let items: Vec<u64> = (0..500).collect();
+        let out = map_on_every_core(&items, |&i| {
+            if i % 10 == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            i * 3
+        });
+        assert_eq!(out, items.iter().map(|i| i * 3).collect::<Vec<_>>());
+        assert!(map_on_every_core(&[] as &[u8], |_| 0).is_empty());
+    }
+
+    #[test]
+    fn meta_blocks_decoded_after_the_scan_keep_file_order() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
+        w.write_meta(&Meta::new(MetaKind::SavedCmdlines, "7 sh\n"))
+            .unwrap();
+        let first_damage = w.bytes_written();
+        w.write_cpu_data(0, &[1u8; 4096]).unwrap();
+        let bad_meta = w.bytes_written();
+        let many: String = (100..1100).map(|p| format!("{p} task{p}\n")).collect();
+        w.write_meta(&Meta::new(MetaKind::SavedCmdlines, many))
+            .unwrap();
+        let second_damage = w.bytes_written();
+        w.write_cpu_data(1, &[2u8; 4096]).unwrap();
+        let last_meta = w.bytes_written();
+        w.write_meta(&Meta::new(MetaKind::SavedCmdlines, "7 bash\n"))
+            .unwrap();
+        let mut bytes = w.finish(None, "test", None).unwrap();
+        // The CPU_DATA blocks fail their CRC (damage found by the reader,
+        // in the scan); the large META's zstd frame is damaged under a
+        // mended CRC (found when it is decoded, after the scan).
+        for at in [first_damage, second_damage] {
+            bytes[at as usize + BLOCK_HEADER_LEN] ^= 0x55;
+        }
+        let (off, end) = {
+            let off = bad_meta as usize;
+            let h: [u8; BLOCK_HEADER_LEN] = bytes[off..off + BLOCK_HEADER_LEN].try_into().unwrap();
+            let h = BlockHeader::parse(&h).unwrap();
+            assert_ne!(h.flags & kmemtrace_format::block::FLAG_ZSTD, 0);
+            (off, off + BLOCK_HEADER_LEN + h.stored_len as usize)
+        };
+        bytes[end - 6] ^= 0x55;
+        let h: [u8; BLOCK_HEADER_LEN] = bytes[off..off + BLOCK_HEADER_LEN].try_into().unwrap();
+        let crc = BlockHeader::compute_crc(&h, &bytes[off + BLOCK_HEADER_LEN..end]);
+        bytes[off + 16..off + 20].copy_from_slice(&crc.to_le_bytes());
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        let found: Vec<_> = log
+            .problems
+            .iter()
+            .map(|p| (p.offset, matches!(p.kind, ProblemKind::Damage { .. })))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (first_damage, true),
+                (bad_meta, false),
+                (second_damage, true)
+            ],
+            "{:?}",
+            log.problems
+        );
+        assert_eq!(log.problems[1].kind, ProblemKind::BadBlock);
+        // The later cmdline wins, as it would read front to back.
+        assert_eq!(log.pids.comm(7), Some("bash"));
+        assert_eq!(log.pids.comm(100), None);
     }
 
     #[test]
