@@ -500,12 +500,13 @@ fn parse_kallsyms_parts(parts: &[&Meta]) -> Vec<Result<Kallsyms, KallsymsError>>
 /// decoded on the opening thread: threads would cost more than they save
 /// (small logs, and the fuzz targets that open one on every run). Unit
 /// tests take the threaded path on every log.
-const META_BYTES_FOR_THREADS: u64 = if cfg!(test) { 0 } else { 1 << 20 };
+const META_BYTES_FOR_THREADS: u64 = 1 << 20;
 
 /// A META block met in the scan, with its place among the scan's
-/// problems. It is decoded once the scan is over: its decompression and
-/// copy, nearly all of a scan's time on a full kallsyms table, then run on
-/// every core.
+/// problems. It is decoded once the scan is over: its decompression, copy
+/// and (kallsyms) parsing, nearly all of a log's opening on a full kallsyms
+/// table, then run on every core, each block's parsed while its text is
+/// still in the cache.
 struct UndecodedMeta {
     block: RawBlock,
     /// The problems the scan had found before this block: the block's own
@@ -513,14 +514,40 @@ struct UndecodedMeta {
     problems_before: usize,
 }
 
+/// A META block decoded, and its kallsyms (a whole table or a part)
+/// parsed.
+struct DecodedMeta {
+    meta: Result<Meta, String>,
+    kallsyms: Option<Result<Kallsyms, KallsymsError>>,
+}
+
+/// Kallsyms tables parsed while their blocks were decoded, by block offset.
+type ParsedKallsyms = Vec<(u64, Result<Kallsyms, KallsymsError>)>;
+
+/// The table parsed from the block at `offset`, taken out of `parsed`.
+fn take_parsed(
+    parsed: &mut ParsedKallsyms,
+    offset: u64,
+) -> Option<Result<Kallsyms, KallsymsError>> {
+    let i = parsed.iter().position(|(o, _)| *o == offset)?;
+    Some(parsed.swap_remove(i).1)
+}
+
 impl UndecodedMeta {
-    fn decode(&self) -> Result<Meta, String> {
-        let payload = self.block.payload()?;
-        match Record::decode(BlockType::Meta, &payload, None) {
-            Ok(Record::Meta(m)) => Ok(m),
-            Ok(_) => unreachable!("a META block decodes as a META record"),
-            Err(e) => Err(e.to_string()),
-        }
+    fn decode(&self) -> DecodedMeta {
+        let meta = self.block.payload().and_then(|payload| {
+            match Record::decode(BlockType::Meta, &payload, None) {
+                Ok(Record::Meta(m)) => Ok(m),
+                Ok(_) => unreachable!("a META block decodes as a META record"),
+                Err(e) => Err(e.to_string()),
+            }
+        });
+        let kallsyms = meta
+            .as_ref()
+            .ok()
+            .filter(|m| matches!(m.kind, MetaKind::Kallsyms | MetaKind::KallsymsPart))
+            .map(|m| Kallsyms::parse(&text_of(&m.content)));
+        DecodedMeta { meta, kallsyms }
     }
 }
 
@@ -582,6 +609,7 @@ struct BlockScan {
     segment: Option<SegmentRecord>,
     /// META blocks not yet decoded, in file order ([`Self::finish`]).
     undecoded_metas: Vec<UndecodedMeta>,
+    parsed_kallsyms: ParsedKallsyms,
 }
 
 impl BlockScan {
@@ -603,6 +631,7 @@ impl BlockScan {
             blocks_before_end: 0,
             segment: None,
             undecoded_metas: Vec::new(),
+            parsed_kallsyms: Vec::new(),
         }
     }
 
@@ -689,18 +718,21 @@ impl BlockScan {
             .iter()
             .map(|m| u64::from(m.block.header.raw_len))
             .sum();
-        let decoded = if raw_bytes >= META_BYTES_FOR_THREADS {
+        let decoded = if cfg!(test) || raw_bytes >= META_BYTES_FOR_THREADS {
             map_on_every_core(&metas, UndecodedMeta::decode)
         } else {
             metas.iter().map(UndecodedMeta::decode).collect()
         };
         let mut earlier = std::mem::take(&mut self.problems).into_iter();
         let mut taken = 0;
-        for (undecoded, meta) in metas.iter().zip(decoded) {
+        for (undecoded, decoded) in metas.iter().zip(decoded) {
             let (offset, before) = (undecoded.block.offset, undecoded.problems_before);
             self.problems.extend(earlier.by_ref().take(before - taken));
             taken = before;
-            match meta {
+            if let Some(k) = decoded.kallsyms {
+                self.parsed_kallsyms.push((offset, k));
+            }
+            match decoded.meta {
                 Ok(m) => self.meta(offset, m),
                 Err(e) => self.problem(offset, ProblemKind::BadBlock, e),
             }
@@ -977,6 +1009,7 @@ impl Log {
             pids,
             blocks_before_end,
             segment,
+            parsed_kallsyms,
             ..
         } = scan;
         let arch = arch.ok_or_else(|| {
@@ -1032,11 +1065,13 @@ impl Log {
             rotation,
             backing,
         };
-        log.decode_metas(metas);
+        log.decode_metas(metas, parsed_kallsyms);
         Ok(log)
     }
 
-    fn decode_metas(&mut self, metas: Vec<(u64, Meta)>) {
+    /// `parsed`: the kallsyms tables already parsed, by block offset (the
+    /// others are parsed here).
+    fn decode_metas(&mut self, metas: Vec<(u64, Meta)>, mut parsed: ParsedKallsyms) {
         for (offset, m) in &metas {
             // Only for the kinds read here: kallsyms parts run to megabytes.
             let text = || text_of(&m.content);
@@ -1088,7 +1123,9 @@ impl Log {
                         Err(e) => problem(e.to_string()),
                     }
                 }
-                MetaKind::Kallsyms => match Kallsyms::parse(&text()) {
+                MetaKind::Kallsyms => match take_parsed(&mut parsed, *offset)
+                    .unwrap_or_else(|| Kallsyms::parse(&text()))
+                {
                     Ok(k) => self.kallsyms = Some(k),
                     Err(e) => problem(e.to_string()),
                 },
@@ -1097,14 +1134,14 @@ impl Log {
                 _ => {}
             }
         }
-        self.join_kallsyms_parts(&metas);
+        self.join_kallsyms_parts(&metas, parsed);
         self.metas = metas.into_iter().map(|(_, m)| m).collect();
     }
 
     /// Kallsyms written in parts (1.1): each part parsed on its own, so a
     /// damaged part costs its own symbols only; a missing or unreadable one
     /// is named and its addresses resolve to nothing.
-    fn join_kallsyms_parts(&mut self, metas: &[(u64, Meta)]) {
+    fn join_kallsyms_parts(&mut self, metas: &[(u64, Meta)], mut parsed: ParsedKallsyms) {
         let parts: Vec<(u64, u32, u32, &Meta)> = metas
             .iter()
             .filter(|(_, m)| m.kind == MetaKind::KallsymsPart)
@@ -1113,7 +1150,15 @@ impl Log {
         let Some(count) = parts.iter().map(|p| p.2).max() else {
             return;
         };
-        let mut parsed = parse_kallsyms_parts(&parts.iter().map(|p| p.3).collect::<Vec<_>>());
+        let mut parsed: Vec<Option<_>> = parts
+            .iter()
+            .map(|p| take_parsed(&mut parsed, p.0))
+            .collect();
+        let unparsed: Vec<usize> = (0..parts.len()).filter(|&i| parsed[i].is_none()).collect();
+        let metas: Vec<&Meta> = unparsed.iter().map(|&i| parts[i].3).collect();
+        for (i, k) in unparsed.into_iter().zip(parse_kallsyms_parts(&metas)) {
+            parsed[i] = Some(k);
+        }
         let mut tables = Vec::with_capacity(count as usize);
         // Parts after the last one present in a log cut short: lost with
         // the rest of the file, said once, at the cut.
@@ -1153,7 +1198,7 @@ impl Log {
                 continue;
             };
             let offset = parts[k].0;
-            match std::mem::replace(&mut parsed[k], Ok(Kallsyms::default())) {
+            match parsed[k].take().expect("every part parsed above") {
                 Ok(k) => tables.push(Some(k)),
                 Err(e) => {
                     self.problems.push(Problem {
@@ -1573,7 +1618,6 @@ mod tests {
             .unwrap();
         let second_damage = w.bytes_written();
         w.write_cpu_data(1, &[2u8; 4096]).unwrap();
-        let last_meta = w.bytes_written();
         w.write_meta(&Meta::new(MetaKind::SavedCmdlines, "7 bash\n"))
             .unwrap();
         let mut bytes = w.finish(None, "test", None).unwrap();
