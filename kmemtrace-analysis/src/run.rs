@@ -178,29 +178,38 @@ pub fn analyse(
     let new_objects = || Objects::new(filter, opts.remember_frees, &sites, Box::new(namer));
     let make = |_shard: usize| Passes::new(&pass_setup, new_objects());
     let mut combiner = Combiner::default();
-    let started = std::time::Instant::now();
-    let (shards, mut end) = run(
-        log,
-        &setup,
-        make,
-        summarise,
-        &mut |s, a| combiner.fold(s, a),
-        progress,
-    );
-    let stream_wall = started.elapsed();
-    let finished = std::time::Instant::now();
-    let mut timings = Timings {
-        phases: vec![(STREAM, stream_wall)],
-        threads: std::mem::take(&mut end.threads),
-        events: end.events,
-    };
-    combiner.finish(&end.windows);
-
-    // Add the shards up (each keeps its objects); the combiner has what
-    // does not add. What is left of a shard is dropped on a thread of its
-    // own while the model is built: its tables are megabytes, and this
-    // phase is serial.
     std::thread::scope(|scope| {
+        // Which kernel functions are the page allocator's (the report
+        // lists them): a walk over every symbol, made beside the stream
+        // rather than in the serial phase after it.
+        let allocator_functions = scope.spawn(|| {
+            syms.table
+                .as_ref()
+                .map(crate::page_callers::allocator_functions)
+                .unwrap_or_default()
+        });
+        let started = std::time::Instant::now();
+        let (shards, mut end) = run(
+            log,
+            &setup,
+            make,
+            summarise,
+            &mut |s, a| combiner.fold(s, a),
+            progress,
+        );
+        let stream_wall = started.elapsed();
+        let finished = std::time::Instant::now();
+        let mut timings = Timings {
+            phases: vec![(STREAM, stream_wall)],
+            threads: std::mem::take(&mut end.threads),
+            events: end.events,
+        };
+        combiner.finish(&end.windows);
+
+        // Add the shards up (each keeps its objects); the combiner has what
+        // does not add. What is left of a shard is dropped on a thread of its
+        // own while the model is built: its tables are megabytes, and this
+        // phase is serial.
         let mut all = make(0);
         let mut live_pages = crate::passes::pages::LivePages::default();
         let mut spent = Vec::with_capacity(shards.len());
@@ -241,6 +250,9 @@ pub fn analyse(
             tracked: objects.iter().map(Objects::tracked).sum(),
             judge: &combiner.judge,
             live_pages: &live_pages,
+            allocator_functions: allocator_functions
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
         };
         let Built { report, worst } = build(log, syms, &opts, &kmem, found, end, leaks);
         timings

@@ -36,6 +36,7 @@ pub(crate) struct Ctx<'a> {
     names: Vec<String>,
     first_ts: u64,
     gfp: Option<&'a FlagTable>,
+    allocator_functions: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -208,6 +209,9 @@ pub struct Found<'a> {
     pub judge: &'a crate::judge::Judge,
     /// Page blocks still allocated at the end.
     pub live_pages: &'a crate::passes::pages::LivePages,
+    /// The kernel functions the page allocator's rule matches
+    /// ([`crate::page_callers::allocator_functions`]).
+    pub allocator_functions: Vec<String>,
 }
 
 /// The report, and the worst severity among certain findings.
@@ -275,6 +279,7 @@ pub fn build(
         names,
         first_ts,
         gfp: kmem.gfp_table(),
+        allocator_functions: found.allocator_functions,
     };
     let a = &log.arch;
 

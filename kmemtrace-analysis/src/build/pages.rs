@@ -227,13 +227,11 @@ pub(crate) fn section(
             .filter(|(_, &(_, f))| f > 0)
             .map(|(&s, &(_, f))| (s, f))
             .collect(),
-        allocator_functions: cx
-            .syms
-            .table
-            .as_ref()
-            .filter(|_| stack_info.recorded)
-            .map(crate::page_callers::allocator_functions)
-            .unwrap_or_default(),
+        allocator_functions: if stack_info.recorded {
+            cx.allocator_functions.clone()
+        } else {
+            Vec::new()
+        },
         callsites: {
             let mut c = callsites;
             c.truncate(lines);
