@@ -484,6 +484,13 @@ fn capture(
     (capture, problems)
 }
 
+/// Bytes allocated less bytes freed, at the ends of `i64` where a damaged
+/// log's sizes (each up to a field's width) add up beyond them.
+fn net_bytes(allocated: u64, freed: u64) -> i64 {
+    let net = i128::from(allocated) - i128::from(freed);
+    i64::try_from(net).unwrap_or(if net > 0 { i64::MAX } else { i64::MIN })
+}
+
 /// Totals as `perf kmem stat` prints them.
 fn summary(cx: &Ctx<'_>) -> Summary {
     let (log, an) = (cx.log, cx.an);
@@ -496,7 +503,7 @@ fn summary(cx: &Ctx<'_>) -> Summary {
         bytes_requested: t.agg.bytes_req,
         bytes_allocated: t.agg.bytes_alloc,
         bytes_freed: t.agg.freed_bytes,
-        net_bytes_allocated: t.agg.bytes_alloc as i64 - t.agg.freed_bytes as i64,
+        net_bytes_allocated: net_bytes(t.agg.bytes_alloc, t.agg.freed_bytes),
         bytes_wasted: t.agg.bytes_alloc.saturating_sub(t.agg.bytes_req),
         fragmentation_pct: fragmentation(t.agg.bytes_req, t.agg.bytes_alloc),
         matched_frees: t.matched_frees,
@@ -808,5 +815,15 @@ mod tests {
             size_class_name(16384, 4096),
             "kmalloc-large (order 2, 16384 bytes)"
         );
+    }
+
+    #[test]
+    fn net_bytes_stop_at_the_ends_of_i64() {
+        assert_eq!(net_bytes(10, 3), 7);
+        assert_eq!(net_bytes(3, 10), -7);
+        assert_eq!(net_bytes(u64::MAX, 0), i64::MAX);
+        assert_eq!(net_bytes(1 << 63, 1), i64::MAX);
+        assert_eq!(net_bytes(0, u64::MAX), i64::MIN);
+        assert_eq!(net_bytes(u64::MAX, u64::MAX), 0);
     }
 }

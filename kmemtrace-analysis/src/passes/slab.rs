@@ -589,11 +589,13 @@ impl SlabPass {
         }
         if unknown.hits > 0 {
             let c = self.cache(NO_CACHE);
+            // Saturating, as the stream's sums are: a damaged log's sizes
+            // may have brought the unknown cache near the end of u64.
             c.hits += unknown.hits;
-            c.bytes_req += unknown.bytes_req;
-            c.bytes_alloc += unknown.bytes_alloc;
+            c.bytes_req = c.bytes_req.saturating_add(unknown.bytes_req);
+            c.bytes_alloc = c.bytes_alloc.saturating_add(unknown.bytes_alloc);
             c.live_objs += unknown.live_objs;
-            c.live_bytes += unknown.live_bytes;
+            c.live_bytes = c.live_bytes.saturating_add(unknown.live_bytes);
             c.peak_live_bytes = c.peak_live_bytes.max(c.live_bytes);
         }
     }
