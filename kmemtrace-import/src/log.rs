@@ -609,6 +609,7 @@ struct BlockScan {
     segment: Option<SegmentRecord>,
     /// META blocks not yet decoded, in file order ([`Self::finish`]).
     undecoded_metas: Vec<UndecodedMeta>,
+    /// Their kallsyms, parsed as they were decoded: for [`Log::decode_metas`].
     parsed_kallsyms: ParsedKallsyms,
 }
 
@@ -656,7 +657,8 @@ impl BlockScan {
     }
 
     /// One intact block: a CPU_DATA block is indexed from its fixed header,
-    /// any other decoded and kept; one that does not decode is a problem.
+    /// any other decoded and kept (a META block once the scan is over,
+    /// [`Self::finish`]); one that does not decode is a problem.
     fn block(&mut self, b: RawBlock) {
         let was_first = std::mem::replace(&mut self.first_block, false);
         let bt = b.header.block_type;
