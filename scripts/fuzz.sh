@@ -66,9 +66,11 @@ fi
 seeds=$(mktemp -d "${TMPDIR:-/tmp}/kmt-fuzz-seeds.XXXXXX")
 gates=$(mktemp)
 trap 'rm -rf "$seeds" "$gates"' EXIT
+shared=$root/../shared/data
+# Without them the dump target has no seed at all and starts from nothing.
+[ -d "$shared" ] || echo "fuzz.sh: no $shared: no seeds from the foreign captures (their dumps and trace.dat files)" >&2
 "$target_dir/debug/fuzz-seeds" "$root" "$seeds"
 mkdir -p "$seeds/tracedat" "$seeds/diff"
-shared=$root/../shared/data
 # The three kinds of rule the diff's help shows, and an allow_no_match one.
 printf '%s\n' '[[gate]]' 'metric = "hits"' 'callsite = "alloc_pipe_info*"' \
     'max_increase_pct = 20' '[[gate]]' 'metric = "misuse:double_free"' 'max = 0' \
