@@ -180,11 +180,13 @@ pub fn analyse(
     let mut combiner = Combiner::default();
     std::thread::scope(|scope| {
         // Which kernel functions are the page allocator's (the report
-        // lists them): a walk over every symbol, made beside the stream
-        // rather than in the serial phase after it.
+        // lists them where page stacks were recorded): a walk over every
+        // symbol, made beside the stream rather than in the serial phase
+        // after it.
         let allocator_functions = scope.spawn(|| {
             syms.table
                 .as_ref()
+                .filter(|_| kmemtrace_import::stacks::page_stacks_recorded(log))
                 .map(crate::page_callers::allocator_functions)
                 .unwrap_or_default()
         });

@@ -598,6 +598,7 @@ fn until_nul(bytes: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::endian::{BigEndian, LittleEndian, RunTimeEndian};
 
     #[test]
     fn until_nul_stops_at_the_first_nul() {
@@ -620,7 +621,6 @@ mod tests {
             }
         }
     }
-    use crate::endian::{BigEndian, LittleEndian, RunTimeEndian};
 
     const KMEM_CACHE_FREE_ARMHF: &str = "name: kmem_cache_free
 ID: 507
