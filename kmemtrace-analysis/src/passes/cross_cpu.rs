@@ -8,7 +8,13 @@ use crate::model::CrossCpu;
 /// Dense for CPUs below 256, sparse above.
 #[derive(Default)]
 pub struct CrossCpuPass {
+    /// `DENSE` x `DENSE` counts, row `a` the frees of objects CPU `a`
+    /// allocated; allocated at the first free.
     dense: Vec<u64>,
+    /// One more than the highest CPU in `dense`: the rows and columns read
+    /// back, so that adding shards up and making the matrix walk the CPUs
+    /// seen rather than all 65,536 cells (a shard's every time).
+    dense_cpus: u32,
     sparse: FastMap<(u32, u32), u64>,
 }
 
@@ -36,6 +42,7 @@ impl CrossCpuPass {
                 self.dense = vec![0; (Self::DENSE * Self::DENSE) as usize];
             }
             self.dense[(a * Self::DENSE + f) as usize] += n;
+            self.dense_cpus = self.dense_cpus.max(a.max(f) + 1);
         } else {
             *self.sparse.entry((a, f)).or_insert(0) += n;
         }
@@ -50,11 +57,13 @@ impl CrossCpuPass {
 
     /// ((allocating CPU, freeing CPU), frees).
     pub fn iter(&self) -> impl Iterator<Item = ((u32, u32), u64)> + '_ {
-        self.dense
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(i, &n)| ((i as u32 / Self::DENSE, i as u32 % Self::DENSE), n))
+        let span = self.dense_cpus;
+        (0..span)
+            .flat_map(move |a| (0..span).map(move |f| (a, f)))
+            .filter_map(|(a, f)| {
+                let n = self.dense[(a * Self::DENSE + f) as usize];
+                (n > 0).then_some(((a, f), n))
+            })
             .chain(self.sparse.iter().map(|(&k, &n)| (k, n)))
     }
 
@@ -106,5 +115,40 @@ impl<'a> super::MakesSection<'a> for CrossCpuPass {
 
     fn section(&self, _: &super::SectionContext<'_>) -> CrossCpu {
         self.matrix()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CrossCpuPass;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn shards_add_up_to_the_frees_of_every_pair_in_order() {
+        let pairs = [(3, 0), (0, 3), (3, 0), (7, 7), (255, 1), (256, 2), (1, 300)];
+        let (mut one, mut two) = (CrossCpuPass::default(), CrossCpuPass::default());
+        let mut want = BTreeMap::new();
+        for (i, &(a, f)) in pairs.iter().enumerate() {
+            if i % 2 == 0 { &mut one } else { &mut two }.add(a, f);
+            *want.entry((a, f)).or_insert(0u64) += 1;
+        }
+        let mut all = CrossCpuPass::default();
+        all.absorb(&one);
+        all.absorb(&two);
+        // The dense cells row by row, then the sparse ones.
+        let dense: Vec<_> = all
+            .iter()
+            .take_while(|((a, f), _)| *a < 256 && *f < 256)
+            .collect();
+        let mut sorted = dense.clone();
+        sorted.sort();
+        assert_eq!(dense, sorted);
+        let got: BTreeMap<_, _> = all.iter().collect();
+        assert_eq!(got, want);
+        let m = all.matrix();
+        assert_eq!(m.cpus, [0, 1, 2, 3, 7, 255, 256, 300]);
+        assert_eq!((m.same_cpu_frees, m.cross_cpu_frees), (1, 6));
+        assert_eq!(m.matrix[3][0], 2);
+        assert_eq!(m.matrix[5][1], 1);
     }
 }
