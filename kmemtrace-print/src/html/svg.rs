@@ -29,6 +29,26 @@ impl Unit {
     }
 }
 
+/// Writes `v` as `{:.1}` does. A chart's points are most of a page's
+/// numbers, and the standard formatting rounds each through an exact
+/// decimal expansion (a big-number division for many); a coordinate (well
+/// under 10^5) whose tenths are not within a millionth of a tie rounds
+/// the same from its product with ten, as an integer.
+fn one_decimal(out: &mut String, v: f64) {
+    let tenths = v.abs() * 10.0;
+    // Below 2^20, the product is within 2^-33 of the exact one, so a
+    // fraction 10^-6 away from a half rounds as the exact value does.
+    if tenths < f64::from(1u32 << 20) && (tenths.fract() - 0.5).abs() > 1e-6 {
+        let r = tenths.round() as u32;
+        if v.is_sign_negative() {
+            out.push('-');
+        }
+        let _ = write!(out, "{}.{}", r / 10, r % 10);
+    } else {
+        let _ = write!(out, "{v:.1}");
+    }
+}
+
 /// `12345` → `12.3k`.
 fn short_number(v: f64) -> String {
     let a = v.abs();
@@ -176,8 +196,12 @@ impl TimeChart<'_> {
                 l.color
             );
             for (i, &(x, y)) in l.points.iter().enumerate() {
-                let sep = if i == 0 { "" } else { " " };
-                let _ = write!(out, "{sep}{:.1},{:.1}", sx(x), sy(y));
+                if i > 0 {
+                    out.push(' ');
+                }
+                one_decimal(out, sx(x));
+                out.push(',');
+                one_decimal(out, sy(y));
             }
             let _ = write!(out, r#""><title>{}</title></polyline>"#, esc(&l.name));
         }
@@ -577,6 +601,50 @@ fn heat_colour(t: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn one_decimal_writes_what_the_standard_formatting_does() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            0.05,
+            0.15,
+            0.25,
+            0.35,
+            -0.04,
+            -0.05,
+            -0.25,
+            1.45,
+            2.5,
+            99.95,
+            123.456,
+            1e5,
+            104857.55,
+            104857.6,
+            2e6,
+            f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            1e-300,
+        ];
+        // Ties and near-ties at every scale, and a deterministic spread.
+        for k in 0..20_000u32 {
+            let base = f64::from(k) / 20.0;
+            values.extend([base, -base, base + 1e-9, base - 1e-9, base * 1.37]);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push((x >> 11) as f64 / (1u64 << 53) as f64 * 2e5 - 1e5);
+        }
+        for v in values {
+            let mut got = String::new();
+            one_decimal(&mut got, v);
+            assert_eq!(got, format!("{v:.1}"), "{v:e}");
+        }
+    }
     use super::*;
 
     #[test]
