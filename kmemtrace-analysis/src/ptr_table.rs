@@ -219,6 +219,14 @@ impl<V: Copy + Default> FrameTable<V> {
         self.0.get(pfn.checked_add(1)?)
     }
 
+    /// As [`PtrTable::prefetch`].
+    #[inline]
+    pub fn prefetch(&self, pfn: u64) {
+        if let Some(key) = pfn.checked_add(1) {
+            self.0.prefetch(key)
+        }
+    }
+
     /// Sets frame `pfn` to `value` (not `u64::MAX`: nothing); returns the
     /// value it had.
     #[inline]

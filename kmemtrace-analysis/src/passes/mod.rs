@@ -288,13 +288,19 @@ pub struct EpochOut {
 impl Shard for Passes<'_> {
     type Epoch = EpochOut;
 
-    /// Warms the object tracker's slots of the coming slab events: the
-    /// tracker's lookups are most of a shard's time, nearly all of it
-    /// cache misses with many live objects.
+    /// Warms the object tracker's slots of the coming slab events, and
+    /// the page pass's of the coming page events: their lookups are most
+    /// of a shard's time, nearly all of it cache misses with many live
+    /// objects or pages.
     fn look_ahead(&mut self, next: &[(Event, OrderKey)]) {
         self.objects
             .warm(next.iter().filter_map(|(ev, _)| match &ev.body {
                 Body::Slab(s) => Some(s.ptr),
+                _ => None,
+            }));
+        self.pages
+            .warm(next.iter().filter_map(|(ev, _)| match &ev.body {
+                Body::Page(p) => Some(p.pfn),
                 _ => None,
             }));
     }

@@ -16,6 +16,7 @@ use crate::event::{Event, Kind, Page, NO_PFN};
 use crate::filter::Filter;
 use crate::intern::FastMap;
 use crate::model::PageStats;
+use crate::ptr_table::FrameTable;
 use crate::stream::OrderKey;
 use kmemtrace_import::stacks::PageStackSample;
 
@@ -121,7 +122,7 @@ impl ListRuns {
 }
 
 /// An allocated block of pages.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct LivePage {
     pub ts: u64,
     pub gfp: u64,
@@ -208,11 +209,13 @@ pub struct Fallback {
 pub struct PagesPass<'a> {
     pub filter: &'a Filter,
     page_size: u64,
-    /// Allocated blocks by head page frame (this shard's buckets).
-    pub live: FastMap<u64, LivePage>,
+    /// Allocated blocks by head page frame (this shard's buckets). A frame
+    /// table rather than a hash map, as the object tracker's: its slots
+    /// for the coming events are fetched ahead ([`PagesPass::warm`]).
+    live: FrameTable<LivePage>,
     /// Pages on a CPU's per-CPU list: refilled into it, or freed onto it
     /// (order 0 frees go to the freeing CPU's list), until allocated.
-    on_list_of: FastMap<u64, u16>,
+    on_list_of: FrameTable<u16>,
     pub allocated: Requests,
     /// `mm_page_free` events that pass the filters.
     pub free_events: Requests,
@@ -273,8 +276,8 @@ impl<'a> PagesPass<'a> {
         PagesPass {
             filter,
             page_size,
-            live: FastMap::default(),
-            on_list_of: FastMap::default(),
+            live: FrameTable::default(),
+            on_list_of: FrameTable::default(),
             allocated: Requests::default(),
             free_events: Requests::default(),
             batched_frees: 0,
@@ -431,7 +434,7 @@ impl<'a> PagesPass<'a> {
                 }
             }
             Kind::PagePcpuDrain => {
-                let owner = self.on_list_of.remove(&pg.pfn);
+                let owner = self.on_list_of.remove(pg.pfn);
                 if selected {
                     self.per_cpu.entry(ev.cpu).or_default().1 += 1;
                     if let Some(owner) = owner {
@@ -465,7 +468,7 @@ impl<'a> PagesPass<'a> {
     }
 
     fn alloc(&mut self, ev: &Event, pg: &Page, selected: bool) {
-        self.on_list_of.remove(&pg.pfn);
+        self.on_list_of.remove(pg.pfn);
         let new = LivePage {
             ts: ev.ts,
             gfp: pg.gfp,
@@ -510,7 +513,7 @@ impl<'a> PagesPass<'a> {
             self.on_list_of.insert(pg.pfn, ev.cpu);
         }
         let bytes = self.bytes(pg.order);
-        let live = self.live.remove(&pg.pfn);
+        let live = self.live.remove(pg.pfn);
         self.misuse.free(
             frame_event(ev, pg),
             live.map(|p| (p.order, p.selected)),
@@ -552,8 +555,18 @@ impl<'a> PagesPass<'a> {
     }
 
     /// Live blocks whose allocation passed the filters.
-    pub fn live_selected(&self) -> impl Iterator<Item = (&u64, &LivePage)> {
+    pub fn live_selected(&self) -> impl Iterator<Item = (u64, &LivePage)> {
         self.live.iter().filter(|(_, p)| p.selected)
+    }
+
+    /// Touches the slots of the frames of the coming page events, ahead of
+    /// their lookups, as [`super::objects::Objects::warm`] does.
+    #[inline]
+    pub fn warm(&self, pfns: impl Iterator<Item = u64>) {
+        for pfn in pfns {
+            self.live.prefetch(pfn);
+            self.on_list_of.prefetch(pfn);
+        }
     }
 
     /// Bytes of `order`.
@@ -600,7 +613,7 @@ impl LivePages {
         if self.by_order_migratetype.is_empty() {
             self.by_order_migratetype = vec![[0; MIGRATETYPE_SLOTS]; ORDER_SLOTS];
         }
-        for (&pfn, l) in p.live_selected() {
+        for (pfn, l) in p.live_selected() {
             let bytes = p.order_bytes(l.order);
             self.blocks += 1;
             self.bytes = self.bytes.saturating_add(bytes);
