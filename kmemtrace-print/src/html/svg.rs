@@ -31,9 +31,9 @@ impl Unit {
 
 /// Writes `v` as `{:.1}` does. A chart's points are most of a page's
 /// numbers, and the standard formatting rounds each through an exact
-/// decimal expansion (a big-number division for many); a coordinate (well
-/// under 10^5) whose tenths are not within a millionth of a tie rounds
-/// the same from its product with ten, as an integer.
+/// decimal expansion (big-number arithmetic for many); a coordinate below
+/// 2^20 tenths whose tenths are not within a millionth of a tie rounds the
+/// same from its product with ten, as an integer.
 fn one_decimal(out: &mut String, v: f64) {
     let tenths = v.abs() * 10.0;
     // Below 2^20, the product is within 2^-33 of the exact one, so a
@@ -601,6 +601,7 @@ fn heat_colour(t: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn one_decimal_writes_what_the_standard_formatting_does() {
@@ -645,7 +646,6 @@ mod tests {
             assert_eq!(got, format!("{v:.1}"), "{v:e}");
         }
     }
-    use super::*;
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {
