@@ -401,14 +401,37 @@ pub fn tar_of(input: &[u8]) -> Vec<u8> {
     // bring the importer the same bytes, through the same gzip reader.
     // (Stored on the set bit: most of the gzip'd inputs the campaigns had
     // grown have it.)
-    let level = if mode & 2 != 0 {
-        flate2::Compression::none()
-    } else {
-        flate2::Compression::fast()
-    };
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), level);
+    if mode & 2 != 0 {
+        return gzip_stored(&plain);
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&plain).expect("in memory");
     gz.finish().expect("in memory")
+}
+
+/// `data` as a gzip member of stored deflate blocks (RFC 1951 §3.2.4,
+/// RFC 1952), written here: the encoder's level 0 still ran its matcher
+/// over every byte, three times a run's other work.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    // Magic, deflate, no flags, no time, no extra flags, OS unknown.
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    let mut blocks = data.chunks(usize::from(u16::MAX)).peekable();
+    if blocks.peek().is_none() {
+        out.extend([1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(block) = blocks.next() {
+        // BFINAL on the last, BTYPE 00; LEN and its complement.
+        out.push(u8::from(blocks.peek().is_none()));
+        let len = block.len() as u16;
+        out.extend(len.to_le_bytes());
+        out.extend((!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    let mut crc = flate2::Crc::new();
+    crc.update(data);
+    out.extend(crc.sum().to_le_bytes());
+    out.extend((data.len() as u32).to_le_bytes());
+    out
 }
 
 /// The [`tar_of`] input of a directory's files (a busybox capture dump
@@ -508,6 +531,23 @@ mod tests {
             assert_eq!(&plain[1024..1029], b"uname");
             // Stored blocks hold the tar as it is; deflate shrinks its zeros.
             assert_eq!(gz.len() > plain.len(), mode == 3, "mode {mode}");
+        }
+    }
+
+    #[test]
+    fn stored_gzip_reads_back_at_every_block_boundary() {
+        for len in [0usize, 1, 65_534, 65_535, 65_536, 200_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+            let gz = super::gzip_stored(&data);
+            let mut back = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut back)
+                .unwrap();
+            assert_eq!(back, data, "{len}");
+            assert_eq!(
+                gz.len(),
+                18 + len + 5 * len.div_ceil(65_535).max(1),
+                "{len}"
+            );
         }
     }
 }
