@@ -11,9 +11,8 @@ pub struct CrossCpuPass {
     /// `DENSE` x `DENSE` counts, row `a` the frees of objects CPU `a`
     /// allocated; allocated at the first free.
     dense: Vec<u64>,
-    /// One more than the highest CPU in `dense`: the rows and columns read
-    /// back, so that adding shards up and making the matrix walk the CPUs
-    /// seen rather than all 65,536 cells (a shard's every time).
+    /// One more than the highest CPU in `dense`: `iter` (adding shards up,
+    /// making the matrix) visits this many squared cells, not 65,536.
     dense_cpus: u32,
     sparse: FastMap<(u32, u32), u64>,
 }

@@ -434,6 +434,8 @@ impl<'a> PagesPass<'a> {
                 }
             }
             Kind::PagePcpuDrain => {
+                // A drain without a frame (a format with no `pfn` field)
+                // has no known owner.
                 let owner = self.on_list_of.remove(pg.pfn);
                 if selected {
                     self.per_cpu.entry(ev.cpu).or_default().1 += 1;

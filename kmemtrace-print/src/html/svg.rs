@@ -31,7 +31,7 @@ impl Unit {
 
 /// Writes `v` as `{:.1}` does. A chart's points are most of a page's
 /// numbers, and the standard formatting rounds each through an exact
-/// decimal expansion (big-number arithmetic for many); a coordinate below
+/// decimal expansion; a coordinate below
 /// 2^20 tenths whose tenths are not within a millionth of a tie rounds the
 /// same from its product with ten, as an integer.
 fn one_decimal(out: &mut String, v: f64) {
