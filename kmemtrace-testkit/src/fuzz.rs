@@ -398,9 +398,8 @@ pub fn tar_of(input: &[u8]) -> Vec<u8> {
     }
     // Compressing is the fuzz harness's work, not the importer's: stored
     // blocks bring the importer the same bytes, through the same gzip
-    // reader.
-    // (Stored on the set bit: most of the gzip'd inputs the campaigns had
-    // grown have it.)
+    // reader. Stored on the set bit, which most of the gzip'd inputs the
+    // campaigns had grown have.
     if mode & 2 != 0 {
         return gzip_stored(&plain);
     }

@@ -31,9 +31,9 @@ impl Unit {
 
 /// Writes `v` as `{:.1}` does. A chart's points are most of a page's
 /// numbers, and the standard formatting rounds each through an exact
-/// decimal expansion; a coordinate below
-/// 2^20 tenths whose tenths are not within a millionth of a tie rounds the
-/// same from its product with ten, as an integer.
+/// decimal expansion; a coordinate below 2^20 tenths whose tenths are not
+/// within a millionth of a tie rounds the same from its product with ten,
+/// as an integer.
 fn one_decimal(out: &mut String, v: f64) {
     let tenths = v.abs() * 10.0;
     // Below 2^20, the product is within 2^-33 of the exact one, so a
