@@ -552,7 +552,7 @@ impl UndecodedMeta {
 }
 
 /// Metadata as text, invalid UTF-8 replaced: `from_utf8` first, which
-/// checks valid text several times faster than `from_utf8_lossy`.
+/// checks valid text faster than `from_utf8_lossy` does.
 fn text_of(bytes: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(s) => Cow::Borrowed(s),

@@ -3,15 +3,14 @@
 //! batch over; the compressor encodes it (zstd or kpack, CRC) as the CPU's
 //! next block, queues it for the writer and gives the batch's memory back.
 //!
-//! Why two threads: compressing a 1 MiB batch takes about 2 ms, and a
-//! reader that compresses cannot drain its CPU's buffer meanwhile. A
-//! process exiting frees its memory in a burst of events that can fill a
-//! 1 MiB per-CPU buffer within milliseconds (stress-ng's exit: some 2.4 M
-//! page and slab frees a second on one CPU for 90 ms). Now the reader
-//! drains at the speed of splice and a copy, and up to
-//! [`BATCHES_IN_FLIGHT`] batches wait in user memory while the compressor
-//! catches up after the burst (docs/benchmarks.md, "Why the defaults",
-//! has it beside the reader that compressed itself).
+//! Why two threads: compressing a batch takes milliseconds, and a reader
+//! that compresses cannot drain its CPU's buffer meanwhile. A process
+//! exiting frees its memory in a burst of page and slab frees that can
+//! fill a 1 MiB per-CPU buffer within milliseconds (stress-ng's exit is
+//! one). Now the reader drains at the speed of splice and a copy, and up
+//! to [`BATCHES_IN_FLIGHT`] batches wait in user memory while the
+//! compressor catches up after the burst (docs/benchmarks.md, "Why the
+//! defaults", has it beside the reader that compressed itself).
 //!
 //! Blocks of one CPU still reach the writer in order: one compressor per
 //! CPU, fed in order over one channel.

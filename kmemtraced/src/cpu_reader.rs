@@ -24,8 +24,9 @@
 //!   sub-buffers, not the one being written, and polls again. The default
 //!   mark is 25%: lower ones cost more wake-ups for fewer sub-buffers each,
 //!   and lost more, not less, with big sub-buffers; with one-page ones
-//!   (kernels before 6.8) 2% cost twice the CPU and saved no events once
-//!   readers ran early enough (`cli.rs` `buffer_percent`). Real-time
+//!   (kernels before 6.8) a very low mark cost much more CPU and saved no
+//!   events once readers ran early enough (`cli.rs` `buffer_percent`;
+//!   the rounds are in docs/benchmarks.md, "Recording"). Real-time
 //!   readers (below), which run as soon as they are woken, wake at 50%
 //!   where that leaves 512 KiB or more of room (`cli.rs` `wake_mark`).
 //!   (trace-cmd instead reads until empty and sleeps 1 ms in between.)

@@ -5,8 +5,8 @@
 //! the ring and puts the reader's spare page in its place, and that spare
 //! holds the sub-buffer read before. The kernel writes records over it
 //! without clearing the bytes no field covers (alignment holes, the rest
-//! of a string's last word), so a third to a half of the records carry
-//! stale bytes of other events, which zstd can only store as literals.
+//! of a string's last word), so many records carry stale bytes of other
+//! events, which zstd can only store as literals.
 //! splice(2) hands the page itself to the pipe and gives the ring a page
 //! from `ring_buffer_alloc_read_page`: a zeroed new one, or the one page
 //! the kernel keeps from the last it got back (`free_page`), which still

@@ -8,8 +8,9 @@
 //! bytes). kpack walks the ring-buffer records and replaces each 8-byte
 //! word of an event payload by its XOR with the same word of a predicted
 //! earlier payload, keeping only the XOR's bytes up to its highest
-//! non-zero one. What is left is a fifth of the input; zstd then runs over
-//! that much less and compresses it a quarter smaller than the raw data.
+//! non-zero one. What is left is a small part of the input; zstd then runs
+//! over that much less, and compresses it smaller than it does the raw
+//! data (the figures are in docs/benchmarks.md).
 //!
 //! The prediction for a payload of length `L` (every choice depends only on
 //! bytes the decoder has already rebuilt, so both sides make the same):

@@ -4,10 +4,10 @@
 //! bounded; a frame forgotten counts as never seen.
 //!
 //! Why not a `BTreeMap` per generation, as before: finding the freed block
-//! that holds an allocated one takes an ordered search, and each search of
-//! a tree of thousands of frames was a few cache misses; on a page-heavy
-//! capture the pass took a quarter of the report's time. Here the frees
-//! are in a hash table (one miss a lookup), and the ordered questions are
+//! that holds an allocated one takes an ordered search, each search of a
+//! tree of thousands of frames was a few cache misses, and on a page-heavy
+//! capture the pass was a large part of the report. Here the frees are in
+//! a hash table (one miss a lookup), and the ordered questions are
 //! answered by bitmaps of each 2^13-frame group, one per generation: a
 //! freed block is at most 2^13 frames (its order is kept at most
 //! `MAX_BLOCK_ORDER`), so the free holding a frame lies in the frame's

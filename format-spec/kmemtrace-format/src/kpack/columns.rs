@@ -3,8 +3,8 @@
 //!
 //! Why: version 1 predicts each payload from an earlier one chosen by its
 //! contents (its type, then its call site), so unpacking is a chain of
-//! loads, each waiting for the word before: it decoded a third slower than
-//! zstd alone decodes the raw sub-buffers. Here the payloads of a group
+//! loads, each waiting for the word before: it decoded slower than zstd
+//! alone decodes the raw sub-buffers. Here the payloads of a group
 //! (one type and length, and for most slab events one call site: the
 //! packer chooses, `kinds.rs`) are the rows of a table whose columns are
 //! 4-byte words, each stored as its XOR with the word above it; a column
