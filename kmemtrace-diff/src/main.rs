@@ -141,7 +141,7 @@ fn after_help() -> String {
         (OK, "every gate holds (or none given)"),
         (NO, "a gate failed"),
         (USAGE, "a bad option or rule (it says its line and why)"),
-        (INPUT, "an input that cannot be read or compared, or without kmem events (with --gate)"),
+        (INPUT, "an input that cannot be read or compared, or without kmem events: with --gate no gate stands on it (stopped before comparing); without, the comparison is printed with a warning"),
         (OUTPUT, ""),
         (DAMAGED, "an input is cut short or damaged: with --gate no gate stands on it (stopped before comparing); without, the comparison is printed with a warning"),
     ]);

@@ -69,10 +69,11 @@ recorded kernel the JSON lists (pages.allocator_functions). Without stacks
 the call site is `-`.
 
 Filters: --time cuts the capture to a window (seconds after the first event,
-or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,
---callsite selects slab events only (the page section is not filtered by it).
---pid, --comm and --callsite select allocations by the allocating event; an
-object is followed to its free on any CPU, by any task. A log recorded with
+or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu
+selects the events recorded on those CPUs, in every section. --pid, --comm
+and --callsite select allocations by the allocating event (--callsite slab
+ones only: the page section is not filtered by it); an object is followed
+to its free on any CPU, by any task. A log recorded with
 `kmemtraced -p` or `-F` is analysed for the traced tasks and their
 descendants (from the forks it recorded); --all-tasks keeps the events of
 other tasks that the kernel's pid filter let through.
@@ -142,7 +143,7 @@ pub struct Cli {
     )]
     pub sort: String,
 
-    /// Rows per table (default 20; JSON: all; 0: all).
+    /// Rows per table (default 20; HTML: 500; JSON: all; 0: all).
     #[arg(short = 'l', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
 
