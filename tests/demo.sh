@@ -12,7 +12,7 @@ out=${1:-target/demo.kmt}
 
 echo "== building (release)" >&2
 cargo build --release --bins --quiet
-bin=target/release
+bin=${CARGO_TARGET_DIR:-target}/release
 
 can_trace() {
   [ "$(id -u)" = 0 ] || return 1

@@ -17,7 +17,7 @@ for t in hyperfine /usr/bin/time python3; do
   command -v "$t" >/dev/null || { echo "missing $t (apt-get install hyperfine time)" >&2; exit 2; }
 done
 (cd "$here" && cargo build --release -q -p kmemtraced -p kmemtrace-report -p kmemtrace-export)
-bin=$here/target/release
+bin=${CARGO_TARGET_DIR:-$here/target}/release
 work=$(mktemp -d /tmp/kmt-parquet.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 log=${1:-}

@@ -25,8 +25,8 @@ done
 if [ -z "${BIN:-}" ]; then
   (cd "$here" && cargo build --release -q -p kmemtraced -p kmemtrace-report)
 fi
-kmt=${BIN:-$here/target/release}/kmemtraced
-report=${BIN:-$here/target/release}/kmemtrace-report
+kmt=${BIN:-${CARGO_TARGET_DIR:-$here/target}/release}/kmemtraced
+report=${BIN:-${CARGO_TARGET_DIR:-$here/target}/release}/kmemtrace-report
 mkdir -p "$work" && cd "$work"
 echo "workdir: $work; workload: ${workload[*]}"
 

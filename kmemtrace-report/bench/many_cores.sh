@@ -13,8 +13,9 @@
 #   kmemtrace-report/bench/many_cores.sh [SECONDS] [LOG]
 #     SECONDS  length of the load (default 10)
 #     LOG      time this log instead of recording one
-#   environment: BIN=dir with the release binaries (default target/release;
-#                nothing is built, so it runs where cargo is missing);
+#   environment: BIN=dir with the release binaries (default target/release,
+#                or $CARGO_TARGET_DIR/release; nothing is built, so it
+#                runs where cargo is missing);
 #                RUNS=timed runs per command (default 2, the faster kept);
 #                KEEP_LOG=file keeps a copy of the recorded log there (to
 #                analyse a many-CPU capture on another machine);
@@ -35,7 +36,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${BIN:-$here/target/release}
+bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/release}
 secs=${1:-10}
 log=${2:-}
 runs=${RUNS:-2}

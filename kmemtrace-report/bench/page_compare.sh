@@ -11,7 +11,7 @@
 set -eu
 secs=${1:-4}
 out=${2:-/tmp/kmt-page-compare}
-bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
+bin=${CARGO_TARGET_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/target}/release
 mkdir -p "$out"
 rm -f "$out/perf.data" "$out/k.kmt"
 perf kmem --page record -o "$out/perf.data" -- \

@@ -39,7 +39,7 @@ for t in stress-ng trace-cmd perf /usr/bin/time; do
 done
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }
 
-KMT=${KMEMTRACED:-$ROOT/target/release/kmemtraced}
+KMT=${KMEMTRACED:-${CARGO_TARGET_DIR:-$ROOT/target}/release/kmemtraced}
 if [ ! -x "$KMT" ]; then
   (cd "$ROOT" && cargo build --release -p kmemtraced --quiet)
 fi

@@ -15,7 +15,7 @@ set -eu
 runs=${1:-3}
 out=${2:-/tmp/kmt-page-stacks-cost}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${BIN:-$root/target/release}
+bin=${BIN:-${CARGO_TARGET_DIR:-$root/target}/release}
 tc=$root/../shared/tools/trace-cmd-sandboxed
 [ -x "$tc" ] || tc=trace-cmd
 mkdir -p "$out"

@@ -19,7 +19,7 @@ MINUTES=${1:-20}
 BUDGET=${2:-8M}
 STEP=${3:-60}
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 BIN=${BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 command -v stress-ng >/dev/null || { echo "missing stress-ng" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }

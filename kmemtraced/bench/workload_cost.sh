@@ -10,14 +10,15 @@
 # sites the default's report names.
 #
 #   kmemtraced/bench/workload_cost.sh [ROUNDS]     (default 7)
-#   environment: BIN=dir of the release binaries (default target/release)
+#   environment: BIN=dir of the release binaries (default target/release,
+#                or $CARGO_TARGET_DIR/release)
 #
 # Needs root, tracefs, python3 and trace-cmd (through
 # ../shared/tools/trace-cmd-sandboxed when present).
 set -euo pipefail
 rounds=${1:-7}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${BIN:-$root/target/release}
+bin=${BIN:-${CARGO_TARGET_DIR:-$root/target}/release}
 tc=$root/../shared/tools/trace-cmd-sandboxed
 [ -x "$tc" ] || tc=trace-cmd
 for t in python3 "$tc" "$bin/kmemtraced" "$bin/kmemtrace-report"; do
