@@ -83,7 +83,7 @@ any instance of a dead recorder left otherwise is removed by the next run.
 #[command(
     name = "kmemtraced",
     version = kmemtrace_cli::VERSION,
-    long_version = kmemtrace_cli::long_version(&[], &[kmemtrace_format::block::versions_written()]),
+    long_version = kmemtrace_cli::long_version(&kmemtrace_import::sniff::formats_imported(), &[kmemtrace_format::block::versions_written()]),
     about = "Record the kernel's kmem trace events (slab and page allocations) into a kmemtrace log",
     after_help = SHORT_AFTER_HELP,
     after_long_help = after_help()
