@@ -69,14 +69,14 @@ recorded kernel the JSON lists (pages.allocator_functions). Without stacks
 the call site is `-`.
 
 Filters: --time cuts the capture to a window (seconds after the first event,
-or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu
-selects the events recorded on those CPUs, in every section. --pid, --comm
-and --callsite select allocations by the allocating event (--callsite slab
-ones only: the page section is not filtered by it); an object is followed
-to its free on any CPU, by any task. A log recorded with
-`kmemtraced -p` or `-F` is analysed for the traced tasks and their
-descendants (from the forks it recorded); --all-tasks keeps the events of
-other tasks that the kernel's pid filter let through.
+or @ABSOLUTE trace-clock seconds as the kernel's trace prints them). --cpu,
+--pid, --comm and --callsite select allocations by the allocating event
+(--cpu in every section, --callsite in the slab ones only: the page section
+is not filtered by it); an object is followed to its free on any CPU, by
+any task. A log recorded with `kmemtraced -p` or `-F` is analysed for the
+traced tasks and their descendants (from the forks it recorded);
+--all-tasks keeps the events of other tasks that the kernel's pid filter
+let through.
 
 Findings that fall where the log lost events are counted as uncertain and
 never reported as kernel bugs.";
