@@ -123,7 +123,7 @@ while getopts "d:b:o:e:t:SRP:qh" opt; do
     P) PAGE_SAMPLE=$OPTARG ;;
     q) QUIET=1 ;;
     h) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    *) usage >&2; exit "$E_USAGE" ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -135,20 +135,20 @@ is_uint() {
 }
 if [ -n "$DURATION" ] && ! is_uint "$DURATION"; then
     echo "$PROG: error: -d wants whole seconds, not '$DURATION'" >&2
-    exit 2
+    exit "$E_USAGE"
 fi
 # -P: the frame-number bits from 8 up that a sampled page's are clear of
 # (kmemtrace_import::stacks::pfn_sample_filter writes the same filter).
 if ! is_uint "$PAGE_SAMPLE" || [ "$PAGE_SAMPLE" -lt 1 ] || [ "$PAGE_SAMPLE" -gt 1024 ] ||
     [ $((PAGE_SAMPLE & (PAGE_SAMPLE - 1))) -ne 0 ]; then
     echo "$PROG: error: -P wants a power of two from 1 to 1024, not '$PAGE_SAMPLE'" >&2
-    exit 2
+    exit "$E_USAGE"
 fi
 PAGE_FILTER=
 [ "$PAGE_SAMPLE" -gt 1 ] && PAGE_FILTER=$(printf '!(pfn & 0x%x)' $(((PAGE_SAMPLE - 1) << 8)))
 if ! is_uint "$BUF_KB" || [ "$BUF_KB" -lt 4 ]; then
     echo "$PROG: error: -b wants a size in KiB of at least 4, not '$BUF_KB'" >&2
-    exit 2
+    exit "$E_USAGE"
 fi
 
 # --- preconditions -----------------------------------------------------------

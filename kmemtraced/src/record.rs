@@ -448,7 +448,8 @@ fn add_idle_switches(dir: &TraceDir, events: &mut Vec<Event>) {
 const PAGE_STACK_TRIGGER: &str = "stacktrace";
 
 /// The filter that leaves out the recorder's own threads (`tids`) outside
-/// interrupts (`common_flags` hard IRQ 0x08, soft IRQ 0x10, NMI 0x40):
+/// interrupts (`common_flags` hard IRQ, soft IRQ or NMI: the importer's
+/// [`kmemtrace_import::stacks::CONTEXT_FLAGS`], which it reads back):
 /// splicing has the kernel allocate a page per sub-buffer in the reader,
 /// and the writer's page cache allocates too, and each stack costs the
 /// recorder CPU for allocations the report leaves out anyway. By task id,
@@ -467,7 +468,11 @@ fn page_stack_filter_not_ours(tids: &[i32]) -> String {
             _ => format!("common_pid != {}", run[0]),
         })
         .collect();
-    format!("({}) || common_flags & 0x58", ours.join(" && "))
+    format!(
+        "({}) || common_flags & {:#x}",
+        ours.join(" && "),
+        kmemtrace_import::stacks::CONTEXT_FLAGS
+    )
 }
 
 /// The recorded stall events the kernel takes a stack with
