@@ -83,7 +83,11 @@ Records the kernel's kmem tracepoints into a dump for
   -- COMMAND  record while COMMAND runs
 
 Needs root. Interrupt once to stop early (the dump is still completed);
-twice to abort.
+twice to abort: what was recorded stays in the dump's directory.
+
+Exit status, as every kmemtrace program's: 0 done, 2 usage error, 3 no
+usable tracefs, 4 the output could not be written, 6 the recording failed;
+aborted: 130 on SIGINT, 143 on SIGTERM, 129 on SIGHUP (128 + the signal).
 EOF
 }
 
@@ -262,8 +266,12 @@ on_signal() {
     fi
     echo "$PROG: SIG$1: aborted" >&2
     cleanup
-    [ "$1" = INT ] && exit 130
-    exit 143
+    # 128 + the signal's number, as the shell reports a process it killed.
+    case $1 in
+    HUP) exit 129 ;;
+    INT) exit 130 ;;
+    *) exit 143 ;;
+    esac
 }
 trap cleanup EXIT
 trap 'on_signal INT' INT

@@ -12,6 +12,7 @@
 //! | 6 | the recording failed while it ran (a thread, a system call); the log is finished as far as it could be |
 //! | 126 | the recorder's COMMAND was found but cannot be run (the shell's code) |
 //! | 127 | the recorder's COMMAND was not found (the shell's code) |
+//! | 129, 130, 143 | `kmemtrace-capture.sh` aborted by a second SIGHUP, SIGINT or SIGTERM (128 + the signal, the shell's codes) |
 //!
 //! Where several apply, a program exits with the highest of 1, 5 and 3
 //! (unusable over damaged over "no"): a gate never passes on damage.

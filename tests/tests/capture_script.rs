@@ -490,6 +490,40 @@ fn script_duration_into_a_tar_gz() {
         .any(|n| n.text.contains("gzip'd tar archive")));
 }
 
+/// Starts the script recording the whole system into the directory
+/// `dump`, and returns once it records.
+fn start_recording(bb: &Path, bin: &Path, dump: &Path) -> std::process::Child {
+    let mut c = capture_cmd(bb, bin, &["-q", "-o", dump.to_str().unwrap()]);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !(instance_exists(child.id()) && dump.join("per_cpu").is_dir()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the script did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    child
+}
+
+/// Waits for the script to end, at most `limit`.
+fn wait_at_most(child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| child.wait_with_output().unwrap());
+        while !h.is_finished() {
+            assert!(start.elapsed() < limit, "the script did not end");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        h.join().unwrap()
+    })
+}
+
 #[test]
 fn script_stops_cleanly_on_sigint() {
     let Some(bb) = ready("script_stops_cleanly_on_sigint") else {
@@ -498,43 +532,14 @@ fn script_stops_cleanly_on_sigint() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = applets(&bb, tmp.path());
     let dump = tmp.path().join("dump");
-    let mut c = capture_cmd(&bb, &bin, &["-q", "-o", dump.to_str().unwrap()]);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_recording(&bb, &bin, &dump);
     let pid = child.id();
-    // Wait until it records.
-    let t0 = Instant::now();
-    while !(instance_exists(pid) && dump.join("per_cpu").is_dir()) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the script did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(700));
     let st = Command::new(bin.join("kill"))
         .args(["-INT", &pid.to_string()])
         .status()
         .unwrap();
     assert!(st.success());
-    let (o, _) = {
-        let start = Instant::now();
-        let out = std::thread::scope(|s| {
-            let h = s.spawn(|| child.wait_with_output().unwrap());
-            while !h.is_finished() {
-                assert!(
-                    start.elapsed() < Duration::from_secs(60),
-                    "no stop after SIGINT"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            h.join().unwrap()
-        });
-        (out, pid)
-    };
+    let o = wait_at_most(child, Duration::from_secs(60));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         !instance_exists(pid),
@@ -547,6 +552,38 @@ fn script_stops_cleanly_on_sigint() {
     let (_, counts, bad) = decode(&log_path);
     assert_eq!(bad, 0);
     assert!(!counts.is_empty(), "a running system allocates something");
+}
+
+/// A second signal aborts: the shell's 128 + the signal, the tracefs
+/// instance removed, and what was recorded left where the user finds it.
+#[test]
+fn script_aborts_on_a_second_signal() {
+    let Some(bb) = ready("script_aborts_on_a_second_signal") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = applets(&bb, tmp.path());
+    let dump = tmp.path().join("dump");
+    let child = start_recording(&bb, &bin, &dump);
+    let pid = child.id();
+    // Both arrive within one of the recording loop's one-second sleeps:
+    // the shell acts on them in turn when it ends, stop then abort.
+    let st = Command::new(bin.join("sh"))
+        .arg("-c")
+        .arg(format!("kill -INT {pid} && kill -TERM {pid}"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = wait_at_most(child, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(128 + 15), "{err}");
+    assert!(err.contains("SIGTERM: aborted"), "{err}");
+    assert!(
+        err.contains(&format!("what was recorded is in {}", dump.display())),
+        "{err}"
+    );
+    assert!(!instance_exists(pid), "the instance is removed on abort");
+    assert!(dump.join("per_cpu").is_dir(), "what was recorded is kept");
 }
 
 #[test]
@@ -614,6 +651,29 @@ fn script_usage_and_errors() {
     assert_eq!(o.status.code(), Some(3), "tracefs not permitted");
     assert!(one_line(&o).contains("must run as root"));
     assert!(!Path::new("/tmp/kmt-never").exists());
+}
+
+/// The script cannot use the programs' table of exit codes; its own
+/// names for them must say the same.
+#[test]
+fn the_scripts_exit_codes_are_the_one_table() {
+    use kmemtrace_cli::exit;
+    let text = std::fs::read_to_string(script()).unwrap();
+    let value = |name: &str| -> u8 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name}= in the script"))
+            .parse()
+            .unwrap()
+    };
+    for (name, code) in [
+        ("E_USAGE", exit::USAGE),
+        ("E_TRACEFS", exit::INPUT),
+        ("E_OUTPUT", exit::OUTPUT),
+        ("E_FAILED", exit::FAILED),
+    ] {
+        assert_eq!(value(name), code.code, "kmemtrace-capture.sh's {name}");
+    }
 }
 
 #[test]

@@ -236,6 +236,38 @@ fn the_readme_stays_short() {
 }
 
 /// `[workspace.package]`'s `key = "value"` in Cargo.toml.
+/// The README's table of exit codes names every code of the programs'
+/// one table, and nothing the table lacks but the capture script's
+/// signal codes.
+#[test]
+fn the_readmes_exit_codes_are_the_one_table() {
+    let text = readme();
+    let start = text
+        .find("## Exit status")
+        .expect("README lacks ## Exit status");
+    let mut codes: Vec<u8> = text[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| code |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .flat_map(|l| {
+            l.split('|').nth(1).unwrap().split(',').map(move |c| {
+                c.trim()
+                    .parse::<u8>()
+                    .unwrap_or_else(|_| panic!("a code in {l}"))
+            })
+        })
+        .collect();
+    let signals = codes.split_off(codes.partition_point(|&c| c < 128));
+    let table: Vec<u8> = kmemtrace_cli::exit::ALL.iter().map(|c| c.code).collect();
+    assert_eq!(codes, table, "the README's exit codes");
+    assert_eq!(
+        signals,
+        [128 + 1, 128 + 2, 128 + 15],
+        "SIGHUP, SIGINT, SIGTERM"
+    );
+}
+
 fn workspace_value(key: &str) -> String {
     let toml = std::fs::read_to_string(common::workspace().join("Cargo.toml")).unwrap();
     toml.lines()
