@@ -20,7 +20,7 @@
 //! address in the recorded kernel's `long` and byte order.
 
 use crate::log::Log;
-use kmemtrace_kernel::{Endian, EventFormat, Field, FieldKind};
+use kmemtrace_kernel::{kmem, Endian, EventFormat, Field, FieldKind, KmemKind};
 
 mod scope;
 pub use scope::StackScope;
@@ -56,12 +56,17 @@ pub fn stacked_event_line(tracepoint: &str, trigger: &str) -> String {
     format!("{tracepoint} {trigger}\n")
 }
 
+/// `(system, name)` of the page allocation event, as [`stacked_events`]
+/// yields it.
+fn page_alloc_event() -> (&'static str, &'static str) {
+    (kmem::SYSTEM, KmemKind::MmPageAlloc.name())
+}
+
 /// Whether the log says stacks were taken with page allocations.
 pub fn page_stacks_recorded(log: &Log) -> bool {
     log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META)
         .is_some_and(|m| {
-            stacked_events(&String::from_utf8_lossy(&m.content))
-                .any(|e| e == ("kmem", "mm_page_alloc"))
+            stacked_events(&String::from_utf8_lossy(&m.content)).any(|e| e == page_alloc_event())
         })
 }
 
@@ -210,9 +215,9 @@ impl StackReader {
         if let Some(m) = log.meta(kmemtrace_format::records::MetaKind::Other, PAGE_STACKS_META) {
             let text = String::from_utf8_lossy(&m.content);
             reader.scope = StackScope::of_meta(&text);
-            reader.page_stacks = stacked_events(&text).any(|e| e == ("kmem", "mm_page_alloc"));
+            reader.page_stacks = stacked_events(&text).any(|e| e == page_alloc_event());
             reader.other_ids = stacked_events(&text)
-                .filter(|&(system, name)| (system, name) != ("kmem", "mm_page_alloc"))
+                .filter(|&e| e != page_alloc_event())
                 .filter_map(|(system, name)| {
                     let f = log
                         .formats

@@ -39,6 +39,9 @@ use crate::endian::Endian;
 use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::print_flags::{arg_after_label, parse_string_literal, split_ternary, CExpr, FlagTable};
 
+/// The tracefs system of every kmem event (`events/kmem/`).
+pub const SYSTEM: &str = "kmem";
+
 /// The kmem events kmemtrace understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KmemKind {
@@ -493,7 +496,7 @@ impl KmemDecoder {
         let mut gfp: Option<(usize, FlagTable)> = None;
 
         for f in formats {
-            if !(f.system == "kmem" || f.system.is_empty()) {
+            if !(f.system == SYSTEM || f.system.is_empty()) {
                 continue;
             }
             let Some(kind) = KmemKind::from_event_name(&f.name) else {

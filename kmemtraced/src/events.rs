@@ -3,7 +3,7 @@
 
 use crate::failure::{Failure, Result};
 use crate::tracefs::TraceDir;
-use kmemtrace_kernel::KmemKind;
+use kmemtrace_kernel::{kmem, KmemKind};
 use std::fs;
 
 /// Every kmem allocation event kmemtraced knows, in the order recorded:
@@ -29,6 +29,10 @@ impl Event {
     /// `system:name`, as `set_event` and the arch tag write it.
     pub fn colon(&self) -> String {
         format!("{}:{}", self.system, self.name)
+    }
+    /// Whether this is the kmem event `kind`.
+    pub fn is_kmem(&self, kind: KmemKind) -> bool {
+        self.system == kmem::SYSTEM && self.name == kind.name()
     }
 }
 
@@ -73,9 +77,9 @@ pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {
     };
     if specs.is_empty() {
         for n in default_events() {
-            if exists(dir, "kmem", n) {
+            if exists(dir, kmem::SYSTEM, n) {
                 push(Event {
-                    system: "kmem".into(),
+                    system: kmem::SYSTEM.into(),
                     name: n.into(),
                 });
             }
@@ -95,7 +99,7 @@ pub fn resolve(dir: &TraceDir, specs: &[String]) -> Result<Vec<Event>> {
         }
         let (system, name) = match spec.split_once([':', '/']) {
             Some((s, n)) => (s, n),
-            None => ("kmem", spec),
+            None => (kmem::SYSTEM, spec),
         };
         let valid = |s: &str| {
             !s.is_empty()

@@ -16,6 +16,7 @@ use crate::status::{self, StatusLine, SummaryLine};
 use crate::sys;
 use crate::tracefs::{Instance, TraceDir, Tracefs};
 use kmemtrace_format::records::{Meta, MetaKind};
+use kmemtrace_kernel::{kmem, KmemKind};
 use nix::sys::signal::Signal;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
@@ -508,9 +509,7 @@ fn start_stall_stacks(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>)
 /// the kernel has no `kernel_stack` format (said in a note).
 fn page_stack_event(dir: &TraceDir, events: &[Event], notes: &mut Vec<String>) -> Option<Event> {
     use kmemtrace_import::stacks::{STACK_EVENT, STACK_SYSTEM};
-    if !events
-        .iter()
-        .any(|e| e.system == "kmem" && e.name == "mm_page_alloc")
+    if !events.iter().any(|e| e.is_kmem(KmemKind::MmPageAlloc))
         && stacked_stall_events(events).next().is_none()
     {
         return None;
@@ -666,7 +665,7 @@ fn events_asked(cli: &Cli, top: &TraceDir) -> Result<Vec<Event>> {
         cli.events.is_empty() && cli.stalls,
         cli.stall_detail,
     );
-    if !events.iter().any(|e| e.system == "kmem") {
+    if !events.iter().any(|e| e.system == kmem::SYSTEM) {
         // The log is valid, but the report and diff analyse kmem events.
         say(
             cli.quiet,
@@ -698,9 +697,7 @@ fn start_tracing(
         use kmemtrace_import::stacks::{page_stacks_text, PAGE_STACKS_META};
         let mut text = String::new();
         let mut notes = Vec::new();
-        let page_allocs = events
-            .iter()
-            .any(|e| e.system == "kmem" && e.name == "mm_page_alloc");
+        let page_allocs = events.iter().any(|e| e.is_kmem(KmemKind::MmPageAlloc));
         if page_allocs {
             match start_page_stacks(dir, own_tids, cli.page_stacks) {
                 Ok(trigger) => text.push_str(&page_stacks_text(&trigger)),
