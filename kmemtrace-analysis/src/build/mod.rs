@@ -583,17 +583,7 @@ fn callsites(cx: &Ctx<'_>) -> Vec<CallsiteRow> {
         .map(|(id, s)| {
             let addr = ctx.addr(id as u32);
             let g = &s.agg;
-            let mut kinds = Vec::new();
-            for (bit, k) in [
-                (1, "kmalloc"),
-                (2, "kmem_cache_alloc"),
-                (4, "kfree"),
-                (8, "kmem_cache_free"),
-            ] {
-                if s.kinds & bit != 0 {
-                    kinds.push(k.into());
-                }
-            }
+            let kinds = s.kind_names().map(Into::into).collect();
             let mut gfp: Vec<Gfp> = s.gfp.iter().map(|&(v, c, _)| ctx.gfp(v, c)).collect();
             gfp.sort_by_key(|g| std::cmp::Reverse(g.count));
             let misuse = crate::passes::misuse::Misuse::ALL

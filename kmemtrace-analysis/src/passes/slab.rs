@@ -11,6 +11,7 @@ use super::timeline::{CpuRates, TimeBins, SMALL_MAX_BINS};
 use crate::event::{Kind, NO_CACHE, NO_NODE};
 use crate::intern::{fast_map, FastMap};
 use crate::stream::OrderKey;
+use kmemtrace_kernel::KmemKind;
 
 /// Distinct GFP values listed per call site (the first ones met).
 pub const MAX_GFP: usize = 8;
@@ -114,7 +115,8 @@ pub struct SiteAgg {
     /// Allocations of this site whose free the trace did not show before
     /// the pointer came back from another allocation.
     pub missed_frees: u64,
-    /// Bit 0 kmalloc, 1 kmem_cache_alloc, 2 kfree, 3 kmem_cache_free.
+    /// The slab kinds this site's events had, a bit each ([`kind_bit`]);
+    /// read with [`SiteAgg::kind_names`].
     pub kinds: u8,
     /// Distinct GFP values: (value, allocations, the first one's key).
     /// [`SlabPass::cut_gfp`] keeps the first [`MAX_GFP`] met.
@@ -126,7 +128,37 @@ pub struct SiteAgg {
     pub cache_key: OrderKey,
 }
 
+/// The slab kinds, in the order a site lists them, with the event name
+/// each is listed by (the `_node` variants count under theirs).
+const SITE_KINDS: [(Kind, KmemKind); 4] = [
+    (Kind::Kmalloc, KmemKind::Kmalloc),
+    (Kind::CacheAlloc, KmemKind::KmemCacheAlloc),
+    (Kind::Kfree, KmemKind::Kfree),
+    (Kind::CacheFree, KmemKind::KmemCacheFree),
+];
+
+/// The bit of [`SiteAgg::kinds`] that stands for `kind` (none for a page
+/// event).
+#[inline]
+fn kind_bit(kind: Kind) -> u8 {
+    match kind {
+        Kind::Kmalloc => 1,
+        Kind::CacheAlloc => 2,
+        Kind::Kfree => 4,
+        Kind::CacheFree => 8,
+        _ => 0,
+    }
+}
+
 impl SiteAgg {
+    /// The event names of the slab kinds this site's events had.
+    pub fn kind_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        SITE_KINDS
+            .iter()
+            .filter(|&&(k, _)| self.kinds & kind_bit(k) != 0)
+            .map(|&(_, event)| event.name())
+    }
+
     fn absorb(&mut self, o: &SiteAgg) {
         self.agg.absorb(&o.agg);
         self.free_calls += o.free_calls;
@@ -405,7 +437,7 @@ impl SlabPass {
         }
         let site = self.site(slab.site);
         site.agg.alloc(slab.bytes_req, slab.bytes_alloc);
-        site.kinds |= if ev.kind == Kind::Kmalloc { 1 } else { 2 };
+        site.kinds |= kind_bit(ev.kind);
         if let Some(g) = site.gfp.iter_mut().find(|g| g.0 == slab.gfp) {
             g.1 += 1;
         } else {
@@ -452,7 +484,7 @@ impl SlabPass {
             self.totals.free_events += 1;
             let site = self.site(slab.site);
             site.free_calls += 1;
-            site.kinds |= if ev.kind == Kind::Kfree { 4 } else { 8 };
+            site.kinds |= kind_bit(ev.kind);
             if s.res == Resolution::NullFree {
                 self.totals.null_frees += 1;
             }
