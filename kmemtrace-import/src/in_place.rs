@@ -5,7 +5,7 @@
 //! ([`InputChunks`]), so no temporary file is written.
 //!
 //! The chunks are the import's: each CPU's stream cut into runs of
-//! [`BLOCK_BYTES`] of whole sub-buffers, so that the log has the blocks,
+//! whole sub-buffers ([`cpu_data_block_bytes`]), so that the log has the blocks,
 //! totals and figures the imported log has. Their offsets:
 //! - a trace.dat's are its own (a chunk's first byte, or the compressed
 //!   piece holding it; a statistics record's CPUSTAT option; the END at the
@@ -26,11 +26,11 @@ use crate::log::{
     BlockScratch, ChunkStore, CpuBlockRef, Log, LogBuilder, Origin, Problem, ProblemKind,
 };
 use crate::tracedat::{decompress_into, Algo, CpuData};
-use crate::{CpuTally, ImportError, Plan, RecordSink, BLOCK_BYTES, END_REASON};
+use crate::{CpuTally, ImportError, Plan, RecordSink, END_REASON};
 use kmemtrace_format::block::{
     BlockHeader, BlockType, Compression, BLOCK_HEADER_LEN, FILE_HEADER_LEN, VERSION_MAJOR,
 };
-use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
+use kmemtrace_format::records::{cpu_data_block_bytes, CPU_DATA_HEADER_LEN};
 use kmemtrace_format::records::{CpuTotal, EndRecord, Meta, NoteRecord, Record, StatsRecord};
 use kmemtrace_format::writer::LogWriter;
 use kmemtrace_kernel::subbuf::SubBufLayout;
@@ -206,7 +206,7 @@ impl InputChunks {
     /// offsets are their places' (a dump's are set as they are indexed).
     fn chunk_refs(&self) -> Vec<CpuBlockRef> {
         let sb = self.subbuf_size.max(1);
-        let block = (BLOCK_BYTES as u64 / sb).max(1) * sb;
+        let block = cpu_data_block_bytes(sb);
         let mut refs = Vec::new();
         for (&cpu, pieces) in &self.cpus {
             let total: u64 = pieces.iter().map(|p| p.len).sum();

@@ -60,7 +60,9 @@ use byteorder::{ByteOrder, Evidence, Plausibility};
 use dump::{Container, Dump};
 use kmemtrace_format::arch::ArchTag;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::records::{Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord};
+use kmemtrace_format::records::{
+    cpu_data_block_bytes, Meta, MetaKind, NoteRecord, StatsPhase, StatsRecord,
+};
 use kmemtrace_format::writer::LogWriter;
 use kmemtrace_kernel::{
     parse_subbuf, CpuCounters, CpuStats, HeaderEvent, HeaderPage, RunTimeEndian, SubBufLayout,
@@ -70,8 +72,6 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Sub-buffer bytes per CPU_DATA block at most (as the recorder).
-const BLOCK_BYTES: usize = 1 << 20;
 /// Other top-level files of a dump are kept as META `other` up to this size.
 const MAX_OTHER: usize = 4 << 20;
 
@@ -861,7 +861,7 @@ fn write_ring_buffers<W: Write>(
     layout: SubBufLayout,
     order: RunTimeEndian,
 ) -> Result<BTreeMap<u32, CpuTally>, ImportError> {
-    let block = (BLOCK_BYTES / layout.subbuf_size).max(1) * layout.subbuf_size;
+    let block = cpu_data_block_bytes(layout.subbuf_size as u64) as usize;
     let mut dw = DataWriter {
         w,
         layout,

@@ -65,7 +65,7 @@ use crate::splice::{Fill, SplicePipe};
 use crate::status::CpuCounters;
 use crate::sys;
 use kmemtrace_format::block::Compression;
-use kmemtrace_format::records::CPU_DATA_HEADER_LEN;
+use kmemtrace_format::records::{cpu_data_block_bytes, CPU_DATA_HEADER_LEN};
 use kmemtrace_format::writer::CpuBlockEncoder;
 use kmemtrace_kernel::{parse_subbuf, RbRecordKind, RunTimeEndian, SubBufLayout};
 use std::fs::File;
@@ -75,9 +75,6 @@ use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Largest raw CPU_DATA payload the readers build (FORMAT.md §5).
-pub const MAX_BATCH_BYTES: usize = 1 << 20;
 
 /// A one-shot, level-triggered wake-up that any thread can poll on.
 pub struct Flag {
@@ -215,7 +212,7 @@ fn read_cpu(
         .cpu(cpu)
         .ok_or_else(|| format!("no counters for CPU {cpu}"))?;
     let sb = cfg.subbuf_size.max(1);
-    let batch_len = (MAX_BATCH_BYTES / sb).max(1) * sb;
+    let batch_len = cpu_data_block_bytes(sb as u64) as usize;
     let encoder = CpuBlockEncoder::new(cpu, sb as u32, cfg.compression).with_shape(cfg.kpack_shape);
     let nice = compressor_nice(cfg.nice);
     let mut pool = BatchPool::start(cpu, encoder, batch_len, tx, counters.clone(), shared, nice)

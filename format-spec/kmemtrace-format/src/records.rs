@@ -207,6 +207,19 @@ impl Meta {
     }
 }
 
+/// Sub-buffer bytes a writer puts in one CPU_DATA block at most: well
+/// below [`crate::block::MAX_BLOCK_LEN`] (FORMAT.md §4), so that a damaged
+/// block costs little of a CPU's stream and a reader's buffers stay small.
+pub const CPU_DATA_MAX_SUBBUF_BYTES: u64 = 1 << 20;
+
+/// The sub-buffer bytes of each CPU_DATA block a writer makes for
+/// sub-buffers of `subbuf_size`: as many whole ones as fit in
+/// [`CPU_DATA_MAX_SUBBUF_BYTES`], at least one.
+pub fn cpu_data_block_bytes(subbuf_size: u64) -> u64 {
+    let sb = subbuf_size.max(1);
+    (CPU_DATA_MAX_SUBBUF_BYTES / sb).max(1) * sb
+}
+
 /// Size of the fixed CPU_DATA header (FORMAT.md §8).
 pub const CPU_DATA_HEADER_LEN: usize = 24;
 
