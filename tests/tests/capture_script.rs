@@ -511,35 +511,45 @@ fn start_recording(bb: &Path, bin: &Path, dump: &Path) -> std::process::Child {
     child
 }
 
-/// Waits for the script to end, at most `limit`.
-fn wait_at_most(child: std::process::Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        let h = s.spawn(|| child.wait_with_output().unwrap());
-        while !h.is_finished() {
-            assert!(start.elapsed() < limit, "the script did not end");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        h.join().unwrap()
-    })
-}
-
-#[test]
-fn script_stops_cleanly_on_sigint() {
-    let Some(bb) = ready("script_stops_cleanly_on_sigint") else {
-        return;
-    };
+/// A script that records, signalled by the busybox shell command `kills`
+/// (`PID` in it stands for the script's pid) and waited for (at most a
+/// minute): its temporary directory, the dump's directory in it, its pid
+/// and what it printed. `None` where it cannot run (said).
+fn record_and_signal(test: &str, kills: &str) -> Option<(tempfile::TempDir, PathBuf, u32, Output)> {
+    let bb = ready(test)?;
     let tmp = tempfile::tempdir().unwrap();
     let bin = applets(&bb, tmp.path());
     let dump = tmp.path().join("dump");
     let child = start_recording(&bb, &bin, &dump);
     let pid = child.id();
-    let st = Command::new(bin.join("kill"))
-        .args(["-INT", &pid.to_string()])
+    let st = Command::new(bin.join("sh"))
+        .arg("-c")
+        .arg(kills.replace("PID", &pid.to_string()))
         .status()
         .unwrap();
-    assert!(st.success());
-    let o = wait_at_most(child, Duration::from_secs(60));
+    assert!(st.success(), "{kills}");
+    let start = Instant::now();
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| child.wait_with_output().unwrap());
+        while !h.is_finished() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the script did not end"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        h.join().unwrap()
+    });
+    Some((tmp, dump, pid, out))
+}
+
+#[test]
+fn script_stops_cleanly_on_sigint() {
+    let Some((tmp, dump, pid, o)) =
+        record_and_signal("script_stops_cleanly_on_sigint", "kill -INT PID")
+    else {
+        return;
+    };
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         !instance_exists(pid),
@@ -558,23 +568,14 @@ fn script_stops_cleanly_on_sigint() {
 /// instance removed, and what was recorded left where the user finds it.
 #[test]
 fn script_aborts_on_a_second_signal() {
-    let Some(bb) = ready("script_aborts_on_a_second_signal") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = applets(&bb, tmp.path());
-    let dump = tmp.path().join("dump");
-    let child = start_recording(&bb, &bin, &dump);
-    let pid = child.id();
     // Both arrive within one of the recording loop's one-second sleeps:
     // the shell acts on them in turn when it ends, stop then abort.
-    let st = Command::new(bin.join("sh"))
-        .arg("-c")
-        .arg(format!("kill -INT {pid} && kill -TERM {pid}"))
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let o = wait_at_most(child, Duration::from_secs(60));
+    let Some((_tmp, dump, pid, o)) = record_and_signal(
+        "script_aborts_on_a_second_signal",
+        "kill -INT PID && kill -TERM PID",
+    ) else {
+        return;
+    };
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(128 + 15), "{err}");
     assert!(err.contains("SIGTERM: aborted"), "{err}");
