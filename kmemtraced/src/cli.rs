@@ -573,13 +573,19 @@ impl ReaderRealtime {
 // what loses events is the room left, hence 1 MiB or more (the rounds are
 // in docs/benchmarks.md, "Why the defaults").
 pub fn wake_mark(asked: Option<u32>, realtime_readers: bool, buffer_kb: Option<u32>) -> u32 {
-    let room_at_half = buffer_kb.is_some_and(|kb| kb >= 1024);
+    let room_at_half = buffer_kb.is_some_and(|kb| kb >= WAKE_AT_HALF_FROM_KB);
     asked.unwrap_or(if realtime_readers && room_at_half {
-        50
+        WAKE_MARK_REALTIME
     } else {
-        25
+        WAKE_MARK
     })
 }
+
+/// [`wake_mark`]'s default, its mark for real-time readers, and the
+/// per-CPU buffer (KiB) from which these wake at it.
+pub const WAKE_MARK: u32 = 25;
+pub const WAKE_MARK_REALTIME: u32 = 50;
+pub const WAKE_AT_HALF_FROM_KB: u32 = 1024;
 
 pub fn parse_reader_realtime(s: &str) -> Result<ReaderRealtime, String> {
     match s {
@@ -654,6 +660,36 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The defaults `--help` states are the ones the code uses.
+    #[test]
+    fn the_help_states_the_defaults_in_use() {
+        use crate::record::{
+            COMMAND_GRACE, DEFAULT_BUFFER_KB, DEFAULT_SUBBUF_KB, MIN_SUBBUFS_PER_CPU,
+        };
+        let help = Cli::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mib = |kb: u32| kb / 1024;
+        let defaults = Cli::try_parse_from(["kmemtraced"]).unwrap();
+        for phrase in [
+            format!("size in KiB (default: {DEFAULT_BUFFER_KB})"),
+            format!("Default: {DEFAULT_BUFFER_KB}, or less"),
+            format!("Default there: {DEFAULT_SUBBUF_KB}, or less to keep {MIN_SUBBUFS_PER_CPU} sub-buffers per CPU"),
+            format!("`auto` is `others` below {} MiB per CPU", mib(ReaderCpus::AUTO_AWAY_BELOW_KB)),
+            format!("which a {} MiB buffer need not pay", mib(ReaderCpus::AUTO_AWAY_BELOW_KB)),
+            format!("below {} MiB per CPU off the CPU they read", mib(ReaderCpus::AUTO_AWAY_BELOW_KB)),
+            format!("`auto` is 1 below {} MiB per CPU", mib(ReaderRealtime::AUTO_BELOW_KB)),
+            format!(
+                "Default {WAKE_MARK}, or {WAKE_MARK_REALTIME} where readers are real-time (`--reader-realtime`) and the buffer is {} MiB per CPU or more",
+                mib(WAKE_AT_HALF_FROM_KB)
+            ),
+            format!("default {}): a stack", defaults.page_stacks),
+            format!("Readers run at nice {} (--reader-nice)", defaults.reader_nice),
+            format!("at most {} s; a second signal", COMMAND_GRACE.as_secs()),
+        ] {
+            assert!(help.contains(&phrase), "--help lacks {phrase:?}");
+        }
     }
 
     #[test]

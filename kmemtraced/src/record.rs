@@ -112,6 +112,15 @@ fn unused_pid() -> u32 {
         .unwrap_or(max.saturating_sub(1))
 }
 
+/// The sub-buffer size (KiB) asked for where the kernel can change it and
+/// the per-CPU buffer holds [`MIN_SUBBUFS_PER_CPU`] of them.
+pub const DEFAULT_SUBBUF_KB: u32 = 64;
+/// The fewest sub-buffers per CPU the default sub-buffer size leaves.
+pub const MIN_SUBBUFS_PER_CPU: u32 = 64;
+/// The per-CPU buffer (KiB) asked for where `-b` is not given and memory
+/// allows ([`default_buffer_kb`]).
+pub const DEFAULT_BUFFER_KB: u32 = 4096;
+
 /// The sub-buffer size (KiB) kmemtraced asks for where the kernel can
 /// change it (6.8+) and `--subbuf-kb` is not given: 64 KiB, or less to keep
 /// at least 64 sub-buffers per CPU; `None` (the kernel's one page) below
@@ -120,9 +129,7 @@ fn unused_pid() -> u32 {
 /// event; too few of them per CPU leave a burst no room while a reader
 /// takes one. docs/benchmarks.md ("Why the defaults") has the rounds.
 fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
-    const LARGEST_KB: u32 = 64;
-    const AT_LEAST: u32 = 64;
-    let fit = (per_cpu_kb / AT_LEAST).min(LARGEST_KB);
+    let fit = (per_cpu_kb / MIN_SUBBUFS_PER_CPU).min(DEFAULT_SUBBUF_KB);
     // A power of two: the kernel rounds sizes up to one (an order of pages).
     let kb = if fit == 0 { 0 } else { 1 << fit.ilog2() };
     (kb >= 8).then_some(kb)
@@ -135,9 +142,8 @@ fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
 /// of page-free events within milliseconds, which a small buffer cannot
 /// hold until its reader runs (docs/benchmarks.md, "Why the defaults").
 fn default_buffer_kb(kernel_kb: u32, cpus: u64, available_kb: Option<u64>) -> Option<u32> {
-    const WANTED_KB: u64 = 4096;
     let share = available_kb.map_or(0, |a| a / 64 / cpus.max(1));
-    let kb = WANTED_KB.min(share);
+    let kb = u64::from(DEFAULT_BUFFER_KB).min(share);
     (kb > u64::from(kernel_kb)).then_some(kb as u32)
 }
 
@@ -581,7 +587,7 @@ fn pid_filtered(cli: &Cli) -> bool {
 
 /// How long the traced command may take to exit after a stop signal was
 /// passed on to it, while the recording goes on.
-const COMMAND_GRACE: Duration = Duration::from_secs(10);
+pub const COMMAND_GRACE: Duration = Duration::from_secs(10);
 
 /// What the command line asks for that can be checked without tracefs:
 /// the output's name and COMMAND, found as the shell finds it. A mistyped

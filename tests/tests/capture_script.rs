@@ -677,6 +677,33 @@ fn the_scripts_exit_codes_are_the_one_table() {
     }
 }
 
+/// The script samples page stacks as kmemtraced does by default, and its
+/// usage says so.
+#[test]
+fn the_scripts_page_sample_is_the_recorders_default() {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let sample: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("PAGE_SAMPLE="))
+        .expect("PAGE_SAMPLE= in the script")
+        .parse()
+        .unwrap();
+    assert!(
+        text.contains(&format!("(default {sample}: frame numbers")),
+        "the script's usage states its -P default"
+    );
+    let help = Command::new(common::bin("kmemtraced"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(&format!("up to 1024; default {sample})")),
+        "kmemtraced's --page-stacks default is the script's {sample}: {help}"
+    );
+}
+
 #[test]
 fn the_scripts_default_events_are_the_one_kmem_list() {
     let text = std::fs::read_to_string(script()).unwrap();
