@@ -142,6 +142,10 @@ pub fn analyse_as_recorded(log: &Log, syms: &Symbols) -> Report {
     analyse(log, syms, Options::as_recorded(log), &mut |_| {}).report
 }
 
+/// The most threads an analysis takes unless told: one per core up to
+/// this many.
+pub const MAX_DEFAULT_THREADS: usize = 16;
+
 /// Analyses `log`; `progress` is called now and then while the stream runs.
 pub fn analyse(
     log: &Log,
@@ -156,7 +160,7 @@ pub fn analyse(
     let threads = opts.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map_or(2, |n| n.get())
-            .clamp(1, 16)
+            .clamp(1, MAX_DEFAULT_THREADS)
     });
     let nshards = shards_for(threads);
     let tracepoints = Tracepoints::resolve(&log.formats, Passes::requests());

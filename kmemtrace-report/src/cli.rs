@@ -310,6 +310,30 @@ fn parse_severity(s: &str) -> Result<Severity, String> {
 mod tests {
     use super::*;
 
+    /// The defaults `--help` states are the ones the code uses.
+    #[test]
+    fn the_help_states_the_defaults_in_use() {
+        use crate::output::{HTML_LINES, TEXT_LINES};
+        use clap::CommandFactory;
+        use kmemtrace_analysis::run::MAX_DEFAULT_THREADS;
+        let help = Cli::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let timings = Cli::try_parse_from(["kmemtrace-report", "x.kmt", "--timings"])
+            .unwrap()
+            .timings
+            .unwrap();
+        for phrase in [
+            format!("Sort keys (default: {DEFAULT_SORT};"),
+            format!("Default: {DEFAULT_SORT} (what costs most first)"),
+            format!("default {DEFAULT_SORT}, as perf kmem --page"),
+            format!("Rows per table (default {TEXT_LINES}; HTML: {HTML_LINES};"),
+            format!("Threads (default: one per core, at most {MAX_DEFAULT_THREADS})"),
+            format!("cores (default {timings})"),
+        ] {
+            assert!(help.contains(&phrase), "--help lacks {phrase:?}");
+        }
+    }
+
     #[test]
     fn min_ages() {
         assert_eq!(parse_duration_ns("500ms").unwrap(), 500_000_000);

@@ -9,7 +9,9 @@ use kmemtrace_print::{html, json, text};
 use std::io::{IsTerminal, Write};
 
 /// Rows per table of the HTML page unless `-l` says otherwise.
-const HTML_LINES: usize = 500;
+pub const HTML_LINES: usize = 500;
+/// Rows per table of the text report unless `-l` says otherwise.
+pub const TEXT_LINES: usize = 20;
 
 /// Which text sections the options ask for. Section flags add sections
 /// to what the other options imply: `-s` names call-site sort keys, so it
@@ -40,7 +42,7 @@ fn text_sections(cli: &Cli, page_only: bool, color: bool) -> text::Sections {
         page_asked: cli.page || cli.live,
         stalls: !any_section || cli.stalls,
         color,
-        lines: cli.lines.unwrap_or(20),
+        lines: cli.lines.unwrap_or(TEXT_LINES),
     }
 }
 

@@ -678,7 +678,7 @@ fn the_scripts_exit_codes_are_the_one_table() {
 }
 
 /// The script samples page stacks as kmemtraced does by default, and its
-/// usage says so.
+/// usage, the recorder's help and the report's say so.
 #[test]
 fn the_scripts_page_sample_is_the_recorders_default() {
     let text = std::fs::read_to_string(script()).unwrap();
@@ -692,15 +692,25 @@ fn the_scripts_page_sample_is_the_recorders_default() {
         text.contains(&format!("(default {sample}: frame numbers")),
         "the script's usage states its -P default"
     );
-    let help = Command::new(common::bin("kmemtraced"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&help.stdout);
-    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = |program: &str| {
+        let o = Command::new(common::bin(program))
+            .arg("--help")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let recorder = help("kmemtraced");
     assert!(
-        help.contains(&format!("up to 1024; default {sample})")),
-        "kmemtraced's --page-stacks default is the script's {sample}: {help}"
+        recorder.contains(&format!("up to 1024; default {sample})")),
+        "kmemtraced's --page-stacks default is the script's {sample}: {recorder}"
+    );
+    let report = help("kmemtrace-report");
+    assert!(
+        report.contains(&format!(
+            "by default for 1 in {sample} page frames, whose allocations then count as the {sample}"
+        )),
+        "the report's help states the recorder's sample: {report}"
     );
 }
 
