@@ -104,7 +104,7 @@ struct Cli {
         default_value = "change"
     )]
     sort: Vec<String>,
-    /// Rows of changes per comparison in the table (default 25; 0: all).
+    /// Rows of changes per comparison in the table (0: all).
     #[arg(short = 'l', long = "lines", value_name = "N", default_value_t = 25)]
     lines: usize,
     /// Only these metrics (comma-separated globs: `hits,misuse:*`), in the
