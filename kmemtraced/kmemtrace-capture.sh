@@ -56,13 +56,14 @@ DEFAULT_EVENTS="kmalloc kfree kmem_cache_alloc kmem_cache_free mm_page_alloc mm_
 usage() {
     cat <<EOF
 usage: $PROG [-d SECONDS] [-b KB] [-o DIR|FILE.tar|FILE.tar.gz] [-e EVENTS]
-             [-t TRACEFS] [-S] [-q] [-- COMMAND [ARGS...]]
+             [-t TRACEFS] [-S] [-P N] [-R] [-q] [-- COMMAND [ARGS...]]
 
 Records the kernel's kmem tracepoints into a dump for
 \`kmemtraced --import DUMP -o FILE.kmt\` on another machine.
 
-  -d SECONDS  record for this long (default: until COMMAND exits, or until
-              interrupted with Ctrl-C / SIGTERM if there is no COMMAND)
+  -d SECONDS  record for this long, without a COMMAND (default: until
+              interrupted with Ctrl-C / SIGTERM); with one, recording lasts
+              until it exits
   -b KB       per-CPU ring buffer size in KiB (default 2048)
   -o PATH     output: a directory, or a tar file if PATH ends in .tar
               (.tar.gz / .tgz: gzip'd). Default ./kmemtrace-dump-<time>

@@ -57,13 +57,20 @@ pub struct Cli {
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
 
-    /// List at most this many problems (and loss windows) per file in the
-    /// text report; 0 lists all. JSON lists all (up to 10,000 per file).
+    /// List at most this many problems, warnings and loss windows per file
+    /// in the text report; 0 lists all. JSON lists all (up to 10,000 per
+    /// file).
     #[arg(long = "max-problems", value_name = "N", default_value_t = 50)]
     pub max_problems: usize,
 
     /// Threads for decoding sub-buffers (default: one per core).
-    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
+    #[arg(
+        short = 'j',
+        long = "threads",
+        value_name = "N",
+        default_value_t = 0,
+        hide_default_value = true
+    )]
     pub threads: usize,
 }
 

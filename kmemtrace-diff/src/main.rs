@@ -162,6 +162,41 @@ fn fail(code: Code, msg: &str, junit: Option<&PathBuf>) -> ExitCode {
     code.exit_code()
 }
 
+/// Exits on an error of the command line as clap does; where it is a
+/// usage error and `--junit PATH` can be read from the arguments, the
+/// JUnit file says so first, as for the errors found after parsing: a CI
+/// job whose gate step was mistyped fails its report, not only its log.
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let informational = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if let (false, Some(path)) = (informational, junit_in_args(std::env::args_os())) {
+        let rendered = e.render().to_string();
+        let msg = rendered.lines().next().unwrap_or("usage error");
+        let msg = msg.strip_prefix("error: ").unwrap_or(msg);
+        if let Err(w) = write_file(&path, &junit::error(msg)) {
+            eprintln!("kmemtrace-diff: {w}");
+        }
+    }
+    e.exit()
+}
+
+/// The value of the last `--junit PATH` or `--junit=PATH` before any `--`.
+fn junit_in_args(args: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> {
+    let mut args = args.skip(1);
+    let mut found = None;
+    while let Some(a) = args.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--junit" {
+            found = args.next().map(PathBuf::from);
+        } else if let Some(v) = a.to_str().and_then(|a| a.strip_prefix("--junit=")) {
+            found = Some(PathBuf::from(v));
+        }
+    }
+    found
+}
+
 /// Writes `text` to `path` under the output policy of every kmemtrace
 /// program (an existing file kept as `.old`, no symlink, no directory
 /// created on the way).
@@ -267,10 +302,13 @@ fn main() -> ExitCode {
     if let Some(code) = kmemtrace_cli::generate::from_args(Cli::command) {
         return code;
     }
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => usage_error(e),
+    };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        Err(e) => usage_error(e),
     };
     let junit_path = cli.junit.as_ref();
     if let Some(bad) = cli.sort.iter().find(|k| !SORT_KEYS.contains(&k.as_str())) {

@@ -199,8 +199,9 @@ pub struct Cli {
     ///
     /// Double frees are recognised while the first free is among the last
     /// N to 2N frees (counted in each of 64 buckets of the pointer hash,
-    /// N/64 each; a bucket's N grows to a quarter of its live objects if
-    /// that is more; memory: about 80 bytes x 2N).
+    /// N/64 each; a bucket's N grows to a quarter of the pointers it
+    /// tracks, live and remembered freed, if that is more; memory: about
+    /// 80 bytes x 2N).
     #[arg(long = "remember-frees", value_name = "N", default_value = "32768")]
     pub remember_frees: usize,
 

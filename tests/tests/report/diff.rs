@@ -439,6 +439,38 @@ fn unusable_input_exits_3() {
     if junit_valid(&junit, "unusable_input_exits_3") == Some(false) {
         panic!("invalid JUnit:\n{xml}");
     }
+    // Mistyped options too (errors of the option parser's own), with
+    // either spelling of --junit.
+    let gate = r.path().to_str().unwrap();
+    let spaced = dir.path().join("spaced.xml");
+    let joined = dir.path().join("joined.xml");
+    let joined_arg = format!("--junit={}", joined.display());
+    for (xml_path, args, typo) in [
+        (
+            &spaced,
+            vec![
+                "--gate",
+                gate,
+                "--junit",
+                spaced.to_str().unwrap(),
+                "--gates-typo",
+            ],
+            "--gates-typo",
+        ),
+        (
+            &joined,
+            vec!["--gate", gate, &joined_arg, "-l", "many"],
+            "many",
+        ),
+    ] {
+        let out = diff(&[base.path(), later.path()], &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let xml = std::fs::read_to_string(xml_path).unwrap();
+        assert!(xml.contains("<error ") && xml.contains(typo), "{xml}");
+        if junit_valid(xml_path, "unusable_input_exits_3") == Some(false) {
+            panic!("invalid JUnit:\n{xml}");
+        }
+    }
 }
 
 #[test]
