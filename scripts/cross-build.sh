@@ -17,7 +17,8 @@
 #
 # Environment: OUT=DIR (default target/boards) gets DIR/TARGET/BINARY;
 # TARGET_DIR=DIR (default target) is cargo's target directory;
-# BOARD_OPT_LEVEL=s builds for size (about 30% smaller, speed unmeasured).
+# BOARD_OPT_LEVEL=s builds for size (docs/benchmarks.md, "Board binaries
+# and emulated boards").
 # The build profile is Cargo.toml's `board` (release, whole-program LTO).
 set -euo pipefail
 
@@ -31,7 +32,7 @@ targets=()
 for a in "$@"; do
   case $a in
     --install) install=1 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) targets+=("$a") ;;
   esac
 done

@@ -17,8 +17,8 @@
 # allocation); libFuzzer's own logs are kept in fuzz/logs/TARGET.log.
 #
 # Built without a sanitizer by default: the parsers forbid unsafe code, so
-# ASan checks only zstd's and the standard library's (slower by about
-# half); --asan builds with it. Overflow checks are always on.
+# ASan checks only zstd's and the standard library's, for a slower
+# campaign; --asan builds with it. Overflow checks are always on.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

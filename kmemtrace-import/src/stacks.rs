@@ -79,8 +79,7 @@ pub const PFN_SAMPLE_SHIFT: u32 = 8;
 /// [`PFN_SAMPLE_SHIFT`] up clear, 1 MiB regions of 4 KiB pages. Not the
 /// lowest bits: the buddy allocator hands out the first page of each block
 /// it splits, aligned, so low-bit samples favour the callers that take
-/// fresh blocks (by 10-80 % per call site on captures here, docs/benchmarks.md
-/// "Page stacks for a sample"). Blocks aligned past the tested bits (order
+/// fresh blocks (docs/benchmarks.md, "Page stacks for a sample"). Blocks aligned past the tested bits (order
 /// 9 and up for 1 in 16) pass more often, as [`PageStackSample::weight`]
 /// counts.
 pub fn pfn_sample_filter(one_in: u32) -> String {

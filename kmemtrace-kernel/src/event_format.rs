@@ -574,8 +574,8 @@ pub mod trace_flags {
 }
 
 /// `bytes` up to its first NUL (all of it if none). Eight bytes at a time:
-/// a slab event's cache name is read this way once per event, where a
-/// byte loop showed in the decoder's profile.
+/// a slab event's cache name is read this way once per event, on the
+/// decoder's hot path.
 #[inline]
 fn until_nul(bytes: &[u8]) -> &[u8] {
     const ONES: u64 = 0x0101_0101_0101_0101;

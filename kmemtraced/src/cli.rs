@@ -163,8 +163,8 @@ pub struct Cli {
     /// it) stores each block's records as columns of like fields, then
     /// zstd (FORMAT.md §8.3), format 1.3. A zstd level 1-19 or zstd's
     /// faster `fast=1`..`fast=7` alone writes format 1.1, which readers
-    /// older than 1.3 read whole (they skip kpack blocks) at about twice
-    /// the bytes. `none` stores the sub-buffers as they are, for a fast
+    /// older than 1.3 read whole (they skip kpack blocks) at more bytes.
+    /// `none` stores the sub-buffers as they are, for a fast
     /// local disk only. docs/benchmarks.md has the sizes and costs.
     #[arg(short = 'c', long = "compress", value_name = "HOW", default_value = "kpack", allow_hyphen_values = true, value_parser = parse_compression)]
     pub compress: Compression,

@@ -387,7 +387,8 @@ impl BlockCompressor {
         // A window as long as the payload: with the level's own (512 KiB
         // at level 1) a 1 MiB CPU_DATA block fed in two parts wrapped
         // zstd's buffer and went through its slower external-dictionary
-        // matcher: about a tenth more time, for no better ratio.
+        // matcher, for no better ratio (docs/benchmarks.md, "Recording":
+        // zstd's window).
         // Readers' limits are not reached: a block is at most 64 MiB.
         let window = payload
             .len()

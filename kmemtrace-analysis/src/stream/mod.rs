@@ -164,8 +164,8 @@ pub fn run<S: Shard, T: Send>(
     let inputs = StreamInput::of(log, &cpus, &streams);
     // Blocks decoded ahead: per stream, enough to keep every decoder busy
     // on a log whose events are mostly on one CPU; in all, four per decoder
-    // and eight more (a decoded block holds about 1.6 times its raw size):
-    // fewer starve the decoders, and a shard that decodes while it waits
+    // and eight more (a decoded block is larger than its raw bytes): fewer
+    // starve the decoders, and a shard that decodes while it waits
     // takes queued blocks from them; more only cost memory
     // (docs/benchmarks.md, "Why the defaults").
     let ahead = (2 * setup.workers).clamp(4, 8);

@@ -41,7 +41,7 @@ struct Group {
 
 /// The groups of a block. Their rows share one vector, kept from block to
 /// block: a vector per group, kept, had grown each group id to the most
-/// rows any group of that id ever had (5 MB a CPU in the recorder).
+/// rows any group of that id ever had, so memory grew with the run.
 #[derive(Default)]
 struct Groups {
     list: Vec<Group>,

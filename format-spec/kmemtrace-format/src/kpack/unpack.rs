@@ -4,8 +4,8 @@
 //! `xor` ahead of the records, a chunk at a time, into fixed-width words
 //! ([`Xors`]). The loop that rebuilds a payload then reads one `u64` per
 //! word, with its bounds checked once per payload, instead of following
-//! two stream positions with a check per word: that was 40-odd
-//! instructions a word, most of the unpacking's time.
+//! two stream positions with a check per word, in the unpacking's hottest
+//! loop (before and after: docs/benchmarks.md, "kpack version 2").
 
 use super::{
     extent, from_canonical, has_len_word, put_word, unzigzag, whole_word, word, Predictor, Shape,

@@ -5,10 +5,10 @@
 //! field (the `long_size` bytes after the common fields: a slab event's
 //! call site) takes few values in the block is split by that value: the
 //! payloads of one call site share their sizes and flags and have nearby
-//! pointers, so most of their columns are constant or nearly. On a stress
-//! capture this took the columns from 40.7 to 16.4 bytes an event before
-//! zstd (2.18 to 1.20 after). A kind whose first field is a page frame or
-//! a pointer (thousands of values a block) is not split.
+//! pointers, so most of their columns are constant or nearly, and pack to
+//! runs of zeros (docs/benchmarks.md, "kpack version 2"). A kind whose
+//! first field is a page frame or a pointer (thousands of values a block)
+//! is not split.
 //!
 //! It takes two passes: the walk notes each payload's kind and first-field
 //! value (`note`); then, once the block's counts are known, `assign`
