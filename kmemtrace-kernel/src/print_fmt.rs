@@ -396,21 +396,16 @@ impl PrintFmt {
         k: &Kernel<'_>,
     ) {
         let rec = Rec { e, format, payload };
-        if self.problem.is_some() {
-            return write_raw_fields(out, &rec);
-        }
         let start = out.len();
+        if self.problem.is_some() {
+            return write_raw_fields(out, &rec, start);
+        }
         for seg in &self.segs {
             match seg {
                 Seg::Lit(s) => out.push_str(s),
                 Seg::Conv(spec) => self.conv(out, spec, &rec, k),
             }
-            if out.len() - start > RECORD_TEXT_MAX {
-                let mut end = start + RECORD_TEXT_MAX;
-                while !out.is_char_boundary(end) {
-                    end -= 1;
-                }
-                out.truncate(end);
+            if cut_to_record_max(out, start) {
                 return;
             }
         }
@@ -618,8 +613,27 @@ fn number(
 
 /// An event whose print fmt cannot be read prints its fields, as
 /// libtraceevent does then: `name=value` for each.
-fn write_raw_fields<E: Endian>(out: &mut String, rec: &Rec<'_, E>) {
+/// Cuts the text written since `start` to [`RECORD_TEXT_MAX`] bytes (at a
+/// character's start); whether it had to.
+fn cut_to_record_max(out: &mut String, start: usize) -> bool {
+    if out.len() - start <= RECORD_TEXT_MAX {
+        return false;
+    }
+    let mut end = start + RECORD_TEXT_MAX;
+    while !out.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.truncate(end);
+    true
+}
+
+fn write_raw_fields<E: Endian>(out: &mut String, rec: &Rec<'_, E>, start: usize) {
     for (n, f) in rec.format.fields.iter().enumerate() {
+        // Each field of bytes may print the rest of the record: a format
+        // that declares many is bounded as a print fmt's text is.
+        if cut_to_record_max(out, start) {
+            return;
+        }
         if n > 0 {
             out.push(' ');
         }
@@ -639,6 +653,7 @@ fn write_raw_fields<E: Endian>(out: &mut String, rec: &Rec<'_, E>) {
             }
         }
     }
+    cut_to_record_max(out, start);
 }
 
 #[cfg(test)]
@@ -681,6 +696,29 @@ mod tests {
         let out = render(LittleEndian, &f, &[0u8; 8], 64);
         assert!(out.starts_with("a="), "{out}");
         assert!(out.contains(" b="), "{out}");
+    }
+
+    #[test]
+    fn a_print_fmt_that_does_not_parse_prints_the_fields_within_the_bound() {
+        // Many fields of bytes, each the rest of a large record.
+        let mut text = String::from(
+            "name: t\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n",
+        );
+        for i in 0..40 {
+            text.push_str(&format!(
+                "\tfield:char b{i}[];\toffset:8;\tsize:0;\tsigned:1;\n"
+            ));
+        }
+        text.push_str("\nprint fmt: \"unterminated\n");
+        let f = EventFormat::parse(&text, Some("t")).unwrap();
+        assert!(PrintFmt::compile(&f.print_fmt).problem.is_some());
+        let payload = vec![b'x'; 8 << 10];
+        let out = render(LittleEndian, &f, &payload, 64);
+        assert_eq!(out.len(), RECORD_TEXT_MAX);
+        assert!(out.starts_with("b0=xxx"), "{}", &out[..32]);
+        // A small record's fields are all there.
+        let out = render(LittleEndian, &f, &payload[..10], 64);
+        assert!(out.ends_with(" b39=xx"), "{out}");
     }
 
     #[test]
