@@ -79,9 +79,9 @@ pub const PFN_SAMPLE_SHIFT: u32 = 8;
 /// [`PFN_SAMPLE_SHIFT`] up clear, 1 MiB regions of 4 KiB pages. Not the
 /// lowest bits: the buddy allocator hands out the first page of each block
 /// it splits, aligned, so low-bit samples favour the callers that take
-/// fresh blocks (docs/benchmarks.md, "Page stacks for a sample"). Blocks aligned past the tested bits (order
-/// 9 and up for 1 in 16) pass more often, as [`PageStackSample::weight`]
-/// counts.
+/// fresh blocks (docs/benchmarks.md, "Page stacks for a sample"). Blocks
+/// aligned past the tested bits (order 9 and up for 1 in 16) pass more
+/// often, as [`PageStackSample::weight`] counts.
 pub fn pfn_sample_filter(one_in: u32) -> String {
     let mask = u64::from(one_in.saturating_sub(1)) << PFN_SAMPLE_SHIFT;
     format!("!(pfn & {mask:#x})")

@@ -317,12 +317,13 @@ pub struct Cli {
     /// Keep the capture's files within this many bytes: `64M`, `1G`.
     ///
     /// Rotates the log (as --rotate-size: by default a quarter of this, at
-    /// least twice the metadata, at most half) and removes the oldest files, keeping the newest data, as perf's
-    /// --switch-output with --switch-max-files, or trace-cmd's -m. Each
-    /// file is a complete log; every kmemtrace tool reads the files left
-    /// as one capture (`kmemtrace-report trace.kmt` finds them), the
-    /// removed span a loss window of cause `rotated`. Where the disk fills
-    /// first, the oldest files go early, and the summary says how many.
+    /// least twice the metadata, at most half) and removes the oldest
+    /// files, keeping the newest data, as perf's --switch-output with
+    /// --switch-max-files, or trace-cmd's -m. Each file is a complete log;
+    /// every kmemtrace tool reads the files left as one capture
+    /// (`kmemtrace-report trace.kmt` finds them), the removed span a loss
+    /// window of cause `rotated`. Where the disk fills first, the oldest
+    /// files go early, and the summary says how many.
     #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
     pub max_size: Option<u64>,
 

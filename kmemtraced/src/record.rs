@@ -122,12 +122,13 @@ pub const MIN_SUBBUFS_PER_CPU: u32 = 64;
 pub const DEFAULT_BUFFER_KB: u32 = 4096;
 
 /// The sub-buffer size (KiB) kmemtraced asks for where the kernel can
-/// change it (6.8+) and `--subbuf-kb` is not given: 64 KiB, or less to keep
-/// at least 64 sub-buffers per CPU; `None` (the kernel's one page) below
-/// 8 KiB. Each sub-buffer is one read(), its ring-buffer locking, a
-/// wake-up of the reader and one header, so bigger ones cost less per
-/// event; too few of them per CPU leave a burst no room while a reader
-/// takes one. docs/benchmarks.md ("Why the defaults") has the rounds.
+/// change it (6.8+) and `--subbuf-kb` is not given: [`DEFAULT_SUBBUF_KB`],
+/// or less to keep at least [`MIN_SUBBUFS_PER_CPU`] sub-buffers per CPU;
+/// `None` (the kernel's one page) below 8 KiB. Each sub-buffer is one
+/// read(), its ring-buffer locking, a wake-up of the reader and one
+/// header, so bigger ones cost less per event; too few of them per CPU
+/// leave a burst no room while a reader takes one. docs/benchmarks.md
+/// ("Why the defaults") has the rounds.
 fn default_subbuf_kb(per_cpu_kb: u32) -> Option<u32> {
     let fit = (per_cpu_kb / MIN_SUBBUFS_PER_CPU).min(DEFAULT_SUBBUF_KB);
     // A power of two: the kernel rounds sizes up to one (an order of pages).

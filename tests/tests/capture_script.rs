@@ -155,8 +155,14 @@ fn run(mut c: Command, limit: Duration) -> (Output, u32) {
         .spawn()
         .unwrap();
     let pid = child.id();
+    (wait_at_most(child, limit), pid)
+}
+
+/// Waits for the script to end; past `limit`, kills it and fails.
+fn wait_at_most(child: std::process::Child, limit: Duration) -> Output {
+    let pid = child.id();
     let start = Instant::now();
-    let out = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let h = s.spawn(|| child.wait_with_output().unwrap());
         while !h.is_finished() {
             if start.elapsed() > limit {
@@ -168,8 +174,7 @@ fn run(mut c: Command, limit: Duration) -> (Output, u32) {
             std::thread::sleep(Duration::from_millis(50));
         }
         h.join().unwrap()
-    });
-    (out, pid)
+    })
 }
 
 fn import(dump: &Path, out: &Path) {
@@ -528,18 +533,7 @@ fn record_and_signal(test: &str, kills: &str) -> Option<(tempfile::TempDir, Path
         .status()
         .unwrap();
     assert!(st.success(), "{kills}");
-    let start = Instant::now();
-    let out = std::thread::scope(|s| {
-        let h = s.spawn(|| child.wait_with_output().unwrap());
-        while !h.is_finished() {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "the script did not end"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        h.join().unwrap()
-    });
+    let out = wait_at_most(child, Duration::from_secs(60));
     Some((tmp, dump, pid, out))
 }
 
@@ -674,6 +668,20 @@ fn the_scripts_exit_codes_are_the_one_table() {
         ("E_FAILED", exit::FAILED),
     ] {
         assert_eq!(value(name), code.code, "kmemtrace-capture.sh's {name}");
+    }
+    // Its usage lists them with the table's numbers.
+    let words_of_text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (code, words) in [
+        (exit::USAGE, "usage error"),
+        (exit::INPUT, "no usable tracefs"),
+        (exit::OUTPUT, "the output could not be written"),
+        (exit::FAILED, "the recording failed"),
+    ] {
+        let said = format!("{} {words}", code.code);
+        assert!(
+            words_of_text.contains(&said),
+            "the script's usage lacks {said:?}"
+        );
     }
 }
 
