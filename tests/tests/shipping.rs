@@ -28,10 +28,15 @@ fn run(cmd: &mut Command) -> String {
 }
 
 /// The long options `--help` defines: the first `--name` of each line
-/// that starts with an option (not those its prose mentions).
+/// that starts with an option (not those its prose mentions). clap and
+/// argparse indent an option by two spaces (clap six where it has no short
+/// form) and wrap its prose deeper, where a wrapped line may begin with an
+/// option that prose names.
 fn long_options(help: &str) -> Vec<String> {
+    const OPTION_INDENT_MAX: usize = 6;
     let mut out: Vec<String> = help
         .lines()
+        .filter(|l| l.len() - l.trim_start().len() <= OPTION_INDENT_MAX)
         .map(str::trim_start)
         .filter(|l| l.starts_with('-'))
         .filter_map(|l| {
