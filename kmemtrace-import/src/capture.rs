@@ -43,7 +43,7 @@ pub struct Rotation {
     /// Per CPU, the spans of its sequence that rotation removed.
     dropped: BTreeMap<u32, Vec<DroppedSpan>>,
     /// Files given but left out, and why: begun and cut before their
-    /// SEGMENT ([`begun_only`]).
+    /// SEGMENT (the recorder stopped as it began them).
     pub left_out: Vec<String>,
 }
 

@@ -220,7 +220,7 @@ impl CpuTally {
                     if s.missed_events {
                         self.missed_flags += 1;
                     }
-                    self.stored_lost += s.lost_events.unwrap_or(0);
+                    self.stored_lost = self.stored_lost.saturating_add(s.lost_events.unwrap_or(0));
                 }
                 Err(e) => self.bad(format!("sub-buffer {}: {e}", self.subbufs - 1)),
             }
@@ -433,7 +433,8 @@ impl<'d> Plan<'d> {
         };
         let mut lost_total = 0u64;
         for &cpu in &self.cpus {
-            lost_total += write_end_stats(w, &end, cpu, &mut self.warnings)?;
+            let lost = write_end_stats(w, &end, cpu, &mut self.warnings)?;
+            lost_total = lost_total.saturating_add(lost);
         }
         if self.start_stats.is_empty() {
             note(
@@ -948,7 +949,7 @@ fn write_end_stats(
             // after it, a 32-bit counter's pass over 2^32 its step.
             let counters = CpuCounters::over(&start, periodic_stats.iter().chain([&es]));
             let lost = counters.lost();
-            lost_total += lost;
+            lost_total = lost_total.saturating_add(lost);
             // Events the kernel handed out, by its own counters.
             let read = es.read_events.map(|_| counters.read_events.total());
             let expected = if d

@@ -23,7 +23,7 @@ fn split_gap(dropped: &[(u64, u64)], from: u64, to: u64) -> (u64, u64) {
     let inside: u64 = dropped
         .iter()
         .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
-        .sum();
+        .fold(0, u64::saturating_add);
     let inside = inside.min(to.saturating_sub(from));
     (inside, to.saturating_sub(from) - inside)
 }

@@ -315,7 +315,7 @@ fn totals(log: &Log) -> (u64, u64, bool) {
         |r| {
             records += 1;
             if let Some(Lost::Count(n)) = r.lost_before {
-                lost += n;
+                lost = lost.saturating_add(n);
             }
             if seen.insert(r.cpu) && r.lost_before.is_some() {
                 lost_at_start = true;

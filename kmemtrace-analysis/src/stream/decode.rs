@@ -310,7 +310,12 @@ impl Decoder<'_> {
         };
         if sbuf.missed_events {
             b.sum.missed_subbufs += 1;
-            b.sum.lost_stored += sbuf.lost_events.unwrap_or(0);
+            // The kernel's stored count is a word of the log: a damaged
+            // one may be anything.
+            b.sum.lost_stored = b
+                .sum
+                .lost_stored
+                .saturating_add(sbuf.lost_events.unwrap_or(0));
             b.pending = true;
         }
         let mut run = SubBufRun::read(index, sbuf.missed_events, sbuf.lost_events);
@@ -779,7 +784,7 @@ impl CpuSummary {
     pub fn absorb(&mut self, o: &CpuSummary) {
         self.subbufs += o.subbufs;
         self.missed_subbufs += o.missed_subbufs;
-        self.lost_stored += o.lost_stored;
+        self.lost_stored = self.lost_stored.saturating_add(o.lost_stored);
         self.missing_subbufs += o.missing_subbufs;
         self.bad_subbufs += o.bad_subbufs;
         self.events += o.events;
@@ -803,5 +808,26 @@ impl CpuSummary {
         self.list_runs.absorb(&o.list_runs);
         self.stacks += o.stacks;
         self.stacks_paired += o.stacks_paired;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CpuSummary;
+
+    /// Stored loss counts are words of the log: added up, a damaged one
+    /// saturates instead of overflowing (a fuzzing finding).
+    #[test]
+    fn stored_losses_add_up_saturating() {
+        let mut a = CpuSummary {
+            lost_stored: u64::MAX - 1,
+            ..Default::default()
+        };
+        let b = CpuSummary {
+            lost_stored: 5,
+            ..Default::default()
+        };
+        a.absorb(&b);
+        assert_eq!(a.lost_stored, u64::MAX);
     }
 }
