@@ -525,6 +525,15 @@ struct DecodedMeta {
 type ParsedKallsyms = Vec<(u64, Result<Kallsyms, KallsymsError>)>;
 
 /// The table parsed from the block at `offset`, taken out of `parsed`.
+/// Kallsyms parts `[from, to)` (0-based) as said to a user (1-based).
+fn part_range(from: u32, to: u32) -> String {
+    if to - from == 1 {
+        format!("part {to}")
+    } else {
+        format!("parts {} to {to}", from + 1)
+    }
+}
+
 fn take_parsed(
     parsed: &mut ParsedKallsyms,
     offset: u64,
@@ -1161,72 +1170,92 @@ impl Log {
         for (i, k) in unparsed.into_iter().zip(parse_kallsyms_parts(&metas)) {
             parsed[i] = Some(k);
         }
-        let mut tables = Vec::with_capacity(count as usize);
-        // Parts after the last one present in a log cut short: lost with
-        // the rest of the file, said once, at the cut.
-        let mut cut_off: Vec<u32> = Vec::new();
-        let cut_at = self
-            .truncated
-            .as_ref()
-            .map(|t| t.offset)
-            .or_else(|| self.end.is_none().then_some(self.len));
-        for i in 0..count {
-            let Some(k) = parts.iter().position(|p| p.1 == i) else {
-                // Placed at the damage between its neighbours, if any.
-                let after = parts.iter().filter(|p| p.1 < i).map(|p| p.0).max();
-                let before = parts.iter().filter(|p| p.1 > i).map(|p| p.0).min();
-                if before.is_none() && cut_at.is_some() {
-                    cut_off.push(i + 1);
+        // Present parts in index order (the first of a repeated index is
+        // read); the missing ones between them are named as runs, each a
+        // `None` (a gap) for the join, so a damaged part count costs
+        // nothing per part it claims.
+        let mut order: Vec<usize> = (0..parts.len()).collect();
+        order.sort_by_key(|&k| parts[k].1);
+        // Offsets of the parts from each position of `order` on.
+        let mut later_min = vec![u64::MAX; order.len() + 1];
+        for j in (0..order.len()).rev() {
+            later_min[j] = later_min[j + 1].min(parts[order[j]].0);
+        }
+        let mut tables = Vec::with_capacity(parts.len());
+        let mut next = 0u32; // the first index not yet accounted for
+        let mut earlier_max: Option<u64> = None;
+        for (j, &k) in order.iter().enumerate() {
+            let (offset, i) = (parts[k].0, parts[k].1);
+            if i >= next {
+                if i > next {
+                    self.missing_parts(next, i, count, (earlier_max, later_min[j]));
                     tables.push(None);
-                    continue;
                 }
-                let (lo, hi) = (after.unwrap_or(0), before.unwrap_or(u64::MAX));
-                let at = self
-                    .problems
-                    .iter()
-                    .find(|p| {
-                        matches!(p.kind, ProblemKind::Damage { .. }) && (lo..hi).contains(&p.offset)
-                    })
-                    .map_or(lo, |p| p.offset);
-                self.problems.push(Problem {
-                    offset: at,
-                    kind: ProblemKind::Metadata,
-                    what: format!(
-                        "kallsyms part {} of {count} is missing (damaged?): call sites in it are not resolved",
-                        i + 1
-                    ),
-                });
-                tables.push(None);
-                continue;
-            };
-            let offset = parts[k].0;
-            match parsed[k].take().expect("every part parsed above") {
-                Ok(k) => tables.push(Some(k)),
-                Err(e) => {
+                match parsed[k].take().expect("every part parsed above") {
+                    Ok(k) => tables.push(Some(k)),
+                    Err(e) => {
+                        self.problems.push(Problem {
+                            offset,
+                            kind: ProblemKind::Metadata,
+                            what: format!("META kallsyms part {} of {count}: {e}", i + 1),
+                        });
+                        tables.push(None);
+                    }
+                }
+                next = i + 1;
+            }
+            earlier_max = Some(earlier_max.map_or(offset, |m| m.max(offset)));
+        }
+        if next < count {
+            tables.push(None);
+            // Parts after the last one present in a log cut short: lost
+            // with the rest of the file, said once, at the cut.
+            let cut_at = self
+                .truncated
+                .as_ref()
+                .map(|t| t.offset)
+                .or_else(|| self.end.is_none().then_some(self.len));
+            match cut_at {
+                Some(at) => {
+                    let which = part_range(next, count);
                     self.problems.push(Problem {
-                        offset,
+                        offset: at,
                         kind: ProblemKind::Metadata,
-                        what: format!("META kallsyms part {} of {count}: {e}", i + 1),
+                        what: format!(
+                            "kallsyms {which} of {count} lie past where the log was cut short: call sites in them are not resolved"
+                        ),
                     });
-                    tables.push(None);
                 }
+                None => self.missing_parts(next, count, count, (earlier_max, u64::MAX)),
             }
         }
-        if let (Some(&first), Some(&last), Some(at)) = (cut_off.first(), cut_off.last(), cut_at) {
-            let which = if first == last {
-                format!("part {first}")
-            } else {
-                format!("parts {first} to {last}")
-            };
-            self.problems.push(Problem {
-                offset: at,
-                kind: ProblemKind::Metadata,
-                what: format!(
-                    "kallsyms {which} of {count} lie past where the log was cut short: call sites in them are not resolved"
-                ),
-            });
-        }
         self.kallsyms = Some(Kallsyms::join(tables));
+    }
+
+    /// Kallsyms parts `[from, to)` of `count` are missing from a log that
+    /// goes on after them: named at the damage between the parts around
+    /// them (`around`: the latest offset of a part before, the earliest
+    /// of one after), else just after the part before.
+    fn missing_parts(&mut self, from: u32, to: u32, count: u32, around: (Option<u64>, u64)) {
+        let (lo, hi) = (around.0.unwrap_or(0), around.1);
+        let at = self
+            .problems
+            .iter()
+            .find(|p| matches!(p.kind, ProblemKind::Damage { .. }) && (lo..hi).contains(&p.offset))
+            .map_or(lo, |p| p.offset);
+        let (verb, pronoun) = if to - from == 1 {
+            ("is", "it")
+        } else {
+            ("are", "them")
+        };
+        let which = part_range(from, to);
+        self.problems.push(Problem {
+            offset: at,
+            kind: ProblemKind::Metadata,
+            what: format!(
+                "kallsyms {which} of {count} {verb} missing (damaged?): call sites in {pronoun} are not resolved"
+            ),
+        });
     }
 
     /// The META block of a kind (and name, for formats and `other`).
@@ -1590,6 +1619,52 @@ mod tests {
         assert_eq!(p.len(), 1, "{:?}", log.problems);
         assert_eq!(p[0].offset, at, "{}", p[0]);
         assert!(p[0].what.starts_with("META header_page"), "{}", p[0]);
+    }
+
+    /// Kallsyms parts missing between those present, and after them up to
+    /// a damaged part count, are named as runs (a count of 2^32 - 1 costs
+    /// no more than one of 4), and the symbols around them still resolve.
+    #[test]
+    fn missing_kallsyms_parts_are_named_as_runs() {
+        let open = |count: u32, present: &[u32]| {
+            let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+            let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
+            for &i in present {
+                let text = format!("{:016x} T f{i}\n", 0x1000 * (u64::from(i) + 1));
+                let m = Meta {
+                    part: Some((i, count)),
+                    ..Meta::new(MetaKind::KallsymsPart, text.as_bytes())
+                };
+                w.write_meta(&m).unwrap();
+            }
+            let bytes = w.finish(None, "test", None).unwrap();
+            Log::from_bytes("t", &bytes).unwrap()
+        };
+        let said = |log: &Log| -> Vec<String> {
+            let p = log
+                .problems
+                .iter()
+                .filter(|p| p.kind == ProblemKind::Metadata);
+            p.map(|p| p.what.clone()).collect()
+        };
+        let log = open(4, &[0, 3]);
+        assert_eq!(
+            said(&log),
+            ["kallsyms parts 2 to 3 of 4 are missing (damaged?): call sites in them are not resolved"]
+        );
+        let k = log.kallsyms.as_ref().unwrap();
+        assert_eq!(k.resolve(0x1000).unwrap().name, "f0");
+        assert_eq!(k.resolve(0x4000).unwrap().name, "f3");
+        // The gap: nothing, not f0 plus an offset spanning it.
+        assert!(k.resolve(0x2000).is_none());
+        let log = open(u32::MAX, &[0, 2]);
+        assert_eq!(
+            said(&log),
+            [
+                "kallsyms part 2 of 4294967295 is missing (damaged?): call sites in it are not resolved",
+                "kallsyms parts 4 to 4294967295 of 4294967295 are missing (damaged?): call sites in them are not resolved"
+            ]
+        );
     }
 
     #[test]

@@ -308,15 +308,24 @@ impl Kallsyms {
     fn append(&mut self, k: Kallsyms) {
         let base = self.names.len() as u32;
         self.names.push_str(&k.names);
+        let mut known: std::collections::HashMap<String, u16> =
+            (self.modules.iter().cloned()).zip(1..=u16::MAX).collect();
         let map: Vec<u16> = k
             .modules
             .iter()
-            .map(|m| match self.modules.iter().position(|x| x == m) {
-                Some(i) => i as u16 + 1,
-                None => {
-                    self.modules.push(m.clone());
-                    self.modules.len() as u16
+            .map(|m| {
+                if let Some(&n) = known.get(m) {
+                    return n;
                 }
+                // Each part has room for its modules, the parts together
+                // may not (a damaged log's): the rest count as none.
+                if self.modules.len() >= usize::from(u16::MAX) - 1 {
+                    return 0;
+                }
+                self.modules.push(m.clone());
+                let n = self.modules.len() as u16;
+                known.insert(m.clone(), n);
+                n
             })
             .collect();
         self.syms.extend(k.syms.into_iter().map(|s| Sym {

@@ -288,6 +288,17 @@ impl CpuDataHeader {
                 ),
             });
         }
+        // The sub-buffers' indexes are first_subbuf + i: a block whose run
+        // passes the end of the index space is damaged.
+        if h.first_subbuf.checked_add(u64::from(h.count)).is_none() {
+            return Err(TlvError {
+                offset: 16,
+                what: format!(
+                    "CPU_DATA's {} sub-buffers from index {} pass the last index",
+                    h.count, h.first_subbuf
+                ),
+            });
+        }
         Ok(h)
     }
 }
@@ -707,5 +718,18 @@ mod tests {
         assert_eq!(d.subbufs(256).count(), 2);
         assert!(CpuData::decode(&p, 4096).is_err());
         assert!(CpuData::decode(&p[..10], 256).is_err());
+    }
+
+    /// A block's sub-buffer indexes stay within u64 (a reader adds them).
+    #[test]
+    fn cpu_data_indexes_stay_in_range() {
+        let block = |first| {
+            let mut p = encode_cpu_data_header(1, 2, 0, first).to_vec();
+            p.extend_from_slice(&[0u8; 512]);
+            CpuData::decode(&p, 256).map(|_| ())
+        };
+        assert!(block(u64::MAX - 2).is_ok());
+        let e = block(u64::MAX - 1).unwrap_err();
+        assert!(e.what.contains("pass the last index"), "{}", e.what);
     }
 }

@@ -159,12 +159,14 @@ fn fragmentation(cx: &Ctx<'_>, p: &PageReport, types: &PageTypes, out: &mut Vec<
         .max()
         .unwrap_or(0);
     let page_kb = u64::from(cx.log.arch.page_size.unwrap_or(4096)) / 1024;
-    let pageblock_kb = page_kb << pb_order.min(40);
+    // A damaged log's page size, block order and current value may be
+    // anything: the arithmetic saturates.
+    let pageblock_kb = page_kb.saturating_mul(1 << pb_order.min(40));
     let (nodes, nodes_from) = nodes(cx, types);
-    let step = 3 * pageblock_kb * u64::from(nodes);
+    let step = pageblock_kb.saturating_mul(3 * u64::from(nodes));
     let current = kmemtrace_import::pagetypes::min_free_kbytes(cx.log);
     let now = match current {
-        Some(c) => format!("now {c}: set vm.min_free_kbytes={}", c + step),
+        Some(c) => format!("now {c}: set vm.min_free_kbytes={}", c.saturating_add(step)),
         None => "the log does not hold the current value".into(),
     };
     out.push(PageAdvice {
@@ -185,7 +187,7 @@ fn fragmentation(cx: &Ctx<'_>, p: &PageReport, types: &PageTypes, out: &mut Vec<
             nodes,
             nodes_from: nodes_from.into(),
             step,
-            suggested: current.map(|c| c + step),
+            suggested: current.map(|c| c.saturating_add(step)),
         }),
     });
 }

@@ -22,6 +22,11 @@ use kmemtrace_import::stacks::PageStackSample;
 
 /// Orders of 10 and more share the last slot.
 pub const ORDER_SLOTS: usize = 11;
+
+/// More than any buddy block (256 TiB), and far enough below `i64::MAX`
+/// that the byte series' sums of them stay exact for any real capture.
+const MAX_BLOCK_BYTES: u64 = 1 << 48;
+
 /// Migratetypes 0 to 7; the last slot also takes unknown ones (-1, 8+).
 pub const MIGRATETYPE_SLOTS: usize = 8;
 
@@ -303,8 +308,13 @@ impl<'a> PagesPass<'a> {
         }
     }
 
+    /// A block's bytes, at most `MAX_BLOCK_BYTES`: a damaged log's page
+    /// size and order may be anything, and the time series adds them as
+    /// `i64`.
     fn bytes(&self, order: u32) -> u64 {
-        self.page_size << order.min(40)
+        self.page_size
+            .saturating_mul(1 << order.min(40))
+            .min(MAX_BLOCK_BYTES)
     }
 
     /// Counts a block allocated at `pfn` under its site in `by_site`: as
@@ -657,6 +667,26 @@ impl<'a> super::Pass<'a> for PagesPass<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A damaged log's page size and order give at most `MAX_BLOCK_BYTES`
+    /// a block, which the byte series' `i64` takes, negated too.
+    #[test]
+    fn a_blocks_bytes_are_bounded() {
+        let filter = Filter::default();
+        let p = PagesPass::new(&filter, 4096, false, false);
+        assert_eq!(p.order_bytes(3), 32768);
+        let p = PagesPass::new(&filter, 0x8000_0000, false, false);
+        assert_eq!(p.order_bytes(40), MAX_BLOCK_BYTES);
+        assert_eq!(p.order_bytes(u32::MAX), MAX_BLOCK_BYTES);
+        let mut series = TimeBins::default();
+        for _ in 0..1 << 16 {
+            series.add(5, p.order_bytes(40) as i64);
+        }
+        // The sum saturated, then one block was freed.
+        series.add(6, -(p.order_bytes(40) as i64));
+        let max = MAX_BLOCK_BYTES as i64;
+        assert_eq!(series.per_bin()[0].value, i64::MAX - max);
+    }
 
     #[test]
     fn runs_join_across_stretches() {

@@ -327,17 +327,20 @@ impl Ep {
 
     /// Time in reclaim, compaction and throttling (outer phases).
     pub fn stall_ns(&self) -> u64 {
-        self.per_wait.iter().map(|w| w.ns).sum()
+        self.per_wait
+            .iter()
+            .map(|w| w.ns)
+            .fold(0, u64::saturating_add)
     }
 
     fn done(&mut self, p: DonePhase) {
         let w = &mut self.per_wait[p.wait as usize];
         w.phases += 1;
         if !p.nested {
-            w.ns += p.ns;
+            w.ns = w.ns.saturating_add(p.ns);
         }
         if p.wait.is_reclaim() {
-            w.pages += p.detail;
+            w.pages = w.pages.saturating_add(p.detail);
         }
         if self.phases.len() < PHASES_KEPT {
             self.phases.push(p);
@@ -524,7 +527,7 @@ impl StallsPass {
                 self.background(ev.pid);
                 let b = self.bg(kind == Ev::KcompactdSleep, t);
                 if let Some(s) = b.awake_since.take() {
-                    b.awake_ns += ev.ts.saturating_sub(s);
+                    b.awake_ns = b.awake_ns.saturating_add(ev.ts.saturating_sub(s));
                 }
             }
             Ev::WakeupKcompactd => {
@@ -588,9 +591,10 @@ impl StallsPass {
         let left = t.get_i64(2).unwrap_or(0).max(0) as u64;
         let s = self.shrinkers.entry(call.function).or_default();
         s.calls += 1;
-        s.scanned += call.to_scan.saturating_sub(left);
-        s.freed += t.get_i64(1).unwrap_or(0).max(0) as u64;
-        s.ns += ev.ts.saturating_sub(call.start);
+        s.scanned = s.scanned.saturating_add(call.to_scan.saturating_sub(left));
+        let freed = t.get_i64(1).unwrap_or(0).max(0) as u64;
+        s.freed = s.freed.saturating_add(freed);
+        s.ns = s.ns.saturating_add(ev.ts.saturating_sub(call.start));
     }
 
     /// The task allocated: its open episode, if no wait is in progress,
@@ -645,7 +649,7 @@ impl StallsPass {
         let start = match kind {
             Ev::Throttled => ev
                 .ts
-                .saturating_sub(t.get_i64(0).unwrap_or(0).max(0) as u64 * 1000),
+                .saturating_sub((t.get_i64(0).unwrap_or(0).max(0) as u64).saturating_mul(1000)),
             _ => ev.ts,
         };
         let first = match kind {
@@ -803,7 +807,8 @@ impl StallsPass {
             self.ends_without_begin += 1;
             let ep = self.open.get_mut(&ev.pid).expect("open");
             ep.cut = true;
-            ep.per_wait[w as usize].pages += pages;
+            let p = &mut ep.per_wait[w as usize].pages;
+            *p = p.saturating_add(pages);
             return;
         };
         // Phases opened after it and not ended lost their ends.
@@ -823,7 +828,7 @@ impl StallsPass {
 
     fn mark_victim(&mut self, ev: &Event, t: &Tracepoint) {
         let rss = match (t.get(2), t.get(3), t.get(4)) {
-            (Some(a), Some(f), Some(s)) => Some(a + f + s),
+            (Some(a), Some(f), Some(s)) => Some(a.saturating_add(f).saturating_add(s)),
             _ => None,
         };
         let victim = t.get_i64(0).unwrap_or(0) as i32;
@@ -881,7 +886,7 @@ impl<'a> Pass<'a> for StallsPass {
             let s = self.background.entry(k).or_default();
             s.wakes += b.wakes;
             s.wake_events += b.wake_events;
-            s.awake_ns += b.awake_ns;
+            s.awake_ns = s.awake_ns.saturating_add(b.awake_ns);
             s.awake_since = s.awake_since.or(b.awake_since);
             for (&order, &n) in &b.orders {
                 *s.orders.entry(order).or_default() += n;
@@ -895,9 +900,9 @@ impl<'a> Pass<'a> for StallsPass {
         for (&k, s) in &o.shrinkers {
             let t = self.shrinkers.entry(k).or_default();
             t.calls += s.calls;
-            t.scanned += s.scanned;
-            t.freed += s.freed;
-            t.ns += s.ns;
+            t.scanned = t.scanned.saturating_add(s.scanned);
+            t.freed = t.freed.saturating_add(s.freed);
+            t.ns = t.ns.saturating_add(s.ns);
         }
         self.ends_without_begin += o.ends_without_begin;
         self.background_events += o.background_events;

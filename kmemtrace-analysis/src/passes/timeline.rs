@@ -57,9 +57,9 @@ impl TimeBins {
     pub fn add(&mut self, ts: u64, bytes: i64) {
         let bin = ts >> self.shift;
         match self.bins.last_mut() {
-            Some((b, v)) if *b == bin => *v += bytes,
+            Some((b, v)) if *b == bin => *v = v.saturating_add(bytes),
             Some((b, _)) if *b > bin => match self.bins.binary_search_by_key(&bin, |x| x.0) {
-                Ok(i) => self.bins[i].1 += bytes,
+                Ok(i) => self.bins[i].1 = self.bins[i].1.saturating_add(bytes),
                 Err(i) => {
                     self.bins.insert(i, (bin, bytes));
                     if self.bins.len() > self.max_bins {
@@ -86,7 +86,7 @@ impl TimeBins {
         for &(b, v) in &self.bins {
             let nb = b >> by;
             match out.last_mut() {
-                Some((x, s)) if *x == nb => *s += v,
+                Some((x, s)) if *x == nb => *s = s.saturating_add(v),
                 _ => out.push((nb, v)),
             }
         }
@@ -109,7 +109,7 @@ impl TimeBins {
         let mut merged: Vec<(u64, i64)> = Vec::with_capacity(all.len());
         for (b, v) in all {
             match merged.last_mut() {
-                Some((x, s)) if *x == b => *s += v,
+                Some((x, s)) if *x == b => *s = s.saturating_add(v),
                 _ => merged.push((b, v)),
             }
         }
@@ -130,7 +130,7 @@ impl TimeBins {
         self.bins
             .iter()
             .map(|&(b, v)| {
-                total += v;
+                total = total.saturating_add(v);
                 self.point(b, total)
             })
             .collect()

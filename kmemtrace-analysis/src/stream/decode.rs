@@ -785,7 +785,7 @@ impl CpuSummary {
         self.subbufs += o.subbufs;
         self.missed_subbufs += o.missed_subbufs;
         self.lost_stored = self.lost_stored.saturating_add(o.lost_stored);
-        self.missing_subbufs += o.missing_subbufs;
+        self.missing_subbufs = self.missing_subbufs.saturating_add(o.missing_subbufs);
         self.bad_subbufs += o.bad_subbufs;
         self.events += o.events;
         self.kmem_events += o.kmem_events;

@@ -105,7 +105,8 @@ impl Assembler {
         while let Some(meta) = c.waiting.remove(&c.next) {
             let (first, count) = c.input.blocks[c.next];
             c.next += 1;
-            c.sum.missing_subbufs += c.seq.block(first, count);
+            let gap = c.seq.block(first, count);
+            c.sum.missing_subbufs = c.sum.missing_subbufs.saturating_add(gap);
             for r in &meta.runs.0 {
                 if let Some(l) = c.tracker.push(r) {
                     self.windows.add(l.window());
@@ -116,7 +117,8 @@ impl Assembler {
         if c.next == c.input.blocks.len() && !c.done {
             // The stream is over; sub-buffers written after the last block
             // present are missing.
-            c.sum.missing_subbufs += c.seq.after_last(c.input.written);
+            let gap = c.seq.after_last(c.input.written);
+            c.sum.missing_subbufs = c.sum.missing_subbufs.saturating_add(gap);
             c.done = true;
             let open = c.tracker.finish(c.input.written);
             c.sum.pending_loss = open.is_some();

@@ -101,7 +101,8 @@ fn headline(st: &Stalls, o: &mut String) {
     let eps = episodes(st);
     let tasks: std::collections::BTreeSet<i32> = eps.iter().map(|e| e.pid).collect();
     let longest = st.longest.first();
-    let pages: u64 = st.kinds.iter().map(|k| k.pages_reclaimed).sum();
+    let pages = st.kinds.iter().map(|k| k.pages_reclaimed);
+    let pages = pages.fold(0, u64::saturating_add);
     let open = st.unpaired.open_at_end;
     let c = [
         (
@@ -208,7 +209,7 @@ fn timeline(st: &Stalls, v: View, o: &mut String) {
     let mut per_task: BTreeMap<i32, (u64, Option<&str>)> = BTreeMap::new();
     for e in eps {
         let t = per_task.entry(e.pid).or_insert((0, e.comm.as_deref()));
-        t.0 += e.stall_ns;
+        t.0 = t.0.saturating_add(e.stall_ns);
     }
     let mut order: Vec<(i32, u64, Option<&str>)> = per_task
         .iter()

@@ -504,7 +504,7 @@ fn merged<'s>(stretches: &'s [Stretch], sx: &dyn Fn(f64) -> f64) -> Vec<Bar<'s>>
                 last.w = last.w.max(xa + w - last.x);
                 last.n += 1;
                 last.b = last.b.max(s.b);
-                last.ns += s.ns;
+                last.ns = last.ns.saturating_add(s.ns);
             }
             _ => bars.push(Bar {
                 x: xa,

@@ -43,6 +43,16 @@ pub struct WaitSums {
     pub pages: u64,
 }
 
+impl WaitSums {
+    /// Adds `o`'s. Times and pages are the log's words (a damaged log's
+    /// may be anything): they saturate.
+    pub fn add(&mut self, o: &WaitSums) {
+        self.phases += o.phases;
+        self.ns = self.ns.saturating_add(o.ns);
+        self.pages = self.pages.saturating_add(o.pages);
+    }
+}
+
 /// The episodes of one key, their waits added up ([`Wait`] as index).
 #[derive(Clone, Debug)]
 pub struct Group {
@@ -111,9 +121,7 @@ impl Folded {
             });
         }
         for (s, w) in self.groups[i as usize].waits.iter_mut().zip(waits) {
-            s.phases += w.phases;
-            s.ns += w.ns;
-            s.pages += w.pages;
+            s.add(w);
         }
         i
     }

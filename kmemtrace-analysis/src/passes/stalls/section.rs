@@ -145,7 +145,9 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         recorded: true,
         events: p.events,
         episodes: charged().count() as u64,
-        stall_ns: charged().map(|(t, ..)| t.stall_ns).sum(),
+        stall_ns: charged()
+            .map(|(t, ..)| t.stall_ns)
+            .fold(0, u64::saturating_add),
         uncertain_episodes: charged()
             .filter(|(t, ..)| uncertain(t.start, t.last, t.cut))
             .count() as u64,
@@ -170,11 +172,14 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
                 .groups(true)
                 .map(|g| g.waits[Wait::Memcg as usize].phases)
                 .sum(),
-            ns: view.episodes(true).map(|(t, ..)| t.stall_ns).sum(),
+            ns: view
+                .episodes(true)
+                .map(|(t, ..)| t.stall_ns)
+                .fold(0, u64::saturating_add),
             pages_reclaimed: view
                 .groups(true)
                 .map(|g| g.waits[Wait::Memcg as usize].pages)
-                .sum(),
+                .fold(0, u64::saturating_add),
         },
         unpaired: Unpaired {
             ends_without_begin: p.ends_without_begin,
@@ -259,7 +264,7 @@ fn tasks(n: &Names<'_>, view: &View<'_>) -> Vec<StallTaskRow> {
     for (t, g, _) in view.episodes(false) {
         let e = by_pid.entry(g.key.pid).or_default();
         e.0 += 1;
-        e.1 += t.stall_ns;
+        e.1 = e.1.saturating_add(t.stall_ns);
     }
     for g in view.groups(false) {
         by_pid.entry(g.key.pid).or_default().2.push(g);
@@ -282,9 +287,7 @@ fn kinds<'g>(groups: impl Iterator<Item = &'g Group>) -> Vec<StallKindRow> {
     let mut sums = [WaitSums::default(); 7];
     for g in groups {
         for (s, w) in sums.iter_mut().zip(&g.waits) {
-            s.phases += w.phases;
-            s.ns += w.ns;
-            s.pages += w.pages;
+            s.add(w);
         }
     }
     Wait::ALL
@@ -330,7 +333,8 @@ fn sites(n: &Names<'_>, view: &View<'_>) -> Vec<StallSiteRow> {
     for (i, (f, proactive)) in view.parts.iter().enumerate() {
         for (j, g) in f.groups.iter().enumerate().filter(|&(j, _)| !proactive[j]) {
             if let Some(r) = rows_of.get_mut(&keys[i][j]) {
-                r.1 += g.waits.iter().map(|w| w.pages).sum::<u64>();
+                let pages = g.waits.iter().map(|w| w.pages);
+                r.1 = pages.fold(r.1, u64::saturating_add);
             }
         }
     }
@@ -347,7 +351,7 @@ fn sites(n: &Names<'_>, view: &View<'_>) -> Vec<StallSiteRow> {
                     gfp: n.gfp(gfp),
                     comm,
                     episodes: ns.len() as u64,
-                    total_ns: ns.iter().sum(),
+                    total_ns: ns.iter().copied().fold(0, u64::saturating_add),
                     p50_ns: pct(0.50),
                     p90_ns: pct(0.90),
                     p99_ns: pct(0.99),
@@ -417,8 +421,8 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
         order: e.order,
         gfp: n.gfp(e.gfp),
         reclaims: reclaim.iter().map(|r| r.phases).sum(),
-        reclaim_ns: reclaim.iter().map(|r| r.ns).sum(),
-        pages_reclaimed: reclaim.iter().map(|r| r.pages).sum(),
+        reclaim_ns: reclaim.iter().map(|r| r.ns).fold(0, u64::saturating_add),
+        pages_reclaimed: reclaim.iter().map(|r| r.pages).fold(0, u64::saturating_add),
         compactions: wait(Wait::Compaction).phases,
         compaction_ns: wait(Wait::Compaction).ns,
         compaction_results: results,
@@ -459,7 +463,7 @@ fn over_time(ctx: &SectionContext<'_>, view: &View<'_>) -> StallSeries {
             ..Default::default()
         });
         b.episodes += 1;
-        b.stall_ns += e.stall_ns;
+        b.stall_ns = b.stall_ns.saturating_add(e.stall_ns);
     }
     StallSeries {
         bin_ns,

@@ -608,3 +608,32 @@ fn only_the_longest_of_each_class_keep_their_phases() {
         assert_eq!(sums(got), sums(&want));
     }
 }
+
+/// A damaged log's fields may be anything: the sums of times, pages and
+/// sizes saturate instead of overflowing (found in review of a fuzzing
+/// finding of the same kind).
+#[test]
+fn a_damaged_logs_values_saturate() {
+    let mut f = Feed::new();
+    let (a, big) = (0xffff_ffff_8120_0000u64, 1u64 << 63);
+    // Reclaim ends without begins: their pages still count.
+    f.ev(1000, 7, tp::DIRECT_RECLAIM_END, &[big])
+        .ev(2000, 7, tp::DIRECT_RECLAIM_END, &[big])
+        // A throttle of i64::MAX microseconds.
+        .ev(3000, 7, tp::THROTTLED, &[i64::MAX as u64, 1])
+        .ev(3500, 7, tp::MARK_VICTIM, &[42, 0, u64::MAX, 1, 0])
+        // Shrinker calls asked to scan -1 objects.
+        .ev(4000, 8, tp::SHRINK_SLAB_START, &[a, u64::MAX])
+        .ev(4100, 8, tp::SHRINK_SLAB_END, &[a, i64::MAX as u64, 0])
+        .ev(4200, 8, tp::SHRINK_SLAB_START, &[a, u64::MAX])
+        .ev(4300, 8, tp::SHRINK_SLAB_END, &[a, i64::MAX as u64, 0])
+        .ev(4400, 8, tp::SHRINK_SLAB_START, &[a, 1])
+        .ev(4500, 8, tp::SHRINK_SLAB_END, &[a, i64::MAX as u64, 0]);
+    let e = f.episodes();
+    assert_eq!(e[0].per_wait[Wait::Direct as usize].pages, u64::MAX);
+    // The throttle began at the clock's start.
+    assert_eq!(e[0].per_wait[Wait::Throttle as usize].ns, 3000);
+    assert_eq!(f.pass.kills[0].rss_kb, Some(u64::MAX));
+    let s = &f.pass.shrinkers[&a];
+    assert_eq!((s.scanned, s.freed), (u64::MAX, u64::MAX));
+}
