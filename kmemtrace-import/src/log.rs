@@ -1194,11 +1194,8 @@ impl Log {
                 match parsed[k].take().expect("every part parsed above") {
                     Ok(k) => tables.push(Some(k)),
                     Err(e) => {
-                        self.problems.push(Problem {
-                            offset,
-                            kind: ProblemKind::Metadata,
-                            what: format!("META kallsyms part {} of {count}: {e}", i + 1),
-                        });
+                        let what = format!("META kallsyms part {} of {count}: {e}", i + 1);
+                        self.metadata_problem(offset, what);
                         tables.push(None);
                     }
                 }
@@ -1216,16 +1213,13 @@ impl Log {
                 .map(|t| t.offset)
                 .or_else(|| self.end.is_none().then_some(self.len));
             match cut_at {
-                Some(at) => {
-                    let which = part_range(next, count);
-                    self.problems.push(Problem {
-                        offset: at,
-                        kind: ProblemKind::Metadata,
-                        what: format!(
-                            "kallsyms {which} of {count} lie past where the log was cut short: call sites in them are not resolved"
-                        ),
-                    });
-                }
+                Some(at) => self.metadata_problem(
+                    at,
+                    format!(
+                        "kallsyms {} of {count} lie past where the log was cut short: call sites in them are not resolved",
+                        part_range(next, count)
+                    ),
+                ),
                 None => self.missing_parts(next, count, count, (earlier_max, u64::MAX)),
             }
         }
@@ -1249,12 +1243,19 @@ impl Log {
             ("are", "them")
         };
         let which = part_range(from, to);
-        self.problems.push(Problem {
-            offset: at,
-            kind: ProblemKind::Metadata,
-            what: format!(
+        self.metadata_problem(
+            at,
+            format!(
                 "kallsyms {which} of {count} {verb} missing (damaged?): call sites in {pronoun} are not resolved"
             ),
+        );
+    }
+
+    fn metadata_problem(&mut self, offset: u64, what: String) {
+        self.problems.push(Problem {
+            offset,
+            kind: ProblemKind::Metadata,
+            what,
         });
     }
 
