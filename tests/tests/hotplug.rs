@@ -28,8 +28,22 @@ impl Offlined {
 }
 
 impl Drop for Offlined {
+    /// The kernel may refuse a hotplug for a moment (one in progress):
+    /// tries again before leaving the machine a CPU short, and says so.
     fn drop(&mut self) {
-        let _ = std::fs::write(&self.0, "1");
+        let mut last = None;
+        for _ in 0..50 {
+            match std::fs::write(&self.0, "1") {
+                Ok(()) => return,
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "could not put {} back online: {}",
+            self.0.display(),
+            last.expect("tried")
+        );
     }
 }
 
