@@ -524,7 +524,6 @@ struct DecodedMeta {
 /// Kallsyms tables parsed while their blocks were decoded, by block offset.
 type ParsedKallsyms = Vec<(u64, Result<Kallsyms, KallsymsError>)>;
 
-/// The table parsed from the block at `offset`, taken out of `parsed`.
 /// Kallsyms parts `[from, to)` (0-based) as said to a user (1-based).
 fn part_range(from: u32, to: u32) -> String {
     if to - from == 1 {
@@ -534,6 +533,7 @@ fn part_range(from: u32, to: u32) -> String {
     }
 }
 
+/// The table parsed from the block at `offset`, taken out of `parsed`.
 fn take_parsed(
     parsed: &mut ParsedKallsyms,
     offset: u64,
