@@ -20,6 +20,9 @@ use core::fmt;
 /// Longest symbol name accepted (the kernel's `KSYM_NAME_LEN` is 512).
 pub const MAX_NAME_LEN: usize = 1024;
 
+/// Modules a table numbers (a symbol's `module` is a u16, 0 for none).
+const MAX_MODULES: usize = u16::MAX as usize - 1;
+
 /// A malformed kallsyms / System.map line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KallsymsError {
@@ -228,7 +231,7 @@ impl Kallsyms {
                     let idx = match k.modules.iter().rposition(|x| x == m) {
                         Some(i) => i,
                         None => {
-                            if k.modules.len() >= usize::from(u16::MAX) - 1 {
+                            if k.modules.len() >= MAX_MODULES {
                                 return Err(err("too many modules".into()));
                             }
                             k.modules.push(m.to_string());
@@ -309,7 +312,7 @@ impl Kallsyms {
         let base = self.names.len() as u32;
         self.names.push_str(&k.names);
         let mut known: std::collections::HashMap<String, u16> =
-            (self.modules.iter().cloned()).zip(1..=u16::MAX).collect();
+            self.modules.iter().cloned().zip(1..=u16::MAX).collect();
         let map: Vec<u16> = k
             .modules
             .iter()
@@ -319,7 +322,7 @@ impl Kallsyms {
                 }
                 // Each part has room for its modules, the parts together
                 // may not (a damaged log's): the rest count as none.
-                if self.modules.len() >= usize::from(u16::MAX) - 1 {
+                if self.modules.len() >= MAX_MODULES {
                     return 0;
                 }
                 self.modules.push(m.clone());

@@ -611,8 +611,6 @@ fn number(
     s
 }
 
-/// An event whose print fmt cannot be read prints its fields, as
-/// libtraceevent does then: `name=value` for each.
 /// Cuts the text written since `start` to [`RECORD_TEXT_MAX`] bytes (at a
 /// character's start); whether it had to.
 fn cut_to_record_max(out: &mut String, start: usize) -> bool {
@@ -627,6 +625,9 @@ fn cut_to_record_max(out: &mut String, start: usize) -> bool {
     true
 }
 
+/// An event whose print fmt cannot be read prints its fields, as
+/// libtraceevent does then: `name=value` for each (the text since `start`
+/// within [`RECORD_TEXT_MAX`]).
 fn write_raw_fields<E: Endian>(out: &mut String, rec: &Rec<'_, E>, start: usize) {
     for (n, f) in rec.format.fields.iter().enumerate() {
         // Each field of bytes may print the rest of the record: a format
