@@ -495,8 +495,22 @@ fn script_duration_into_a_tar_gz() {
         .any(|n| n.text.contains("gzip'd tar archive")));
 }
 
+/// Whether the script's instance has tracing on: the script sets it just
+/// after it enters its recording state, the one where a first signal stops
+/// rather than aborts.
+fn instance_records(pid: u32) -> bool {
+    let Some(t) = common::tracefs() else {
+        return false;
+    };
+    let on = t.join(format!("instances/kmt-capture-{pid}/tracing_on"));
+    fs::read_to_string(on).is_ok_and(|s| s.trim() == "1")
+}
+
 /// Starts the script recording the whole system into the directory
-/// `dump`, and returns once it records.
+/// `dump`, and returns once it records. A signal sent before would abort
+/// the setup, so the wait is on tracing being on, not on the dump's
+/// directory (made before the readers and the stack triggers, which take
+/// long on a loaded machine).
 fn start_recording(bb: &Path, bin: &Path, dump: &Path) -> std::process::Child {
     let mut c = capture_cmd(bb, bin, &["-q", "-o", dump.to_str().unwrap()]);
     let child = c
@@ -505,13 +519,14 @@ fn start_recording(bb: &Path, bin: &Path, dump: &Path) -> std::process::Child {
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    while !(instance_exists(child.id()) && dump.join("per_cpu").is_dir()) {
+    while !(instance_records(child.id()) && dump.join("per_cpu").is_dir()) {
         assert!(
             t0.elapsed() < Duration::from_secs(30),
-            "the script did not start"
+            "the script did not start recording"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Something recorded before the signal.
     std::thread::sleep(Duration::from_millis(700));
     child
 }
