@@ -16,6 +16,7 @@
 //! Names live in one string arena; lookups are a binary search.
 
 use core::fmt;
+use std::collections::HashMap;
 
 /// Longest symbol name accepted (the kernel's `KSYM_NAME_LEN` is 512).
 pub const MAX_NAME_LEN: usize = 1024;
@@ -175,6 +176,9 @@ impl Kallsyms {
             });
         }
         let mut k = Kallsyms::default();
+        // A module's number (1-based), by name: a search of those seen
+        // would be quadratic in a hostile text of many modules.
+        let mut module_numbers: HashMap<&str, u16> = HashMap::new();
         // Names are under half the text (`address type name` lines).
         k.names.reserve(text.len() / 2);
         k.syms.reserve(text.len() / 32);
@@ -226,20 +230,20 @@ impl Kallsyms {
             }
             let module = match module {
                 None => 0,
-                Some(m) => {
-                    // Module lines come grouped: check the last one first.
-                    let idx = match k.modules.iter().rposition(|x| x == m) {
-                        Some(i) => i,
-                        None => {
-                            if k.modules.len() >= MAX_MODULES {
-                                return Err(err("too many modules".into()));
-                            }
-                            k.modules.push(m.to_string());
-                            k.modules.len() - 1
+                // Module lines come grouped: the last one first, no hashing.
+                Some(m) if k.modules.last().is_some_and(|x| x == m) => k.modules.len() as u16,
+                Some(m) => match module_numbers.get(m) {
+                    Some(&n) => n,
+                    None => {
+                        if k.modules.len() >= MAX_MODULES {
+                            return Err(err("too many modules".into()));
                         }
-                    };
-                    idx as u16 + 1
-                }
+                        k.modules.push(m.to_string());
+                        let n = k.modules.len() as u16;
+                        module_numbers.insert(m, n);
+                        n
+                    }
+                },
             };
             k.file_span = Some(k.file_span.map_or((addr, addr), |(f, _)| (f, addr)));
             let name_off = k.names.len() as u32;
@@ -311,7 +315,7 @@ impl Kallsyms {
     fn append(&mut self, k: Kallsyms) {
         let base = self.names.len() as u32;
         self.names.push_str(&k.names);
-        let mut known: std::collections::HashMap<String, u16> =
+        let mut known: HashMap<String, u16> =
             self.modules.iter().cloned().zip(1..=u16::MAX).collect();
         let map: Vec<u16> = k
             .modules
@@ -541,6 +545,41 @@ bf00c000 t loop_init\t[loop]
         assert!(e.message.len() < 100, "{e}");
         let long = format!("1000 T {}\n", "x".repeat(MAX_NAME_LEN + 1));
         assert!(Kallsyms::parse(&long).is_err());
+    }
+
+    #[test]
+    fn modules_are_numbered_once_grouped_or_not() {
+        // Lines of one module need not be together: a module seen before
+        // keeps its number.
+        let k = Kallsyms::parse(
+            "1000 t a\t[m1]\n2000 t b\t[m2]\n3000 t c\t[m1]\n4000 t d\t[m2]\n5000 t e\n",
+        )
+        .unwrap();
+        assert_eq!(k.modules(), ["m1", "m2"]);
+        // (A symbol followed by another module's has no known size.)
+        for (addr, want) in [
+            (0x1004, "a+0x4 [m1]"),
+            (0x2000, "b+0x0 [m2]"),
+            (0x3008, "c+0x8 [m1]"),
+            (0x4000, "d+0x0 [m2]"),
+        ] {
+            assert_eq!(k.format(addr).to_string(), want);
+        }
+
+        // As many modules as a table numbers, each on its own line, then
+        // one more: refused, not renumbered from 1.
+        let mut text: String = (0..MAX_MODULES)
+            .map(|i| format!("{:x} t f\t[m{i}]\n", 0x1000 + i))
+            .collect();
+        let k = Kallsyms::parse(&text).unwrap();
+        assert_eq!(k.modules().len(), MAX_MODULES);
+        assert_eq!(k.format(0x1000 + 7).to_string(), "f+0x0 [m7]");
+        text.push_str("ffff0 t g\t[one_more]\n");
+        let e = Kallsyms::parse(&text).unwrap_err();
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (MAX_MODULES + 1, "too many modules")
+        );
     }
 
     proptest::proptest! {
