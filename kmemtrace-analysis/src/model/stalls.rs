@@ -136,14 +136,14 @@ pub struct Episode {
     pub callsite_addr: Option<u64>,
     pub order: Option<u32>,
     pub gfp: Option<Gfp>,
-    pub reclaims: u32,
+    pub reclaims: u64,
     pub reclaim_ns: u64,
     pub pages_reclaimed: u64,
-    pub compactions: u32,
+    pub compactions: u64,
     pub compaction_ns: u64,
     /// Compaction's zone results (`mm_compaction_end` status), by name.
     pub compaction_results: Vec<Count>,
-    pub throttles: u32,
+    pub throttles: u64,
     pub throttle_ns: u64,
     /// Reclaim retry loops (`reclaim_retry_zone` runs) and compaction
     /// retries (`compact_retry`).
@@ -249,7 +249,7 @@ pub struct OomKill {
     /// The killer's episode until the kill: its stall time and length.
     pub stalled_ns: u64,
     pub waited_ns: u64,
-    pub phases_before: u32,
+    pub phases_before: u64,
     /// The OOM reaper's work on the victim, if recorded.
     pub reaped_ns: Option<u64>,
 }

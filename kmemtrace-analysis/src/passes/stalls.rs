@@ -384,14 +384,24 @@ impl Ep {
     }
 }
 
-/// An episode's waits of one kind.
+/// Waits of one kind added up: an episode's, or a group's of episodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitTotals {
-    pub phases: u32,
+    pub phases: u64,
     /// Time in them; a wait nested in another counts in the outer one.
     pub ns: u64,
     /// Reclaim: pages the kernel says it reclaimed.
     pub pages: u64,
+}
+
+impl WaitTotals {
+    /// Adds `o`'s. Times and pages are the log's words (a damaged log's
+    /// may be anything): they saturate. Phases are events counted.
+    pub fn add(&mut self, o: &WaitTotals) {
+        self.phases += o.phases;
+        self.ns = self.ns.saturating_add(o.ns);
+        self.pages = self.pages.saturating_add(o.pages);
+    }
 }
 
 /// The OOM reaper's work on a victim.

@@ -121,12 +121,12 @@ fn episode_begin(ev: &mut Msg, e: &Episode) {
     }
     for (name, v) in [
         ("stall_ns", e.stall_ns),
-        ("reclaims", u64::from(e.reclaims)),
+        ("reclaims", e.reclaims),
         ("reclaim_ns", e.reclaim_ns),
         ("pages_reclaimed", e.pages_reclaimed),
-        ("compactions", u64::from(e.compactions)),
+        ("compactions", e.compactions),
         ("compaction_ns", e.compaction_ns),
-        ("throttles", u64::from(e.throttles)),
+        ("throttles", e.throttles),
         ("throttle_ns", e.throttle_ns),
         ("retries", u64::from(e.retries)),
         ("kswapd_wakeups", u64::from(e.kswapd_wakeups)),

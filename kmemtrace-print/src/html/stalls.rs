@@ -570,7 +570,7 @@ fn oom_kills(st: &Stalls, v: View, o: &mut String) {
             .code(gfp(k.gfp.as_ref()));
         ns_cell(&mut t, k.stalled_ns);
         ns_cell(&mut t, k.waited_ns);
-        t.count(u64::from(k.phases_before));
+        t.count(k.phases_before);
         match k.reaped_ns {
             Some(ns) => ns_cell(&mut t, ns),
             None => t.value(-1.0, "-"),

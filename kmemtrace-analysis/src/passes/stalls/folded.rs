@@ -7,7 +7,7 @@
 //! exact. Names (call sites from stacks, task names) are given to the
 //! groups when the section is made, the stacks being resolved only then.
 
-use super::{Ep, Wait};
+use super::{Ep, Wait, WaitTotals};
 use crate::intern::FastMap;
 
 /// What the tables group episodes by, before names are known.
@@ -34,30 +34,11 @@ impl GroupKey {
     }
 }
 
-/// One way of waiting's phases, time and pages reclaimed, added up over
-/// episodes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WaitSums {
-    pub phases: u64,
-    pub ns: u64,
-    pub pages: u64,
-}
-
-impl WaitSums {
-    /// Adds `o`'s. Times and pages are the log's words (a damaged log's
-    /// may be anything): they saturate.
-    pub fn add(&mut self, o: &WaitSums) {
-        self.phases += o.phases;
-        self.ns = self.ns.saturating_add(o.ns);
-        self.pages = self.pages.saturating_add(o.pages);
-    }
-}
-
 /// The episodes of one key, their waits added up ([`Wait`] as index).
 #[derive(Clone, Debug)]
 pub struct Group {
     pub key: GroupKey,
-    pub waits: [WaitSums; 7],
+    pub waits: [WaitTotals; 7],
 }
 
 /// One episode as the tables need it.
@@ -92,15 +73,7 @@ impl Folded {
 
     /// Folds in an ended episode.
     pub fn add(&mut self, e: &Ep) {
-        let mut waits = [WaitSums::default(); 7];
-        for (s, w) in waits.iter_mut().zip(&e.per_wait) {
-            *s = WaitSums {
-                phases: u64::from(w.phases),
-                ns: w.ns,
-                pages: w.pages,
-            };
-        }
-        let group = self.group(GroupKey::of(e), &waits);
+        let group = self.group(GroupKey::of(e), &e.per_wait);
         self.episodes.push(EpTimes {
             start: e.start,
             last: e.last,
@@ -111,13 +84,13 @@ impl Folded {
     }
 
     /// The index of `key`'s group, `waits` added to it.
-    fn group(&mut self, key: GroupKey, waits: &[WaitSums; 7]) -> u32 {
+    fn group(&mut self, key: GroupKey, waits: &[WaitTotals; 7]) -> u32 {
         let next = self.groups.len() as u32;
         let i = *self.index.entry(key).or_insert(next);
         if i == next {
             self.groups.push(Group {
                 key,
-                waits: [WaitSums::default(); 7],
+                waits: [WaitTotals::default(); 7],
             });
         }
         for (s, w) in self.groups[i as usize].waits.iter_mut().zip(waits) {

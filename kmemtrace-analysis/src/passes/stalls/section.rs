@@ -1,8 +1,8 @@
 //! The stall pass's section of the model, from its state added up over the
 //! shards.
 
-use super::folded::{EpTimes, Folded, Group, WaitSums};
-use super::{stall_site_index, Background, Ep, Kill, StallsPass, Wait};
+use super::folded::{EpTimes, Folded, Group};
+use super::{stall_site_index, Background, Ep, Kill, StallsPass, Wait, WaitTotals};
 use crate::intern::NO_STACK;
 use crate::model::stalls::*;
 use crate::passes::SectionContext;
@@ -284,7 +284,7 @@ fn tasks(n: &Names<'_>, view: &View<'_>) -> Vec<StallTaskRow> {
 }
 
 fn kinds<'g>(groups: impl Iterator<Item = &'g Group>) -> Vec<StallKindRow> {
-    let mut sums = [WaitSums::default(); 7];
+    let mut sums = [WaitTotals::default(); 7];
     for g in groups {
         for (s, w) in sums.iter_mut().zip(&g.waits) {
             s.add(w);

@@ -98,7 +98,7 @@ impl Feed {
 
 const GFP: u64 = 0x140cca;
 
-fn wt(phases: u32, ns: u64, pages: u64) -> WaitTotals {
+fn wt(phases: u64, ns: u64, pages: u64) -> WaitTotals {
     WaitTotals { phases, ns, pages }
 }
 
