@@ -73,7 +73,10 @@ impl Rotation {
         if g.index <= first {
             return;
         }
-        for s in &g.starts {
+        // One span per CPU: a damaged SEGMENT naming a CPU many times would
+        // otherwise give it as many spans, each searched for every block.
+        let mut seen = std::collections::BTreeSet::new();
+        for s in g.starts.iter().filter(|s| seen.insert(s.cpu)) {
             let (seq, subbuf) = from.get(&s.cpu).copied().unwrap_or((0, 0));
             if s.first_subbuf > subbuf || s.block_seq > seq {
                 self.dropped.entry(s.cpu).or_default().push(DroppedSpan {

@@ -8,9 +8,13 @@
 //! Lost events (ring-buffer overruns) are not damage: the kernel said it
 //! dropped them, and the analyses mark their windows.
 
-use crate::log::{Log, Problem};
+use crate::log::{CpuBlockRef, Log, Problem};
 use kmemtrace_format::reader::Truncation;
 use kmemtrace_kernel::{parse_subbuf, RbRecordKind};
+
+/// CPUs without data listed at most: Linux's largest `NR_CPUS` (x86-64
+/// with MAXSMP, powerpc). A damaged arch tag may claim 2^32 CPUs.
+const MAX_CPUS_LISTED: u32 = 8192;
 
 /// What a log lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,13 +37,19 @@ impl Log {
             return None;
         }
         let last_read = if no_end.is_some() {
-            let with_data = self.cpus();
-            let mut cpus: Vec<u32> = (0..self.arch.nr_cpus.unwrap_or(0)).collect();
-            cpus.extend(with_data);
+            let by_cpu = self.blocks_by_cpu();
+            // The machine's CPUs without data too, as many as a kernel can
+            // have: the arch tag's count is the log's word.
+            let possible = self.arch.nr_cpus.unwrap_or(0).min(MAX_CPUS_LISTED);
+            let mut cpus: Vec<u32> = (0..possible).collect();
+            cpus.extend(by_cpu.keys());
             cpus.sort_unstable();
             cpus.dedup();
             cpus.into_iter()
-                .map(|c| (c, self.last_event_ts(c)))
+                .map(|c| {
+                    let blocks = by_cpu.get(&c).map_or(&[][..], Vec::as_slice);
+                    (c, self.last_event_ts(blocks))
+                })
                 .collect()
         } else {
             Vec::new()
@@ -51,11 +61,11 @@ impl Log {
         })
     }
 
-    /// The time stamp of the last event that CPU `cpu`'s last readable
-    /// block holds.
-    fn last_event_ts(&self, cpu: u32) -> Option<u64> {
+    /// The time stamp of the last event that a CPU's last readable block
+    /// holds (its `blocks` in sequence order).
+    fn last_event_ts(&self, blocks: &[&CpuBlockRef]) -> Option<u64> {
         let (mut stored, mut raw) = (Vec::new(), Vec::new());
-        for block in self.cpu_blocks(cpu).into_iter().rev() {
+        for &block in blocks.iter().rev() {
             if self.read_cpu_block(block, &mut stored, &mut raw).is_err() {
                 continue;
             }

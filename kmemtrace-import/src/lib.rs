@@ -510,11 +510,12 @@ fn read_headers(d: &Dump, warnings: &mut Vec<String>) -> Result<Headers, ImportE
         ),
     }
     if let Some(kb) = d.text("buffer_subbuf_size_kb") {
-        if let Ok(kb) = kb.parse::<usize>() {
-            if kb * 1024 != layout.subbuf_size {
+        if let Ok(kb) = kb.parse::<u64>() {
+            // In u128: the file's number may be anything.
+            let bytes = u128::from(kb) * 1024;
+            if bytes != layout.subbuf_size as u128 {
                 warnings.push(format!(
-                    "buffer_subbuf_size_kb says {} bytes but header_page {} bytes; header_page is used",
-                    kb * 1024,
+                    "buffer_subbuf_size_kb says {bytes} bytes but header_page {} bytes; header_page is used",
                     layout.subbuf_size
                 ));
             }
@@ -958,7 +959,7 @@ fn write_end_stats(
             {
                 read
             } else {
-                es.entries.map(|e| e + read.unwrap_or(0))
+                es.entries.map(|e| e.saturating_add(read.unwrap_or(0)))
             };
             if let Some(x) = expected {
                 if x != t.events && d.raw.contains_key(&cpu) {

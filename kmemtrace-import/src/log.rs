@@ -164,6 +164,30 @@ pub struct CountersRun<'a> {
     pub counters: CpuCounters,
 }
 
+/// A CPU's counters from its snapshots that parse, in file order
+/// ([`Log::cpu_counters`]).
+fn counters_run<'a>(mine: &[&'a StatsSnapshot]) -> Option<CountersRun<'a>> {
+    let last_in = |phase| mine.iter().rev().find(|s| s.record.phase == phase).copied();
+    let start = mine
+        .iter()
+        .find(|s| s.record.phase == StatsPhase::Start)
+        .copied();
+    let end = last_in(StatsPhase::End).or_else(|| last_in(StatsPhase::Periodic))?;
+    let from = start.map_or(0, |s| s.offset);
+    let looks = mine
+        .iter()
+        .filter(|s| s.record.phase != StatsPhase::Start && s.offset > from)
+        .take_while(|s| s.offset <= end.offset)
+        .filter_map(|s| s.parsed.as_ref());
+    let zero = CpuStats::default();
+    let first = start.and_then(|s| s.parsed.as_ref()).unwrap_or(&zero);
+    Some(CountersRun {
+        start,
+        end,
+        counters: CpuCounters::over(first, looks),
+    })
+}
+
 /// One sub-buffer handed to [`Log::visit_cpu`].
 #[derive(Debug)]
 pub struct SubBufVisit<'a> {
@@ -780,6 +804,10 @@ impl BlockScan {
                 if self.end.is_some() {
                     self.problem(offset, ProblemKind::Structure, "second END block".into());
                 }
+                let mut e = e;
+                // By CPU (stable: a CPU listed twice keeps its first entry
+                // first), for end_total's binary search.
+                e.cpus.sort_by_key(|t| t.cpu);
                 self.end = Some(e);
                 self.end_offset = Some(offset);
             }
@@ -1318,7 +1346,11 @@ impl Log {
     /// given here from the start of the capture's sequence (the last
     /// file's start added), as the blocks' numbers are.
     pub fn end_total(&self, cpu: u32) -> Option<CpuTotal> {
-        let t = *self.end.as_ref()?.cpus.iter().find(|t| t.cpu == cpu)?;
+        let listed = &self.end.as_ref()?.cpus;
+        // Sorted by CPU as the log was opened: a search, not a scan (a
+        // damaged END may list millions of CPUs, each looked up).
+        let at = listed.partition_point(|t| t.cpu < cpu);
+        let t = *listed.get(at).filter(|t| t.cpu == cpu)?;
         let (seq, subbuf) = self
             .rotation
             .as_ref()
@@ -1352,6 +1384,20 @@ impl Log {
             .collect()
     }
 
+    /// Every CPU's data blocks in sequence order, by CPU: one pass over
+    /// the blocks, where [`Log::cpu_blocks`] for each CPU passes over them
+    /// once per CPU (a damaged log may name a new CPU in every block).
+    pub fn blocks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
+        let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
+        for b in &self.blocks {
+            by_cpu.entry(b.cpu).or_default().push(b);
+        }
+        for blocks in by_cpu.values_mut() {
+            blocks.sort_by_key(|b| (b.block_seq, b.offset));
+        }
+        by_cpu
+    }
+
     /// A CPU's data blocks in sequence order.
     pub fn cpu_blocks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
         let mut v: Vec<&CpuBlockRef> = self.blocks.iter().filter(|b| b.cpu == cpu).collect();
@@ -1372,26 +1418,26 @@ impl Log {
     /// end snapshot, or its last periodic one in a log cut short. Only
     /// snapshots that parse count. `None` without such an end.
     pub fn cpu_counters(&self, cpu: u32) -> Option<CountersRun<'_>> {
-        let mine = || {
-            self.stats
-                .iter()
-                .filter(move |s| s.record.cpu == cpu && s.parsed.is_some())
-        };
-        let last_in = |phase| mine().rev().find(|s| s.record.phase == phase);
-        let start = mine().find(|s| s.record.phase == StatsPhase::Start);
-        let end = last_in(StatsPhase::End).or_else(|| last_in(StatsPhase::Periodic))?;
-        let from = start.map_or(0, |s| s.offset);
-        let looks = mine()
-            .filter(|s| s.record.phase != StatsPhase::Start && s.offset > from)
-            .take_while(|s| s.offset <= end.offset)
-            .filter_map(|s| s.parsed.as_ref());
-        let zero = CpuStats::default();
-        let first = start.and_then(|s| s.parsed.as_ref()).unwrap_or(&zero);
-        Some(CountersRun {
-            start,
-            end,
-            counters: CpuCounters::over(first, looks),
-        })
+        let mine: Vec<&StatsSnapshot> = self
+            .stats
+            .iter()
+            .filter(|s| s.record.cpu == cpu && s.parsed.is_some())
+            .collect();
+        counters_run(&mine)
+    }
+
+    /// [`Log::cpu_counters`] of every CPU with statistics: one pass over
+    /// them, where a call per CPU passes over them once per CPU (a damaged
+    /// log may name a new CPU in every snapshot).
+    pub fn counters_by_cpu(&self) -> BTreeMap<u32, CountersRun<'_>> {
+        let mut by_cpu: BTreeMap<u32, Vec<&StatsSnapshot>> = BTreeMap::new();
+        for s in self.stats.iter().filter(|s| s.parsed.is_some()) {
+            by_cpu.entry(s.record.cpu).or_default().push(s);
+        }
+        by_cpu
+            .into_iter()
+            .filter_map(|(cpu, mine)| Some((cpu, counters_run(&mine)?)))
+            .collect()
     }
 
     /// Reads a CPU_DATA block back and returns its sub-buffer bytes (the
@@ -1599,6 +1645,55 @@ mod tests {
         assert!(zstd_first_block_end(&bulk).unwrap() > 1000);
         zstd_head(&bulk, &mut again, &mut dctx).unwrap();
         assert_eq!(again, head);
+    }
+
+    #[test]
+    fn per_cpu_lookups_are_one_pass_and_agree_with_the_scans() {
+        use kmemtrace_format::block::{encode_block, BlockType};
+        use kmemtrace_format::records::{CpuTotal, EndRecord};
+        let mut arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        // A damaged arch tag's CPU count: only as many as a kernel can
+        // have are listed without data.
+        arch.nr_cpus = Some(u32::MAX);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::None).unwrap();
+        let page = vec![0u8; 4096];
+        for cpu in [9000, 3, 1, 3, 9000, 1] {
+            w.write_cpu_data(cpu, &page).unwrap();
+        }
+        let cut = Log::from_bytes("t", &w.get_mut().clone()).unwrap();
+        let by_cpu = cut.blocks_by_cpu();
+        assert_eq!(by_cpu.keys().copied().collect::<Vec<_>>(), cut.cpus());
+        for (cpu, blocks) in &by_cpu {
+            assert_eq!(*blocks, cut.cpu_blocks(*cpu));
+        }
+        let last_read = cut.incomplete().unwrap().last_read;
+        assert_eq!(last_read.len(), 8192 + 1, "0 to 8191, and 9000");
+        assert_eq!(last_read.last().unwrap().0, 9000);
+
+        // An END listing its CPUs out of order, one twice: each found, the
+        // first of the two.
+        let total = |cpu, blocks| CpuTotal {
+            cpu,
+            blocks,
+            subbufs: blocks,
+            bytes: blocks * 4096,
+        };
+        let end = EndRecord {
+            wall_ns: None,
+            reason: "test".into(),
+            blocks: w.blocks_written() + 1,
+            cpus: vec![total(9000, 2), total(1, 2), total(3, 2), total(1, 7)],
+            exit_status: None,
+        };
+        let mut block = Vec::new();
+        encode_block(BlockType::End, &end.encode(), Compression::None, &mut block).unwrap();
+        w.write_block_bytes(&block).unwrap();
+        let log = Log::from_bytes("t", &w.into_inner_unfinished()).unwrap();
+        for cpu in [1, 3, 9000] {
+            assert_eq!(log.end_total(cpu).map(|t| t.blocks), Some(2), "CPU {cpu}");
+        }
+        assert_eq!(log.end_total(2), None);
+        assert_eq!(log.end_total(u32::MAX), None);
     }
 
     #[test]

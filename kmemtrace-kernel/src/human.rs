@@ -47,6 +47,10 @@ pub fn secs(ns: u64, decimals: u32) -> String {
     format!("{}.{:0w$}", r / scale, r % scale, w = decimals as usize)
 }
 
+/// CPUs a CPU list may name ([`parse_cpu_list`]): eight times Linux's
+/// largest `NR_CPUS`; a damaged list could otherwise name billions.
+pub const MAX_CPUS_LISTED: usize = 1 << 16;
+
 /// The kernel's CPU list syntax (`0-3,6`, as in `cpu/online` and
 /// `--cpu`), sorted and without repeats; empty text is an empty list.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
@@ -56,22 +60,38 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
             s.trim()
         )
     };
+    let too_many = || format!("the CPU list names more than {MAX_CPUS_LISTED} CPUs");
     let mut out = Vec::new();
     for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
                 let a: u32 = a.trim().parse().map_err(|_| bad())?;
                 let b: u32 = b.trim().parse().map_err(|_| bad())?;
-                if b < a || b - a > 1 << 16 {
+                if b < a {
                     return Err(bad());
+                }
+                if (b - a) as usize >= MAX_CPUS_LISTED {
+                    return Err(too_many());
                 }
                 out.extend(a..=b);
             }
             None => out.push(part.parse().map_err(|_| bad())?),
         }
+        // Ranges may repeat: the total is bounded after the repeats go,
+        // and the list never holds more than twice the bound meanwhile.
+        if out.len() > 2 * MAX_CPUS_LISTED {
+            out.sort_unstable();
+            out.dedup();
+            if out.len() > MAX_CPUS_LISTED {
+                return Err(too_many());
+            }
+        }
     }
     out.sort_unstable();
     out.dedup();
+    if out.len() > MAX_CPUS_LISTED {
+        return Err(too_many());
+    }
     Ok(out)
 }
 
@@ -95,6 +115,21 @@ mod tests {
         assert_eq!(parse_cpu_list("5,1-2,2").unwrap(), vec![1, 2, 5]);
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
+        // At most MAX_CPUS_LISTED, however the ranges repeat or add up.
+        let n = MAX_CPUS_LISTED as u32;
+        assert_eq!(
+            parse_cpu_list(&format!("0-{}", n - 1)).unwrap().len(),
+            MAX_CPUS_LISTED
+        );
+        assert!(parse_cpu_list(&format!("0-{n}")).is_err());
+        let repeats = vec![format!("0-{}", n - 1); 100].join(",");
+        assert_eq!(parse_cpu_list(&repeats).unwrap().len(), MAX_CPUS_LISTED);
+        let e = parse_cpu_list(&format!("{repeats},{n}")).unwrap_err();
+        assert!(e.contains("more than 65536 CPUs"), "{e}");
+        let apart: Vec<String> = (0..3)
+            .map(|i| format!("{}-{}", i * n, i * n + n - 1))
+            .collect();
+        assert!(parse_cpu_list(&apart.join(",")).is_err());
     }
 
     #[test]

@@ -92,4 +92,15 @@ fn periodic_snapshots_follow_a_32_bit_counter_past_2_to_the_32() {
     assert!(run.start.is_none());
     assert_eq!(run.counters.lost(), 540);
     assert!(log.cpu_counters(2).is_none());
+    // The same, every CPU in one pass.
+    let all = log.counters_by_cpu();
+    assert_eq!(all.keys().copied().collect::<Vec<_>>(), [0, 1]);
+    for (cpu, r) in &all {
+        let one = log.cpu_counters(*cpu).unwrap();
+        assert_eq!(
+            (r.counters.lost(), r.end.offset),
+            (one.counters.lost(), one.end.offset)
+        );
+        assert_eq!(r.start.map(|s| s.offset), one.start.map(|s| s.offset));
+    }
 }

@@ -157,9 +157,14 @@ pub fn run<S: Shard, T: Send>(
         stacks: &stack_table,
         tracepoints: setup.tracepoints,
     };
+    let by_cpu = log.blocks_by_cpu();
     let streams: Vec<Vec<CpuBlockRef>> = cpus
         .iter()
-        .map(|&c| log.cpu_blocks(c).into_iter().copied().collect())
+        .map(|c| {
+            by_cpu
+                .get(c)
+                .map_or(Vec::new(), |b| b.iter().map(|&&b| b).collect())
+        })
         .collect();
     let inputs = StreamInput::of(log, &cpus, &streams);
     // Blocks decoded ahead: per stream, enough to keep every decoder busy

@@ -131,6 +131,8 @@ pub fn check(log: &Log, sink: &mut Sink) -> Container {
     }
 
     check_arch(log, sink);
+    // In file order already; sorted for damage_between's binary search.
+    out.damaged.sort_unstable();
     check_sequences(log, sink, &mut out);
     check_end(log, sink);
     out
@@ -195,6 +197,34 @@ fn check_arch(log: &Log, sink: &mut Sink) {
     }
 }
 
+/// Damaged regions to name in one finding; more are counted.
+const DAMAGE_NAMED: usize = 4;
+
+/// "; damaged region at offset A, offset B" for the damaged regions
+/// (sorted by offset) that begin after `since` and before `until`; empty
+/// if none. A binary search, and a few named: a log of many damaged
+/// regions and many CPUs would otherwise name each region once per CPU.
+fn damage_between(damaged: &[(u64, u64)], since: u64, until: u64) -> String {
+    let from = damaged.partition_point(|d| d.0 <= since);
+    let to = damaged.partition_point(|d| d.0 < until).max(from);
+    let found = &damaged[from..to];
+    if found.is_empty() {
+        return String::new();
+    }
+    let mut named: Vec<String> = found
+        .iter()
+        .take(DAMAGE_NAMED)
+        .map(|d| format!("offset {}", d.0))
+        .collect();
+    if found.len() > DAMAGE_NAMED {
+        named.push(format!(
+            "and {} more",
+            thousands((found.len() - DAMAGE_NAMED) as u64)
+        ));
+    }
+    format!("; damaged region at {}", named.join(", "))
+}
+
 fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
     let sb = u64::from(log.arch.subbuf_size);
     let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
@@ -211,18 +241,6 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
                 cpu: Some(cpu),
                 ..Location::block(b.offset)
             };
-            let since = prev.unwrap_or(0);
-            let damage: Vec<String> = out
-                .damaged
-                .iter()
-                .filter(|d| d.0 > since && d.0 < b.offset)
-                .map(|d| format!("offset {}", d.0))
-                .collect();
-            let cause = if damage.is_empty() {
-                String::new()
-            } else {
-                format!("; damaged region at {}", damage.join(", "))
-            };
             // Blocks of files rotation removed are not missing.
             if let Some(d) = log
                 .dropped(cpu)
@@ -235,6 +253,7 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
             let ns = subbufs.block(b.first_subbuf, b.count);
             if b.block_seq > seq || (b.block_seq == seq && ns > 0) {
                 let nb = b.block_seq - seq;
+                let cause = damage_between(&out.damaged, prev.unwrap_or(0), b.offset);
                 miss_b += nb;
                 miss_s += ns;
                 let what = match prev {
@@ -248,7 +267,7 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
                         "CPU {cpu}: {} ({}, {} bytes) missing {what}: block_seq jumps from {} to {}{cause}",
                         if nb == 1 { "1 block".to_string() } else { format!("{} blocks", thousands(nb)) },
                         if ns == 1 { "1 sub-buffer".to_string() } else { format!("{} sub-buffers", thousands(ns)) },
-                        thousands(ns * sb),
+                        thousands(ns.saturating_mul(sb)),
                         seq,
                         b.block_seq
                     ),
@@ -314,9 +333,11 @@ fn check_end(log: &Log, sink: &mut Sink) {
             continue;
         }
         let e = seen.entry(b.cpu).or_default();
+        // Counts and sizes as the blocks' headers say: they saturate.
         e.0 += 1;
-        e.1 += u64::from(b.count);
-        e.2 += u64::from(b.count) * u64::from(log.arch.subbuf_size);
+        e.1 = e.1.saturating_add(u64::from(b.count));
+        e.2 =
+            e.2.saturating_add(u64::from(b.count) * u64::from(log.arch.subbuf_size));
     }
     for t in &end.cpus {
         let s = seen.remove(&t.cpu).unwrap_or_default();
@@ -359,5 +380,19 @@ mod tests {
         assert_eq!(kind_of(ProblemKind::Structure), Kind::Structure);
         assert_eq!(kind_of(ProblemKind::Metadata), Kind::Metadata);
         assert_eq!(kind_of(ProblemKind::Arch), Kind::Arch);
+    }
+
+    #[test]
+    fn damage_between_names_a_few_of_those_in_the_gap() {
+        let d: Vec<(u64, u64)> = [10, 20, 30, 40, 50, 60, 70].map(|o| (o, 1)).to_vec();
+        assert_eq!(damage_between(&d, 0, 10), "");
+        assert_eq!(damage_between(&d, 10, 30), "; damaged region at offset 20");
+        assert_eq!(damage_between(&d, 80, 90), "");
+        assert_eq!(damage_between(&d, 40, 20), "", "a block before the last");
+        assert_eq!(
+            damage_between(&d, 0, 70),
+            "; damaged region at offset 10, offset 20, offset 30, offset 40, and 2 more"
+        );
+        assert_eq!(damage_between(&[], 0, u64::MAX), "");
     }
 }

@@ -28,21 +28,20 @@ use crate::findings::{
     thousands, CpuReport, Finding, Kind, Location, LossWindow, Lost, StatsDelta, MAX_KEPT,
 };
 use kmemtrace_format::records::StatsPhase;
-use kmemtrace_import::log::Log;
+use kmemtrace_import::log::{CountersRun, Log};
 use std::collections::BTreeSet;
 
 /// The statistics delta of one CPU, if the log has an end (or, cut short,
 /// a periodic) snapshot: each counter followed snapshot by snapshot
-/// ([`Log::cpu_counters`]), so a 32-bit kernel's passes over 2^32 and a
+/// ([`Log::counters_by_cpu`]), so a 32-bit kernel's passes over 2^32 and a
 /// reset between two snapshots count right. Without a start snapshot (a
 /// dump imported from `kmemtrace-capture.sh` or another tool that saved
 /// only the end) the counters count from 0: the kernel counts them since
 /// the ring buffer was created or reset, which for a capture in its own
 /// instance is the capture.
-fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
-    let run = log.cpu_counters(cpu)?;
+fn stats_delta(run: &CountersRun) -> StatsDelta {
     let c = &run.counters;
-    Some(StatsDelta {
+    StatsDelta {
         overrun: c.overrun.total(),
         commit_overrun: c.commit_overrun.total(),
         dropped_events: c.dropped_events.total(),
@@ -59,7 +58,7 @@ fn stats_delta(log: &Log, cpu: u32) -> Option<StatsDelta> {
         } else {
             "periodic"
         },
-    })
+    }
 }
 
 fn fraction(lost: u64, recorded: u64) -> f64 {
@@ -83,9 +82,10 @@ pub fn assess(
     let scanned: BTreeSet<u32> = scans.iter().map(|s| s.cpu).collect();
     // CPUs without data whose statistics show losses get a row too.
     let mut scans = scans;
+    let counters = log.counters_by_cpu();
     let stat_cpus: BTreeSet<u32> = log.stats.iter().map(|s| s.record.cpu).collect();
     for cpu in stat_cpus.difference(&scanned) {
-        if stats_delta(log, *cpu).is_some_and(|d| d.total > 0) {
+        if counters.get(cpu).is_some_and(|r| stats_delta(r).total > 0) {
             scans.push(CpuScan {
                 cpu: *cpu,
                 ..Default::default()
@@ -94,7 +94,7 @@ pub fn assess(
     }
     for s in scans {
         let cpu = s.cpu;
-        let stats = stats_delta(log, cpu);
+        let stats = counters.get(&cpu).map(stats_delta);
         let at = |off: u64| Location {
             cpu: Some(cpu),
             ..Location::block(off)
@@ -242,10 +242,11 @@ pub fn total(cpus: &[CpuReport]) -> Lost {
                 since: "start",
                 ..Default::default()
             });
-            s.overrun += d.overrun;
-            s.commit_overrun += d.commit_overrun;
-            s.dropped_events += d.dropped_events;
-            s.total += d.total;
+            // The statistics' words, as the log says them: they saturate.
+            s.overrun = s.overrun.saturating_add(d.overrun);
+            s.commit_overrun = s.commit_overrun.saturating_add(d.commit_overrun);
+            s.dropped_events = s.dropped_events.saturating_add(d.dropped_events);
+            s.total = s.total.saturating_add(d.total);
             if d.end_phase != "end" {
                 s.end_phase = d.end_phase;
             }

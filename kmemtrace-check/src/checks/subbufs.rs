@@ -20,7 +20,7 @@ use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT
 use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, LittleEndian, RbRecordKind, RunTimeEndian, SubBufLayout,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
 /// What one CPU's pass found.
@@ -85,11 +85,11 @@ struct Segment {
 /// Scans every CPU, segments in parallel, and joins each CPU's segments.
 pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
     let known = KnownIds::new(log);
-    let mut work: Vec<(u32, Vec<&CpuBlockRef>)> = Vec::new();
-    for cpu in log.cpus() {
-        let blocks = log.cpu_blocks(cpu);
+    let by_cpu = log.blocks_by_cpu();
+    let mut work: Vec<(u32, &[&CpuBlockRef])> = Vec::new();
+    for (&cpu, blocks) in &by_cpu {
         for seg in blocks.chunks(BLOCKS_PER_SEGMENT) {
-            work.push((cpu, seg.to_vec()));
+            work.push((cpu, seg));
         }
     }
     let threads = match opts.threads {
@@ -163,8 +163,9 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
     // The loss windows, each CPU's sub-buffers in stream order; CPUs END
     // says wrote sub-buffers the log lacks entirely are one window each.
     if let Some(end) = &log.end {
+        let mut listed: BTreeSet<u32> = cpus.iter().map(|c| c.cpu).collect();
         for t in end.cpus.iter().filter(|t| t.subbufs > 0) {
-            if !cpus.iter().any(|c| c.cpu == t.cpu) {
+            if listed.insert(t.cpu) {
                 cpus.push(CpuScan {
                     cpu: t.cpu,
                     ..Default::default()
@@ -178,7 +179,8 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
         let runs = std::mem::take(&mut c.runs);
         let add = |l: Loss, c: &mut CpuScan| {
             if c.windows.len() < MAX_KEPT {
-                c.windows.push(loss_window(log, &l));
+                let blocks = by_cpu.get(&l.cpu).map_or(&[][..], Vec::as_slice);
+                c.windows.push(loss_window(log, blocks, &l));
             }
         };
         for r in &runs.0 {
@@ -194,8 +196,7 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
 }
 
 /// A window as the checker lists it: where its loss was noticed.
-fn loss_window(log: &Log, l: &Loss) -> LossWindow {
-    let blocks = log.cpu_blocks(l.cpu);
+fn loss_window(log: &Log, blocks: &[&CpuBlockRef], l: &Loss) -> LossWindow {
     let at = blocks
         .iter()
         .find(|r| l.subbuf >= r.first_subbuf && l.subbuf - r.first_subbuf < u64::from(r.count));
