@@ -433,7 +433,12 @@ fn pages(p: &PageReport, f: &mut Figures) {
         (&p.live_by_order_migratetype, "live_blocks"),
     ] {
         for r in rows {
-            put(Order, &r.order, metric, r.by_migratetype.iter().sum());
+            // The document's numbers: they saturate.
+            let all = r
+                .by_migratetype
+                .iter()
+                .fold(0u64, |a, &n| a.saturating_add(n));
+            put(Order, &r.order, metric, all);
         }
     }
 }

@@ -64,19 +64,26 @@ struct RawGate {
     allow_no_match: bool,
 }
 
-/// The 1-based line holding byte `at` of `text`.
-fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+/// Where a text's lines begin: a rule's line is a search, not a count of
+/// the newlines before it (a count per rule is quadratic in the file).
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn of(text: &str) -> Lines {
+        Lines(text.match_indices('\n').map(|(i, _)| i).collect())
+    }
+
+    /// The 1-based line holding byte `at`.
+    fn line_of(&self, at: usize) -> usize {
+        self.0.partition_point(|&nl| nl < at) + 1
+    }
 }
 
 /// Reads rules; an error names the file's line and says why.
 pub fn parse(file: &str, text: &str) -> Result<Vec<Gate>, String> {
+    let lines = Lines::of(text);
     let at = |span: std::ops::Range<usize>, why: String| {
-        format!("{file} line {}: {why}", line_of(text, span.start))
+        format!("{file} line {}: {why}", lines.line_of(span.start))
     };
     let raw: RawRules = toml::from_str(text).map_err(|e| match e.span() {
         Some(span) => at(span, e.message().trim().to_string()),
@@ -85,12 +92,15 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Gate>, String> {
     if raw.gate.is_empty() {
         return Err(format!("{file}: no [[gate]] rule"));
     }
-    raw.gate.into_iter().map(|g| gate(g, file, text)).collect()
+    raw.gate
+        .into_iter()
+        .map(|g| gate(g, file, &lines))
+        .collect()
 }
 
-fn gate(g: RawGate, file: &str, text: &str) -> Result<Gate, String> {
+fn gate(g: RawGate, file: &str, lines: &Lines) -> Result<Gate, String> {
     let at = |span: std::ops::Range<usize>, why: String| {
-        format!("{file} line {}: {why}", line_of(text, span.start))
+        format!("{file} line {}: {why}", lines.line_of(span.start))
     };
     let metric = g.metric.get_ref().clone();
     let here = g.metric.span();
@@ -184,7 +194,7 @@ fn gate(g: RawGate, file: &str, text: &str) -> Result<Gate, String> {
     }
     let mut gate = Gate {
         name: g.name.unwrap_or_default(),
-        line: line_of(text, here.start),
+        line: lines.line_of(here.start),
         metric,
         scope,
         pattern,
@@ -399,5 +409,19 @@ mod tests {
         assert_eq!(g[0].name, "hits of order 3: <= 5");
         let e = parse("r", "[[gate]]\nmetric = \"hits\"\norder = -1\nmax = 5\n").unwrap_err();
         assert!(e.starts_with("r line 3: order is"), "{e}");
+    }
+
+    #[test]
+    fn lines_are_the_newlines_before_plus_one() {
+        for text in ["", "a", "\n", "ab\n\ncd\n", "\n\nx"] {
+            let lines = Lines::of(text);
+            for at in 0..=text.len() + 2 {
+                let before = text.as_bytes()[..at.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
+                assert_eq!(lines.line_of(at), before + 1, "{text:?} at {at}");
+            }
+        }
     }
 }
