@@ -26,7 +26,8 @@ use kmemtrace_kernel::{
     KmemDecoder, PidMap, RunTimeEndian, SubBufError, SubBufLayout, SubBuffer,
 };
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -546,7 +547,7 @@ struct DecodedMeta {
 }
 
 /// Kallsyms tables parsed while their blocks were decoded, by block offset.
-type ParsedKallsyms = Vec<(u64, Result<Kallsyms, KallsymsError>)>;
+type ParsedKallsyms = HashMap<u64, Result<Kallsyms, KallsymsError>>;
 
 /// Kallsyms parts `[from, to)` (0-based) as said to a user (1-based).
 fn part_range(from: u32, to: u32) -> String {
@@ -562,8 +563,7 @@ fn take_parsed(
     parsed: &mut ParsedKallsyms,
     offset: u64,
 ) -> Option<Result<Kallsyms, KallsymsError>> {
-    let i = parsed.iter().position(|(o, _)| *o == offset)?;
-    Some(parsed.swap_remove(i).1)
+    parsed.remove(&offset)
 }
 
 impl UndecodedMeta {
@@ -617,6 +617,10 @@ fn header_damage_problem(h: &kmemtrace_format::block::FileHeaderError) -> Proble
     }
 }
 
+/// A META block's kind, name and part: a later block of the same replaces
+/// it.
+type MetaKey = (MetaKind, String, Option<(u32, u32)>);
+
 /// What [`Log::build`] gathers reading a log's blocks front to back: the
 /// records kept, the CPU_DATA index, and every problem in file order.
 struct BlockScan {
@@ -624,6 +628,9 @@ struct BlockScan {
     /// With the offset of the block each came from (the last of a kind
     /// and name wins).
     metas: Vec<(u64, Meta)>,
+    /// Where in `metas` each kind, name and part is: a search of `metas`
+    /// per META block would be quadratic in a log of many.
+    meta_index: HashMap<MetaKey, usize>,
     problems: Vec<Problem>,
     stats: Vec<StatsSnapshot>,
     notes: Vec<NoteRecord>,
@@ -651,6 +658,7 @@ impl BlockScan {
         BlockScan {
             arch: None,
             metas: Vec::new(),
+            meta_index: HashMap::new(),
             problems: header_damage.into_iter().collect(),
             stats: Vec::new(),
             notes: Vec::new(),
@@ -665,7 +673,7 @@ impl BlockScan {
             blocks_before_end: 0,
             segment: None,
             undecoded_metas: Vec::new(),
-            parsed_kallsyms: Vec::new(),
+            parsed_kallsyms: HashMap::new(),
         }
     }
 
@@ -765,7 +773,7 @@ impl BlockScan {
             self.problems.extend(earlier.by_ref().take(before - taken));
             taken = before;
             if let Some(k) = decoded.kallsyms {
-                self.parsed_kallsyms.push((offset, k));
+                self.parsed_kallsyms.insert(offset, k);
             }
             match decoded.meta {
                 Ok(m) => self.meta(offset, m),
@@ -893,13 +901,12 @@ impl BlockScan {
                 format!("META {}: {e}", m.kind.name()),
             );
         }
-        match self
-            .metas
-            .iter_mut()
-            .find(|(_, x)| x.kind == m.kind && x.name == m.name && x.part == m.part)
-        {
-            Some(old) => *old = (offset, m),
-            None => self.metas.push((offset, m)),
+        match self.meta_index.entry((m.kind, m.name.clone(), m.part)) {
+            Entry::Occupied(at) => self.metas[*at.get()] = (offset, m),
+            Entry::Vacant(at) => {
+                at.insert(self.metas.len());
+                self.metas.push((offset, m));
+            }
         }
     }
 }
@@ -1209,6 +1216,13 @@ impl Log {
         for j in (0..order.len()).rev() {
             later_min[j] = later_min[j + 1].min(parts[order[j]].0);
         }
+        let mut damage: Vec<u64> = self
+            .problems
+            .iter()
+            .filter(|p| matches!(p.kind, ProblemKind::Damage { .. }))
+            .map(|p| p.offset)
+            .collect();
+        damage.sort_unstable();
         let mut tables = Vec::with_capacity(parts.len());
         let mut next = 0u32; // the first index not yet accounted for
         let mut earlier_max: Option<u64> = None;
@@ -1216,7 +1230,7 @@ impl Log {
             let (offset, i) = (parts[k].0, parts[k].1);
             if i >= next {
                 if i > next {
-                    self.missing_parts(next, i, count, (earlier_max, later_min[j]));
+                    self.missing_parts((next, i, count), (earlier_max, later_min[j]), &damage);
                     tables.push(None);
                 }
                 match parsed[k].take().expect("every part parsed above") {
@@ -1248,7 +1262,7 @@ impl Log {
                         part_range(next, count)
                     ),
                 ),
-                None => self.missing_parts(next, count, count, (earlier_max, u64::MAX)),
+                None => self.missing_parts((next, count, count), (earlier_max, u64::MAX), &damage),
             }
         }
         self.kallsyms = Some(Kallsyms::join(tables));
@@ -1258,13 +1272,20 @@ impl Log {
     /// goes on after them: named at the damage between the parts around
     /// them (`around`: the latest offset of a part before, the earliest
     /// of one after), else just after the part before.
-    fn missing_parts(&mut self, from: u32, to: u32, count: u32, around: (Option<u64>, u64)) {
+    ///
+    /// `damage` is where the log is damaged, sorted: searched, not scanned,
+    /// for each run of missing parts.
+    fn missing_parts(
+        &mut self,
+        (from, to, count): (u32, u32, u32),
+        around: (Option<u64>, u64),
+        damage: &[u64],
+    ) {
         let (lo, hi) = (around.0.unwrap_or(0), around.1);
-        let at = self
-            .problems
-            .iter()
-            .find(|p| matches!(p.kind, ProblemKind::Damage { .. }) && (lo..hi).contains(&p.offset))
-            .map_or(lo, |p| p.offset);
+        let at = damage
+            .get(damage.partition_point(|&d| d < lo))
+            .filter(|&&d| d < hi)
+            .map_or(lo, |&d| d);
         let (verb, pronoun) = if to - from == 1 {
             ("is", "it")
         } else {
@@ -1775,6 +1796,42 @@ mod tests {
         });
         assert_eq!(out, items.iter().map(|i| i * 3).collect::<Vec<_>>());
         assert!(map_on_every_core(&[] as &[u8], |_| 0).is_empty());
+    }
+
+    #[test]
+    fn a_later_meta_of_one_kind_name_and_part_replaces_the_earlier() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::None).unwrap();
+        let other = |name: &str, text: &str| {
+            let mut m = Meta::new(MetaKind::Other, text);
+            m.name = name.into();
+            m
+        };
+        for round in 0..3 {
+            for name in ["a", "b", "c"] {
+                w.write_meta(&other(name, &format!("{name}{round}")))
+                    .unwrap();
+            }
+        }
+        w.write_meta(&Meta::new(MetaKind::Modules, "m")).unwrap();
+        let bytes = w.finish(None, "test", None).unwrap();
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        let kept: Vec<(MetaKind, &str, &[u8])> = log
+            .metas
+            .iter()
+            .map(|m| (m.kind, m.name.as_str(), m.content.as_slice()))
+            .collect();
+        // In the order first seen, each with its last content.
+        assert_eq!(
+            kept,
+            [
+                (MetaKind::Other, "a", &b"a2"[..]),
+                (MetaKind::Other, "b", b"b2"),
+                (MetaKind::Other, "c", b"c2"),
+                (MetaKind::Modules, "", b"m"),
+            ]
+        );
+        assert_eq!(log.meta(MetaKind::Other, "b").unwrap().content, b"b2");
     }
 
     #[test]

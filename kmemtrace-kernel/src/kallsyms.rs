@@ -275,6 +275,7 @@ impl Kallsyms {
             .reserve(parts.iter().flatten().map(|k| k.names.len()).sum());
         out.syms
             .reserve(parts.iter().flatten().map(|k| k.syms.len() + 1).sum());
+        let mut known = HashMap::new();
         let mut prev_last: Option<u64> = None;
         let mut gap = false;
         let mut holes = Vec::new();
@@ -292,7 +293,7 @@ impl Kallsyms {
             if let Some((_, last)) = k.file_span {
                 prev_last = Some(last);
             }
-            out.append(k);
+            out.append(k, &mut known);
         }
         if let (true, Some(last)) = (gap, prev_last) {
             holes.push(last.saturating_add(1));
@@ -311,12 +312,13 @@ impl Kallsyms {
         out
     }
 
-    /// Appends another table's symbols (names and modules renumbered).
-    fn append(&mut self, k: Kallsyms) {
+    /// Appends another table's symbols (names and modules renumbered;
+    /// `known` numbers this table's modules, kept by the caller from part
+    /// to part: built again for each, it would cost the modules so far
+    /// per part).
+    fn append(&mut self, k: Kallsyms, known: &mut HashMap<String, u16>) {
         let base = self.names.len() as u32;
         self.names.push_str(&k.names);
-        let mut known: HashMap<String, u16> =
-            self.modules.iter().cloned().zip(1..=u16::MAX).collect();
         let map: Vec<u16> = k
             .modules
             .iter()
