@@ -651,7 +651,17 @@ struct BlockScan {
     undecoded_metas: Vec<UndecodedMeta>,
     /// Their kallsyms, parsed as they were decoded: for [`Log::decode_metas`].
     parsed_kallsyms: ParsedKallsyms,
+    /// Decoded bytes of the META, STATS and NOTE blocks taken so far, by
+    /// their `raw_len` (all are decoded and held at once).
+    records_raw: u64,
+    /// At most this many ([`MAX_RECORDS_RAW`]; less in tests).
+    records_budget: u64,
 }
+
+/// Decoded bytes of META, STATS and NOTE blocks a log's opening takes, in
+/// all (FORMAT.md §5.2): a 64 MiB block compresses to a few KiB, so a
+/// small damaged log could otherwise make its reader hold gigabytes.
+pub const MAX_RECORDS_RAW: u64 = 1 << 30;
 
 impl BlockScan {
     fn new(header_damage: Option<Problem>) -> Self {
@@ -674,6 +684,8 @@ impl BlockScan {
             segment: None,
             undecoded_metas: Vec::new(),
             parsed_kallsyms: HashMap::new(),
+            records_raw: 0,
+            records_budget: MAX_RECORDS_RAW,
         }
     }
 
@@ -729,6 +741,19 @@ impl BlockScan {
             }
             return;
         }
+        // The kinds a log may hold many of and keeps: the budget.
+        let kept = matches!(bt, BlockType::Meta | BlockType::Stats | BlockType::Note);
+        let raw = if kept { u64::from(b.header.raw_len) } else { 0 };
+        if self.records_raw + raw > self.records_budget {
+            let what = format!(
+                "{} block not read: with the META, STATS and NOTE blocks before it, more than {} bytes to decode",
+                bt.name(),
+                self.records_budget
+            );
+            self.problem(b.offset, ProblemKind::BadBlock, what);
+            return;
+        }
+        self.records_raw += raw;
         if bt == BlockType::Meta {
             self.undecoded_metas.push(UndecodedMeta {
                 block: b,
@@ -1832,6 +1857,40 @@ mod tests {
             ]
         );
         assert_eq!(log.meta(MetaKind::Other, "b").unwrap().content, b"b2");
+    }
+
+    #[test]
+    fn records_past_the_budget_are_problems_not_read() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
+        // Compressible: what is decoded is counted, not what is stored.
+        for name in ["a", "b", "c"] {
+            let mut m = Meta::new(MetaKind::Other, vec![b'x'; 1000]);
+            m.name = name.into();
+            w.write_meta(&m).unwrap();
+        }
+        w.write_cpu_data(0, &[0u8; 4096]).unwrap();
+        let bytes = w.finish(None, "test", None).unwrap();
+        let mut reader = LogReader::new(&bytes[..]).unwrap();
+        let mut scan = BlockScan::new(None);
+        // Room for two META blocks' payloads, not three.
+        scan.records_budget = 2500;
+        while let Some(item) = reader.next_item().unwrap() {
+            scan.item(item);
+        }
+        scan.finish();
+        let names: Vec<&str> = scan.metas.iter().map(|(_, m)| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
+        assert!(
+            scan.problems[0].what.contains("META block not read"),
+            "{:?}",
+            scan.problems
+        );
+        assert!(
+            scan.end.is_some() && scan.blocks.len() == 1,
+            "the rest is read"
+        );
     }
 
     #[test]
