@@ -168,8 +168,10 @@ impl<R: Read> Archive<R> {
         Ok(())
     }
 
+    /// `size` rounded up to whole blocks; a base-256 size near 2^64 (no
+    /// archive's) saturates, and the skip then meets the archive's end.
     fn padded(size: u64) -> u64 {
-        size.div_ceil(BLOCK as u64) * BLOCK as u64
+        size.div_ceil(BLOCK as u64).saturating_mul(BLOCK as u64)
     }
 
     /// Reads a whole (small) extension member's data.
@@ -414,6 +416,20 @@ mod tests {
             c[i] ^= 0xff;
             let _ = all(&c);
         }
+    }
+
+    #[test]
+    fn a_size_near_2_pow_64_is_an_error_not_an_overflow() {
+        let mut a = tar(&[("a", &[1u8; 10])]);
+        // GNU base-256 in the 12-byte size field: 2^64 - 10.
+        a[124] = 0x80;
+        a[125..128].fill(0);
+        a[128..136].copy_from_slice(&(u64::MAX - 9).to_be_bytes());
+        a[148..156].fill(b' ');
+        let sum: u32 = a[..BLOCK].iter().map(|&b| u32::from(b)).sum();
+        a[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        let e = all(&a).unwrap_err();
+        assert!(e.to_string().contains("ends inside"), "{e}");
     }
 
     #[test]
