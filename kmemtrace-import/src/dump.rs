@@ -19,8 +19,17 @@ pub const HEAD_BYTES: usize = 256 << 10;
 /// Largest metadata file read (kallsyms of a big kernel with modules is
 /// tens of MiB; a META block holds at most 64 MiB).
 pub const MAX_META_FILE: u64 = 48 << 20;
-/// Metadata bytes read from one dump at most.
+/// Bytes held of one dump at most: its metadata files and the heads of
+/// its data files.
 const MAX_META_TOTAL: u64 = 1 << 30;
+
+/// An archive holding more than [`MAX_META_TOTAL`] bytes to keep.
+fn too_much(input: &Path) -> ImportError {
+    bad(format!(
+        "{}: more than {MAX_META_TOTAL} bytes of files and data heads to hold: not a tracefs dump",
+        input.display()
+    ))
+}
 
 /// One CPU's ring-buffer data.
 #[derive(Debug, Clone)]
@@ -249,6 +258,10 @@ impl Dump {
                     let mut f = File::open(&path).map_err(|e| io_err(&path, e))?;
                     let got = read_up_to(&mut f, &mut head).map_err(|e| io_err(&path, e))?;
                     head.truncate(got);
+                    total += got as u64;
+                    if total > MAX_META_TOTAL {
+                        return Err(too_much(&d.input));
+                    }
                     d.raw.insert(
                         n,
                         RawFile {
@@ -275,10 +288,7 @@ impl Dump {
         }
         *total += len;
         if *total > MAX_META_TOTAL {
-            return Err(bad(format!(
-                "{}: more than {MAX_META_TOTAL} bytes of files besides the ring-buffer data: not a tracefs dump",
-                self.input.display()
-            )));
+            return Err(too_much(&self.input));
         }
         let v = fs::read(path).map_err(|e| io_err(path, e))?;
         self.files.insert(rel.to_string(), v);
@@ -314,6 +324,12 @@ impl Dump {
                 let mut head = Vec::new();
                 ar.read_data(&e, HEAD_BYTES as u64, &mut head)
                     .map_err(|e| tar_err(input, e))?;
+                // Heads are held too: an archive of many data files
+                // (under any prefix) would otherwise hold unbounded heads.
+                total += head.len() as u64;
+                if total > MAX_META_TOTAL {
+                    return Err(too_much(input));
+                }
                 raws.insert(path, (e.size, head, e.offset));
                 continue;
             }
@@ -326,10 +342,7 @@ impl Dump {
             }
             total += e.size;
             if total > MAX_META_TOTAL {
-                return Err(bad(format!(
-                    "{}: more than {MAX_META_TOTAL} bytes of files besides the ring-buffer data: not a tracefs dump",
-                    input.display()
-                )));
+                return Err(too_much(input));
             }
             let mut v = Vec::with_capacity(e.size as usize);
             ar.read_data(&e, e.size, &mut v)
