@@ -14,7 +14,7 @@ use crate::ImportError;
 use kmemtrace_kernel::{Endian, RunTimeEndian};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// The trace.dat versions read.
@@ -89,38 +89,58 @@ pub fn looks_like(head: &[u8]) -> bool {
 
 /// A reader of the file's numbers and strings at a position.
 struct Src {
-    f: File,
+    /// Buffered: the options and tables are read a few bytes at a time.
+    f: BufReader<File>,
     order: RunTimeEndian,
     /// The file's length: no count can ask for more than it holds.
     len: u64,
+    /// Where the next read starts.
+    at: u64,
+}
+
+/// The file is damaged: `why`.
+fn invalid(why: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.into())
 }
 
 impl Src {
     fn seek(&mut self, at: u64) -> io::Result<()> {
-        self.f.seek(SeekFrom::Start(at)).map(drop)
+        self.f.seek(SeekFrom::Start(at))?;
+        self.at = at;
+        Ok(())
     }
-    fn pos(&mut self) -> io::Result<u64> {
-        self.f.stream_position()
+    fn pos(&self) -> u64 {
+        self.at
     }
     /// `count` items of at least `each` bytes must fit in the file.
     fn fits(&self, count: u64, each: u64) -> io::Result<()> {
         if count.saturating_mul(each) > self.len {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{count} entries of {each} bytes: more than the file holds"),
-            ));
+            return Err(invalid(format!(
+                "{count} entries of {each} bytes: more than the file holds"
+            )));
         }
         Ok(())
     }
+    /// `n` bytes, which must be in the file: a size read from it is
+    /// checked before anything is allocated for it.
     fn bytes(&mut self, n: u64) -> io::Result<Vec<u8>> {
         if n > MAX_TEXT {
+            return Err(invalid(format!(
+                "a block of {n} bytes: too large to be metadata"
+            )));
+        }
+        if n > self.len.saturating_sub(self.at) {
             return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a block of {n} bytes: too large to be metadata"),
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{n} bytes at offset {}: past the end of the file ({} bytes)",
+                    self.at, self.len
+                ),
             ));
         }
         let mut b = vec![0u8; n as usize];
         self.f.read_exact(&mut b)?;
+        self.at += n;
         Ok(b)
     }
     fn num(&mut self, width: usize) -> io::Result<u64> {
@@ -141,6 +161,7 @@ impl Src {
         let mut one = [0u8; 1];
         loop {
             self.f.read_exact(&mut one)?;
+            self.at += 1;
             if one[0] == 0 || out.len() > 4096 {
                 return Ok(String::from_utf8_lossy(&out).into_owned());
             }
@@ -236,16 +257,43 @@ impl<'a> Buf<'a> {
     }
 }
 
-fn decompress(algo: Algo, data: &[u8], usize: u32) -> io::Result<Vec<u8>> {
+/// Most bytes a compressed section or chunk may give. trace-cmd compresses
+/// a section's text whole (kallsyms of a big kernel: tens of MiB, within
+/// [`MAX_TEXT`]) and CPU data in chunks of 10 pages (`PAGES_IN_CHUNK`: 640
+/// KiB with 64 KiB pages); a claim above this is damage, and reserving or
+/// cutting chunks for it would cost memory and time the file never holds.
+const MAX_INFLATED: u32 = 64 << 20;
+/// Most bytes one stored byte can give: zstd's densest block (3 bytes of
+/// header and one repeated byte) gives 128 KiB, zlib's at most 1032 bytes.
+/// A chunk claiming more than its bytes can give is damage.
+const MAX_RATIO: u64 = 32 << 10;
+
+/// Decompresses `data`, which should give `claim` bytes (at most
+/// [`MAX_INFLATED`]): the output grows as it decompresses, and a stream
+/// that gives more than the claim is an error.
+fn decompress(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
+    if claim > MAX_INFLATED {
+        return Err(invalid(format!(
+            "{claim} bytes claimed uncompressed: more than {MAX_INFLATED}, which trace-cmd never writes"
+        )));
+    }
+    let limit = u64::from(claim) + 1;
+    let mut out = Vec::new();
     match algo {
         // trace-cmd writes zstd frames without their content size.
-        Algo::Zstd => zstd::bulk::decompress(data, usize as usize),
-        Algo::Zlib => {
-            let mut out = Vec::with_capacity(usize as usize);
-            flate2::read::ZlibDecoder::new(data).read_to_end(&mut out)?;
-            Ok(out)
-        }
+        Algo::Zstd => zstd::stream::read::Decoder::with_buffer(data)?
+            .take(limit)
+            .read_to_end(&mut out)?,
+        Algo::Zlib => flate2::read::ZlibDecoder::new(data)
+            .take(limit)
+            .read_to_end(&mut out)?,
+    };
+    if out.len() as u64 > u64::from(claim) {
+        return Err(invalid(format!(
+            "a compressed block gives more than the {claim} bytes it claims"
+        )));
     }
+    Ok(out)
 }
 
 /// Decompresses `data` into all of `out`, which must be exactly what it
@@ -339,9 +387,28 @@ fn format_name(text: &[u8]) -> Option<String> {
     Some(line.trim().to_string())
 }
 
-/// Parses one metadata block (its encoding in trace-cmd's layout) into
-/// the files a dump would hold.
-fn metadata(id: u16, b: &mut dyn Input, files: &mut BTreeMap<String, Vec<u8>>) -> io::Result<()> {
+/// The files a dump would hold, and where in the trace.dat each came from.
+#[derive(Debug, Default)]
+struct Files {
+    content: BTreeMap<String, Vec<u8>>,
+    /// [`TraceDat::at`].
+    at: BTreeMap<String, u64>,
+}
+
+impl Files {
+    /// `name` holds `bytes`, read from the block, option or section at
+    /// `at`; a name given again keeps where it was first read.
+    fn put(&mut self, name: String, bytes: Vec<u8>, at: u64) {
+        if !self.at.contains_key(&name) {
+            self.at.insert(name.clone(), at);
+        }
+        self.content.insert(name, bytes);
+    }
+}
+
+/// Parses one metadata block (its encoding in trace-cmd's layout), found
+/// at `at`, into the files a dump would hold.
+fn metadata(id: u16, b: &mut dyn Input, files: &mut Files, at: u64) -> io::Result<()> {
     match id {
         HEADER_INFO => {
             for name in ["header_page", "header_event"] {
@@ -353,15 +420,15 @@ fn metadata(id: u16, b: &mut dyn Input, files: &mut BTreeMap<String, Vec<u8>>) -
                     ));
                 }
                 let n = b.num(8)?;
-                files.insert(format!("events/{name}"), b.take_vec(n)?);
+                files.put(format!("events/{name}"), b.take_vec(n)?, at);
             }
         }
-        FTRACE_EVENTS => formats(b, "ftrace", files)?,
+        FTRACE_EVENTS => formats(b, "ftrace", files, at)?,
         EVENT_FORMATS => {
             let systems = b.num(4)?;
             for _ in 0..systems {
                 let system = b.cstring()?;
-                formats(b, &system, files)?;
+                formats(b, &system, files, at)?;
             }
         }
         KALLSYMS | PRINTK => {
@@ -373,12 +440,12 @@ fn metadata(id: u16, b: &mut dyn Input, files: &mut BTreeMap<String, Vec<u8>>) -
                 "printk_formats"
             };
             if !text.is_empty() {
-                files.insert(name.into(), text);
+                files.put(name.into(), text, at);
             }
         }
         CMDLINES => {
             let n = b.num(8)?;
-            files.insert("saved_cmdlines".into(), b.take_up_to(n)?);
+            files.put("saved_cmdlines".into(), b.take_up_to(n)?, at);
         }
         _ => {}
     }
@@ -386,17 +453,13 @@ fn metadata(id: u16, b: &mut dyn Input, files: &mut BTreeMap<String, Vec<u8>>) -
 }
 
 /// A count and that many (u64 size, format text) of `system`.
-fn formats(
-    b: &mut dyn Input,
-    system: &str,
-    files: &mut BTreeMap<String, Vec<u8>>,
-) -> io::Result<()> {
+fn formats(b: &mut dyn Input, system: &str, files: &mut Files, at: u64) -> io::Result<()> {
     let count = b.num(4)?;
     for _ in 0..count {
         let n = b.num(8)?;
         let text = b.take_vec(n)?;
         if let Some(ev) = format_name(&text) {
-            files.insert(format!("events/{system}/{ev}/format"), text);
+            files.put(format!("events/{system}/{ev}/format"), text, at);
         }
     }
     Ok(())
@@ -421,9 +484,7 @@ struct Reader {
     version: u32,
     page_size: u32,
     algo: Option<Algo>,
-    files: BTreeMap<String, Vec<u8>>,
-    /// Where each file came from ([`TraceDat::at`]).
-    at: BTreeMap<String, u64>,
+    files: Files,
     buffers: Vec<Buffer>,
     /// CPUSTAT texts, and where their option is, by buffer name and CPU.
     stats: BTreeMap<(String, u32), (Vec<u8>, u64)>,
@@ -436,15 +497,6 @@ struct Reader {
 impl Reader {
     fn err(&self, why: impl std::fmt::Display) -> ImportError {
         bad(&self.path, why)
-    }
-
-    /// Files read since the last call came from `at`.
-    fn mark(&mut self, at: u64) {
-        for k in self.files.keys() {
-            if !self.at.contains_key(k) {
-                self.at.insert(k.clone(), at);
-            }
-        }
     }
 
     /// One option (both versions), from its payload, found at `at`.
@@ -493,7 +545,7 @@ impl Reader {
                 self.buffers.push(buf);
             }
             opt::TRACECLOCK => {
-                self.files.insert("trace_clock".into(), text().into_bytes());
+                self.files.put("trace_clock".into(), text().into_bytes(), at);
             }
             opt::UNAME => {
                 // `sysname nodename release machine`.
@@ -501,7 +553,7 @@ impl Reader {
                 let parts: Vec<&str> = t.split_whitespace().collect();
                 for (i, name) in ["uname_s", "uname_n", "uname_r", "uname_m"].iter().enumerate() {
                     if let Some(p) = parts.get(i) {
-                        self.files.insert(name.to_string(), p.as_bytes().to_vec());
+                        self.files.put(name.to_string(), p.as_bytes().to_vec(), at);
                     }
                 }
             }
@@ -526,7 +578,7 @@ impl Reader {
                 if let Some(at0) = data.iter().position(|&c| c == 0) {
                     let name = String::from_utf8_lossy(&data[..at0]).into_owned();
                     if !name.is_empty() && !name.contains('/') {
-                        self.files.insert(name, data[at0 + 1..].to_vec());
+                        self.files.put(name, data[at0 + 1..].to_vec(), at);
                     }
                 }
             }
@@ -535,7 +587,6 @@ impl Reader {
             }
             _ => {}
         }
-        self.mark(at);
         Ok(())
     }
 }
@@ -545,9 +596,10 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
     let f = File::open(path).map_err(|e| bad(path, e))?;
     let len = f.metadata().map_err(|e| bad(path, e))?.len();
     let mut src = Src {
-        f,
+        f: BufReader::new(f),
         order: RunTimeEndian::Little,
         len,
+        at: 0,
     };
     let head = src.bytes(10).map_err(|e| bad(path, e))?;
     if !looks_like(&head) {
@@ -579,8 +631,7 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
         version,
         page_size,
         algo: None,
-        files: BTreeMap::new(),
-        at: BTreeMap::new(),
+        files: Files::default(),
         buffers: Vec::new(),
         stats: BTreeMap::new(),
         stat_buffer: String::new(),
@@ -600,9 +651,8 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
 /// `flyrecord` table (CPU offsets and sizes).
 fn read_v6(r: &mut Reader) -> io::Result<()> {
     for id in HEADER_INFO..=CMDLINES {
-        let at = r.src.pos()?;
-        metadata(id, &mut r.src, &mut r.files)?;
-        r.mark(at);
+        let at = r.src.pos();
+        metadata(id, &mut r.src, &mut r.files, at)?;
     }
     let cpus = r.src.u32()?;
     r.src.fits(u64::from(cpus), 16)?;
@@ -616,7 +666,7 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
                     break;
                 }
                 let size = r.src.u32()?;
-                let at = r.src.pos()?;
+                let at = r.src.pos();
                 let data = r.src.bytes(u64::from(size))?;
                 clock_text |= id == opt::TRACECLOCK;
                 r.option(id, &data, at)
@@ -636,13 +686,37 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
             ));
         }
     }
-    // The top buffer's table follows; instances' tables are at their
-    // BUFFER options' offsets, behind a `flyrecord` tag of their own.
-    let top = r.src.pos()?;
-    let mut tables = vec![(String::new(), top)];
+    r.buffers = read_v6_tables(r, cpus, clock_text)?;
+    Ok(())
+}
+
+/// v6's flyrecord tables, each of `cpus` (offset, size) entries and, with
+/// a TRACECLOCK option, a clock text: the top buffer's, which follows, and
+/// each instance's, at its BUFFER option's offset behind a `flyrecord`
+/// tag of its own. Each table is its own bytes of the file: a table named
+/// twice, or more entries than the file holds, is damage (read as given,
+/// options naming one table would read it again and again).
+fn read_v6_tables(r: &mut Reader, cpus: u32, clock_text: bool) -> io::Result<Vec<Buffer>> {
+    let mut tables = vec![(String::new(), r.src.pos())];
     for b in &r.buffers {
-        tables.push((b.name.clone(), b.offset + 10));
+        let at = b.offset.checked_add(10).ok_or_else(|| {
+            invalid(format!(
+                "buffer {:?}: its flyrecord tag at offset {} is past any file",
+                b.name, b.offset
+            ))
+        })?;
+        tables.push((b.name.clone(), at));
     }
+    let mut seen = BTreeMap::new();
+    for (name, at) in &tables {
+        if let Some(first) = seen.insert(*at, name) {
+            return Err(invalid(format!(
+                "buffers {first:?} and {name:?} name the same flyrecord table (offset {at})"
+            )));
+        }
+    }
+    r.src
+        .fits((tables.len() as u64).saturating_mul(u64::from(cpus)), 16)?;
     let mut buffers = Vec::new();
     for (name, at) in tables {
         r.src.seek(at)?;
@@ -663,8 +737,7 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
         }
         buffers.push(b);
     }
-    r.buffers = buffers;
-    Ok(())
+    Ok(buffers)
 }
 
 /// A v7 section's header at `at`, which must be section `want`: its flags
@@ -769,9 +842,8 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
             at: 0,
             order,
         };
-        metadata(id, &mut b, &mut r.files)
+        metadata(id, &mut b, &mut r.files, at)
             .map_err(|e| context(format!("section {id} at {at} ({} bytes)", payload.len()), e))?;
-        r.mark(at);
     }
     Ok(())
 }
@@ -808,7 +880,6 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
             }
         ));
     }
-    let mut cpus = BTreeMap::new();
     let compressed = if r.version >= 7 {
         let (flags, _) =
             section_header(&mut r.src, buffer.offset, opt::BUFFER).map_err(|e| r.err(e))?;
@@ -816,71 +887,148 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
     } else {
         false
     };
-    for &(cpu, offset, size) in &buffer.cpus {
-        let data = match (compressed, r.algo) {
-            (true, Some(algo)) => CpuData::Chunked {
-                algo,
-                chunks: chunks(&mut r.src, offset).map_err(|e| r.err(format!("CPU {cpu}: {e}")))?,
-            },
-            _ => CpuData::Plain { offset, len: size },
-        };
-        cpus.insert(cpu, data);
-    }
+    let algo = r.algo.filter(|_| compressed);
+    let cpus = place_cpus(&mut r.src, algo, &buffer.cpus).map_err(|e| r.err(e))?;
     for ((name, cpu), (text, at)) in std::mem::take(&mut r.stats) {
         if name == buffer.name {
             let file = format!("per_cpu/cpu{cpu}/stats");
-            r.files.insert(file.clone(), text);
-            r.at.insert(file, at);
+            r.files.content.insert(file.clone(), text);
+            r.files.at.insert(file, at);
         }
     }
+    // The rest is the file header's (0).
     if let Some(clock) = &buffer.clock {
         // `[local]` (v6's text after the table) or `local` (v7's option).
         let c = clock.trim().trim_start_matches('[').trim_end_matches(']');
-        r.files
-            .entry("trace_clock".into())
-            .or_insert_with(|| format!("[{c}]").into_bytes());
+        if !r.files.content.contains_key("trace_clock") {
+            r.files
+                .put("trace_clock".into(), format!("[{c}]").into_bytes(), 0);
+        }
     }
     let order = match r.src.order {
         RunTimeEndian::Little => "little",
         RunTimeEndian::Big => "big",
     };
     r.files
-        .insert("endianness".into(), order.as_bytes().to_vec());
+        .put("endianness".into(), order.as_bytes().to_vec(), 0);
     r.files
-        .insert("page_size".into(), r.page_size.to_string().into_bytes());
+        .put("page_size".into(), r.page_size.to_string().into_bytes(), 0);
     if buffer.page_size != r.page_size {
-        r.files.insert(
+        r.files.put(
             "buffer_subbuf_size_kb".into(),
             (buffer.page_size / 1024).to_string().into_bytes(),
+            0,
         );
     }
     r.notes.push(
         "a trace.dat holds the kernel's statistics at the end only: events lost before the recording started are not known".into(),
     );
-    // The rest is the file header's (0).
-    r.mark(0);
     Ok(TraceDat {
         version: r.version,
-        files: r.files,
-        at: r.at,
+        files: r.files.content,
+        at: r.files.at,
         cpus,
         notes: r.notes,
     })
 }
 
+/// The bytes of the file each CPU's data takes, by where they start: where
+/// they end, and the CPU.
+#[derive(Debug, Default)]
+struct Regions(BTreeMap<u64, (u64, u32)>);
+
+impl Regions {
+    /// Bytes `start..end` of `cpu`'s data are no other CPU's: trace-cmd
+    /// writes each CPU's after the last, and bytes shared would be read,
+    /// decoded and written once for each CPU naming them.
+    fn check(&self, cpu: u32, start: u64, end: u64) -> io::Result<()> {
+        // Regions are apart: only the last one starting before `end` can
+        // reach past `start`.
+        match self.0.range(..end).next_back() {
+            Some((&s, &(e, other))) if start < end && e > start => Err(invalid(format!(
+                "CPU {cpu}'s data (offsets {start} to {end}) shares bytes with CPU {other}'s ({s} to {e})"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// `cpu`'s data takes bytes `start..end` ([`Regions::check`]).
+    fn claim(&mut self, cpu: u32, start: u64, end: u64) -> io::Result<()> {
+        self.check(cpu, start, end)?;
+        if start < end {
+            self.0.insert(start, (end, cpu));
+        }
+        Ok(())
+    }
+}
+
+/// Where each CPU's data is, from the buffer's (cpu, offset, size) list:
+/// as is, or in chunks of `algo`. No two CPUs' data may share bytes
+/// ([`Regions::claim`]); a CPU's may run past the end of the file (a file
+/// cut short: what is there is read).
+fn place_cpus(
+    src: &mut Src,
+    algo: Option<Algo>,
+    list: &[(u32, u64, u64)],
+) -> io::Result<BTreeMap<u32, CpuData>> {
+    let mut regions = Regions::default();
+    let mut cpus = BTreeMap::new();
+    for &(cpu, offset, size) in list {
+        let in_cpu = |e: io::Error| context(format!("CPU {cpu}"), e);
+        let data = match algo {
+            // trace-cmd writes nothing for a CPU without data: its offset
+            // is the next CPU's.
+            Some(algo) if size == 0 => CpuData::Chunked {
+                algo,
+                chunks: Vec::new(),
+            },
+            Some(algo) => {
+                // Its count, before its chunks are read: a table another
+                // CPU's data holds is not read again. (One that starts
+                // before another's and runs over it is read once, as far
+                // as the file goes, and then refused.)
+                regions
+                    .check(cpu, offset, offset.saturating_add(4))
+                    .map_err(in_cpu)?;
+                let (chunks, end) = chunks(src, offset).map_err(in_cpu)?;
+                regions.claim(cpu, offset, end).map_err(in_cpu)?;
+                CpuData::Chunked { algo, chunks }
+            }
+            None => {
+                let end = offset.checked_add(size).ok_or_else(|| {
+                    in_cpu(invalid(format!(
+                        "{size} bytes at offset {offset} end past any file"
+                    )))
+                })?;
+                regions.claim(cpu, offset, end).map_err(in_cpu)?;
+                CpuData::Plain { offset, len: size }
+            }
+        };
+        cpus.insert(cpu, data);
+    }
+    Ok(cpus)
+}
+
 /// A compressed CPU stream's chunks: `u32 count`, then count x (u32
-/// csize, u32 usize, csize bytes). The BUFFER option's size is not used:
-/// trace-cmd before mid-2023 left the count's 4 bytes out of it.
-fn chunks(src: &mut Src, at: u64) -> io::Result<Vec<Chunk>> {
+/// csize, u32 usize, csize bytes), and where the last one ends. The BUFFER
+/// option's size is not used: trace-cmd before mid-2023 left the count's 4
+/// bytes out of it. A chunk claiming more than [`MAX_INFLATED`] bytes, or
+/// more than its bytes can give ([`MAX_RATIO`]), is damage.
+fn chunks(src: &mut Src, at: u64) -> io::Result<(Vec<Chunk>, u64)> {
     src.seek(at)?;
     let count = src.u32()?;
     src.fits(u64::from(count), 8)?;
     let mut out = Vec::with_capacity(count.min(1 << 20) as usize);
     let mut pos = at + 4;
-    for _ in 0..count {
+    for i in 0..count {
         let csize = src.u32()?;
         let usize = src.u32()?;
         pos += 8;
+        if usize > MAX_INFLATED || u64::from(usize) > u64::from(csize) * MAX_RATIO {
+            return Err(invalid(format!(
+                "chunk {i} at offset {pos}: {csize} bytes claim to give {usize} (at most {MAX_INFLATED}, and {MAX_RATIO} per byte)"
+            )));
+        }
         out.push(Chunk {
             offset: pos,
             csize,
@@ -889,7 +1037,7 @@ fn chunks(src: &mut Src, at: u64) -> io::Result<Vec<Chunk>> {
         pos += u64::from(csize);
         src.seek(pos)?;
     }
-    Ok(out)
+    Ok((out, pos))
 }
 
 /// Feeds one CPU's pages to `sink`, decompressing chunk by chunk.
@@ -912,7 +1060,18 @@ pub fn stream_cpu(
             }
         }
         CpuData::Chunked { algo, chunks } => {
+            let len = f.metadata()?.len();
             for c in chunks {
+                // A chunk's size is checked before its bytes are allocated.
+                if u64::from(c.csize) > len.saturating_sub(c.offset) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "a chunk of {} bytes at offset {} runs past the end of the file ({len} bytes)",
+                            c.csize, c.offset
+                        ),
+                    ));
+                }
                 f.seek(SeekFrom::Start(c.offset))?;
                 let mut comp = vec![0u8; c.csize as usize];
                 f.read_exact(&mut comp)?;
@@ -940,15 +1099,15 @@ mod tests {
         // 100 bytes, the section holds 18.
         let mut block = 100u64.to_le_bytes().to_vec();
         block.extend(b"1 init\n2 kthreadd\n");
-        let mut files = BTreeMap::new();
+        let mut files = Files::default();
         let order = RunTimeEndian::Little;
         let mut b = Buf {
             b: &block,
             at: 0,
             order,
         };
-        metadata(CMDLINES, &mut b, &mut files).unwrap();
-        assert_eq!(files["saved_cmdlines"], b"1 init\n2 kthreadd\n");
+        metadata(CMDLINES, &mut b, &mut files, 0).unwrap();
+        assert_eq!(files.content["saved_cmdlines"], b"1 init\n2 kthreadd\n");
         // A format list that ends early is still an error.
         let mut short = 2u32.to_le_bytes().to_vec();
         short.extend(50u64.to_le_bytes());
@@ -958,6 +1117,329 @@ mod tests {
             at: 0,
             order,
         };
-        assert!(metadata(FTRACE_EVENTS, &mut b, &mut files).is_err());
+        assert!(metadata(FTRACE_EVENTS, &mut b, &mut files, 0).is_err());
+    }
+
+    /// A trace.dat built in a test, in either byte order.
+    struct Out {
+        b: Vec<u8>,
+        big: bool,
+        /// Where each option's payload starts.
+        options: Vec<u64>,
+    }
+
+    impl Out {
+        fn new(big: bool) -> Self {
+            Out {
+                b: Vec::new(),
+                big,
+                options: Vec::new(),
+            }
+        }
+        /// The u64 at `at` made `v`.
+        fn patch(&mut self, at: u64, v: u64) {
+            let b = if self.big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            };
+            self.b[at as usize..at as usize + 8].copy_from_slice(&b);
+        }
+        fn n(&mut self, v: u64, width: usize) -> &mut Self {
+            let all = if self.big {
+                v.to_be_bytes()[8 - width..].to_vec()
+            } else {
+                v.to_le_bytes()[..width].to_vec()
+            };
+            self.b.extend(all);
+            self
+        }
+        fn u16(&mut self, v: u16) -> &mut Self {
+            self.n(v.into(), 2)
+        }
+        fn u32(&mut self, v: u32) -> &mut Self {
+            self.n(v.into(), 4)
+        }
+        fn u64(&mut self, v: u64) -> &mut Self {
+            self.n(v, 8)
+        }
+        fn raw(&mut self, b: &[u8]) -> &mut Self {
+            self.b.extend_from_slice(b);
+            self
+        }
+        fn pos(&self) -> u64 {
+            self.b.len() as u64
+        }
+        /// An option: id, size, payload.
+        fn opt(&mut self, id: u16, payload: &[u8]) -> &mut Self {
+            self.u16(id).u32(payload.len() as u32);
+            self.options.push(self.pos());
+            self.raw(payload)
+        }
+        /// Written to a file, opened.
+        fn open(&self) -> (tempfile::NamedTempFile, Result<TraceDat, ImportError>) {
+            let f = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(f.path(), &self.b).unwrap();
+            let t = open(f.path());
+            (f, t)
+        }
+    }
+
+    /// The file header of `version`, and for v6 the metadata blocks (all
+    /// empty) and the CPU count.
+    fn head(version: u32, big: bool, cpus: u32) -> Out {
+        let mut o = Out::new(big);
+        o.raw(MAGIC)
+            .raw(format!("{version}\0").as_bytes())
+            .raw(&[big as u8, 8])
+            .u32(4096);
+        if version == 6 {
+            o.raw(b"header_page\0").u64(0).raw(b"header_event\0").u64(0);
+            o.u32(0).u32(0).u32(0).u32(0).u64(0).u32(cpus);
+        }
+        o
+    }
+
+    /// A v6 file whose options are `options` (id, payload) and whose top
+    /// table gives each CPU the (offset, size) `table` says, offsets from
+    /// the end of the table; `data` follows the table.
+    fn v6(big: bool, options: &[(u16, Vec<u8>)], table: &[(u64, u64)], data: &[u8]) -> Out {
+        let mut o = head(6, big, table.len() as u32);
+        o.raw(b"options  \0");
+        for (id, payload) in options {
+            o.opt(*id, payload);
+        }
+        o.u16(opt::DONE).raw(b"flyrecord\0");
+        let data_at = o.pos() + 16 * table.len() as u64;
+        for &(offset, size) in table {
+            o.u64(data_at + offset).u64(size);
+        }
+        o.raw(data);
+        o
+    }
+
+    /// A v7 file, zstd-compressed when `chunked`, with one options section
+    /// holding the top buffer's BUFFER option: its CPUs at the (cpu,
+    /// offset, size) `cpus` says, offsets from the start of `data`, which
+    /// is the buffer section's payload.
+    fn v7(big: bool, chunked: bool, cpus: &[(u32, u64, u64)], data: &[u8]) -> Out {
+        let mut o = head(7, big, 0);
+        o.raw(if chunked {
+            b"zstd\x001.5\0"
+        } else {
+            b"none\0\0"
+        });
+        let options_at = o.pos() + 8;
+        // The BUFFER option (6 + 8 + 7 + 4 + 4 bytes and 20 a CPU) and DONE.
+        let options_len = 6 + 23 + 20 * cpus.len() as u64 + 14;
+        let section_at = options_at + 16 + options_len;
+        let data_at = section_at + 16;
+        let mut buffer = Out::new(big);
+        buffer.u64(section_at).raw(b"\0local\0").u32(4096);
+        buffer.u32(cpus.len() as u32);
+        for &(cpu, offset, size) in cpus {
+            buffer.u32(cpu).u64(data_at.wrapping_add(offset)).u64(size);
+        }
+        o.u64(options_at);
+        o.u16(sec::OPTIONS).u16(0).u32(0).u64(options_len);
+        o.opt(opt::BUFFER, &buffer.b);
+        o.u16(opt::DONE).u32(8).u64(0);
+        assert_eq!(o.pos(), section_at);
+        o.u16(opt::BUFFER).u16(chunked as u16).u32(0);
+        o.u64(data.len() as u64).raw(data);
+        o
+    }
+
+    /// zstd chunks of `pages` (a count, then csize, usize and the frame of
+    /// each), in `big` order or not.
+    fn chunk_table(big: bool, pages: &[&[u8]]) -> Vec<u8> {
+        let mut o = Out::new(big);
+        o.u32(pages.len() as u32);
+        for p in pages {
+            let z = zstd::bulk::compress(p, 1).unwrap();
+            o.u32(z.len() as u32).u32(p.len() as u32).raw(&z);
+        }
+        o.b
+    }
+
+    /// Every CPU's data as `stream_cpu` gives it.
+    fn streams(path: &Path, t: &TraceDat) -> BTreeMap<u32, Vec<u8>> {
+        let mut all = BTreeMap::new();
+        for (&cpu, data) in &t.cpus {
+            let mut bytes = Vec::new();
+            stream_cpu(path, data, |b| {
+                bytes.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+            all.insert(cpu, bytes);
+        }
+        all
+    }
+
+    fn refused(t: Result<TraceDat, ImportError>, why: &str) {
+        match t {
+            Ok(t) => panic!("opened, {} CPUs; {why} expected", t.cpus.len()),
+            Err(e) => assert!(e.to_string().contains(why), "{e}"),
+        }
+    }
+
+    #[test]
+    fn cpus_whose_data_shares_bytes_are_refused_apart_ones_read() {
+        let page = |n: u8| vec![n; 4096];
+        for big in [false, true] {
+            // v6: each CPU after the last (a CPU without data: 0, 0).
+            let data = [page(1), page(2)].concat();
+            let o = v6(big, &[], &[(0, 4096), (0, 0), (4096, 4096)], &data);
+            let (f, t) = o.open();
+            let t = t.unwrap();
+            let got = streams(f.path(), &t);
+            assert_eq!(got.keys().copied().collect::<Vec<_>>(), [0, 2]);
+            assert!(got[&0] == page(1) && got[&2] == page(2));
+            // v6: four CPUs naming one page, or one the whole file.
+            let o = v6(big, &[], &[(0, 4096); 4], &page(1));
+            refused(o.open().1, "CPU 1's data (offsets");
+            let o = v6(big, &[], &[(0, 8192), (4096, 4096)], &data);
+            refused(o.open().1, "shares bytes with CPU 0's");
+            // v7, plain: the same, and a region ending past 2^64.
+            let o = v7(big, false, &[(0, 0, 4096), (1, 4096, 4096)], &data);
+            let (f, t) = o.open();
+            assert_eq!(streams(f.path(), &t.unwrap())[&1], page(2));
+            let o = v7(big, false, &[(0, 0, 8192), (1, 0, 8192)], &data);
+            refused(o.open().1, "shares bytes");
+            let o = v7(big, false, &[(0, 0, 4096), (1, 4096, u64::MAX)], &data);
+            refused(o.open().1, "end past any file");
+        }
+    }
+
+    #[test]
+    fn a_chunk_table_is_read_for_one_cpu_only() {
+        let (a, b) = (vec![1u8; 4096], vec![2u8; 4096]);
+        for big in [false, true] {
+            let t0 = chunk_table(big, &[&a, &b]);
+            let t1 = chunk_table(big, &[&b]);
+            let data = [t0.clone(), t1].concat();
+            let at1 = t0.len() as u64;
+            // CPU 1 without data (size 0) has CPU 2's offset, as trace-cmd
+            // writes it.
+            let cpus = [(0, 0, at1), (1, at1, 0), (2, at1, 10)];
+            let (f, t) = v7(big, true, &cpus, &data).open();
+            let got = streams(f.path(), &t.unwrap());
+            assert!(got[&0] == [a.clone(), b.clone()].concat());
+            assert!(got[&1].is_empty() && got[&2] == b);
+            // Three CPUs naming one table: each would be given its chunks.
+            let cpus = [(0, 0, at1), (1, 0, at1), (2, 0, at1)];
+            refused(v7(big, true, &cpus, &data).open().1, "shares bytes");
+            // One naming a table inside another's.
+            let inside = at1 - 8;
+            let cpus = [(0, 0, at1), (1, inside, 4)];
+            refused(v7(big, true, &cpus, &data).open().1, "shares bytes");
+        }
+    }
+
+    #[test]
+    fn a_v6_flyrecord_table_is_read_once() {
+        let page = vec![7u8; 4096];
+        let mut table = [(0, 0); 8];
+        table[0] = (0, 4096);
+        for big in [false, true] {
+            // Instances (BUFFER options, their offsets set once the layout
+            // is known) naming the top table: 10 bytes after its tag.
+            let instances = |n: usize| {
+                let mut o = Out::new(big);
+                o.u64(0).raw(b"i\0");
+                let o = v6(big, &vec![(opt::BUFFER, o.b); n], &table, &page);
+                let top_tag = o.pos() - 4096 - 8 * 16 - 10;
+                (o, top_tag)
+            };
+            let (mut o, top_tag) = instances(2);
+            for at in o.options.clone() {
+                o.patch(at, top_tag);
+            }
+            refused(o.open().1, "name the same flyrecord table");
+            // Tables 16 bytes apart: more entries than the file holds.
+            let (mut o, top_tag) = instances(59);
+            for (k, at) in o.options.clone().into_iter().enumerate() {
+                o.patch(at, top_tag + 16 * (k as u64 + 1));
+            }
+            refused(o.open().1, "more than the file holds");
+            // An instance's table of its own is read.
+            let (mut o, _) = instances(1);
+            o.patch(o.options[0], o.pos());
+            o.raw(b"flyrecord\0");
+            for _ in 0..8 {
+                o.u64(0).u64(0);
+            }
+            let (_f, t) = o.open();
+            assert_eq!(t.unwrap().cpus.len(), 1);
+            // A BUFFER offset whose table would be past 2^64.
+            let (mut o, _) = instances(1);
+            o.patch(o.options[0], u64::MAX - 5);
+            refused(o.open().1, "past any file");
+        }
+    }
+
+    #[test]
+    fn claimed_sizes_are_checked_before_anything_is_reserved() {
+        let page = vec![3u8; 4096];
+        let mut z = Vec::new();
+        let mut enc = flate2::write::ZlibEncoder::new(&mut z, flate2::Compression::best());
+        std::io::Write::write_all(&mut enc, &page).unwrap();
+        enc.finish().unwrap();
+        let zs = zstd::bulk::compress(&page, 1).unwrap();
+        for (algo, data) in [(Algo::Zlib, &z), (Algo::Zstd, &zs)] {
+            assert!(decompress(algo, data, 4096).unwrap() == page);
+            // A claim of 4 GiB, and a stream giving more than it claims.
+            let e = decompress(algo, data, u32::MAX).unwrap_err();
+            assert!(e.to_string().contains("claimed uncompressed"), "{e}");
+            let e = decompress(algo, data, 100).unwrap_err();
+            assert!(e.to_string().contains("more than the 100 bytes"), "{e}");
+        }
+        for big in [false, true] {
+            // A chunk claiming more than MAX_INFLATED, or more than its
+            // bytes can give.
+            for (csize, usize) in [(4096, MAX_INFLATED + 4096), (16, 16 * 32768 + 4096)] {
+                let mut t = Out::new(big);
+                t.u32(1).u32(csize).u32(usize).raw(&vec![0; csize as usize]);
+                let o = v7(big, true, &[(0, 0, t.pos())], &t.b);
+                refused(o.open().1, "claim to give");
+            }
+        }
+        // A chunk of 4 GiB in a small file: refused before it is read.
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), [0u8; 64]).unwrap();
+        let chunk = Chunk {
+            offset: 8,
+            csize: u32::MAX,
+            usize: 4096,
+        };
+        let data = CpuData::Chunked {
+            algo: Algo::Zstd,
+            chunks: vec![chunk],
+        };
+        let e = stream_cpu(f.path(), &data, |_| Ok(())).unwrap_err();
+        assert!(
+            e.to_string().contains("runs past the end of the file"),
+            "{e}"
+        );
+    }
+
+    /// 40,000 options of distinct names, each a file: each option looked
+    /// every file read before up again (quadratic), now each file is
+    /// placed as it is read. The bound is far above the linear time on a
+    /// loaded machine and far below the quadratic one.
+    #[test]
+    fn many_files_in_options_open_in_a_time_linear_in_their_number() {
+        let options: Vec<(u16, Vec<u8>)> = (0..40_000)
+            .map(|i| (opt::KMEMTRACE_META, format!("f{i}\0x").into_bytes()))
+            .collect();
+        let o = v6(true, &options, &[(0, 4096)], &[1; 4096]);
+        let started = std::time::Instant::now();
+        let (_f, t) = o.open();
+        let t = t.unwrap();
+        assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+        assert_eq!(t.files["f39999"], b"x");
+        assert_eq!(t.at["f1"], o.options[1]);
+        assert_eq!(t.at["page_size"], 0);
     }
 }
