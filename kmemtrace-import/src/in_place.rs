@@ -39,6 +39,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where a piece's stored bytes are.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +90,31 @@ pub(crate) struct InputChunks {
     /// Offsets are those of the log an import writes (a dump's), not of
     /// the pieces' places.
     log_offsets: bool,
+    /// This store among those made ([`Inflated::key`]).
+    id: u64,
+}
+
+/// Stores made so far: each one's [`InputChunks::id`].
+static STORES_MADE: AtomicU64 = AtomicU64::new(0);
+
+/// A compressed piece decompressed whole, kept in a [`BlockScratch`]: a
+/// piece larger than a chunk gives several chunks, which read it from
+/// here instead of decompressing (and zero-filling) it once for each.
+pub(crate) struct Inflated {
+    /// Which piece: the store's id, the CPU and where the piece starts in
+    /// its stream.
+    key: Option<(u64, u32, u64)>,
+    /// Its bytes, or why it does not decompress.
+    bytes: Result<Vec<u8>, String>,
+}
+
+impl Default for Inflated {
+    fn default() -> Self {
+        Inflated {
+            key: None,
+            bytes: Ok(Vec::new()),
+        }
+    }
 }
 
 impl InputChunks {
@@ -99,6 +125,7 @@ impl InputChunks {
             subbuf_size: layout.subbuf_size as u64,
             cpus: BTreeMap::new(),
             log_offsets,
+            id: STORES_MADE.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -136,7 +163,9 @@ impl InputChunks {
                         .collect()
                 }
             };
-            if let Some(end) = cut_to(&mut pieces, file_len) {
+            if let Some(end) = cut_to(&mut pieces, file_len)
+                .map_err(|e| io::Error::new(e.kind(), format!("CPU {cpu}: {e}")))?
+            {
                 cut_short.push((cpu, end));
             }
             chunks.cpus.insert(cpu, pieces);
@@ -187,6 +216,36 @@ impl InputChunks {
                 Ok(())
             }
         }
+    }
+
+    /// Compressed piece `p` of `cpu`'s stream, decompressed (with `stored`
+    /// for its bytes as stored) into `inflated`, unless it holds it already.
+    fn inflate<'i>(
+        &self,
+        cpu: u32,
+        p: &Piece,
+        algo: Algo,
+        stored: &mut Vec<u8>,
+        inflated: &'i mut Inflated,
+    ) -> &'i Result<Vec<u8>, String> {
+        let key = Some((self.id, cpu, p.stream_at));
+        if inflated.key != key {
+            let mut bytes =
+                std::mem::replace(&mut inflated.bytes, Ok(Vec::new())).unwrap_or_default();
+            // Resized, not cleared: only what the last piece lacked is zeroed.
+            bytes.resize(p.len as usize, 0);
+            stored.resize(p.stored as usize, 0);
+            inflated.bytes = self
+                .read_at(p.place, p.at, stored)
+                .map_err(|e| format!("reading a compressed chunk: {e}"))
+                .and_then(|()| {
+                    decompress_into(algo, stored, &mut bytes)
+                        .map_err(|e| format!("a {algo:?} chunk: {e}"))
+                })
+                .map(|()| bytes);
+            inflated.key = key;
+        }
+        &inflated.bytes
     }
 
     /// A CPU's pieces overlapping its stream's bytes `[start, end)`.
@@ -252,7 +311,7 @@ impl ChunkStore for InputChunks {
         chunk: &CpuBlockRef,
         scratch: &'s mut BlockScratch,
     ) -> Result<&'s [u8], Problem> {
-        let (stored, out) = scratch.buffers();
+        let (stored, out, inflated) = scratch.piece_buffers();
         out.clear();
         let (start, end) = self.range(chunk);
         for p in self.pieces(chunk.cpu, start, end) {
@@ -271,14 +330,9 @@ impl ChunkStore for InputChunks {
                         .map_err(|e| err(format!("reading it: {e}")))?;
                 }
                 Some(algo) => {
-                    stored.resize(p.stored as usize, 0);
-                    self.read_at(p.place, p.at, stored)
-                        .map_err(|e| err(format!("reading a compressed chunk: {e}")))?;
-                    out.resize(base + p.len as usize, 0);
-                    decompress_into(algo, stored, &mut out[base..])
-                        .map_err(|e| err(format!("a {algo:?} chunk: {e}")))?;
-                    out.copy_within(base + lo..base + hi, base);
-                    out.truncate(base + hi - lo);
+                    let piece = self.inflate(chunk.cpu, p, algo, stored, inflated);
+                    let bytes = piece.as_ref().map_err(|e| err(e.clone()))?;
+                    out.extend_from_slice(&bytes[lo..hi]);
                 }
             }
         }
@@ -306,11 +360,21 @@ impl ChunkStore for InputChunks {
 
 /// Keeps what of `pieces` lies within a file of `len` bytes: a plain piece
 /// up to the end, a compressed one whole or not at all. Returns where the
-/// pieces would have ended, if they run past it.
-fn cut_to(pieces: &mut Vec<Piece>, len: u64) -> Option<u64> {
-    let end = pieces.iter().map(|p| p.at + p.stored).max()?;
+/// pieces would have ended, if they run past it; a piece that would end
+/// past 2^64 is damage.
+fn cut_to(pieces: &mut Vec<Piece>, len: u64) -> io::Result<Option<u64>> {
+    let mut end = 0;
+    for p in pieces.iter() {
+        let p_end = p.at.checked_add(p.stored).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} bytes at offset {} end past any file", p.stored, p.at),
+            )
+        })?;
+        end = end.max(p_end);
+    }
     if end <= len {
-        return None;
+        return Ok(None);
     }
     pieces.retain_mut(|p| match p.algo {
         None if p.at < len => {
@@ -323,7 +387,7 @@ fn cut_to(pieces: &mut Vec<Piece>, len: u64) -> Option<u64> {
     });
     // A compressed piece's place in the stream is its predecessors' sum:
     // none but the last ones go, so the places stand.
-    Some(end)
+    Ok(Some(end))
 }
 
 /// Counts what is written to it, and keeps nothing.
@@ -554,6 +618,7 @@ mod tests {
             subbuf_size: 4096,
             cpus: BTreeMap::from([(0, pieces), (1, vec![plain])]),
             log_offsets: false,
+            id: 0,
         };
         let refs = reads_back(&store, 0, &zstd_data);
         let shape: Vec<(u64, u64, u32)> = refs
@@ -569,6 +634,55 @@ mod tests {
         assert_eq!(refs[1].header.stored_len, refs[1].header.raw_len);
     }
 
+    /// A piece larger than a chunk is decompressed once for the chunks
+    /// cut from it, not once for each (a piece claiming 64 MiB gives 64):
+    /// with its stored bytes overwritten after the first chunk is read,
+    /// the others still read back.
+    #[test]
+    fn a_compressed_piece_is_decompressed_once_for_its_chunks() {
+        let data = stream(600);
+        let z = zstd::bulk::compress(&data, 1).unwrap();
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(&z).unwrap();
+        let piece = Piece {
+            stream_at: 0,
+            place: Place::File(0),
+            at: 0,
+            stored: z.len() as u64,
+            len: data.len() as u64,
+            algo: Some(Algo::Zstd),
+        };
+        let layout = SubBufLayout {
+            long_size: 8,
+            data_offset: 16,
+            subbuf_size: 4096,
+        };
+        let mut store = InputChunks::empty(&layout, false);
+        store.files.push(File::open(file.path()).unwrap());
+        store.cpus.insert(0, vec![piece]);
+        let refs = store.chunk_refs();
+        assert_eq!(refs.len(), 3);
+        let mut scratch = BlockScratch::new();
+        store.read_chunk(&refs[0], &mut scratch).unwrap();
+        std::fs::write(file.path(), vec![0u8; z.len()]).unwrap();
+        for r in &refs[1..] {
+            let (start, end) = store.range(r);
+            let got = store.read_chunk(r, &mut scratch).unwrap();
+            assert!(got == &data[start as usize..end as usize], "{r:?}");
+        }
+        // Another scratch reads the bytes as they now are.
+        assert!(store
+            .read_chunk(&refs[1], &mut BlockScratch::new())
+            .is_err());
+    }
+
+    #[test]
+    fn a_piece_ending_past_2_64_is_refused() {
+        let mut pieces = vec![Piece::plain(Place::File(0), u64::MAX - 10, 100)];
+        let e = cut_to(&mut pieces, 1000).unwrap_err();
+        assert!(e.to_string().contains("end past any file"), "{e}");
+    }
+
     #[test]
     fn pieces_past_the_end_of_the_file_are_cut_there() {
         let piece = |at: u64, stored: u64, algo: Option<Algo>| Piece {
@@ -580,12 +694,12 @@ mod tests {
             algo,
         };
         let mut plain = vec![piece(100, 50, None)];
-        assert_eq!(cut_to(&mut plain, 150), None);
-        assert_eq!(cut_to(&mut plain, 120), Some(150));
+        assert_eq!(cut_to(&mut plain, 150).unwrap(), None);
+        assert_eq!(cut_to(&mut plain, 120).unwrap(), Some(150));
         assert_eq!((plain[0].stored, plain[0].len), (20, 20));
         let z = Some(Algo::Zstd);
         let mut chunked = vec![piece(0, 10, z), piece(10, 10, z), piece(20, 10, z)];
-        assert_eq!(cut_to(&mut chunked, 25), Some(30));
+        assert_eq!(cut_to(&mut chunked, 25).unwrap(), Some(30));
         assert_eq!(chunked.len(), 2);
     }
 }

@@ -122,6 +122,8 @@ pub struct BlockScratch {
     /// The decoded payload (may be longer than the last one).
     out: Vec<u8>,
     dec: kmemtrace_format::block::PayloadDecoder,
+    /// A piece of an input read in place ([`crate::in_place`]).
+    inflated: crate::in_place::Inflated,
 }
 
 impl BlockScratch {
@@ -134,6 +136,14 @@ impl BlockScratch {
     pub fn buffers(&mut self) -> (&mut Vec<u8>, &mut Vec<u8>) {
         (&mut self.stored, &mut self.out)
     }
+
+    /// [`BlockScratch::buffers`], and the decompressed piece an input read
+    /// in place keeps.
+    pub(crate) fn piece_buffers(
+        &mut self,
+    ) -> (&mut Vec<u8>, &mut Vec<u8>, &mut crate::in_place::Inflated) {
+        (&mut self.stored, &mut self.out, &mut self.inflated)
+    }
 }
 
 impl fmt::Debug for BlockScratch {
@@ -142,7 +152,7 @@ impl fmt::Debug for BlockScratch {
             .field("stored", &self.stored.len())
             .field("out", &self.out.len())
             .field("dec", &self.dec)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -1499,6 +1509,7 @@ impl Log {
             stored: std::mem::take(stored),
             out: Vec::new(),
             dec: Default::default(),
+            inflated: Default::default(),
         };
         let res = self.read_cpu_block_into(r, &mut s).map(|data| {
             out.clear();
@@ -1531,7 +1542,9 @@ impl Log {
             kind: ProblemKind::BadBlock,
             what,
         };
-        let BlockScratch { stored, out, dec } = scratch;
+        let BlockScratch {
+            stored, out, dec, ..
+        } = scratch;
         let len = BLOCK_HEADER_LEN + r.header.stored_len as usize;
         // Only grown: reading overwrites what is kept.
         if stored.len() < len {
