@@ -661,17 +661,24 @@ struct BlockScan {
     undecoded_metas: Vec<UndecodedMeta>,
     /// Their kallsyms, parsed as they were decoded: for [`Log::decode_metas`].
     parsed_kallsyms: ParsedKallsyms,
-    /// Decoded bytes of the META, STATS and NOTE blocks taken so far, by
-    /// their `raw_len` (all are decoded and held at once).
-    records_raw: u64,
-    /// At most this many ([`MAX_RECORDS_RAW`]; less in tests).
+    /// What the META, STATS and NOTE blocks taken so far decode to beyond
+    /// [`RECORDS_RATIO`] times what they store, by their `raw_len` (all
+    /// are decoded and held at once).
+    records_amplified: u64,
+    /// At most this much ([`MAX_RECORDS_AMPLIFIED`]; less in tests).
     records_budget: u64,
 }
 
-/// Decoded bytes of META, STATS and NOTE blocks a log's opening takes, in
-/// all (FORMAT.md §5.2): a 64 MiB block compresses to a few KiB, so a
-/// small damaged log could otherwise make its reader hold gigabytes.
-pub const MAX_RECORDS_RAW: u64 = 1 << 30;
+/// What a META, STATS or NOTE block may decode to, per byte stored,
+/// without counting toward [`MAX_RECORDS_AMPLIFIED`]: the recorder's text
+/// compresses a few times over; a hostile block 64 MiB from a few KiB.
+pub const RECORDS_RATIO: u64 = 64;
+
+/// What a log's META, STATS and NOTE blocks may decode to beyond
+/// [`RECORDS_RATIO`] times their stored bytes, in all (FORMAT.md §5.2):
+/// what opening a log holds then grows with the file, however long a
+/// recording it is, not with what a few KiB can claim.
+pub const MAX_RECORDS_AMPLIFIED: u64 = 1 << 30;
 
 impl BlockScan {
     fn new(header_damage: Option<Problem>) -> Self {
@@ -694,8 +701,8 @@ impl BlockScan {
             segment: None,
             undecoded_metas: Vec::new(),
             parsed_kallsyms: HashMap::new(),
-            records_raw: 0,
-            records_budget: MAX_RECORDS_RAW,
+            records_amplified: 0,
+            records_budget: MAX_RECORDS_AMPLIFIED,
         }
     }
 
@@ -753,17 +760,19 @@ impl BlockScan {
         }
         // The kinds a log may hold many of and keeps: the budget.
         let kept = matches!(bt, BlockType::Meta | BlockType::Stats | BlockType::Note);
-        let raw = if kept { u64::from(b.header.raw_len) } else { 0 };
-        if self.records_raw + raw > self.records_budget {
+        let beyond = u64::from(b.header.raw_len)
+            .saturating_sub(RECORDS_RATIO * u64::from(b.header.stored_len));
+        let amplified = if kept { beyond } else { 0 };
+        if self.records_amplified + amplified > self.records_budget {
             let what = format!(
-                "{} block not read: with the META, STATS and NOTE blocks before it, more than {} bytes to decode",
+                "{} block not read: with the META, STATS and NOTE blocks before it, more than {} bytes to decode beyond {RECORDS_RATIO} times what they store",
                 bt.name(),
                 self.records_budget
             );
             self.problem(b.offset, ProblemKind::BadBlock, what);
             return;
         }
-        self.records_raw += raw;
+        self.records_amplified += amplified;
         if bt == BlockType::Meta {
             self.undecoded_metas.push(UndecodedMeta {
                 block: b,
@@ -1876,9 +1885,18 @@ mod tests {
     fn records_past_the_budget_are_problems_not_read() {
         let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
         let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(1)).unwrap();
-        // Compressible: what is decoded is counted, not what is stored.
+        // Text that compresses as the recorder's does is not counted,
+        // however much of it; one byte repeated (a few hundred times over)
+        // is, beyond RECORDS_RATIO times its stored bytes.
+        let text: String = (0..20_000)
+            .map(|i| format!("{} task{}\n", i * 7919 % 100_003, i % 977))
+            .collect();
+        for _ in 0..10 {
+            w.write_meta(&Meta::new(MetaKind::SavedCmdlines, text.as_str()))
+                .unwrap();
+        }
         for name in ["a", "b", "c"] {
-            let mut m = Meta::new(MetaKind::Other, vec![b'x'; 1000]);
+            let mut m = Meta::new(MetaKind::Other, vec![b'x'; 100_000]);
             m.name = name.into();
             w.write_meta(&m).unwrap();
         }
@@ -1886,14 +1904,14 @@ mod tests {
         let bytes = w.finish(None, "test", None).unwrap();
         let mut reader = LogReader::new(&bytes[..]).unwrap();
         let mut scan = BlockScan::new(None);
-        // Room for two META blocks' payloads, not three.
-        scan.records_budget = 2500;
+        // Room for two of the repeated bytes' blocks, not three.
+        scan.records_budget = 2 * 100_000;
         while let Some(item) = reader.next_item().unwrap() {
             scan.item(item);
         }
         scan.finish();
         let names: Vec<&str> = scan.metas.iter().map(|(_, m)| m.name.as_str()).collect();
-        assert_eq!(names, ["a", "b"]);
+        assert_eq!(names, ["", "a", "b"], "saved_cmdlines, then two");
         assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
         assert!(
             scan.problems[0].what.contains("META block not read"),

@@ -257,12 +257,23 @@ impl<'a> Buf<'a> {
     }
 }
 
-/// Most bytes a compressed section or chunk may give. trace-cmd compresses
-/// a section's text whole (kallsyms of a big kernel: tens of MiB, within
-/// [`MAX_TEXT`]) and CPU data in chunks of 10 pages (`PAGES_IN_CHUNK`: 640
-/// KiB with 64 KiB pages); a claim above this is damage, and reserving or
-/// cutting chunks for it would cost memory and time the file never holds.
+/// Most bytes a compressed section may give: trace-cmd compresses a
+/// section's text whole (kallsyms of a big kernel: tens of MiB, within
+/// [`MAX_TEXT`]); a claim above this is damage, and reserving it would
+/// cost memory the file never holds.
 const MAX_INFLATED: u32 = 64 << 20;
+/// trace-cmd compresses CPU data in chunks of this many of the buffer's
+/// pages (its `PAGES_IN_CHUNK`); a page is a ring-buffer sub-buffer.
+const PAGES_IN_CHUNK: u64 = 10;
+/// The largest sub-buffer a kernel makes: 128 pages (`buffer_subbuf_size_kb`
+/// takes orders up to 7) of 256 KiB, Linux's largest page.
+const MAX_SUBBUF: u64 = 128 * (256 << 10);
+
+/// Most bytes a chunk of CPU data may give, with pages of `page_size`
+/// bytes (the file's word, bounded by what a kernel makes).
+fn max_chunk(page_size: u32) -> u64 {
+    (PAGES_IN_CHUNK * u64::from(page_size).min(MAX_SUBBUF)).max(u64::from(MAX_INFLATED))
+}
 /// Most bytes one stored byte can give: zstd's densest block (3 bytes of
 /// header and one repeated byte) gives 128 KiB, zlib's at most 1032 bytes.
 /// A chunk claiming more than its bytes can give is damage.
@@ -277,6 +288,11 @@ fn decompress(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
             "{claim} bytes claimed uncompressed: more than {MAX_INFLATED}, which trace-cmd never writes"
         )));
     }
+    inflate(algo, data, claim)
+}
+
+/// [`decompress`] of a claim already bounded (a chunk's, by [`chunks`]).
+fn inflate(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
     let limit = u64::from(claim) + 1;
     let mut out = Vec::new();
     match algo {
@@ -888,7 +904,8 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
         false
     };
     let algo = r.algo.filter(|_| compressed);
-    let cpus = place_cpus(&mut r.src, algo, &buffer.cpus).map_err(|e| r.err(e))?;
+    let cpus =
+        place_cpus(&mut r.src, algo, buffer.page_size, &buffer.cpus).map_err(|e| r.err(e))?;
     for ((name, cpu), (text, at)) in std::mem::take(&mut r.stats) {
         if name == buffer.name {
             let file = format!("per_cpu/cpu{cpu}/stats");
@@ -969,6 +986,7 @@ impl Regions {
 fn place_cpus(
     src: &mut Src,
     algo: Option<Algo>,
+    page_size: u32,
     list: &[(u32, u64, u64)],
 ) -> io::Result<BTreeMap<u32, CpuData>> {
     let mut regions = Regions::default();
@@ -990,7 +1008,7 @@ fn place_cpus(
                 regions
                     .check(cpu, offset, offset.saturating_add(4))
                     .map_err(in_cpu)?;
-                let (chunks, end) = chunks(src, offset).map_err(in_cpu)?;
+                let (chunks, end) = chunks(src, offset, page_size).map_err(in_cpu)?;
                 regions.claim(cpu, offset, end).map_err(in_cpu)?;
                 CpuData::Chunked { algo, chunks }
             }
@@ -1012,9 +1030,11 @@ fn place_cpus(
 /// A compressed CPU stream's chunks: `u32 count`, then count x (u32
 /// csize, u32 usize, csize bytes), and where the last one ends. The BUFFER
 /// option's size is not used: trace-cmd before mid-2023 left the count's 4
-/// bytes out of it. A chunk claiming more than [`MAX_INFLATED`] bytes, or
-/// more than its bytes can give ([`MAX_RATIO`]), is damage.
-fn chunks(src: &mut Src, at: u64) -> io::Result<(Vec<Chunk>, u64)> {
+/// bytes out of it. A chunk claiming more than ten pages of `page_size`
+/// ([`max_chunk`]), or more than its bytes can give ([`MAX_RATIO`]), is
+/// damage.
+fn chunks(src: &mut Src, at: u64, page_size: u32) -> io::Result<(Vec<Chunk>, u64)> {
+    let max = max_chunk(page_size);
     src.seek(at)?;
     let count = src.u32()?;
     src.fits(u64::from(count), 8)?;
@@ -1024,9 +1044,11 @@ fn chunks(src: &mut Src, at: u64) -> io::Result<(Vec<Chunk>, u64)> {
         let csize = src.u32()?;
         let usize = src.u32()?;
         pos += 8;
-        if usize > MAX_INFLATED || u64::from(usize) > u64::from(csize) * MAX_RATIO {
+        // trace-cmd writes no chunk of nothing (the in-place reader
+        // tells pieces apart by where their output begins).
+        if usize == 0 || u64::from(usize) > max || u64::from(usize) > u64::from(csize) * MAX_RATIO {
             return Err(invalid(format!(
-                "chunk {i} at offset {pos}: {csize} bytes claim to give {usize} (at most {MAX_INFLATED}, and {MAX_RATIO} per byte)"
+                "chunk {i} at offset {pos}: {csize} bytes claim to give {usize} (1 to {max}, and {MAX_RATIO} per byte)"
             )));
         }
         out.push(Chunk {
@@ -1075,7 +1097,7 @@ pub fn stream_cpu(
                 f.seek(SeekFrom::Start(c.offset))?;
                 let mut comp = vec![0u8; c.csize as usize];
                 f.read_exact(&mut comp)?;
-                let plain = decompress(*algo, &comp, c.usize)?;
+                let plain = inflate(*algo, &comp, c.usize)?;
                 if plain.len() != c.usize as usize {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
@@ -1380,6 +1402,16 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_may_hold_ten_of_the_largest_sub_buffers() {
+        // 4 KiB pages: the sections' bound. 64 KiB pages and 128-page
+        // sub-buffers (8 MiB): 80 MiB chunks. A file's page size past any
+        // kernel's counts as the largest sub-buffer.
+        assert_eq!(max_chunk(4096), 64 << 20);
+        assert_eq!(max_chunk(8 << 20), 80 << 20);
+        assert_eq!(max_chunk(u32::MAX), 10 * 128 * (256 << 10));
+    }
+
+    #[test]
     fn claimed_sizes_are_checked_before_anything_is_reserved() {
         let page = vec![3u8; 4096];
         let mut z = Vec::new();
@@ -1398,7 +1430,12 @@ mod tests {
         for big in [false, true] {
             // A chunk claiming more than MAX_INFLATED, or more than its
             // bytes can give.
-            for (csize, usize) in [(4096, MAX_INFLATED + 4096), (16, 16 * 32768 + 4096)] {
+            // A chunk of nothing, which trace-cmd never writes.
+            for (csize, usize) in [
+                (4096, MAX_INFLATED + 4096),
+                (16, 16 * 32768 + 4096),
+                (16, 0),
+            ] {
                 let mut t = Out::new(big);
                 t.u32(1).u32(csize).u32(usize).raw(&vec![0; csize as usize]);
                 let o = v7(big, true, &[(0, 0, t.pos())], &t.b);
