@@ -813,13 +813,14 @@ fn read_v7(r: &mut Reader) -> io::Result<()> {
             .push(format!("trace.dat version 7, {a:?}-compressed"));
     }
     let mut next = r.src.u64()?;
-    let mut seen = 0;
+    // Each section once: a chain that comes back to one would read it (up
+    // to 64 MiB from a few KiB) and take its options again, each time.
+    let mut seen = std::collections::BTreeSet::new();
     while next != 0 {
-        seen += 1;
-        if seen > 10_000 {
+        if !seen.insert(next) || seen.len() > 10_000 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "the options sections loop",
+                format!("the options sections loop (at offset {next})"),
             ));
         }
         let at = next;
@@ -1398,6 +1399,31 @@ mod tests {
             let (mut o, _) = instances(1);
             o.patch(o.options[0], u64::MAX - 5);
             refused(o.open().1, "past any file");
+        }
+    }
+
+    #[test]
+    fn an_options_chain_coming_back_is_refused() {
+        for big in [false, true] {
+            let mut o = v7(big, false, &[(0, 0, 4096)], &[1; 4096]);
+            assert!(o.open().1.is_ok());
+            // The options section: its header (16 bytes) and the BUFFER
+            // option's (6) before the payload; DONE's next after the
+            // payload (one CPU: 43 bytes) and its own 6.
+            let options_at = o.options[0] - 22;
+            let header_says = &o.b[options_at as usize - 8..options_at as usize];
+            let want = if big {
+                options_at.to_be_bytes()
+            } else {
+                options_at.to_le_bytes()
+            };
+            assert_eq!(header_says, want);
+            o.patch(o.options[0] + 43 + 6, options_at);
+            // At once: the section is not read again before that is seen.
+            refused(
+                o.open().1,
+                &format!("the options sections loop (at offset {options_at})"),
+            );
         }
     }
 
