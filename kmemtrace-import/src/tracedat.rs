@@ -706,6 +706,10 @@ fn read_v6(r: &mut Reader) -> io::Result<()> {
     Ok(())
 }
 
+/// Longest clock text of a v6 flyrecord table: tracefs' `trace_clock`
+/// lists a dozen clocks. Tables may be many, and each keeps its text.
+const MAX_CLOCK_TEXT: u64 = 1024;
+
 /// v6's flyrecord tables, each of `cpus` (offset, size) entries and, with
 /// a TRACECLOCK option, a clock text: the top buffer's, which follows, and
 /// each instance's, at its BUFFER option's offset behind a `flyrecord`
@@ -749,6 +753,12 @@ fn read_v6_tables(r: &mut Reader, cpus: u32, clock_text: bool) -> io::Result<Vec
         }
         if clock_text {
             let n = r.src.u64()?;
+            if n > MAX_CLOCK_TEXT {
+                return Err(invalid(format!(
+                    "buffer {:?}: a clock text of {n} bytes (tracefs' trace_clock is under {MAX_CLOCK_TEXT})",
+                    b.name
+                )));
+            }
             b.clock = Some(String::from_utf8_lossy(&r.src.bytes(n)?).into_owned());
         }
         buffers.push(b);
@@ -1399,6 +1409,23 @@ mod tests {
             let (mut o, _) = instances(1);
             o.patch(o.options[0], u64::MAX - 5);
             refused(o.open().1, "past any file");
+        }
+    }
+
+    #[test]
+    fn a_v6_clock_text_longer_than_tracefs_writes_is_refused() {
+        let page = vec![7u8; 4096];
+        for big in [false, true] {
+            for (text, ok) in [(&b"[local] global"[..], true), (&[b'x'; 2000][..], false)] {
+                let mut d = Out::new(big);
+                d.u64(text.len() as u64).raw(text).raw(&page);
+                let table = [(8 + text.len() as u64, 4096)];
+                let o = v6(big, &[(opt::TRACECLOCK, b"local\0".to_vec())], &table, &d.b);
+                match ok {
+                    true => assert_eq!(o.open().1.unwrap().cpus.len(), 1),
+                    false => refused(o.open().1, "a clock text of 2000 bytes"),
+                }
+            }
         }
     }
 
