@@ -10,11 +10,7 @@
 
 use crate::log::{CpuBlockRef, Log, Problem};
 use kmemtrace_format::reader::Truncation;
-use kmemtrace_kernel::{parse_subbuf, RbRecordKind};
-
-/// CPUs without data listed at most: Linux's largest `NR_CPUS` (x86-64
-/// with MAXSMP, powerpc). A damaged arch tag may claim 2^32 CPUs.
-const MAX_CPUS_LISTED: u32 = 8192;
+use kmemtrace_kernel::{parse_subbuf, RbRecordKind, LINUX_MAX_NR_CPUS};
 
 /// What a log lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,8 +35,8 @@ impl Log {
         let last_read = if no_end.is_some() {
             let by_cpu = self.blocks_by_cpu();
             // The machine's CPUs without data too, as many as a kernel can
-            // have: the arch tag's count is the log's word.
-            let possible = self.arch.nr_cpus.unwrap_or(0).min(MAX_CPUS_LISTED);
+            // have: the arch tag's count is the log's word (2^32, damaged).
+            let possible = self.arch.nr_cpus.unwrap_or(0).min(LINUX_MAX_NR_CPUS);
             let mut cpus: Vec<u32> = (0..possible).collect();
             cpus.extend(by_cpu.keys());
             cpus.sort_unstable();

@@ -19,14 +19,25 @@ pub const HEAD_BYTES: usize = 256 << 10;
 /// Largest metadata file read (kallsyms of a big kernel with modules is
 /// tens of MiB; a META block holds at most 64 MiB).
 pub const MAX_META_FILE: u64 = 48 << 20;
-/// Bytes held of one dump at most: its metadata files and the heads of
-/// its data files.
+/// Metadata bytes read from one dump at most.
 const MAX_META_TOTAL: u64 = 1 << 30;
 
-/// An archive holding more than [`MAX_META_TOTAL`] bytes to keep.
+/// A dump holding more than [`MAX_META_TOTAL`] bytes of files to keep.
 fn too_much(input: &Path) -> ImportError {
     bad(format!(
-        "{}: more than {MAX_META_TOTAL} bytes of files and data heads to hold: not a tracefs dump",
+        "{}: more than {MAX_META_TOTAL} bytes of files besides the ring-buffer data: not a tracefs dump",
+        input.display()
+    ))
+}
+
+/// `trace_pipe_raw` files a dump may have (whose heads it holds): one a
+/// CPU, as many as Linux's largest machine has, wherever in the archive.
+const MAX_RAW_FILES: usize = kmemtrace_kernel::LINUX_MAX_NR_CPUS as usize;
+
+/// A dump with more than [`MAX_RAW_FILES`] data files.
+fn too_many_raw(input: &Path) -> ImportError {
+    bad(format!(
+        "{}: more than {MAX_RAW_FILES} trace_pipe_raw files (one a CPU): not a tracefs dump",
         input.display()
     ))
 }
@@ -258,10 +269,7 @@ impl Dump {
                     let mut f = File::open(&path).map_err(|e| io_err(&path, e))?;
                     let got = read_up_to(&mut f, &mut head).map_err(|e| io_err(&path, e))?;
                     head.truncate(got);
-                    total += got as u64;
-                    if total > MAX_META_TOTAL {
-                        return Err(too_much(&d.input));
-                    }
+
                     d.raw.insert(
                         n,
                         RawFile {
@@ -270,6 +278,9 @@ impl Dump {
                             loc: RawLoc::File(path),
                         },
                     );
+                    if d.raw.len() > MAX_RAW_FILES {
+                        return Err(too_many_raw(&d.input));
+                    }
                 } else {
                     d.load_file(&rel, &path, &mut total)?;
                 }
@@ -324,13 +335,10 @@ impl Dump {
                 let mut head = Vec::new();
                 ar.read_data(&e, HEAD_BYTES as u64, &mut head)
                     .map_err(|e| tar_err(input, e))?;
-                // Heads are held too: an archive of many data files
-                // (under any prefix) would otherwise hold unbounded heads.
-                total += head.len() as u64;
-                if total > MAX_META_TOTAL {
-                    return Err(too_much(input));
-                }
                 raws.insert(path, (e.size, head, e.offset));
+                if raws.len() > MAX_RAW_FILES {
+                    return Err(too_many_raw(input));
+                }
                 continue;
             }
             if e.size > MAX_META_FILE {
@@ -694,5 +702,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ends inside member"), "{e}");
+        // More data files than a machine has CPUs, under other prefixes
+        // (each would keep a head).
+        let names: Vec<String> = (0..=MAX_RAW_FILES)
+            .map(|i| format!("d{i}/per_cpu/cpu0/trace_pipe_raw"))
+            .collect();
+        let members: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
+        fs::write(tmp.path().join("many.tar"), tar(&members)).unwrap();
+        let e = Dump::open(&tmp.path().join("many.tar"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 8192 trace_pipe_raw files"), "{e}");
+        let t = tar(&members[..MAX_RAW_FILES]);
+        fs::write(tmp.path().join("enough.tar"), t).unwrap();
+        let e = Dump::open(&tmp.path().join("enough.tar"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no events/header_page"), "as many as CPUs: {e}");
     }
 }

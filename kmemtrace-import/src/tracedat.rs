@@ -1518,13 +1518,18 @@ mod tests {
     fn files_in_options_are_placed_where_each_was_first_read() {
         // Each file's place is noted as it is read (noting them all again
         // after each option was quadratic in their number).
-        let options: Vec<(u16, Vec<u8>)> = (0..2_000)
+        let mut options: Vec<(u16, Vec<u8>)> = (0..2_000)
             .map(|i| (opt::KMEMTRACE_META, format!("f{i}\0x").into_bytes()))
             .collect();
+        // f1 again: its place stays the first, its content is the last.
+        options.push((opt::KMEMTRACE_META, b"f1\0y".to_vec()));
         let o = v6(true, &options, &[(0, 4096)], &[1; 4096]);
         let (_f, t) = o.open();
         let t = t.unwrap();
-        assert_eq!(t.files["f1999"], b"x");
+        assert_eq!(
+            (&t.files["f1999"][..], &t.files["f1"][..]),
+            (&b"x"[..], &b"y"[..])
+        );
         for i in [0, 1, 1000, 1999] {
             assert_eq!(t.at[&format!("f{i}")], o.options[i], "f{i}");
         }

@@ -48,8 +48,9 @@ pub fn secs(ns: u64, decimals: u32) -> String {
 }
 
 /// CPUs a CPU list may name ([`parse_cpu_list`]): eight times Linux's
-/// largest `NR_CPUS`; a damaged list could otherwise name billions.
-pub const MAX_CPUS_LISTED: usize = 1 << 16;
+/// largest `NR_CPUS` (CPU numbers may have gaps); a damaged list could
+/// otherwise name billions.
+pub const MAX_CPUS_LISTED: usize = 8 * crate::machine::LINUX_MAX_NR_CPUS as usize;
 
 /// The kernel's CPU list syntax (`0-3,6`, as in `cpu/online` and
 /// `--cpu`), sorted and without repeats; empty text is an empty list.

@@ -67,7 +67,7 @@ pub use header_page::{HeaderError, HeaderEvent, HeaderPage};
 pub use kallsyms::{Kallsyms, KallsymsError, Symbol};
 pub use kmem::{KmemDecoder, KmemError, KmemEvent, KmemKind};
 pub use losses::{Loss, LossTracker, SubBufRun, SubBufRuns, SubBufSequence, Window, Windows};
-pub use machine::{machine_facts, MachineFacts};
+pub use machine::{machine_facts, MachineFacts, LINUX_MAX_NR_CPUS};
 pub use pagetypes::PageTypes;
 pub use print_flags::FlagTable;
 pub use print_fmt::PrintFmt;

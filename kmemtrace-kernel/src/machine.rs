@@ -28,6 +28,11 @@
 //! with the same facts. An unknown name says nothing; so does a name whose
 //! fact can be either: it is never evidence of damage.
 
+/// Linux's largest `NR_CPUS` on any architecture (x86-64 with MAXSMP,
+/// powerpc): no machine has more CPUs. Bounds what a damaged arch tag or
+/// dump may claim.
+pub const LINUX_MAX_NR_CPUS: u32 = 8192;
+
 use crate::endian::RunTimeEndian::{self, Big, Little};
 
 /// What a machine name says. `None` in a field: it can be either.

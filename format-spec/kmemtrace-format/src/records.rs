@@ -77,7 +77,8 @@ impl MetaKind {
 /// The content of META `cpu_node_map` (FORMAT.md §7.1): `cpu node` lines,
 /// sorted by CPU, from each NUMA node's CPU list (`0-3,8`, as sysfs'
 /// `nodeN/cpulist` says it); a list that does not parse adds nothing.
-/// A CPU in two lists is in the first node's. The lists are read until
+/// A CPU in two lists is in the lower-numbered node (whatever order the
+/// lists come in: a directory's). The lists are read until
 /// they have named [`MAX_CPUS_LISTED`](kmemtrace_kernel::human::MAX_CPUS_LISTED)
 /// CPUs, repeats included: each CPU is in one node's list, and a damaged
 /// file could name billions, or one range in every line.
@@ -92,7 +93,8 @@ pub fn cpu_node_map(node_cpulists: impl IntoIterator<Item = (u32, String)>) -> V
             break;
         }
         for cpu in cpus {
-            node_of.entry(cpu).or_insert(node);
+            let n = node_of.entry(cpu).or_insert(node);
+            *n = (*n).min(node);
         }
     }
     node_of
@@ -672,15 +674,20 @@ mod tests {
     fn cpu_node_map_lines() {
         let m = cpu_node_map([(1, "2-3\n".to_string()), (0, "0-1".into()), (2, "x".into())]);
         assert_eq!(m, b"0 0\n1 0\n2 1\n3 1\n");
-        // A CPU in two nodes' lists is in the first's; lists past the
-        // bound on CPUs named are not read.
+        // A CPU in two nodes' lists is in the lower node's, in either
+        // order; lists past the bound on CPUs named are not read.
         let m = cpu_node_map([(0, "0-1".to_string()), (1, "1-2".into())]);
+        assert_eq!(m, b"0 0\n1 0\n2 1\n");
+        let m = cpu_node_map([(1, "1-2".to_string()), (0, "0-1".into())]);
         assert_eq!(m, b"0 0\n1 0\n2 1\n");
         let n = kmemtrace_kernel::human::MAX_CPUS_LISTED;
         let m = cpu_node_map((0..1000).map(|node| (node, format!("0-{}", n / 2 - 1))));
         let lines = String::from_utf8(m).unwrap();
         assert_eq!(lines.lines().count(), n / 2);
-        assert!(lines.lines().all(|l| l.ends_with(" 0")), "the first node's");
+        assert!(
+            lines.lines().all(|l| l.ends_with(" 0")),
+            "the lowest node's"
+        );
     }
 
     #[test]
