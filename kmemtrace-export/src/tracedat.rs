@@ -147,18 +147,6 @@ fn formats(log: &Log) -> (Texts, BTreeMap<String, Texts>) {
     (ftrace, systems)
 }
 
-/// Each CPU's blocks in stream order.
-fn cpu_blocks(log: &Log) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
-    let mut by_cpu: BTreeMap<u32, Vec<_>> = BTreeMap::new();
-    for b in &log.blocks {
-        by_cpu.entry(b.cpu).or_default().push(b);
-    }
-    for v in by_cpu.values_mut() {
-        v.sort_by_key(|b| (b.block_seq, b.first_subbuf));
-    }
-    by_cpu
-}
-
 /// The six metadata blocks (header info, ftrace formats, other formats,
 /// kallsyms, printk formats, cmdlines), each in trace-cmd's encoding, and
 /// how many formats they hold.
@@ -224,7 +212,7 @@ impl<'a, 'p> Pages<'a, 'p> {
     fn new(log: &'a Log, report: &'p mut dyn FnMut(Progress)) -> Self {
         let cut = Cutter::new(log);
         let page = cut.as_ref().map_or(log.layout.subbuf_size, |c| c.page) as u64;
-        let blocks = cpu_blocks(log);
+        let blocks = log.blocks_by_cpu();
         let cpus = log
             .arch
             .nr_cpus

@@ -189,11 +189,10 @@ pub struct Options<'a> {
 pub fn run_bytes(log: &Log) -> u64 {
     let subbuf = log.layout.subbuf_size as u64;
     let total: u64 = log
-        .cpus()
-        .into_iter()
-        .flat_map(|cpu| log.cpu_blocks(cpu))
+        .blocks
+        .iter()
         .map(|c| u64::from(c.count) * subbuf)
-        .sum();
+        .fold(0, u64::saturating_add);
     (8 << 20).max(total / 64)
 }
 
