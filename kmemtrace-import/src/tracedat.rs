@@ -288,11 +288,6 @@ fn decompress(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
             "{claim} bytes claimed uncompressed: more than {MAX_INFLATED}, which trace-cmd never writes"
         )));
     }
-    inflate(algo, data, claim)
-}
-
-/// [`decompress`] of a claim already bounded (a chunk's, by [`chunks`]).
-fn inflate(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
     let limit = u64::from(claim) + 1;
     let mut out = Vec::new();
     match algo {
@@ -310,6 +305,23 @@ fn inflate(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
         )));
     }
     Ok(out)
+}
+
+/// A chunk of CPU data decompressed: its claim is bounded already (by
+/// [`chunks`], against the page size and its stored bytes), so the output
+/// is reserved at once and zstd decodes in one call.
+fn inflate_chunk(algo: Algo, data: &[u8], claim: u32) -> io::Result<Vec<u8>> {
+    match algo {
+        Algo::Zstd => zstd::bulk::decompress(data, claim as usize),
+        Algo::Zlib => {
+            // One byte more than the claim: a stream giving more is found.
+            let mut out = Vec::with_capacity(claim as usize + 1);
+            flate2::read::ZlibDecoder::new(data)
+                .take(u64::from(claim) + 1)
+                .read_to_end(&mut out)?;
+            Ok(out)
+        }
+    }
 }
 
 /// Decompresses `data` into all of `out`, which must be exactly what it
@@ -1108,7 +1120,7 @@ pub fn stream_cpu(
                 f.seek(SeekFrom::Start(c.offset))?;
                 let mut comp = vec![0u8; c.csize as usize];
                 f.read_exact(&mut comp)?;
-                let plain = inflate(*algo, &comp, c.usize)?;
+                let plain = inflate_chunk(*algo, &comp, c.usize)?;
                 if plain.len() != c.usize as usize {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
