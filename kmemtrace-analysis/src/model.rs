@@ -999,6 +999,18 @@ pub struct CrossCpu {
     pub matrix: Vec<Vec<u64>>,
     pub same_cpu_frees: u64,
     pub cross_cpu_frees: u64,
+    /// CPUs with frees that are not in `cpus` (beyond [`Self::MAX_CPUS`]).
+    #[serde(default)]
+    pub cpus_left_out: u64,
+    /// Frees allocated or made on those CPUs, so not in `matrix`.
+    #[serde(default)]
+    pub frees_left_out: u64,
+}
+
+impl CrossCpu {
+    /// The most CPUs the matrix labels: the busiest, so that its cells
+    /// stay a readable table and a bounded document.
+    pub const MAX_CPUS: usize = 256;
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -66,27 +66,47 @@ impl CrossCpuPass {
             .chain(self.sparse.iter().map(|(&k, &n)| (k, n)))
     }
 
-    /// Its section of the model: the CPU x CPU matrix of frees.
+    /// Its section of the model: the CPU x CPU matrix of frees, over the
+    /// [`CrossCpu::MAX_CPUS`] CPUs with the most frees (as allocator or
+    /// freer), so that a machine of thousands of CPUs, or a log naming
+    /// them, does not make a matrix of millions of cells.
     pub fn matrix(&self) -> CrossCpu {
-        let mut mcpus: Vec<u32> = self.iter().flat_map(|((a, b), _)| [a, b]).collect();
-        mcpus.sort_unstable();
-        mcpus.dedup();
-        let idx = |c: u32| mcpus.binary_search(&c).unwrap_or(0);
-        let mut matrix = vec![vec![0u64; mcpus.len()]; mcpus.len()];
-        let (mut same, mut cross) = (0, 0);
+        let mut per_cpu: FastMap<u32, u64> = FastMap::default();
+        let (mut same, mut cross) = (0u64, 0u64);
         for ((x, y), n) in self.iter() {
-            matrix[idx(x)][idx(y)] += n;
+            *per_cpu.entry(x).or_default() += n;
             if x == y {
                 same += n;
             } else {
+                *per_cpu.entry(y).or_default() += n;
                 cross += n;
             }
         }
+        let mut busiest: Vec<(u64, u32)> = per_cpu.into_iter().map(|(c, n)| (n, c)).collect();
+        busiest.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let cpus_left_out = busiest.len().saturating_sub(CrossCpu::MAX_CPUS) as u64;
+        let mut mcpus: Vec<u32> = busiest
+            .into_iter()
+            .take(CrossCpu::MAX_CPUS)
+            .map(|(_, c)| c)
+            .collect();
+        mcpus.sort_unstable();
+        let idx = |c: u32| mcpus.binary_search(&c).ok();
+        let mut matrix = vec![vec![0u64; mcpus.len()]; mcpus.len()];
+        let mut frees_left_out = 0u64;
+        for ((x, y), n) in self.iter() {
+            match (idx(x), idx(y)) {
+                (Some(i), Some(j)) => matrix[i][j] += n,
+                _ => frees_left_out += n,
+            }
+        }
         CrossCpu {
-            cpus: mcpus.clone(),
+            cpus: mcpus,
             matrix,
             same_cpu_frees: same,
             cross_cpu_frees: cross,
+            cpus_left_out,
+            frees_left_out,
         }
     }
 }
@@ -149,5 +169,31 @@ mod tests {
         assert_eq!((m.same_cpu_frees, m.cross_cpu_frees), (1, 6));
         assert_eq!(m.matrix[3][0], 2);
         assert_eq!(m.matrix[5][1], 1);
+        assert_eq!((m.cpus_left_out, m.frees_left_out), (0, 0));
+    }
+
+    #[test]
+    fn the_matrix_labels_the_busiest_cpus_and_counts_the_rest() {
+        let mut p = CrossCpuPass::default();
+        // CPU 5 frees what 300 others allocated, each once; CPUs 1000 and
+        // up also free twice on themselves: they and CPU 5 are the busiest.
+        for a in 1000..1300u32 {
+            p.add(a, 5);
+        }
+        for a in 1000..1255u32 {
+            p.add(a, a);
+            p.add(a, a);
+        }
+        let m = p.matrix();
+        assert_eq!(m.cpus.len(), super::CrossCpu::MAX_CPUS);
+        assert_eq!(m.cpus[0], 5);
+        assert_eq!(m.cpus[1..], (1000..1255).collect::<Vec<_>>()[..]);
+        assert_eq!(m.cpus_left_out, 45);
+        assert_eq!(m.frees_left_out, 45);
+        assert_eq!((m.same_cpu_frees, m.cross_cpu_frees), (510, 300));
+        let shown: u64 = m.matrix.iter().flatten().sum();
+        assert_eq!(shown + m.frees_left_out, 810);
+        assert_eq!(m.matrix[1][0], 1);
+        assert_eq!(m.matrix[1][1], 2);
     }
 }

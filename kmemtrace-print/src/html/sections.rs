@@ -338,6 +338,17 @@ pub fn cross_cpu(x: &CrossCpu, o: &mut String) {
             thousands(x.cross_cpu_frees)
         ),
     );
+    if x.cpus_left_out > 0 {
+        note(
+            o,
+            &format!(
+                "The {} busiest CPUs are drawn; {} frees involve {} others, left out.",
+                x.cpus.len(),
+                thousands(x.frees_left_out),
+                thousands(x.cpus_left_out)
+            ),
+        );
+    }
 }
 
 /// The call-site table, every column sortable.

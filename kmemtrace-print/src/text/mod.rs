@@ -433,6 +433,14 @@ pub(crate) fn cross_cpu_matrix(out: &mut String, m: &CrossCpu) {
         t.row(cells);
     }
     t.render(out);
+    if m.cpus_left_out > 0 {
+        let _ = writeln!(
+            out,
+            "{} frees involve {} less busy CPUs, left out of the table",
+            thousands(m.frees_left_out),
+            thousands(m.cpus_left_out)
+        );
+    }
 }
 
 /// The per-object (per pointer) table.
