@@ -452,8 +452,41 @@ pub struct Kill {
     pub victim_comm: Option<u32>,
     pub rss_kb: Option<u64>,
     pub killer: i32,
-    /// The killer's episode so far (a copy: it goes on).
-    pub episode: Option<Ep>,
+    /// The killer's episode so far.
+    pub episode: Option<KillerEpisode>,
+}
+
+/// What an OOM kill's row tells of the killer's episode as it stood at the
+/// kill: figures, not a copy of the episode, whose phases and results a
+/// task killing again and again would copy each time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KillerEpisode {
+    pub start: u64,
+    pub stack: u32,
+    pub slab_site: Option<u64>,
+    pub order: Option<u32>,
+    pub gfp: Option<u64>,
+    pub stall_ns: u64,
+    /// Phases ended before the kill.
+    pub phases: u64,
+}
+
+impl KillerEpisode {
+    fn of(e: &Ep) -> KillerEpisode {
+        KillerEpisode {
+            start: e.start,
+            stack: e.stack,
+            slab_site: e.slab_site,
+            order: e.order,
+            gfp: e.gfp,
+            stall_ns: e.stall_ns(),
+            phases: e
+                .per_wait
+                .iter()
+                .map(|w| w.phases)
+                .fold(0, u64::saturating_add),
+        }
+    }
 }
 
 /// The pass's state (one per shard; tasks are disjoint between shards).
@@ -480,6 +513,8 @@ pub struct StallsPass {
     pub kills: Vec<Kill>,
     /// (victim pid, start, end) of the OOM reaper's work.
     pub reaping: Vec<Reaping>,
+    /// Victim pid -> its latest entry in `reaping`, which a finish ends.
+    latest_reaping: FastMap<i32, usize>,
     /// shrink function -> (calls, scanned, freed, ns).
     pub shrinkers: FastMap<u64, ShrinkerTotals>,
     /// Per task: a shrinker call in progress (function, start, to scan).
@@ -506,6 +541,7 @@ impl StallsPass {
             wakers: FastMap::default(),
             kills: Vec::new(),
             reaping: Vec::new(),
+            latest_reaping: FastMap::default(),
             shrinkers: FastMap::default(),
             shrinking: FastMap::default(),
             ends_without_begin: 0,
@@ -544,15 +580,15 @@ impl StallsPass {
                 let order = t.get_i64(1).unwrap_or(-1) as i32;
                 *self.wakers.entry((true, NO_STACK, order)).or_default() += 1;
             }
-            Ev::StartReaping => self.reaping.push(Reaping {
+            Ev::StartReaping => self.start_reaping(Reaping {
                 victim: t.get_i64(0).unwrap_or(0) as i32,
                 start: ev.ts,
                 end: None,
             }),
             Ev::FinishReaping => {
                 let pid = t.get_i64(0).unwrap_or(0) as i32;
-                if let Some(r) = self.reaping.iter_mut().rev().find(|r| r.victim == pid) {
-                    r.end.get_or_insert(ev.ts);
+                if let Some(&i) = self.latest_reaping.get(&pid) {
+                    self.reaping[i].end.get_or_insert(ev.ts);
                 }
             }
             Ev::ShrinkStart => {
@@ -836,6 +872,11 @@ impl StallsPass {
         });
     }
 
+    fn start_reaping(&mut self, r: Reaping) {
+        self.latest_reaping.insert(r.victim, self.reaping.len());
+        self.reaping.push(r);
+    }
+
     fn mark_victim(&mut self, ev: &Event, t: &Tracepoint) {
         let rss = match (t.get(2), t.get(3), t.get(4)) {
             (Some(a), Some(f), Some(s)) => Some(a.saturating_add(f).saturating_add(s)),
@@ -845,7 +886,7 @@ impl StallsPass {
         let ep = self.open.get_mut(&ev.pid);
         let episode = ep.map(|ep| {
             ep.victim.get_or_insert(victim);
-            ep.clone()
+            KillerEpisode::of(ep)
         });
         self.kills.push(Kill {
             ts: ev.ts,
@@ -906,7 +947,9 @@ impl<'a> Pass<'a> for StallsPass {
             *self.wakers.entry(k).or_default() += n;
         }
         self.kills.extend(o.kills.iter().cloned());
-        self.reaping.extend_from_slice(&o.reaping);
+        for &r in &o.reaping {
+            self.start_reaping(r);
+        }
         for (&k, s) in &o.shrinkers {
             let t = self.shrinkers.entry(k).or_default();
             t.calls += s.calls;

@@ -2,12 +2,12 @@
 //! shards.
 
 use super::folded::{EpTimes, Folded, Group};
-use super::{stall_site_index, Background, Ep, Kill, StallsPass, Wait, WaitTotals};
+use super::{stall_site_index, Background, Ep, Kill, Reaping, StallsPass, Wait, WaitTotals};
 use crate::intern::NO_STACK;
 use crate::model::stalls::*;
 use crate::passes::SectionContext;
 use kmemtrace_kernel::FlagTable;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Episodes listed in full.
 pub const LONGEST: usize = 20;
@@ -17,7 +17,9 @@ const BINS: u64 = 50;
 /// How the section names what the pass holds.
 struct Names<'x> {
     ctx: &'x SectionContext<'x>,
-    status: Option<FlagTable>,
+    /// `mm_compaction_end`'s status names by value (the first entry of a
+    /// value, as the kernel's `__print_symbolic` prints it).
+    status: HashMap<u64, String>,
 }
 
 impl Names<'_> {
@@ -91,13 +93,10 @@ impl Names<'_> {
     }
 
     fn status(&self, v: i64) -> String {
-        let name = self.status.as_ref().and_then(|t| {
-            t.entries
-                .iter()
-                .find(|e| e.value == v as u64)
-                .map(|e| e.name.clone())
-        });
-        name.unwrap_or_else(|| format!("status {v}"))
+        match self.status.get(&(v as u64)) {
+            Some(name) => name.clone(),
+            None => format!("status {v}"),
+        }
     }
 }
 
@@ -116,7 +115,11 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         .iter()
         .find(|f| f.system == "compaction" && f.name == "mm_compaction_end")
         .and_then(|f| FlagTable::for_field(&f.print_fmt, "status").ok().flatten());
-    let n = Names { ctx, status };
+    let mut names = HashMap::new();
+    for e in status.iter().flat_map(|t| &t.entries) {
+        names.entry(e.value).or_insert_with(|| e.name.clone());
+    }
+    let n = Names { ctx, status: names };
     // Episodes the capture's end cut, their open waits counted to it.
     let cut: Vec<Ep> = p.open.values().map(|e| e.finished_at(ctx.span.1)).collect();
     let cut_folded = Folded::of(&cut);
@@ -165,7 +168,10 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         over_time: over_time(ctx, &view),
         background: background(&p.background),
         wakers: wakers(&n, p),
-        oom_kills: p.kills.iter().map(|k| oom_kill(&n, p, k)).collect(),
+        oom_kills: {
+            let reaping = reaping_by_victim(p);
+            p.kills.iter().map(|k| oom_kill(&n, &reaping, k)).collect()
+        },
         shrinkers: shrinkers(ctx, p),
         proactive: ProactiveReclaim {
             reclaims: view
@@ -380,11 +386,15 @@ pub fn percentile(v: &[u64], q: f64) -> u64 {
 }
 
 /// Counts per power-of-two bucket: `d` falls in the one whose `below_ns`
-/// is the least power of two above it.
+/// is the least power of two above it (`u64::MAX` above 2^63, where a
+/// saturated sum of a hostile log's phases may land).
 pub fn histogram(v: &[u64]) -> Vec<HistBucket> {
     let mut b: BTreeMap<u64, u64> = BTreeMap::new();
     for &d in v {
-        let below = (d + 1).checked_next_power_of_two().unwrap_or(u64::MAX);
+        let below = d
+            .checked_add(1)
+            .and_then(u64::checked_next_power_of_two)
+            .unwrap_or(u64::MAX);
         *b.entry(below).or_default() += 1;
     }
     b.into_iter()
@@ -521,13 +531,28 @@ fn wakers(n: &Names<'_>, p: &StallsPass) -> Vec<WakerRow> {
     rows
 }
 
-fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
-    let reaped = p
-        .reaping
-        .iter()
-        .filter(|r| r.victim == k.victim && r.start >= k.ts)
-        .min_by_key(|r| r.start)
-        .and_then(|r| r.end.map(|end| end.saturating_sub(r.start)));
+/// The OOM reaper's work per victim, by start (the order found among
+/// equal starts).
+pub(super) fn reaping_by_victim(p: &StallsPass) -> HashMap<i32, Vec<Reaping>> {
+    let mut m: HashMap<i32, Vec<Reaping>> = HashMap::new();
+    for &r in &p.reaping {
+        m.entry(r.victim).or_default().push(r);
+    }
+    for v in m.values_mut() {
+        v.sort_by_key(|r| r.start);
+    }
+    m
+}
+
+/// How long the OOM reaper took over `victim`'s first reaping from `ts` on.
+pub(super) fn reaped_ns(reaping: &HashMap<i32, Vec<Reaping>>, victim: i32, ts: u64) -> Option<u64> {
+    let v = reaping.get(&victim)?;
+    let r = v.get(v.partition_point(|r| r.start < ts))?;
+    r.end.map(|end| end.saturating_sub(r.start))
+}
+
+fn oom_kill(n: &Names<'_>, reaping: &HashMap<i32, Vec<Reaping>>, k: &Kill) -> OomKill {
+    let reaped = reaped_ns(reaping, k.victim, k.ts);
     let victim_comm = k
         .victim_comm
         .and_then(|id| n.ctx.names.get(id as usize).cloned())
@@ -543,9 +568,9 @@ fn oom_kill(n: &Names<'_>, p: &StallsPass, k: &Kill) -> OomKill {
         callsite: ep.and_then(|e| n.episode_site(e.stack, e.slab_site)),
         order: ep.and_then(|e| e.order),
         gfp: n.gfp(ep.and_then(|e| e.gfp)),
-        stalled_ns: ep.map_or(0, |e| e.stall_ns()),
+        stalled_ns: ep.map_or(0, |e| e.stall_ns),
         waited_ns: ep.map_or(0, |e| k.ts.saturating_sub(e.start)),
-        phases_before: ep.map_or(0, |e| e.per_wait.iter().map(|w| w.phases).sum()),
+        phases_before: ep.map_or(0, |e| e.phases),
         reaped_ns: reaped,
     }
 }

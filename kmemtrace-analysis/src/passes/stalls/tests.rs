@@ -279,7 +279,10 @@ fn an_oom_kill_is_tied_to_the_episode_that_led_to_it() {
     let k = &f.pass.kills[0];
     assert_eq!((k.victim, k.killer, k.rss_kb), (42, 7, Some(124)));
     let ep = k.episode.as_ref().unwrap();
-    assert_eq!((ep.stall_ns(), ep.start, ep.stack), (1900, 1000, 2));
+    assert_eq!(
+        (ep.stall_ns, ep.start, ep.stack, ep.phases),
+        (1900, 1000, 2, 2)
+    );
     assert_eq!(f.episodes()[0].victim, Some(42));
     assert_eq!(
         f.pass.reaping,
@@ -363,6 +366,30 @@ fn percentiles_and_histogram() {
     let h = histogram(&[0, 1, 2, 3, 4, 1000]);
     let got: Vec<(u64, u64)> = h.iter().map(|b| (b.below_ns, b.count)).collect();
     assert_eq!(got, [(1, 1), (2, 1), (4, 2), (8, 1), (1024, 1)]);
+    // A saturated stall sum falls in the last bucket, not an overflow.
+    let h = histogram(&[u64::MAX, 1 << 63, (1 << 63) + 1]);
+    let got: Vec<(u64, u64)> = h.iter().map(|b| (b.below_ns, b.count)).collect();
+    assert_eq!(got, [(u64::MAX, 3)]);
+}
+
+#[test]
+fn a_finish_of_reaping_ends_its_victims_latest_start_and_a_kill_takes_the_next() {
+    let mut f = Feed::new();
+    f.ev(100, 12, tp::START_TASK_REAPING, &[42])
+        .ev(200, 12, tp::FINISH_TASK_REAPING, &[42])
+        .ev(300, 12, tp::START_TASK_REAPING, &[42])
+        .ev(310, 12, tp::START_TASK_REAPING, &[43])
+        .ev(400, 12, tp::FINISH_TASK_REAPING, &[42])
+        .ev(450, 12, tp::FINISH_TASK_REAPING, &[42])
+        .ev(500, 12, tp::FINISH_TASK_REAPING, &[44]);
+    let ends: Vec<_> = f.pass.reaping.iter().map(|r| (r.victim, r.end)).collect();
+    assert_eq!(ends, [(42, Some(200)), (42, Some(400)), (43, None)]);
+    let by_victim = section::reaping_by_victim(&f.pass);
+    assert_eq!(section::reaped_ns(&by_victim, 42, 50), Some(100));
+    assert_eq!(section::reaped_ns(&by_victim, 42, 101), Some(100));
+    assert_eq!(section::reaped_ns(&by_victim, 42, 301), None);
+    assert_eq!(section::reaped_ns(&by_victim, 43, 0), None);
+    assert_eq!(section::reaped_ns(&by_victim, 44, 0), None);
 }
 
 #[test]
