@@ -121,6 +121,10 @@ pub struct SiteAgg {
     /// Distinct GFP values: (value, allocations, the first one's key).
     /// [`SlabPass::cut_gfp`] keeps the first [`MAX_GFP`] met.
     pub gfp: Vec<(u64, u64, OrderKey)>,
+    /// Where each value is in `gfp`, once it holds more than
+    /// [`GFP_SCANNED`]: a site of many distinct values is not searched
+    /// through them at each allocation.
+    gfp_index: Option<Box<FastMap<u64, usize>>>,
     /// Allocations with GFP values beyond those listed.
     pub gfp_other: u64,
     /// A cache this site allocated from (the last one seen), and when.
@@ -150,7 +154,32 @@ fn kind_bit(kind: Kind) -> u8 {
     }
 }
 
+/// GFP values of a site searched in turn; an index beyond.
+const GFP_SCANNED: usize = 16;
+
 impl SiteAgg {
+    /// Counts `n` allocations of GFP value `v`, the first at `key`.
+    #[inline]
+    fn count_gfp(&mut self, v: u64, n: u64, key: OrderKey) {
+        let at = match &self.gfp_index {
+            Some(index) => index.get(&v).copied(),
+            None => self.gfp.iter().position(|g| g.0 == v),
+        };
+        if let Some(i) = at {
+            let g = &mut self.gfp[i];
+            g.1 += n;
+            g.2 = g.2.min(key);
+            return;
+        }
+        self.gfp.push((v, n, key));
+        if let Some(index) = &mut self.gfp_index {
+            index.insert(v, self.gfp.len() - 1);
+        } else if self.gfp.len() > GFP_SCANNED {
+            let index = self.gfp.iter().enumerate().map(|(i, g)| (g.0, i));
+            self.gfp_index = Some(Box::new(index.collect()));
+        }
+    }
+
     /// The event names of the slab kinds this site's events had.
     pub fn kind_names(&self) -> impl Iterator<Item = &'static str> + '_ {
         SITE_KINDS
@@ -165,13 +194,7 @@ impl SiteAgg {
         self.missed_frees += o.missed_frees;
         self.kinds |= o.kinds;
         for &(v, n, k) in &o.gfp {
-            match self.gfp.iter_mut().find(|g| g.0 == v) {
-                Some(g) => {
-                    g.1 += n;
-                    g.2 = g.2.min(k);
-                }
-                None => self.gfp.push((v, n, k)),
-            }
+            self.count_gfp(v, n, k);
         }
         self.gfp_other += o.gfp_other;
         if o.cache != NO_CACHE && (self.cache == NO_CACHE || o.cache_key > self.cache_key) {
@@ -438,11 +461,7 @@ impl SlabPass {
         let site = self.site(slab.site);
         site.agg.alloc(slab.bytes_req, slab.bytes_alloc);
         site.kinds |= kind_bit(ev.kind);
-        if let Some(g) = site.gfp.iter_mut().find(|g| g.0 == slab.gfp) {
-            g.1 += 1;
-        } else {
-            site.gfp.push((slab.gfp, 1, s.key));
-        }
+        site.count_gfp(slab.gfp, 1, s.key);
         if slab.cache != NO_CACHE {
             site.cache = slab.cache;
             site.cache_key = s.key;
@@ -607,6 +626,7 @@ impl SlabPass {
             for g in s.gfp.drain(MAX_GFP.min(s.gfp.len())..) {
                 s.gfp_other += g.1;
             }
+            s.gfp_index = None;
         }
     }
 
@@ -653,5 +673,40 @@ impl<'a> super::Pass<'a> for SlabPass {
 
     fn absorb(&mut self, o: &mut Self) {
         SlabPass::absorb(self, o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SiteAgg, GFP_SCANNED};
+    use crate::stream::OrderKey;
+
+    fn key(ts: u64) -> OrderKey {
+        OrderKey {
+            ts,
+            stream: 0,
+            block: 0,
+            pos: 0,
+        }
+    }
+
+    #[test]
+    fn a_sites_gfp_values_add_up_past_the_index_and_across_shards() {
+        let (mut a, mut b) = (SiteAgg::default(), SiteAgg::default());
+        let values = 4 * GFP_SCANNED as u64;
+        for round in 0..3 {
+            for v in 0..values {
+                a.count_gfp(v, 1, key(round * values + v));
+            }
+        }
+        for v in (0..values).rev() {
+            b.count_gfp(v, 2, key(v / 2));
+        }
+        assert!(a.gfp_index.is_some());
+        a.absorb(&b);
+        assert_eq!(a.gfp.len(), values as usize);
+        for (i, g) in a.gfp.iter().enumerate() {
+            assert_eq!((g.0, g.1, g.2), (i as u64, 5, key(i as u64 / 2)));
+        }
     }
 }
