@@ -280,7 +280,8 @@ pub fn rate_charts(p: &Page<'_>, o: &mut String, cpus: &[CpuRateSeries], what: &
         shaded: p.lost(None),
     }
     .render(o);
-    let per_cpu: Vec<(u32, Vec<Line>)> = cpus
+    let drawn = busiest(cpus, MULTIPLES);
+    let per_cpu: Vec<(u32, Vec<Line>)> = drawn
         .iter()
         .map(|c| {
             (
@@ -311,6 +312,38 @@ pub fn rate_charts(p: &Page<'_>, o: &mut String, cpus: &[CpuRateSeries], what: &
         .render(o);
     }
     o.push_str("</div>");
+    if drawn.len() < cpus.len() {
+        note(
+            o,
+            &format!(
+                "The {} CPUs with the most {what} events are drawn; {} others are in the total.",
+                drawn.len(),
+                thousands((cpus.len() - drawn.len()) as u64)
+            ),
+        );
+    }
+}
+
+/// The most CPUs drawn one chart each.
+const MULTIPLES: usize = 256;
+
+/// The `n` CPUs with the most events (the lower CPU first among equals),
+/// in CPU order.
+fn busiest(cpus: &[CpuRateSeries], n: usize) -> Vec<&CpuRateSeries> {
+    let events = |c: &CpuRateSeries| -> i64 {
+        c.allocs
+            .points
+            .iter()
+            .chain(&c.frees.points)
+            .map(|p| p.value)
+            .fold(0, i64::saturating_add)
+    };
+    let mut ranked: Vec<(i64, &CpuRateSeries)> = cpus.iter().map(|c| (events(c), c)).collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cpu.cmp(&b.1.cpu)));
+    ranked.truncate(n);
+    let mut drawn: Vec<&CpuRateSeries> = ranked.into_iter().map(|(_, c)| c).collect();
+    drawn.sort_by_key(|c| c.cpu);
+    drawn
 }
 
 /// Which CPU allocated what which CPU freed.
@@ -530,4 +563,36 @@ pub fn sources(p: &Page<'_>, o: &mut String) {
         "kmemtrace-report --json",
     );
     t.render(o);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busiest;
+    use kmemtrace_analysis::model::{CpuRateSeries, TimeSeries};
+    use kmemtrace_analysis::passes::timeline::BinPoint;
+
+    fn series(events: i64) -> TimeSeries {
+        TimeSeries {
+            bin_ns: 1024,
+            points: vec![BinPoint {
+                ts_ns: 1024,
+                value: events,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_busiest_cpus_are_drawn_in_cpu_order() {
+        let cpus: Vec<CpuRateSeries> = [(9, 5, 0), (2, 1, 1), (4, 0, 7), (1, 2, 0), (7, 1, 1)]
+            .iter()
+            .map(|&(cpu, a, f)| CpuRateSeries {
+                cpu,
+                allocs: series(a),
+                frees: series(f),
+            })
+            .collect();
+        let drawn: Vec<u32> = busiest(&cpus, 3).iter().map(|c| c.cpu).collect();
+        assert_eq!(drawn, [1, 4, 9]);
+        assert_eq!(busiest(&cpus, 10).len(), 5);
+    }
 }
