@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A name the analysis takes from its own tables (a kind, a title), or one
 /// read back from a report document.
@@ -697,12 +698,12 @@ pub struct PageCallsiteRow {
     /// Distinct stacks behind the row, and the most frequent one
     /// (innermost first, from the call site; with `--stacks`, else empty).
     pub stacks: u64,
-    pub top_stack: Vec<String>,
+    pub top_stack: Arc<[String]>,
     /// The most frequent stack whatever `--stacks` says (empty without
     /// one), for the HTML page, which shows it folded; not in the JSON,
     /// whose `top_stack` keeps its meaning.
     #[serde(skip)]
-    pub commonest_stack: Vec<String>,
+    pub commonest_stack: Arc<[String]>,
 }
 
 /// A GFP flag's short name, as the kernel names it.
@@ -731,7 +732,7 @@ pub struct LiveGroupRow {
     /// The call site (`-` without a stack).
     pub callsite: String,
     /// The whole stack, innermost first (when grouped by stack).
-    pub stack: Option<Vec<String>>,
+    pub stack: Option<Arc<[String]>>,
     pub pid: Option<i32>,
     pub comm: Option<String>,
     pub blocks: u64,

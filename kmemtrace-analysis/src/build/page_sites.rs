@@ -10,6 +10,8 @@ use crate::model::{
 use crate::page_callers::call_site_index;
 use crate::passes::pages::{LivePages, PagesPass, Requests, SiteKey};
 use kmemtrace_import::stacks::PageStackSample;
+use std::cell::RefCell;
+use std::sync::Arc;
 
 /// The recorded stacks, each with its call site found once.
 pub(crate) struct StackSites<'a> {
@@ -17,6 +19,9 @@ pub(crate) struct StackSites<'a> {
     stacks: &'a [Box<[u64]>],
     /// Per stack id, the index of the call-site frame.
     site_at: Vec<Option<usize>>,
+    /// Stacks named so far: rows that share a stack share its names
+    /// (a stack named per row made a document of rows x frames x names).
+    named: RefCell<FastMap<u32, Arc<[String]>>>,
 }
 
 impl<'a> StackSites<'a> {
@@ -27,6 +32,7 @@ impl<'a> StackSites<'a> {
             cx,
             stacks,
             site_at,
+            named: RefCell::default(),
         }
     }
 
@@ -54,13 +60,19 @@ impl<'a> StackSites<'a> {
     }
 
     /// The frames from the call site outward, named.
-    pub(crate) fn frames(&self, stack: u32) -> Vec<String> {
-        let i = stack as usize;
-        let from = self.site_at.get(i).copied().flatten().unwrap_or(0);
-        self.stacks
-            .get(i)
-            .map(|s| s[from..].iter().map(|&a| self.cx.syms.name(a)).collect())
-            .unwrap_or_default()
+    pub(crate) fn frames(&self, stack: u32) -> Arc<[String]> {
+        let named = self.named.borrow_mut().get(&stack).cloned();
+        named.unwrap_or_else(|| {
+            let i = stack as usize;
+            let from = self.site_at.get(i).copied().flatten().unwrap_or(0);
+            let frames: Arc<[String]> = self
+                .stacks
+                .get(i)
+                .map(|s| s[from..].iter().map(|&a| self.cx.syms.name(a)).collect())
+                .unwrap_or_default();
+            self.named.borrow_mut().insert(stack, frames.clone());
+            frames
+        })
     }
 }
 
@@ -128,7 +140,7 @@ pub(crate) fn callsites(
                 .map(|(&id, _)| id);
             let commonest = match top {
                 Some(id) if id != NO_STACK => ss.frames(id),
-                _ => Vec::new(),
+                _ => Arc::default(),
             };
             PageCallsiteRow {
                 callsite: ss.name(k.site),
@@ -149,7 +161,7 @@ pub(crate) fn callsites(
                 top_stack: if cx.opts.page_stacks {
                     commonest.clone()
                 } else {
-                    Vec::new()
+                    Arc::default()
                 },
                 commonest_stack: commonest,
             }

@@ -161,7 +161,7 @@ pub fn live(o: &mut String, p: &PageReport, lines: usize) {
             g.oldest_age_ns as f64 / 1e9,
             who.join(", ")
         );
-        for f in g.stack.iter().flatten().skip(1) {
+        for f in g.stack.iter().flat_map(|s| s.iter()).skip(1) {
             let _ = writeln!(o, "{:>24}=> {f}", "");
         }
     }
