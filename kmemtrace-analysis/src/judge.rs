@@ -14,6 +14,8 @@ use crate::passes::misuse::{Misuse, Occurrence, Pending};
 use crate::passes::objects::NO_SITE;
 use crate::passes::untraced::{Group, Spans};
 use crate::stream::{OrderKey, Windows};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 /// Where an occurrence's explanation is looked for: the object's group,
 /// and a call site: for double frees the second free's, for live pointers
@@ -118,7 +120,7 @@ pub struct Judge {
     spans: Spans,
     /// Occurrences later than the last traced event of the kind they lack,
     /// so far: at an edge unless a later one comes.
-    held: Vec<(Pending, Kind)>,
+    held: Held,
     /// Double frees (to find the frees made together with them), in the
     /// order filed.
     pub double_frees: Vec<DoubleFree>,
@@ -127,9 +129,63 @@ pub struct Judge {
     /// (the older ones are forgotten, having marked the double frees made
     /// with them: [`DoubleFree::near_unseen`]).
     pub unseen_frees: std::collections::VecDeque<TaskFree>,
-    /// Double frees made in process context, by time: (time, index in
-    /// `double_frees`).
-    doubles_by_time: std::collections::BTreeSet<(u64, usize)>,
+    /// Double frees made in process context and not yet found made
+    /// together with a forgotten unseen free, by task and time: (CPU, pid,
+    /// time, index in `double_frees`).
+    doubles_by_task: BTreeSet<(u32, i32, u64, usize)>,
+    /// Per (CPU, pid), the last forgotten unseen free's search: from time
+    /// `from` to `to`, the double frees left in `doubles_by_task` are all
+    /// of pointer `ptr` (the others were marked), so the next unseen free
+    /// of that pointer need not look at them again.
+    searched: FastMap<(u32, i32), Searched>,
+}
+
+/// See [`Judge::searched`].
+#[derive(Clone, Copy)]
+struct Searched {
+    ptr: u64,
+    from: u64,
+    to: u64,
+}
+
+/// Occurrences held back ([`Judge::held`]), by the kind they lack and then
+/// time, each with its number in the order they came: each kind's are
+/// released from the earliest, all filed in the order they came.
+#[derive(Default)]
+struct Held {
+    by_kind: BTreeMap<Kind, BTreeMap<(u64, u64), Pending>>,
+    came: u64,
+}
+
+impl Held {
+    fn push(&mut self, p: Pending, k: Kind) {
+        self.came += 1;
+        let by_time = self.by_kind.entry(k).or_default();
+        by_time.insert((p.key.ts, self.came), p);
+    }
+
+    /// Those of each kind at or before `last(kind)`, in the order they
+    /// came.
+    fn release(&mut self, last: impl Fn(Kind) -> Option<u64>) -> Vec<Pending> {
+        let mut out: Vec<(u64, Pending)> = Vec::new();
+        for (&k, by_time) in &mut self.by_kind {
+            let Some(last) = last(k) else { continue };
+            let later = match last.checked_add(1) {
+                Some(after) => by_time.split_off(&(after, 0)),
+                None => BTreeMap::new(),
+            };
+            let released = std::mem::replace(by_time, later);
+            out.extend(released.into_iter().map(|((_, came), p)| (came, p)));
+        }
+        out.sort_unstable_by_key(|&(came, _)| came);
+        out.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// The earliest time held.
+    fn earliest(&self) -> Option<u64> {
+        let firsts = self.by_kind.values().filter_map(|m| m.keys().next());
+        firsts.map(|&(ts, _)| ts).min()
+    }
 }
 
 impl Default for Judge {
@@ -137,10 +193,11 @@ impl Default for Judge {
         Judge {
             by_kind: vec![FastMap::default(); Misuse::ALL.len()],
             spans: Spans::default(),
-            held: Vec::new(),
+            held: Held::default(),
             double_frees: Vec::new(),
             unseen_frees: Default::default(),
-            doubles_by_time: Default::default(),
+            doubles_by_task: Default::default(),
+            searched: Default::default(),
         }
     }
 }
@@ -151,15 +208,9 @@ impl Judge {
     pub fn spans(&mut self, s: &Spans) {
         self.spans.absorb(s);
         let spans = self.spans;
-        let mut keep = Vec::new();
-        for (p, k) in std::mem::take(&mut self.held) {
-            if spans.of(k).is_some_and(|(_, last)| p.key.ts <= last) {
-                self.file(p, false);
-            } else {
-                keep.push((p, k));
-            }
+        for p in self.held.release(|k| spans.of(k).map(|(_, last)| last)) {
+            self.file(p, false);
         }
-        self.held = keep;
     }
 
     /// Judges an occurrence whose loss windows are all known.
@@ -176,7 +227,7 @@ impl Judge {
             // Not yet traced when the lacking event had to happen.
             (None, _) => self.file(p, true),
             (Some((first, _)), Some(t0)) if t0 < first => self.file(p, true),
-            (Some((_, last)), _) if p.key.ts > last => self.held.push((p, k)),
+            (Some((_, last)), _) if p.key.ts > last => self.held.push(p, k),
             _ => self.file(p, false),
         }
     }
@@ -187,7 +238,7 @@ impl Judge {
     /// them, so that they take memory for a window of time, not for the
     /// capture's length.
     pub fn forget_before(&mut self, low: u64) {
-        let low = self.held.iter().map(|(p, _)| p.key.ts).fold(low, u64::min);
+        let low = self.held.earliest().map_or(low, |t| t.min(low));
         while let Some(u) = self
             .unseen_frees
             .front()
@@ -195,21 +246,59 @@ impl Judge {
             .copied()
         {
             self.unseen_frees.pop_front();
-            let from = (u.ts.saturating_sub(TOGETHER_NS), 0);
-            let to = (u.ts.saturating_add(TOGETHER_NS), usize::MAX);
-            for &(_, i) in self.doubles_by_time.range(from..=to) {
-                let d = &mut self.double_frees[i];
-                if d.free.is_some_and(|f| f.together_with(&u)) {
-                    d.near_unseen = true;
-                }
+            self.mark_made_with(&u);
+        }
+    }
+
+    /// Marks the double frees made together with `u`, an unseen free
+    /// forgotten now (no double free still to be filed is near it), and
+    /// takes them out of the search: each double free is marked once, and
+    /// each unseen free looks only at what the last one of its task did
+    /// not rule out.
+    fn mark_made_with(&mut self, u: &TaskFree) {
+        let task = (u.cpu, u.pid);
+        let (from, to) = (
+            u.ts.saturating_sub(TOGETHER_NS),
+            u.ts.saturating_add(TOGETHER_NS),
+        );
+        let mut start = Bound::Included((u.cpu, u.pid, from, 0));
+        match self.searched.get(&task) {
+            Some(s) if s.ptr == u.ptr && s.from <= from && s.to >= to => return,
+            Some(s) if s.ptr == u.ptr && s.from <= from && s.to >= from => {
+                start = Bound::Excluded((u.cpu, u.pid, s.to, usize::MAX));
+            }
+            _ => {}
+        }
+        let end = Bound::Included((u.cpu, u.pid, to, usize::MAX));
+        let mut marked = Vec::new();
+        for &entry in self.doubles_by_task.range((start, end)) {
+            let d = &mut self.double_frees[entry.3];
+            if d.free.is_some_and(|f| f.together_with(u)) {
+                d.near_unseen = true;
+                marked.push(entry);
             }
         }
+        for entry in marked {
+            self.doubles_by_task.remove(&entry);
+        }
+        let to = match self.searched.get(&task) {
+            Some(s) if s.ptr == u.ptr && s.from <= from && s.to >= from => s.to.max(to),
+            _ => to,
+        };
+        self.searched.insert(
+            task,
+            Searched {
+                ptr: u.ptr,
+                from,
+                to,
+            },
+        );
     }
 
     /// Every epoch folded: what is still held lies past the last event of
     /// its lacking kind.
     pub fn finish(&mut self) {
-        for (p, _) in std::mem::take(&mut self.held) {
+        for p in self.held.release(|_| Some(u64::MAX)) {
             self.file(p, true);
         }
     }
@@ -240,7 +329,8 @@ impl Judge {
                 Misuse::DoubleFree => {
                     let free = TaskFree::of(&p);
                     if let Some(f) = free {
-                        self.doubles_by_time.insert((f.ts, self.double_frees.len()));
+                        let i = self.double_frees.len();
+                        self.doubles_by_task.insert((f.cpu, f.pid, f.ts, i));
                     }
                     self.double_frees.push(DoubleFree {
                         key: p.key,
@@ -258,10 +348,10 @@ impl Judge {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn free(kind: Misuse, ts: u64, pid: i32, ptr: u64) -> Pending {
+    pub(crate) fn free(kind: Misuse, ts: u64, pid: i32, ptr: u64) -> Pending {
         Pending {
             key: OrderKey {
                 ts,
@@ -318,5 +408,110 @@ mod tests {
         j.judge(free(Misuse::DoubleFree, 2_000, 8, 2), &w);
         j.forget_before(u64::MAX);
         assert!(j.unseen_frees.is_empty() && !j.double_frees[0].near_unseen);
+    }
+
+    /// A small deterministic generator (xorshift).
+    pub(crate) struct Rng(pub u64);
+
+    impl Rng {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// A judge fed unseen and double frees of two tasks on three pointers,
+    /// a few microseconds apart, in time order, forgetting as it goes as
+    /// the combiner does; and the unseen frees.
+    pub(crate) fn random_frees(seed: u64) -> (Judge, Vec<TaskFree>) {
+        let mut traced = Spans::default();
+        traced.add(Kind::CacheAlloc, 0);
+        traced.add(Kind::CacheAlloc, u64::MAX / 2);
+        let mut j = Judge::default();
+        j.spans(&traced);
+        let (w, mut rng, mut unseen) = (Windows::default(), Rng(seed), Vec::new());
+        let mut ts = 1_000_000;
+        for _ in 0..3000 {
+            ts += rng.below(40_000);
+            let kind = match rng.below(3) {
+                0 => Misuse::FreeOfUnseen,
+                _ => Misuse::DoubleFree,
+            };
+            let p = free(kind, ts, 7 + rng.below(2) as i32, 1 + rng.below(3));
+            if kind == Misuse::FreeOfUnseen {
+                unseen.extend(TaskFree::of(&p));
+            }
+            j.judge(p, &w);
+            j.forget_before(ts);
+        }
+        (j, unseen)
+    }
+
+    #[test]
+    fn a_double_free_is_marked_made_with_any_forgotten_unseen_free_near_it() {
+        let mut marked = [0, 0];
+        for seed in 1..=10 {
+            let (mut j, unseen) = random_frees(seed * 0x9e37_79b9);
+            j.forget_before(u64::MAX);
+            assert!(j.unseen_frees.is_empty());
+            for d in &j.double_frees {
+                let f = d.free.unwrap();
+                let near = unseen.iter().any(|u| f.together_with(u));
+                assert_eq!(d.near_unseen, near, "seed {seed}: {f:?}");
+                marked[usize::from(near)] += 1;
+            }
+        }
+        assert!(marked[0] > 100 && marked[1] > 100, "{marked:?}");
+    }
+
+    #[test]
+    fn held_occurrences_are_filed_as_their_kind_is_traced_in_the_order_they_came() {
+        let spans = |kind, last| {
+            let mut s = Spans::default();
+            s.add(kind, 0);
+            s.add(kind, last);
+            s
+        };
+        let mut j = Judge::default();
+        j.spans(&spans(Kind::CacheAlloc, 100));
+        j.spans(&spans(Kind::Kmalloc, 100));
+        let w = Windows::default();
+        let at = |ts, group| {
+            let mut p = free(Misuse::DoubleFree, ts, 7, ts);
+            p.occurrence.group = group;
+            p
+        };
+        for (ts, group) in [
+            (400, Group::None),
+            (200, Group::None),
+            (300, Group::Kmalloc(64)),
+        ] {
+            j.judge(at(ts, group), &w);
+        }
+        assert!(j.double_frees.is_empty());
+        j.forget_before(1_000);
+        assert_eq!(j.held.earliest(), Some(200));
+        j.spans(&spans(Kind::Kmalloc, 350));
+        assert_eq!(j.double_frees.len(), 1);
+        // Released together: in the order they came, not by time.
+        j.spans(&spans(Kind::CacheAlloc, 1_000));
+        let filed: Vec<u64> = j.double_frees.iter().map(|d| d.key.ts).collect();
+        assert_eq!(filed, [300, 400, 200]);
+        assert_eq!(j.held.earliest(), None);
+        let edge: u64 = j.by_kind[Misuse::DoubleFree as usize]
+            .values()
+            .map(|v| v.edge)
+            .sum();
+        assert_eq!(edge, 0);
+        // What no later event covers is at an edge.
+        j.judge(at(2_000, Group::None), &w);
+        j.finish();
+        let edge: u64 = j.by_kind[Misuse::DoubleFree as usize]
+            .values()
+            .map(|v| v.edge)
+            .sum();
+        assert_eq!(edge, 1);
     }
 }
