@@ -12,8 +12,10 @@
 //! freed block is at most 2^13 frames (its order is kept at most
 //! `MAX_BLOCK_ORDER`), so the free holding a frame lies in the frame's
 //! group or the one before. The answers are the trees' (see the test
-//! against them). A group with a remembered free costs its bucket about
-//! 2 KiB of bitmaps (a group is 32 MiB of memory with 4 KiB pages).
+//! against them). A group holds its few frees as a short sorted list, and
+//! its bitmap (1 KiB a generation; a group is 32 MiB of memory with 4 KiB
+//! pages) only once it has more: frees scattered over a large memory, one
+//! a group, cost a bucket tens of bytes each, not kilobytes.
 
 use super::page_misuse::{FreedFrame, MAX_BLOCK_ORDER};
 use crate::intern::FastMap;
@@ -24,18 +26,102 @@ const GROUP_SHIFT: u32 = MAX_BLOCK_ORDER;
 const GROUP_FRAMES: u64 = 1 << GROUP_SHIFT;
 const WORDS: usize = (GROUP_FRAMES / 64) as usize;
 
+/// Frames of a group a generation holds in a list before its bitmap.
+const FEW: usize = 32;
+
 /// The frames of one group freed in one generation.
 #[derive(Clone)]
-struct Bits {
+enum Bits {
+    /// At most [`FEW`], ascending.
+    Few(Vec<u16>),
+    Many(Box<Bitmap>),
+}
+
+impl Default for Bits {
+    fn default() -> Self {
+        Bits::Few(Vec::new())
+    }
+}
+
+impl Bits {
+    fn count(&self) -> usize {
+        match self {
+            Bits::Few(v) => v.len(),
+            Bits::Many(m) => m.count as usize,
+        }
+    }
+
+    fn has(&self, i: usize) -> bool {
+        match self {
+            Bits::Few(v) => v.binary_search(&(i as u16)).is_ok(),
+            Bits::Many(m) => m.has(i),
+        }
+    }
+
+    fn set(&mut self, i: usize) {
+        match self {
+            Bits::Few(v) => {
+                if let Err(at) = v.binary_search(&(i as u16)) {
+                    v.insert(at, i as u16);
+                }
+                if v.len() > FEW {
+                    let mut m = Box::<Bitmap>::default();
+                    for &j in v.iter() {
+                        m.set(usize::from(j));
+                    }
+                    *self = Bits::Many(m);
+                }
+            }
+            Bits::Many(m) => m.set(i),
+        }
+    }
+
+    fn clear(&mut self, i: usize) {
+        match self {
+            Bits::Few(v) => {
+                if let Ok(at) = v.binary_search(&(i as u16)) {
+                    v.remove(at);
+                }
+            }
+            Bits::Many(m) => m.clear(i),
+        }
+    }
+
+    /// The highest frame set at or below `i`.
+    fn last_at_or_below(&self, i: usize) -> Option<usize> {
+        match self {
+            Bits::Few(v) => {
+                let n = v.partition_point(|&j| usize::from(j) <= i);
+                n.checked_sub(1).map(|k| usize::from(v[k]))
+            }
+            Bits::Many(m) => m.last_at_or_below(i),
+        }
+    }
+
+    /// The lowest frame set in `[from, to)`.
+    fn next_in(&self, from: usize, to: usize) -> Option<usize> {
+        match self {
+            Bits::Few(v) => {
+                let k = v.partition_point(|&j| usize::from(j) < from);
+                v.get(k).map(|&j| usize::from(j)).filter(|&j| j < to)
+            }
+            Bits::Many(m) => m.next_in(from, to),
+        }
+    }
+}
+
+/// A group's frames as bits.
+#[derive(Clone)]
+struct Bitmap {
     words: [u64; WORDS],
     /// Bit `i`: `words[i]` is not zero.
     summary: [u64; WORDS / 64],
     count: u32,
 }
 
-impl Default for Bits {
+impl Default for Bitmap {
     fn default() -> Self {
-        Bits {
+        Bitmap {
             words: [0; WORDS],
             summary: [0; WORDS / 64],
             count: 0,
@@ -43,7 +129,7 @@ impl Default for Bits {
     }
 }
 
-impl Bits {
+impl Bitmap {
     fn has(&self, i: usize) -> bool {
         self.words[i / 64] & (1 << (i % 64)) != 0
     }
@@ -113,7 +199,7 @@ struct Group {
 /// One bucket's freed frames.
 pub struct FreedFrames {
     frees: FrameTable<FreedFrame>,
-    groups: FastMap<u64, Box<Group>>,
+    groups: FastMap<u64, Group>,
     /// The recent generation's parity (the older one has the other).
     recent: usize,
     recent_len: usize,
@@ -177,7 +263,7 @@ impl FreedFrames {
         let older = self.recent ^ 1;
         for (&g, group) in &mut self.groups {
             let bits = &mut group.gens[older];
-            if bits.count == 0 {
+            if bits.count() == 0 {
                 continue;
             }
             let mut i = 0;
@@ -189,7 +275,7 @@ impl FreedFrames {
         }
         // Now empty; the recent generation becomes the older.
         self.groups
-            .retain(|_, group| group.gens[self.recent].count > 0);
+            .retain(|_, group| group.gens[self.recent].count() > 0);
         self.recent = older;
         self.recent_len = 0;
     }
@@ -206,7 +292,7 @@ impl FreedFrames {
         let (g, i) = place(pfn);
         if let Some(group) = self.groups.get_mut(&g) {
             group.gens[gen].clear(i);
-            if group.gens[0].count + group.gens[1].count == 0 {
+            if group.gens[0].count() + group.gens[1].count() == 0 {
                 self.groups.remove(&g);
             }
         }

@@ -185,20 +185,37 @@ fn memory_is_bounded_by_generations() {
 const FRAMES_PER_GEN: usize = super::super::page_misuse::FRAMES_PER_GENERATION;
 
 #[test]
-fn the_highest_bit_below_is_found_across_words() {
+fn the_highest_bit_below_is_found_across_words_in_lists_and_bitmaps() {
+    for mut b in [Bits::default(), Bits::Many(Box::default())] {
+        assert_eq!(b.last_at_or_below(8191), None);
+        b.set(3);
+        b.set(700);
+        b.set(8191);
+        b.set(700);
+        assert_eq!(b.last_at_or_below(8190), Some(700));
+        assert_eq!(b.last_at_or_below(700), Some(700));
+        assert_eq!(b.last_at_or_below(699), Some(3));
+        assert_eq!(b.last_at_or_below(2), None);
+        assert_eq!(b.next_in(4, 8192), Some(700));
+        assert_eq!(b.next_in(701, 8191), None);
+        b.clear(700);
+        b.clear(701);
+        assert_eq!((b.count(), b.last_at_or_below(8190)), (2, Some(3)));
+    }
+}
+
+#[test]
+fn a_group_s_list_becomes_a_bitmap_past_a_few_frames_with_the_same_answers() {
     let mut b = Bits::default();
-    assert_eq!(b.last_at_or_below(8191), None);
-    b.set(3);
-    b.set(700);
-    b.set(8191);
-    assert_eq!(b.last_at_or_below(8190), Some(700));
-    assert_eq!(b.last_at_or_below(700), Some(700));
-    assert_eq!(b.last_at_or_below(699), Some(3));
-    assert_eq!(b.last_at_or_below(2), None);
-    assert_eq!(b.next_in(4, 8192), Some(700));
-    assert_eq!(b.next_in(701, 8191), None);
-    b.clear(700);
-    assert_eq!((b.count, b.last_at_or_below(8190)), (2, Some(3)));
+    for i in 0..=FEW {
+        assert!(matches!(b, Bits::Few(_)));
+        b.set(8191 - 97 * i);
+    }
+    assert!(matches!(b, Bits::Many(_)));
+    assert_eq!(b.count(), FEW + 1);
+    assert_eq!(b.last_at_or_below(8190), Some(8191 - 97));
+    assert_eq!(b.next_in(0, 8192), Some(8191 - 97 * FEW));
+    assert!(b.has(8191) && !b.has(8190));
 }
 
 /// A block freed unaligned across a group's end, split by an allocation
