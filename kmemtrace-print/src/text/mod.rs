@@ -427,8 +427,8 @@ pub(crate) fn cross_cpu_matrix(out: &mut String, m: &CrossCpu) {
         .collect();
     let hr: Vec<&str> = heads.iter().map(String::as_str).collect();
     let mut t = Table::new(&hr);
-    for (i, row) in m.matrix.iter().enumerate() {
-        let mut cells = vec![format!("CPU {}", m.cpus[i])];
+    for (cpu, row) in m.cpus.iter().zip(&m.matrix) {
+        let mut cells = vec![format!("CPU {cpu}")];
         cells.extend(row.iter().map(|&n| thousands(n)));
         t.row(cells);
     }
