@@ -45,6 +45,19 @@ pub const MAX_ENTRIES: usize = 4096;
 /// Most tables looked at in one print fmt (real ones have a handful); bounds
 /// the work hostile text can cause.
 pub const MAX_TABLES: usize = 64;
+/// Longest `__print_flags` delimiter accepted, in bytes. Kernels use `"|"`,
+/// `" "` or `", "` (three bytes at most in a 6.18 kernel's tracefs); a
+/// delimiter is printed between every two names, so its length multiplies
+/// the text of every decoded value.
+pub const MAX_DELIM_LEN: usize = 64;
+/// Longest entry name (or zero text, `: "none"`) accepted, in bytes: eight
+/// times the longest in a 6.18 kernel's tracefs (32).
+pub const MAX_NAME_LEN: usize = 256;
+/// Most text one flags value may decode to, in bytes, judged when the table
+/// is read. The kernel prints an event's whole line into one `trace_seq` of
+/// a page or two, so no kernel prints more for one table; the largest a
+/// 6.18 kernel's tables can print is 538 bytes.
+pub const MAX_DECODED_LEN: usize = 4096;
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -285,8 +298,16 @@ impl FlagTable {
             let Some((o, d)) = rest.next() else {
                 return Err(ferr(close, fref, "__print_flags without a delimiter"));
             };
-            parse_string_literal(d)
-                .ok_or_else(|| ferr(base + o, fref, "the delimiter is not a string literal"))?
+            let d = parse_string_literal(d)
+                .ok_or_else(|| ferr(base + o, fref, "the delimiter is not a string literal"))?;
+            if d.len() > MAX_DELIM_LEN {
+                return Err(ferr(
+                    base + o,
+                    fref,
+                    format!("the delimiter is longer than {MAX_DELIM_LEN} bytes"),
+                ));
+            }
+            d
         } else {
             String::new()
         };
@@ -331,6 +352,13 @@ impl FlagTable {
             if entries.len() >= MAX_ENTRIES {
                 return Err(ferr(eo, fref, format!("more than {MAX_ENTRIES} entries")));
             }
+            if name.len() > MAX_NAME_LEN {
+                return Err(ferr(
+                    eo,
+                    fref,
+                    format!("an entry name is longer than {MAX_NAME_LEN} bytes"),
+                ));
+            }
             entries.push(FlagEntry {
                 value,
                 name,
@@ -338,25 +366,15 @@ impl FlagTable {
             });
         }
         set_short_names(&mut entries);
-
-        // `(arg) ? __print_flags(arg, ...) : "zero text"`
-        let mut if_zero = None;
-        let before = pf[..start].trim_end();
-        if let Some(cond_end) = before.strip_suffix('?') {
-            let cond_end = cond_end.trim_end();
-            let a = strip_parens(arg);
-            if cond_end.ends_with(a) || cond_end.ends_with(&format!("({a})")) {
-                let after = pf[close + 1..].trim_start();
-                if let Some(a) = after.strip_prefix(':') {
-                    let a = a.trim_start();
-                    if a.starts_with('"') {
-                        if let Some(end) = skip_literal(a.as_bytes(), 0) {
-                            if_zero = parse_string_literal(&a[..end]);
-                        }
-                    }
-                }
-            }
+        if kind == TableKind::Flags && longest_decoded(&entries, &delim) > MAX_DECODED_LEN {
+            return Err(ferr(
+                start,
+                fref,
+                format!("one value could print more than {MAX_DECODED_LEN} bytes"),
+            ));
         }
+
+        let if_zero = zero_text(pf, start, close, arg, fref)?;
         Ok((
             FlagTable {
                 kind,
@@ -472,6 +490,57 @@ impl FlagTable {
         }
         out
     }
+}
+
+/// The text a zero value prints, from `(arg) ? __print_flags(arg, ...) :
+/// "zero text"` around the call that starts at `start` and ends at `close`.
+fn zero_text(
+    pf: &str,
+    start: usize,
+    close: usize,
+    arg: &str,
+    fref: Option<&str>,
+) -> Result<Option<String>, FlagsError> {
+    let Some(cond_end) = pf[..start].trim_end().strip_suffix('?') else {
+        return Ok(None);
+    };
+    let cond_end = cond_end.trim_end();
+    let a = strip_parens(arg);
+    if !(cond_end.ends_with(a) || cond_end.ends_with(&format!("({a})"))) {
+        return Ok(None);
+    }
+    let Some(after) = pf[close + 1..].trim_start().strip_prefix(':') else {
+        return Ok(None);
+    };
+    let after = after.trim_start();
+    if !after.starts_with('"') {
+        return Ok(None);
+    }
+    let Some(end) = skip_literal(after.as_bytes(), 0) else {
+        return Ok(None);
+    };
+    let z = parse_string_literal(&after[..end]);
+    if z.as_ref().is_some_and(|z| z.len() > MAX_NAME_LEN) {
+        return Err(ferr(
+            close + 1,
+            fref,
+            format!("the zero text is longer than {MAX_NAME_LEN} bytes"),
+        ));
+    }
+    Ok(z)
+}
+
+/// The most text a flags table can print for one value: every zero-mask
+/// entry (the kernel prints those for any non-zero value), the 64 longest of
+/// the others (each takes at least one of the 64 bits off, so no more print)
+/// and the leftover `0x...`, each after a delimiter.
+fn longest_decoded(entries: &[FlagEntry], delim: &str) -> usize {
+    let each = |e: &FlagEntry| e.name.len() + delim.len();
+    let zero: usize = entries.iter().filter(|e| e.value == 0).map(each).sum();
+    let mut others: Vec<usize> = entries.iter().filter(|e| e.value != 0).map(each).collect();
+    others.sort_unstable_by(|a, b| b.cmp(a));
+    let others: usize = others.iter().take(64).sum();
+    zero + others + delim.len() + "0x".len() + 16
 }
 
 /// Computes each entry's short-name start: the prefix common to all names
@@ -764,6 +833,41 @@ mod tests {
         assert_eq!(s.decode(1).to_string(), "MM_ANONPAGES");
         assert_eq!(s.decode_compact(1).to_string(), "ANONPAGES");
         assert_eq!(s.decode(7).to_string(), "0x7");
+    }
+
+    #[test]
+    fn hostile_tables_cannot_decode_to_unbounded_text() {
+        let table = |delim: &str, entries: &str, zero: &str| {
+            format!(r#""%s", (REC->f) ? __print_flags(REC->f, "{delim}", {entries}) : "{zero}""#)
+        };
+        // A 1 MiB delimiter between 4,095 zero-mask names printed once each
+        // was 4 GiB of text for one value.
+        let zeros = r#"{ 0, "a" },"#.repeat(MAX_ENTRIES - 1);
+        let long_delim = "|".repeat(1 << 20);
+        let long_name = format!(r#"{{ 1, "{}" }}"#, "N".repeat(MAX_NAME_LEN + 1));
+        let long_zero = "z".repeat(MAX_NAME_LEN + 1);
+        for (pf, what) in [
+            (table(&long_delim, r#"{ 1, "A" }"#, "none"), "delimiter"),
+            (table("|", &zeros, "none"), "could print"),
+            (table("|", &long_name, "none"), "entry name"),
+            (table("|", r#"{ 1, "A" }"#, &long_zero), "zero text"),
+        ] {
+            let e = FlagTable::for_field(&pf, "f").unwrap_err();
+            assert!(e.message.contains(what), "{e}");
+        }
+        // Within the bounds, tables are read and print within them.
+        // The zero-mask entries first, where they all print.
+        let mut entries = r#"{ 0, "zero" },"#.repeat(8);
+        entries.extend((0..64).map(|b| format!(r#"{{ 1ULL << {b}, "{}" }},"#, "n".repeat(40))));
+        let pf = table("|", &entries, &"z".repeat(MAX_NAME_LEN));
+        let t = FlagTable::for_field(&pf, "f").unwrap().unwrap();
+        assert_eq!(t.decode(0).to_string().len(), MAX_NAME_LEN);
+        let all = t.decode(u64::MAX).to_string();
+        assert!(all.len() <= MAX_DECODED_LEN, "{}", all.len());
+        assert_eq!(all.matches("zero").count(), 8);
+        let pf = table(&"d".repeat(MAX_DELIM_LEN), r#"{ 1, "A" }, { 2, "B" }"#, "");
+        let t = FlagTable::for_field(&pf, "f").unwrap().unwrap();
+        assert_eq!(t.decode(7).to_string().len(), 1 + 64 + 1 + 64 + 3);
     }
 
     #[test]
