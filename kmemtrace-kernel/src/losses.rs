@@ -69,45 +69,126 @@ pub struct Window {
     pub cause: Cause,
 }
 
-/// Lost-event windows, sorted by `since` with a running maximum of the
-/// ends, so that "does any window touch `[t0, t1]`" is a binary search.
+/// Lost-event windows, so that "does any window touch `[t0, t1]`" is a
+/// binary search or a few. Windows of different CPUs arrive interleaved and
+/// out of order, and queries come between additions, so the windows are
+/// kept as a few sorted runs whose lengths at least double from the newest
+/// to the oldest (a binary counter): an addition merges runs, O(log W)
+/// amortised, where inserting into one sorted list cost O(W) each.
 #[derive(Clone, Debug, Default)]
 pub struct Windows {
+    /// Oldest (longest) first; every window of a run was added before
+    /// those of the runs after it.
+    runs: Vec<Run>,
+}
+
+/// Windows sorted by [`order`], with a running maximum of the ends.
+#[derive(Clone, Debug, Default)]
+struct Run {
     list: Vec<Window>,
     /// `max_end[i]` = the largest `end` among `list[..=i]`.
     max_end: Vec<u64>,
 }
 
-impl Windows {
-    /// Adds a window; windows that start together are kept by end, then
-    /// CPU, whatever order they are found in.
-    pub fn add(&mut self, w: Window) {
-        let order = |x: &Window| (x.since, x.end, x.cpu, x.start);
-        let i = self.list.partition_point(|x| order(x) <= order(&w));
-        self.list.insert(i, w);
-        self.max_end.truncate(i);
-        let mut m = if i == 0 { 0 } else { self.max_end[i - 1] };
-        for x in &self.list[i..] {
-            m = m.max(x.end);
-            self.max_end.push(m);
+/// Windows that start together are kept by end, then CPU, then start;
+/// equal ones in the order they were added.
+fn order(x: &Window) -> (u64, u64, u32, u64) {
+    (x.since, x.end, x.cpu, x.start)
+}
+
+impl Run {
+    fn of(list: Vec<Window>) -> Run {
+        let max_end = list
+            .iter()
+            .scan(0, |m, x| {
+                *m = x.end.max(*m);
+                Some(*m)
+            })
+            .collect();
+        Run { list, max_end }
+    }
+
+    /// `self` and the newer `later`, in one run; on equal keys `self`'s
+    /// windows come first.
+    fn merge(self, later: Run) -> Run {
+        let mut out = Vec::with_capacity(self.list.len() + later.list.len());
+        let mut a = self.list.into_iter().peekable();
+        let mut b = later.list.into_iter().peekable();
+        loop {
+            let take_a = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => order(x) <= order(y),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            out.extend(if take_a { a.next() } else { b.next() });
         }
+        Run::of(out)
+    }
+
+    fn touches(&self, t0: u64, t1: u64) -> bool {
+        let n = self.list.partition_point(|x| x.since <= t1);
+        n > 0 && self.max_end[n - 1] >= t0
+    }
+}
+
+impl Windows {
+    /// Adds a window.
+    pub fn add(&mut self, w: Window) {
+        self.runs.push(Run::of(vec![w]));
+        while let [.., a, b] = self.runs.as_slice() {
+            if a.list.len() > b.list.len() {
+                break;
+            }
+            let (Some(b), Some(a)) = (self.runs.pop(), self.runs.pop()) else {
+                break;
+            };
+            self.runs.push(a.merge(b));
+        }
+    }
+
+    /// Merges the runs into one, so that later queries are one binary
+    /// search each (for when every window is in).
+    pub fn compact(&mut self) {
+        let runs = std::mem::take(&mut self.runs);
+        let merged = runs.into_iter().reduce(Run::merge);
+        self.runs.extend(merged);
     }
 
     /// True if events lost in some window may have fallen in `[t0, t1]`
     /// (`t1` on the monotonic clock of [`Window::since`]).
     #[inline]
     pub fn touches(&self, t0: u64, t1: u64) -> bool {
-        let n = self.list.partition_point(|x| x.since <= t1);
-        n > 0 && self.max_end[n - 1] >= t0
+        self.runs.iter().any(|r| r.touches(t0, t1))
     }
 
     /// True if events were lost anywhere at or after `t`.
     pub fn after(&self, t: u64) -> bool {
-        self.max_end.last().is_some_and(|&m| m >= t)
+        self.runs
+            .iter()
+            .any(|r| r.max_end.last().is_some_and(|&m| m >= t))
     }
 
-    pub fn list(&self) -> &[Window] {
-        &self.list
+    /// How many windows there are.
+    pub fn len(&self) -> usize {
+        self.runs.iter().map(|r| r.list.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Every window, sorted by `since`, then end, CPU and start (equal ones
+    /// in the order they were added).
+    pub fn list(&self) -> Vec<Window> {
+        let mut all: Vec<Window> = self
+            .runs
+            .iter()
+            .flat_map(|r| r.list.iter().copied())
+            .collect();
+        // Stable: the runs are oldest first.
+        all.sort_by_key(order);
+        all
     }
 }
 
@@ -466,6 +547,85 @@ mod tests {
         assert!(!w.touches(61, 1000));
         assert!(w.after(60));
         assert!(!w.after(61));
+    }
+
+    /// The windows as one list kept sorted by inserting each (the
+    /// quadratic way they once were kept): what [`Windows`] must answer.
+    #[derive(Default)]
+    struct OneList(Vec<Window>);
+
+    impl OneList {
+        fn add(&mut self, w: Window) {
+            let i = self.0.partition_point(|x| order(x) <= order(&w));
+            self.0.insert(i, w);
+        }
+        fn touches(&self, t0: u64, t1: u64) -> bool {
+            self.0.iter().any(|x| x.since <= t1 && x.end >= t0)
+        }
+        fn after(&self, t: u64) -> bool {
+            self.0.iter().any(|x| x.end >= t)
+        }
+    }
+
+    #[test]
+    fn windows_answer_like_one_sorted_list_between_any_additions() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let causes = [Cause::Overwritten, Cause::Missing, Cause::Damaged];
+        for round in 0..40 {
+            let (mut w, mut model) = (Windows::default(), OneList::default());
+            // Each CPU's windows come in its own order; the CPUs' interleave.
+            let mut clock = [0u64; 4];
+            let n = 1 + rnd(300);
+            for i in 0..n {
+                let cpu = rnd(4) as u32;
+                let c = &mut clock[cpu as usize];
+                *c += rnd(20);
+                let since = *c;
+                let end = if rnd(10) == 0 {
+                    u64::MAX
+                } else {
+                    since + rnd(40)
+                };
+                let win = Window {
+                    cpu,
+                    start: since - rnd(2).min(since),
+                    end,
+                    since,
+                    cause: causes[rnd(3) as usize],
+                };
+                w.add(win);
+                model.add(win);
+                if round % 4 == 0 && i == n / 2 {
+                    w.compact();
+                }
+                for _ in 0..3 {
+                    let t0 = rnd(2000);
+                    let t1 = t0 + rnd(50);
+                    assert_eq!(w.touches(t0, t1), model.touches(t0, t1), "{t0} {t1}");
+                    assert_eq!(w.after(t0), model.after(t0), "{t0}");
+                }
+                if rnd(20) == 0 {
+                    assert_eq!(w.list(), model.0);
+                }
+                // Each merge at least doubles the run a window is in, and
+                // the runs (one of any length, left by `compact`, then
+                // shrinking powers of two) are few.
+                let lens: Vec<usize> = w.runs.iter().map(|r| r.list.len()).collect();
+                assert!(lens.windows(2).all(|p| p[0] > p[1]), "{lens:?}");
+                assert!(lens.len() <= 2 + w.len().ilog2() as usize, "{lens:?}");
+            }
+            assert_eq!(w.len(), model.0.len());
+            assert_eq!(w.list(), model.0);
+            w.compact();
+            assert_eq!(w.runs.len(), 1);
+            assert_eq!(w.list(), model.0);
+        }
     }
 }
 

@@ -461,7 +461,7 @@ fn capture(
         kmem_events: summaries.iter().map(|s| s.kmem_events).sum(),
         slab_events: summaries.iter().map(|s| s.slab_events).sum(),
         cpus: cpu_rows,
-        lost_windows_total: windows.list().len(),
+        lost_windows_total: windows.len(),
         lost_windows_rotated: windows
             .list()
             .iter()

@@ -140,8 +140,9 @@ impl Assembler {
 
     /// The windows and each CPU's counts (by ascending CPU), once every
     /// block is in.
-    pub fn finish(self) -> (Windows, Vec<CpuSummary>) {
+    pub fn finish(mut self) -> (Windows, Vec<CpuSummary>) {
         let sums = self.cpus.into_iter().map(|c| c.sum).collect();
+        self.windows.compact();
         (self.windows, sums)
     }
 }
