@@ -38,6 +38,7 @@ use core::fmt;
 use crate::endian::Endian;
 use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::print_flags::{arg_after_label, parse_string_literal, split_ternary, CExpr, FlagTable};
+use std::collections::BTreeMap;
 
 /// The tracefs system of every kmem event (`events/kmem/`).
 pub const SYSTEM: &str = "kmem";
@@ -491,7 +492,8 @@ impl KmemDecoder {
     /// make a field unreadable are listed by [`KmemDecoder::warnings`].
     pub fn new(formats: &[EventFormat]) -> Self {
         let mut warnings = Vec::new();
-        let mut plans: Vec<Plan> = Vec::new();
+        // By id: a log may hold any number of formats, in any order.
+        let mut plans: BTreeMap<u32, Plan> = BTreeMap::new();
         let mut common_type: Option<Loc> = None;
         let mut gfp: Option<(usize, FlagTable)> = None;
 
@@ -567,17 +569,14 @@ impl KmemDecoder {
                 }
             }
 
-            match plans.binary_search_by_key(&f.id, |p| p.id) {
-                Ok(i) => {
-                    w.push(format!(
-                        "{}/{}: id {} given twice; the later format is used",
-                        f.system, f.name, f.id
-                    ));
-                    plans[i] = plan;
-                }
-                Err(i) => plans.insert(i, plan),
+            if plans.insert(f.id, plan).is_some() {
+                w.push(format!(
+                    "{}/{}: id {} given twice; the later format is used",
+                    f.system, f.name, f.id
+                ));
             }
         }
+        let plans: Vec<Plan> = plans.into_values().collect();
 
         let mut by_id = Vec::new();
         for (i, p) in plans.iter().enumerate() {
@@ -927,6 +926,26 @@ print fmt: \"page=%p pfn=0x%lx\", REC->pfn, REC->pfn\n"
             Some(KmemKind::MmPageFreeBatched)
         );
         assert_eq!(KmemKind::from_event_name("sched_switch"), None);
+    }
+
+    #[test]
+    fn formats_in_any_order_and_given_twice_keep_the_later() {
+        // Descending ids, each id twice: kmalloc_node first, then
+        // kmem_cache_alloc_node under the same id.
+        let mut formats = Vec::new();
+        for id in (300..340).rev() {
+            formats.push(fmt(&kmalloc_node_5x(id), "kmem"));
+            formats.push(fmt(&kmem_cache_alloc_node_5x(id), "kmem"));
+        }
+        let d = KmemDecoder::new(&formats);
+        let ids: Vec<(u32, KmemKind)> = d.ids().collect();
+        let want: Vec<(u32, KmemKind)> = (300..340)
+            .map(|id| (id, KmemKind::KmemCacheAllocNode))
+            .collect();
+        assert_eq!(ids, want);
+        assert_eq!(d.warnings().len(), 40, "{:?}", d.warnings());
+        assert!(d.warnings()[0].contains("id 339 given twice"));
+        assert_eq!(d.kind_of(317), Some(KmemKind::KmemCacheAllocNode));
     }
 
     #[test]
