@@ -11,7 +11,7 @@
 
 use super::decode::{BlockMeta, CpuSummary};
 pub use kmemtrace_kernel::{LossTracker, SubBufSequence, Window, Windows};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One CPU's blocks, in stream order.
 pub struct StreamInput {
@@ -65,6 +65,10 @@ struct Cpu {
 pub struct Assembler {
     cpus: Vec<Cpu>,
     pub windows: Windows,
+    /// (floor, index) of each CPU whose stream is not over: the least is
+    /// [`Assembler::known_until`], asked once per epoch, and a damaged END
+    /// may list millions of CPUs.
+    open: BTreeSet<(u64, usize)>,
 }
 
 impl Assembler {
@@ -87,8 +91,10 @@ impl Assembler {
                 })
                 .collect(),
             windows: Windows::default(),
+            open: BTreeSet::new(),
         };
         for i in 0..a.cpus.len() {
+            a.open.insert((a.cpus[i].tracker.floor(), i));
             a.advance(i);
         }
         a
@@ -102,6 +108,7 @@ impl Assembler {
 
     fn advance(&mut self, i: usize) {
         let c = &mut self.cpus[i];
+        let floor = c.tracker.floor();
         while let Some(meta) = c.waiting.remove(&c.next) {
             let (first, count) = c.input.blocks[c.next];
             c.next += 1;
@@ -126,16 +133,18 @@ impl Assembler {
                 self.windows.add(l.window());
             }
         }
+        if c.done || c.tracker.floor() != floor {
+            self.open.remove(&(floor, i));
+            if !c.done {
+                self.open.insert((c.tracker.floor(), i));
+            }
+        }
     }
 
     /// Every window whose `since` lies before this time is known, and none
     /// found later will (`u64::MAX`: every window is known).
     pub fn known_until(&self) -> u64 {
-        self.cpus
-            .iter()
-            .map(|c| if c.done { u64::MAX } else { c.tracker.floor() })
-            .min()
-            .unwrap_or(u64::MAX)
+        self.open.first().map_or(u64::MAX, |&(floor, _)| floor)
     }
 
     /// The windows and each CPU's counts (by ascending CPU), once every
@@ -166,6 +175,54 @@ mod tests {
             runs,
             ..Default::default()
         }
+    }
+
+    /// What `known_until` was, a scan of every CPU.
+    fn known_by_scan(a: &Assembler) -> u64 {
+        a.cpus
+            .iter()
+            .map(|c| if c.done { u64::MAX } else { c.tracker.floor() })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    #[test]
+    fn known_until_follows_the_open_cpus_without_scanning_them() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let cpus = 50;
+        let blocks_of = |cpu: u32| 1 + (cpu as usize * 7) % 5;
+        let inputs = (0..cpus)
+            .map(|cpu| StreamInput {
+                cpu,
+                blocks: (0..blocks_of(cpu) as u64).map(|k| (k, 1)).collect(),
+                written: None,
+                dropped: Vec::new(),
+            })
+            .collect();
+        let mut a = Assembler::new(inputs);
+        let mut todo: Vec<(usize, usize)> = (0..cpus as usize)
+            .flat_map(|i| (0..blocks_of(i as u32)).map(move |k| (i, k)))
+            .collect();
+        while !todo.is_empty() {
+            let (i, k) = todo.swap_remove(rnd(todo.len() as u64) as usize);
+            let t = 1 + rnd(10_000);
+            a.add(
+                i,
+                k,
+                meta(&[(k as u64, rnd(3) == 0, &[t, t + rnd(50)], false)]),
+            );
+            assert_eq!(a.known_until(), known_by_scan(&a));
+            // The ordered set holds one entry per CPU whose stream is open.
+            let open = a.cpus.iter().filter(|c| !c.done).count();
+            assert_eq!(a.open.len(), open);
+        }
+        assert_eq!(a.known_until(), u64::MAX);
     }
 
     #[test]
