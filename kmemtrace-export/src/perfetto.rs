@@ -943,12 +943,9 @@ fn ftrace_stats(log: &Log, phase: StatsPhase) -> Option<Msg> {
     let mut m = Msg::new();
     m.uint(1, if phase == StatsPhase::Start { 1 } else { 2 });
     let mut any = false;
+    let last = log.last_stats_by_cpu(phase);
     for cpu in log.cpus() {
-        let Some(s) = log
-            .cpu_stats(cpu, phase)
-            .last()
-            .and_then(|s| s.parsed.as_ref())
-        else {
+        let Some(s) = last.get(&cpu).and_then(|s| s.parsed.as_ref()) else {
             continue;
         };
         let mut c = Msg::new();

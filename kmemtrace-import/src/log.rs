@@ -1477,6 +1477,17 @@ impl Log {
             .filter(move |s| s.record.cpu == cpu && s.record.phase == phase)
     }
 
+    /// The last statistics snapshot of each CPU in a phase, in file order:
+    /// one pass, where [`Log::cpu_stats`] for each CPU passes over them
+    /// once per CPU (a damaged log may name a new CPU in every block).
+    pub fn last_stats_by_cpu(&self, phase: StatsPhase) -> BTreeMap<u32, &StatsSnapshot> {
+        let mut by_cpu = BTreeMap::new();
+        for s in self.stats.iter().filter(|s| s.record.phase == phase) {
+            by_cpu.insert(s.record.cpu, s);
+        }
+        by_cpu
+    }
+
     /// What `cpu`'s counters did over the capture ([`CpuCounters`]): from
     /// its first start snapshot (without one, from 0: the ring buffer's
     /// creation) over every later snapshot in file order, up to its last
@@ -1978,6 +1989,32 @@ mod tests {
         // The later cmdline wins, as it would read front to back.
         assert_eq!(log.pids.comm(7), Some("bash"));
         assert_eq!(log.pids.comm(100), None);
+    }
+
+    #[test]
+    fn last_stats_by_cpu_is_each_cpus_last_snapshot_of_the_phase() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::None).unwrap();
+        for i in 0..40u32 {
+            let phase = [StatsPhase::Start, StatsPhase::Periodic, StatsPhase::End][i as usize % 3];
+            w.write_stats(&StatsRecord {
+                cpu: (i / 3) % 9,
+                phase,
+                wall_ns: None,
+                text: format!("entries: {i}\noverrun: 0\n").into_bytes(),
+            })
+            .unwrap();
+        }
+        let bytes = w.finish(None, "test", None).unwrap();
+        let log = Log::from_bytes("t", &bytes).unwrap();
+        for phase in [StatsPhase::Start, StatsPhase::Periodic, StatsPhase::End] {
+            let all = log.last_stats_by_cpu(phase);
+            for cpu in 0..10 {
+                let one = log.cpu_stats(cpu, phase).last();
+                assert_eq!(all.get(&cpu).map(|s| s.offset), one.map(|s| s.offset));
+            }
+            assert_eq!(all.len(), 9);
+        }
     }
 
     #[test]

@@ -322,12 +322,12 @@ fn totals(log: &Log) -> (u64, u64, bool) {
             }
         },
     );
+    let ends = log.last_stats_by_cpu(kmemtrace_format::records::StatsPhase::End);
     let overruns: u64 = log
         .cpus()
         .into_iter()
         .filter_map(|c| {
-            log.cpu_stats(c, kmemtrace_format::records::StatsPhase::End)
-                .last()
+            ends.get(&c)
                 .and_then(|s| s.parsed.as_ref())
                 .and_then(|s| s.overrun)
         })

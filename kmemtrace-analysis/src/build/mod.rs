@@ -408,6 +408,8 @@ fn capture(
     for w in kmem.warnings() {
         problems.push(Problem::Format(w.to_string()));
     }
+    // One pass over the statistics: END may list millions of CPUs.
+    let counters = log.counters_by_cpu();
     let cpu_rows: Vec<CpuRow> = summaries
         .iter()
         .map(|s| {
@@ -425,8 +427,8 @@ fn capture(
             }
             // Only a capture's end says what it lost: a periodic look is
             // a lower bound.
-            let lost_stats = log
-                .cpu_counters(s.cpu)
+            let lost_stats = counters
+                .get(&s.cpu)
                 .filter(|r| r.end.record.phase == StatsPhase::End)
                 .map(|r| r.counters.lost());
             CpuRow {
