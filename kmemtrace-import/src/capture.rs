@@ -42,6 +42,10 @@ pub struct Rotation {
     pub files: Vec<RotatedFile>,
     /// Per CPU, the spans of its sequence that rotation removed.
     dropped: BTreeMap<u32, Vec<DroppedSpan>>,
+    /// The last file's SEGMENT starts by CPU (its last entry for a CPU
+    /// wins): looked up for every CPU END lists, which a damaged END makes
+    /// millions, where [`SegmentRecord::start_of`] scans the list.
+    last_starts: BTreeMap<u32, (u64, u64)>,
     /// Files given but left out, and why: begun and cut before their
     /// SEGMENT (the recorder stopped as it began them).
     pub left_out: Vec<String>,
@@ -60,6 +64,7 @@ impl Rotation {
                 segment: g.clone(),
             }],
             dropped: BTreeMap::new(),
+            last_starts: starts_by_cpu(g),
             left_out: Vec::new(),
         };
         r.drop_before(g, &BTreeMap::new(), 0);
@@ -109,10 +114,17 @@ impl Rotation {
     /// Where `cpu`'s data in the last file read begins: END's totals there
     /// count from it.
     pub fn last_start_of(&self, cpu: u32) -> (u64, u64) {
-        self.files
-            .last()
-            .map_or((0, 0), |f| f.segment.start_of(cpu))
+        self.last_starts.get(&cpu).copied().unwrap_or((0, 0))
     }
+}
+
+/// [`SegmentRecord::start_of`] of every CPU `g` lists, as a map.
+fn starts_by_cpu(g: &SegmentRecord) -> BTreeMap<u32, (u64, u64)> {
+    let mut by_cpu = BTreeMap::new();
+    for s in &g.starts {
+        by_cpu.insert(s.cpu, (s.block_seq, s.first_subbuf));
+    }
+    by_cpu
 }
 
 /// Whether `p` (opened as `opened`) is a file of a rotated capture that
@@ -264,6 +276,7 @@ fn append(
     files.push((base, f));
     if let Some(r) = &mut joined.rotation {
         r.drop_before(&g, &before, last_index.saturating_add(1));
+        r.last_starts = starts_by_cpu(&g);
         r.files.push(RotatedFile {
             name: name.clone(),
             index: g.index,
@@ -329,4 +342,33 @@ fn append(
     joined.version = joined.version.max(next.version);
     joined.len = base + next.len;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmemtrace_format::records::CpuStart;
+
+    #[test]
+    fn last_start_of_is_the_segments_last_entry_for_the_cpu() {
+        // CPUs named several times (a damaged SEGMENT), out of order.
+        let starts = (0..300u64)
+            .map(|i| CpuStart {
+                cpu: ((i * 37) % 101) as u32,
+                block_seq: i,
+                first_subbuf: 1000 + i,
+            })
+            .collect();
+        let g = SegmentRecord {
+            capture_id: 1,
+            index: 2,
+            wall_ns: None,
+            starts,
+        };
+        let r = Rotation::of_file("f", 0, &g);
+        for cpu in 0..110 {
+            assert_eq!(r.last_start_of(cpu), g.start_of(cpu), "CPU {cpu}");
+        }
+        assert_eq!(r.last_starts.len(), 101);
+    }
 }
