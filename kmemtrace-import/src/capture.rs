@@ -9,9 +9,10 @@
 //! missing: a loss window, not damage.
 
 use crate::log::{Backing, Log, LogError, Problem};
-use kmemtrace_format::records::{MetaKind, SegmentRecord};
+use kmemtrace_format::records::{MetaKind, NoteRecord, SegmentRecord};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 /// One file of a rotated capture, as read.
@@ -228,6 +229,23 @@ pub fn join(mut logs: Vec<Log>) -> Result<Log, LogError> {
     Ok(joined)
 }
 
+/// A META's kind, name and part: a later META with the same replaces it.
+type MetaKey = (MetaKind, String, Option<(u32, u32)>);
+
+/// Adds `notes` to `joined`'s, each one not there already.
+fn merge_notes(joined: &mut Log, notes: Vec<NoteRecord>) {
+    let mut seen: HashSet<(bool, String)> = joined
+        .notes
+        .iter()
+        .map(|n| (n.warning, n.text.clone()))
+        .collect();
+    for n in notes {
+        if seen.insert((n.warning, n.text.clone())) {
+            joined.notes.push(n);
+        }
+    }
+}
+
 /// Adds the next file of the capture to `joined`.
 fn append(
     joined: &mut Log,
@@ -307,10 +325,12 @@ fn append(
         s.offset += base;
         joined.stats.push(s);
     }
-    for n in next.notes {
-        if !joined.notes.contains(&n) {
-            joined.notes.push(n);
-        }
+    merge_notes(joined, next.notes);
+    // Where each META of the files before lies, by what a later one
+    // replaces: a search per META was metas x metas.
+    let mut at: HashMap<MetaKey, usize> = HashMap::new();
+    for (i, m) in joined.metas.iter().enumerate() {
+        at.entry((m.kind, m.name.clone(), m.part)).or_insert(i);
     }
     for m in next.metas {
         let text = || match std::str::from_utf8(&m.content) {
@@ -323,12 +343,12 @@ fn append(
             MetaKind::SavedTgids => joined.pids.merge_tgids(&text()),
             _ => Ok(()),
         };
-        let same = |x: &kmemtrace_format::records::Meta| {
-            x.kind == m.kind && x.name == m.name && x.part == m.part
-        };
-        match joined.metas.iter_mut().find(|x| same(x)) {
-            Some(old) => *old = m,
-            None => joined.metas.push(m),
+        match at.entry((m.kind, m.name.clone(), m.part)) {
+            Entry::Occupied(i) => joined.metas[*i.get()] = m,
+            Entry::Vacant(i) => {
+                i.insert(joined.metas.len());
+                joined.metas.push(m);
+            }
         }
     }
     joined.end = next.end;
@@ -370,5 +390,63 @@ mod tests {
             assert_eq!(r.last_start_of(cpu), g.start_of(cpu), "CPU {cpu}");
         }
         assert_eq!(r.last_starts.len(), 101);
+    }
+
+    #[test]
+    fn joined_files_replace_metas_by_kind_name_and_part_and_add_only_new_notes() {
+        use kmemtrace_format::arch::ArchTag;
+        use kmemtrace_format::block::Compression;
+        use kmemtrace_format::records::Meta;
+        use kmemtrace_format::writer::LogWriter;
+        let dir = tempfile::tempdir().unwrap();
+        let arch = ArchTag::new(kmemtrace_kernel::RunTimeEndian::Little, 8, 4096, 16);
+        let meta = |name: &str, text: &str| Meta {
+            name: name.into(),
+            ..Meta::new(MetaKind::Other, text)
+        };
+        let note = |text: &str| NoteRecord {
+            warning: false,
+            text: text.into(),
+        };
+        let mut paths = Vec::new();
+        for (index, names, notes) in [
+            (0u32, ["a", "b", "c"], ["x", "y", "x"]),
+            (1, ["c", "d", "a"], ["y", "z", "z"]),
+        ] {
+            let g = SegmentRecord {
+                capture_id: 7,
+                index,
+                ..Default::default()
+            };
+            let mut w = LogWriter::with_segment(
+                Vec::new(),
+                &arch,
+                Compression::None,
+                Compression::None,
+                &g,
+            )
+            .unwrap();
+            for n in names {
+                w.write_meta(&meta(n, &format!("{n}{index}"))).unwrap();
+            }
+            for n in notes {
+                w.write_note(&note(n)).unwrap();
+            }
+            let p = dir.path().join(format!("f{index}"));
+            std::fs::write(&p, w.finish(None, "test", None).unwrap()).unwrap();
+            paths.push(p);
+        }
+        let log = crate::open_capture(&paths).unwrap();
+        let metas: Vec<(&str, &[u8])> = log
+            .metas
+            .iter()
+            .filter(|m| m.kind == MetaKind::Other)
+            .map(|m| (m.name.as_str(), m.content.as_slice()))
+            .collect();
+        let want: [(&str, &[u8]); 4] = [("a", b"a1"), ("b", b"b0"), ("c", b"c1"), ("d", b"d1")];
+        assert_eq!(metas, want);
+        let notes: Vec<&str> = log.notes.iter().map(|n| n.text.as_str()).collect();
+        // The first file's as read; a later file's only those not there.
+        assert_eq!(notes, ["x", "y", "x", "z"]);
     }
 }
