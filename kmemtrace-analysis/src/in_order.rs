@@ -167,12 +167,12 @@ pub fn for_each_record<S: SubBufSource + ?Sized>(
             let layout = *self.src.layout();
             let mut cursors: Vec<Cursor<'_>> = self
                 .src
-                .cpus()
+                .chunks_by_cpu()
                 .into_iter()
-                .filter(|c| (self.cpus)(*c))
-                .map(|cpu| Cursor {
+                .filter(|(c, _)| (self.cpus)(*c))
+                .map(|(cpu, chunks)| Cursor {
                     cpu,
-                    chunks: self.src.chunks(cpu).into_iter(),
+                    chunks: chunks.into_iter(),
                     scratch: BlockScratch::new(),
                     data: Vec::new(),
                     items: VecDeque::new(),
@@ -212,12 +212,15 @@ mod tests {
     use kmemtrace_import::log::Problem;
     use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
     use kmemtrace_testkit::subbuf::{encode_subbuf, EncRecord, EndPadding, Missed, PageSpec};
+    use std::collections::BTreeMap;
 
-    /// CPU 0's chunks, with their bytes (by `block_seq`).
+    /// Chunks, with their bytes (by `block_seq`), counting the passes
+    /// over them.
     struct Src {
         layout: SubBufLayout,
         refs: Vec<CpuBlockRef>,
         data: Vec<&'static [u8]>,
+        passes: std::sync::atomic::AtomicUsize,
     }
 
     impl SubBufSource for Src {
@@ -227,11 +230,14 @@ mod tests {
         fn layout(&self) -> &SubBufLayout {
             &self.layout
         }
-        fn cpus(&self) -> Vec<u32> {
-            vec![0]
-        }
-        fn chunks(&self, _: u32) -> Vec<&CpuBlockRef> {
-            self.refs.iter().collect()
+        fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
+            self.passes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
+            for r in &self.refs {
+                by_cpu.entry(r.cpu).or_default().push(r);
+            }
+            by_cpu
         }
     }
 
@@ -264,9 +270,8 @@ mod tests {
         }
     }
 
-    /// The records of CPU 0's `chunks` (first sub-buffer, pages), each
-    /// with its marker.
-    fn walk(chunks: &[(u64, Vec<PageSpec>)]) -> Vec<(u64, Option<Lost>)> {
+    /// A source of `chunks` (CPU, first sub-buffer, pages).
+    fn source(chunks: &[(u32, u64, Vec<PageSpec>)]) -> Src {
         let layout = SubBufLayout {
             long_size: 8,
             data_offset: 16,
@@ -276,8 +281,9 @@ mod tests {
             layout,
             refs: Vec::new(),
             data: Vec::new(),
+            passes: Default::default(),
         };
-        for (seq, (first, pages)) in chunks.iter().enumerate() {
+        for (seq, (cpu, first, pages)) in chunks.iter().enumerate() {
             let mut bytes = Vec::new();
             for p in pages {
                 bytes.extend(encode_subbuf(LittleEndian, &layout, p).unwrap().bytes);
@@ -292,12 +298,20 @@ mod tests {
                     raw_len: 0,
                     crc: 0,
                 },
-                cpu: 0,
+                cpu: *cpu,
                 block_seq: seq as u64,
                 first_subbuf: *first,
                 count: pages.len() as u32,
             });
         }
+        src
+    }
+
+    /// The records of CPU 0's `chunks` (first sub-buffer, pages), each
+    /// with its marker.
+    fn walk(chunks: &[(u64, Vec<PageSpec>)]) -> Vec<(u64, Option<Lost>)> {
+        let chunks: Vec<_> = chunks.iter().map(|(f, p)| (0, *f, p.clone())).collect();
+        let src = source(&chunks);
         let mut got = Vec::new();
         for_each_record(&src, |_| true, |r| got.push((r.ts, r.lost_before)));
         got
@@ -342,6 +356,24 @@ mod tests {
                 (80, Some(Lost::Count(5))),
             ]
         );
+    }
+
+    #[test]
+    fn every_cpus_chunks_come_from_one_pass() {
+        // A damaged log naming a new CPU in every chunk.
+        let chunks: Vec<_> = (0..300u32)
+            .map(|cpu| {
+                let ts = u64::from((cpu * 7919) % 300);
+                (cpu, 0, vec![page(&[ts], Missed::None, EndPadding::None)])
+            })
+            .collect();
+        let src = source(&chunks);
+        let mut got = Vec::new();
+        for_each_record(&src, |c| c % 2 == 0, |r| got.push((r.ts, r.cpu)));
+        assert_eq!(src.passes.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(got.len(), 150);
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+        assert!(got.iter().all(|&(_, cpu)| cpu % 2 == 0));
     }
 
     #[test]

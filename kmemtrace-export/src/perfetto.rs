@@ -399,11 +399,8 @@ impl SubBufSource for Counted<'_> {
     fn layout(&self) -> &SubBufLayout {
         &self.log.layout
     }
-    fn cpus(&self) -> Vec<u32> {
-        self.log.cpus()
-    }
-    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
-        self.log.cpu_blocks(cpu)
+    fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
+        self.log.blocks_by_cpu()
     }
 }
 

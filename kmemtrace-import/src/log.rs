@@ -1612,6 +1612,26 @@ impl Log {
         )
     }
 
+    /// Calls `f` for every sub-buffer of every CPU, CPU by CPU in
+    /// ascending order, each CPU's in stream order (one pass to take the
+    /// blocks apart, where [`Log::visit_cpu`] per CPU is one per CPU).
+    /// Blocks that cannot be read back are passed to `on_error` and skipped.
+    pub fn visit_all(&self, mut f: impl FnMut(SubBufVisit<'_>), on_error: impl FnMut(Problem)) {
+        crate::walk::walk_all(
+            self,
+            self.endian,
+            |block, item| {
+                f(SubBufVisit {
+                    block,
+                    index: item.index,
+                    subbuf: item.subbuf,
+                    raw: item.raw,
+                })
+            },
+            on_error,
+        )
+    }
+
     /// File offset of sub-buffer `i` of a block, where the block is stored
     /// uncompressed (`None` if compressed: offsets then name the block).
     pub fn subbuf_file_offset(&self, r: &CpuBlockRef, i: u64) -> Option<u64> {
@@ -1633,11 +1653,8 @@ impl crate::walk::SubBufSource for Log {
     fn layout(&self) -> &SubBufLayout {
         &self.layout
     }
-    fn cpus(&self) -> Vec<u32> {
-        Log::cpus(self)
-    }
-    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
-        self.cpu_blocks(cpu)
+    fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
+        self.blocks_by_cpu()
     }
     fn dropped_subbufs(&self, cpu: u32) -> Vec<(u64, u64)> {
         Log::dropped_subbufs(self, cpu)

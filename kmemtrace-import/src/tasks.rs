@@ -192,25 +192,22 @@ fn fork_events(log: &Log, f: &kmemtrace_kernel::EventFormat) -> Vec<(u64, i32, i
     };
     let id = u64::from(f.id);
     let mut out = Vec::new();
-    for cpu in log.cpus() {
-        log.visit_cpu(
-            cpu,
-            |v| {
-                let Ok(sb) = v.subbuf else { return };
-                for (_, ts, payload) in sb.data_events(log.endian).flatten() {
-                    if log.endian.read_uint(payload, 0, 2) != Some(id) {
-                        continue;
-                    }
-                    if let (Some(p), Some(c)) = (
-                        parent.read_i64(log.endian, payload),
-                        child.read_i64(log.endian, payload),
-                    ) {
-                        out.push((ts, p as i32, c as i32));
-                    }
+    log.visit_all(
+        |v| {
+            let Ok(sb) = v.subbuf else { return };
+            for (_, ts, payload) in sb.data_events(log.endian).flatten() {
+                if log.endian.read_uint(payload, 0, 2) != Some(id) {
+                    continue;
                 }
-            },
-            |_| {},
-        );
-    }
+                if let (Some(p), Some(c)) = (
+                    parent.read_i64(log.endian, payload),
+                    child.read_i64(log.endian, payload),
+                ) {
+                    out.push((ts, p as i32, c as i32));
+                }
+            }
+        },
+        |_| {},
+    );
     out
 }

@@ -11,6 +11,7 @@ use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, LittleEndian, RunTimeEndian, SubBufError, SubBufLayout,
     SubBuffer,
 };
+use std::collections::BTreeMap;
 
 /// Where a CPU's sub-buffers come from: a [`crate::log::Log`], whether it
 /// reads a kmemtrace log or another input in place (a trace-cmd trace.dat,
@@ -22,10 +23,10 @@ pub trait SubBufSource: ChunkStore {
     fn endian(&self) -> RunTimeEndian;
     /// The recorded kernel's sub-buffer layout.
     fn layout(&self) -> &SubBufLayout;
-    /// CPUs with data, ascending.
-    fn cpus(&self) -> Vec<u32>;
-    /// A CPU's chunks, in stream order.
-    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef>;
+    /// Every CPU with data, ascending, with its chunks in stream order,
+    /// from one pass over the chunks: a damaged log may name a new CPU in
+    /// every chunk, so a pass per CPU would cost CPUs x chunks.
+    fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>>;
     /// A CPU's sub-buffer index ranges, `[from, to)`, that rotation
     /// removed ([`crate::capture`]): none but in a rotated capture.
     fn dropped_subbufs(&self, _cpu: u32) -> Vec<(u64, u64)> {
@@ -65,17 +66,43 @@ pub fn subbufs<'a, E: Endian>(
 }
 
 /// Calls `f` for every sub-buffer of `cpu`, in stream order, decoded with
-/// byte order `e`. Chunks that cannot be read back go to `on_error`.
+/// byte order `e`. Chunks that cannot be read back go to `on_error`. (For
+/// every CPU, [`walk_all`] takes the chunks apart once.)
 pub fn walk_cpu<S: SubBufSource + ?Sized, E: Endian>(
     src: &S,
     e: E,
     cpu: u32,
+    f: impl FnMut(&CpuBlockRef, SubBufItem<'_>),
+    on_error: impl FnMut(Problem),
+) {
+    let chunks = src.chunks_by_cpu().remove(&cpu).unwrap_or_default();
+    walk_chunks(src, e, &chunks, f, on_error);
+}
+
+/// Calls `f` for every sub-buffer of every CPU, CPU by CPU in ascending
+/// order, each CPU's in stream order, decoded with byte order `e`. Chunks
+/// that cannot be read back go to `on_error`.
+pub fn walk_all<S: SubBufSource + ?Sized, E: Endian>(
+    src: &S,
+    e: E,
+    mut f: impl FnMut(&CpuBlockRef, SubBufItem<'_>),
+    mut on_error: impl FnMut(Problem),
+) {
+    for chunks in src.chunks_by_cpu().values() {
+        walk_chunks(src, e, chunks, &mut f, &mut on_error);
+    }
+}
+
+fn walk_chunks<S: SubBufSource + ?Sized, E: Endian>(
+    src: &S,
+    e: E,
+    chunks: &[&CpuBlockRef],
     mut f: impl FnMut(&CpuBlockRef, SubBufItem<'_>),
     mut on_error: impl FnMut(Problem),
 ) {
     let mut scratch = BlockScratch::new();
     let layout = *src.layout();
-    for chunk in src.chunks(cpu) {
+    for &chunk in chunks {
         match src.read_chunk(chunk, &mut scratch) {
             Ok(data) => {
                 for item in subbufs(e, &layout, chunk.first_subbuf, data) {
@@ -128,8 +155,7 @@ fn edge_event_ts<S: SubBufSource + ?Sized>(src: &S, last: bool) -> Option<u64> {
             let pick = |b: Option<u64>, ts: u64| {
                 Some(b.map_or(ts, |b| if last { b.max(ts) } else { b.min(ts) }))
             };
-            for cpu in src.cpus() {
-                let mut chunks = src.chunks(cpu);
+            for (_, mut chunks) in src.chunks_by_cpu() {
                 if last {
                     chunks.reverse();
                 }
@@ -180,8 +206,7 @@ pub struct ChunkRun<'a, S: ?Sized> {
 pub fn chunk_runs<S: SubBufSource + ?Sized>(src: &S, min_bytes: u64) -> Vec<ChunkRun<'_, S>> {
     let subbuf = src.layout().subbuf_size as u64;
     let mut runs = Vec::new();
-    for cpu in src.cpus() {
-        let chunks = src.chunks(cpu);
+    for (cpu, chunks) in src.chunks_by_cpu() {
         let mut start = 0;
         let mut bytes = 0;
         for (i, chunk) in chunks.iter().enumerate() {
@@ -208,15 +233,8 @@ impl<S: SubBufSource + ?Sized> SubBufSource for ChunkRun<'_, S> {
     fn layout(&self) -> &SubBufLayout {
         self.src.layout()
     }
-    fn cpus(&self) -> Vec<u32> {
-        vec![self.cpu]
-    }
-    fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
-        if cpu == self.cpu {
-            self.chunks.clone()
-        } else {
-            Vec::new()
-        }
+    fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
+        BTreeMap::from([(self.cpu, self.chunks.clone())])
     }
 }
 
@@ -258,10 +276,12 @@ mod tests {
         assert_eq!(items[1].raw.as_ptr(), data[64..].as_ptr());
     }
 
-    /// CPUs 0 and 3 with chunks of the given sub-buffer counts.
+    /// Chunks of the given sub-buffer counts, counting the passes over
+    /// them.
     struct Chunks {
         layout: SubBufLayout,
         refs: Vec<CpuBlockRef>,
+        passes: std::sync::atomic::AtomicUsize,
     }
 
     impl SubBufSource for Chunks {
@@ -271,11 +291,14 @@ mod tests {
         fn layout(&self) -> &SubBufLayout {
             &self.layout
         }
-        fn cpus(&self) -> Vec<u32> {
-            vec![0, 3]
-        }
-        fn chunks(&self, cpu: u32) -> Vec<&CpuBlockRef> {
-            self.refs.iter().filter(|r| r.cpu == cpu).collect()
+        fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
+            self.passes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
+            for r in &self.refs {
+                by_cpu.entry(r.cpu).or_default().push(r);
+            }
+            by_cpu
         }
     }
 
@@ -285,7 +308,8 @@ mod tests {
             _: &CpuBlockRef,
             _: &'s mut BlockScratch,
         ) -> Result<&'s [u8], Problem> {
-            Ok(&[])
+            // One empty sub-buffer.
+            Ok(&[0; 100])
         }
 
         fn subbuf_offset(&self, _: &CpuBlockRef, _: u64) -> Option<u64> {
@@ -293,10 +317,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn chunk_runs_cover_each_cpus_chunks_once_in_order() {
+    fn chunk(cpu: u32, block_seq: u64, count: u32) -> CpuBlockRef {
         use kmemtrace_format::block::{BlockHeader, BlockType};
-        let chunk = |cpu: u32, block_seq: u64, count: u32| CpuBlockRef {
+        CpuBlockRef {
             offset: block_seq * 100,
             header: BlockHeader {
                 block_type: BlockType::CpuData,
@@ -309,13 +332,22 @@ mod tests {
             block_seq,
             first_subbuf: block_seq * 10,
             count,
-        };
+        }
+    }
+
+    fn layout() -> SubBufLayout {
+        SubBufLayout {
+            long_size: 8,
+            data_offset: 16,
+            subbuf_size: 100,
+        }
+    }
+
+    #[test]
+    fn chunk_runs_cover_each_cpus_chunks_once_in_order() {
         let src = Chunks {
-            layout: SubBufLayout {
-                long_size: 8,
-                data_offset: 16,
-                subbuf_size: 100,
-            },
+            layout: layout(),
+            passes: Default::default(),
             refs: vec![
                 chunk(0, 0, 3),
                 chunk(3, 1, 1),
@@ -339,9 +371,31 @@ mod tests {
         let next: Vec<Option<u64>> = runs.iter().map(|r| r.next.map(|c| c.block_seq)).collect();
         assert_eq!(next, [Some(3), None, None]);
         // A run is a source of its own CPU's chunks only.
-        assert_eq!(runs[1].cpus(), [0]);
-        assert_eq!(runs[1].chunks(0).len(), 2);
-        assert!(runs[1].chunks(3).is_empty());
+        let of_run = runs[1].chunks_by_cpu();
+        assert_eq!(of_run.keys().copied().collect::<Vec<_>>(), [0]);
+        assert_eq!(of_run[&0].len(), 2);
+    }
+
+    #[test]
+    fn walks_over_every_cpu_take_the_chunks_apart_once() {
+        // A damaged log naming a new CPU in every chunk.
+        let src = Chunks {
+            layout: layout(),
+            passes: Default::default(),
+            refs: (0..500).map(|i| chunk(999 - i, u64::from(i), 1)).collect(),
+        };
+        assert_eq!(chunk_runs(&src, 1).len(), 500);
+        assert_eq!(src.passes.swap(0, std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(first_event_ts(&src), None);
+        assert_eq!(src.passes.swap(0, std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(last_event_ts(&src), None);
+        assert_eq!(src.passes.swap(0, std::sync::atomic::Ordering::Relaxed), 1);
+        let mut cpus = Vec::new();
+        walk_all(&src, LittleEndian, |c, _| cpus.push(c.cpu), |_| {});
+        assert_eq!(src.passes.swap(0, std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(cpus, (500..1000).collect::<Vec<u32>>());
+        walk_cpu(&src, LittleEndian, 600, |_, _| {}, |_| {});
+        assert_eq!(src.passes.swap(0, std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[test]
