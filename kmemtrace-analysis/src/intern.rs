@@ -3,24 +3,47 @@
 //! call-site addresses into dense ids in the decoder threads.
 
 use crate::event::NO_CACHE;
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Mutex;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Mutex, OnceLock};
 
-/// A 64-bit mixer for pointer and address keys. Slab pointers are aligned,
-/// so their low bits are zero: the hash must move high bits down (a plain
-/// multiplicative hash would leave the bucket bits empty).
-#[derive(Default, Clone, Copy)]
-pub struct MixHasher(u64);
+/// Two random words drawn once per process that key every [`MixHasher`]
+/// and [`crate::ptr_table::PtrTable`]. Their keys (pointers, page frames,
+/// call sites, stacks) come from the log; an unkeyed mix is a fixed
+/// function a log can invert, to pick keys that all land in one slot or
+/// bucket, each lookup then walking past all the others.
+pub(crate) fn process_seed() -> [u64; 2] {
+    static SEED: OnceLock<[u64; 2]> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        // Keyed from the operating system's randomness.
+        let s = RandomState::new();
+        [s.hash_one(1u64), s.hash_one(2u64) | 1]
+    })
+}
+
+/// The 128-bit product of `a` and `b`, its halves folded together: one
+/// multiply that moves every bit of `a` into the low and the high bits.
+#[inline]
+pub(crate) fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A fast hasher for pointer and address keys, keyed by
+/// [`process_seed`]: each word is folded in with one keyed multiply.
+/// Slab pointers are aligned, so their low bits are zero: the product's
+/// high half, folded down, fills the bucket bits.
+#[derive(Clone, Copy)]
+pub struct MixHasher {
+    acc: u64,
+    mul: u64,
+}
 
 impl Hasher for MixHasher {
     #[inline]
     fn finish(&self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 32;
-        x = x.wrapping_mul(0xd6e8_feb8_6659_fd93);
-        x ^= x >> 32;
-        x
+        self.acc
     }
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
@@ -36,7 +59,15 @@ impl Hasher for MixHasher {
     }
     #[inline]
     fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.acc = fold_mul(self.acc ^ i, self.mul);
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i))
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(u64::from(i))
     }
     #[inline]
     fn write_u32(&mut self, i: u32) {
@@ -48,12 +79,39 @@ impl Hasher for MixHasher {
     }
 }
 
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
-/// A set with [`MixHasher`].
-pub type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<MixHasher>>;
+/// Builds [`MixHasher`]s keyed by [`process_seed`].
+#[derive(Clone, Copy)]
+pub struct MixState {
+    seed: [u64; 2],
+}
+
+impl Default for MixState {
+    fn default() -> Self {
+        MixState {
+            seed: process_seed(),
+        }
+    }
+}
+
+impl BuildHasher for MixState {
+    type Hasher = MixHasher;
+    #[inline]
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher {
+            acc: self.seed[0],
+            mul: self.seed[1],
+        }
+    }
+}
+
+/// A map with [`MixHasher`]. Its iteration order differs from run to
+/// run: what reaches an output from one must be sorted.
+pub type FastMap<K, V> = HashMap<K, V, MixState>;
+/// A set with [`MixHasher`] (iterated, as [`FastMap`]).
+pub type FastSet<K> = std::collections::HashSet<K, MixState>;
 
 pub fn fast_map<K, V>() -> FastMap<K, V> {
-    HashMap::with_hasher(BuildHasherDefault::default())
+    HashMap::with_hasher(MixState::default())
 }
 
 /// Cache names, interned to small ids shared by all decoder threads. Id 0
@@ -321,9 +379,45 @@ mod tests {
     }
 
     #[test]
+    fn keys_that_collide_under_an_unkeyed_mix_spread_here() {
+        use crate::ptr_table::tests::inverse;
+        // The former unkeyed hasher of a u64 key, fixed and invertible.
+        const G: u64 = 0x9e37_79b9_7f4a_7c15;
+        const D: u64 = 0xd6e8_feb8_6659_fd93;
+        let fixed = |key: u64| {
+            let mut x = key.wrapping_mul(G);
+            x ^= x >> 32;
+            x = x.wrapping_mul(D);
+            x ^ (x >> 32)
+        };
+        // Keys whose fixed hashes share the low 32 bits (the bucket) and
+        // the top 7 (hashbrown's tag): every lookup compares every key.
+        let n = 4096u64;
+        let keys: Vec<u64> = (1..=n)
+            .map(|k| {
+                let h = (k << 32) | 0x1234;
+                let mut x = h ^ (h >> 32);
+                x = x.wrapping_mul(inverse(D));
+                x ^= x >> 32;
+                x.wrapping_mul(inverse(G))
+            })
+            .collect();
+        assert!(keys
+            .iter()
+            .all(|&k| fixed(k) & 0xfe00_0000_ffff_ffff == 0x1234));
+        let b = MixState::default();
+        let buckets: FastSet<u64> = keys.iter().map(|&k| b.hash_one(k) & 0xfff).collect();
+        let tags: FastSet<u64> = keys.iter().map(|&k| b.hash_one(k) >> 57).collect();
+        assert!(buckets.len() > 2000, "{} buckets of 4096", buckets.len());
+        assert_eq!(tags.len(), 128);
+        // Keyed: another key, other hashes.
+        let other = MixState { seed: [3, 5] };
+        assert_ne!(b.hash_one(keys[0]), other.hash_one(keys[0]));
+    }
+
+    #[test]
     fn aligned_pointers_spread() {
-        use std::hash::BuildHasher;
-        let b = BuildHasherDefault::<MixHasher>::default();
+        let b = MixState::default();
         let mut low = std::collections::HashSet::new();
         for i in 0..1024u64 {
             low.insert(b.hash_one(0xffff_8880_0000_0000u64 + i * 64) & 1023);

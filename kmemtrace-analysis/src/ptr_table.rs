@@ -22,6 +22,8 @@ pub struct PtrTable<V> {
     /// `64 - log2(slots.len())`: a key's home is its hash's top bits.
     shift: u32,
     len: usize,
+    /// The hash's key ([`crate::intern::process_seed`]).
+    seed: [u64; 2],
 }
 
 const MIN_SLOTS: usize = 16;
@@ -39,6 +41,7 @@ impl<V: Copy + Default> PtrTable<V> {
             slots: vec![(EMPTY, V::default()); n],
             shift: 64 - n.trailing_zeros(),
             len: 0,
+            seed: crate::intern::process_seed(),
         }
     }
 
@@ -56,10 +59,12 @@ impl<V: Copy + Default> PtrTable<V> {
     }
 
     /// A key's first slot. The mixer differs from [`crate::event::bucket`]'s,
-    /// whose top bits are the same for every key of one bucket's table.
+    /// whose top bits are the same for every key of one bucket's table, and
+    /// is keyed: a fixed one a log could invert, to pick pointers that
+    /// share one home (each insertion then probing past all the others).
     #[inline]
     fn home(&self, key: u64) -> usize {
-        let x = (key ^ (key >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let x = crate::intern::fold_mul(key ^ self.seed[0], self.seed[1]);
         (x >> self.shift) as usize
     }
 
@@ -246,7 +251,7 @@ impl<V: Copy + Default> FrameTable<V> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
 
@@ -291,6 +296,49 @@ mod tests {
         let mut want: Vec<_> = m.into_iter().collect();
         want.sort_unstable();
         assert_eq!(all, want);
+    }
+
+    /// The multiplicative inverse of odd `c` modulo 2^64.
+    pub(crate) fn inverse(c: u64) -> u64 {
+        let mut inv = c;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(inv)));
+        }
+        assert_eq!(c.wrapping_mul(inv), 1);
+        inv
+    }
+
+    #[test]
+    fn keys_that_share_a_home_under_an_unkeyed_mix_do_not_here() {
+        // The table's former mix, fixed and invertible.
+        const C: u64 = 0xbf58_476d_1ce4_e5b9;
+        let fixed = |key: u64| (key ^ (key >> 29)).wrapping_mul(C);
+        // Keys whose fixed mix is 1, 2, 3...: top bits all 0, one home in
+        // a table of any size.
+        let n = 4096u64;
+        let keys: Vec<u64> = (1..=n)
+            .map(|x| {
+                let y = x.wrapping_mul(inverse(C));
+                y ^ (y >> 29) ^ (y >> 58)
+            })
+            .collect();
+        assert!(keys
+            .iter()
+            .enumerate()
+            .all(|(i, &k)| fixed(k) == i as u64 + 1));
+        let mut t: PtrTable<u32> = PtrTable::default();
+        for &k in &keys {
+            t.insert_absent(k, 1);
+        }
+        // Slots walked past from each key's home to where it lies: about
+        // one per key, where one shared home made it n * n / 2.
+        let mask = t.mask();
+        let probes: usize = (0..t.slots.len())
+            .filter(|&i| t.slots[i].0 != EMPTY)
+            .map(|i| i.wrapping_sub(t.home(t.slots[i].0)) & mask)
+            .sum();
+        assert!(probes < 8 * n as usize, "{probes} probes for {n} keys");
+        assert!(keys.iter().all(|&k| t.get(k) == Some(&1)));
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl<'a> StackSites<'a> {
 
 /// A call-site row's key: what perf groups by, with the stack replaced by
 /// its call site.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct RowKey {
     site: u64,
     order: u32,
@@ -121,6 +121,8 @@ pub(crate) fn callsites(
     for ((k, _), n) in regions {
         by_row.entry(k).or_default().push(n);
     }
+    // The margin sums floats: in one order in every run.
+    by_row.values_mut().for_each(|v| v.sort_unstable());
     for (k, r) in &p.by_site {
         let acc = rows.entry(row_key(ss, k)).or_default();
         acc.all.absorb(r);
@@ -129,6 +131,11 @@ pub(crate) fn callsites(
     for (k, r) in &live.by_site {
         rows.entry(row_key(ss, k)).or_default().live.absorb(r);
     }
+    // In key order before the rows' own (whose ties, such as two
+    // migratetypes of one name, would otherwise fall in the map's order,
+    // which differs from run to run).
+    let mut rows: Vec<(RowKey, RowAcc)> = rows.into_iter().collect();
+    rows.sort_unstable_by_key(|(k, _)| *k);
     let mut out: Vec<PageCallsiteRow> = rows
         .into_iter()
         .map(|(k, acc)| {
@@ -231,6 +238,9 @@ pub(crate) fn by_pfn(
             .or_default()
             .absorb(r);
     }
+    // In key order before the rows' own, as in the call-site table.
+    let mut merged: Vec<((u64, RowKey), Requests)> = merged.into_iter().collect();
+    merged.sort_unstable_by_key(|(k, _)| *k);
     let mut rows: Vec<PfnRow> = merged
         .into_iter()
         .map(|((pfn, k), r)| PfnRow {
@@ -301,6 +311,13 @@ pub(crate) fn live_groups(ss: &StackSites<'_>, live: &LivePages) -> Vec<LiveGrou
         groups.entry(key).or_default().absorb(g);
     }
     let end = cx.an.last_ts;
+    // In key order before the rows' own, as in the call-site table; a
+    // stack by its frames, its id depending on the decoders' timing.
+    let mut groups: Vec<(Key, crate::passes::pages::LiveGroup)> = groups.into_iter().collect();
+    groups.sort_by(|(a, _), (b, _)| {
+        let raw = |k: &Key| k.stack.map(|s| ss.raw(s));
+        (a.site, raw(a), a.pid, &a.comm).cmp(&(b.site, raw(b), b.pid, &b.comm))
+    });
     let mut rows: Vec<LiveGroupRow> = groups
         .into_iter()
         .map(|(k, g)| LiveGroupRow {

@@ -4,7 +4,7 @@
 use super::page_sites::{self, StackSites};
 use super::Ctx;
 use crate::model::{FallbackRow, OrderRow, PageReport, PageRequests, PageStacks, PcpRow};
-use crate::passes::pages::{LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
+use crate::passes::pages::{Fallback, LivePages, PagesPass, Requests, MIGRATETYPE_SLOTS};
 use kmemtrace_kernel::PageTypes;
 
 fn requests(r: &Requests) -> PageRequests {
@@ -76,9 +76,12 @@ fn page_stacks(
 /// The fallbacks by kind, most frequent first.
 fn fallback_rows(p: &PagesPass<'_>, types: &PageTypes) -> Vec<FallbackRow> {
     let name = |mt: i8| types.name(i32::from(mt));
-    let mut fallbacks: Vec<FallbackRow> = p
-        .fallbacks
-        .iter()
+    // In key order before the rows' own, whose ties (two migratetypes of
+    // one name) would otherwise fall in the map's order.
+    let mut kinds: Vec<(&Fallback, &u64)> = p.fallbacks.iter().collect();
+    kinds.sort_unstable_by_key(|(k, _)| **k);
+    let mut fallbacks: Vec<FallbackRow> = kinds
+        .into_iter()
         .map(|(k, &count)| FallbackRow {
             alloc_order: k.alloc_order,
             fallback_order: i32::from(k.fallback_order),
@@ -96,12 +99,14 @@ fn fallback_rows(p: &PagesPass<'_>, types: &PageTypes) -> Vec<FallbackRow> {
                 a.fallback_order,
                 &a.alloc_migratetype,
                 &a.fallback_migratetype,
+                a.change_ownership,
             )
                 .cmp(&(
                     b.alloc_order,
                     b.fallback_order,
                     &b.alloc_migratetype,
                     &b.fallback_migratetype,
+                    b.change_ownership,
                 ))
         })
     });

@@ -121,7 +121,9 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
     }
     let n = Names { ctx, status: names };
     // Episodes the capture's end cut, their open waits counted to it.
-    let cut: Vec<Ep> = p.open.values().map(|e| e.finished_at(ctx.span.1)).collect();
+    let mut cut: Vec<Ep> = p.open.values().map(|e| e.finished_at(ctx.span.1)).collect();
+    // By task, not in the map's order (which differs from run to run).
+    cut.sort_by_key(|e| e.pid);
     let cut_folded = Folded::of(&cut);
     let view = View::new(&n, [&p.folded, &cut_folded]);
     // The longest: among those kept whole (or every episode, where all
@@ -136,7 +138,7 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         .chain(&cut)
         .filter(|e| !n.proactive(e.first, e.stack))
         .collect();
-    eps.sort_by_key(|e| (e.start, e.pid));
+    eps.sort_by_key(|e| (e.start, e.pid, e.cpu, e.last));
     let uncertain = |start: u64, last: u64, cut: bool| cut || ctx.windows.touches(start, last);
     // A stable sort: ties keep their order by start and pid.
     let mut longest: Vec<&Ep> = eps.clone();
@@ -576,17 +578,25 @@ fn oom_kill(n: &Names<'_>, reaping: &HashMap<i32, Vec<Reaping>>, k: &Kill) -> Oo
 }
 
 fn shrinkers(ctx: &SectionContext<'_>, p: &StallsPass) -> Vec<ShrinkerRow> {
-    let mut rows: Vec<ShrinkerRow> = p
+    let mut rows: Vec<(u64, ShrinkerRow)> = p
         .shrinkers
         .iter()
-        .map(|(&f, t)| ShrinkerRow {
-            shrinker: ctx.syms.name(f),
-            calls: t.calls,
-            scanned: t.scanned,
-            freed: t.freed,
-            ns: t.ns,
+        .map(|(&f, t)| {
+            let row = ShrinkerRow {
+                shrinker: ctx.syms.name(f),
+                calls: t.calls,
+                scanned: t.scanned,
+                freed: t.freed,
+                ns: t.ns,
+            };
+            (f, row)
         })
         .collect();
-    rows.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.shrinker.cmp(&b.shrinker)));
-    rows
+    // Two functions may share a name: then by address.
+    rows.sort_by(|(fa, a), (fb, b)| {
+        b.ns.cmp(&a.ns)
+            .then(a.shrinker.cmp(&b.shrinker))
+            .then(fa.cmp(fb))
+    });
+    rows.into_iter().map(|(_, r)| r).collect()
 }
