@@ -149,13 +149,15 @@ impl Interner {
     }
 }
 
-/// A thread's own cache in front of the shared [`Interner`], keyed by a
-/// cheap fingerprint of the name (its length and first and last eight
-/// bytes) and checked by comparing the bytes.
+/// A thread's own cache in front of the shared [`Interner`], by the whole
+/// name: names that share a fingerprint (`kmalloc-000001-objects`, `kmalloc-000002-objects`)
+/// are told apart by their hash, not by a search among them.
 pub struct LocalInterner<'a> {
     shared: &'a Interner,
-    local: FastMap<u64, Vec<(Box<str>, u32)>>,
-    /// A direct-mapped cache in front of `local`: (fingerprint, id, name).
+    local: FastMap<Box<str>, u32>,
+    /// A direct-mapped cache in front of `local`, at a cheap fingerprint
+    /// of the name (its length and first and last eight bytes) and checked
+    /// by comparing the bytes: (fingerprint, id, name).
     slots: Vec<(u64, u32, Box<str>)>,
 }
 
@@ -187,7 +189,7 @@ impl<'a> LocalInterner<'a> {
         if s.0 == fp && &*s.2 == name {
             return s.1;
         }
-        let id = self.get_slow(fp, name);
+        let id = self.get_slow(name);
         self.slots[i] = (fp, id, name.into());
         id
     }
@@ -203,13 +205,12 @@ impl<'a> LocalInterner<'a> {
     }
 
     #[cold]
-    fn get_slow(&mut self, fp: u64, name: &str) -> u32 {
-        let slot = self.local.entry(fp).or_default();
-        if let Some(&(_, id)) = slot.iter().find(|(n, _)| &**n == name) {
+    fn get_slow(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.local.get(name) {
             return id;
         }
         let id = self.shared.intern(name);
-        slot.push((name.into(), id));
+        self.local.insert(name.into(), id);
         id
     }
 }
@@ -353,6 +354,28 @@ mod tests {
         assert_eq!(a.peek(b"dentry"), Some(x));
         assert_eq!(b.peek(b"kmalloc-x-96"), None);
         assert_eq!(a.peek(b"dentrx"), None);
+    }
+
+    #[test]
+    fn names_that_share_a_fingerprint_are_found_by_hash_not_by_search() {
+        let i = Interner::new();
+        let mut a = LocalInterner::new(&i);
+        // One length, first and last eight bytes: one fingerprint.
+        let names: Vec<String> = (0..2000)
+            .map(|n| format!("kmalloc-{n:06}-objects"))
+            .collect();
+        let fp = fingerprint(names[0].as_bytes());
+        assert!(names.iter().all(|n| fingerprint(n.as_bytes()) == fp));
+        let ids: Vec<u32> = names.iter().map(|n| a.get(n)).collect();
+        // One entry per name, each found by its hash: a list per
+        // fingerprint, searched, made n names cost n * n / 2 compares.
+        assert_eq!(a.local.len(), names.len());
+        let distinct: FastSet<u32> = ids.iter().copied().collect();
+        assert_eq!(distinct.len(), names.len());
+        for (n, &id) in names.iter().zip(&ids).rev() {
+            assert_eq!(a.get(n), id);
+        }
+        assert_eq!(i.names()[ids[7] as usize], names[7]);
     }
 
     #[test]
