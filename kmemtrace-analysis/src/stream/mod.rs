@@ -260,7 +260,8 @@ pub fn run<S: Shard, T: Send>(
         .unwrap_or_else(|e| e.into_inner());
     let (windows, mut summaries) = assembler.finish();
     for s in &mut summaries {
-        if let Some(ends) = cpus.iter().position(|&c| c == s.cpu) {
+        // A search, not a scan: END may list millions of CPUs.
+        if let Ok(ends) = cpus.binary_search(&s.cpu) {
             blocks.stack_ends[ends].add_to(s);
         }
     }
