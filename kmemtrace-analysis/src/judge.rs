@@ -261,14 +261,19 @@ impl Judge {
             u.ts.saturating_sub(TOGETHER_NS),
             u.ts.saturating_add(TOGETHER_NS),
         );
-        let mut start = Bound::Included((u.cpu, u.pid, from, 0));
-        match self.searched.get(&task) {
-            Some(s) if s.ptr == u.ptr && s.from <= from && s.to >= to => return,
-            Some(s) if s.ptr == u.ptr && s.from <= from && s.to >= from => {
-                start = Bound::Excluded((u.cpu, u.pid, s.to, usize::MAX));
-            }
-            _ => {}
-        }
+        // Where the task's last search, of this pointer, covered the start
+        // of this one: up to there only double frees of this pointer are
+        // left, and none can come (they would be filed before `low`).
+        let covered = self
+            .searched
+            .get(&task)
+            .filter(|s| s.ptr == u.ptr && s.from <= from && s.to >= from)
+            .map(|s| s.to);
+        let start = match covered {
+            Some(end) if end >= to => return,
+            Some(end) => Bound::Excluded((u.cpu, u.pid, end, usize::MAX)),
+            None => Bound::Included((u.cpu, u.pid, from, 0)),
+        };
         let end = Bound::Included((u.cpu, u.pid, to, usize::MAX));
         let mut marked = Vec::new();
         for &entry in self.doubles_by_task.range((start, end)) {
@@ -281,18 +286,12 @@ impl Judge {
         for entry in marked {
             self.doubles_by_task.remove(&entry);
         }
-        let to = match self.searched.get(&task) {
-            Some(s) if s.ptr == u.ptr && s.from <= from && s.to >= from => s.to.max(to),
-            _ => to,
+        let searched = Searched {
+            ptr: u.ptr,
+            from,
+            to,
         };
-        self.searched.insert(
-            task,
-            Searched {
-                ptr: u.ptr,
-                from,
-                to,
-            },
-        );
+        self.searched.insert(task, searched);
     }
 
     /// Every epoch folded: what is still held lies past the last event of

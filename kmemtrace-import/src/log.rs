@@ -1656,6 +1656,9 @@ impl crate::walk::SubBufSource for Log {
     fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
         self.blocks_by_cpu()
     }
+    fn chunks_of(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+        self.cpu_blocks(cpu)
+    }
     fn dropped_subbufs(&self, cpu: u32) -> Vec<(u64, u64)> {
         Log::dropped_subbufs(self, cpu)
     }

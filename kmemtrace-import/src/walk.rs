@@ -27,6 +27,11 @@ pub trait SubBufSource: ChunkStore {
     /// from one pass over the chunks: a damaged log may name a new CPU in
     /// every chunk, so a pass per CPU would cost CPUs x chunks.
     fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>>;
+    /// One CPU's chunks in stream order (for one CPU; every CPU's come
+    /// from [`SubBufSource::chunks_by_cpu`]).
+    fn chunks_of(&self, cpu: u32) -> Vec<&CpuBlockRef> {
+        self.chunks_by_cpu().remove(&cpu).unwrap_or_default()
+    }
     /// A CPU's sub-buffer index ranges, `[from, to)`, that rotation
     /// removed ([`crate::capture`]): none but in a rotated capture.
     fn dropped_subbufs(&self, _cpu: u32) -> Vec<(u64, u64)> {
@@ -75,8 +80,7 @@ pub fn walk_cpu<S: SubBufSource + ?Sized, E: Endian>(
     f: impl FnMut(&CpuBlockRef, SubBufItem<'_>),
     on_error: impl FnMut(Problem),
 ) {
-    let chunks = src.chunks_by_cpu().remove(&cpu).unwrap_or_default();
-    walk_chunks(src, e, &chunks, f, on_error);
+    walk_chunks(src, e, &src.chunks_of(cpu), f, on_error);
 }
 
 /// Calls `f` for every sub-buffer of every CPU, CPU by CPU in ascending

@@ -450,6 +450,7 @@ fn capture(
             }
         })
         .collect();
+    let window_list = windows.list();
     let all_first = summaries.iter().filter_map(|s| s.first_ts).min();
     let all_last = summaries.iter().filter_map(|s| s.last_ts).max();
     let capture = Capture {
@@ -464,13 +465,11 @@ fn capture(
         slab_events: summaries.iter().map(|s| s.slab_events).sum(),
         cpus: cpu_rows,
         lost_windows_total: windows.len(),
-        lost_windows_rotated: windows
-            .list()
+        lost_windows_rotated: window_list
             .iter()
             .filter(|w| w.cause == kmemtrace_kernel::losses::Cause::Rotated)
             .count(),
-        lost_windows: windows
-            .list()
+        lost_windows: window_list
             .iter()
             .take(1000)
             .map(|w| LostWindow {

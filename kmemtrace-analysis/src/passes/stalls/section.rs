@@ -138,7 +138,9 @@ pub fn build(p: &StallsPass, ctx: &SectionContext<'_>) -> Stalls {
         .chain(&cut)
         .filter(|e| !n.proactive(e.first, e.stack))
         .collect();
-    eps.sort_by_key(|e| (e.start, e.pid, e.cpu, e.last));
+    // The kept episodes come per class from a map: ordered in full here
+    // (the class is the stack of a memcg wait).
+    eps.sort_by_key(|e| (e.start, e.pid, e.cpu, e.last, e.stack, e.first as u8));
     let uncertain = |start: u64, last: u64, cut: bool| cut || ctx.windows.touches(start, last);
     // A stable sort: ties keep their order by start and pid.
     let mut longest: Vec<&Ep> = eps.clone();
@@ -411,15 +413,22 @@ fn episode(n: &Names<'_>, e: &Ep, uncertain: bool) -> Episode {
         .filter(|w| w.is_reclaim())
         .map(|&w| wait(w))
         .collect();
-    let mut results: Vec<Count> = e
+    // By count, then name, then value: two values of one name (a
+    // hostile table's) would otherwise fall in the map's order.
+    let mut results: Vec<(i64, Count)> = e
         .compaction_results
         .iter()
-        .map(|(&s, &count)| Count {
-            name: n.status(s),
-            count,
+        .map(|(&s, &count)| {
+            let name = n.status(s);
+            (s, Count { name, count })
         })
         .collect();
-    results.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    results.sort_by(|(sa, a), (sb, b)| {
+        (b.count.cmp(&a.count))
+            .then(a.name.cmp(&b.name))
+            .then(sa.cmp(sb))
+    });
+    let results: Vec<Count> = results.into_iter().map(|(_, c)| c).collect();
     Episode {
         pid: e.pid,
         comm: n.comm(e.pid),
