@@ -616,6 +616,12 @@ pub fn write<W: Write>(
     let e = log.endian;
     let long_size = usize::from(log.arch.long_size);
     let mut mappings: HashMap<u32, Option<Mapping<'_>>> = HashMap::new();
+    // The formats by id, the first of an id as `Log::format_by_id` finds
+    // it, looked up once per id met: a search per id cost ids x formats.
+    let mut formats: HashMap<u32, &EventFormat> = HashMap::new();
+    for f in &log.formats {
+        formats.entry(f.id).or_insert(f);
+    }
     let mut bundles: BTreeMap<u32, Bundle> = BTreeMap::new();
     let mut result = Ok(());
     let mut event = Msg::new();
@@ -655,8 +661,7 @@ pub fn write<W: Write>(
                 return;
             };
             let mapping = mappings.entry(u32::from(id)).or_insert_with(|| {
-                log.format_by_id(id.into())
-                    .map(|f| Mapping::of(f, long_size, &mut written))
+                (formats.get(&u32::from(id))).map(|f| Mapping::of(f, long_size, &mut written))
             });
             let Some(mapping) = mapping else {
                 written.unknown += 1;
