@@ -233,11 +233,7 @@ mod tests {
         fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
             self.passes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
-            for r in &self.refs {
-                by_cpu.entry(r.cpu).or_default().push(r);
-            }
-            by_cpu
+            kmemtrace_import::walk::group_by_cpu(&self.refs)
         }
     }
 

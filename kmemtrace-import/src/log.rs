@@ -1453,14 +1453,7 @@ impl Log {
     /// the blocks, where [`Log::cpu_blocks`] for each CPU passes over them
     /// once per CPU (a damaged log may name a new CPU in every block).
     pub fn blocks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
-        let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
-        for b in &self.blocks {
-            by_cpu.entry(b.cpu).or_default().push(b);
-        }
-        for blocks in by_cpu.values_mut() {
-            blocks.sort_by_key(|b| (b.block_seq, b.offset));
-        }
-        by_cpu
+        crate::walk::group_by_cpu(&self.blocks)
     }
 
     /// A CPU's data blocks in sequence order.

@@ -39,6 +39,21 @@ pub trait SubBufSource: ChunkStore {
     }
 }
 
+/// `chunks` by CPU, ascending, each CPU's in stream order (block sequence,
+/// then file offset): one pass, whatever the number of CPUs.
+pub fn group_by_cpu<'a>(
+    chunks: impl IntoIterator<Item = &'a CpuBlockRef>,
+) -> BTreeMap<u32, Vec<&'a CpuBlockRef>> {
+    let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
+    for c in chunks {
+        by_cpu.entry(c.cpu).or_default().push(c);
+    }
+    for chunks in by_cpu.values_mut() {
+        chunks.sort_by_key(|c| (c.block_seq, c.offset));
+    }
+    by_cpu
+}
+
 /// One sub-buffer of a chunk.
 #[derive(Debug)]
 pub struct SubBufItem<'a> {
@@ -298,11 +313,7 @@ mod tests {
         fn chunks_by_cpu(&self) -> BTreeMap<u32, Vec<&CpuBlockRef>> {
             self.passes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let mut by_cpu: BTreeMap<u32, Vec<&CpuBlockRef>> = BTreeMap::new();
-            for r in &self.refs {
-                by_cpu.entry(r.cpu).or_default().push(r);
-            }
-            by_cpu
+            group_by_cpu(&self.refs)
         }
     }
 
