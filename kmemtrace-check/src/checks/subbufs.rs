@@ -177,29 +177,73 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
     for c in &mut cpus {
         let mut t = LossTracker::with_dropped(c.cpu, log.dropped_subbufs(c.cpu));
         let runs = std::mem::take(&mut c.runs);
-        let add = |l: Loss, c: &mut CpuScan| {
-            if c.windows.len() < MAX_KEPT {
-                let blocks = by_cpu.get(&l.cpu).map_or(&[][..], Vec::as_slice);
-                c.windows.push(loss_window(log, blocks, &l));
+        let mut losses = Vec::new();
+        let mut keep = |l: Loss| {
+            if losses.len() < MAX_KEPT {
+                losses.push(l);
             }
         };
         for r in &runs.0 {
             if let Some(l) = t.push(r) {
-                add(l, c);
+                keep(l);
             }
         }
         if let Some(l) = t.finish(log.end_total(c.cpu).map(|t| t.subbufs)) {
-            add(l, c);
+            keep(l);
         }
+        let blocks = by_cpu.get(&c.cpu).map_or(&[][..], Vec::as_slice);
+        let held_in = blocks_holding(blocks, &losses);
+        c.windows = losses
+            .iter()
+            .zip(held_in)
+            .map(|(l, at)| loss_window(log, blocks, l, at.map(|i| blocks[i])))
+            .collect();
     }
     cpus
 }
 
-/// A window as the checker lists it: where its loss was noticed.
-fn loss_window(log: &Log, blocks: &[&CpuBlockRef], l: &Loss) -> LossWindow {
-    let at = blocks
-        .iter()
-        .find(|r| l.subbuf >= r.first_subbuf && l.subbuf - r.first_subbuf < u64::from(r.count));
+/// For each loss, the index of the first block in stream order whose
+/// sub-buffers hold the one it was noticed at. A damaged log's blocks can
+/// overlap and come in any order, so this is one sweep over both sorted by
+/// sub-buffer, not a search of every block per loss (a log of a million
+/// tiny blocks with ten thousand windows would cost 10^10 steps).
+fn blocks_holding(blocks: &[&CpuBlockRef], losses: &[Loss]) -> Vec<Option<usize>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut starts: Vec<usize> = (0..blocks.len()).collect();
+    starts.sort_by_key(|&i| blocks[i].first_subbuf);
+    let mut asked: Vec<usize> = (0..losses.len()).collect();
+    asked.sort_by_key(|&q| losses[q].subbuf);
+    let mut out = vec![None; losses.len()];
+    // Blocks begun at or before the sub-buffer asked, earliest in stream
+    // order on top; one that ends before it is dropped when it comes to
+    // the top, as later questions ask about later sub-buffers.
+    let mut open = BinaryHeap::new();
+    let mut next = starts.iter().peekable();
+    for q in asked {
+        let x = losses[q].subbuf;
+        while let Some(&i) = next.next_if(|&&i| blocks[i].first_subbuf <= x) {
+            open.push(Reverse(i));
+        }
+        while let Some(&Reverse(i)) = open.peek() {
+            if x - blocks[i].first_subbuf < u64::from(blocks[i].count) {
+                out[q] = Some(i);
+                break;
+            }
+            open.pop();
+        }
+    }
+    out
+}
+
+/// A window as the checker lists it: where its loss was noticed (`at`, the
+/// block that holds that sub-buffer, if one does).
+fn loss_window(
+    log: &Log,
+    blocks: &[&CpuBlockRef],
+    l: &Loss,
+    at: Option<&CpuBlockRef>,
+) -> LossWindow {
     let location = match at {
         Some(r) => locate(log, r, (l.subbuf - r.first_subbuf) as usize, None),
         // Sub-buffers missing at the stream's end: after its last block.
@@ -513,4 +557,72 @@ fn check_other_endian<E: Endian>(
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmemtrace_format::block::{BlockHeader, BlockType};
+    use kmemtrace_kernel::losses::Cause;
+    use proptest::prelude::*;
+
+    fn block(first_subbuf: u64, count: u32) -> CpuBlockRef {
+        CpuBlockRef {
+            offset: first_subbuf.wrapping_mul(100),
+            header: BlockHeader {
+                block_type: BlockType::CpuData,
+                flags: 0,
+                stored_len: 0,
+                raw_len: 0,
+                crc: 0,
+            },
+            cpu: 0,
+            block_seq: 0,
+            first_subbuf,
+            count,
+        }
+    }
+
+    fn loss(subbuf: u64) -> Loss {
+        Loss {
+            cpu: 0,
+            start: None,
+            end: None,
+            since: 0,
+            cause: Cause::Missing,
+            count: None,
+            subbuf,
+        }
+    }
+
+    proptest! {
+        /// The sweep answers what searching every block in stream order
+        /// would, for overlapping, unordered and empty blocks alike.
+        #[test]
+        fn blocks_holding_is_the_first_block_in_stream_order(
+            ranges in prop::collection::vec((0u64..40, 0u32..6), 0..24),
+            asked in prop::collection::vec(0u64..50, 0..24),
+        ) {
+            let owned: Vec<CpuBlockRef> = ranges.iter().map(|&(f, n)| block(f, n)).collect();
+            let blocks: Vec<&CpuBlockRef> = owned.iter().collect();
+            let losses: Vec<Loss> = asked.iter().map(|&s| loss(s)).collect();
+            let searched: Vec<Option<usize>> = losses
+                .iter()
+                .map(|l| {
+                    blocks.iter().position(|r| {
+                        l.subbuf >= r.first_subbuf && l.subbuf - r.first_subbuf < u64::from(r.count)
+                    })
+                })
+                .collect();
+            prop_assert_eq!(blocks_holding(&blocks, &losses), searched);
+        }
+    }
+
+    #[test]
+    fn blocks_holding_reaches_the_top_of_the_sub_buffer_numbers() {
+        let owned = [block(u64::MAX - 2, 2), block(u64::MAX - 1, 1)];
+        let blocks: Vec<&CpuBlockRef> = owned.iter().collect();
+        let losses = [loss(u64::MAX - 1), loss(u64::MAX), loss(0)];
+        assert_eq!(blocks_holding(&blocks, &losses), [Some(0), None, None]);
+    }
 }
