@@ -267,19 +267,15 @@ impl Combiner {
 mod tests {
     use super::*;
     use crate::stream::{OrderKey, StreamInput};
+    use kmemtrace_testkit::Rng;
 
     /// Peaks folded from shards' epoch summaries equal a plain replay of
     /// every delta in order, however the deltas are split among shards
     /// and epochs.
     #[test]
     fn folded_peaks_equal_a_plain_replay() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = |n: u64| rng.below(n);
         // Live objects per (site, class), so that frees never go below 0.
         let mut live: Vec<(u32, Class, i64)> = Vec::new();
         let mut deltas = Vec::new();

@@ -339,6 +339,7 @@ impl<'a> LocalStacks<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use kmemtrace_testkit::Rng;
 
     #[test]
     fn interner_shares_ids() {
@@ -453,13 +454,8 @@ pub(crate) mod tests {
     /// Seeds as [`process_seed`] draws them, from a fixed series: the
     /// spread must hold for every seed, not only for this run's.
     pub(crate) fn seeds(n: usize) -> impl Iterator<Item = [u64; 2]> {
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let mut next = move || rng.next();
         (0..n).map(move |_| [next(), next() | 1])
     }
 

@@ -349,6 +349,7 @@ impl Judge {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use kmemtrace_testkit::Rng;
 
     pub(crate) fn free(kind: Misuse, ts: u64, pid: i32, ptr: u64) -> Pending {
         Pending {
@@ -407,18 +408,6 @@ pub(crate) mod tests {
         j.judge(free(Misuse::DoubleFree, 2_000, 8, 2), &w);
         j.forget_before(u64::MAX);
         assert!(j.unseen_frees.is_empty() && !j.double_frees[0].near_unseen);
-    }
-
-    /// A small deterministic generator (xorshift).
-    pub(crate) struct Rng(pub u64);
-
-    impl Rng {
-        pub(crate) fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
     }
 
     /// A judge fed unseen and double frees of two tasks on three pointers,

@@ -263,6 +263,7 @@ impl<V: Copy + Default> FrameTable<V> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use kmemtrace_testkit::Rng;
     use std::collections::{HashMap, HashSet};
 
     /// Random inserts, updates, lookups and retains against `HashMap`,
@@ -271,13 +272,8 @@ pub(crate) mod tests {
     fn same_as_a_hash_map() {
         let mut t: PtrTable<u32> = PtrTable::default();
         let mut m: HashMap<u64, u32> = HashMap::new();
-        let mut x = 0x1234_5678_9abc_def1_u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let mut next = || rng.next();
         for round in 0..200_000u32 {
             let r = next();
             let key = 0xffff_8880_0000_0000 + (r % 5000) * 64;

@@ -12,6 +12,7 @@ use kmemtrace_analysis::stream::{Assembler, StreamInput};
 use kmemtrace_import::log::{CpuBlockRef, Log};
 use kmemtrace_kernel::{LittleEndian, RunTimeEndian};
 use kmemtrace_testkit::synth::{encode_event, LogBuilder, SynthRecord, Value};
+use kmemtrace_testkit::Rng;
 use std::sync::atomic::AtomicU64;
 
 const KMALLOC: &str = include_str!("../../tests/tests/report/data/x86_64-6.18/kmalloc.format");
@@ -23,13 +24,8 @@ fn log() -> Vec<u8> {
     b.subbufs_per_block = 1;
     b.arch.page_size = Some(4096);
     let f = b.format("kmem", KMALLOC).unwrap();
-    let mut x: u64 = 0x1234_5678_9abc_def1;
-    let mut rnd = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rnd = |n: u64| rng.below(n);
     let mut ts = [1_000_000_000u64; 2];
     for _ in 0..6000 {
         let cpu = rnd(2) as usize;

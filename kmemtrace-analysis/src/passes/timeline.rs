@@ -209,18 +209,14 @@ impl CpuRates {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kmemtrace_testkit::Rng;
 
     /// However the changes are split among shards, and however many bins
     /// they make, the series equals one built from all of them in order.
     #[test]
     fn shards_add_up_to_the_plain_series() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut rnd = |n: u64| rng.below(n);
         for span in [1u64 << 24, 1 << 36] {
             let mut all = TimeBins::default();
             let mut shards = vec![TimeBins::default(); 3];

@@ -160,6 +160,7 @@ impl Assembler {
 mod tests {
     use super::*;
     use kmemtrace_kernel::{SubBufRun, SubBufRuns};
+    use kmemtrace_testkit::Rng;
 
     /// A block's meta: each sub-buffer (index, missed flag, events' times,
     /// tail lost).
@@ -188,13 +189,8 @@ mod tests {
 
     #[test]
     fn known_until_follows_the_open_cpus_without_scanning_them() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move |n: u64| rng.below(n);
         let cpus = 50;
         let blocks_of = |cpu: u32| 1 + (cpu as usize * 7) % 5;
         let inputs = (0..cpus)

@@ -11,6 +11,7 @@
 use crate::raw::log_from_raw_dir;
 use crate::synthetic::planted;
 use crate::{common, report_json, temp_log};
+use kmemtrace_testkit::Rng;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -205,13 +206,8 @@ fn shuffled() -> Vec<u8> {
     let mut s = Synth::new("6.18.44");
     // A block per sub-buffer: clocks also go back across blocks.
     s.b.subbufs_per_block = 1;
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut rnd = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rnd = |n: u64| rng.below(n);
     let mut ts = 1_000_000_000u64;
     let allocs = ["alloc_a", "alloc_b", "alloc_c", "leaky_alloc", "odd_alloc"];
     let caches = ["dentry", "inode_cache", "filp"];

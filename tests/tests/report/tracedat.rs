@@ -9,6 +9,7 @@ use crate::foreign::import;
 use crate::raw::{gunzip, text_totals, TextTotals};
 use crate::{common, report_json};
 use kmemtrace_import::log::Origin;
+use kmemtrace_testkit::Rng;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
@@ -556,13 +557,10 @@ fn damaged_trace_dat_files_are_refused_or_read_never_a_crash() {
             cases.push(good[..at.min(good.len())].to_vec());
         }
         // 40 single bytes flipped, spread by a fixed sequence.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         for _ in 0..40 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
             let mut b = good.clone();
-            let at = (x % (b.len() as u64 / 4)) as usize;
+            let at = rng.below(b.len() as u64 / 4) as usize;
             b[at] ^= 0xff;
             cases.push(b);
         }

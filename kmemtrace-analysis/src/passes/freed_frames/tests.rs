@@ -1,4 +1,5 @@
 use super::*;
+use kmemtrace_testkit::Rng;
 use std::collections::BTreeMap;
 
 /// The frame store as it was: a tree per generation, whose ordered
@@ -106,13 +107,8 @@ fn frame(ts: u64, order: u32) -> FreedFrame {
 #[test]
 fn the_same_answers_as_the_trees() {
     for (seed, per_generation) in [(1u64, 64), (2, 7), (3, 1000), (4, 3)] {
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ seed;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let mut next = || rng.next();
         let mut new = FreedFrames::new(per_generation);
         let mut old = Trees {
             per_generation,
