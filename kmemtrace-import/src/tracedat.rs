@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
+use std::rc::Rc;
 
 /// The trace.dat versions read.
 pub const VERSIONS: std::ops::RangeInclusive<u32> = 6..=7;
@@ -515,8 +516,11 @@ struct Reader {
     files: Files,
     buffers: Vec<Buffer>,
     /// CPUSTAT texts, and where their option is, by buffer name and CPU.
-    stats: BTreeMap<(String, u32), (Vec<u8>, u64)>,
-    stat_buffer: String,
+    /// CPUSTAT texts by buffer name and CPU; the name is shared by all of
+    /// its buffer's CPUs, not copied into each key (a long name and many
+    /// CPUs would cost their product).
+    stats: BTreeMap<(Rc<str>, u32), (Vec<u8>, u64)>,
+    stat_buffer: Rc<str>,
     /// Section offsets from v7 options.
     sections: BTreeMap<u16, u64>,
     notes: Vec<String>,
@@ -542,7 +546,7 @@ impl Reader {
             opt::CPUSTAT => {
                 let t = text();
                 if let Some(name) = t.trim().strip_prefix("Buffer:") {
-                    self.stat_buffer = name.trim().to_string();
+                    self.stat_buffer = name.trim().into();
                 } else if let Some(cpu) = t
                     .lines()
                     .find_map(|l| l.strip_prefix("CPU:"))
@@ -662,7 +666,7 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
         files: Files::default(),
         buffers: Vec::new(),
         stats: BTreeMap::new(),
-        stat_buffer: String::new(),
+        stat_buffer: "".into(),
         sections: BTreeMap::new(),
         notes: Vec::new(),
     };
@@ -930,7 +934,7 @@ fn finish(mut r: Reader) -> Result<TraceDat, ImportError> {
     let cpus =
         place_cpus(&mut r.src, algo, buffer.page_size, &buffer.cpus).map_err(|e| r.err(e))?;
     for ((name, cpu), (text, at)) in std::mem::take(&mut r.stats) {
-        if name == buffer.name {
+        if *name == *buffer.name {
             let file = format!("per_cpu/cpu{cpu}/stats");
             r.files.content.insert(file.clone(), text);
             r.files.at.insert(file, at);
@@ -1524,6 +1528,25 @@ mod tests {
             e.to_string().contains("runs past the end of the file"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn cpu_stats_go_to_their_own_buffer_only() {
+        // The top buffer's CPUs (no `Buffer:` line before them), then an
+        // instance with a long name and many CPUs: its name is kept once,
+        // not once a CPU, and none of its texts lands on the top buffer.
+        let mut options = vec![(opt::CPUSTAT, b"CPU: 0\nentries: 5\n".to_vec())];
+        let long = format!("Buffer: {}", "i".repeat(64 << 10));
+        options.push((opt::CPUSTAT, long.into_bytes()));
+        for cpu in 0..2_000 {
+            let text = format!("CPU: {cpu}\nentries: 7\n");
+            options.push((opt::CPUSTAT, text.into_bytes()));
+        }
+        let o = v6(true, &options, &[(0, 4096)], &[1; 4096]);
+        let (_f, t) = o.open();
+        let t = t.unwrap();
+        assert_eq!(&t.files["per_cpu/cpu0/stats"][..], b"CPU: 0\nentries: 5\n");
+        assert!(!t.files.contains_key("per_cpu/cpu1/stats"));
     }
 
     #[test]
