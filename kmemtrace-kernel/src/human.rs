@@ -55,6 +55,15 @@ pub const MAX_CPUS_LISTED: usize = 8 * crate::machine::LINUX_MAX_NR_CPUS as usiz
 /// The kernel's CPU list syntax (`0-3,6`, as in `cpu/online` and
 /// `--cpu`), sorted and without repeats; empty text is an empty list.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
+    parse_cpu_list_within(s, &mut (2 * MAX_CPUS_LISTED))
+}
+
+/// [`parse_cpu_list`], its work charged to `budget`: each range takes its
+/// CPUs from it as it is expanded, repeats included, also in a list that
+/// then fails to parse. Lists parsed in turn against one budget are
+/// bounded together, as no single list's result can show: a line
+/// `0 0-131070` costs 131,071 steps and then names nothing.
+pub fn parse_cpu_list_within(s: &str, budget: &mut usize) -> Result<Vec<u32>, String> {
     let bad = || {
         // The start of it: a damaged list may be megabytes.
         let start: String = s.trim().chars().take(64).collect();
@@ -85,9 +94,12 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
         };
         // Repeats counted too (the kernel's lists have none; a user's may
         // have a few): the work, not only the result, stays bounded.
-        if out.len() + (b - a) as usize >= 2 * MAX_CPUS_LISTED {
+        let n = (b - a) as usize + 1;
+        if n > *budget {
+            *budget = 0;
             return Err(too_many());
         }
+        *budget -= n;
         out.extend(a..=b);
     }
     out.sort_unstable();
@@ -130,6 +142,14 @@ mod tests {
         assert_eq!(parse_cpu_list(&twice).unwrap().len(), MAX_CPUS_LISTED);
         let e = parse_cpu_list(&format!("{twice},0-1")).unwrap_err();
         assert!(e.contains("more than 65536 CPUs"), "{e}");
+        // One budget across lists: a list that fails still pays.
+        let mut budget = 2 * MAX_CPUS_LISTED;
+        let wide = format!("0-{}", n - 1);
+        assert!(parse_cpu_list_within(&format!("{wide},x"), &mut budget).is_err());
+        assert_eq!(budget, MAX_CPUS_LISTED);
+        assert!(parse_cpu_list_within(&wide, &mut budget).is_ok());
+        assert!(parse_cpu_list_within("0", &mut budget).is_err());
+        assert_eq!(budget, 0);
         let repeats = vec!["0-7"; 100_000].join(",");
         assert!(parse_cpu_list(&repeats).is_err(), "800,000 named");
         let apart: Vec<String> = (0..3)

@@ -78,20 +78,20 @@ impl MetaKind {
 /// sorted by CPU, from each NUMA node's CPU list (`0-3,8`, as sysfs'
 /// `nodeN/cpulist` says it); a list that does not parse adds nothing.
 /// A CPU in two lists is in the lower-numbered node (whatever order the
-/// lists come in: a directory's). The lists are read until
-/// they have named [`MAX_CPUS_LISTED`](kmemtrace_kernel::human::MAX_CPUS_LISTED)
-/// CPUs, repeats included: each CPU is in one node's list, and a damaged
-/// file could name billions, or one range in every line.
+/// lists come in: a directory's). The lists are read until their ranges
+/// have named twice [`MAX_CPUS_LISTED`](kmemtrace_kernel::human::MAX_CPUS_LISTED)
+/// CPUs, repeats and lists that do not parse included: each CPU is in one
+/// node's list, and a damaged file could name billions, or one wide range
+/// in every line followed by a fault that makes the line name nothing.
 pub fn cpu_node_map(node_cpulists: impl IntoIterator<Item = (u32, String)>) -> Vec<u8> {
-    use kmemtrace_kernel::human::{parse_cpu_list, MAX_CPUS_LISTED};
+    use kmemtrace_kernel::human::{parse_cpu_list_within, MAX_CPUS_LISTED};
     let mut node_of: std::collections::BTreeMap<u32, u32> = Default::default();
-    let mut named = 0;
+    let mut budget = 2 * MAX_CPUS_LISTED;
     for (node, list) in node_cpulists {
-        let cpus = parse_cpu_list(&list).unwrap_or_default();
-        named += cpus.len();
-        if named > MAX_CPUS_LISTED {
+        if budget == 0 {
             break;
         }
+        let cpus = parse_cpu_list_within(&list, &mut budget).unwrap_or_default();
         for cpu in cpus {
             let n = node_of.entry(cpu).or_insert(node);
             *n = (*n).min(node);
@@ -688,6 +688,11 @@ mod tests {
             lines.lines().all(|l| l.ends_with(" 0")),
             "the lowest node's"
         );
+        // Lines that expand a wide range and then fail name nothing, but
+        // their work counts: the lists after the budget are not read.
+        let failing = (0..100_000).map(|node| (node, format!("0-{}, x", n / 4 - 1)));
+        let m = cpu_node_map(failing.chain([(0, "0-3".to_string())]));
+        assert!(m.is_empty());
     }
 
     #[test]
