@@ -11,7 +11,7 @@
 //! kernel's long size comes from `header_page`, as the import reads it.
 
 use crate::ImportError;
-use kmemtrace_kernel::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{Endian, RunTimeEndian, LINUX_MAX_NR_CPUS};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
@@ -263,6 +263,11 @@ impl<'a> Buf<'a> {
 /// [`MAX_TEXT`]); a claim above this is damage, and reserving it would
 /// cost memory the file never holds.
 const MAX_INFLATED: u32 = 64 << 20;
+/// Most bytes all of a file's compressed sections may give together, as a
+/// tracefs dump's files ([`crate::dump`]'s 1 GiB): each section is bounded
+/// by [`MAX_INFLATED`], but 10,000 of them in a chain, 2 KiB each, would
+/// ask for 640 GiB.
+const MAX_SECTIONS_INFLATED: u64 = if cfg!(test) { 96 << 20 } else { 1 << 30 };
 /// trace-cmd compresses CPU data in chunks of this many of the buffer's
 /// pages (its `PAGES_IN_CHUNK`); a page is a ring-buffer sub-buffer.
 const PAGES_IN_CHUNK: u64 = 10;
@@ -523,6 +528,8 @@ struct Reader {
     stat_buffer: Rc<str>,
     /// Section offsets from v7 options.
     sections: BTreeMap<u16, u64>,
+    /// Bytes the compressed sections read so far claimed to give.
+    inflated: u64,
     notes: Vec<String>,
 }
 
@@ -569,6 +576,12 @@ impl Reader {
                     buf.clock = Some(b.cstr()?);
                     buf.page_size = b.num(4)? as u32;
                     let n = b.num(4)?;
+                    if n > u64::from(LINUX_MAX_NR_CPUS) {
+                        return Err(invalid(format!(
+                            "buffer {:?} lists {n} CPUs: more than Linux's {LINUX_MAX_NR_CPUS}",
+                            buf.name
+                        )));
+                    }
                     for _ in 0..n {
                         let cpu = b.num(4)? as u32;
                         buf.cpus.push((cpu, b.num(8)?, b.num(8)?));
@@ -668,6 +681,7 @@ pub fn open(path: &Path) -> Result<TraceDat, ImportError> {
         stats: BTreeMap::new(),
         stat_buffer: "".into(),
         sections: BTreeMap::new(),
+        inflated: 0,
         notes: Vec::new(),
     };
     let io = |e: io::Error| bad(path, e);
@@ -733,6 +747,11 @@ const MAX_CLOCK_TEXT: u64 = 1024;
 /// twice, or more entries than the file holds, is damage (read as given,
 /// options naming one table would read it again and again).
 fn read_v6_tables(r: &mut Reader, cpus: u32, clock_text: bool) -> io::Result<Vec<Buffer>> {
+    if cpus > LINUX_MAX_NR_CPUS {
+        return Err(invalid(format!(
+            "{cpus} CPUs: more than Linux's {LINUX_MAX_NR_CPUS}"
+        )));
+    }
     let mut tables = vec![(String::new(), r.src.pos())];
     for b in &r.buffers {
         let at = b.offset.checked_add(10).ok_or_else(|| {
@@ -814,6 +833,12 @@ fn section(r: &mut Reader, at: u64, want: u16) -> io::Result<Vec<u8>> {
     })?;
     let csize = r.src.u32()?;
     let usize = r.src.u32()?;
+    r.inflated = r.inflated.saturating_add(u64::from(usize));
+    if r.inflated > MAX_SECTIONS_INFLATED {
+        return Err(invalid(format!(
+            "the compressed sections claim more than {MAX_SECTIONS_INFLATED} bytes together, which trace-cmd never writes"
+        )));
+    }
     let data = r.src.bytes(u64::from(csize))?;
     decompress(algo, &data, usize)
 }
@@ -1016,6 +1041,15 @@ fn place_cpus(
     page_size: u32,
     list: &[(u32, u64, u64)],
 ) -> io::Result<BTreeMap<u32, CpuData>> {
+    // Each CPU's data is streamed, but its head is kept for the byte-order
+    // check: a table of millions of empty CPUs (v6 16 bytes, v7 20 each)
+    // would hold gigabytes.
+    if list.len() > LINUX_MAX_NR_CPUS as usize {
+        return Err(invalid(format!(
+            "{} CPUs: more than Linux's {LINUX_MAX_NR_CPUS}",
+            list.len()
+        )));
+    }
     let mut regions = Regions::default();
     let mut cpus = BTreeMap::new();
     for &(cpu, offset, size) in list {
@@ -1384,6 +1418,57 @@ mod tests {
             let cpus = [(0, 0, at1), (1, inside, 4)];
             refused(v7(big, true, &cpus, &data).open().1, "shares bytes");
         }
+    }
+
+    #[test]
+    fn no_more_cpus_than_linux_has() {
+        let n = LINUX_MAX_NR_CPUS;
+        // CPUs without data take no bytes but their entry.
+        let cpus: Vec<(u32, u64, u64)> = (0..n).map(|c| (c, 0, 0)).collect();
+        assert_eq!(
+            v7(false, true, &cpus, &[]).open().1.unwrap().cpus.len(),
+            n as usize
+        );
+        let more: Vec<(u32, u64, u64)> = (0..=n).map(|c| (c, 0, 0)).collect();
+        refused(
+            v7(false, true, &more, &[]).open().1,
+            "more than Linux's 8192",
+        );
+        let mut table = vec![(0, 0); n as usize + 1];
+        table[0].1 = 4096;
+        refused(v6(false, &[], &table, &[1; 4096]).open().1, "8193 CPUs");
+    }
+
+    #[test]
+    fn compressed_sections_are_bounded_together() {
+        // A chain of options sections, each giving 40 MiB (an unknown
+        // option, then DONE with the next section's offset): each alone
+        // is within MAX_INFLATED, but not three together.
+        let chain = |sections: u64| {
+            let mut o = head(7, false, 0);
+            o.raw(b"zstd\x001.5\0");
+            let first = o.pos() + 8;
+            let at = |k: u64| first + k * 65536;
+            o.u64(at(0));
+            for k in 0..sections {
+                o.raw(&vec![0; (at(k) - o.pos()) as usize]);
+                let next = if k + 1 < sections { at(k + 1) } else { 0 };
+                let mut payload = Out::new(false);
+                payload.u16(0xfff0).u32(40 << 20).raw(&vec![0; 40 << 20]);
+                payload.u16(opt::DONE).u32(8).u64(next);
+                let z = zstd::bulk::compress(&payload.b, 1).unwrap();
+                o.u16(sec::OPTIONS).u16(1).u32(0).u64(8 + z.len() as u64);
+                o.u32(z.len() as u32).u32(payload.b.len() as u32).raw(&z);
+            }
+            o
+        };
+        // Two read (and then no buffer is found).
+        let e = chain(2).open().1.unwrap_err().to_string();
+        assert!(!e.contains("together"), "{e}");
+        refused(
+            chain(3).open().1,
+            "claim more than 100663296 bytes together",
+        );
     }
 
     #[test]
