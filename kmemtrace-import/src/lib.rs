@@ -288,7 +288,9 @@ impl<W: Write> DataWriter<'_, W> {
         self.flush_whole()?;
         // A partial last sub-buffer is left out (dump_cpus warns of it).
         self.pending.clear();
-        self.cur = None;
+        if let Some(cpu) = self.cur.take() {
+            self.w.end_cpu(cpu);
+        }
         Ok(())
     }
 }

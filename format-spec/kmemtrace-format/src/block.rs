@@ -350,6 +350,12 @@ impl BlockCompressor {
         }
     }
 
+    /// Lets go of the zstd context and the buffers (made again on the next
+    /// block): a writer done with one of many CPUs need not hold them.
+    pub fn release(&mut self) {
+        *self = BlockCompressor::new(self.compression);
+    }
+
     /// Compresses `payload` into the scratch buffer as one zstd frame;
     /// `false` when the block is to be stored plain (no compression, empty,
     /// not smaller, or zstd failed). With `head` > 0 the frame's first zstd

@@ -128,6 +128,13 @@ impl CpuBlockEncoder {
         self.encode_into(subbufs, &mut b)?;
         Ok(b)
     }
+
+    /// Lets go of the buffers and compression context (up to a block's
+    /// size each), keeping the numbering: the CPU's next block follows on.
+    pub fn release_buffers(&mut self) {
+        self.payload = Vec::new();
+        self.compressor.release();
+    }
 }
 
 /// Writes a log to any `Write`.
@@ -282,6 +289,16 @@ impl<W: Write> LogWriter<W> {
         self.write_encoded(&b)
     }
 
+    /// `cpu`'s data written so far is all there is for now: its encoder
+    /// lets go of its buffers (its numbering kept), so that a writer of
+    /// many CPUs in turn, as an import is, holds one CPU's buffers rather
+    /// than a block's size for every CPU until the end.
+    pub fn end_cpu(&mut self, cpu: u32) {
+        if let Some(enc) = self.encoders.get_mut(&cpu) {
+            enc.release_buffers();
+        }
+    }
+
     /// Writes the ARCH_COPY block (FORMAT.md §6.2), once: a writer calls
     /// it after its start metadata; otherwise it comes before the first
     /// CPU data block (or END), so that a damaged ARCH block costs nothing.
@@ -363,5 +380,32 @@ impl<W: Write> LogWriter<W> {
     /// tests).
     pub fn into_inner_unfinished(self) -> W {
         self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmemtrace_kernel::RunTimeEndian;
+
+    #[test]
+    fn a_cpu_ended_holds_no_buffers_and_numbers_on() {
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut w = LogWriter::new(Vec::new(), &arch, Compression::Zstd(3)).unwrap();
+        let page: Vec<u8> = (0..4096u32).map(|x| (x * 7) as u8).collect();
+        for cpu in 0..3 {
+            w.write_cpu_data(cpu, &page).unwrap();
+            w.write_cpu_data(cpu, &page).unwrap();
+            w.end_cpu(cpu);
+        }
+        for enc in w.encoders.values() {
+            assert_eq!(enc.payload.capacity(), 0, "CPU {}", enc.cpu);
+        }
+        // CPU 0 again: its next block follows on.
+        w.write_cpu_data(0, &page).unwrap();
+        assert_eq!(
+            (w.encoders[&0].next_seq, w.encoders[&0].next_subbuf),
+            (3, 3)
+        );
     }
 }
