@@ -152,6 +152,18 @@ struct Scan {
     best: Option<u64>,
 }
 
+/// Bytes a reader may run through the CRC in checks that fail and in
+/// resynchronising before it leaves the rest of the input unread: this
+/// much, and [`WASTE_PER_BYTE`] for each byte of input read past. A header
+/// carries no CRC of its own, so each damaged block costs its claimed
+/// length (up to 64 MiB) to check: a file of headers claiming to run to
+/// its end, each followed by an intact empty block, would cost the square
+/// of its size (an hour for 128 MiB). Real damage (bit flips, zeroed or
+/// cut stretches) costs about the damaged blocks' size, far within this.
+const WASTE_ALLOWANCE: u64 = 256 << 20;
+/// See [`WASTE_ALLOWANCE`].
+const WASTE_PER_BYTE: u64 = 4;
+
 /// Reads a log from the start.
 pub struct LogReader<R: Read> {
     src: R,
@@ -169,6 +181,8 @@ pub struct LogReader<R: Read> {
     header_damage: Option<FileHeaderError>,
     /// Bytes run through the CRC while resynchronising (see `crc_to`).
     resync_crc_bytes: u64,
+    /// Bytes run through the CRC in block checks that failed.
+    failed_crc_bytes: u64,
 }
 
 impl<R: Read> LogReader<R> {
@@ -185,6 +199,7 @@ impl<R: Read> LogReader<R> {
             version: (0, 0),
             header_damage: None,
             resync_crc_bytes: 0,
+            failed_crc_bytes: 0,
         };
         r.ensure_abs(FILE_HEADER_LEN as u64)
             .map_err(OpenError::Io)?;
@@ -221,6 +236,12 @@ impl<R: Read> LogReader<R> {
     /// it holds.
     pub fn resync_crc_bytes(&self) -> u64 {
         self.resync_crc_bytes
+    }
+
+    /// Bytes checksummed because of damage so far: block checks that
+    /// failed, and resynchronising ([`resync_crc_bytes`](Self::resync_crc_bytes)).
+    pub fn damage_crc_bytes(&self) -> u64 {
+        self.failed_crc_bytes.saturating_add(self.resync_crc_bytes)
     }
 
     /// The log's format version (major, minor).
@@ -457,7 +478,38 @@ impl<R: Read> LogReader<R> {
         Ok(true)
     }
 
+    /// Whether the damage met before `at` has cost more CRC work than
+    /// [`WASTE_ALLOWANCE`] allows.
+    fn damage_too_costly(&self, at: u64) -> bool {
+        self.damage_crc_bytes() > WASTE_ALLOWANCE.saturating_add(WASTE_PER_BYTE.saturating_mul(at))
+    }
+
+    /// Damage at `offset` after which the rest of the input is read to its
+    /// end (to say how much) but not looked at.
+    fn give_up(&mut self, offset: u64, reason: String) -> io::Result<Item> {
+        loop {
+            self.pos = self.filled;
+            if !self.ensure_abs(self.end_abs() + 1)? {
+                break;
+            }
+        }
+        self.pos = self.filled;
+        self.finished = true;
+        Ok(Item::Damage(Damage {
+            offset,
+            reason: format!(
+                "{reason}; the damage so far took {} bytes of checksums to read past, more than {WASTE_ALLOWANCE} and {WASTE_PER_BYTE} a byte of the file allow: the rest is left unread",
+                self.damage_crc_bytes()
+            ),
+            skipped: self.end_abs() - offset,
+            resumed_at: None,
+        }))
+    }
+
     fn damage(&mut self, offset: u64, reason: String) -> io::Result<Item> {
+        if self.damage_too_costly(offset) {
+            return self.give_up(offset, reason);
+        }
         let resumed_at = self.resync(offset + 1)?;
         let stop = resumed_at.unwrap_or_else(|| self.end_abs());
         if resumed_at.is_none() {
@@ -514,6 +566,14 @@ impl<R: Read> LogReader<R> {
             // Either the file was cut inside this block, or its length field
             // is damaged. An intact block further on tells them apart.
             let available = self.end_abs() - off;
+            if self.damage_too_costly(off) {
+                let why = format!(
+                    "{} block claims {} payload bytes",
+                    hdr.block_type.name(),
+                    hdr.stored_len
+                );
+                return self.give_up(off, why).map(Some);
+            }
             if let Some(at) = self.resync(off + 1)? {
                 return Ok(Some(Item::Damage(Damage {
                     offset: off,
@@ -538,6 +598,7 @@ impl<R: Read> LogReader<R> {
         let stored = &self.buf[i..i + hdr.stored_len as usize];
         let crc = BlockHeader::compute_crc(&h, stored);
         if crc != hdr.crc {
+            self.failed_crc_bytes += u64::from(hdr.stored_len);
             return self
                 .damage(
                     off,

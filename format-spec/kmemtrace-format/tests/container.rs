@@ -509,6 +509,51 @@ fn resynchronisation_reads_each_byte_a_bounded_number_of_times() {
 }
 
 #[test]
+fn damaged_headers_claiming_the_rest_of_the_file_cost_a_bounded_amount() {
+    // Headers without a CRC of their own, each claiming the rest of the
+    // file (up to 64 MiB) and each followed by an intact empty block: each
+    // check ran to the end of the file, about 8e11 bytes for these 8 MiB.
+    let (mut bytes, _) = sample_log(Compression::None);
+    let size = 8 << 20;
+    let mut intact = Vec::new();
+    encode_block(BlockType::Note, &[], Compression::None, &mut intact).unwrap();
+    assert_eq!(intact.len(), 20);
+    let end = bytes.len() + (size - bytes.len()) / 40 * 40;
+    while bytes.len() < end {
+        let rest = (end - bytes.len() - 20).min(64 << 20) as u32;
+        let mut h = [0u8; 20];
+        h[..4].copy_from_slice(b"KMTB");
+        h[4..6].copy_from_slice(&6u16.to_le_bytes());
+        h[8..12].copy_from_slice(&rest.to_le_bytes());
+        h[12..16].copy_from_slice(&rest.to_le_bytes());
+        bytes.extend_from_slice(&h);
+        bytes.extend_from_slice(&intact);
+    }
+    let mut r = LogReader::new(&bytes[..]).unwrap();
+    let mut last = None;
+    while let Some(i) = r.next_item().unwrap() {
+        last = Some(i);
+    }
+    match last {
+        Some(Item::Damage(d)) => {
+            assert!(
+                d.resumed_at.is_none() && d.reason.contains("left unread"),
+                "{d:?}"
+            );
+            assert_eq!(d.offset + d.skipped, bytes.len() as u64);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The allowance, four bytes for each byte read past, and the one
+    // check that went over.
+    let spent = r.damage_crc_bytes();
+    assert!(
+        spent <= (256 << 20) + 4 * size as u64 + size as u64,
+        "{spent}"
+    );
+}
+
+#[test]
 fn a_block_claiming_more_than_is_there_costs_what_is_there() {
     // A header claiming 64 MiB with 1 KB after it: truncation, read with
     // room for what arrives.
