@@ -156,6 +156,14 @@ fn excerpt(s: &str) -> String {
     }
 }
 
+/// Most bytes of names one table holds: they are found by 32-bit offsets.
+const MAX_NAMES: usize = u32::MAX as usize;
+
+/// Whether `more` bytes of names fit after `have`.
+fn names_fit(have: usize, more: usize) -> bool {
+    have.checked_add(more).is_some_and(|n| n <= MAX_NAMES)
+}
+
 impl Kallsyms {
     /// Parses `/proc/kallsyms` or `System.map` text.
     pub fn parse(text: &str) -> Result<Self, KallsymsError> {
@@ -271,8 +279,8 @@ impl Kallsyms {
     pub fn join(parts: Vec<Option<Kallsyms>>) -> Kallsyms {
         let mut out = Kallsyms::default();
         // Room for all at once: growing by doubling copied megabytes.
-        out.names
-            .reserve(parts.iter().flatten().map(|k| k.names.len()).sum());
+        let names: usize = parts.iter().flatten().map(|k| k.names.len()).sum();
+        out.names.reserve(names.min(MAX_NAMES));
         out.syms
             .reserve(parts.iter().flatten().map(|k| k.syms.len() + 1).sum());
         let mut known = HashMap::new();
@@ -280,7 +288,10 @@ impl Kallsyms {
         let mut gap = false;
         let mut holes = Vec::new();
         for p in parts {
-            let Some(k) = p else {
+            // Names are found by 32-bit offsets: a part that would take
+            // them past 4 GiB (a damaged log's many parts) is left out as
+            // one that is missing.
+            let Some(k) = p.filter(|k| names_fit(out.names.len(), k.names.len())) else {
                 gap = true;
                 continue;
             };
@@ -444,6 +455,13 @@ impl Kallsyms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_past_four_gib_do_not_fit() {
+        let max = u32::MAX as usize;
+        assert!(names_fit(0, max) && names_fit(max - 10, 10));
+        assert!(!names_fit(max - 10, 11) && !names_fit(usize::MAX, 1));
+    }
 
     const ARMHF: &str = "c0400000 T _stext
 c0400000 T __turn_mmu_on
