@@ -131,7 +131,11 @@ impl<R: Read> Archive<R> {
         }
     }
 
-    fn read_exact_at(&mut self, buf: &mut [u8], what: &str) -> Result<bool, TarError> {
+    fn read_exact_at(
+        &mut self,
+        buf: &mut [u8],
+        what: &dyn std::fmt::Display,
+    ) -> Result<bool, TarError> {
         let mut got = 0;
         while got < buf.len() {
             match self.src.read(&mut buf[got..]) {
@@ -157,7 +161,7 @@ impl<R: Read> Archive<R> {
         let mut buf = [0u8; 8192];
         while n > 0 {
             let k = n.min(buf.len() as u64) as usize;
-            if !self.read_exact_at(&mut buf[..k], what)? {
+            if !self.read_exact_at(&mut buf[..k], &what)? {
                 return Err(TarError::Bad {
                     offset: self.pos,
                     what: format!("archive ends inside {what}"),
@@ -183,7 +187,7 @@ impl<R: Read> Archive<R> {
             });
         }
         let mut v = vec![0u8; size as usize];
-        if !self.read_exact_at(&mut v, what)? && size > 0 {
+        if !self.read_exact_at(&mut v, &what)? && size > 0 {
             return Err(TarError::Bad {
                 offset: self.pos,
                 what: format!("archive ends inside {what}"),
@@ -208,7 +212,7 @@ impl<R: Read> Archive<R> {
         loop {
             let offset = self.pos;
             let mut h = [0u8; BLOCK];
-            if !self.read_exact_at(&mut h, "a header")? {
+            if !self.read_exact_at(&mut h, &"a header")? {
                 // No end-of-archive blocks: accept (some writers omit them).
                 self.done = true;
                 return Ok(None);
@@ -311,10 +315,12 @@ impl<R: Read> Archive<R> {
     ) -> Result<(), TarError> {
         let n = n.min(e.size);
         let mut left = n;
-        let mut buf = vec![0u8; 1 << 16];
+        // Sized to the data (an empty member reserves nothing); the
+        // member's name (up to 1 MiB) is written out only for an error.
+        let mut buf = vec![0u8; n.min(1 << 16) as usize];
         while left > 0 {
             let k = left.min(buf.len() as u64) as usize;
-            if !self.read_exact_at(&mut buf[..k], &format!("member {}", e.path))? {
+            if !self.read_exact_at(&mut buf[..k], &format_args!("member {}", e.path))? {
                 return Err(TarError::Bad {
                     offset: self.pos,
                     what: format!("archive ends inside member {}", e.path),
