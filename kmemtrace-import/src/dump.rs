@@ -34,6 +34,20 @@ fn too_much(input: &Path) -> ImportError {
 /// CPU, as many as Linux's largest machine has, wherever in the archive.
 const MAX_RAW_FILES: usize = kmemtrace_kernel::LINUX_MAX_NR_CPUS as usize;
 
+/// A member's name as a warning quotes it: at most 256 bytes of it (tar
+/// names may be 1 MiB, and a warning is kept for each such member).
+fn shortened(path: &str) -> String {
+    const MAX: usize = 256;
+    if path.len() <= MAX {
+        return path.to_string();
+    }
+    let mut cut = MAX;
+    while !path.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}... ({} bytes)", &path[..cut], path.len())
+}
+
 /// A dump with more than [`MAX_RAW_FILES`] data files.
 fn too_many_raw(input: &Path) -> ImportError {
     bad(format!(
@@ -327,8 +341,17 @@ impl Dump {
             if e.kind != Kind::File {
                 continue;
             }
+            // Names count as kept bytes too: an archive of many members
+            // with long names (up to 1 MiB each) and no data is no dump.
+            total += e.path.len() as u64;
+            if total > MAX_META_TOTAL {
+                return Err(too_much(input));
+            }
             let Some(path) = normalise(&e.path) else {
-                warnings.push(format!("member {} (a path with ..) was ignored", e.path));
+                warnings.push(format!(
+                    "member {} (a path with ..) was ignored",
+                    shortened(&e.path)
+                ));
                 continue;
             };
             if path == "trace_pipe_raw" || path.ends_with("/trace_pipe_raw") {
@@ -343,7 +366,8 @@ impl Dump {
             }
             if e.size > MAX_META_FILE {
                 warnings.push(format!(
-                    "{path} ({} bytes) is larger than {MAX_META_FILE} bytes and was left out",
+                    "{} ({} bytes) is larger than {MAX_META_FILE} bytes and was left out",
+                    shortened(&path),
                     e.size
                 ));
                 continue;
@@ -600,6 +624,22 @@ mod tests {
         assert_eq!(normalise("./a//b/").as_deref(), Some("a/b"));
         assert_eq!(normalise("/abs/x").as_deref(), Some("abs/x"));
         assert_eq!(normalise("a/../b"), None);
+    }
+
+    #[test]
+    fn a_long_name_is_quoted_short_in_a_warning() {
+        let dots = format!("../{}", "é".repeat(200_000));
+        let t = tar(&[
+            (dots.as_str(), &b"x"[..]),
+            ("events/header_page", b"hp"),
+            ("per_cpu/cpu0/trace_pipe_raw", b""),
+        ]);
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("a.tar"), &t).unwrap();
+        let d = Dump::open(&tmp.path().join("a.tar")).unwrap();
+        let w = &d.warnings[0];
+        assert!(w.contains("(400003 bytes)") && w.len() < 400, "{w}");
+        assert_eq!(shortened("per_cpu"), "per_cpu");
     }
 
     fn write(dir: &Path, files: &[(&str, &[u8])]) {
