@@ -118,10 +118,20 @@ fn tar_err(input: &Path, e: TarError) -> ImportError {
 fn raw_cpu(rel: &str) -> Option<u32> {
     let rest = rel.strip_prefix("per_cpu/cpu")?;
     let (n, file) = rest.split_once('/')?;
-    if file != "trace_pipe_raw" || n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+    if file != "trace_pipe_raw" {
         return None;
     }
-    n.parse().ok()
+    cpu_number(n)
+}
+
+/// A CPU's number as tracefs writes it in `cpuN`: decimal digits without
+/// a sign or a leading zero. Any other spelling (`cpu01`, `cpu+1`) would
+/// be a second name for one CPU, whose files (`per_cpu/cpuN/stats`) are
+/// looked up by the one spelling.
+pub(crate) fn cpu_number(n: &str) -> Option<u32> {
+    let canonical =
+        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
+    canonical.then(|| n.parse().ok()).flatten()
 }
 
 /// Member path → normalised relative path (`./a//b` → `a/b`); `None` for
@@ -621,6 +631,11 @@ mod tests {
         assert_eq!(raw_cpu("per_cpu/cpu/trace_pipe_raw"), None);
         assert_eq!(raw_cpu("per_cpu/cpu1/stats"), None);
         assert_eq!(raw_cpu("x/per_cpu/cpu1/trace_pipe_raw"), None);
+        assert_eq!(raw_cpu("per_cpu/cpu0/trace_pipe_raw"), Some(0));
+        for alias in ["01", "+1", "00", "1 ", "4294967296"] {
+            let path = format!("per_cpu/cpu{alias}/trace_pipe_raw");
+            assert_eq!(raw_cpu(&path), None, "{alias}");
+        }
         assert_eq!(normalise("./a//b/").as_deref(), Some("a/b"));
         assert_eq!(normalise("/abs/x").as_deref(), Some("abs/x"));
         assert_eq!(normalise("a/../b"), None);

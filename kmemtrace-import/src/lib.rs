@@ -542,7 +542,7 @@ fn dump_cpus(
     for (k, _) in d.files() {
         if let Some(rest) = k.strip_prefix("per_cpu/cpu") {
             if let Some((n, _)) = rest.split_once('/') {
-                if let Ok(n) = n.parse::<u32>() {
+                if let Some(n) = dump::cpu_number(n) {
                     cpus.insert(n);
                 }
             }
