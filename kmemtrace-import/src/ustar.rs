@@ -209,6 +209,7 @@ impl<R: Read> Archive<R> {
             self.skip(p, "a member's data")?;
         }
         let mut long_name: Option<String> = None;
+        let mut long_size: Option<u64> = None;
         loop {
             let offset = self.pos;
             let mut h = [0u8; BLOCK];
@@ -246,6 +247,9 @@ impl<R: Read> Archive<R> {
                     if let Some(p) = pax_path(&v) {
                         long_name = Some(p);
                     }
+                    if let Some(n) = pax_size(&v) {
+                        long_size = Some(n);
+                    }
                     continue;
                 }
                 b'g' | b'K' => {
@@ -254,6 +258,7 @@ impl<R: Read> Archive<R> {
                 }
                 _ => {}
             }
+            let size = long_size.take().unwrap_or(size);
             let path = match long_name.take() {
                 Some(p) => p,
                 None => {
@@ -336,6 +341,21 @@ impl<R: Read> Archive<R> {
 
 /// The `path` record of a pax extended header (`<len> path=<value>\n`).
 fn pax_path(v: &[u8]) -> Option<String> {
+    pax_value(v, b"path=").map(|p| String::from_utf8_lossy(p).into_owned())
+}
+
+/// A pax header's `size` (a member over 8 GiB, which a pax writer such as
+/// Python's tarfile does not put in the ustar field).
+fn pax_size(v: &[u8]) -> Option<u64> {
+    std::str::from_utf8(pax_value(v, b"size=")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// The value of the first of a pax header's `len key=value\n` records
+/// that starts with `key`, read up to the first malformed record.
+fn pax_value<'a>(v: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
     let mut rest = v;
     while !rest.is_empty() {
         let sp = rest.iter().position(|&b| b == b' ')?;
@@ -345,8 +365,8 @@ fn pax_path(v: &[u8]) -> Option<String> {
         }
         let rec = &rest[sp + 1..len];
         let rec = rec.strip_suffix(b"\n").unwrap_or(rec);
-        if let Some(p) = rec.strip_prefix(b"path=") {
-            return Some(String::from_utf8_lossy(p).into_owned());
+        if let Some(p) = rec.strip_prefix(key) {
+            return Some(p);
         }
         rest = &rest[len..];
     }
@@ -451,5 +471,26 @@ mod tests {
             Some("a/b/c/trace_pipe_raw".into())
         );
         assert_eq!(pax_path(b"99 path=x\n"), None);
+        assert_eq!(pax_size(b"11 path=ab\n11 size=17\n"), Some(17));
+    }
+
+    #[test]
+    fn a_pax_size_is_the_members_size() {
+        use kmemtrace_testkit::tar::{archive, header, Entry, BLOCK};
+        // The pax header's size over the ustar field's 0 (Python's tarfile
+        // for a member past 8 GiB), then a plain member after it.
+        let mut a = archive(&[Entry {
+            name: "pax".into(),
+            typeflag: b'x',
+            data: b"10 size=5\n".to_vec(),
+        }]);
+        a.truncate(a.len() - 2 * BLOCK);
+        a.extend_from_slice(&header("big", 0, b'0'));
+        a.extend_from_slice(b"hello");
+        a.resize(a.len().next_multiple_of(BLOCK), 0);
+        a.extend_from_slice(&tar(&[("next", b"x")]));
+        let got = all(&a).unwrap();
+        assert_eq!(got[0], ("big".into(), b"hello".to_vec()));
+        assert_eq!(got[1], ("next".into(), b"x".to_vec()));
     }
 }
