@@ -260,7 +260,7 @@ fn trace_dat(cli: &Cli, log: &Log, out: std::fs::File) -> std::io::Result<String
     } else {
         String::new()
     };
-    let unreadable = if w.unreadable_pages > 0 {
+    let mut unreadable = if w.unreadable_pages > 0 {
         format!(
             "; {} pages unreadable in the log, written empty",
             w.unreadable_pages
@@ -268,6 +268,13 @@ fn trace_dat(cli: &Cli, log: &Log, out: std::fs::File) -> std::io::Result<String
     } else {
         String::new()
     };
+    if w.blocks_left_out > 0 {
+        unreadable.push_str(&format!(
+            "; {} blocks of CPUs numbered past Linux's {} left out",
+            w.blocks_left_out,
+            kmemtrace_kernel::LINUX_MAX_NR_CPUS
+        ));
+    }
     Ok(format!(
         "trace.dat version {}{zstd}, {} CPUs, {} pages, {} event formats{unreadable}",
         w.version, w.cpus, w.pages, w.formats

@@ -17,7 +17,7 @@ use crate::repage::Cutter;
 use kmemtrace_format::records::{MetaKind, StatsPhase};
 use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log};
 use kmemtrace_import::tracedat::{opt, sec, MAGIC};
-use kmemtrace_kernel::{Endian, RunTimeEndian};
+use kmemtrace_kernel::{Endian, RunTimeEndian, LINUX_MAX_NR_CPUS};
 use std::collections::BTreeMap;
 use std::io::{self, Seek, Write};
 
@@ -45,6 +45,9 @@ pub struct Written {
     /// Bytes of pages, and what they take in the file (less in version 7).
     pub page_bytes: u64,
     pub stored_page_bytes: u64,
+    /// CPU data blocks of CPUs numbered past Linux's largest machine (a
+    /// damaged log's), left out.
+    pub blocks_left_out: usize,
 }
 
 /// Numbers in the recorded kernel's byte order; `pos` counts the bytes
@@ -202,6 +205,8 @@ struct Pages<'a, 'p> {
     blocks: BTreeMap<u32, Vec<&'a CpuBlockRef>>,
     /// The CPUs the file has room for.
     cpus: u32,
+    /// Blocks of CPUs past Linux's largest machine, not written.
+    left_out: usize,
     scratch: BlockScratch,
     buf: Vec<u8>,
     progress: Progress,
@@ -212,19 +217,22 @@ impl<'a, 'p> Pages<'a, 'p> {
     fn new(log: &'a Log, report: &'p mut dyn FnMut(Progress)) -> Self {
         let cut = Cutter::new(log);
         let page = cut.as_ref().map_or(log.layout.subbuf_size, |c| c.page) as u64;
-        let blocks = log.blocks_by_cpu();
-        let cpus = log
-            .arch
-            .nr_cpus
-            .unwrap_or(0)
-            .max(blocks.keys().next_back().map_or(0, |c| c + 1));
-        let total = log.blocks.iter().map(|b| u64::from(b.count)).sum();
+        // A CPU number past Linux's largest machine is damage: the table
+        // has an entry for every CPU up to the highest, so one such block
+        // would make the file gigabytes of empty entries (and a number of
+        // 2^32 - 1 would overflow the count).
+        let mut blocks = log.blocks_by_cpu();
+        let left_out = blocks.split_off(&LINUX_MAX_NR_CPUS);
+        let named = log.arch.nr_cpus.unwrap_or(0).min(LINUX_MAX_NR_CPUS);
+        let cpus = named.max(blocks.keys().next_back().map_or(0, |c| c + 1));
+        let total = blocks.values().flatten().map(|b| u64::from(b.count)).sum();
         Pages {
             log,
             cut,
             page,
             blocks,
             cpus,
+            left_out: left_out.values().map(Vec::len).sum(),
             scratch: BlockScratch::default(),
             buf: Vec::new(),
             progress: Progress {
@@ -290,6 +298,7 @@ pub fn write<W: Write + Seek>(
     let (blocks, formats) = metadata(log, pages.cut.as_ref())?;
     let mut done = Written {
         cpus: pages.cpus,
+        blocks_left_out: pages.left_out,
         formats,
         ..Written::default()
     };
@@ -648,13 +657,37 @@ mod tests {
         Log::from_bytes("synth", &b.build().unwrap()).unwrap()
     }
 
+    #[test]
+    fn cpus_past_linux_s_largest_are_left_out() {
+        // A damaged log: ARCH names 2^32 - 1 CPUs, and a block is of CPU
+        // 2^32 - 1 (the table would have had 2^32 entries, its count
+        // overflowed).
+        let mut b = LogBuilder::new(RunTimeEndian::Little, 8, 4096);
+        b.arch.nr_cpus = Some(u32::MAX);
+        for cpu in [0, u32::MAX] {
+            b.event(cpu, 1_000, vec![1; 16]);
+        }
+        let log = Log::from_bytes("synth", &b.build().unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for version in [Version::V6, Version::V7] {
+            let w = written(&log, version, &dir.path().join("t.dat"));
+            assert_eq!((w.cpus, w.blocks_left_out), (LINUX_MAX_NR_CPUS, 1));
+            assert!(w.pages >= 1);
+        }
+    }
+
     fn written(log: &Log, version: Version, path: &std::path::Path) -> Written {
         let f = std::fs::File::create(path).unwrap();
         let mut seen = Vec::new();
         let w = write(log, io::BufWriter::new(f), version, &mut |p| seen.push(p)).unwrap();
-        // Progress comes after each block, up to all of them.
+        // Progress comes after each block written, up to all of them.
         assert!(seen.windows(2).all(|p| p[0].done < p[1].done));
-        let total: u64 = log.blocks.iter().map(|b| u64::from(b.count)).sum();
+        let total: u64 = log
+            .blocks
+            .iter()
+            .filter(|b| b.cpu < LINUX_MAX_NR_CPUS)
+            .map(|b| u64::from(b.count))
+            .sum();
         let last = seen.last().unwrap();
         assert_eq!(
             (last.step, last.done, last.total),

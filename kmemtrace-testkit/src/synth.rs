@@ -330,7 +330,7 @@ impl LogBuilder {
     pub fn build(&self) -> Result<Vec<u8>, String> {
         let mut arch = self.arch.clone();
         arch.nr_cpus
-            .get_or_insert(self.cpus.keys().max().map_or(1, |c| c + 1));
+            .get_or_insert_with(|| self.cpus.keys().max().map_or(1, |c| c.saturating_add(1)));
         let mut w =
             LogWriter::new(Vec::new(), &arch, self.compression).map_err(|e| e.to_string())?;
         let io = |e: std::io::Error| e.to_string();
