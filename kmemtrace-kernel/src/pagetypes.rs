@@ -39,6 +39,9 @@ pub fn parse(text: &str) -> Option<PageTypes> {
     let mut names = Vec::new();
     let mut pageblock_order = None;
     let mut zones = Vec::new();
+    // Zones seen, so that each line is one lookup, not a scan of those
+    // before it (a damaged file of millions of zones was quadratic).
+    let mut seen = std::collections::HashSet::new();
     for line in text.lines() {
         if let Some(v) = line.strip_prefix("Page block order:") {
             pageblock_order = v.trim().parse().ok();
@@ -53,7 +56,7 @@ pub fn parse(text: &str) -> Option<PageTypes> {
                 .and_then(|z| z.trim().strip_prefix("zone"))
                 .and_then(|z| z.split_whitespace().next());
             if let (Some(n), Some(z)) = (node, zone) {
-                if !rest.contains("type") && !zones.iter().any(|(m, y)| *m == n && y == z) {
+                if !rest.contains("type") && seen.insert((n, z)) {
                     zones.push((n, z.to_string()));
                 }
             }
@@ -125,6 +128,19 @@ pub fn pageblock_order_in_print_fmt(print_fmt: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zones_are_kept_once_in_the_order_met() {
+        let mut text = String::from("Number of blocks type     Unmovable  Movable\n");
+        for pass in 0..2 {
+            for node in 0..100_000 {
+                text.push_str(&format!("Node {node}, zone Normal {pass} 1\n"));
+            }
+        }
+        let p = parse(&text).unwrap();
+        assert_eq!(p.zones.len(), 100_000);
+        assert_eq!(p.zones[99_999], (99_999, "Normal".to_string()));
+    }
 
     #[test]
     fn the_extfrag_print_fmt_gives_the_pageblock_order() {
