@@ -54,6 +54,15 @@ impl Sym {
     fn is_text(&self) -> bool {
         matches!(self.ty, b't' | b'T' | b'w' | b'W')
     }
+
+    /// The table's order: by address, and at one address the text symbols
+    /// first (each kind in file order, the sort being stable), so that
+    /// [`Kallsyms::resolve`] looks at one symbol of a group, not at every
+    /// symbol sharing the address (ten million data symbols at one
+    /// address cost a scan of them per lookup).
+    fn order(&self) -> (u64, bool) {
+        (self.addr, !self.is_text())
+    }
 }
 
 /// A parsed symbol table.
@@ -264,7 +273,7 @@ impl Kallsyms {
                 ty,
             });
         }
-        k.syms.sort_by_key(|s| s.addr);
+        k.syms.sort_by_key(Sym::order);
         k.names.shrink_to_fit();
         k.syms.shrink_to_fit();
         Ok(k)
@@ -319,7 +328,7 @@ impl Kallsyms {
             module: 0,
             ty: b'?',
         }));
-        out.syms.sort_by_key(|s| s.addr);
+        out.syms.sort_by_key(Sym::order);
         out
     }
 
@@ -401,7 +410,7 @@ impl Kallsyms {
         }
         let at = self.syms[end - 1].addr;
         let start = self.syms[..end].partition_point(|s| s.addr < at);
-        let s = self.syms[start..end].iter().find(|s| s.is_text())?;
+        let s = self.syms.get(start).filter(|s| s.is_text())?;
         let size = self
             .syms
             .get(end)
@@ -455,6 +464,29 @@ impl Kallsyms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_symbol_among_many_at_its_address_resolves() {
+        let mut text = String::new();
+        for i in 0..100_000 {
+            text.push_str(&format!("1000 d data{i}\n"));
+        }
+        text.push_str("1000 t first_text\n1000 T second_text\n2000 T next\n");
+        for k in [
+            Kallsyms::parse(&text).unwrap(),
+            Kallsyms::join(vec![Kallsyms::parse(&text).ok()]),
+        ] {
+            let s = k.resolve(0x1010).unwrap();
+            assert_eq!((s.name, s.addr, s.offset), ("first_text", 0x1000, 0x10));
+            assert_eq!(k.address_of("data99999"), Some(0x1000));
+            assert_eq!(
+                k.text_names().collect::<Vec<_>>(),
+                ["first_text", "second_text", "next"]
+            );
+        }
+        let only_data = Kallsyms::parse("1000 d a\n1000 d b\n2000 T next\n").unwrap();
+        assert!(only_data.resolve(0x1010).is_none());
+    }
 
     #[test]
     fn names_past_four_gib_do_not_fit() {
