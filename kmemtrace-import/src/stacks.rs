@@ -215,17 +215,19 @@ impl StackReader {
             let text = String::from_utf8_lossy(&m.content);
             reader.scope = StackScope::of_meta(&text);
             reader.page_stacks = stacked_events(&text).any(|e| e == page_alloc_event());
+            // Each line one lookup (the first format of a name, as a
+            // search would find), not a search of the formats.
+            let mut ids = std::collections::HashMap::new();
+            for f in &log.formats {
+                ids.entry((f.system.as_str(), f.name.as_str()))
+                    .or_insert(f.id);
+            }
             reader.other_ids = stacked_events(&text)
                 .filter(|&e| e != page_alloc_event())
-                .filter_map(|(system, name)| {
-                    let f = log
-                        .formats
-                        .iter()
-                        .find(|f| f.system == system && f.name == name)?;
-                    Some(f.id)
-                })
+                .filter_map(|e| ids.get(&e).copied())
                 .collect();
             reader.other_ids.sort_unstable();
+            reader.other_ids.dedup();
         }
         Some(reader)
     }
@@ -445,8 +447,34 @@ mod tests {
         assert!(PageStackSample::EVERY.takes(0x1231));
     }
 
+    #[test]
+    fn stacked_events_are_looked_up_once_each() {
+        use kmemtrace_format::records::{Meta, MetaKind};
+        let mut b =
+            kmemtrace_testkit::LogBuilder::new(kmemtrace_kernel::RunTimeEndian::Little, 8, 4096);
+        b.format("ftrace", &format_text(16, 8)).unwrap();
+        let named = |id: u32| {
+            format!("name: kmalloc\nID: {id}\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\nprint fmt: \"\"\n")
+        };
+        b.format("kmem", &named(20)).unwrap();
+        let lines = "kmem:kmalloc stacktrace\n".repeat(1000) + "vmscan:absent stacktrace\n";
+        b.meta(Meta {
+            name: PAGE_STACKS_META.into(),
+            ..Meta::new(MetaKind::Other, lines)
+        });
+        let log = Log::from_bytes("t", &b.build().unwrap()).unwrap();
+        let r = StackReader::new(&log).unwrap();
+        assert!(r.takes_tracepoint_stack(20) && !r.takes_tracepoint_stack(21));
+        // A thousand lines naming it: one id.
+        assert_eq!(r.other_ids, [20]);
+    }
+
     fn format(caller_offset: usize, long: usize) -> EventFormat {
-        let text = format!(
+        EventFormat::parse(&format_text(caller_offset, long), Some("ftrace")).unwrap()
+    }
+
+    fn format_text(caller_offset: usize, long: usize) -> String {
+        format!(
             "name: kernel_stack\nID: 4\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
@@ -456,8 +484,7 @@ mod tests {
 \tfield:unsigned long caller[8];\toffset:{caller_offset};\tsize:{};\tsigned:0;\n\n\
 print fmt: \"\\t=> %ps\\n\", (void *)REC->caller[0]\n",
             8 * long
-        );
-        EventFormat::parse(&text, Some("ftrace")).unwrap()
+        )
     }
 
     fn record<E: Endian>(

@@ -289,12 +289,16 @@ impl Listing<'_> {
 /// The lines that say what [`Listing::run`] printed as `?`: one per
 /// reason, naming the events it applies to (the page events share one).
 pub fn limits_once(limits: &[(String, String)]) -> Vec<String> {
+    // In the order first met; each reason found through an index, not a
+    // search of those before it (one per field label: many in a format).
     let mut by_why: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (event, why) in limits {
-        match by_why.iter_mut().find(|(w, _)| w == why) {
-            Some((_, events)) => events.push(event),
-            None => by_why.push((why, vec![event])),
-        }
+        let i = *at.entry(why).or_insert_with(|| {
+            by_why.push((why, Vec::new()));
+            by_why.len() - 1
+        });
+        by_why[i].1.push(event);
     }
     by_why
         .into_iter()
@@ -544,6 +548,16 @@ mod tests {
 
     fn lat(flags: u8, preempt: u8, lazy: bool) -> String {
         String::from_utf8(lat_fmt(flags, preempt, lazy).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn limits_are_grouped_by_reason_in_the_order_met() {
+        let l = |e: &str, w: &str| (e.to_string(), w.to_string());
+        let limits = [l("a", "x"), l("b", "y"), l("c", "x")];
+        assert_eq!(
+            limits_once(&limits),
+            ["x; printed as `?` in a, c", "y; printed as `?` in b"]
+        );
     }
 
     #[test]
