@@ -26,6 +26,7 @@
 //! input holds, and its errors name the line.
 
 use core::fmt;
+use std::collections::HashMap;
 
 use crate::endian::Endian;
 
@@ -58,6 +59,10 @@ pub struct EventFormat {
     pub fields: Vec<Field>,
     /// The text after `print fmt: ` (the format string and its arguments).
     pub print_fmt: String,
+    /// Each name's field as [`EventFormat::field`] finds it: (own field,
+    /// index). A print fmt looks a field up per conversion, and a format
+    /// may declare thousands.
+    by_name: HashMap<String, (bool, usize)>,
 }
 
 /// One `field:` line.
@@ -255,6 +260,14 @@ impl EventFormat {
             }
         };
 
+        // The first of a name wins, the event's own before the common.
+        let mut by_name = HashMap::new();
+        for (i, f) in fields.iter().enumerate() {
+            by_name.entry(f.name.clone()).or_insert((true, i));
+        }
+        for (i, f) in common_fields.iter().enumerate() {
+            by_name.entry(f.name.clone()).or_insert((false, i));
+        }
         Ok(EventFormat {
             system: system_hint.unwrap_or("").to_string(),
             name,
@@ -262,15 +275,16 @@ impl EventFormat {
             common_fields,
             fields,
             print_fmt,
+            by_name,
         })
     }
 
     /// The event's field `name`, or else the common field `name`.
     pub fn field(&self, name: &str) -> Option<&Field> {
-        self.fields
-            .iter()
-            .chain(self.common_fields.iter())
-            .find(|f| f.name == name)
+        match *self.by_name.get(name)? {
+            (true, i) => self.fields.get(i),
+            (false, i) => self.common_fields.get(i),
+        }
     }
 
     /// All fields, common ones first.

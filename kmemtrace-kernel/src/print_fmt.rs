@@ -113,6 +113,11 @@ const PRECISION_MAX: usize = (1 << 15) - 1;
 /// fmt from an untrusted log must not make one record's text unbounded.
 pub const RECORD_TEXT_MAX: usize = 64 << 10;
 
+/// The most conversions one record's text runs. A kernel's print fmt has
+/// tens; an untrusted one's that print nothing (`%.0s`) would never reach
+/// [`RECORD_TEXT_MAX`], and 4 MiB of format holds 250,000 of them.
+const RECORD_CONVERSIONS_MAX: usize = 4096;
+
 impl Arg {
     fn parse(text: &str, depth: usize) -> Arg {
         let t = strip_parens(text);
@@ -400,10 +405,15 @@ impl PrintFmt {
         if self.problem.is_some() {
             return write_raw_fields(out, &rec, start);
         }
+        let mut convs = 0;
         for seg in &self.segs {
             match seg {
                 Seg::Lit(s) => out.push_str(s),
-                Seg::Conv(spec) => self.conv(out, spec, &rec, k),
+                Seg::Conv(_) if convs == RECORD_CONVERSIONS_MAX => return,
+                Seg::Conv(spec) => {
+                    convs += 1;
+                    self.conv(out, spec, &rec, k);
+                }
             }
             if cut_to_record_max(out, start) {
                 return;
@@ -697,6 +707,36 @@ mod tests {
         let out = render(LittleEndian, &f, &[0u8; 8], 64);
         assert!(out.starts_with("a="), "{out}");
         assert!(out.contains(" b="), "{out}");
+    }
+
+    #[test]
+    fn a_record_runs_a_bounded_number_of_conversions_each_finding_its_field_at_once() {
+        // Thousands of fields, the one printed declared last; conversions
+        // that print nothing never reach the text bound.
+        let names: Vec<String> = (0..4000).map(|i| format!("f{i}[1]")).collect();
+        let mut fields: Vec<(&str, &str, usize, bool)> = names
+            .iter()
+            .map(|n| ("char", n.as_str(), 1, false))
+            .collect();
+        fields.push(("int", "last", 4, true));
+        let fmt = format!(
+            "\"{}%d\", {}REC->last",
+            "%.0s".repeat(RECORD_CONVERSIONS_MAX - 1),
+            "REC->f0, ".repeat(RECORD_CONVERSIONS_MAX - 1)
+        );
+        let f = format(&fields, &fmt);
+        let mut p = vec![0u8; 8 + 4000 + 4];
+        p[4008..].copy_from_slice(&7i32.to_le_bytes());
+        assert_eq!(render(LittleEndian, &f, &p, 64), "7");
+        // One conversion more: the last is not run.
+        let over = format!(
+            "\"{}%d\", {}REC->last",
+            "%.0s".repeat(RECORD_CONVERSIONS_MAX),
+            "REC->f0, ".repeat(RECORD_CONVERSIONS_MAX)
+        );
+        assert_eq!(render(LittleEndian, &format(&fields, &over), &p, 64), "");
+        assert_eq!(f.field("last").unwrap().offset, 4008);
+        assert_eq!(f.field("common_pid").unwrap().offset, 4);
     }
 
     #[test]
