@@ -54,6 +54,7 @@ use kmemtrace_import::log::ChunkStore;
 use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log, Problem};
 use kmemtrace_import::stacks::{StackReader, STACK_EVENT, STACK_SYSTEM};
 use kmemtrace_import::walk::SubBufSource;
+use kmemtrace_kernel::print_fmt::RECORD_TEXT_MAX;
 use kmemtrace_kernel::{
     Endian, EventFormat, Field, FieldKind, KmemKind, RunTimeEndian, SubBufLayout,
 };
@@ -96,7 +97,9 @@ mod bundle {
 }
 
 /// Records per bundle: Perfetto's own producer writes bundles of a few
-/// hundred to a few thousand events.
+/// hundred to a few thousand events. A bundle is also written once it
+/// holds [`BATCH_BYTES`], so that large records do not make one of
+/// gigabytes.
 const BUNDLE_EVENTS: usize = 1024;
 
 /// How a proto field's value is written.
@@ -672,7 +675,7 @@ pub fn write<W: Write>(
             encode(e, mapping, r.payload, &mut event, &mut body, &mut written);
             b.msg.msg(bundle::EVENT, &event);
             b.events += 1;
-            if b.events >= BUNDLE_EVENTS {
+            if b.events >= BUNDLE_EVENTS || b.msg.as_bytes().len() >= BATCH_BYTES {
                 result = b.flush(&mut out, &mut written);
             }
         },
@@ -779,6 +782,11 @@ fn encode(
             body.string(1, name);
             let mut f = Msg::new();
             for field in fields.iter() {
+                // A record's fields within the text bound of one record's
+                // line: a format may declare thousands of fields of bytes.
+                if body.as_bytes().len() > RECORD_TEXT_MAX {
+                    break;
+                }
                 f.clear();
                 f.string(1, &field.name);
                 generic_value(e, field, payload, *long_size, &mut f);
@@ -1035,6 +1043,40 @@ mod tests {
             }
             shift += 7;
         }
+    }
+
+    #[test]
+    fn a_generic_record_is_within_one_record_s_text_bound() {
+        // Forty fields of bytes over one 4,000-byte stretch: 160 KB of
+        // text a record before the bound.
+        let mut text = String::from(
+            "name: many\nID: 900\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n",
+        );
+        for i in 0..40 {
+            text.push_str(&format!(
+                "\tfield:char b{i}[4000];\toffset:8;\tsize:4000;\tsigned:0;\n"
+            ));
+        }
+        text.push_str("\nprint fmt: \"\"\n");
+        let f = EventFormat::parse(&text, Some("x")).unwrap();
+        let mut written = Written::default();
+        let mapping = Mapping::of(&f, 8, &mut written);
+        assert!(matches!(mapping, Mapping::Generic { .. }));
+        let payload = vec![b'x'; 4008];
+        let (mut event, mut body) = (Msg::new(), Msg::new());
+        encode(
+            RunTimeEndian::Little,
+            &mapping,
+            &payload,
+            &mut event,
+            &mut body,
+            &mut written,
+        );
+        let n = event.as_bytes().len();
+        assert!(
+            (RECORD_TEXT_MAX..RECORD_TEXT_MAX + 4100).contains(&n),
+            "{n}"
+        );
     }
 
     /// The `Trace.packet`s of a trace: (field, bytes) of their first field.

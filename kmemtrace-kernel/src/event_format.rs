@@ -35,6 +35,11 @@ use crate::endian::Endian;
 pub const MAX_FORMAT_LEN: usize = 4 << 20;
 /// Most fields accepted in one format (common fields included).
 pub const MAX_FIELDS: usize = 4096;
+/// Longest event or field name accepted: C identifiers, tens of bytes in
+/// any kernel. Every record of an event can repeat its names (Perfetto's
+/// generic events carry each field's), so a 4 MiB name would cost 4 MiB
+/// a record.
+pub const MAX_NAME_LEN: usize = 1024;
 
 /// The `ID:` line of a format file's text (the event's `common_type`),
 /// without parsing the rest.
@@ -191,6 +196,15 @@ impl EventFormat {
                 let n = rest.trim();
                 if n.is_empty() {
                     return Err(err(lineno, "empty event name"));
+                }
+                if n.len() > MAX_NAME_LEN {
+                    return Err(err(
+                        lineno,
+                        format!(
+                            "an event name of {} bytes (at most {MAX_NAME_LEN})",
+                            n.len()
+                        ),
+                    ));
                 }
                 name = Some(n.to_string());
                 continue;
@@ -411,6 +425,12 @@ fn parse_field_line(line: &str) -> Result<Field, String> {
         return Err(format!("field {} offset + size overflows", quote(decl)));
     }
     let (name, type_decl, array) = split_decl(decl)?;
+    if name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "a field name of {} bytes (at most {MAX_NAME_LEN})",
+            name.len()
+        ));
+    }
     let kind = if type_decl.starts_with("__data_loc") {
         FieldKind::DataLoc
     } else if type_decl.starts_with("__rel_loc") {
@@ -613,6 +633,23 @@ fn until_nul(bytes: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
     use crate::endian::{BigEndian, LittleEndian, RunTimeEndian};
+
+    #[test]
+    fn names_are_at_most_max_name_len() {
+        let text = |event: &str, field: &str| {
+            format!(
+                "name: {event}\nID: 9\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int {field};\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"\"\n"
+            )
+        };
+        let long = "n".repeat(MAX_NAME_LEN);
+        let f = EventFormat::parse(&text(&long, &long), None).unwrap();
+        assert!(f.field(&long).is_some());
+        let longer = "n".repeat(MAX_NAME_LEN + 1);
+        for (event, field) in [(&longer, &long), (&long, &longer)] {
+            let e = EventFormat::parse(&text(event, field), None).unwrap_err();
+            assert!(e.to_string().contains("1025 bytes"), "{e}");
+        }
+    }
 
     #[test]
     fn until_nul_stops_at_the_first_nul() {
