@@ -155,6 +155,18 @@ fn gate(g: RawGate, file: &str, lines: &Lines) -> Result<Gate, String> {
             if p.get_ref().trim().is_empty() {
                 return Err(at(p.span(), format!("an empty {} pattern", s.id())));
             }
+            // A glob costs its length times the name's at worst: a name
+            // (a symbol, a cache) is at most a few hundred characters.
+            let chars = p.get_ref().chars().count();
+            if chars > MAX_PATTERN_CHARS {
+                return Err(at(
+                    p.span(),
+                    format!(
+                        "a {} pattern of {chars} characters: at most {MAX_PATTERN_CHARS}",
+                        s.id()
+                    ),
+                ));
+            }
             (s, Some(p.into_inner()))
         }
     };
@@ -233,6 +245,9 @@ impl Gate {
         format!("{s}: {}", limits.join(", "))
     }
 }
+
+/// Longest pattern a gate may have.
+const MAX_PATTERN_CHARS: usize = 1024;
 
 /// Shell-style glob with `*` and `?`.
 pub fn glob(pattern: &str, name: &str) -> bool {
@@ -409,6 +424,19 @@ mod tests {
         assert_eq!(g[0].name, "hits of order 3: <= 5");
         let e = parse("r", "[[gate]]\nmetric = \"hits\"\norder = -1\nmax = 5\n").unwrap_err();
         assert!(e.starts_with("r line 3: order is"), "{e}");
+    }
+
+    #[test]
+    fn a_pattern_is_at_most_max_pattern_chars() {
+        let rule = |n: usize| {
+            format!(
+                "[[gate]]\nmetric = \"hits\"\ncallsite = \"*{}\"\nmax = 5\n",
+                "é".repeat(n - 1)
+            )
+        };
+        assert!(parse("r", &rule(MAX_PATTERN_CHARS)).is_ok());
+        let e = parse("r", &rule(MAX_PATTERN_CHARS + 1)).unwrap_err();
+        assert!(e.contains("1025 characters: at most 1024"), "{e}");
     }
 
     #[test]
