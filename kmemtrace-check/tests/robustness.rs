@@ -186,3 +186,30 @@ proptest! {
         }
     }
 }
+
+/// A clean log of one event whose end statistics count `u64::MAX`
+/// dropped events (`-1` as the kernel's long prints it): the summary adds
+/// recorded and lost events without overflowing.
+#[test]
+fn a_loss_of_u64_max_events_is_summed_without_overflow() {
+    use kmemtrace_testkit::synth::LogBuilder;
+    let mut b = LogBuilder::new(RunTimeEndian::Little, 8, 4096);
+    b.meta(Meta::new(MetaKind::Kallsyms, "ffffffff81000000 T _text\n"));
+    b.format(
+        "kmem",
+        "name: kfree\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\nprint fmt: \"x\"\n",
+    )
+    .unwrap();
+    b.event(0, 1000, vec![1, 0, 0, 0]);
+    b.stats(0, StatsPhase::Start, "dropped events: 0\n");
+    b.stats(0, StatsPhase::End, "dropped events: -1\n");
+    let r = check_bytes("max", &b.build().unwrap());
+    consistent(&r);
+    assert_eq!(r.verdict, Verdict::Lost, "{:#?}", r.problems);
+    assert_eq!(r.total.lost.events, u64::MAX);
+    assert_eq!(r.total.counts.events, 1);
+    assert_eq!(
+        r.summary,
+        "LOST 18,446,744,073,709,551,615 of 18,446,744,073,709,551,615 events (100.0%) on 1 CPU"
+    );
+}

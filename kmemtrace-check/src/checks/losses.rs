@@ -230,12 +230,12 @@ pub fn total(cpus: &[CpuReport]) -> Lost {
     let mut recorded = 0u64;
     let mut sources = BTreeSet::new();
     for c in cpus {
-        recorded += c.counts.events;
+        recorded = recorded.saturating_add(c.counts.events);
         t.events = t.events.saturating_add(c.lost.events);
         t.lower_bound |= c.lost.lower_bound;
         t.subbuf_stored = t.subbuf_stored.saturating_add(c.lost.subbuf_stored);
-        t.subbuf_flagged += c.lost.subbuf_flagged;
-        t.subbuf_flag_only += c.lost.subbuf_flag_only;
+        t.subbuf_flagged = t.subbuf_flagged.saturating_add(c.lost.subbuf_flagged);
+        t.subbuf_flag_only = t.subbuf_flag_only.saturating_add(c.lost.subbuf_flag_only);
         if let Some(d) = &c.lost.stats {
             let s = t.stats.get_or_insert_with(|| StatsDelta {
                 end_phase: "end",

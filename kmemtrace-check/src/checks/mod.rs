@@ -162,7 +162,8 @@ pub fn summary(verdict: Verdict, total: &Totals, problems: &Findings) -> String 
                 format!(
                     "LOST {} of {} events ({}) on {cpus}",
                     thousands(l.events),
-                    thousands(total.counts.events + l.events),
+                    // The loss is the statistics' word: it saturates.
+                    thousands(total.counts.events.saturating_add(l.events)),
                     percent(l.fraction)
                 )
             }
