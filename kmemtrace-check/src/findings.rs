@@ -352,8 +352,9 @@ impl Counts {
 
     fn add_counts(&mut self, other: &Counts) {
         self.blocks += other.blocks;
-        self.subbufs += other.subbufs;
-        self.data_bytes += other.data_bytes;
+        // Sub-buffers not walked are counted as their blocks claim.
+        self.subbufs = self.subbufs.saturating_add(other.subbufs);
+        self.data_bytes = self.data_bytes.saturating_add(other.data_bytes);
         self.events += other.events;
     }
 }

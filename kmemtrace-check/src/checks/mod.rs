@@ -51,7 +51,7 @@ pub fn check_log(log: &Log, opts: &Options, progress: &AtomicU64) -> Report {
     let mut sink = Sink::default();
     let container = container::check(log, &mut sink);
     metadata::check(log, &mut sink);
-    let scans = subbufs::scan(log, opts, progress);
+    let scans = subbufs::scan(log, opts, progress, &mut sink);
     let (mut cpus, windows) = losses::assess(log, scans, &container, &mut sink);
     cpus.sort_by_key(|c| c.cpu);
 

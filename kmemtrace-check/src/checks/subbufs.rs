@@ -10,7 +10,7 @@
 //! for the log's byte order (the order is matched once per CPU).
 
 use super::ordering::Ordering;
-use super::Options;
+use super::{Options, Sink};
 use crate::findings::{
     secs, thousands, Counts, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT,
 };
@@ -82,10 +82,38 @@ struct Segment {
     unknown: BTreeMap<u16, (u64, Location)>,
 }
 
+/// Why the log's sub-buffers cannot be walked: its arch tag's layout is
+/// not one a kernel writes. A tiny claimed sub-buffer size would make a
+/// block of 64 MiB tens of millions of sub-buffers, each with its finding
+/// and loss run, where a kernel's are 4 KiB at least.
+fn layout_unusable(log: &Log) -> Option<String> {
+    let arch = log.arch.validate().err();
+    arch.or_else(|| log.layout.validate().err().map(|e| e.to_string()))
+}
+
 /// Scans every CPU, segments in parallel, and joins each CPU's segments.
-pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
+pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) -> Vec<CpuScan> {
     let known = KnownIds::new(log);
     let by_cpu = log.blocks_by_cpu();
+    let unusable = layout_unusable(log);
+    if let Some(why) = unusable.as_ref().filter(|_| !log.blocks.is_empty()) {
+        let subbufs = log
+            .blocks
+            .iter()
+            .fold(0u64, |n, b| n.saturating_add(u64::from(b.count)));
+        sink.push(Finding::error(
+            Kind::SubBuffer,
+            Location {
+                exact: false,
+                ..Location::at(0)
+            },
+            format!(
+                "sub-buffers not decoded: the arch tag's sub-buffer layout is implausible ({why}); the {} sub-buffers of {} CPU_DATA blocks are taken as damaged",
+                thousands(subbufs),
+                thousands(log.blocks.len() as u64)
+            ),
+        ));
+    }
     let mut work: Vec<(u32, &[&CpuBlockRef])> = Vec::new();
     for (&cpu, blocks) in &by_cpu {
         for seg in blocks.chunks(BLOCKS_PER_SEGMENT) {
@@ -107,6 +135,10 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64) -> Vec<CpuScan> {
             let Some((cpu, blocks)) = work.get(i) else {
                 break;
             };
+            if unusable.is_some() {
+                out.push((i, unwalked_segment(log, *cpu, blocks)));
+                continue;
+            }
             let seg = match log.endian {
                 RunTimeEndian::Little => scan_segment(
                     log,
@@ -291,7 +323,7 @@ impl Joint {
             self.unknown.entry(id).or_insert((0, loc)).0 += n;
         }
         acc.counts.then(&s.counts);
-        acc.bad_subbufs += s.bad_subbufs;
+        acc.bad_subbufs = acc.bad_subbufs.saturating_add(s.bad_subbufs);
         acc.bad_event_streams += s.bad_event_streams;
         acc.ordering_violations += s.ordering_violations;
         acc.stored_lost = acc.stored_lost.saturating_add(s.stored_lost);
@@ -355,6 +387,30 @@ fn decodes_with<E: Endian>(e: E, layout: &SubBufLayout, raw: &[u8]) -> bool {
     parse_subbuf(e, layout, raw)
         .map(|sb| sb.events(e).all(|r| r.is_ok()))
         .unwrap_or(false)
+}
+
+/// A segment of a log whose sub-buffers are not walked
+/// ([`layout_unusable`]): each block one run of damaged sub-buffers, not
+/// read.
+fn unwalked_segment(log: &Log, cpu: u32, blocks: &[&CpuBlockRef]) -> Segment {
+    let mut seg = Segment::default();
+    let s = &mut seg.scan;
+    s.cpu = cpu;
+    for r in blocks.iter().filter(|r| r.count > 0) {
+        let n = u64::from(r.count);
+        s.counts.blocks += 1;
+        s.counts.subbufs = s.counts.subbufs.saturating_add(n);
+        s.counts.data_bytes = s
+            .counts
+            .data_bytes
+            .saturating_add(n * u64::from(log.arch.subbuf_size));
+        s.bad_subbufs = s.bad_subbufs.saturating_add(n);
+        seg.runs.push(SubBufRun {
+            count: n,
+            ..SubBufRun::undecodable(r.first_subbuf)
+        });
+    }
+    seg
 }
 
 fn scan_segment<E: Endian>(
@@ -616,6 +672,67 @@ mod tests {
                 .collect();
             prop_assert_eq!(blocks_holding(&blocks, &losses), searched);
         }
+    }
+
+    /// A log whose arch tag claims sub-buffers of `subbuf_size` bytes,
+    /// with CPU_DATA blocks of CPU 0 holding `counts` sub-buffers of zero
+    /// bytes each; END lists what it wrote.
+    pub(crate) fn log_of_subbuf_size(subbuf_size: u32, counts: &[u32]) -> Vec<u8> {
+        use kmemtrace_format::arch::ArchTag;
+        use kmemtrace_format::block::{encode_block, encode_file_header, Compression};
+        use kmemtrace_format::records::{encode_cpu_data_header, CpuTotal, EndRecord};
+        let mut out = encode_file_header().to_vec();
+        let arch = ArchTag::new(kmemtrace_kernel::RunTimeEndian::Little, 8, subbuf_size, 16);
+        encode_block(BlockType::Arch, &arch.encode(), Compression::None, &mut out).unwrap();
+        let mut first = 0u64;
+        for (seq, &n) in counts.iter().enumerate() {
+            let mut p = encode_cpu_data_header(0, n, seq as u64, first).to_vec();
+            p.resize(p.len() + (n * subbuf_size) as usize, 0);
+            encode_block(BlockType::CpuData, &p, Compression::Zstd(1), &mut out).unwrap();
+            first += u64::from(n);
+        }
+        let end = EndRecord {
+            wall_ns: None,
+            reason: "test".into(),
+            blocks: 1 + counts.len() as u64,
+            cpus: vec![CpuTotal {
+                cpu: 0,
+                blocks: counts.len() as u64,
+                subbufs: first,
+                bytes: first * u64::from(subbuf_size),
+            }],
+            exit_status: None,
+        };
+        encode_block(BlockType::End, &end.encode(), Compression::None, &mut out).unwrap();
+        out
+    }
+
+    /// An arch tag claiming 1-byte sub-buffers: the blocks are not walked
+    /// sub-buffer by sub-buffer (a finding and a run each), their
+    /// sub-buffers are counted damaged, with one finding for the log.
+    #[test]
+    fn an_implausible_layout_is_not_walked() {
+        let r = crate::check_bytes("tiny", &log_of_subbuf_size(1, &[60_000, 40_000]));
+        assert_eq!(r.verdict, crate::Verdict::Damaged);
+        let sub: Vec<_> = r
+            .problems
+            .iter()
+            .filter(|f| f.kind == crate::findings::Kind::SubBuffer)
+            .collect();
+        assert_eq!(sub.len(), 1, "{sub:#?}");
+        assert!(
+            sub[0]
+                .message
+                .contains("the 100,000 sub-buffers of 2 CPU_DATA blocks"),
+            "{}",
+            sub[0].message
+        );
+        assert!(r.problems_total < 10, "{:#?}", r.problems);
+        let c = &r.cpus[0];
+        assert_eq!((c.counts.blocks, c.counts.subbufs), (2, 100_000));
+        assert_eq!((c.bad_subbufs, c.counts.events), (100_000, 0));
+        assert_eq!(r.loss_windows.len(), 1);
+        assert_eq!(r.loss_windows[0].cause, "damaged");
     }
 
     #[test]
