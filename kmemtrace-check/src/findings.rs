@@ -227,6 +227,15 @@ impl Findings {
             self.kept.push(f);
         }
     }
+    /// Adds the finding `f` makes, made only if it is kept: a hostile log
+    /// has millions, each a message formatted.
+    #[inline]
+    pub fn push_with(&mut self, f: impl FnOnce() -> Finding) {
+        self.total += 1;
+        if self.kept.len() < MAX_KEPT {
+            self.kept.push(f());
+        }
+    }
     pub fn extend(&mut self, other: Findings) {
         let dropped = other.total - other.kept.len() as u64;
         for f in other.kept {
@@ -640,9 +649,14 @@ mod tests {
         }
         assert_eq!(f.kept.len(), MAX_KEPT);
         assert_eq!(f.total, MAX_KEPT as u64 + 5);
+        // Past the cap a finding is counted, not made.
+        f.push_with(|| unreachable!("a finding past the cap is made"));
+        assert_eq!(f.total, MAX_KEPT as u64 + 6);
         let mut g = Findings::default();
+        g.push_with(|| Finding::error(Kind::Ordering, Location::at(0), "y"));
+        assert_eq!(g.kept.len(), 1);
         g.extend(f);
-        assert_eq!(g.total, MAX_KEPT as u64 + 5);
+        assert_eq!(g.total, MAX_KEPT as u64 + 7);
     }
 
     #[test]

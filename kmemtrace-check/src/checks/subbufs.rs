@@ -15,13 +15,14 @@ use crate::findings::{
     secs, thousands, Counts, Finding, Findings, Kind, Location, LossWindow, MAX_KEPT,
 };
 use kmemtrace_import::log::{BlockScratch, CpuBlockRef, Log};
-use kmemtrace_import::walk::subbufs;
+use kmemtrace_import::walk::{subbufs, SubBufItem};
 use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT_MIN_SIZE};
 use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, LittleEndian, RbRecordKind, RunTimeEndian, SubBufLayout,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Mutex;
 
 /// What one CPU's pass found.
 #[derive(Debug, Default)]
@@ -79,7 +80,111 @@ struct Segment {
     runs: SubBufRuns,
     /// The first "decodes with the other byte order" finding.
     endian_hint: Option<Finding>,
+    /// A sub-buffer that does not decode was tried with the other order.
+    endian_checked: bool,
     unknown: BTreeMap<u16, (u64, Location)>,
+    order: Ordering,
+    /// The join would drop this segment's problems ([`Tally`]): they are
+    /// counted, not made.
+    drops: bool,
+}
+
+impl Segment {
+    /// A problem, made only if it may be kept.
+    #[inline]
+    fn problem(&mut self, f: impl FnOnce() -> Finding) {
+        if self.drops {
+            self.scan.problems.total += 1;
+        } else {
+            self.scan.problems.push_with(f);
+        }
+    }
+
+    /// After the segment's first sub-buffer that does not decode: whether
+    /// it decodes with the other byte order.
+    fn check_endian<E: Endian>(&mut self, log: &Log, e: E, raw: &[u8], r: &CpuBlockRef, i: usize) {
+        if !std::mem::replace(&mut self.endian_checked, true) {
+            self.endian_hint = check_other_endian(log, e, raw, r, i);
+        }
+    }
+}
+
+/// The problems the segments keep, added up in segment order as they are
+/// done, so that a segment whose problems the join would drop all (those
+/// before it keep [`MAX_KEPT`] already) makes none and only counts them: a
+/// log of many segments each with thousands of problems (an event a
+/// backward time stamp) would otherwise make and hold every segment's
+/// [`MAX_KEPT`] at once. Segments end out of order; only those done from
+/// the first on are added, so no segment drops a problem the report
+/// would keep, and the report is the same on any number of threads.
+struct Tally {
+    /// Segments from this index on drop their problems.
+    dropped_from: AtomicUsize,
+    done: Mutex<Done>,
+}
+
+#[derive(Default)]
+struct Done {
+    /// Problems kept before the scan and by the segments before `next`.
+    kept: u64,
+    /// The first segment not done.
+    next: usize,
+    /// Segments done after `next`, and the problems each keeps.
+    ahead: BTreeMap<usize, u64>,
+}
+
+impl Tally {
+    /// A tally after `kept` problems found before the segments.
+    fn new(kept: usize) -> Self {
+        let t = Tally {
+            dropped_from: AtomicUsize::new(usize::MAX),
+            done: Mutex::new(Done {
+                kept: kept as u64,
+                ..Done::default()
+            }),
+        };
+        if kept >= MAX_KEPT {
+            t.dropped_from.store(0, AtomicOrdering::Relaxed);
+        }
+        t
+    }
+
+    /// Whether segment `i`'s problems are all dropped by the join.
+    #[inline]
+    fn drops(&self, i: usize) -> bool {
+        i >= self.dropped_from.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Segment `i` is done, keeping `kept` problems.
+    fn done(&self, i: usize, kept: usize) {
+        let mut d = self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if d.kept >= MAX_KEPT as u64 {
+            return;
+        }
+        d.ahead.insert(i, kept as u64);
+        while d.kept < MAX_KEPT as u64 {
+            let next = d.next;
+            let Some(k) = d.ahead.remove(&next) else {
+                return;
+            };
+            d.kept += k;
+            d.next += 1;
+        }
+        self.dropped_from.fetch_min(d.next, AtomicOrdering::Relaxed);
+    }
+}
+
+/// What every segment's scan reads, and the tally of problems kept.
+struct Pass<'a> {
+    log: &'a Log,
+    known: KnownIds,
+    progress: &'a AtomicU64,
+    /// False where the layout is unusable ([`layout_unusable`]).
+    walk: bool,
+    tally: Tally,
 }
 
 /// Why the log's sub-buffers cannot be walked: its arch tag's layout is
@@ -93,7 +198,6 @@ fn layout_unusable(log: &Log) -> Option<String> {
 
 /// Scans every CPU, segments in parallel, and joins each CPU's segments.
 pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) -> Vec<CpuScan> {
-    let known = KnownIds::new(log);
     let by_cpu = log.blocks_by_cpu();
     let unusable = layout_unusable(log);
     if let Some(why) = unusable.as_ref().filter(|_| !log.blocks.is_empty()) {
@@ -120,7 +224,40 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) ->
             work.push((cpu, seg));
         }
     }
-    let threads = match opts.threads {
+    let pass = Pass {
+        log,
+        known: KnownIds::new(log),
+        progress,
+        walk: unusable.is_none(),
+        tally: Tally::new(sink.problems.kept.len()),
+    };
+    let segs = scan_segments(&pass, &work, opts.threads);
+    let mut cpus = join_segments(&work, segs);
+    // The loss windows, each CPU's sub-buffers in stream order; CPUs END
+    // says wrote sub-buffers the log lacks entirely are one window each.
+    if let Some(end) = &log.end {
+        let mut listed: BTreeSet<u32> = cpus.iter().map(|c| c.cpu).collect();
+        for t in end.cpus.iter().filter(|t| t.subbufs > 0) {
+            if listed.insert(t.cpu) {
+                cpus.push(CpuScan {
+                    cpu: t.cpu,
+                    ..Default::default()
+                });
+            }
+        }
+        cpus.sort_by_key(|c| c.cpu);
+    }
+    for c in &mut cpus {
+        let blocks = by_cpu.get(&c.cpu).map_or(&[][..], Vec::as_slice);
+        c.windows = loss_windows(log, blocks, c);
+    }
+    cpus
+}
+
+/// Every segment of `work` scanned, on `threads` threads (0: one per
+/// core), in work order.
+fn scan_segments(pass: &Pass, work: &[(u32, &[&CpuBlockRef])], threads: usize) -> Vec<Segment> {
+    let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }
@@ -132,27 +269,17 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) ->
         let mut scratch = BlockScratch::new();
         loop {
             let i = next.fetch_add(1, AtomicOrdering::Relaxed);
-            let Some((cpu, blocks)) = work.get(i) else {
+            let Some(&(cpu, blocks)) = work.get(i) else {
                 break;
             };
-            if unusable.is_some() {
-                out.push((i, unwalked_segment(log, *cpu, blocks)));
-                continue;
-            }
-            let seg = match log.endian {
-                RunTimeEndian::Little => scan_segment(
-                    log,
-                    LittleEndian,
-                    *cpu,
-                    blocks,
-                    &known,
-                    progress,
-                    &mut scratch,
-                ),
-                RunTimeEndian::Big => {
-                    scan_segment(log, BigEndian, *cpu, blocks, &known, progress, &mut scratch)
+            let seg = match pass.log.endian {
+                _ if !pass.walk => unwalked_segment(pass.log, cpu, blocks),
+                RunTimeEndian::Little => {
+                    scan_segment(pass, LittleEndian, i, cpu, blocks, &mut scratch)
                 }
+                RunTimeEndian::Big => scan_segment(pass, BigEndian, i, cpu, blocks, &mut scratch),
             };
+            pass.tally.done(i, seg.scan.problems.kept.len());
             out.push((i, seg));
         }
         out
@@ -169,10 +296,14 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) ->
         })
     };
     segs.sort_by_key(|(i, _)| *i);
+    segs.into_iter().map(|(_, seg)| seg).collect()
+}
+
+/// Each CPU's segments (`segs`, in `work` order) joined into its scan.
+fn join_segments(work: &[(u32, &[&CpuBlockRef])], segs: Vec<Segment>) -> Vec<CpuScan> {
     let mut cpus: Vec<CpuScan> = Vec::new();
     let mut pending: Option<(CpuScan, Joint)> = None;
-    for (i, seg) in segs {
-        let cpu = work[i].0;
+    for (&(cpu, _), seg) in work.iter().zip(segs) {
         match &mut pending {
             Some((acc, joint)) if acc.cpu == cpu => joint.join(acc, seg),
             _ => {
@@ -192,46 +323,34 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) ->
     if let Some((acc, joint)) = pending {
         cpus.push(joint.finish(acc));
     }
-    // The loss windows, each CPU's sub-buffers in stream order; CPUs END
-    // says wrote sub-buffers the log lacks entirely are one window each.
-    if let Some(end) = &log.end {
-        let mut listed: BTreeSet<u32> = cpus.iter().map(|c| c.cpu).collect();
-        for t in end.cpus.iter().filter(|t| t.subbufs > 0) {
-            if listed.insert(t.cpu) {
-                cpus.push(CpuScan {
-                    cpu: t.cpu,
-                    ..Default::default()
-                });
-            }
+    cpus
+}
+
+/// A CPU's loss windows, from its sub-buffers (`c.runs`, taken) in stream
+/// order; `blocks`: its blocks.
+fn loss_windows(log: &Log, blocks: &[&CpuBlockRef], c: &mut CpuScan) -> Vec<LossWindow> {
+    let mut t = LossTracker::with_dropped(c.cpu, log.dropped_subbufs(c.cpu));
+    let runs = std::mem::take(&mut c.runs);
+    let mut losses = Vec::new();
+    let mut keep = |l: Loss| {
+        if losses.len() < MAX_KEPT {
+            losses.push(l);
         }
-        cpus.sort_by_key(|c| c.cpu);
-    }
-    for c in &mut cpus {
-        let mut t = LossTracker::with_dropped(c.cpu, log.dropped_subbufs(c.cpu));
-        let runs = std::mem::take(&mut c.runs);
-        let mut losses = Vec::new();
-        let mut keep = |l: Loss| {
-            if losses.len() < MAX_KEPT {
-                losses.push(l);
-            }
-        };
-        for r in &runs.0 {
-            if let Some(l) = t.push(r) {
-                keep(l);
-            }
-        }
-        if let Some(l) = t.finish(log.end_total(c.cpu).map(|t| t.subbufs)) {
+    };
+    for r in &runs.0 {
+        if let Some(l) = t.push(r) {
             keep(l);
         }
-        let blocks = by_cpu.get(&c.cpu).map_or(&[][..], Vec::as_slice);
-        let held_in = blocks_holding(blocks, &losses);
-        c.windows = losses
-            .iter()
-            .zip(held_in)
-            .map(|(l, at)| loss_window(log, blocks, l, at.map(|i| blocks[i])))
-            .collect();
     }
-    cpus
+    if let Some(l) = t.finish(log.end_total(c.cpu).map(|t| t.subbufs)) {
+        keep(l);
+    }
+    let held_in = blocks_holding(blocks, &losses);
+    losses
+        .iter()
+        .zip(held_in)
+        .map(|(l, at)| loss_window(log, blocks, l, at.map(|i| blocks[i])))
+        .collect()
 }
 
 /// For each loss, the index of the first block in stream order whose
@@ -358,11 +477,17 @@ impl Joint {
 }
 
 /// A sub-buffer whose committed bytes do not decode to the end: its tail
-/// is lost, and the stream counted and reported as bad.
-fn undecoded_tail(run: &mut SubBufRun, s: &mut CpuScan, at: Location, why: String) {
+/// is lost, and the stream counted and reported as bad (`at`, `why`).
+#[cold]
+fn undecoded_tail(
+    run: &mut SubBufRun,
+    seg: &mut Segment,
+    at: impl FnOnce() -> Location,
+    why: impl FnOnce() -> String,
+) {
     run.tail_lost = true;
-    s.bad_event_streams += 1;
-    s.problems.push(Finding::error(Kind::SubBuffer, at, why));
+    seg.scan.bad_event_streams += 1;
+    seg.problem(|| Finding::error(Kind::SubBuffer, at(), why()));
 }
 
 /// Where a place inside a sub-buffer is.
@@ -414,137 +539,145 @@ fn unwalked_segment(log: &Log, cpu: u32, blocks: &[&CpuBlockRef]) -> Segment {
 }
 
 fn scan_segment<E: Endian>(
-    log: &Log,
+    pass: &Pass,
     e: E,
+    index: usize,
     cpu: u32,
     blocks: &[&CpuBlockRef],
-    known: &KnownIds,
-    progress: &AtomicU64,
     scratch: &mut BlockScratch,
 ) -> Segment {
+    let log = pass.log;
     let mut seg = Segment::default();
-    let mut s = CpuScan {
-        cpu,
-        ..Default::default()
-    };
-    let layout = log.layout;
-    let mut order = Ordering::default();
-    let mut endian_checked = false;
-
+    seg.scan.cpu = cpu;
     for &r in blocks {
+        seg.drops = pass.tally.drops(index);
         let data = match log.read_cpu_block_into(r, scratch) {
             Ok(d) => d,
             Err(p) => {
                 seg.runs
                     .push(SubBufRun::unreadable(r.first_subbuf, r.count));
-                s.problems.push(Finding::error(
-                    Kind::Damage,
-                    Location {
-                        cpu: Some(cpu),
-                        ..Location::block(p.offset)
-                    },
-                    p.what,
-                ));
+                let at = Location {
+                    cpu: Some(cpu),
+                    ..Location::block(p.offset)
+                };
+                seg.problem(|| Finding::error(Kind::Damage, at, p.what));
                 continue;
             }
         };
-        s.counts.blocks += 1;
-        progress.fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
-        for item in subbufs(e, &layout, r.first_subbuf, data) {
-            let (i, raw) = (item.in_chunk, item.raw);
-            s.counts.subbufs += 1;
-            s.counts.data_bytes += raw.len() as u64;
-            let sb = match item.subbuf {
-                Ok(sb) => sb,
-                Err(err) => {
-                    s.bad_subbufs += 1;
-                    seg.runs.push(SubBufRun::undecodable(item.index));
-                    s.problems.push(Finding::error(
-                        Kind::SubBuffer,
-                        locate(log, r, i, Some(err.offset)),
-                        format!("sub-buffer header does not decode: {err}"),
-                    ));
-                    if !endian_checked {
-                        endian_checked = true;
-                        seg.endian_hint = check_other_endian(log, e, raw, r, i);
-                    }
-                    continue;
-                }
-            };
-            if sb.missed_events {
-                s.flagged += 1;
-                match sb.lost_events {
-                    Some(n) => s.stored_lost = s.stored_lost.saturating_add(n),
-                    None => s.flag_only += 1,
-                }
-            }
-            let mut run = SubBufRun::read(item.index, sb.missed_events, sb.lost_events);
-            let mut first_in_subbuf: Option<u64> = None;
-            let mut n_events = 0u64;
-            for rec in sb.events(e) {
-                match rec {
-                    Ok(rec) => match rec.kind {
-                        RbRecordKind::Data { payload } => {
-                            n_events += 1;
-                            if first_in_subbuf.is_none() {
-                                first_in_subbuf = Some(rec.ts);
-                                if seg.first.is_none() {
-                                    seg.first = Some((rec.ts, locate(log, r, i, Some(rec.offset))));
-                                }
-                            }
-                            run.event(rec.ts);
-                            if let Some(prev) = order.next(rec.ts) {
-                                ordering_violation(log, r, i, rec.offset, prev, rec.ts, &mut s);
-                            }
-                            match e.read_u16(payload, 0) {
-                                Some(id) if known.has(id) => {}
-                                id => {
-                                    let id = id.unwrap_or(0);
-                                    let u = seg.unknown.entry(id).or_insert_with(|| {
-                                        (0, locate(log, r, i, Some(rec.offset)))
-                                    });
-                                    u.0 += 1;
-                                }
-                            }
-                        }
-                        RbRecordKind::Padding {
-                            len,
-                            discarded: false,
-                        } if len >= RB_EVNT_MIN_SIZE => {
-                            let why = format!(
-                                "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
-                                thousands(len as u64 - 4)
-                            );
-                            let at = locate(log, r, i, Some(rec.offset));
-                            undecoded_tail(&mut run, &mut s, at, why);
-                        }
-                        _ => {}
-                    },
-                    Err(err) => {
-                        let why = format!(
-                            "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
-                            sb.commit,
-                            thousands(n_events)
-                        );
-                        undecoded_tail(&mut run, &mut s, locate(log, r, i, Some(err.offset)), why);
-                        if !endian_checked {
-                            endian_checked = true;
-                            seg.endian_hint = check_other_endian(log, e, raw, r, i);
-                        }
-                    }
-                }
-            }
-            s.counts.events += n_events;
-            if s.counts.first_ts.is_none() {
-                s.counts.first_ts = first_in_subbuf;
-            }
-            seg.runs.push(run);
+        seg.scan.counts.blocks += 1;
+        pass.progress
+            .fetch_add(data.len() as u64, AtomicOrdering::Relaxed);
+        for item in subbufs(e, &log.layout, r.first_subbuf, data) {
+            scan_subbuf(pass, e, r, item, &mut seg);
         }
     }
-    s.counts.last_ts = order.last();
-    s.ordering_violations = order.violations;
-    seg.scan = s;
+    seg.scan.counts.last_ts = seg.order.last();
+    seg.scan.ordering_violations = seg.order.violations;
     seg
+}
+
+/// One sub-buffer of block `r`, decoded to the end of its commit.
+#[inline(always)]
+fn scan_subbuf<E: Endian>(
+    pass: &Pass,
+    e: E,
+    r: &CpuBlockRef,
+    item: SubBufItem<'_>,
+    seg: &mut Segment,
+) {
+    let log = pass.log;
+    let (i, raw) = (item.in_chunk, item.raw);
+    seg.scan.counts.subbufs += 1;
+    seg.scan.counts.data_bytes += raw.len() as u64;
+    let sb = match item.subbuf {
+        Ok(sb) => sb,
+        Err(err) => {
+            seg.scan.bad_subbufs += 1;
+            seg.runs.push(SubBufRun::undecodable(item.index));
+            seg.problem(|| {
+                Finding::error(
+                    Kind::SubBuffer,
+                    locate(log, r, i, Some(err.offset)),
+                    format!("sub-buffer header does not decode: {err}"),
+                )
+            });
+            seg.check_endian(log, e, raw, r, i);
+            return;
+        }
+    };
+    let s = &mut seg.scan;
+    if sb.missed_events {
+        s.flagged += 1;
+        match sb.lost_events {
+            Some(n) => s.stored_lost = s.stored_lost.saturating_add(n),
+            None => s.flag_only += 1,
+        }
+    }
+    let mut run = SubBufRun::read(item.index, sb.missed_events, sb.lost_events);
+    let mut first_in_subbuf: Option<u64> = None;
+    let mut n_events = 0u64;
+    for rec in sb.events(e) {
+        match rec {
+            Ok(rec) => match rec.kind {
+                RbRecordKind::Data { payload } => {
+                    n_events += 1;
+                    if first_in_subbuf.is_none() {
+                        first_in_subbuf = Some(rec.ts);
+                        if seg.first.is_none() {
+                            seg.first = Some((rec.ts, locate(log, r, i, Some(rec.offset))));
+                        }
+                    }
+                    run.event(rec.ts);
+                    if let Some(prev) = seg.order.next(rec.ts) {
+                        ordering_violation(log, r, i, rec.offset, prev, rec.ts, seg);
+                    }
+                    match e.read_u16(payload, 0) {
+                        Some(id) if pass.known.has(id) => {}
+                        id => {
+                            let id = id.unwrap_or(0);
+                            let u = seg
+                                .unknown
+                                .entry(id)
+                                .or_insert_with(|| (0, locate(log, r, i, Some(rec.offset))));
+                            u.0 += 1;
+                        }
+                    }
+                }
+                RbRecordKind::Padding {
+                    len,
+                    discarded: false,
+                } if len >= RB_EVNT_MIN_SIZE => {
+                    let why = || {
+                        format!(
+                            "null padding (type_len 29, time_delta 0) inside the committed area: the {} committed bytes after it are not decoded",
+                            thousands(len as u64 - 4)
+                        )
+                    };
+                    let at = || locate(log, r, i, Some(rec.offset));
+                    undecoded_tail(&mut run, seg, at, why);
+                }
+                _ => {}
+            },
+            Err(err) => {
+                let why = || {
+                    format!(
+                        "events do not decode to the end of the commit ({} bytes): {err}; {} events before it",
+                        sb.commit,
+                        thousands(n_events)
+                    )
+                };
+                let at = || locate(log, r, i, Some(err.offset));
+                undecoded_tail(&mut run, seg, at, why);
+                seg.check_endian(log, e, raw, r, i);
+            }
+        }
+    }
+    let s = &mut seg.scan;
+    s.counts.events += n_events;
+    if s.counts.first_ts.is_none() {
+        s.counts.first_ts = first_in_subbuf;
+    }
+    seg.runs.push(run);
 }
 
 fn ordering_finding(cpu: u32, loc: Location, prev: u64, ts: u64) -> Finding {
@@ -572,14 +705,9 @@ fn ordering_violation(
     offset: usize,
     prev: u64,
     ts: u64,
-    s: &mut CpuScan,
+    seg: &mut Segment,
 ) {
-    s.problems.push(ordering_finding(
-        r.cpu,
-        locate(log, r, i, Some(offset)),
-        prev,
-        ts,
-    ));
+    seg.problem(|| ordering_finding(r.cpu, locate(log, r, i, Some(offset)), prev, ts));
 }
 
 /// After the first sub-buffer of a CPU that does not decode: if it decodes
@@ -675,32 +803,35 @@ mod tests {
     }
 
     /// A log whose arch tag claims sub-buffers of `subbuf_size` bytes,
-    /// with CPU_DATA blocks of CPU 0 holding `counts` sub-buffers of zero
-    /// bytes each; END lists what it wrote.
-    pub(crate) fn log_of_subbuf_size(subbuf_size: u32, counts: &[u32]) -> Vec<u8> {
+    /// with CPU_DATA blocks of `(cpu, sub-buffers)` whose bytes are all
+    /// `fill`; END lists what it wrote.
+    pub(crate) fn log_of_blocks(subbuf_size: u32, fill: u8, blocks: &[(u32, u32)]) -> Vec<u8> {
         use kmemtrace_format::arch::ArchTag;
         use kmemtrace_format::block::{encode_block, encode_file_header, Compression};
         use kmemtrace_format::records::{encode_cpu_data_header, CpuTotal, EndRecord};
         let mut out = encode_file_header().to_vec();
         let arch = ArchTag::new(kmemtrace_kernel::RunTimeEndian::Little, 8, subbuf_size, 16);
         encode_block(BlockType::Arch, &arch.encode(), Compression::None, &mut out).unwrap();
-        let mut first = 0u64;
-        for (seq, &n) in counts.iter().enumerate() {
-            let mut p = encode_cpu_data_header(0, n, seq as u64, first).to_vec();
-            p.resize(p.len() + (n * subbuf_size) as usize, 0);
+        let mut totals: BTreeMap<u32, CpuTotal> = BTreeMap::new();
+        for &(cpu, n) in blocks {
+            let t = totals.entry(cpu).or_insert(CpuTotal {
+                cpu,
+                blocks: 0,
+                subbufs: 0,
+                bytes: 0,
+            });
+            let mut p = encode_cpu_data_header(cpu, n, t.blocks, t.subbufs).to_vec();
+            p.resize(p.len() + (n * subbuf_size) as usize, fill);
             encode_block(BlockType::CpuData, &p, Compression::Zstd(1), &mut out).unwrap();
-            first += u64::from(n);
+            t.blocks += 1;
+            t.subbufs += u64::from(n);
+            t.bytes += u64::from(n * subbuf_size);
         }
         let end = EndRecord {
             wall_ns: None,
             reason: "test".into(),
-            blocks: 1 + counts.len() as u64,
-            cpus: vec![CpuTotal {
-                cpu: 0,
-                blocks: counts.len() as u64,
-                subbufs: first,
-                bytes: first * u64::from(subbuf_size),
-            }],
+            blocks: 1 + blocks.len() as u64,
+            cpus: totals.into_values().collect(),
             exit_status: None,
         };
         encode_block(BlockType::End, &end.encode(), Compression::None, &mut out).unwrap();
@@ -712,7 +843,7 @@ mod tests {
     /// sub-buffers are counted damaged, with one finding for the log.
     #[test]
     fn an_implausible_layout_is_not_walked() {
-        let r = crate::check_bytes("tiny", &log_of_subbuf_size(1, &[60_000, 40_000]));
+        let r = crate::check_bytes("tiny", &log_of_blocks(1, 0, &[(0, 60_000), (0, 40_000)]));
         assert_eq!(r.verdict, crate::Verdict::Damaged);
         let sub: Vec<_> = r
             .problems
@@ -733,6 +864,57 @@ mod tests {
         assert_eq!((c.bad_subbufs, c.counts.events), (100_000, 0));
         assert_eq!(r.loss_windows.len(), 1);
         assert_eq!(r.loss_windows[0].cause, "damaged");
+    }
+
+    /// Segments whose problems the join would drop make none, and the
+    /// problems kept are the same on one thread or several.
+    #[test]
+    fn problems_past_the_cap_are_counted_not_made() {
+        // Three CPUs of 20 blocks (three segments each) of one sub-buffer
+        // whose header does not decode; the checks before found all but 5
+        // of the problems kept.
+        let blocks: Vec<(u32, u32)> = (0..60).map(|i| (i % 3, 1)).collect();
+        let log = Log::from_bytes("cap", &log_of_blocks(4096, 0xff, &blocks)).unwrap();
+        let before = || {
+            let mut sink = Sink::default();
+            for i in 0..MAX_KEPT - 5 {
+                sink.push(Finding::error(Kind::Damage, Location::at(i as u64), "x"));
+            }
+            sink
+        };
+        let mut reports = Vec::new();
+        for threads in [1, 4] {
+            let mut sink = before();
+            let cpus = scan(&log, &Options { threads }, &AtomicU64::new(0), &mut sink);
+            if threads == 1 {
+                // The first segment fills the list: nothing after it is made.
+                let kept: Vec<(usize, u64)> = cpus
+                    .iter()
+                    .map(|c| (c.problems.kept.len(), c.problems.total))
+                    .collect();
+                assert_eq!(kept, [(8, 20), (0, 20), (0, 20)]);
+            }
+            for c in cpus {
+                sink.problems.extend(c.problems);
+            }
+            assert_eq!(sink.problems.total, MAX_KEPT as u64 - 5 + 60);
+            assert_eq!(sink.problems.kept.len(), MAX_KEPT);
+            reports.push(sink.problems.kept);
+        }
+        assert_eq!(reports[0], reports[1]);
+    }
+
+    #[test]
+    fn the_tally_counts_segments_done_from_the_first() {
+        let t = Tally::new(MAX_KEPT - 10);
+        // Done out of order: 2 alone says nothing of 1.
+        t.done(2, 10);
+        assert!(!t.drops(3));
+        t.done(0, 4);
+        assert!(!t.drops(2));
+        t.done(1, 6);
+        assert!(!t.drops(1) && t.drops(2) && t.drops(3));
+        assert!(Tally::new(MAX_KEPT).drops(0));
     }
 
     #[test]
