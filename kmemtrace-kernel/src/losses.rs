@@ -293,14 +293,16 @@ impl SubBufRun {
 
 /// Sub-buffer runs kept for a tracker fed later (a block or a segment
 /// decoded ahead of its turn): consecutive sub-buffers that lost nothing
-/// are one run, so that the list grows with the losses, not the data.
+/// are one run, and so are consecutive losses with no event between them,
+/// so that the list grows with the windows, not the data.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubBufRuns(pub Vec<SubBufRun>);
 
 impl SubBufRuns {
     pub fn push(&mut self, r: SubBufRun) {
         if let Some(l) = self.0.last_mut() {
-            if r.before.is_none() && !l.tail_lost && l.index.checked_add(l.count) == Some(r.index) {
+            let follows = !l.tail_lost && l.index.checked_add(l.count) == Some(r.index);
+            if follows && r.before.is_none() {
                 l.count += r.count;
                 l.first_ts = l.first_ts.or(r.first_ts);
                 l.last_ts = r.last_ts.or(l.last_ts);
@@ -308,8 +310,39 @@ impl SubBufRuns {
                 l.tail_lost = r.tail_lost;
                 return;
             }
+            if follows && l.first_ts.is_none() && Self::join_loss(l, &r) {
+                return;
+            }
         }
         self.0.push(r);
+    }
+
+    /// `r`, a loss right after `l`, a run that lost events before it and
+    /// holds none, joined to `l` if [`LossTracker`] would join them: `l`
+    /// leaves its window open (no event closes it, its tail is whole),
+    /// and `r`, with no gap before it, adds its count to that window. (An
+    /// empty `r` is left apart: a torn tail is placed at a run's last
+    /// sub-buffer, which it has none of.)
+    fn join_loss(l: &mut SubBufRun, r: &SubBufRun) -> bool {
+        let (Some((cause, a)), Some((_, b)), Some(count)) =
+            (l.before, r.before, l.count.checked_add(r.count))
+        else {
+            return false;
+        };
+        if r.count == 0 {
+            return false;
+        }
+        let lost = match (a, b) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            _ => None,
+        };
+        *l = SubBufRun {
+            index: l.index,
+            count,
+            before: Some((cause, lost)),
+            ..*r
+        };
+        true
     }
 }
 
@@ -736,6 +769,113 @@ mod tracker_tests {
             Some(4),
         );
         assert_eq!(bounds(&l), [(Some(25), Some(40), Cause::Damaged, None, 1)]);
+    }
+
+    /// Consecutive losses with no event between them are one run: a CPU
+    /// of many undecodable or flagged empty sub-buffers keeps one.
+    #[test]
+    fn consecutive_losses_without_events_are_one_run() {
+        let mut runs = SubBufRuns::default();
+        for i in 0..1000 {
+            runs.push(if i % 2 == 0 {
+                SubBufRun::undecodable(i)
+            } else {
+                sb(i, true, Some(2), &[])
+            });
+        }
+        runs.push(SubBufRun::unreadable(1000, 3));
+        runs.push(sb(1003, true, Some(1), &[50]));
+        assert_eq!(runs.0.len(), 1);
+        let r = runs.0[0];
+        assert_eq!((r.index, r.count), (0, 1004));
+        assert_eq!(r.before, Some((Cause::Damaged, None)));
+        assert_eq!((r.first_ts, r.last_ts, r.max_ts), (Some(50), Some(50), 50));
+        // Counts add up where all are known.
+        let mut flagged = SubBufRuns::default();
+        for i in 0..3 {
+            flagged.push(sb(i, true, Some(u64::MAX - 1), &[]));
+        }
+        assert_eq!(flagged.0.len(), 1);
+        assert_eq!(
+            flagged.0[0].before,
+            Some((Cause::Overwritten, Some(u64::MAX)))
+        );
+        // An event, a torn tail or a gap between two losses keeps them apart.
+        let mut apart = SubBufRuns::default();
+        apart.push(sb(0, true, Some(1), &[5]));
+        apart.push(sb(1, true, Some(1), &[]));
+        let mut torn = sb(2, true, Some(1), &[]);
+        torn.tail_lost = true;
+        apart.push(torn);
+        apart.push(sb(3, true, Some(1), &[]));
+        apart.push(sb(5, true, Some(1), &[]));
+        assert_eq!(apart.0.len(), 4);
+    }
+
+    /// A run of one CPU's sub-buffers, from random draws: indexes that
+    /// follow, skip or go back; any loss before; events or none; a torn
+    /// tail.
+    fn random_runs(draws: &[(u8, u8, u8, u8)]) -> Vec<SubBufRun> {
+        let mut next = 0u64;
+        let mut ts = 100u64;
+        draws
+            .iter()
+            .map(|&(step, before, events, tail)| {
+                let index = match step % 8 {
+                    0 => next.saturating_sub(1),
+                    1 => next + 2,
+                    _ => next,
+                };
+                let mut r = match before % 6 {
+                    0 => SubBufRun::undecodable(index),
+                    1 => SubBufRun::unreadable(index, u32::from(step / 8 % 3)),
+                    2 => sb(index, true, None, &[]),
+                    // Small counts, and now and then one near the top.
+                    3 => sb(index, true, Some(u64::from(tail) << (tail % 2 * 56)), &[]),
+                    _ => sb(index, false, None, &[]),
+                };
+                for k in 0..events % 3 {
+                    // Mostly forward; now and then back.
+                    ts = if (events ^ k) % 5 == 0 {
+                        ts - 7
+                    } else {
+                        ts + 10
+                    };
+                    r.event(ts);
+                }
+                r.tail_lost = tail % 5 == 0;
+                next = next.max(index + r.count);
+                r
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// The tracker finds the same windows in runs pushed into
+        /// [`SubBufRuns`] as in the sub-buffers one by one, rotation
+        /// gaps and END's count included.
+        #[test]
+        fn merged_runs_give_the_windows_of_the_sub_buffers(
+            draws in proptest::collection::vec(proptest::prelude::any::<(u8, u8, u8, u8)>(), 0..60),
+            dropped in proptest::collection::vec((0u64..40, 0u64..4), 0..3),
+            written in proptest::option::of(0u64..80),
+        ) {
+            let all = random_runs(&draws);
+            let mut runs = SubBufRuns::default();
+            for &r in &all {
+                runs.push(r);
+            }
+            let dropped: Vec<(u64, u64)> = dropped.iter().map(|&(a, n)| (a, a + n)).collect();
+            let windows = |rs: &[SubBufRun]| {
+                let mut t = LossTracker::with_dropped(7, dropped.clone());
+                let mut out: Vec<Loss> = rs.iter().filter_map(|r| t.push(r)).collect();
+                out.extend(t.finish(written));
+                out
+            };
+            proptest::prop_assert_eq!(windows(&runs.0), windows(&all));
+        }
     }
 
     #[test]
