@@ -5,8 +5,9 @@
 use super::Sink;
 use crate::findings::{thousands, Finding, Kind, Location};
 use kmemtrace_format::block::VERSION_MINOR;
+use kmemtrace_format::records::CpuTotal;
 use kmemtrace_import::log::{CpuBlockRef, Log, ProblemKind};
-use kmemtrace_kernel::{machine_facts, SubBufSequence};
+use kmemtrace_kernel::{machine_facts, SubBufSequence, LINUX_MAX_NR_CPUS};
 use std::collections::BTreeMap;
 
 /// What later checks need from this one.
@@ -304,11 +305,58 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
     }
 }
 
+/// CPUs without data listed one by one (a row each, with its loss window
+/// and END's totals): as many as Linux has at most. A damaged END can list
+/// millions in a few MB of zstd, each a row of the report, of its table
+/// and of its JSON, and a finding.
+pub const END_ONLY_LISTED: usize = LINUX_MAX_NR_CPUS as usize;
+
+/// The CPUs END says wrote sub-buffers of which the log has no block
+/// (`with_data`: the CPUs it has blocks of, sorted), by CPU, each once.
+pub fn end_only<'a>(log: &'a Log, with_data: &'a [u32]) -> impl Iterator<Item = &'a CpuTotal> {
+    let listed = log.end.as_ref().map_or(&[][..], |e| &e.cpus[..]);
+    // END's CPUs are sorted: a CPU listed twice is next to itself.
+    let mut last = None;
+    listed.iter().filter(move |t| {
+        t.subbufs > 0
+            && with_data.binary_search(&t.cpu).is_err()
+            && last.replace(t.cpu) != Some(t.cpu)
+    })
+}
+
+/// Past the first [`END_ONLY_LISTED`] CPUs [`end_only`] gives, one
+/// problem for the rest; the first CPU not listed, if any.
+fn end_only_past_the_listed(log: &Log, with_data: &[u32], sink: &mut Sink) -> Option<u32> {
+    let mut past = end_only(log, with_data).skip(END_ONLY_LISTED);
+    let first = past.next()?;
+    let (n, subbufs) = past.fold((1u64, first.subbufs), |(n, s), t| {
+        (n + 1, s.saturating_add(t.subbufs))
+    });
+    sink.push(Finding::error(
+        Kind::EndTotals,
+        Location::block(log.end_offset.unwrap_or(0)),
+        format!(
+            "END says {} more CPUs than the {} listed wrote sub-buffers ({} in all) of which the log has none (more CPUs than Linux has): all missing, not listed CPU by CPU",
+            thousands(n),
+            thousands(END_ONLY_LISTED as u64),
+            thousands(subbufs)
+        ),
+    ));
+    Some(first.cpu)
+}
+
 fn check_end(log: &Log, sink: &mut Sink) {
     let (Some(end), Some(end_off)) = (&log.end, log.end_offset) else {
         return;
     };
     let at = Location::block(end_off);
+    let with_data = log.cpus();
+    let not_listed_from = end_only_past_the_listed(log, &with_data, sink);
+    let not_listed = |t: &CpuTotal| {
+        not_listed_from.is_some_and(|c| t.cpu >= c)
+            && t.subbufs > 0
+            && with_data.binary_search(&t.cpu).is_err()
+    };
     if end.blocks != log.blocks_before_end {
         sink.push(Finding::error(
             Kind::EndTotals,
@@ -341,8 +389,9 @@ fn check_end(log: &Log, sink: &mut Sink) {
     }
     for t in &end.cpus {
         let s = seen.remove(&t.cpu).unwrap_or_default();
-        if (t.blocks, t.subbufs, t.bytes) != s {
-            sink.push(Finding::error(
+        if (t.blocks, t.subbufs, t.bytes) != s && !not_listed(t) {
+            // Made only if kept: a damaged END may list millions of CPUs.
+            sink.problems.push_with(|| Finding::error(
                 Kind::EndTotals,
                 at.clone(),
                 format!(
@@ -359,14 +408,16 @@ fn check_end(log: &Log, sink: &mut Sink) {
         }
     }
     for (cpu, s) in seen {
-        sink.push(Finding::error(
-            Kind::EndTotals,
-            at.clone(),
-            format!(
-                "the log holds {} blocks of CPU {cpu}, which END does not list",
-                thousands(s.0)
-            ),
-        ));
+        sink.problems.push_with(|| {
+            Finding::error(
+                Kind::EndTotals,
+                at.clone(),
+                format!(
+                    "the log holds {} blocks of CPU {cpu}, which END does not list",
+                    thousands(s.0)
+                ),
+            )
+        });
     }
 }
 

@@ -9,6 +9,7 @@
 //! One pass per CPU, CPUs on several threads; the decoder is monomorphised
 //! for the log's byte order (the order is matched once per CPU).
 
+use super::container::{self, END_ONLY_LISTED};
 use super::ordering::Ordering;
 use super::{Options, Sink};
 use crate::findings::{
@@ -20,7 +21,7 @@ use kmemtrace_kernel::losses::{Loss, LossTracker, SubBufRun, SubBufRuns, RB_EVNT
 use kmemtrace_kernel::{
     parse_subbuf, BigEndian, Endian, LittleEndian, RbRecordKind, RunTimeEndian, SubBufLayout,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Mutex;
 
@@ -233,25 +234,27 @@ pub fn scan(log: &Log, opts: &Options, progress: &AtomicU64, sink: &mut Sink) ->
     };
     let segs = scan_segments(&pass, &work, opts.threads);
     let mut cpus = join_segments(&work, segs);
-    // The loss windows, each CPU's sub-buffers in stream order; CPUs END
-    // says wrote sub-buffers the log lacks entirely are one window each.
-    if let Some(end) = &log.end {
-        let mut listed: BTreeSet<u32> = cpus.iter().map(|c| c.cpu).collect();
-        for t in end.cpus.iter().filter(|t| t.subbufs > 0) {
-            if listed.insert(t.cpu) {
-                cpus.push(CpuScan {
-                    cpu: t.cpu,
-                    ..Default::default()
-                });
-            }
-        }
-        cpus.sort_by_key(|c| c.cpu);
-    }
+    end_only_cpus(log, &mut cpus);
+    // The loss windows, each CPU's sub-buffers in stream order.
     for c in &mut cpus {
         let blocks = by_cpu.get(&c.cpu).map_or(&[][..], Vec::as_slice);
         c.windows = loss_windows(log, blocks, c);
     }
     cpus
+}
+
+/// The CPUs END says wrote sub-buffers the log lacks entirely, each a scan
+/// of its own (one loss window), by CPU among `cpus`: the first
+/// [`END_ONLY_LISTED`] of them ([`container::check`] counts the rest).
+fn end_only_cpus(log: &Log, cpus: &mut Vec<CpuScan>) {
+    let with_data = log.cpus();
+    for t in container::end_only(log, &with_data).take(END_ONLY_LISTED) {
+        cpus.push(CpuScan {
+            cpu: t.cpu,
+            ..Default::default()
+        });
+    }
+    cpus.sort_by_key(|c| c.cpu);
 }
 
 /// Every segment of `work` scanned, on `threads` threads (0: one per
@@ -806,6 +809,16 @@ mod tests {
     /// with CPU_DATA blocks of `(cpu, sub-buffers)` whose bytes are all
     /// `fill`; END lists what it wrote.
     pub(crate) fn log_of_blocks(subbuf_size: u32, fill: u8, blocks: &[(u32, u32)]) -> Vec<u8> {
+        log_of(subbuf_size, fill, blocks, &[])
+    }
+
+    /// [`log_of_blocks`], END listing `more` CPUs besides.
+    pub(crate) fn log_of(
+        subbuf_size: u32,
+        fill: u8,
+        blocks: &[(u32, u32)],
+        more: &[kmemtrace_format::records::CpuTotal],
+    ) -> Vec<u8> {
         use kmemtrace_format::arch::ArchTag;
         use kmemtrace_format::block::{encode_block, encode_file_header, Compression};
         use kmemtrace_format::records::{encode_cpu_data_header, CpuTotal, EndRecord};
@@ -831,7 +844,7 @@ mod tests {
             wall_ns: None,
             reason: "test".into(),
             blocks: 1 + blocks.len() as u64,
-            cpus: totals.into_values().collect(),
+            cpus: totals.into_values().chain(more.iter().copied()).collect(),
             exit_status: None,
         };
         encode_block(BlockType::End, &end.encode(), Compression::None, &mut out).unwrap();
@@ -902,6 +915,40 @@ mod tests {
             reports.push(sink.problems.kept);
         }
         assert_eq!(reports[0], reports[1]);
+    }
+
+    /// An END listing ten thousand CPUs without data: the first 8,192 are
+    /// rows, the rest one finding; the log stays damaged.
+    #[test]
+    fn cpus_only_end_lists_are_rows_up_to_the_linux_maximum() {
+        use kmemtrace_format::records::CpuTotal;
+        let more: Vec<CpuTotal> = (1..=10_000)
+            .map(|cpu| CpuTotal {
+                cpu,
+                blocks: 1,
+                subbufs: 2,
+                bytes: 8192,
+            })
+            .collect();
+        let r = crate::check_bytes("end", &log_of(4096, 0, &[(0, 1)], &more));
+        assert_eq!(r.verdict, crate::Verdict::Damaged);
+        assert_eq!(r.cpus.len(), 1 + END_ONLY_LISTED);
+        assert_eq!(r.cpus.last().map(|c| c.cpu), Some(END_ONLY_LISTED as u32));
+        // Each CPU listed is a problem of its own, those past it one.
+        let end: Vec<_> = r
+            .problems
+            .iter()
+            .filter(|f| f.kind == crate::findings::Kind::EndTotals)
+            .collect();
+        assert_eq!(end.len(), END_ONLY_LISTED + 1);
+        assert_eq!(r.problems_total, r.problems.len() as u64);
+        assert!(
+            end.iter().any(|f| f.message.starts_with(
+                "END says 1,808 more CPUs than the 8,192 listed wrote sub-buffers (3,616 in all)"
+            )),
+            "{:#?}",
+            &end[..3]
+        );
     }
 
     #[test]
