@@ -232,6 +232,12 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
     for b in &log.blocks {
         by_cpu.entry(b.cpu).or_default().push(b);
     }
+    // The CPUs END says wrote sub-buffers of which the log has none: all
+    // missing (END's per-CPU finding says so), as their rows say.
+    let with_data: Vec<u32> = by_cpu.keys().copied().collect();
+    for t in end_only(log, &with_data).take(END_ONLY_LISTED) {
+        out.missing.insert(t.cpu, missing_without_data(log, t.cpu));
+    }
     for (cpu, blocks) in by_cpu {
         let mut seq = 0u64;
         let mut subbufs = SubBufSequence::with_dropped(log.dropped_subbufs(cpu));
@@ -303,6 +309,23 @@ fn check_sequences(log: &Log, sink: &mut Sink, out: &mut Container) {
         }
         out.missing.insert(cpu, (miss_b, miss_s));
     }
+}
+
+/// The blocks and sub-buffers END says `cpu` wrote, for a CPU of which
+/// the log has none, less those rotation removed: in a file of a rotated
+/// capture END counts from the file's start, and the capture's files
+/// before it were removed or not given.
+fn missing_without_data(log: &Log, cpu: u32) -> (u64, u64) {
+    let Some(t) = log.end_total(cpu) else {
+        return (0, 0);
+    };
+    let rotated = log
+        .dropped(cpu)
+        .iter()
+        .map(|d| d.seq.end.min(t.blocks).saturating_sub(d.seq.start))
+        .fold(0, u64::saturating_add);
+    let subbufs = SubBufSequence::with_dropped(log.dropped_subbufs(cpu)).block(t.subbufs, 0);
+    (t.blocks.saturating_sub(rotated), subbufs)
 }
 
 /// CPUs without data listed one by one (a row each, with its loss window
@@ -431,6 +454,69 @@ mod tests {
         assert_eq!(kind_of(ProblemKind::Structure), Kind::Structure);
         assert_eq!(kind_of(ProblemKind::Metadata), Kind::Metadata);
         assert_eq!(kind_of(ProblemKind::Arch), Kind::Arch);
+    }
+
+    /// A log of CPUs 0 and 1, six sub-buffers each, one a block.
+    fn two_cpus() -> Vec<u8> {
+        let mut b = kmemtrace_testkit::synth::LogBuilder::new(
+            kmemtrace_kernel::RunTimeEndian::Little,
+            8,
+            4096,
+        );
+        b.subbufs_per_block = 1;
+        for i in 0..24u64 {
+            for cpu in 0..2 {
+                let mut payload = vec![0u8; 1000];
+                payload[0] = 1;
+                b.event(cpu, 1000 + i, payload);
+            }
+        }
+        b.build().unwrap()
+    }
+
+    /// `log` with every CPU_DATA block of CPU 1 damaged (a byte of its
+    /// sub-buffers flipped: its CRC fails).
+    fn without_cpu_1(mut log: Vec<u8>) -> Vec<u8> {
+        use kmemtrace_format::records::CpuDataHeader;
+        use kmemtrace_format::{BlockType, Item, LogReader};
+        let mut at = Vec::new();
+        let mut r = LogReader::new(&log[..]).unwrap();
+        while let Some(item) = r.next_item().unwrap() {
+            let Item::Block(b) = item else { continue };
+            if b.header.block_type == BlockType::CpuData {
+                let p = b.payload().unwrap();
+                let h = CpuDataHeader::parse(&p, p.len() as u64, 4096).unwrap();
+                if h.cpu == 1 {
+                    at.push(b.offset as usize + 20 + 100);
+                }
+            }
+        }
+        assert!(!at.is_empty());
+        for i in at {
+            log[i] ^= 0xff;
+        }
+        log
+    }
+
+    fn missing_of(log: &[u8], cpu: u32) -> (u64, u64) {
+        let r = crate::check_bytes("l", log);
+        let c = r.cpus.iter().find(|c| c.cpu == cpu).expect("a row");
+        (c.missing_blocks, c.missing_subbufs)
+    }
+
+    /// A CPU END lists of which the log has no block: all it wrote is
+    /// missing, but for what rotation removed.
+    #[test]
+    fn a_cpu_without_data_misses_what_end_says_it_wrote() {
+        let log = two_cpus();
+        assert_eq!(missing_of(&log, 1), (0, 0));
+        assert_eq!(missing_of(&without_cpu_1(log.clone()), 1), (6, 6));
+        // The second file of a rotated capture, cut after three blocks of
+        // each CPU: END counts from the file's start, the first file's
+        // three were removed.
+        let files = kmemtrace_testkit::synth::rotate(&log, &[6], 7).unwrap();
+        assert_eq!(missing_of(&files[1], 1), (0, 0));
+        assert_eq!(missing_of(&without_cpu_1(files[1].clone()), 1), (3, 3));
     }
 
     #[test]
