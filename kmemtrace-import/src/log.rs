@@ -1631,7 +1631,10 @@ impl Log {
         if let Backing::Store(store) = &self.backing {
             return store.subbuf_offset(r, i);
         }
-        (r.header.stored_len == r.header.raw_len).then(|| {
+        // Read in place only when stored plain: a zstd or kpack block can
+        // store as many bytes as it holds.
+        let plain = r.header.flags == 0 && r.header.stored_len == r.header.raw_len;
+        plain.then(|| {
             r.offset
                 + (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64
                 + (i - r.first_subbuf) * self.layout.subbuf_size as u64
@@ -2188,6 +2191,45 @@ mod tests {
         log.visit_cpu(3, |v| seen.push((v.index, v.raw[0])), |p| panic!("{p}"));
         assert_eq!(seen, [(0, 3), (1, 0)]);
         assert_eq!(log.subbuf_file_offset(&log.blocks[1], 1), Some(901));
+    }
+
+    /// Sub-buffers have file offsets only in a block stored plain, not in
+    /// a compressed one that happens to store as many bytes as it holds.
+    #[test]
+    fn sub_buffer_offsets_only_in_plain_blocks() {
+        use kmemtrace_format::block::{put_block, FLAG_ZSTD};
+        use kmemtrace_format::records::encode_cpu_data_header;
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut out = LogWriter::new(Vec::new(), &arch, Compression::None)
+            .unwrap()
+            .into_inner_unfinished();
+        // A zstd frame padded by a skippable frame (RFC 8878 §3.1.2) to
+        // exactly the payload's length.
+        let mut raw = encode_cpu_data_header(0, 1, 0, 0).to_vec();
+        raw.extend((0..4096u32).map(|i| (i % 7) as u8));
+        let mut frame = zstd::bulk::compress(&raw, 1).unwrap();
+        let pad = raw.len() - frame.len() - 8;
+        frame.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        frame.extend_from_slice(&(pad as u32).to_le_bytes());
+        frame.resize(raw.len(), 0);
+        put_block(BlockType::CpuData, FLAG_ZSTD, &frame, raw.len(), &mut out);
+        let mut raw1 = encode_cpu_data_header(0, 1, 1, 1).to_vec();
+        raw1.resize(CPU_DATA_HEADER_LEN + 4096, 0);
+        put_block(BlockType::CpuData, 0, &raw1, raw1.len(), &mut out);
+        let log = Log::from_bytes("t", &out).unwrap();
+        assert_eq!(log.blocks.len(), 2, "{:?}", log.problems);
+        let (z, p) = (&log.blocks[0], &log.blocks[1]);
+        assert_eq!(z.header.stored_len, z.header.raw_len);
+        assert_eq!(log.subbuf_file_offset(z, 0), None);
+        assert_eq!(
+            log.subbuf_file_offset(p, 1),
+            Some(p.offset + (BLOCK_HEADER_LEN + CPU_DATA_HEADER_LEN) as u64)
+        );
+        let mut scratch = BlockScratch::new();
+        assert_eq!(
+            log.read_cpu_block_into(z, &mut scratch).unwrap(),
+            &raw[24..]
+        );
     }
 
     #[test]
