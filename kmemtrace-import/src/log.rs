@@ -661,23 +661,26 @@ struct BlockScan {
     undecoded_metas: Vec<UndecodedMeta>,
     /// Their kallsyms, parsed as they were decoded: for [`Log::decode_metas`].
     parsed_kallsyms: ParsedKallsyms,
-    /// What the META, STATS and NOTE blocks taken so far decode to beyond
-    /// [`RECORDS_RATIO`] times what they store, by their `raw_len` (all
-    /// are decoded and held at once).
+    /// What the blocks decoded so far (all but CPU_DATA and unknown
+    /// kinds) decode to beyond [`RECORDS_RATIO`] times what they store, by
+    /// their `raw_len`: META, STATS and NOTE blocks are held at once, and
+    /// any kind may come many times over.
     records_amplified: u64,
     /// At most this much ([`MAX_RECORDS_AMPLIFIED`]; less in tests).
     records_budget: u64,
 }
 
-/// What a META, STATS or NOTE block may decode to, per byte stored,
+/// What a block other than CPU_DATA may decode to, per byte stored,
 /// without counting toward [`MAX_RECORDS_AMPLIFIED`]: the recorder's text
 /// compresses a few times over; a hostile block 64 MiB from a few KiB.
 pub const RECORDS_RATIO: u64 = 64;
 
-/// What a log's META, STATS and NOTE blocks may decode to beyond
-/// [`RECORDS_RATIO`] times their stored bytes, in all (FORMAT.md §5.2):
-/// what opening a log holds then grows with the file, however long a
-/// recording it is, not with what a few KiB can claim.
+/// What a log's blocks other than CPU_DATA (META, STATS and NOTE, and the
+/// ARCH, ARCH_COPY, END and SEGMENT blocks a damaged log may repeat) may
+/// decode to beyond [`RECORDS_RATIO`] times their stored bytes, in all
+/// (FORMAT.md §5.2): what opening a log holds and the time it takes then
+/// grow with the file, however long a recording it is, not with what a
+/// few KiB can claim.
 pub const MAX_RECORDS_AMPLIFIED: u64 = 1 << 30;
 
 impl BlockScan {
@@ -758,14 +761,18 @@ impl BlockScan {
             }
             return;
         }
-        // The kinds a log may hold many of and keeps: the budget.
-        let kept = matches!(bt, BlockType::Meta | BlockType::Stats | BlockType::Note);
-        let beyond = u64::from(b.header.raw_len)
+        if let BlockType::Unknown(t) = bt {
+            // A newer recorder's: skipped unread, so its payload is not
+            // decompressed (a few KiB of zstd can claim 64 MiB).
+            self.record(b.offset, Record::Unknown(t), was_first);
+            return;
+        }
+        // Every other block is decoded: the budget.
+        let amplified = u64::from(b.header.raw_len)
             .saturating_sub(RECORDS_RATIO * u64::from(b.header.stored_len));
-        let amplified = if kept { beyond } else { 0 };
         if self.records_amplified + amplified > self.records_budget {
             let what = format!(
-                "{} block not read: with the META, STATS and NOTE blocks before it, more than {} bytes to decode beyond {RECORDS_RATIO} times what they store",
+                "{} block not read: with the blocks decoded before it, more than {} bytes to decode beyond {RECORDS_RATIO} times what they store",
                 bt.name(),
                 self.records_budget
             );
@@ -2191,6 +2198,77 @@ mod tests {
         log.visit_cpu(3, |v| seen.push((v.index, v.raw[0])), |p| panic!("{p}"));
         assert_eq!(seen, [(0, 3), (1, 0)]);
         assert_eq!(log.subbuf_file_offset(&log.blocks[1], 1), Some(901));
+    }
+
+    /// A block of a kind this reader does not know is skipped unread: its
+    /// payload is not decompressed (a zstd frame that does not decompress,
+    /// flags it does not know: neither is a problem).
+    #[test]
+    fn unknown_blocks_are_skipped_unread() {
+        use kmemtrace_format::block::{put_block, FLAG_ZSTD};
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut out = LogWriter::new(Vec::new(), &arch, Compression::None)
+            .unwrap()
+            .into_inner_unfinished();
+        put_block(
+            BlockType::Unknown(99),
+            FLAG_ZSTD,
+            b"not zstd",
+            1 << 20,
+            &mut out,
+        );
+        put_block(BlockType::Unknown(100), 0x40, b"x", 1, &mut out);
+        let log = Log::from_bytes("t", &out).unwrap();
+        assert_eq!(log.unknown_blocks, 2);
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+    }
+
+    /// ARCH_COPY, END and SEGMENT blocks count to the budget of what
+    /// blocks decode to, as META, STATS and NOTE blocks do: a damaged log
+    /// may repeat any of them, each a few KiB of zstd for 64 MiB.
+    #[test]
+    fn every_kind_decoded_counts_to_the_budget() {
+        use kmemtrace_format::block::encode_block;
+        use kmemtrace_format::records::{CpuTotal, EndRecord};
+        let arch = ArchTag::new(RunTimeEndian::Little, 8, 4096, 16);
+        let mut out = LogWriter::new(Vec::new(), &arch, Compression::None)
+            .unwrap()
+            .into_inner_unfinished();
+        let mut copy = arch.clone();
+        copy.hostname = Some("h".repeat(100_000));
+        let end = EndRecord {
+            wall_ns: None,
+            reason: "r".repeat(100_000),
+            blocks: 1,
+            cpus: vec![CpuTotal {
+                cpu: 0,
+                blocks: 0,
+                subbufs: 0,
+                bytes: 0,
+            }],
+            exit_status: None,
+        };
+        let z = Compression::Zstd(1);
+        for _ in 0..3 {
+            encode_block(BlockType::ArchCopy, &copy.encode(), z, &mut out).unwrap();
+        }
+        encode_block(BlockType::End, &end.encode(), z, &mut out).unwrap();
+        let mut reader = LogReader::new(&out[..]).unwrap();
+        let mut scan = BlockScan::new(None);
+        // Room for two of them, not three.
+        scan.records_budget = 2 * 100_000;
+        while let Some(item) = reader.next_item().unwrap() {
+            scan.item(item);
+        }
+        scan.finish();
+        let not_read: Vec<&str> = scan
+            .problems
+            .iter()
+            .filter(|p| p.what.contains("block not read"))
+            .map(|p| p.what.split(' ').next().unwrap_or_default())
+            .collect();
+        assert_eq!(not_read, ["ARCH_COPY", "END"], "{:?}", scan.problems);
+        assert!(scan.end.is_none());
     }
 
     /// Sub-buffers have file offsets only in a block stored plain, not in
