@@ -287,13 +287,7 @@ mod tests {
             src.data.push(Box::leak(bytes.into_boxed_slice()));
             src.refs.push(CpuBlockRef {
                 offset: 0,
-                header: BlockHeader {
-                    block_type: BlockType::CpuData,
-                    flags: 0,
-                    stored_len: 0,
-                    raw_len: 0,
-                    crc: 0,
-                },
+                header: BlockHeader::empty(BlockType::CpuData),
                 cpu: *cpu,
                 block_seq: seq as u64,
                 first_subbuf: *first,

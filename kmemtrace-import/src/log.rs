@@ -2158,13 +2158,7 @@ mod tests {
         );
         let chunk = |cpu: u32, offset: u64| CpuBlockRef {
             offset,
-            header: BlockHeader {
-                block_type: BlockType::CpuData,
-                flags: 0,
-                stored_len: 0,
-                raw_len: 0,
-                crc: 0,
-            },
+            header: BlockHeader::empty(BlockType::CpuData),
             cpu,
             block_seq: 0,
             first_subbuf: 0,

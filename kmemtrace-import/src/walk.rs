@@ -336,13 +336,7 @@ mod tests {
         use kmemtrace_format::block::{BlockHeader, BlockType};
         CpuBlockRef {
             offset: block_seq * 100,
-            header: BlockHeader {
-                block_type: BlockType::CpuData,
-                flags: 0,
-                stored_len: 0,
-                raw_len: 0,
-                crc: 0,
-            },
+            header: BlockHeader::empty(BlockType::CpuData),
             cpu,
             block_seq,
             first_subbuf: block_seq * 10,

@@ -296,6 +296,19 @@ impl BlockHeader {
         Ok(hdr)
     }
 
+    /// A header of type `t` with no payload, lengths and CRC 0: for a block
+    /// described in memory (a test's, or one whose bytes come from
+    /// elsewhere).
+    pub fn empty(block_type: BlockType) -> Self {
+        BlockHeader {
+            block_type,
+            flags: 0,
+            stored_len: 0,
+            raw_len: 0,
+            crc: 0,
+        }
+    }
+
     /// The CRC the header and `stored` payload should carry.
     pub fn compute_crc(h: &[u8; BLOCK_HEADER_LEN], stored: &[u8]) -> u32 {
         let mut c = crc32fast::Hasher::new();

@@ -756,13 +756,7 @@ mod tests {
     fn block(first_subbuf: u64, count: u32) -> CpuBlockRef {
         CpuBlockRef {
             offset: first_subbuf.wrapping_mul(100),
-            header: BlockHeader {
-                block_type: BlockType::CpuData,
-                flags: 0,
-                stored_len: 0,
-                raw_len: 0,
-                crc: 0,
-            },
+            header: BlockHeader::empty(BlockType::CpuData),
             cpu: 0,
             block_seq: 0,
             first_subbuf,
