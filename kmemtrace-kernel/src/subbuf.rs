@@ -485,7 +485,7 @@ impl<'a, E: Endian> EventIter<'a, E> {
 impl<'a, E: Endian> Iterator for EventIter<'a, E> {
     type Item = Result<RbRecord<'a>, SubBufError>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         use SubBufErrorKind::*;
         if self.done {

@@ -619,6 +619,10 @@ fn scan_subbuf<E: Endian>(
     let mut run = SubBufRun::read(item.index, sb.missed_events, sb.lost_events);
     let mut first_in_subbuf: Option<u64> = None;
     let mut n_events = 0u64;
+    // The clock's state in a local for the loop over every event (kept in
+    // a register, not stored to the segment at each event), put back
+    // after it.
+    let mut order = seg.order;
     for rec in sb.events(e) {
         match rec {
             Ok(rec) => match rec.kind {
@@ -631,7 +635,7 @@ fn scan_subbuf<E: Endian>(
                         }
                     }
                     run.event(rec.ts);
-                    if let Some(prev) = seg.order.next(rec.ts) {
+                    if let Some(prev) = order.next(rec.ts) {
                         ordering_violation(log, r, i, rec.offset, prev, rec.ts, seg);
                     }
                     match e.read_u16(payload, 0) {
@@ -675,6 +679,7 @@ fn scan_subbuf<E: Endian>(
             }
         }
     }
+    seg.order = order;
     let s = &mut seg.scan;
     s.counts.events += n_events;
     if s.counts.first_ts.is_none() {
