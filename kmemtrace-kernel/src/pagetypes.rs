@@ -34,6 +34,25 @@ impl PageTypes {
     }
 }
 
+/// Migratetype names kept from `/proc/pagetypeinfo` at most: a kernel has
+/// six or fewer (`MIGRATE_TYPES`), while a damaged file can list hundreds
+/// of millions, each a `String` of its own in every table that names it.
+pub const MAX_NAMES: usize = 16;
+
+/// Bytes of one migratetype name kept at most (the kernel's longest,
+/// "Reclaimable", has 11).
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character's boundary.
+fn prefix_within(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Parses `/proc/pagetypeinfo`.
 pub fn parse(text: &str) -> Option<PageTypes> {
     let mut names = Vec::new();
@@ -46,7 +65,11 @@ pub fn parse(text: &str) -> Option<PageTypes> {
         if let Some(v) = line.strip_prefix("Page block order:") {
             pageblock_order = v.trim().parse().ok();
         } else if let Some(v) = line.strip_prefix("Number of blocks type") {
-            names = v.split_whitespace().map(str::to_string).collect();
+            names = v
+                .split_whitespace()
+                .take(MAX_NAMES)
+                .map(|n| prefix_within(n, MAX_NAME_BYTES).to_string())
+                .collect();
         } else if let Some(rest) = line.strip_prefix("Node ") {
             // "Node 0, zone   Normal   183 ..." (the block counts table).
             let mut it = rest.split(',');
@@ -140,6 +163,24 @@ mod tests {
         let p = parse(&text).unwrap();
         assert_eq!(p.zones.len(), 100_000);
         assert_eq!(p.zones[99_999], (99_999, "Normal".to_string()));
+    }
+
+    #[test]
+    fn names_are_bounded_in_count_and_length() {
+        let real = parse("Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic          CMA      Isolate \n").unwrap();
+        assert_eq!(
+            real.names.join(" "),
+            "Unmovable Movable Reclaimable HighAtomic CMA Isolate"
+        );
+        // A damaged file: a million names, one of them long, with a
+        // character of several bytes across the bound.
+        let long = format!("{}é{}", "x".repeat(MAX_NAME_BYTES - 1), "y".repeat(1000));
+        let text = format!("Number of blocks type {long} {}\n", "a ".repeat(1_000_000));
+        let p = parse(&text).unwrap();
+        assert_eq!(p.names.len(), MAX_NAMES);
+        assert_eq!(p.names[0], "x".repeat(MAX_NAME_BYTES - 1));
+        assert_eq!(p.names[1], "a");
+        assert_eq!(p.name(MAX_NAMES as i32), format!("mt {MAX_NAMES}"));
     }
 
     #[test]
