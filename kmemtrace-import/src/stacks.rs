@@ -172,6 +172,13 @@ pub const STACK_EVENT: &str = "kernel_stack";
 /// stack taken with it share them.
 pub const CONTEXT_FLAGS: u8 = kmemtrace_kernel::event_format::trace_flags::INTERRUPT;
 
+/// Frames of one stack read at most: the kernel's own bound since 5.6
+/// (`FTRACE_KSTACK_ENTRIES`, 1,024 entries), deeper than any kernel stack
+/// is. A damaged record's size field can claim a stack as long as a
+/// sub-buffer, and each frame becomes a function name, some hundred bytes,
+/// in every table and document that shows the stack.
+pub const MAX_FRAMES: usize = 1024;
+
 /// Reads `kernel_stack` records with the recorded kernel's layout.
 #[derive(Clone, Debug)]
 pub struct StackReader {
@@ -302,7 +309,7 @@ impl StackReader {
             .map_or(0, |v| v as u8 & CONTEXT_FLAGS);
         let room = payload.len().checked_sub(self.caller_offset)? / self.long;
         let declared = self.size.read_i64(e, payload)?.max(0) as usize;
-        let n = declared.min(room);
+        let n = declared.min(room).min(MAX_FRAMES);
         let frames = &payload[self.caller_offset..self.caller_offset + n * self.long];
         Some(KernelStack {
             pid,
@@ -524,6 +531,15 @@ print fmt: \"\\t=> %ps\\n\", (void *)REC->caller[0]\n",
             r.read(BigEndian, &p).unwrap().frames().collect::<Vec<_>>(),
             big
         );
+    }
+
+    #[test]
+    fn a_stack_is_read_to_max_frames() {
+        let r = StackReader::from_format(&format(16, 8), 8).unwrap();
+        let deep: Vec<u64> = (1..=5000).collect();
+        let p = record(LittleEndian, 16, 8, 5000, &deep);
+        let got: Vec<u64> = r.read(LittleEndian, &p).unwrap().frames().collect();
+        assert_eq!(got, deep[..MAX_FRAMES]);
     }
 
     #[test]
