@@ -7,6 +7,7 @@ use super::series::Span;
 use super::svg::{Bars, Lane, Lanes, Layer, Stretch, PALETTE};
 use super::table::Table;
 use super::{cards, heading, note, Page};
+use crate::text::stalls::ORDERS_SHOWN;
 use crate::text::{age, secs};
 use kmemtrace_analysis::model::stalls::*;
 use kmemtrace_kernel::human::thousands;
@@ -488,12 +489,16 @@ fn background(st: &Stalls, v: View, o: &mut String) {
                 ("Orders asked (order: wakes)", false),
             ],
         );
-        for b in &st.background {
-            let orders: Vec<String> = b
+        for b in st.background.iter().take(v.lines) {
+            let mut orders: Vec<String> = b
                 .orders
                 .iter()
+                .take(ORDERS_SHOWN)
                 .map(|o| format!("{}: {}", o.order, o.count))
                 .collect();
+            if b.orders.len() > ORDERS_SHOWN {
+                orders.push(format!("+{} more", b.orders.len() - ORDERS_SHOWN));
+            }
             let awake = format!(
                 "{}{}",
                 age(b.awake_ns),
@@ -510,6 +515,10 @@ fn background(st: &Stalls, v: View, o: &mut String) {
                 .value(b.awake_ns as f64, &awake)
                 .text(&orders.join(", "));
         }
+        t.more(
+            st.background.len().saturating_sub(v.lines),
+            "kmemtrace-report --json",
+        );
         t.render(o);
     }
     if st.wakers.is_empty() {
@@ -662,6 +671,25 @@ mod tests {
         assert_eq!(counts, [3, 0, 0, 1]);
         assert_eq!(b[0].2, "3 episodes stalled 2.048 us to 4.096 us");
         assert_eq!(bins(&[]), Vec::new());
+    }
+
+    /// A damaged log's thousand nodes, each woken for a thousand orders:
+    /// the rows asked for, each with its first orders.
+    #[test]
+    fn background_rows_keep_to_the_lines_asked_for() {
+        let st = crate::text::stalls::tests::many_rows();
+        let mut o = String::new();
+        let v = View {
+            span: Span {
+                start_ns: 0,
+                end_ns: 1_000_000,
+            },
+            lines: 10,
+        };
+        background(&st, v, &mut o);
+        assert!(o.len() < 150_000, "{} bytes", o.len());
+        assert_eq!(o.matches("+984 more").count(), 10);
+        assert_eq!(o.matches("990 more rows").count(), 2, "{o}");
     }
 
     /// Stall events with no episode (a kcompactd's sleep): the section

@@ -54,7 +54,8 @@ impl Table {
             columns: head.len(),
         }
     }
-    fn row(&mut self, r: Vec<String>) {
+    fn row(&mut self, mut r: Vec<String>) {
+        r.iter_mut().for_each(cut_cell);
         self.t.row(r);
     }
     fn render(mut self, out: &mut String) {
@@ -65,6 +66,24 @@ impl Table {
             self.t.align(self.columns - 1, Align::Left);
         }
         self.t.render_into(out);
+    }
+}
+
+/// Characters of one table cell printed at most. Every cell of a column
+/// is padded to its widest, so one long name (a damaged log's symbol or
+/// cache name can be megabytes) would widen every row; no real one comes
+/// near (function names are at most 512 bytes, `KSYM_NAME_LEN`).
+const MAX_CELL_CHARS: usize = 1024;
+
+/// `cell` cut to [`MAX_CELL_CHARS`], the last one `…` where it is cut.
+fn cut_cell(cell: &mut String) {
+    if cell.len() <= MAX_CELL_CHARS {
+        return;
+    }
+    let mut ends = cell.char_indices().map(|(i, _)| i);
+    if let (Some(last), Some(_)) = (ends.nth(MAX_CELL_CHARS - 1), ends.next()) {
+        cell.truncate(last);
+        cell.push('…');
     }
 }
 

@@ -41,8 +41,8 @@ pub fn render(out: &mut String, st: &Stalls, s: &Sections) {
     sites(out, st, s);
     tasks(out, st, s);
     longest(out, st, s);
-    background(out, st);
-    oom_kills(out, st);
+    background(out, st, s);
+    oom_kills(out, st, s);
     shrinkers(out, st, s);
     notes(out, st);
 }
@@ -169,7 +169,11 @@ fn longest(out: &mut String, st: &Stalls, s: &Sections) {
     }
 }
 
-fn background(out: &mut String, st: &Stalls) {
+/// Orders listed in a background row's "orders asked" at most: a kernel
+/// has a dozen or so, while a damaged log can name every `int`.
+pub(crate) const ORDERS_SHOWN: usize = 16;
+
+fn background(out: &mut String, st: &Stalls, s: &Sections) {
     if st.background.is_empty() && st.wakers.is_empty() {
         return;
     }
@@ -182,12 +186,18 @@ fn background(out: &mut String, st: &Stalls) {
         "awake",
         "orders asked",
     ]);
-    for b in &st.background {
-        let orders: Vec<String> = b
+    // Left-aligned, so a long last cell pads no other row.
+    t.left_last = true;
+    for b in st.background.iter().take(s.lines) {
+        let mut orders: Vec<String> = b
             .orders
             .iter()
+            .take(ORDERS_SHOWN)
             .map(|o| format!("{}:{}", o.order, o.count))
             .collect();
+        if b.orders.len() > ORDERS_SHOWN {
+            orders.push(format!("(+{} more)", b.orders.len() - ORDERS_SHOWN));
+        }
         t.row(vec![
             b.thread.clone(),
             b.node.to_string(),
@@ -206,12 +216,13 @@ fn background(out: &mut String, st: &Stalls) {
         ]);
     }
     t.render(out);
+    more_rows(out, st.background.len(), s.lines);
     if st.wakers.is_empty() {
         return;
     }
     let mut t = Table::new(&["woken", "by call site", "order", "wakeups"]);
     t.left = 2;
-    for w in &st.wakers {
+    for w in st.wakers.iter().take(s.lines) {
         t.row(vec![
             w.thread.clone(),
             w.callsite.clone().unwrap_or_else(|| "(no stack)".into()),
@@ -220,14 +231,22 @@ fn background(out: &mut String, st: &Stalls) {
         ]);
     }
     t.render(out);
+    more_rows(out, st.wakers.len(), s.lines);
 }
 
-fn oom_kills(out: &mut String, st: &Stalls) {
+/// The line after a table cut to `lines` of its `rows`.
+fn more_rows(out: &mut String, rows: usize, lines: usize) {
+    if rows > lines {
+        let _ = writeln!(out, "  ... {} more rows (see --json)", rows - lines);
+    }
+}
+
+fn oom_kills(out: &mut String, st: &Stalls, s: &Sections) {
     if st.oom_kills.is_empty() {
         return;
     }
     let _ = writeln!(out, "\nOOM KILLS ({})", st.oom_kills.len());
-    for k in &st.oom_kills {
+    for k in st.oom_kills.iter().take(s.lines) {
         let _ = writeln!(
             out,
             "  {} s: pid {}{} killed (rss {}), for pid {}{} at {}, order {}, {}: it stalled {} over {} in {} phases before{}",
@@ -246,6 +265,7 @@ fn oom_kills(out: &mut String, st: &Stalls) {
             k.reaped_ns.map_or_else(String::new, |r| format!("; reaped in {}", age(r)))
         );
     }
+    more_rows(out, st.oom_kills.len(), s.lines);
 }
 
 fn shrinkers(out: &mut String, st: &Stalls, s: &Sections) {
@@ -333,4 +353,59 @@ pub(crate) fn waits(e: &Episode) -> String {
         parts.push(format!("OOM kill of pid {v}"));
     }
     parts.join("; ")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::MAX_CELL_CHARS;
+    use super::*;
+
+    /// A damaged log's stalls: a thousand nodes each woken for a thousand
+    /// orders, a thousand wakers, one of them with a long call site, a
+    /// thousand OOM kills.
+    pub(crate) fn many_rows() -> Stalls {
+        let orders: Vec<OrderCount> = (0..1000)
+            .map(|order| OrderCount { order, count: 1 })
+            .collect();
+        Stalls {
+            recorded: true,
+            events: 1,
+            episodes: 1,
+            background: (0..1000)
+                .map(|node| BackgroundRow {
+                    thread: "kswapd".into(),
+                    node,
+                    wakes: 1,
+                    wake_events: 1,
+                    orders: orders.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+            wakers: (0..1000)
+                .map(|order| WakerRow {
+                    thread: "kswapd".into(),
+                    callsite: (order == 0).then(|| "f".repeat(100_000)),
+                    order,
+                    wakeups: 1,
+                })
+                .collect(),
+            oom_kills: vec![OomKill::default(); 1000],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn background_tables_keep_to_the_lines_asked_for() {
+        let mut out = String::new();
+        render(&mut out, &many_rows(), &Sections::all(10));
+        // Ten rows of each table, the long call site cut, no row padded
+        // to a row of a thousand orders.
+        assert!(out.len() < 30_000, "{} bytes", out.len());
+        assert_eq!(out.matches("... 990 more rows").count(), 3);
+        assert_eq!(out.matches("(+984 more)").count(), 10);
+        assert!(out.contains(" 15:1 (+984 more)\n"));
+        assert!(out.contains(&format!(" {}… ", "f".repeat(MAX_CELL_CHARS - 1))));
+        let widest = out.lines().map(|l| l.chars().count()).max();
+        assert!(widest < Some(MAX_CELL_CHARS + 100), "{widest:?}");
+    }
 }
