@@ -673,19 +673,24 @@ mod tests {
         assert_eq!(bins(&[]), Vec::new());
     }
 
+    /// A millisecond's view, `lines` rows a table.
+    fn view(lines: usize) -> View {
+        View {
+            span: Span {
+                start_ns: 0,
+                end_ns: 1_000_000,
+            },
+            lines,
+        }
+    }
+
     /// A damaged log's thousand nodes, each woken for a thousand orders:
     /// the rows asked for, each with its first orders.
     #[test]
     fn background_rows_keep_to_the_lines_asked_for() {
         let st = crate::text::stalls::tests::many_rows();
         let mut o = String::new();
-        let v = View {
-            span: Span {
-                start_ns: 0,
-                end_ns: 1_000_000,
-            },
-            lines: 10,
-        };
+        let v = view(10);
         background(&st, v, &mut o);
         assert!(o.len() < 150_000, "{} bytes", o.len());
         assert_eq!(o.matches("+984 more").count(), 10);
@@ -701,13 +706,7 @@ mod tests {
             ..Default::default()
         };
         let mut o = String::new();
-        let v = View {
-            span: Span {
-                start_ns: 0,
-                end_ns: 1_000_000,
-            },
-            lines: 20,
-        };
+        let v = view(20);
         render(&st, v, &mut o);
         assert!(o.contains("Allocation stalls"));
         assert!(o.contains("No allocation stalled"));
