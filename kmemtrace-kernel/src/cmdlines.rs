@@ -63,7 +63,9 @@ fn parse_pid(s: &str) -> Option<i32> {
     s.parse::<i32>().ok()
 }
 
-fn cut_at_char_boundary(s: &str, max: usize) -> &str {
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character's boundary.
+pub(crate) fn cut_at_char_boundary(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

@@ -10,6 +10,8 @@
 //! ([`parse`]); without it, [`fallback`] gives a table by kernel version,
 //! and says so.
 
+use crate::cmdlines::cut_at_char_boundary;
+
 /// Migratetype names and where they come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageTypes {
@@ -43,16 +45,6 @@ pub const MAX_NAMES: usize = 16;
 /// "Reclaimable", has 11).
 pub const MAX_NAME_BYTES: usize = 64;
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a
-/// character's boundary.
-fn prefix_within(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// Parses `/proc/pagetypeinfo`.
 pub fn parse(text: &str) -> Option<PageTypes> {
     let mut names = Vec::new();
@@ -68,7 +60,7 @@ pub fn parse(text: &str) -> Option<PageTypes> {
             names = v
                 .split_whitespace()
                 .take(MAX_NAMES)
-                .map(|n| prefix_within(n, MAX_NAME_BYTES).to_string())
+                .map(|n| cut_at_char_boundary(n, MAX_NAME_BYTES).to_string())
                 .collect();
         } else if let Some(rest) = line.strip_prefix("Node ") {
             // "Node 0, zone   Normal   183 ..." (the block counts table).
