@@ -7,7 +7,7 @@ use super::series::Span;
 use super::svg::{Bars, Lane, Lanes, Layer, Stretch, PALETTE};
 use super::table::Table;
 use super::{cards, heading, note, Page};
-use crate::text::stalls::ORDERS_SHOWN;
+use crate::text::stalls::orders_asked;
 use crate::text::{age, secs};
 use kmemtrace_analysis::model::stalls::*;
 use kmemtrace_kernel::human::thousands;
@@ -490,15 +490,7 @@ fn background(st: &Stalls, v: View, o: &mut String) {
             ],
         );
         for b in st.background.iter().take(v.lines) {
-            let mut orders: Vec<String> = b
-                .orders
-                .iter()
-                .take(ORDERS_SHOWN)
-                .map(|o| format!("{}: {}", o.order, o.count))
-                .collect();
-            if b.orders.len() > ORDERS_SHOWN {
-                orders.push(format!("+{} more", b.orders.len() - ORDERS_SHOWN));
-            }
+            let orders = orders_asked(b, |o| format!("{}: {}", o.order, o.count));
             let awake = format!(
                 "{}{}",
                 age(b.awake_ns),

@@ -171,7 +171,17 @@ fn longest(out: &mut String, st: &Stalls, s: &Sections) {
 
 /// Orders listed in a background row's "orders asked" at most: a kernel
 /// has a dozen or so, while a damaged log can name every `int`.
-pub(crate) const ORDERS_SHOWN: usize = 16;
+const ORDERS_SHOWN: usize = 16;
+
+/// A background row's orders asked, the first [`ORDERS_SHOWN`] each as
+/// `show` writes it, then how many more.
+pub(crate) fn orders_asked(b: &BackgroundRow, show: impl Fn(&OrderCount) -> String) -> Vec<String> {
+    let mut orders: Vec<String> = b.orders.iter().take(ORDERS_SHOWN).map(show).collect();
+    if b.orders.len() > ORDERS_SHOWN {
+        orders.push(format!("(+{} more)", b.orders.len() - ORDERS_SHOWN));
+    }
+    orders
+}
 
 fn background(out: &mut String, st: &Stalls, s: &Sections) {
     if st.background.is_empty() && st.wakers.is_empty() {
@@ -189,15 +199,7 @@ fn background(out: &mut String, st: &Stalls, s: &Sections) {
     // Left-aligned, so a long last cell pads no other row.
     t.left_last = true;
     for b in st.background.iter().take(s.lines) {
-        let mut orders: Vec<String> = b
-            .orders
-            .iter()
-            .take(ORDERS_SHOWN)
-            .map(|o| format!("{}:{}", o.order, o.count))
-            .collect();
-        if b.orders.len() > ORDERS_SHOWN {
-            orders.push(format!("(+{} more)", b.orders.len() - ORDERS_SHOWN));
-        }
+        let orders = orders_asked(b, |o| format!("{}:{}", o.order, o.count));
         t.row(vec![
             b.thread.clone(),
             b.node.to_string(),
